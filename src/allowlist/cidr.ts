@@ -1,0 +1,242 @@
+/**
+ * Strict CIDR and address parsing for allowlist entries, trusted-source lists and the admin API.
+ *
+ * ipaddr.js does the IPv6 structure work, but only behind strict pre-checks: on its own it
+ * accepts forms an operator may not mean (`10` = 0.0.0.10, `10.1` = 10.0.0.1, `010.0.0.1` =
+ * 8.0.0.1 octal, `0x0a.0.0.1`, zone ids, `::1.2.3.4` read as IPv4-mapped). Every rejection
+ * carries a sentence an operator can act on; the admin API returns it as the 4xx reason.
+ *
+ * Parse results are returned values, never exceptions: config loading and the admin API decide
+ * what a bad entry means for them.
+ */
+import ipaddr from 'ipaddr.js';
+
+export interface Cidr {
+  readonly family: 4 | 6;
+  /** Canonical text: network address (lower-case, RFC 5952 compressed for IPv6) + `/prefix`. */
+  readonly text: string;
+  readonly prefix: number;
+  /** First address of the range as big-endian unsigned 32-bit words: 1 word (IPv4) or 4 (IPv6). */
+  readonly start: readonly number[];
+  /** Last address of the range, same layout as `start`. */
+  readonly end: readonly number[];
+}
+
+export type CidrParse = { ok: true; cidr: Cidr } | { ok: false; message: string };
+
+export type AddressParse =
+  | { ok: true; family: 4 | 6; /** canonical text */ address: string }
+  | { ok: false; message: string };
+
+/**
+ * Longest valid input is 49 characters (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128`).
+ * The cap keeps error messages (which quote the input) bounded for admin API callers.
+ */
+export const MAX_CIDR_TEXT = 64;
+
+const MAX_PREFIX = { 4: 32, 6: 128 } as const;
+
+/**
+ * Parse `a.b.c.d/len` or `x:x::x/len`.
+ *
+ * A bare address without `/len` is accepted as a host route (/32 or /128): operators write
+ * `allow 1.2.3.4;` in nginx and expect the same here. The canonical text always carries the
+ * prefix (`1.2.3.4/32`). A trailing `/` with nothing after it is still an error: that is a
+ * truncated entry, not a host route.
+ */
+export function parseCidr(text: string): CidrParse {
+  const pre = precheck(text, 'CIDR');
+  if (pre !== null) return fail(pre);
+  const slash = text.indexOf('/');
+  const addrText = slash < 0 ? text : text.slice(0, slash);
+  const addr = parseAddressPart(addrText);
+  if (!addr.ok) return addr;
+  const max = MAX_PREFIX[addr.family];
+  let prefix: number = max;
+  if (slash >= 0) {
+    const prefixText = text.slice(slash + 1);
+    if (prefixText.length === 0) return fail(`missing prefix length after "/" in ${q(text)}`);
+    if (prefixText.includes('/')) return fail(`more than one "/" in ${q(text)}`);
+    if (!/^[0-9]+$/.test(prefixText)) {
+      return fail(`prefix length ${q(prefixText)} is not a decimal number`);
+    }
+    if (prefixText.length > 1 && prefixText.charCodeAt(0) === 48 /* 0 */) {
+      return fail(`prefix length ${q(prefixText)} has a leading zero; write ${Number(prefixText)}`);
+    }
+    prefix = Number(prefixText);
+    if (prefix > max) return fail(`prefix length ${prefixText} out of range for IPv${addr.family}`);
+  }
+
+  if (addr.family === 6 && isMapped(addr.words) && prefix >= 96) {
+    // The matcher sees an IPv4 client as IPv4 (identity canonicalises ::ffff:a.b.c.d), so a
+    // mapped CIDR would never match anything: refuse it and say what to write instead.
+    const v4 = maskWords([addr.words[3]!], prefix - 96);
+    return fail(`IPv4-mapped IPv6 CIDR ${q(text)} is not allowed: write it as IPv4 ` +
+      `${formatV4(v4[0]!)}/${prefix - 96}`);
+  }
+
+  const start = maskWords(addr.words, prefix);
+  if (!sameWords(start, addr.words)) {
+    const suggestion = `${formatWords(addr.family, start)}/${prefix}`;
+    return fail(`host bits set in ${q(text)}: did you mean ${suggestion}?`);
+  }
+  const end = lastWords(start, prefix);
+  return {
+    ok: true,
+    cidr: Object.freeze({
+      family: addr.family,
+      text: `${addr.canonical}/${prefix}`,
+      prefix,
+      start: Object.freeze(start),
+      end: Object.freeze(end),
+    }),
+  };
+}
+
+/**
+ * Parse one address with the same rules as `parseCidr`. An IPv4-mapped IPv6 address
+ * (`::ffff:1.2.3.4`, also written `::ffff:102:304`) is the IPv4 address, as everywhere in ipgate.
+ */
+export function parseAddress(text: string): AddressParse {
+  const pre = precheck(text, 'address');
+  if (pre !== null) return fail(pre);
+  if (text.includes('/')) return fail(`${q(text)} is a CIDR, not an address`);
+  const addr = parseAddressPart(text);
+  if (!addr.ok) return addr;
+  if (addr.family === 6 && isMapped(addr.words)) {
+    return { ok: true, family: 4, address: formatV4(addr.words[3]!) };
+  }
+  return { ok: true, family: addr.family, address: addr.canonical };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+type Failure = { ok: false; message: string };
+type AddressPart =
+  | { ok: true; family: 4 | 6; words: number[]; canonical: string }
+  | Failure;
+
+function fail(message: string): Failure {
+  return { ok: false, message };
+}
+
+/** Quote operator input for a message; JSON escaping keeps control characters out of logs. */
+function q(text: string): string {
+  return JSON.stringify(text);
+}
+
+/** Checks shared by CIDRs and addresses; null when the text may go on to the real parse. */
+function precheck(text: unknown, what: string): string | null {
+  if (typeof text !== 'string') return `${what} must be a string`;
+  if (text.length === 0) return `empty ${what}`;
+  if (text.length > MAX_CIDR_TEXT) {
+    return `${what} too long (${text.length} characters, at most ${MAX_CIDR_TEXT})`;
+  }
+  if (/\s/.test(text)) return `${what} ${q(text)} contains whitespace`;
+  const pct = text.indexOf('%');
+  if (pct >= 0) {
+    const zone = text.slice(pct).split('/')[0]!;
+    return `zone id ${q(zone)} is not allowed in ${q(text)}: an allowlist entry cannot name an interface`;
+  }
+  return null;
+}
+
+function parseAddressPart(text: string): AddressPart {
+  if (text.length === 0) return fail('missing address before "/"');
+  return text.includes(':') ? parseV6Part(text) : parseV4Part(text);
+}
+
+function parseV4Part(text: string): AddressPart {
+  const bad = /[^0-9.]/.exec(text);
+  if (bad !== null) {
+    return fail(`invalid IPv4 address ${q(text)}: unexpected character ${q(bad[0])}`);
+  }
+  const err = checkDottedQuad(text);
+  if (err !== null) return fail(`invalid IPv4 address ${q(text)}: ${err}`);
+  const word = v4Word(text);
+  return { ok: true, family: 4, words: [word], canonical: formatV4(word) };
+}
+
+/** Exactly four decimal octets 0-255 without leading zeros; null when fine. */
+function checkDottedQuad(text: string): string | null {
+  const parts = text.split('.');
+  if (parts.length !== 4) {
+    return `expected four decimal octets a.b.c.d, got ${parts.length}` +
+      ' (short forms like 10/8 or 10.1/16 are ambiguous; write 10.0.0.0/8)';
+  }
+  for (const part of parts) {
+    if (part.length === 0) return 'empty octet';
+    if (part.length > 1 && part.charCodeAt(0) === 48 /* 0 */) {
+      return `octet ${q(part)} has a leading zero (ambiguous: octal or decimal?); write ${Number(part)}`;
+    }
+    if (part.length > 3 || Number(part) > 255) return `octet ${q(part)} is greater than 255`;
+  }
+  return null;
+}
+
+/** Value of a dotted quad that passed checkDottedQuad. */
+function v4Word(text: string): number {
+  const octets = ipaddr.IPv4.parse(text).octets;
+  return ((octets[0]! << 24) | (octets[1]! << 16) | (octets[2]! << 8) | octets[3]!) >>> 0;
+}
+
+function parseV6Part(text: string): AddressPart {
+  const bad = /[^0-9a-fA-F:.]/.exec(text);
+  if (bad !== null) {
+    return fail(`invalid IPv6 address ${q(text)}: unexpected character ${q(bad[0])}`);
+  }
+  const lastColon = text.lastIndexOf(':');
+  const tail = text.slice(lastColon + 1);
+  if (tail.includes('.')) {
+    const err = checkDottedQuad(tail);
+    if (err !== null) return fail(`invalid IPv6 address ${q(text)}: embedded IPv4 ${q(tail)}: ${err}`);
+    if (lastColon === 1 && text.startsWith('::')) {
+      // RFC 4291 2.5.5.1 deprecated "IPv4-compatible" form. RFC parsers read ::1.2.3.4 as
+      // ::102:304, ipaddr.js reads it as ::ffff:1.2.3.4: two meanings, so accept neither.
+      const hex = formatWords(6, [0, 0, 0, v4Word(tail)]);
+      return fail(`${q(text)} is the deprecated IPv4-compatible form (RFC 4291 2.5.5.1), read ` +
+        `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`);
+    }
+  }
+  if (!ipaddr.IPv6.isValid(text)) return fail(`invalid IPv6 address ${q(text)}`);
+  const ip = ipaddr.IPv6.parse(text);
+  const p = ip.parts;
+  const words = [0, 2, 4, 6].map((i) => ((p[i]! << 16) | p[i + 1]!) >>> 0);
+  return { ok: true, family: 6, words, canonical: ip.toString() };
+}
+
+function isMapped(words: readonly number[]): boolean {
+  return words[0] === 0 && words[1] === 0 && words[2] === 0xffff;
+}
+
+/** Words with every bit after `prefix` cleared. */
+function maskWords(words: readonly number[], prefix: number): number[] {
+  return words.map((w, i) => (w & wordMask(prefix - 32 * i)) >>> 0);
+}
+
+/** Words with every bit after `prefix` set: the last address of the range. */
+function lastWords(start: readonly number[], prefix: number): number[] {
+  return start.map((w, i) => (w | ~wordMask(prefix - 32 * i)) >>> 0);
+}
+
+/** Mask for a 32-bit word of which the first `bits` (clamped to 0..32) belong to the network. */
+function wordMask(bits: number): number {
+  if (bits <= 0) return 0;
+  if (bits >= 32) return 0xffffffff;
+  return (0xffffffff << (32 - bits)) >>> 0;
+}
+
+function sameWords(a: readonly number[], b: readonly number[]): boolean {
+  return a.every((w, i) => w === b[i]);
+}
+
+export function formatV4(word: number): string {
+  return `${word >>> 24}.${(word >>> 16) & 255}.${(word >>> 8) & 255}.${word & 255}`;
+}
+
+function formatWords(family: 4 | 6, words: readonly number[]): string {
+  if (family === 4) return formatV4(words[0]!);
+  const parts: number[] = [];
+  for (const w of words) parts.push(w >>> 16, w & 0xffff);
+  return new ipaddr.IPv6(parts).toString();
+}
