@@ -1,0 +1,114 @@
+/**
+ * `ipgate doctor`: read the cluster, say where the client IP is lost and what to change.
+ * Exit codes: 0 no error findings, 1 error findings, 2 could not run (bad flags, no credentials,
+ * Kubernetes API unreachable or refusing).
+ */
+import { parseArgs } from 'node:util';
+import { fetchReadyz } from './admin-readyz';
+import { analyse } from './analyse';
+import { collectSnapshot } from './collect';
+import { DoctorError } from './errors';
+import { exitCodeFor } from './finding';
+import { KubeClient } from './kube-client';
+import { resolveKubeAccess } from './kubeconfig';
+import { renderFailureJson, renderJson, renderText } from './report';
+
+export const DOCTOR_USAGE = `usage: ipgate doctor [flags]
+
+Checks how client addresses reach ipgate in this cluster and prints findings with fixes.
+
+  --kubeconfig PATH       kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)
+  --context NAME          kubeconfig context (default: current-context)
+  --namespace NS          namespace of the ipgate Service (default: the context's, else "default")
+  --service NAME          ipgate Service name (default: ipgate)
+  --admin-url URL         ipgate admin API base URL; its /readyz detail is reported
+  --admin-token-env NAME  environment variable holding the admin bearer token
+  --json                  print JSON instead of text
+  -h, --help              this text
+
+exit code: 0 no errors, 1 error findings, 2 could not read the Kubernetes API (or bad flags)
+`;
+
+/** Injection points for tests; the defaults are the process's own. */
+export interface DoctorDeps {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+  env: NodeJS.ProcessEnv;
+  /** Per Kubernetes API request. */
+  timeoutMs: number;
+  serviceAccountDir?: string;
+}
+
+export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {}): Promise<number> {
+  const stdout = deps.stdout ?? process.stdout;
+  const stderr = deps.stderr ?? process.stderr;
+  const env = deps.env ?? process.env;
+
+  let values: ReturnType<typeof parse>['values'];
+  try {
+    values = parse(argv).values;
+  } catch (err) {
+    stderr.write(`ipgate doctor: ${(err as Error).message}\n\n${DOCTOR_USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    stdout.write(DOCTOR_USAGE);
+    return 0;
+  }
+  const json = values.json === true;
+
+  let client: KubeClient | undefined;
+  try {
+    const access = resolveKubeAccess({
+      kubeconfig: values.kubeconfig,
+      context: values.context,
+      env,
+      serviceAccountDir: deps.serviceAccountDir,
+    });
+    client = new KubeClient(access, { timeoutMs: deps.timeoutMs ?? 10_000 });
+    const namespace = values.namespace ?? access.namespace ?? 'default';
+    const serviceName = values.service ?? 'ipgate';
+
+    let admin = null;
+    if (values['admin-url']) {
+      const tokenEnv = values['admin-token-env'];
+      const token = tokenEnv ? env[tokenEnv] : undefined;
+      admin = fetchReadyz({
+        adminUrl: values['admin-url'],
+        ...(token ? { token } : {}),
+        ...(tokenEnv && !token ? { tokenProblem: `--admin-token-env ${tokenEnv}: that variable is unset or empty` } : {}),
+      });
+    }
+    const snapshot = await collectSnapshot(client, { namespace, serviceName, admin });
+    const findings = analyse(snapshot);
+    const code = exitCodeFor(findings);
+    const header = { service: `${namespace}/${serviceName}`, source: access.source, server: access.server.origin };
+    stdout.write(json ? renderJson(header, findings, code) : renderText(header, findings));
+    return code;
+  } catch (err) {
+    if (!(err instanceof DoctorError)) throw err;
+    if (json) stdout.write(renderFailureJson(err.code, err.message));
+    else stderr.write(`ipgate doctor: ${err.message}\n`);
+    return 2;
+  } finally {
+    client?.close();
+  }
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      kubeconfig: { type: 'string' },
+      context: { type: 'string' },
+      namespace: { type: 'string', short: 'n' },
+      service: { type: 'string' },
+      'admin-url': { type: 'string' },
+      'admin-token-env': { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
