@@ -79,7 +79,7 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
         id: 'kube-proxy.mode.iptables',
         severity: 'ok',
         subject,
-        statement: `kube-proxy mode iptables${v.mode === '' ? ' (mode "" is the Linux default)' : ''}: NodePort traffic is DNATed in KUBE-NODEPORTS / KUBE-EXT-* chains; only externalTrafficPolicy: Cluster adds KUBE-MARK-MASQ (source NAT)`,
+        statement: `mode iptables${v.mode === '' ? ' (mode "" is the Linux default)' : ''}: NodePort traffic is DNATed in KUBE-NODEPORTS / KUBE-EXT-* chains; only externalTrafficPolicy: Cluster adds KUBE-MARK-MASQ (source NAT)`,
         check: 'on a node: iptables-save -t nat | grep -E "KUBE-NODEPORTS|KUBE-EXT|KUBE-MARK-MASQ"',
       });
       break;
@@ -88,7 +88,7 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
         id: 'kube-proxy.mode.ipvs',
         severity: 'ok',
         subject,
-        statement: 'kube-proxy mode ipvs: NodePorts are IPVS virtual servers; traffic in the KUBE-NODE-PORT-LOCAL-* ipsets (externalTrafficPolicy: Local) is not masqueraded, the rest goes to KUBE-MARK-MASQ',
+        statement: 'mode ipvs: NodePorts are IPVS virtual servers; traffic in the KUBE-NODE-PORT-LOCAL-* ipsets (externalTrafficPolicy: Local) is not masqueraded, the rest goes to KUBE-MARK-MASQ',
         check: 'on a node: ipvsadm -Ln; ipset list KUBE-NODE-PORT-LOCAL-TCP',
       });
       break;
@@ -98,7 +98,7 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
         severity: 'ok',
         subject,
         statement:
-          'kube-proxy mode nftables: externalTrafficPolicy: Cluster traffic jumps to mark-for-masquerade (source NAT), Local does not; ' +
+          'mode nftables: externalTrafficPolicy: Cluster traffic jumps to mark-for-masquerade (source NAT), Local does not; ' +
           'NodePorts are accepted only on the node\'s primary addresses unless nodePortAddresses says otherwise',
         check: 'on a node: nft list table ip kube-proxy',
       });
@@ -108,7 +108,7 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
         id: 'kube-proxy.mode.unknown',
         severity: 'warn',
         subject,
-        statement: `kube-proxy mode "${v.mode}": not a Linux mode doctor knows (iptables, ipvs, nftables); its NAT behaviour is not checked`,
+        statement: `mode "${v.mode}": not a Linux mode doctor knows (iptables, ipvs, nftables); its NAT behaviour is not checked`,
         fix: 'use mode iptables, ipvs or nftables',
         check: KUBE_PROXY_CM,
       });
