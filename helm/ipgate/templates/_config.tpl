@@ -1,0 +1,34 @@
+{{/*
+The ipgate config file (config.yaml), built as a dict and serialised with toYaml so every value is
+quoted correctly. Its shape is ipgate's own schema (src/config/schema.ts); the chart tests parse the
+rendered file with ipgate's parseConfig.
+*/}}
+{{- define "ipgate.config" -}}
+{{- $listeners := list -}}
+{{- range .Values.listeners -}}
+{{- $l := omit . "port" "servicePort" "nodePort" -}}
+{{- $_ := set $l "listen" (include "ipgate.hostPort" (list $.Values.listenAddress .port)) -}}
+{{- $listeners = append $listeners $l -}}
+{{- end -}}
+{{- $config := dict
+  "workers" .Values.config.workers
+  "logging" .Values.config.logging
+  "admin" (dict
+    "listen" (include "ipgate.hostPort" (list .Values.admin.bindAddress .Values.admin.port))
+    "tokenFile" nil
+    "tokenEnv" "IPGATE_ADMIN_TOKEN"
+    "bodyLimit" .Values.admin.bodyLimit)
+  "store" (dict
+    "type" "kubernetes"
+    "namespace" nil
+    "configMap" (include "ipgate.storeConfigMapName" .))
+  "revokeLive" .Values.config.revokeLive
+  "shutdown" .Values.config.shutdown
+  "clusterNetworks" .Values.config.clusterNetworks
+  "allowlists" .Values.allowlists
+  "listeners" $listeners
+-}}
+# Rendered by the ipgate Helm chart from its values; edit the values, not this ConfigMap.
+# store.namespace null: the pod's own namespace (env POD_NAMESPACE).
+{{ toYaml $config }}
+{{- end -}}
