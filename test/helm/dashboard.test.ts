@@ -1,0 +1,50 @@
+/**
+ * The Grafana dashboard ConfigMap (optional) and NOTES.txt.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { CHART, render } from '../helpers/helm';
+import { VARIANTS } from './variants';
+
+// The metric names the metrics module publishes (issue 5); the dashboard must use only these.
+const METRICS = [
+  'ipgate_connections_accepted_total', 'ipgate_connections_active', 'ipgate_denied_total',
+  'ipgate_proxy_header_total', 'ipgate_http_requests_total', 'ipgate_http_request_duration_seconds_bucket',
+  'ipgate_upstream_errors_total', 'ipgate_allowlist_entries', 'ipgate_allowlist_version_info',
+];
+
+t.test('dashboard: off by default; on, a ConfigMap the Grafana sidecar picks up', async (t) => {
+  t.equal(render({}).all('ConfigMap').filter((c) => c.metadata.name.endsWith('-dashboard')).length, 0);
+  const cm = render(VARIANTS['dashboard on']!).one('ConfigMap', '-dashboard');
+  t.equal(cm.metadata.labels!.grafana_dashboard, '1');
+  const dash = JSON.parse(cm.data['ipgate.json'] as string) as { uid: string; panels: { type: string; targets?: { expr: string }[] }[] };
+  t.equal(dash.uid, 'ipgate-overview');
+  t.same(dash, JSON.parse(fs.readFileSync(path.join(CHART, 'files/dashboard.json'), 'utf8')), 'the file, unchanged');
+});
+
+t.test('dashboard: every panel queries known ipgate metrics, and every metric has a panel', async (t) => {
+  const dash = JSON.parse(fs.readFileSync(path.join(CHART, 'files/dashboard.json'), 'utf8')) as { panels: { type: string; title: string; targets?: { expr: string }[] }[] };
+  const used = new Set<string>();
+  for (const p of dash.panels.filter((p) => p.type !== 'row')) {
+    t.ok(p.targets && p.targets.length > 0, `${p.title} has queries`);
+    for (const q of p.targets ?? []) {
+      const names = q.expr.match(/ipgate_[a-z_]+/g) ?? [];
+      t.ok(names.length > 0, `${p.title}: ${q.expr}`);
+      for (const n of names) {
+        t.ok(METRICS.includes(n), `${p.title}: ${n} is a published metric`);
+        used.add(n);
+      }
+    }
+  }
+  t.same([...used].sort(), [...METRICS].sort());
+});
+
+t.test('NOTES tell how to verify that the backend sees the real client IP', async (t) => {
+  const notes = render({}).notes();
+  t.match(notes, /kubectl -n ipgate-system get svc edge-ipgate -o jsonpath='\{\.spec\.externalTrafficPolicy\}/);
+  t.match(notes, /curl -sv http:\/\/\$NODE_IP:\$NODE_PORT\//);
+  t.match(notes, /X-Real-IP/);
+  t.match(notes, /ipgate doctor/);
+  t.match(notes, /edge-ipgate-admin-token/);
+});
