@@ -1,0 +1,90 @@
+# syntax=docker/dockerfile:1.7
+#
+# ipgate image: multi-stage, production dependencies and compiled output only, non-root (uid 10001),
+# read-only root filesystem friendly, SIGTERM delivered to ipgate, which drains and exits 0.
+#
+#   docker build -t ipgate:0.1.0 .
+#   docker build -t ipgate:0.1.0-netbind --build-arg NET_BIND_SERVICE=1 .   # hostNetwork + port < 1024
+#   docker run --rm -p 8080:8080 -v $PWD/my.yaml:/etc/ipgate/config.yaml:ro ipgate:0.1.0
+#
+# The build runs the same npm scripts as CI: `npm ci`, `npm run build` (tsc -p tsconfig.json).
+
+# Node 24 "Krypton" is the Active LTS line (supported to April 2028). CI also runs the test suite on
+# Node 24 so the image's runtime is tested, not only the developers' Node 20.
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+# ---- build: all dependencies, compile TypeScript ----------------------------------------------
+FROM ${NODE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+RUN npm run build
+
+# ---- deps: production dependencies only (a clean install, not a prune of the build tree) --------
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
+
+# ---- runtime ------------------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+ARG NET_BIND_SERVICE=0
+
+# tini as PID 1: ipgate handles SIGTERM/SIGINT itself (drain, exit 0), but PID 1 also has to reap
+# orphaned processes and must not ignore signals it has no handler for; tini forwards the signal to
+# ipgate only (not -g: the primary process coordinates its workers' drain itself).
+# With NET_BIND_SERVICE=1, node gets the file capability cap_net_bind_service: Kubernetes grants no
+# ambient capabilities, so this is the only way a non-root process binds a port < 1024 (hostNetwork).
+# Such an image only starts where NET_BIND_SERVICE is in the bounding set (the chart adds it then).
+RUN set -eux; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends tini; \
+    if [ "$NET_BIND_SERVICE" = "1" ]; then \
+      apt-get install -y --no-install-recommends libcap2-bin; \
+      setcap cap_net_bind_service=+ep "$(readlink -f "$(command -v node)")"; \
+      apt-get purge -y --auto-remove libcap2-bin; \
+    fi; \
+    rm -rf /var/lib/apt/lists/*; \
+    groupadd --system --gid 10001 ipgate; \
+    useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
+      --shell /usr/sbin/nologin ipgate; \
+    mkdir -p /etc/ipgate /var/lib/ipgate; \
+    chown 10001:10001 /var/lib/ipgate
+
+ENV NODE_ENV=production
+WORKDIR /app
+# Owned by root and not writable by the ipgate user: the code cannot be changed at run time.
+COPY package.json ./
+COPY --from=deps /src/node_modules ./node_modules
+COPY --from=build /src/dist/src ./dist/src
+# main.ts resolves the bundled demo at ../../config/demo.yaml; it is also the default config file,
+# so `docker run ipgate` starts. Mount your own at /etc/ipgate/config.yaml (the chart does).
+COPY config/demo.yaml ./config/demo.yaml
+COPY config/demo.yaml /etc/ipgate/config.yaml
+
+# The file store's directory (store.type file, store.path /var/lib/ipgate/allowlists.json): the only
+# place ipgate writes, so the root filesystem can be read-only.
+VOLUME ["/var/lib/ipgate"]
+
+USER 10001:10001
+# 8080: the usual data listener port (listeners are configured, not fixed); 9901: admin API,
+# /healthz, /readyz, /metrics. Ports < 1024 need the NET_BIND_SERVICE=1 variant.
+EXPOSE 8080 9901
+
+# No curl in the slim image: node itself probes the admin port (override the URL with
+# IPGATE_HEALTHCHECK_URL when admin.listen is elsewhere). Kubernetes ignores HEALTHCHECK and uses the
+# chart's probes on the same endpoints.
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "const u=process.env.IPGATE_HEALTHCHECK_URL||'http://127.0.0.1:9901/healthz';require('node:http').get(u,{timeout:2500},r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1)).on('timeout',()=>process.exit(1))"]
+
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/dist/src/main.js"]
+CMD ["run", "--config", "/etc/ipgate/config.yaml"]
+
+LABEL org.opencontainers.image.title="ipgate" \
+      org.opencontainers.image.description="Edge proxy that keeps the real client IP and admits only allowlisted clients" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.base.name="docker.io/library/node:24-bookworm-slim"
