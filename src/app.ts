@@ -1,0 +1,78 @@
+/**
+ * Wiring: builds each stage with its dependencies and starts the listeners. No logic of its own.
+ */
+import type { Logger } from 'pino';
+import type { Config } from './config/schema';
+import { startEcho, type EchoServers } from './echo/echo-server';
+import { TcpForwarder } from './forward/tcp/tcp-forwarder';
+import { Listener, type ConnectionHandler } from './listener/listener';
+import { ListenerStats } from './metrics/listener-stats';
+import { LiveLists } from './store/live-lists';
+
+export interface App {
+  readonly config: Config;
+  readonly lists: LiveLists;
+  readonly listeners: readonly Listener[];
+  /** Stop accepting, wait up to `drainTimeoutMs` for open connections, then close the rest. */
+  shutdown(drainTimeoutMs?: number): Promise<void>;
+}
+
+export interface AppOptions {
+  logger: Logger;
+}
+
+export async function startApp(config: Config, { logger }: AppOptions): Promise<App> {
+  const lists = new LiveLists();
+  for (const [name, entries] of Object.entries(config.allowlists)) lists.apply(name, entries, 'config');
+
+  const echo: EchoServers | null = config.echo ? await startEcho(config.echo) : null;
+
+  const listeners: Listener[] = [];
+  for (const lc of config.listeners) {
+    const stats = new ListenerStats(lc.name);
+    let handler: ConnectionHandler;
+    if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
+    else throw new Error(`listener "${lc.name}": mode "${lc.mode}" is not available in this build`);
+    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats }));
+  }
+
+  if (config.revokeLive) {
+    lists.on('change', ({ list }) => {
+      for (const l of listeners) {
+        if (l.list !== list) continue;
+        const closed = l.revokeDenied();
+        if (closed > 0) logger.info({ listener: l.name, list: list.name, closed }, 'closed connections no longer allowed');
+      }
+    });
+  }
+
+  try {
+    for (const l of listeners) {
+      const addr = await l.listen();
+      logger.info({ listener: l.name, mode: l.config.mode, address: addr.address, port: addr.port,
+        allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode }, 'listening');
+    }
+  } catch (err) {
+    await Promise.all(listeners.map((l) => l.stopAccepting()));
+    await echo?.close();
+    throw err;
+  }
+
+  let shuttingDown: Promise<void> | null = null;
+  const shutdown = (drainTimeoutMs = config.shutdown.drainTimeoutMs): Promise<void> => {
+    shuttingDown ??= (async () => {
+      await Promise.all(listeners.map((l) => l.stopAccepting()));
+      const deadline = Date.now() + drainTimeoutMs;
+      const open = (): number => listeners.reduce((n, l) => n + l.connections.size, 0);
+      while (open() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      const left = open();
+      if (left > 0) logger.warn({ connections: left }, 'drain timeout: closing remaining connections');
+      for (const l of listeners) l.destroyAll('drain');
+      lists.close();
+      await echo?.close();
+    })();
+    return shuttingDown;
+  };
+
+  return { config, lists, listeners, shutdown };
+}

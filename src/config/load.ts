@@ -1,0 +1,105 @@
+/**
+ * Load, validate and freeze the config: YAML -> schema (Ajv, defaults applied, unknown keys refused)
+ * -> semantic checks -> deep freeze. The only place config errors are produced; the rest of the
+ * program trusts the frozen object.
+ */
+import fs from 'node:fs';
+import Ajv, { type ErrorObject } from 'ajv';
+import YAML from 'yaml';
+import { ConfigError, problem } from './errors';
+import { configSchema, type Config } from './schema';
+import { checkSemantics } from './validate';
+
+const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: false, coerceTypes: false });
+const validateSchema = ajv.compile(configSchema);
+
+export function loadConfigFile(file: string): Config {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError([`cannot read config file: ${(err as Error).message}`], file);
+  }
+  return parseConfig(text, file);
+}
+
+export function parseConfig(text: string, file?: string): Config {
+  let raw: unknown;
+  try {
+    raw = YAML.parse(text, { prettyErrors: true, uniqueKeys: true });
+  } catch (err) {
+    throw new ConfigError([`not valid YAML: ${(err as Error).message}`], file);
+  }
+  return buildConfig(raw, file);
+}
+
+export function buildConfig(raw: unknown, file?: string): Config {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new ConfigError([problem('(top level)', raw, 'must be a mapping with at least "listeners"')], file);
+  }
+  const copy = structuredClone(raw) as Record<string, unknown>;
+  if (!validateSchema(copy)) {
+    throw new ConfigError(formatAjvErrors(validateSchema.errors ?? [], copy), file);
+  }
+  const config = copy as unknown as Config;
+  const problems = checkSemantics(config);
+  if (problems.length > 0) throw new ConfigError(problems, file);
+  return deepFreeze(config);
+}
+
+/** `/listeners/1/proxyProtocol/mode` -> `listeners[1].proxyProtocol.mode` */
+export function jsonPointerToPath(pointer: string): string {
+  if (pointer === '') return '(top level)';
+  let out = '';
+  for (const raw of pointer.slice(1).split('/')) {
+    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    out += /^[0-9]+$/.test(part) ? `[${part}]` : out === '' ? part : `.${part}`;
+  }
+  return out;
+}
+
+function valueAt(root: unknown, pointer: string): unknown {
+  let cur: unknown = root;
+  if (pointer === '') return cur;
+  for (const raw of pointer.slice(1).split('/')) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[raw.replace(/~1/g, '/').replace(/~0/g, '~')];
+  }
+  return cur;
+}
+
+function formatAjvErrors(errors: ErrorObject[], root: unknown): string[] {
+  const out = new Set<string>();
+  // anyOf reports every branch; the branch errors say more than "must match a schema in anyOf".
+  const specific = errors.filter((e) => e.keyword !== 'anyOf');
+  for (const e of specific.length > 0 ? specific : errors) {
+    let path = e.instancePath;
+    let message = e.message ?? 'invalid';
+    if (e.keyword === 'additionalProperties') {
+      const key = (e.params as { additionalProperty: string }).additionalProperty;
+      path = `${path}/${key}`;
+      message = 'unknown key';
+    } else if (e.keyword === 'required') {
+      const key = (e.params as { missingProperty: string }).missingProperty;
+      path = `${path}/${key}`;
+      message = 'required';
+    } else if (e.keyword === 'enum') {
+      message = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+    } else if (e.keyword === 'propertyNames') {
+      path = `${path}/${(e.params as { propertyName: string }).propertyName}`;
+      message = 'invalid name (letters, digits, "_", "-", "." and at most 63 characters)';
+      out.add(`${jsonPointerToPath(path)}: ${message}`);
+      continue;
+    }
+    out.add(problem(jsonPointerToPath(path), e.keyword === 'required' ? undefined : valueAt(root, path), message));
+  }
+  return [...out];
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value as Record<string, unknown>)) deepFreeze(v);
+  }
+  return value;
+}

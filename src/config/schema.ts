@@ -1,0 +1,274 @@
+/**
+ * The config file's schema: every option, its type and its default, documented where it is defined.
+ *
+ * The JSON Schema is checked by Ajv once at start-up (`load.ts`), with `additionalProperties: false`
+ * everywhere so a misspelt key is an error rather than a silently ignored option; semantic checks
+ * (CIDRs, addresses, cross references) follow in `validate.ts`. The resulting object is frozen.
+ */
+
+/** One listener: a public data port. */
+export interface ListenerConfig {
+  /** Unique name; the metric and log label. */
+  name: string;
+  /** `tcp` forwards byte streams; `http` proxies HTTP/1.1 (and upgrades). */
+  mode: 'tcp' | 'http';
+  /** `host:port` to bind, e.g. `0.0.0.0:8443`, `[::]:8443` (dual stack). Port 0 picks a free port. */
+  listen: string;
+  /** Name of the allowlist this listener enforces (a key of `allowlists`). */
+  allowlist: string;
+  proxyProtocol: InboundProxyConfig;
+  /** Upstream targets `host:port`; several are used round robin, the next one on connect failure. */
+  upstreams: string[];
+  /** PROXY header written to the upstream before any payload: `none` | `v1` | `v2`. Default `none`. */
+  outboundProxyProtocol: 'none' | 'v1' | 'v2';
+  timeouts: TimeoutsConfig;
+  /** HTTP listener options (mode `http` only). */
+  http: HttpConfig;
+}
+
+export interface InboundProxyConfig {
+  /**
+   * `off` (default): no PROXY header is read; the socket address is the client.
+   * `optional`: a peer in `trustedSources` may send a header; plain connections keep the socket address.
+   * `required`: a peer in `trustedSources` must send one; everyone else is closed.
+   * Anyone outside `trustedSources` who sends a header is closed (`pp_untrusted`): the spec forbids
+   * believing a header from a peer that any client can impersonate.
+   */
+  mode: 'off' | 'optional' | 'required';
+  /** CIDRs allowed to send a PROXY header (load balancers). Default: none. */
+  trustedSources: string[];
+  /** A header not complete within this time closes the connection (`pp_timeout`). Default 5000. */
+  headerTimeoutMs: number;
+  /** Largest v2 header accepted, bytes (signature + address block + TLVs). Default 4096. */
+  maxV2Length: number;
+}
+
+export interface TimeoutsConfig {
+  /** Upstream connect timeout, per target. Default 5000. */
+  connectMs: number;
+  /** A TCP stream (or HTTP keep-alive connection) idle this long in both directions is closed. Default 600000. */
+  idleMs: number;
+}
+
+export interface HttpConfig {
+  /** CIDRs of proxies in front of ipgate whose X-Forwarded-For is believed. Default: none. */
+  trustedProxies: string[];
+  /** `append`: X-Forwarded-For = trusted chain + client (default); `replace`: the client only. */
+  xForwardedFor: 'append' | 'replace';
+  /** Also send an RFC 7239 `Forwarded` header. Default false. */
+  forwarded: boolean;
+  /** Body of the 403 response to a denied client (text; JSON clients get `{"error":...}`). */
+  deniedBody: string;
+  /** Time allowed to receive the complete request headers. Default 10000. */
+  requestHeaderTimeoutMs: number;
+  /** Largest request header block, bytes. Default 16384. */
+  maxHeaderBytes: number;
+  /** Idle time between keep-alive requests from the client. Default 60000. */
+  keepAliveTimeoutMs: number;
+  /** Requests served on one client connection before it is closed; 0 = unlimited. Default 1000. */
+  maxRequestsPerConnection: number;
+  /** Time to wait for the upstream's response headers before answering 504. Default 60000. */
+  upstreamTimeoutMs: number;
+  /** Upstream keep-alive pool: sockets per target. Default 128. */
+  upstreamMaxSockets: number;
+  /** Upstream keep-alive pool: idle socket lifetime; keep it below the backend's. Default 4000. */
+  upstreamIdleTimeoutMs: number;
+}
+
+export interface AllowEntryConfig {
+  cidr: string;
+  comment?: string;
+  expiresAt?: string;
+}
+
+export interface AdminConfig {
+  /** Admin API address (never a data port). Default `127.0.0.1:9901`. `null` disables it. */
+  listen: string | null;
+  /** File holding the bearer token (takes precedence over `tokenEnv`). */
+  tokenFile: string | null;
+  /** Environment variable holding the bearer token. Default `IPGATE_ADMIN_TOKEN`. */
+  tokenEnv: string;
+  /** Largest request body, bytes. Default 1048576. */
+  bodyLimit: number;
+}
+
+export interface StoreConfig {
+  /** `file` (default): a JSON file written atomically; `kubernetes`: a ConfigMap; `memory`: tests and demos. */
+  type: 'file' | 'kubernetes' | 'memory';
+  /** File store path. Default `./data/allowlists.json`. */
+  path: string;
+  /** Kubernetes store: namespace (default: the pod's own) and ConfigMap name. */
+  namespace: string | null;
+  configMap: string;
+}
+
+export interface LoggingConfig {
+  /** pino level. Default `info`. */
+  level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+  /** `json` (default) or `pretty` (human-readable, for a terminal). */
+  format: 'json' | 'pretty';
+  /** Write an access log line per TCP connection / HTTP request. Default true. */
+  access: boolean;
+}
+
+export interface EchoConfig {
+  /** Start the built-in echo backend in this process (demos): TCP address, or null. */
+  tcp: string | null;
+  /** HTTP echo backend address, or null. */
+  http: string | null;
+}
+
+export interface Config {
+  /** Worker processes: a number, or `auto` (one per core). Default 1. */
+  workers: number | 'auto';
+  logging: LoggingConfig;
+  admin: AdminConfig;
+  store: StoreConfig;
+  /** Close live connections whose client a list change no longer allows. Default true. */
+  revokeLive: boolean;
+  shutdown: { /** Time open connections get to finish after SIGTERM. Default 30000. */ drainTimeoutMs: number };
+  /** Pod, node and service CIDRs: peers from these on a public listener suggest source NAT. */
+  clusterNetworks: string[];
+  /** Named allowlists: the initial contents (the store, once it holds a list, is the source of truth). */
+  allowlists: Record<string, AllowEntryConfig[]>;
+  listeners: ListenerConfig[];
+  /** Built-in echo backend (demo only). */
+  echo: EchoConfig | null;
+}
+
+const ms = { type: 'integer', minimum: 1, maximum: 86_400_000 } as const;
+const cidrList = { type: 'array', items: { type: 'string' }, default: [] } as const;
+const entry = {
+  anyOf: [
+    { type: 'string' },
+    {
+      type: 'object',
+      additionalProperties: false,
+      required: ['cidr'],
+      properties: {
+        cidr: { type: 'string' },
+        comment: { type: 'string', maxLength: 1024 },
+        expiresAt: { type: 'string' },
+      },
+    },
+  ],
+} as const;
+
+export const configSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['listeners'],
+  properties: {
+    workers: { anyOf: [{ type: 'integer', minimum: 1, maximum: 256 }, { const: 'auto' }], default: 1 },
+    logging: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        level: { enum: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], default: 'info' },
+        format: { enum: ['json', 'pretty'], default: 'json' },
+        access: { type: 'boolean', default: true },
+      },
+    },
+    admin: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        listen: { type: ['string', 'null'], default: '127.0.0.1:9901' },
+        tokenFile: { type: ['string', 'null'], default: null },
+        tokenEnv: { type: 'string', minLength: 1, default: 'IPGATE_ADMIN_TOKEN' },
+        bodyLimit: { type: 'integer', minimum: 1024, maximum: 67_108_864, default: 1_048_576 },
+      },
+    },
+    store: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        type: { enum: ['file', 'kubernetes', 'memory'], default: 'file' },
+        path: { type: 'string', minLength: 1, default: './data/allowlists.json' },
+        namespace: { type: ['string', 'null'], default: null },
+        configMap: { type: 'string', minLength: 1, default: 'ipgate-allowlists' },
+      },
+    },
+    revokeLive: { type: 'boolean', default: true },
+    shutdown: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: { drainTimeoutMs: { ...ms, default: 30_000 } },
+    },
+    clusterNetworks: cidrList,
+    allowlists: {
+      type: 'object',
+      default: {},
+      propertyNames: { pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$' },
+      additionalProperties: { type: 'array', items: entry },
+    },
+    listeners: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'listen', 'allowlist', 'upstreams'],
+        properties: {
+          name: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$' },
+          mode: { enum: ['tcp', 'http'], default: 'tcp' },
+          listen: { type: 'string' },
+          allowlist: { type: 'string' },
+          proxyProtocol: {
+            type: 'object',
+            additionalProperties: false,
+            default: {},
+            properties: {
+              mode: { enum: ['off', 'optional', 'required'], default: 'off' },
+              trustedSources: cidrList,
+              headerTimeoutMs: { ...ms, default: 5_000 },
+              maxV2Length: { type: 'integer', minimum: 232, maximum: 65_551, default: 4_096 },
+            },
+          },
+          upstreams: { type: 'array', minItems: 1, items: { type: 'string' } },
+          outboundProxyProtocol: { enum: ['none', 'v1', 'v2'], default: 'none' },
+          timeouts: {
+            type: 'object',
+            additionalProperties: false,
+            default: {},
+            properties: {
+              connectMs: { ...ms, default: 5_000 },
+              idleMs: { ...ms, default: 600_000 },
+            },
+          },
+          http: {
+            type: 'object',
+            additionalProperties: false,
+            default: {},
+            properties: {
+              trustedProxies: cidrList,
+              xForwardedFor: { enum: ['append', 'replace'], default: 'append' },
+              forwarded: { type: 'boolean', default: false },
+              deniedBody: { type: 'string', maxLength: 65_536, default: 'Forbidden\n' },
+              requestHeaderTimeoutMs: { ...ms, default: 10_000 },
+              maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 1_048_576, default: 16_384 },
+              keepAliveTimeoutMs: { ...ms, default: 60_000 },
+              maxRequestsPerConnection: { type: 'integer', minimum: 0, default: 1000 },
+              upstreamTimeoutMs: { ...ms, default: 60_000 },
+              upstreamMaxSockets: { type: 'integer', minimum: 1, maximum: 65_536, default: 128 },
+              upstreamIdleTimeoutMs: { ...ms, default: 4_000 },
+            },
+          },
+        },
+      },
+    },
+    echo: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      default: null,
+      properties: {
+        tcp: { type: ['string', 'null'], default: null },
+        http: { type: ['string', 'null'], default: null },
+      },
+    },
+  },
+} as const;

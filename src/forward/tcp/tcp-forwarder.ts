@@ -1,0 +1,164 @@
+/**
+ * TCP forwarding: dial an upstream (round robin, next target on connect failure), write the
+ * outbound PROXY header and any bytes that followed the inbound header, then pipe both ways.
+ *
+ * - Backpressure: stream.pipe() pauses the fast side while the slow side's buffer is full, so a
+ *   stalled reader never makes memory grow without bound.
+ * - Half-close: both sockets are allowHalfOpen; pipe() ends the destination when the source ends,
+ *   so a FIN travels on while the other direction keeps flowing.
+ * - One upstream connection per client connection: the PROXY header describes one client.
+ */
+import net from 'node:net';
+import type { Logger } from 'pino';
+import type { ListenerConfig } from '../../config/schema';
+import { parseHostPort, type HostPort } from '../../config/host-port';
+import { formatHostPort } from '../../identity/address';
+import type { Connection } from '../../listener/connection';
+import type { ConnectionHandler } from '../../listener/listener';
+import { ListenerStats } from '../../metrics/listener-stats';
+import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
+
+export interface Upstream extends HostPort {
+  /** `host:port` for logs. */
+  label: string;
+}
+
+export function parseUpstreams(list: readonly string[]): Upstream[] {
+  return list.map((text) => {
+    const hp = parseHostPort(text, false);
+    if (typeof hp === 'string') throw new Error(`upstream "${text}": ${hp}`);
+    return { ...hp, label: formatHostPort(hp.host, hp.port) };
+  });
+}
+
+/** Round robin over targets; a failed connect moves to the next one, each tried at most once. */
+export class UpstreamPool {
+  private next = 0;
+  constructor(readonly targets: readonly Upstream[]) {}
+  /** Index of the first target to try for a new connection. */
+  start(): number {
+    const i = this.next;
+    this.next = (i + 1) % this.targets.length;
+    return i;
+  }
+}
+
+export class TcpForwarder implements ConnectionHandler {
+  private readonly pool: UpstreamPool;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly config: Readonly<ListenerConfig>,
+    logger: Logger,
+    private readonly stats: ListenerStats,
+  ) {
+    this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
+    this.log = logger.child({ listener: config.name });
+  }
+
+  handle(conn: Connection, leftover: Buffer): void {
+    const client = conn.socket;
+    client.pause();
+    // Idle in both directions: any read or write on the client socket resets the timer, and
+    // everything from the upstream is written to it.
+    client.setTimeout(this.config.timeouts.idleMs, () => this.fail(conn, 'idle_timeout'));
+    const first = this.pool.start();
+    this.dial(conn, leftover, first, 0);
+  }
+
+  private dial(conn: Connection, leftover: Buffer, index: number, attempt: number): void {
+    const targets = this.pool.targets;
+    const target = targets[(index + attempt) % targets.length]!;
+    const client = conn.socket;
+    if (client.destroyed) return;
+    const upstream = net.connect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
+    conn.upstreamSocket = upstream;
+    conn.upstream = target.label;
+    let connected = false;
+    const timer = setTimeout(() => upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT' })),
+      this.config.timeouts.connectMs);
+
+    upstream.once('connect', () => {
+      connected = true;
+      clearTimeout(timer);
+      if (client.destroyed) {
+        upstream.destroy();
+        return;
+      }
+      const header = this.header(conn);
+      if (header !== null && leftover.length > 0) upstream.write(Buffer.concat([header, leftover]));
+      else if (header !== null) upstream.write(header);
+      else if (leftover.length > 0) upstream.write(leftover);
+      client.pipe(upstream);
+      upstream.pipe(client);
+      client.resume();
+    });
+
+    upstream.on('error', (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (!connected) {
+        if (attempt + 1 < targets.length && !client.destroyed) {
+          this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
+          ListenerStats.bump(this.stats.upstreamErrors, connectReason(err));
+          this.dial(conn, leftover, index, attempt + 1);
+          return;
+        }
+        this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed');
+        this.fail(conn, connectReason(err));
+        return;
+      }
+      this.log.debug({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream socket error');
+      this.fail(conn, 'upstream_reset');
+    });
+
+    upstream.once('close', () => {
+      clearTimeout(timer);
+      if (!connected || conn.upstreamSocket !== upstream) return;
+      // The upstream is gone in both directions. Let what it sent reach the client (pipe already
+      // ended the client's write side), then close; an aborted upstream aborts the client.
+      if (client.destroyed) return;
+      if (client.writableFinished) client.destroy();
+      else client.once('finish', () => client.destroy());
+    });
+
+    client.once('close', () => {
+      if (!upstream.destroyed) {
+        // The client is gone: a FIN was already forwarded by pipe() if it closed cleanly; if it
+        // aborted, abort the upstream too.
+        if (client.readableEnded && !upstream.writableFinished) upstream.once('finish', () => upstream.destroy());
+        else upstream.destroy();
+      }
+    });
+  }
+
+  private header(conn: Connection): Buffer | null {
+    const mode = this.config.outboundProxyProtocol;
+    if (mode === 'none') return null;
+    const src = { address: conn.clientAddress, port: conn.clientPort };
+    const dst = { address: conn.destAddress, port: conn.destPort };
+    return mode === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
+  }
+
+  private fail(conn: Connection, reason: string): void {
+    if (conn.result === null) conn.result = reason;
+    if (reason !== 'idle_timeout') ListenerStats.bump(this.stats.upstreamErrors, reason);
+    conn.socket.destroy();
+    conn.upstreamSocket?.destroy();
+  }
+}
+
+function connectReason(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'ECONNREFUSED':
+      return 'upstream_refused';
+    case 'ETIMEDOUT':
+      return 'upstream_timeout';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'upstream_dns';
+    case 'ECONNRESET':
+      return 'upstream_reset';
+    default:
+      return 'upstream_error';
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Canonical client addresses.
+ *
+ * One spelling per address everywhere (allowlist checks, logs, headers, outbound PROXY headers):
+ * an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, what a dual-stack `[::]` listener reports for an
+ * IPv4 peer) is the IPv4 address; IPv6 is lower-case RFC 5952 text as Node reports it.
+ */
+import net from 'node:net';
+
+const MAPPED_PREFIX = '::ffff:';
+
+/** Family of a canonical address: 4 or 6 (0 when the text is not an IP address). */
+export function addressFamily(address: string): 0 | 4 | 6 {
+  return net.isIPv4(address) ? 4 : net.isIPv6(address) ? 6 : 0;
+}
+
+/**
+ * Canonical form of an address Node reported (socket.remoteAddress / localAddress).
+ * Cheap on the hot path: a prefix test, no parsing, unless the mapped prefix is present.
+ */
+export function canonicalAddress(address: string): string {
+  if (address.length > 7 && address.charCodeAt(0) === 58 /* : */ &&
+      address.toLowerCase().startsWith(MAPPED_PREFIX)) {
+    const rest = address.slice(MAPPED_PREFIX.length);
+    if (net.isIPv4(rest)) return rest;
+  }
+  return address;
+}
+
+/** `1.2.3.4:80` / `[::1]:80`: how an address and port are written in logs and config. */
+export function formatHostPort(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+}

@@ -1,0 +1,52 @@
+import type net from 'node:net';
+import type { Tlv } from '../proxy-protocol/decoder';
+
+/** How the client address was learned: the access-log field `via`. */
+export type Via = 'socket' | 'proxy-v1' | 'proxy-v2' | 'xff';
+
+/**
+ * Everything known about one accepted connection. One object per connection, filled in stage by
+ * stage; no per-connection closures beyond what Node's socket events need.
+ */
+export class Connection {
+  /** The address that connected to us (canonical). */
+  peerAddress: string;
+  peerPort: number;
+  /** The real client: from the PROXY header when trusted, else the peer. */
+  clientAddress: string;
+  clientPort: number;
+  /** Where the client connected to: the PROXY header's destination, else our socket. */
+  destAddress: string;
+  destPort: number;
+  via: Via = 'socket';
+  tlvs: readonly Tlv[] = [];
+  /** Index of the allowlist entry that admitted the client; -1 before the decision. */
+  entryIndex = -1;
+  /** `host:port` of the upstream, once chosen. */
+  upstream: string | null = null;
+  upstreamSocket: net.Socket | null = null;
+  readonly startedAt = Date.now();
+  /** Close result label (`ok`, `denied`, `pp_timeout`, `upstream_refused`, `revoked`, ...). */
+  result: string | null = null;
+  /** Set when an allowlist change no longer allows the client: the forwarder must stop. */
+  revoked = false;
+  /** For HTTP listeners: called to close the connection gracefully or at once (revocation, drain). */
+  onRevoke: ((conn: Connection) => void) | null = null;
+
+  constructor(
+    readonly id: number,
+    readonly listener: string,
+    readonly socket: net.Socket,
+    peerAddress: string,
+    peerPort: number,
+    localAddress: string,
+    localPort: number,
+  ) {
+    this.peerAddress = peerAddress;
+    this.peerPort = peerPort;
+    this.clientAddress = peerAddress;
+    this.clientPort = peerPort;
+    this.destAddress = localAddress;
+    this.destPort = localPort;
+  }
+}

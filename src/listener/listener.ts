@@ -1,0 +1,278 @@
+/**
+ * One public data port. Every connection walks the same stages, in order, once:
+ *
+ *   accept -> PROXY header decode -> client identity -> allowlist -> handler (tcp or http forward)
+ *
+ * Failures before the handler are decisions, not exceptions: the connection is closed with a reason
+ * code that is both the log field and the metric label. Nothing a peer sends can throw out of here.
+ */
+import net from 'node:net';
+import type { Logger } from 'pino';
+import { Matcher } from '../allowlist/matcher';
+import type { ListenerConfig } from '../config/schema';
+import { parseHostPort } from '../config/host-port';
+import { canonicalAddress, formatHostPort } from '../identity/address';
+import { ListenerStats } from '../metrics/listener-stats';
+import { decodeProxyHeader } from '../proxy-protocol/decoder';
+import type { LiveList } from '../store/live-lists';
+import { Connection } from './connection';
+
+/** What a listener hands an admitted connection to. */
+export interface ConnectionHandler {
+  /**
+   * Take over an admitted connection. `leftover` holds bytes that arrived after the PROXY header
+   * (payload, forwarded untouched). The socket is paused.
+   */
+  handle(conn: Connection, leftover: Buffer): void;
+  /**
+   * HTTP listeners decide per request when the client comes from X-Forwarded-For (the peer is a
+   * trusted proxy): the listener then skips the per-connection allowlist check.
+   */
+  decidesPerRequest?(conn: Connection): boolean;
+  /** Stop taking new requests on open connections (drain); close idle ones. */
+  drain?(): void;
+}
+
+export interface ListenerDeps {
+  list: LiveList;
+  logger: Logger;
+  handler: ConnectionHandler;
+  stats?: ListenerStats;
+}
+
+const EMPTY = Buffer.alloc(0);
+let nextConnectionId = 1;
+
+export class Listener {
+  readonly name: string;
+  readonly stats: ListenerStats;
+  readonly connections = new Set<Connection>();
+  private readonly server: net.Server;
+  private readonly trustedSources: Matcher;
+  private readonly log: Logger;
+  private bound: net.AddressInfo | null = null;
+  private draining = false;
+
+  constructor(
+    readonly config: Readonly<ListenerConfig>,
+    private readonly deps: ListenerDeps,
+  ) {
+    this.name = config.name;
+    this.stats = deps.stats ?? new ListenerStats(config.name);
+    this.log = deps.logger.child({ listener: config.name });
+    this.trustedSources = Matcher.compile(config.proxyProtocol.trustedSources.map((cidr) => ({ cidr })));
+    // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
+    // flowing (the TCP forwarder ends each side itself).
+    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => this.accept(socket));
+    this.server.on('error', (err) => this.log.error({ err }, 'listener error'));
+  }
+
+  get address(): net.AddressInfo | null {
+    return this.bound;
+  }
+
+  get list(): LiveList {
+    return this.deps.list;
+  }
+
+  async listen(): Promise<net.AddressInfo> {
+    const hp = parseHostPort(this.config.listen, true);
+    if (typeof hp === 'string') throw new Error(`listeners.${this.name}.listen: ${hp}`);
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException): void => {
+        reject(Object.assign(new Error(
+          `listener "${this.name}" cannot listen on ${formatHostPort(hp.host, hp.port)}: ${err.code ?? err.message}`,
+          { cause: err }), { code: 'IPGATE_BIND' }));
+      };
+      this.server.once('error', onError);
+      this.server.listen({ host: hp.host, port: hp.port, backlog: 1024 }, () => {
+        this.server.off('error', onError);
+        resolve();
+      });
+    });
+    this.bound = this.server.address() as net.AddressInfo;
+    return this.bound;
+  }
+
+  /** Stop accepting; open connections continue (the caller waits, then `destroyAll`). */
+  stopAccepting(): Promise<void> {
+    this.draining = true;
+    this.deps.handler.drain?.();
+    return new Promise((resolve) => {
+      if (!this.server.listening) return resolve();
+      this.server.close(() => resolve());
+    });
+  }
+
+  destroyAll(result: string): void {
+    for (const conn of this.connections) this.close(conn, result);
+  }
+
+  /** Close a connection with a result label (idempotent). */
+  close(conn: Connection, result: string): void {
+    if (conn.result === null) conn.result = result;
+    conn.socket.destroy();
+    conn.upstreamSocket?.destroy();
+  }
+
+  /**
+   * Re-check every live connection against the list in force and close those whose client is no
+   * longer allowed (revokeLive). Connections whose identity is decided per request are asked to
+   * re-check themselves through onRevoke.
+   */
+  revokeDenied(): number {
+    const matcher = this.deps.list.matcher;
+    let closed = 0;
+    for (const conn of this.connections) {
+      if (conn.entryIndex < 0 && conn.onRevoke === null) continue; // not yet admitted
+      if (conn.onRevoke !== null) {
+        conn.onRevoke(conn);
+        continue;
+      }
+      if (matcher.lookup(conn.clientAddress) < 0) {
+        conn.revoked = true;
+        ListenerStats.bump(this.stats.denied, 'revoked');
+        this.close(conn, 'revoked');
+        closed++;
+      }
+    }
+    return closed;
+  }
+
+  private accept(socket: net.Socket): void {
+    const remote = socket.remoteAddress;
+    if (remote === undefined || this.draining) {
+      socket.destroy();
+      return;
+    }
+    const conn = new Connection(
+      nextConnectionId++,
+      this.name,
+      socket,
+      canonicalAddress(remote),
+      socket.remotePort ?? 0,
+      canonicalAddress(socket.localAddress ?? ''),
+      socket.localPort ?? 0,
+    );
+    this.stats.accepted++;
+    this.stats.active++;
+    this.connections.add(conn);
+    // Errors from the peer (ECONNRESET, ...) are expected: they only end this connection.
+    socket.on('error', (err) => this.log.debug({ err: err.message, conn: conn.id }, 'client socket error'));
+    socket.once('close', () => this.onClosed(conn));
+
+    const pp = this.config.proxyProtocol;
+    if (pp.mode === 'off') {
+      this.stats.proxyHeader.set('none/off', (this.stats.proxyHeader.get('none/off') ?? 0) + 1);
+      this.admit(conn, EMPTY);
+      return;
+    }
+    const trusted = this.trustedSources.lookup(conn.peerAddress) >= 0;
+    if (pp.mode === 'required' && !trusted) {
+      // Required: only the load balancers may connect; anyone else could forge their header.
+      this.reject(conn, 'pp_untrusted', 'none');
+      return;
+    }
+    this.readHeader(conn, trusted);
+  }
+
+  /**
+   * Accumulate bytes until the decoder can say done / none / error. Nothing else happens for this
+   * connection until then (no dial, no allowlist), and a header timeout bounds the wait.
+   */
+  private readHeader(conn: Connection, trusted: boolean): void {
+    const socket = conn.socket;
+    const pp = this.config.proxyProtocol;
+    let buf: Buffer = EMPTY;
+    const timer = setTimeout(() => {
+      cleanup();
+      this.reject(conn, 'pp_timeout', buf.length === 0 ? 'none' : 'unknown');
+    }, pp.headerTimeoutMs);
+    const onData = (chunk: Buffer): void => {
+      buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+      const r = decodeProxyHeader(buf, { maxV2Length: pp.maxV2Length });
+      if (r.kind === 'more') return;
+      cleanup();
+      socket.pause();
+      if (r.kind === 'none') {
+        if (pp.mode === 'required') {
+          this.reject(conn, 'pp_missing', 'none');
+          return;
+        }
+        ListenerStats.bump(this.stats.proxyHeader, 'none/none');
+        this.admit(conn, buf);
+        return;
+      }
+      const version = buf[0] === 0x50 /* P */ ? 'v1' : 'v2';
+      if (!trusted) {
+        this.reject(conn, 'pp_untrusted', version);
+        return;
+      }
+      if (r.kind === 'error') {
+        this.log.debug({ conn: conn.id, peer: conn.peerAddress, reason: r.reason, detail: r.message }, 'malformed PROXY header');
+        this.reject(conn, r.reason, version);
+        return;
+      }
+      const h = r.header;
+      if (h.command === 'proxy' && h.source !== null && h.destination !== null) {
+        conn.clientAddress = h.source.address;
+        conn.clientPort = h.source.port;
+        conn.destAddress = h.destination.address;
+        conn.destPort = h.destination.port;
+        conn.via = h.version === 1 ? 'proxy-v1' : 'proxy-v2';
+        ListenerStats.bump(this.stats.proxyHeader, `${version}/ok`);
+      } else {
+        // LOCAL (health checks from the balancer itself) and UNKNOWN / UNSPEC: the spec says to use
+        // the real connection endpoints.
+        ListenerStats.bump(this.stats.proxyHeader, `${version}/local`);
+      }
+      conn.tlvs = h.tlvs;
+      this.admit(conn, r.length === buf.length ? EMPTY : buf.subarray(r.length));
+    };
+    const onEnd = (): void => {
+      cleanup();
+      this.reject(conn, buf.length === 0 ? 'pp_missing' : 'pp_truncated', 'unknown');
+    };
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+    };
+    socket.on('data', onData);
+    socket.once('end', onEnd);
+    socket.once('close', cleanup);
+    socket.resume();
+  }
+
+  private admit(conn: Connection, leftover: Buffer): void {
+    const handler = this.deps.handler;
+    if (handler.decidesPerRequest?.(conn) !== true) {
+      const index = this.deps.list.matcher.lookup(conn.clientAddress);
+      if (index < 0) {
+        ListenerStats.bump(this.stats.denied, 'not_allowlisted');
+        // A deny is a decision, not an error: debug level (scans must not flood the log).
+        this.log.debug({ conn: conn.id, client: conn.clientAddress, peer: conn.peerAddress, via: conn.via }, 'denied');
+        this.close(conn, 'denied');
+        return;
+      }
+      conn.entryIndex = index;
+    }
+    handler.handle(conn, leftover);
+  }
+
+  private reject(conn: Connection, reason: string, version: string): void {
+    ListenerStats.bump(this.stats.proxyHeader, `${version}/${reason}`);
+    ListenerStats.bump(this.stats.denied, reason);
+    this.log.debug({ conn: conn.id, peer: conn.peerAddress, reason }, 'PROXY header rejected');
+    this.close(conn, reason);
+  }
+
+  private onClosed(conn: Connection): void {
+    this.connections.delete(conn);
+    this.stats.active--;
+    const result = conn.result ?? 'ok';
+    ListenerStats.bump(this.stats.closed, result);
+    this.stats.bytesFromClient += conn.socket.bytesRead;
+    this.stats.bytesToClient += conn.socket.bytesWritten;
+  }
+}

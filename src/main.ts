@@ -1,0 +1,130 @@
+#!/usr/bin/env node
+/**
+ * Process entry: parse the command line, load the config, start, handle signals.
+ * The only place that exits the process.
+ */
+import path from 'node:path';
+import { startApp } from './app';
+import { ConfigError } from './config/errors';
+import { loadConfigFile } from './config/load';
+import { startEcho } from './echo/echo-server';
+import { createLogger } from './log';
+
+const VERSION: string = (require('../../package.json') as { version: string }).version;
+export const DEMO_CONFIG = path.resolve(__dirname, '../../config/demo.yaml');
+
+const USAGE = `ipgate ${VERSION}: an edge proxy that keeps the real client IP and admits only allowlisted clients
+
+Usage:
+  ipgate [run] [--config FILE]       run the proxy (without --config: the bundled demo, ${path.relative(process.cwd(), DEMO_CONFIG) || DEMO_CONFIG})
+  ipgate check-config FILE           validate a config file and exit (0 valid, 1 invalid)
+  ipgate echo [--tcp ADDR] [--http ADDR]
+                                     the demo backend: reports the client address it learned
+  ipgate doctor [...]                check a Kubernetes cluster for ways the client IP gets lost
+  ipgate --version | --help
+`;
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  if (i < 0) return undefined;
+  const v = args[i + 1];
+  if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
+  args.splice(i, 2);
+  return v;
+}
+
+class UsageError extends Error {}
+
+async function run(args: string[]): Promise<number> {
+  const file = flag(args, '--config') ?? process.env.IPGATE_CONFIG ?? DEMO_CONFIG;
+  if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
+  const config = loadConfigFile(file);
+  const logger = createLogger(config.logging);
+  logger.info({ version: VERSION, config: file, node: process.version }, 'starting');
+  let app;
+  try {
+    app = await startApp(config, { logger });
+  } catch (err) {
+    logger.fatal({ err }, (err as Error).message);
+    logger.flush();
+    await new Promise((r) => setTimeout(r, 50));
+    return 1;
+  }
+  logger.info('ready');
+  return new Promise<number>((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      signals++;
+      if (signals > 1) {
+        logger.warn({ signal }, 'second signal: exiting without waiting for connections');
+        resolve(1);
+        return;
+      }
+      logger.info({ signal, drainTimeoutMs: config.shutdown.drainTimeoutMs }, 'stopping: no new connections, draining open ones');
+      void app.shutdown().then(() => {
+        logger.info('stopped');
+        resolve(0);
+      });
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  }).then(async (code) => {
+    logger.flush();
+    await new Promise((r) => setTimeout(r, 20));
+    return code;
+  });
+}
+
+async function main(argv: string[]): Promise<number> {
+  const args = argv.slice();
+  const command = args[0] !== undefined && !args[0].startsWith('-') ? args.shift()! : 'run';
+  if (args.includes('--help') || args.includes('-h') || command === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (args.includes('--version')) {
+    process.stdout.write(`${VERSION}\n`);
+    return 0;
+  }
+  switch (command) {
+    case 'run':
+      return run(args);
+    case 'check-config': {
+      const file = args[0];
+      if (file === undefined) throw new UsageError('check-config needs a FILE');
+      const config = loadConfigFile(file);
+      process.stdout.write(`${file}: valid (${config.listeners.length} listener(s), ${Object.keys(config.allowlists).length} allowlist(s))\n`);
+      return 0;
+    }
+    case 'echo': {
+      const tcp = flag(args, '--tcp') ?? null;
+      const http = flag(args, '--http') ?? null;
+      const servers = await startEcho({ tcp: tcp ?? (http === null ? '127.0.0.1:7100' : null), http });
+      process.stdout.write(`ipgate echo: tcp=${tcp ?? (http === null ? '127.0.0.1:7100' : '-')} http=${http ?? '-'}\n`);
+      return new Promise((resolve) => {
+        const stop = (): void => void servers.close().then(() => resolve(0));
+        process.once('SIGTERM', stop);
+        process.once('SIGINT', stop);
+      });
+    }
+    case 'doctor': {
+      // Loaded on demand: the proxy itself never needs the Kubernetes client code.
+      const { doctorMain } = require('./doctor/cli') as { doctorMain: (a: string[]) => Promise<number> };
+      return doctorMain(args);
+    }
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      if (err instanceof ConfigError) process.stderr.write(`ipgate: ${err.message}\n`);
+      else if (err instanceof UsageError) process.stderr.write(`ipgate: ${err.message}\n\n${USAGE}`);
+      else process.stderr.write(`ipgate: ${(err as Error).stack ?? String(err)}\n`);
+      process.exit(err instanceof UsageError ? 2 : 1);
+    },
+  );
+}

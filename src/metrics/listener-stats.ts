@@ -1,0 +1,25 @@
+/**
+ * Per-listener counters kept as plain numbers on the hot path. prom-client's labelled inc() costs
+ * 100-340 ns; a property increment costs ~1 ns. The metrics module publishes these from a
+ * collect() callback at scrape time.
+ */
+export class ListenerStats {
+  accepted = 0;
+  active = 0;
+  /** Closed connections by result: `ok`, `denied`, `pp_*`, `upstream_*`, `drain`, `revoked`, ... */
+  readonly closed = new Map<string, number>();
+  /** Denials by reason (`not_allowlisted`, `pp_untrusted`, ...). */
+  readonly denied = new Map<string, number>();
+  /** PROXY header outcomes by `version/result`, e.g. `v2/ok`, `v1/ok`, `v2/local`, `none/none`, `v1/pp_bad_address`. */
+  readonly proxyHeader = new Map<string, number>();
+  /** Upstream failures by reason. */
+  readonly upstreamErrors = new Map<string, number>();
+  bytesFromClient = 0;
+  bytesToClient = 0;
+
+  constructor(readonly listener: string) {}
+
+  static bump(map: Map<string, number>, key: string): void {
+    map.set(key, (map.get(key) ?? 0) + 1);
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * Socket helpers for tests: real sockets on loopback. Distinct clients are sockets bound to
+ * distinct 127.0.0.x source addresses.
+ */
+import net from 'node:net';
+import { once } from 'node:events';
+
+export interface ClientOptions {
+  host?: string;
+  port: number;
+  /** Source address to bind (e.g. 127.0.0.7 to be a different client). */
+  localAddress?: string;
+  family?: 4 | 6;
+  allowHalfOpen?: boolean;
+}
+
+export async function connect(opts: ClientOptions): Promise<net.Socket> {
+  const socket = net.connect({ host: opts.host ?? '127.0.0.1', port: opts.port, localAddress: opts.localAddress, allowHalfOpen: opts.allowHalfOpen ?? false });
+  await once(socket, 'connect');
+  return socket;
+}
+
+/** Resolve with everything the peer sent until it closed (or `ms` passed: then reject). */
+export function readAll(socket: net.Socket, ms = 10_000): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`readAll: no close within ${ms} ms; got ${Buffer.concat(chunks).toString('latin1').slice(0, 200)}`));
+    }, ms);
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', () => undefined);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks));
+    };
+    socket.once('end', done);
+    socket.once('close', done);
+  });
+}
+
+/**
+ * Buffered reads on a socket: bytes not consumed by one read stay for the next, so a line and the
+ * payload behind it in the same segment are both seen.
+ */
+const buffers = new WeakMap<net.Socket, { buf: Buffer; ended: boolean; wake: (() => void) | null }>();
+
+function state(socket: net.Socket): { buf: Buffer; ended: boolean; wake: (() => void) | null } {
+  let st = buffers.get(socket);
+  if (!st) {
+    const s = { buf: Buffer.alloc(0), ended: false, wake: null as (() => void) | null };
+    socket.on('data', (c: Buffer) => { s.buf = Buffer.concat([s.buf, c]); s.wake?.(); });
+    const end = (): void => { s.ended = true; s.wake?.(); };
+    socket.once('end', end);
+    socket.once('close', end);
+    socket.on('error', () => undefined);
+    buffers.set(socket, s);
+    st = s;
+  }
+  return st;
+}
+
+/** Wait until the buffered bytes contain `needle`; consume and return everything up to and including it. */
+export async function readUntil(socket: net.Socket, needle: string | Buffer, ms = 10_000): Promise<Buffer> {
+  const st = state(socket);
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const i = st.buf.indexOf(needle);
+    if (i >= 0) {
+      const end = i + Buffer.byteLength(needle);
+      const out = st.buf.subarray(0, end);
+      st.buf = st.buf.subarray(end);
+      return out;
+    }
+    if (st.ended) throw new Error(`readUntil(${JSON.stringify(needle.toString())}): closed first; got ${JSON.stringify(st.buf.toString('latin1').slice(0, 200))}`);
+    const left = deadline - Date.now();
+    if (left <= 0) throw new Error(`readUntil(${JSON.stringify(needle.toString())}): timeout; got ${JSON.stringify(st.buf.toString('latin1').slice(0, 200))}`);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, left);
+      st.wake = () => { clearTimeout(timer); st.wake = null; resolve(); };
+    });
+  }
+}
+
+export const readLine = (socket: net.Socket, ms?: number): Promise<string> =>
+  readUntil(socket, '\n', ms).then((b) => b.subarray(0, b.length - 1).toString('latin1'));
+
+/** Wait for the socket to be closed by the peer; resolves with the ms it took. */
+export function closed(socket: net.Socket, ms = 10_000): Promise<number> {
+  const start = Date.now();
+  return new Promise((resolve, reject) => {
+    if (socket.destroyed) return resolve(0);
+    socket.on('error', () => undefined);
+    socket.resume();
+    const timer = setTimeout(() => reject(new Error(`socket not closed within ${ms} ms`)), ms);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve(Date.now() - start);
+    };
+    socket.once('end', done);
+    socket.once('close', done);
+  });
+}
+
+/** A port that was free a moment ago (for configs of external peers that need a fixed port). */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const server = net.createServer();
+  server.listen(0, host);
+  await once(server, 'listening');
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** Poll until `fn` returns true (no sleeps standing in for conditions). */
+export async function waitFor(fn: () => boolean | Promise<boolean>, ms = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await fn()) return;
+    if (Date.now() > deadline) throw new Error(`waitFor: ${what} not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Wait until something accepts TCP connections on host:port. */
+export async function waitForPort(port: number, host = '127.0.0.1', ms = 10_000): Promise<void> {
+  await waitFor(() => new Promise<boolean>((resolve) => {
+    const s = net.connect({ host, port });
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  }), ms, `port ${host}:${port}`);
+}

@@ -1,0 +1,318 @@
+/**
+ * The TCP path end to end over real loopback sockets: accept -> PROXY decode -> identity ->
+ * allowlist -> forward (outbound PROXY header) -> the echo backend, which reports the client
+ * address it learned. Distinct clients are sockets bound to distinct 127.0.0.x addresses.
+ */
+import net from 'node:net';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import t, { type Test } from 'tap';
+import { createTcpEcho } from '../../src/echo/echo-server';
+import { encodeProxyV1, encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
+import { startIpgate, type Started } from '../helpers/ipgate';
+import { closed, connect, readAll, readLine, readUntil, waitFor } from '../helpers/net';
+
+async function echoBackend(t: Test, host = '127.0.0.1'): Promise<number> {
+  const server = createTcpEcho();
+  await new Promise<void>((r) => server.listen(0, host, r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  return (server.address() as net.AddressInfo).port;
+}
+
+async function gate(t: Test, listener: Record<string, unknown>, allow: string[] = ['127.0.0.1/32', '::1/128']): Promise<Started> {
+  const g = await startIpgate({
+    allowlists: { main: allow },
+    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', ...listener }],
+  });
+  t.teardown(() => g.app.shutdown(0));
+  return g;
+}
+
+
+t.test('allowed client: the backend learns its address through an outbound PROXY header', async (t) => {
+  const backend = await echoBackend(t);
+  for (const version of ['v1', 'v2'] as const) {
+    const g = await gate(t, { upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: version }, ['127.0.0.3/32']);
+    const c = await connect({ port: g.port(), localAddress: '127.0.0.3' });
+    const line = await readLine(c);
+    t.match(line, new RegExp(`^ipgate-echo client=127\\.0\\.0\\.3:${c.localPort} via=proxy-${version} peer=127\\.0\\.0\\.1:`), version);
+    c.write('hello');
+    const echoed = await readUntil(c, 'hello');
+    t.equal(echoed.toString(), 'hello', `${version}: payload echoed`);
+    c.end();
+    await closed(c);
+  }
+});
+
+t.test('denied client is closed and the backend receives nothing', async (t) => {
+  let backendConnections = 0;
+  const server = net.createServer((s) => { backendConnections++; s.destroy(); });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const g = await gate(t, { upstreams: [`127.0.0.1:${(server.address() as net.AddressInfo).port}`] }, ['127.0.0.3/32']);
+  const c = await connect({ port: g.port(), localAddress: '127.0.0.4' });
+  c.write('should not arrive');
+  const got = await readAll(c);
+  t.equal(got.length, 0, 'nothing sent to the denied client');
+  t.equal(backendConnections, 0, 'the backend was never dialled');
+  await waitFor(() => g.app.listeners[0]!.stats.closed.get('denied') === 1);
+  t.equal(g.app.listeners[0]!.stats.denied.get('not_allowlisted'), 1, 'denial counted by reason');
+});
+
+t.test('without an outbound header the bytes pass untouched both ways', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, { upstreams: [`127.0.0.1:${backend}`] });
+  const c = await connect({ port: g.port() });
+  c.write('PING\n');
+  const line = await readLine(c);
+  // The echo saw no PROXY header: it reports the proxy's own socket as the client.
+  t.match(line, /via=socket/);
+  await t.equal((await readUntil(c, 'PING\n')).toString(), 'PING\n', 'payload untouched');
+  c.destroy();
+});
+
+t.test('IPv6 client on ::1 and IPv4-mapped peers on a dual-stack listener', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await startIpgate({
+    allowlists: { main: ['::1/128', '127.0.0.9/32'] },
+    listeners: [{ name: 'dual', mode: 'tcp', listen: '[::]:0', allowlist: 'main', upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v2' }],
+  });
+  t.teardown(() => g.app.shutdown(0));
+  const v6 = net.connect({ host: '::1', port: g.port() });
+  t.match(await readLine(v6), /^ipgate-echo client=\[::1\]:\d+ via=proxy-v2/, 'IPv6 client forwarded as IPv6');
+  v6.destroy();
+  // Node reports an IPv4 peer on [::] as ::ffff:127.0.0.9; ipgate must treat it as 127.0.0.9.
+  const mapped = await connect({ port: g.port(), localAddress: '127.0.0.9' });
+  t.match(await readLine(mapped), /^ipgate-echo client=127\.0\.0\.9:\d+ via=proxy-v2/, 'mapped peer canonicalised to IPv4');
+  mapped.destroy();
+  const denied = await connect({ port: g.port(), localAddress: '127.0.0.10' });
+  t.equal((await readAll(denied)).length, 0, 'mapped peer not on the list is denied');
+});
+
+t.test('inbound PROXY from a trusted source: the header address is the client, checked against the allowlist', async (t) => {
+  const backend = await echoBackend(t);
+  for (const mode of ['optional', 'required'] as const) {
+    const g = await gate(t, {
+      upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v1',
+      proxyProtocol: { mode, trustedSources: ['127.0.0.2/32'] },
+    }, ['198.51.100.0/24', '2001:db8::/32']);
+    const cases: Array<[string, Buffer, RegExp | null]> = [
+      ['v1 allowed', encodeProxyV1({ address: '198.51.100.7', port: 4000 }, { address: '127.0.0.1', port: 80 }), /client=198\.51\.100\.7:4000 via=proxy-v1/],
+      ['v2 allowed', encodeProxyV2({ address: '198.51.100.8', port: 4001 }, { address: '127.0.0.1', port: 80 }), /client=198\.51\.100\.8:4001 via=proxy-v1/],
+      ['v2 IPv6 allowed', encodeProxyV2({ address: '2001:db8::5', port: 4002 }, { address: '::1', port: 80 }), /client=\[2001:db8::5\]:4002 via=proxy-v1/],
+      ['v2 denied address', encodeProxyV2({ address: '203.0.113.1', port: 4003 }, { address: '127.0.0.1', port: 80 }), null],
+      // LOCAL: the balancer's own health check; the socket address (127.0.0.2) is the client, not listed.
+      ['v2 LOCAL uses the socket address', encodeProxyV2Local(), null],
+    ];
+    for (const [name, header, expect] of cases) {
+      const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+      c.write(Buffer.concat([header, Buffer.from('after-header')]));
+      if (expect === null) {
+        t.equal((await readAll(c)).length, 0, `${mode}: ${name}: closed`);
+        continue;
+      }
+      t.match(await readLine(c), expect, `${mode}: ${name}`);
+      // Bytes after the header in the same segment arrive untouched.
+      t.equal((await readUntil(c, 'after-header')).toString(), 'after-header', `${mode}: ${name}: bytes after the header untouched`);
+      c.destroy();
+    }
+  }
+});
+
+t.test('a PROXY header from an untrusted peer closes the connection (pp_untrusted)', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${backend}`],
+    proxyProtocol: { mode: 'optional', trustedSources: ['127.0.0.2/32'] },
+  }, ['127.0.0.0/8', '198.51.100.0/24']);
+  for (const header of [encodeProxyV1({ address: '198.51.100.7', port: 1 }, { address: '127.0.0.1', port: 2 }),
+    encodeProxyV2({ address: '198.51.100.7', port: 1 }, { address: '127.0.0.1', port: 2 })]) {
+    const c = await connect({ port: g.port(), localAddress: '127.0.0.5' });
+    c.write(header);
+    t.equal((await readAll(c)).length, 0, 'closed without forwarding');
+  }
+  const stats = g.app.listeners[0]!.stats;
+  await waitFor(() => stats.denied.get('pp_untrusted') === 2);
+  t.equal(stats.proxyHeader.get('v1/pp_untrusted'), 1);
+  t.equal(stats.proxyHeader.get('v2/pp_untrusted'), 1);
+  // optional mode: the same untrusted peer without a header is served as itself.
+  const plain = await connect({ port: g.port(), localAddress: '127.0.0.5' });
+  plain.write('hi\n');
+  await readUntil(plain, 'hi\n');
+  t.pass('plain connection from an untrusted peer is served in optional mode');
+  plain.destroy();
+});
+
+t.test('required mode: untrusted peers and trusted peers without a header are closed', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${backend}`],
+    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+  }, ['127.0.0.0/8']);
+  const untrusted = await connect({ port: g.port(), localAddress: '127.0.0.6' });
+  t.equal((await readAll(untrusted)).length, 0, 'untrusted closed');
+  const noHeader = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+  noHeader.write('GET / HTTP/1.1\r\n\r\n');
+  t.equal((await readAll(noHeader)).length, 0, 'trusted peer without a header closed');
+  const stats = g.app.listeners[0]!.stats;
+  await waitFor(() => g.app.listeners[0]!.connections.size === 0);
+  t.equal(stats.denied.get('pp_untrusted'), 1);
+  t.equal(stats.denied.get('pp_missing'), 1);
+});
+
+t.test('malformed headers close that one connection with the reason code', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${backend}`],
+    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+  }, ['0.0.0.0/0']);
+  const bad: Array<[string, string]> = [
+    ['PROXY TCP4 256.1.1.1 127.0.0.1 1 2\r\n', 'pp_bad_address'],
+    ['PROXY TCP4 1.1.1.1 127.0.0.1 1 65536\r\n', 'pp_bad_port'],
+    [`PROXY TCP4 1.1.1.1 127.0.0.1 1 2${' '.repeat(10)}\r\n`, 'pp_bad_syntax'],
+    [`PROXY UNKNOWN ${'x'.repeat(120)}\r\n`, 'pp_too_long'],
+  ];
+  for (const [header, reason] of bad) {
+    const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+    c.write(header);
+    t.equal((await readAll(c)).length, 0, `${reason}: closed`);
+    await waitFor(() => (g.app.listeners[0]!.stats.denied.get(reason) ?? 0) >= 1, 5000, reason);
+  }
+  // ...and the listener keeps serving good clients.
+  const ok = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+  ok.write(Buffer.concat([encodeProxyV2({ address: '192.0.2.1', port: 9 }, { address: '127.0.0.1', port: 1 }), Buffer.from('x\n')]));
+  t.match(await readLine(ok), /client=127\.0\.0\.1:\d+ via=socket/, 'served after bad ones (no outbound header configured)');
+  ok.destroy();
+});
+
+t.test('a header split into one-byte segments is reassembled', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v2',
+    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+  }, ['198.51.100.0/24']);
+  for (const header of [encodeProxyV1({ address: '198.51.100.1', port: 5 }, { address: '127.0.0.1', port: 6 }),
+    encodeProxyV2({ address: '198.51.100.2', port: 7 }, { address: '127.0.0.1', port: 8 })]) {
+    const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+    c.setNoDelay(true);
+    for (const byte of header) {
+      c.write(Buffer.from([byte]));
+      await new Promise((r) => setImmediate(r));
+    }
+    t.match(await readLine(c), /client=198\.51\.100\.[12]:[57] via=proxy-v2/);
+    c.destroy();
+  }
+});
+
+t.test('slow-loris: a header started then silent is closed at the header timeout', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${backend}`],
+    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'], headerTimeoutMs: 300 },
+  }, ['0.0.0.0/0']);
+  const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+  c.write('\r\n\r\n\0\r\nQUIT\n'); // the v2 signature, then nothing
+  const ms = await closed(c, 5000);
+  t.ok(ms >= 250 && ms < 2000, `closed after ${ms} ms (timeout 300 ms)`);
+  await waitFor(() => g.app.listeners[0]!.stats.denied.get('pp_timeout') === 1);
+});
+
+t.test('500 half-sent headers at once do not stop a good client', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v1',
+    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'], headerTimeoutMs: 5000 },
+  }, ['198.51.100.0/24']);
+  const loris: net.Socket[] = [];
+  for (let i = 0; i < 500; i++) {
+    const s = await connect({ port: g.port(), localAddress: `127.0.1.${(i % 250) + 1}` });
+    s.on('error', () => undefined);
+    s.write('PROXY TCP4 198.51.100.');
+    loris.push(s);
+  }
+  t.teardown(() => loris.forEach((s) => s.destroy()));
+  await waitFor(() => g.app.listeners[0]!.connections.size >= 500);
+  const start = Date.now();
+  const good = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+  good.write(encodeProxyV1({ address: '198.51.100.99', port: 1234 }, { address: '127.0.0.1', port: 1 }));
+  t.match(await readLine(good), /client=198\.51\.100\.99:1234 via=proxy-v1/);
+  t.ok(Date.now() - start < 1000, `good client served in ${Date.now() - start} ms while 500 headers hang`);
+  good.destroy();
+});
+
+t.test('round robin over upstreams, failover on a refused connect, 502-equivalent close when all fail', async (t) => {
+  const a = await echoBackend(t);
+  const b = await echoBackend(t);
+  const dead = await (async () => {
+    const s = net.createServer();
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    const p = (s.address() as net.AddressInfo).port;
+    await new Promise((r) => s.close(r));
+    return p;
+  })();
+  const g = await gate(t, { upstreams: [`127.0.0.1:${a}`, `127.0.0.1:${dead}`, `127.0.0.1:${b}`], outboundProxyProtocol: 'v2' });
+  const seen: string[] = [];
+  for (let i = 0; i < 6; i++) {
+    const c = await connect({ port: g.port() });
+    t.match(await readLine(c), /via=proxy-v2/, `connection ${i} served`);
+    seen.push(g.app.listeners[0]!.connections.values().next().value!.upstream!);
+    c.destroy();
+    await waitFor(() => g.app.listeners[0]!.connections.size === 0);
+  }
+  t.same(new Set(seen), new Set([`127.0.0.1:${a}`, `127.0.0.1:${b}`]), 'both live upstreams used, the dead one skipped');
+  t.ok((g.app.listeners[0]!.stats.upstreamErrors.get('upstream_refused') ?? 0) >= 2, 'refusals counted');
+
+  const allDead = await gate(t, { upstreams: [`127.0.0.1:${dead}`] });
+  const c = await connect({ port: allDead.port() });
+  t.equal((await readAll(c)).length, 0, 'client closed cleanly when no upstream answers');
+  await waitFor(() => allDead.app.listeners[0]!.stats.closed.get('upstream_refused') === 1);
+});
+
+t.test('half-close: the client FIN reaches the backend while the other direction keeps flowing', async (t) => {
+  // Backend: read until EOF, then answer with what it read, then close.
+  const server = net.createServer({ allowHalfOpen: true }, (s) => {
+    const chunks: Buffer[] = [];
+    s.on('data', (c: Buffer) => chunks.push(c));
+    s.on('end', () => {
+      setTimeout(() => s.end(`got ${Buffer.concat(chunks).length} bytes after EOF`), 50);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const g = await gate(t, { upstreams: [`127.0.0.1:${(server.address() as net.AddressInfo).port}`] });
+  const c = await connect({ port: g.port(), allowHalfOpen: true });
+  c.end(Buffer.alloc(100_000, 7));
+  const reply = await readAll(c);
+  t.equal(reply.toString(), 'got 100000 bytes after EOF');
+});
+
+t.test('idle timeout closes a stream silent in both directions', async (t) => {
+  const backend = await echoBackend(t);
+  const g = await gate(t, { upstreams: [`127.0.0.1:${backend}`], timeouts: { idleMs: 300 } });
+  const c = await connect({ port: g.port() });
+  const ms = await closed(c, 5000);
+  t.ok(ms >= 250 && ms < 2500, `closed after ${ms} ms`);
+  await waitFor(() => g.app.listeners[0]!.stats.closed.get('idle_timeout') === 1);
+});
+
+t.test('connect timeout: an upstream that never completes the handshake closes the client', async (t) => {
+  // A listening socket that never accepts, with backlog 0: once its queue is full the kernel drops
+  // further SYNs, so a connect hangs until our timer fires. Stays on loopback.
+  const py = spawn('python3', ['-c', 'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(60)'],
+    { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => { py.kill('SIGKILL'); });
+  const port = Number((await once(py.stdout!, 'data'))[0].toString().trim());
+  const fillers: net.Socket[] = [];
+  t.teardown(() => fillers.forEach((s) => s.destroy()));
+  for (let i = 0; i < 4; i++) {
+    const s = net.connect({ host: '127.0.0.1', port });
+    s.on('error', () => undefined);
+    fillers.push(s);
+  }
+  await new Promise((r) => setTimeout(r, 200)); // let the fillers occupy the queue
+  const g = await gate(t, { upstreams: [`127.0.0.1:${port}`], timeouts: { connectMs: 400 } });
+  const c = await connect({ port: g.port() });
+  const ms = await closed(c, 5000);
+  t.ok(ms >= 350 && ms < 3000, `client closed after ${ms} ms (connect timeout 400 ms)`);
+  await waitFor(() => g.app.listeners[0]!.stats.closed.get('upstream_timeout') === 1, 3000, 'upstream_timeout counted');
+});
