@@ -66,12 +66,14 @@ function checkFinding(raw: unknown, index: number): Finding {
   const text = firstString(c, ['message', 'statement', 'summary', 'detail', 'description']);
   const fix = firstString(c, ['fix', 'remedy', 'hint']);
   const rest = text ?? oneLine(JSON.stringify(c.detail ?? c.details ?? c));
+  const severity = checkSeverity(c);
+  const needsFix = severity === 'warn' || severity === 'error';
   return {
     id: `ipgate.check.${name.replace(/[^A-Za-z0-9_.-]+/g, '-').toLowerCase()}`,
-    severity: checkSeverity(c),
+    severity,
     subject: 'ipgate',
     statement: `${name}: ${rest}`,
-    ...(fix ? { fix } : {}),
+    ...(fix ? { fix } : needsFix ? { fix: 'see ipgate\'s logs and metrics for this check, and docs/real-ip.md' } : {}),
   };
 }
 

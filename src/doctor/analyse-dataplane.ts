@@ -79,7 +79,7 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
         id: 'kube-proxy.mode.iptables',
         severity: 'ok',
         subject,
-        statement: `mode iptables${v.mode === '' ? ' (mode "" is the Linux default)' : ''}: NodePort traffic is DNATed in KUBE-NODEPORTS / KUBE-EXT-* chains; only externalTrafficPolicy: Cluster adds KUBE-MARK-MASQ (source NAT)`,
+        statement: `mode iptables${v.mode === '' ? ' (mode "" is the Linux default)' : ''}: NodePort traffic is DNATed via KUBE-NODEPORTS / KUBE-EXT-* chains; externalTrafficPolicy: Cluster sends external clients through KUBE-MARK-MASQ (source NAT), Local only traffic from the node itself`,
         check: 'on a node: iptables-save -t nat | grep -E "KUBE-NODEPORTS|KUBE-EXT|KUBE-MARK-MASQ"',
       });
       break;
