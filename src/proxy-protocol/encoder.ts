@@ -1,0 +1,138 @@
+/**
+ * Outbound PROXY headers, written before any payload on each upstream TCP connection (DESIGN,
+ * "Forwarding"). One call per forwarded connection, so v2 is built straight into one Buffer from
+ * the precomputed signature; v1 is one template string (bench/micro/pp-decode.ts measures both).
+ *
+ * Addresses are canonical strings from sockets; a v4-mapped address is written as the IPv4 client
+ * it is. When source and destination families differ, both are written as IPv6 (the IPv4 one
+ * v4-mapped) under TCP6 / AF_INET6, since one header has one family.
+ *
+ * An invalid address, port or TLV here is a bug in ipgate (sockets report valid addresses), not a
+ * peer fault, so it throws a TypeError with code ERR_PP_ENCODE_INPUT instead of returning a value.
+ */
+import {
+  V2_ADDR_LEN_INET,
+  V2_ADDR_LEN_INET6,
+  V2_AF_INET,
+  V2_AF_INET6,
+  V2_CMD_LOCAL,
+  V2_CMD_PROXY,
+  V2_FIXED_LENGTH,
+  V2_SIGNATURE,
+  V2_TRANSPORT_STREAM,
+  V2_VERSION,
+} from './constants';
+import type { ProxyAddress, Tlv } from './header';
+import { formatIPv4, parseIp } from './ip-text';
+import { tlvsLength, writeTlvs } from './tlv';
+
+const VER_CMD_PROXY = (V2_VERSION << 4) | V2_CMD_PROXY;
+const FAM_TCP4 = (V2_AF_INET << 4) | V2_TRANSPORT_STREAM;
+const FAM_TCP6 = (V2_AF_INET6 << 4) | V2_TRANSPORT_STREAM;
+const MAX_V2_BODY = 0xffff;
+
+/**
+ * LOCAL, AF_UNSPEC, len 0: "When a sender presents a LOCAL connection, it should not present any
+ * address so it sets this field to zero." The sender "should use this family when sending LOCAL".
+ */
+const V2_LOCAL = Buffer.concat([V2_SIGNATURE, Buffer.from([(V2_VERSION << 4) | V2_CMD_LOCAL, 0x00, 0x00, 0x00])]);
+
+// Scratch for parsed addresses (encoding is synchronous): source at 0, destination at 16.
+const scratch = new Uint8Array(32);
+
+export class ProxyEncodeError extends TypeError {
+  readonly code = 'ERR_PP_ENCODE_INPUT';
+}
+
+function checkPort(port: number, which: string): void {
+  if (!Number.isInteger(port) || port < 0 || port > 0xffff) {
+    throw new ProxyEncodeError(`PROXY encoder: ${which} port ${String(port)} is not an integer in 0..65535`);
+  }
+}
+
+function parseOrThrow(address: string, off: number, which: string): 4 | 6 {
+  const family = typeof address === 'string' ? parseIp(address, scratch, off) : 0;
+  if (family === 0) throw new ProxyEncodeError(`PROXY encoder: ${which} address ${JSON.stringify(address)} is not an IP address`);
+  return family;
+}
+
+/** Writes the IPv4 at scratch[from..from+4) as `::ffff:a.b.c.d` into out[to..to+16). */
+function writeMapped(out: Buffer, to: number, from: number): void {
+  out.fill(0, to, to + 10);
+  out[to + 10] = 0xff;
+  out[to + 11] = 0xff;
+  out.set(scratch.subarray(from, from + 4), to + 12);
+}
+
+/** `PROXY TCP4|TCP6 <src> <dst> <sport> <dport>\r\n` (section 2.1). */
+export function encodeProxyV1(src: ProxyAddress, dst: ProxyAddress): Buffer {
+  const srcFamily = parseOrThrow(src.address, 0, 'source');
+  const dstFamily = parseOrThrow(dst.address, 16, 'destination');
+  checkPort(src.port, 'source');
+  checkPort(dst.port, 'destination');
+  // Re-formatting IPv4 from bytes costs little and makes a mapped input ("::ffff:1.2.3.4") plain.
+  let srcText = srcFamily === 4 ? formatIPv4(scratch, 0) : src.address;
+  let dstText = dstFamily === 4 ? formatIPv4(scratch, 16) : dst.address;
+  let proto = 'TCP4';
+  if (srcFamily !== 4 || dstFamily !== 4) {
+    proto = 'TCP6';
+    // The dotted tail is what inet_ntop (HAProxy, nginx) writes for a mapped address; RFC 4291
+    // text that strict receivers, ours included, accept.
+    if (srcFamily === 4) srcText = `::ffff:${srcText}`;
+    if (dstFamily === 4) dstText = `::ffff:${dstText}`;
+  }
+  return Buffer.from(`PROXY ${proto} ${srcText} ${dstText} ${src.port} ${dst.port}\r\n`, 'latin1');
+}
+
+/** v2 PROXY command, STREAM transport, AF_INET or AF_INET6, then `tlvs` in order. */
+export function encodeProxyV2(src: ProxyAddress, dst: ProxyAddress, tlvs?: readonly Tlv[]): Buffer {
+  const srcFamily = parseOrThrow(src.address, 0, 'source');
+  const dstFamily = parseOrThrow(dst.address, 16, 'destination');
+  checkPort(src.port, 'source');
+  checkPort(dst.port, 'destination');
+  let extra = 0;
+  if (tlvs !== undefined && tlvs.length > 0) {
+    for (const tlv of tlvs) {
+      if (!Number.isInteger(tlv.type) || tlv.type < 0 || tlv.type > 0xff || tlv.value.length > 0xffff) {
+        throw new ProxyEncodeError('PROXY encoder: TLV type must be 0..255 and value at most 65535 bytes');
+      }
+    }
+    extra = tlvsLength(tlvs);
+  }
+  const inet = srcFamily === 4 && dstFamily === 4;
+  const addressLength = inet ? V2_ADDR_LEN_INET : V2_ADDR_LEN_INET6;
+  const body = addressLength + extra;
+  if (body > MAX_V2_BODY) throw new ProxyEncodeError('PROXY encoder: TLVs make the v2 header longer than 65535 + 16 bytes');
+
+  // allocUnsafe: every byte is written below.
+  const out = Buffer.allocUnsafe(V2_FIXED_LENGTH + body);
+  V2_SIGNATURE.copy(out, 0);
+  out[12] = VER_CMD_PROXY;
+  out[13] = inet ? FAM_TCP4 : FAM_TCP6;
+  out[14] = body >> 8;
+  out[15] = body & 0xff;
+  let pos = V2_FIXED_LENGTH;
+  if (inet) {
+    out.set(scratch.subarray(0, 4), pos);
+    out.set(scratch.subarray(16, 20), pos + 4);
+    pos += 8;
+  } else {
+    if (srcFamily === 4) writeMapped(out, pos, 0);
+    else out.set(scratch.subarray(0, 16), pos);
+    if (dstFamily === 4) writeMapped(out, pos + 16, 16);
+    else out.set(scratch.subarray(16, 32), pos + 16);
+    pos += 32;
+  }
+  out[pos] = src.port >> 8;
+  out[pos + 1] = src.port & 0xff;
+  out[pos + 2] = dst.port >> 8;
+  out[pos + 3] = dst.port & 0xff;
+  pos += 4;
+  if (extra > 0) writeTlvs(tlvs!, out, pos);
+  return out;
+}
+
+/** A LOCAL header (health checks): a fresh copy, so a caller cannot alter the shared template. */
+export function encodeProxyV2Local(): Buffer {
+  return Buffer.from(V2_LOCAL);
+}
