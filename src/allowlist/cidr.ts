@@ -1,10 +1,11 @@
 /**
  * Strict CIDR and address parsing for allowlist entries, trusted-source lists and the admin API.
  *
- * ipaddr.js does the IPv6 structure work, but only behind strict pre-checks: on its own it
- * accepts forms an operator may not mean (`10` = 0.0.0.10, `10.1` = 10.0.0.1, `010.0.0.1` =
- * 8.0.0.1 octal, `0x0a.0.0.1`, zone ids, `::1.2.3.4` read as IPv4-mapped). Every rejection
- * carries a sentence an operator can act on; the admin API returns it as the 4xx reason.
+ * ipaddr.js does the IPv6 structure work, but only behind strict pre-checks (which parse IPv4
+ * completely): on its own it accepts forms an operator may not mean (`10` = 0.0.0.10, `10.1` =
+ * 10.0.0.1, `010.0.0.1` = 8.0.0.1 octal, `0x0a.0.0.1`, zone ids, `::1.2.3.4` read as
+ * IPv4-mapped). Every rejection carries a sentence an operator can act on; the admin API
+ * returns it as the 4xx reason.
  *
  * Parse results are returned values, never exceptions: config loading and the admin API decide
  * what a bad entry means for them.
@@ -151,33 +152,33 @@ function parseV4Part(text: string): AddressPart {
   if (bad !== null) {
     return fail(`invalid IPv4 address ${q(text)}: unexpected character ${q(bad[0])}`);
   }
-  const err = checkDottedQuad(text);
-  if (err !== null) return fail(`invalid IPv4 address ${q(text)}: ${err}`);
-  const word = v4Word(text);
+  const word = dottedQuad(text);
+  if (typeof word === 'string') return fail(`invalid IPv4 address ${q(text)}: ${word}`);
   return { ok: true, family: 4, words: [word], canonical: formatV4(word) };
 }
 
-/** Exactly four decimal octets 0-255 without leading zeros; null when fine. */
-function checkDottedQuad(text: string): string | null {
+/**
+ * Exactly four decimal octets 0-255 without leading zeros. Returns the unsigned 32-bit value,
+ * or the reason (a string) it is not one. This is complete for IPv4, so ipaddr.js is not needed
+ * (and its lenient IPv4 parser is exactly what the checks exist to avoid).
+ */
+function dottedQuad(text: string): number | string {
   const parts = text.split('.');
   if (parts.length !== 4) {
     return `expected four decimal octets a.b.c.d, got ${parts.length}` +
       ' (short forms like 10/8 or 10.1/16 are ambiguous; write 10.0.0.0/8)';
   }
+  let value = 0;
   for (const part of parts) {
     if (part.length === 0) return 'empty octet';
     if (part.length > 1 && part.charCodeAt(0) === 48 /* 0 */) {
       return `octet ${q(part)} has a leading zero (ambiguous: octal or decimal?); write ${Number(part)}`;
     }
-    if (part.length > 3 || Number(part) > 255) return `octet ${q(part)} is greater than 255`;
+    const octet = Number(part);
+    if (part.length > 3 || octet > 255) return `octet ${q(part)} is greater than 255`;
+    value = value * 256 + octet;
   }
-  return null;
-}
-
-/** Value of a dotted quad that passed checkDottedQuad. */
-function v4Word(text: string): number {
-  const octets = ipaddr.IPv4.parse(text).octets;
-  return ((octets[0]! << 24) | (octets[1]! << 16) | (octets[2]! << 8) | octets[3]!) >>> 0;
+  return value;
 }
 
 function parseV6Part(text: string): AddressPart {
@@ -188,12 +189,12 @@ function parseV6Part(text: string): AddressPart {
   const lastColon = text.lastIndexOf(':');
   const tail = text.slice(lastColon + 1);
   if (tail.includes('.')) {
-    const err = checkDottedQuad(tail);
-    if (err !== null) return fail(`invalid IPv6 address ${q(text)}: embedded IPv4 ${q(tail)}: ${err}`);
+    const v4 = dottedQuad(tail);
+    if (typeof v4 === 'string') return fail(`invalid IPv6 address ${q(text)}: embedded IPv4 ${q(tail)}: ${v4}`);
     if (lastColon === 1 && text.startsWith('::')) {
       // RFC 4291 2.5.5.1 deprecated "IPv4-compatible" form. RFC parsers read ::1.2.3.4 as
       // ::102:304, ipaddr.js reads it as ::ffff:1.2.3.4: two meanings, so accept neither.
-      const hex = formatWords(6, [0, 0, 0, v4Word(tail)]);
+      const hex = formatWords(6, [0, 0, 0, v4]);
       return fail(`${q(text)} is the deprecated IPv4-compatible form (RFC 4291 2.5.5.1), read ` +
         `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`);
     }

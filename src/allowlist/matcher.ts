@@ -1,0 +1,271 @@
+/**
+ * The compiled allowlist: which entry, if any, admits a client address.
+ *
+ * Compile normalises the CIDRs into disjoint sorted ranges, each labelled with the most specific
+ * (longest prefix) entry covering it; lookup is then one binary search, so its cost grows with
+ * log2(ranges), not with the list (bench/micro/matcher.ts: ~flat from 1 to 100,000 CIDRs).
+ * CIDRs either nest or are disjoint, which is what lets a single sorted sweep with a stack build
+ * the ranges. IPv4 ranges live in Uint32Arrays; IPv6 as 4 big-endian u32 words per address,
+ * compared lexicographically (no BigInt on the lookup path; BigInt is used only to compile).
+ *
+ * A Matcher is built completely, then never changes: the owner swaps the reference (DESIGN.md,
+ * "built completely, then swapped in one reference assignment"). The typed arrays cannot be
+ * frozen, so they are #private; the instance, `entries` and each entry are frozen.
+ *
+ * Decisions:
+ * - An IPv4 client (including one written ::ffff:a.b.c.d) is matched only by IPv4 CIDRs: the
+ *   identity stage canonicalises mapped addresses to IPv4, so `::/0` does not match IPv4 clients
+ *   and `0.0.0.0/0` does not match IPv6 clients. Allow both families explicitly.
+ * - Identical CIDRs: the first entry (lowest index) wins.
+ * - An address with a zone id (fe80::1%eth0) never matches: entries cannot name an interface, and
+ *   the same link-local address on two interfaces is two different hosts.
+ */
+import { parseCidr } from './cidr';
+import { parseRfc3339, type AllowEntry } from './entry';
+import { scanIPv4, scanIPv6 } from './address-scan';
+
+/** Thrown by `compile` for an entry that did not pass `validateEntry`: a caller bug or bad store. */
+export class AllowlistCompileError extends Error {
+  readonly code = 'ERR_ALLOWLIST_INVALID_ENTRY';
+  constructor(readonly index: number, readonly field: 'cidr' | 'expiresAt', message: string) {
+    super(`allowlist entry ${index}: ${field}: ${message}`);
+    this.name = 'AllowlistCompileError';
+  }
+}
+
+/** Scratch for the IPv6 scanner; lookups are synchronous, so one per process is enough. */
+const scratch = new Uint32Array(4);
+
+interface Item<K> { start: K; end: K; prefix: number; index: number }
+interface Ranges<K> { starts: K[]; ends: K[]; labels: number[] }
+
+/**
+ * From this many ranges on, a 65,537-entry table (256 KiB) maps the top 16 bits of an address
+ * to the slice of ranges starting in that /16 (IPv4) or /16 of IPv6 space, so a lookup touches
+ * the table plus a few ranges instead of ~17 cache-missing binary-search steps at 100k CIDRs.
+ * Below it the arrays sit in cache anyway and the table would only cost memory.
+ */
+const INDEX_MIN_RANGES = 256;
+
+export class Matcher {
+  /** Matches nothing. */
+  static readonly EMPTY: Matcher = Matcher.compile([]);
+
+  /** The entries as given (frozen copies); `lookup` returns indices into this array. */
+  readonly entries: readonly AllowEntry[];
+  /** Number of active (unexpired) entries. */
+  readonly size: number;
+  /** Earliest future `expiresAt` (ms epoch): rebuild then. null when nothing will expire. */
+  readonly nextExpiry: number | null;
+
+  readonly #v4Starts: Uint32Array;
+  readonly #v4Ends: Uint32Array;
+  readonly #v4Labels: Int32Array;
+  readonly #v4Index: Uint32Array | null;
+  readonly #v6Starts: Uint32Array;
+  readonly #v6Ends: Uint32Array;
+  readonly #v6Labels: Int32Array;
+  readonly #v6Index: Uint32Array | null;
+
+  private constructor(entries: readonly AllowEntry[], size: number, nextExpiry: number | null,
+    v4: Ranges<number>, v6: Ranges<bigint>) {
+    this.entries = entries;
+    this.size = size;
+    this.nextExpiry = nextExpiry;
+    const n4 = v4.labels.length;
+    this.#v4Starts = Uint32Array.from(v4.starts);
+    this.#v4Ends = Uint32Array.from(v4.ends);
+    this.#v4Labels = Int32Array.from(v4.labels);
+    this.#v4Index = n4 >= INDEX_MIN_RANGES ? bucketIndex(this.#v4Starts, 1) : null;
+    const n6 = v6.labels.length;
+    this.#v6Starts = new Uint32Array(n6 * 4);
+    this.#v6Ends = new Uint32Array(n6 * 4);
+    this.#v6Labels = Int32Array.from(v6.labels);
+    for (let i = 0; i < n6; i++) {
+      writeWords(this.#v6Starts, i * 4, v6.starts[i]!);
+      writeWords(this.#v6Ends, i * 4, v6.ends[i]!);
+    }
+    this.#v6Index = n6 >= INDEX_MIN_RANGES ? bucketIndex(this.#v6Starts, 4) : null;
+    Object.freeze(this);
+  }
+
+  /**
+   * Compile entries (already passed through `validateEntry`). Entries with `expiresAt <= now`
+   * are left out but keep their index. Throws AllowlistCompileError for an invalid entry: the
+   * caller keeps its last good matcher.
+   */
+  static compile(entries: readonly AllowEntry[], now: number = Date.now()): Matcher {
+    const frozen: AllowEntry[] = new Array<AllowEntry>(entries.length);
+    const v4: Array<Item<number>> = [];
+    const v6: Array<Item<bigint>> = [];
+    let nextExpiry: number | null = null;
+    for (let index = 0; index < entries.length; index++) {
+      const e = entries[index]!;
+      frozen[index] = Object.isFrozen(e) ? e : Object.freeze({ ...e });
+      if (e.expiresAt !== undefined) {
+        const at = parseRfc3339(e.expiresAt);
+        if (Number.isNaN(at)) {
+          throw new AllowlistCompileError(index, 'expiresAt', `not an RFC 3339 date-time: ${JSON.stringify(e.expiresAt)}`);
+        }
+        if (at <= now) continue;
+        if (nextExpiry === null || at < nextExpiry) nextExpiry = at;
+      }
+      const parsed = parseCidr(e.cidr);
+      if (!parsed.ok) throw new AllowlistCompileError(index, 'cidr', parsed.message);
+      const { family, prefix, start, end } = parsed.cidr;
+      if (family === 4) v4.push({ start: start[0]!, end: end[0]!, prefix, index });
+      else v6.push({ start: toBig(start), end: toBig(end), prefix, index });
+    }
+    return new Matcher(Object.freeze(frozen), v4.length + v6.length, nextExpiry,
+      sweep(v4, (k) => k + 1, (k) => k - 1), sweep(v6, (k) => k + 1n, (k) => k - 1n));
+  }
+
+  /**
+   * Index of the most specific unexpired entry matching `address`, or -1. Accepts IPv4, IPv6
+   * and IPv4-mapped IPv6 text (matched as IPv4). Invalid text is -1; never throws.
+   */
+  lookup(address: string): number {
+    if (typeof address !== 'string') return -1;
+    if (address.indexOf(':') < 0) {
+      const v4 = scanIPv4(address, 0, address.length);
+      return v4 < 0 ? -1 : this.lookupV4(v4);
+    }
+    if (!scanIPv6(address, scratch)) return -1;
+    const w0 = scratch[0]!, w1 = scratch[1]!, w2 = scratch[2]!, w3 = scratch[3]!;
+    if (w0 === 0 && w1 === 0 && w2 === 0xffff) return this.lookupV4(w3);
+    return this.#lookupV6(w0, w1, w2, w3);
+  }
+
+  /** Same as `lookup` for an IPv4 address given as an unsigned 32-bit integer. */
+  lookupV4(u32: number): number {
+    if (u32 >>> 0 !== u32) return -1;
+    const starts = this.#v4Starts;
+    let lo = 0;
+    let hi = starts.length - 1;
+    let found = -1;
+    const index = this.#v4Index;
+    if (index !== null) {
+      // Only ranges starting in this /16 can start closer to u32 than the last one before it.
+      const h = u32 >>> 16;
+      lo = index[h]!;
+      hi = index[h + 1]! - 1;
+      found = lo - 1;
+    }
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      if (starts[mid]! <= u32) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return found >= 0 && u32 <= this.#v4Ends[found]! ? this.#v4Labels[found]! : -1;
+  }
+
+  #lookupV6(w0: number, w1: number, w2: number, w3: number): number {
+    const s = this.#v6Starts;
+    let lo = 0;
+    let hi = this.#v6Labels.length - 1;
+    let found = -1;
+    const index = this.#v6Index;
+    if (index !== null) {
+      const h = w0 >>> 16;
+      lo = index[h]!;
+      hi = index[h + 1]! - 1;
+      found = lo - 1;
+    }
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const b = mid << 2;
+      let startLe: boolean; // range start <= address
+      if (s[b] !== w0) startLe = s[b]! < w0;
+      else if (s[b + 1] !== w1) startLe = s[b + 1]! < w1;
+      else if (s[b + 2] !== w2) startLe = s[b + 2]! < w2;
+      else startLe = s[b + 3]! <= w3;
+      if (startLe) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    if (found < 0) return -1;
+    const e = this.#v6Ends;
+    const b = found << 2;
+    let le: boolean; // address <= range end
+    if (e[b] !== w0) le = w0 < e[b]!;
+    else if (e[b + 1] !== w1) le = w1 < e[b + 1]!;
+    else if (e[b + 2] !== w2) le = w2 < e[b + 2]!;
+    else le = w3 <= e[b + 3]!;
+    return le ? this.#v6Labels[found]! : -1;
+  }
+}
+
+function toBig(words: readonly number[]): bigint {
+  let v = 0n;
+  for (const w of words) v = (v << 32n) | BigInt(w);
+  return v;
+}
+
+function writeWords(out: Uint32Array, at: number, v: bigint): void {
+  out[at] = Number((v >> 96n) & 0xffffffffn);
+  out[at + 1] = Number((v >> 64n) & 0xffffffffn);
+  out[at + 2] = Number((v >> 32n) & 0xffffffffn);
+  out[at + 3] = Number(v & 0xffffffffn);
+}
+
+/**
+ * index[h] = number of ranges whose start is below h << 16 (first word for IPv6), h = 0..65536.
+ * The range holding an address with top bits h is index[h] - 1 or one in [index[h], index[h+1]).
+ */
+function bucketIndex(starts: Uint32Array, stride: number): Uint32Array {
+  const n = starts.length / stride;
+  const index = new Uint32Array(65537);
+  let j = 0;
+  for (let h = 0; h <= 65536; h++) {
+    const bound = h * 65536;
+    while (j < n && starts[j * stride]! < bound) j++;
+    index[h] = j;
+  }
+  return index;
+}
+
+/**
+ * Disjoint, sorted ranges labelled with the most specific covering entry. Items sorted by start,
+ * wider first, then by index; the stack holds the chain of CIDRs containing the current one.
+ * Keys are numbers for IPv4 (exact up to 2^53) and BigInt for IPv6 (compile only).
+ */
+function sweep<K extends number | bigint>(items: Array<Item<K>>, next: (k: K) => K,
+  prev: (k: K) => K): Ranges<K> {
+  items.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.prefix - b.prefix || a.index - b.index));
+  const out: Ranges<K> = { starts: [], ends: [], labels: [] };
+  const emit = (from: K, to: K, label: number): void => {
+    if (from > to) return;
+    out.starts.push(from);
+    out.ends.push(to);
+    out.labels.push(label);
+  };
+  const stack: Array<Item<K>> = [];
+  let cursor: K | null = null; // first address not yet emitted (null: none yet)
+  for (const it of items) {
+    while (stack.length > 0 && stack[stack.length - 1]!.end < it.start) {
+      const done = stack.pop()!;
+      emit(cursor!, done.end, done.index);
+      cursor = next(done.end);
+    }
+    const top = stack[stack.length - 1];
+    if (top !== undefined) {
+      if (top.start === it.start && top.prefix === it.prefix) continue; // duplicate: first wins
+      emit(cursor!, prev(it.start), top.index); // the parent's part before this child
+    }
+    cursor = it.start;
+    stack.push(it);
+  }
+  while (stack.length > 0) {
+    const done = stack.pop()!;
+    emit(cursor!, done.end, done.index);
+    cursor = next(done.end);
+  }
+  return out;
+}
