@@ -8,11 +8,19 @@ import { TcpForwarder } from './forward/tcp/tcp-forwarder';
 import { Listener, type ConnectionHandler } from './listener/listener';
 import { ListenerStats } from './metrics/listener-stats';
 import { LiveLists } from './store/live-lists';
+import type { AllowlistService } from './store/allowlist-service';
+import { startAllowlistService } from './store/start-service';
+import { startAdmin } from './admin/start-admin';
+import type { AdminServer } from './admin/admin-server';
 
 export interface App {
   readonly config: Config;
   readonly lists: LiveLists;
   readonly listeners: readonly Listener[];
+  /** The allowlist store and its write path (admin API, external edits). */
+  readonly service: AllowlistService;
+  /** The admin API, or null when `admin.listen` is null. */
+  readonly admin: AdminServer | null;
   /** Stop accepting, wait up to `drainTimeoutMs` for open connections, then close the rest. */
   shutdown(drainTimeoutMs?: number): Promise<void>;
 }
@@ -23,7 +31,8 @@ export interface AppOptions {
 
 export async function startApp(config: Config, { logger }: AppOptions): Promise<App> {
   const lists = new LiveLists();
-  for (const [name, entries] of Object.entries(config.allowlists)) lists.apply(name, entries, 'config');
+  // The store is loaded and applied before any listener accepts.
+  const service = await startAllowlistService(config, lists, logger);
 
   const echo: EchoServers | null = config.echo ? await startEcho(config.echo) : null;
 
@@ -46,14 +55,17 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
     });
   }
 
+  let admin: AdminServer | null = null;
   try {
     for (const l of listeners) {
       const addr = await l.listen();
       logger.info({ listener: l.name, mode: l.config.mode, address: addr.address, port: addr.port,
         allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode }, 'listening');
     }
+    admin = await startAdmin(config, service, listeners, logger);
   } catch (err) {
-    await Promise.all(listeners.map((l) => l.stopAccepting()));
+    await service.close();
+    for (const l of listeners) l.stopAccepting();
     await echo?.close();
     throw err;
   }
@@ -61,7 +73,8 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
   let shuttingDown: Promise<void> | null = null;
   const shutdown = (drainTimeoutMs = config.shutdown.drainTimeoutMs): Promise<void> => {
     shuttingDown ??= (async () => {
-      await Promise.all(listeners.map((l) => l.stopAccepting()));
+      await admin?.close();
+      for (const l of listeners) l.stopAccepting();
       const deadline = Date.now() + drainTimeoutMs;
       const open = (): number => listeners.reduce((n, l) => n + l.connections.size, 0);
       while (open() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -69,10 +82,11 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
       if (left > 0) logger.warn({ connections: left }, 'drain timeout: closing remaining connections');
       for (const l of listeners) l.destroyAll('drain');
       lists.close();
+      await service.close();
       await echo?.close();
     })();
     return shuttingDown;
   };
 
-  return { config, lists, listeners, shutdown };
+  return { config, lists, listeners, service, admin, shutdown };
 }

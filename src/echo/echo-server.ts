@@ -29,7 +29,7 @@ export function createTcpEcho(): net.Server {
     socket.on('error', () => socket.destroy());
     const peer = formatHostPort(canonicalAddress(socket.remoteAddress ?? ''), socket.remotePort ?? 0);
     let buf = Buffer.alloc(0);
-    const timer = setTimeout(() => socket.destroy(), 10_000);
+    const timer = setTimeout(() => socket.destroy(), 10_000).unref();
     const onData = (chunk: Buffer): void => {
       buf = Buffer.concat([buf, chunk]);
       const r = decodeProxyHeader(buf);

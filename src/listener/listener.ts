@@ -95,13 +95,12 @@ export class Listener {
   }
 
   /** Stop accepting; open connections continue (the caller waits, then `destroyAll`). */
-  stopAccepting(): Promise<void> {
+  stopAccepting(): void {
     this.draining = true;
     this.deps.handler.drain?.();
-    return new Promise((resolve) => {
-      if (!this.server.listening) return resolve();
-      this.server.close(() => resolve());
-    });
+    // close() stops accepting at once; its callback would wait for every open connection, which is
+    // the drain's job (bounded by drainTimeoutMs), so it is not awaited here.
+    if (this.server.listening) this.server.close();
   }
 
   destroyAll(result: string): void {

@@ -2,6 +2,7 @@
  * Socket helpers for tests: real sockets on loopback. Distinct clients are sockets bound to
  * distinct 127.0.0.x source addresses.
  */
+import fs from 'node:fs';
 import net from 'node:net';
 import { once } from 'node:events';
 
@@ -120,6 +121,23 @@ export async function waitFor(fn: () => boolean | Promise<boolean>, ms = 10_000,
     if (Date.now() > deadline) throw new Error(`waitFor: ${what} not met within ${ms} ms`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/**
+ * Wait until some socket LISTENs on `port`, read from /proc/net/tcp{,6} so that no probe connection
+ * reaches the server (a probe through a proxy would show up in its counters).
+ */
+export async function waitForListen(port: number, ms = 10_000): Promise<void> {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  const listening = (): boolean => ['/proc/net/tcp', '/proc/net/tcp6'].some((f) => {
+    let text = '';
+    try { text = fs.readFileSync(f, 'utf8'); } catch { return false; }
+    return text.split('\n').some((line) => {
+      const cols = line.trim().split(/\s+/);
+      return cols[1]?.endsWith(`:${hex}`) === true && cols[3] === '0A';
+    });
+  });
+  await waitFor(listening, ms, `a listener on port ${port}`);
 }
 
 /** Wait until something accepts TCP connections on host:port. */

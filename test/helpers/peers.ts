@@ -7,7 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tmpDir } from './ipgate';
-import { waitForPort } from './net';
+import { waitForListen } from './net';
 
 export interface Peer {
   child: ChildProcess;
@@ -40,7 +40,7 @@ async function startPeer(cmd: string, args: string[], dir: string, ports: number
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   try {
     await Promise.race([
-      Promise.all(ports.map((p) => waitForPort(p))),
+      Promise.all(ports.map((p) => waitForListen(p))),
       exited.then(() => { throw new Error(`${cmd} exited: ${out}`); }),
     ]);
   } catch (err) {
