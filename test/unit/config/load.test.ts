@@ -1,0 +1,112 @@
+/**
+ * Config: validated once, every error names the path and the offending value, unknown keys are
+ * refused, defaults applied, the result frozen.
+ */
+import t from 'tap';
+import { ConfigError } from '../../../src/config/errors';
+import { buildConfig, jsonPointerToPath, parseConfig } from '../../../src/config/load';
+
+const listener = { name: 'a', listen: '127.0.0.1:7000', allowlist: 'main', upstreams: ['127.0.0.1:7100'] };
+const base = () => ({ allowlists: { main: ['10.0.0.0/8'] }, listeners: [structuredClone(listener)] });
+
+function problemsOf(raw: unknown): string[] {
+  try {
+    buildConfig(raw);
+  } catch (err) {
+    if (err instanceof ConfigError) return [...err.problems];
+    throw err;
+  }
+  return [];
+}
+
+t.test('a minimal config gets every default and is frozen', async (t) => {
+  const c = buildConfig(base());
+  t.equal(c.listeners[0]!.mode, 'tcp');
+  t.equal(c.listeners[0]!.proxyProtocol.mode, 'off', 'PROXY protocol off by default (closed)');
+  t.same(c.listeners[0]!.proxyProtocol.trustedSources, [], 'no trusted sources by default');
+  t.equal(c.listeners[0]!.proxyProtocol.headerTimeoutMs, 5000);
+  t.equal(c.listeners[0]!.outboundProxyProtocol, 'none');
+  t.same(c.listeners[0]!.http.trustedProxies, [], 'no trusted proxies by default');
+  t.equal(c.admin.listen, '127.0.0.1:9901', 'admin API on loopback by default');
+  t.equal(c.revokeLive, true);
+  t.same(c.allowlists.main, [{ cidr: '10.0.0.0/8' }], 'bare CIDR strings normalised to entries');
+  t.ok(Object.isFrozen(c) && Object.isFrozen(c.listeners[0]) && Object.isFrozen(c.listeners[0]!.proxyProtocol), 'deeply frozen');
+  t.throws(() => { (c.listeners[0] as { name: string }).name = 'x'; }, TypeError, 'mutation throws (strict mode)');
+});
+
+t.test('YAML text parses the same way', async (t) => {
+  const c = parseConfig(`
+allowlists:
+  main:
+    - 10.0.0.0/8
+    - { cidr: "2001:db8::/32", comment: office, expiresAt: "2030-01-01T00:00:00Z" }
+listeners:
+  - name: a
+    listen: "[::]:7000"
+    allowlist: main
+    upstreams: ["backend.default.svc.cluster.local:80"]
+    proxyProtocol: { mode: required, trustedSources: [10.1.0.0/16] }
+`);
+  t.same(c.allowlists.main![1], { cidr: '2001:db8::/32', comment: 'office', expiresAt: '2030-01-01T00:00:00Z' });
+  t.equal(c.listeners[0]!.proxyProtocol.mode, 'required');
+});
+
+const bad: Array<[string, (c: ReturnType<typeof base> & Record<string, unknown>) => void, string]> = [
+  ['prefix out of range names the path and value', (c) => { c.allowlists.main = ['10.0.0.1/33']; },
+    'allowlists.main[0]: "10.0.0.1/33": prefix length 33 out of range for IPv4'],
+  ['host bits set', (c) => { c.allowlists.main = ['10.0.0.1/8']; }, 'allowlists.main[0]: "10.0.0.1/8": '],
+  ['leading zero octet', (c) => { c.allowlists.main = ['010.0.0.0/8']; }, 'allowlists.main[0]: "010.0.0.0/8": '],
+  ['short form', (c) => { c.allowlists.main = ['10/8']; }, 'allowlists.main[0]: "10/8": '],
+  ['entry object with a bad cidr', (c) => { (c.allowlists as Record<string, unknown>).main = [{ cidr: '1.2.3.4/40' }]; },
+    'allowlists.main[0].cidr: "1.2.3.4/40": prefix length 40 out of range for IPv4'],
+  ['entry with an unknown key', (c) => { (c.allowlists as Record<string, unknown>).main = [{ cidr: '1.2.3.0/24', note: 'x' }]; },
+    'allowlists.main[0].note'],
+  ['unknown top-level key', (c) => { c.listner = []; }, 'listner: [] : unknown key'.replace(' :', ':')],
+  ['unknown listener key', (c) => { (c.listeners[0] as Record<string, unknown>).upstream = 'x'; }, 'listeners[0].upstream: "x": unknown key'],
+  ['bad enum', (c) => { (c.listeners[0] as Record<string, unknown>).proxyProtocol = { mode: 'maybe' }; },
+    'listeners[0].proxyProtocol.mode: "maybe": must be one of "off", "optional", "required"'],
+  ['wrong type is not coerced', (c) => { (c.listeners[0] as Record<string, unknown>).timeouts = { connectMs: '5000' }; },
+    'listeners[0].timeouts.connectMs: "5000": must be integer'],
+  ['missing required key', (c) => { delete (c.listeners[0] as Record<string, unknown>).upstreams; }, 'listeners[0].upstreams: (missing): required'],
+  ['unknown allowlist reference', (c) => { c.listeners[0]!.allowlist = 'nope'; }, 'listeners[0].allowlist: "nope": no such allowlist (defined: main'],
+  ['duplicate listener name', (c) => { c.listeners.push({ ...listener, listen: '127.0.0.1:7001' }); }, 'listeners[1].name: "a": duplicate of listeners[0].name'],
+  ['duplicate bind', (c) => { c.listeners.push({ ...listener, name: 'b' }); }, 'listeners[1].listen: "127.0.0.1:7000": already used by listeners[0]'],
+  ['port out of range', (c) => { c.listeners[0]!.listen = '127.0.0.1:70000'; }, 'listeners[0].listen: "127.0.0.1:70000": port 70000 out of range'],
+  ['IPv6 listen without brackets', (c) => { c.listeners[0]!.listen = '::1:7000'; }, 'listeners[0].listen: "::1:7000": an IPv6 address must be written in brackets'],
+  ['upstream port 0', (c) => { c.listeners[0]!.upstreams = ['127.0.0.1:0']; }, 'listeners[0].upstreams[0]: "127.0.0.1:0": port 0 is not a valid destination'],
+  ['trusted source not a CIDR', (c) => { (c.listeners[0] as Record<string, unknown>).proxyProtocol = { mode: 'optional', trustedSources: ['lb.example'] }; },
+    'listeners[0].proxyProtocol.trustedSources[0]: "lb.example": '],
+  ['PROXY mode on with nobody trusted', (c) => { (c.listeners[0] as Record<string, unknown>).proxyProtocol = { mode: 'required' }; },
+    'listeners[0].proxyProtocol.trustedSources: []: is empty'],
+  ['a data port on the admin address', (c) => { c.listeners[0]!.listen = '127.0.0.1:9901'; }, 'listeners[0].listen: "127.0.0.1:9901": is the admin API address'],
+  ['bad list name', (c) => { (c.allowlists as Record<string, unknown>)['bad name!'] = []; }, 'allowlists.bad name!: invalid name'],
+  ['no listeners', (c) => { c.listeners = []; }, 'listeners: []: must NOT have fewer than 1 items'],
+];
+
+t.test('invalid configs: each problem names the path and the value', async (t) => {
+  for (const [name, mutate, expected] of bad) {
+    const raw = base() as ReturnType<typeof base> & Record<string, unknown>;
+    mutate(raw);
+    const problems = problemsOf(raw);
+    t.ok(problems.some((p) => p.startsWith(expected) || p.includes(expected)), `${name}: got ${JSON.stringify(problems)}`);
+  }
+});
+
+t.test('all problems are reported at once, not just the first', async (t) => {
+  const raw = base();
+  raw.allowlists.main = ['10.0.0.1/33', '300.1.1.1'];
+  raw.listeners[0]!.upstreams = ['nohost'];
+  t.equal(problemsOf(raw).length, 3, JSON.stringify(problemsOf(raw)));
+});
+
+t.test('YAML syntax errors and duplicate keys are config errors', async (t) => {
+  t.throws(() => parseConfig('listeners: [\n'), ConfigError);
+  t.throws(() => parseConfig('listeners: []\nlisteners: []\n'), /not valid YAML/);
+  t.throws(() => parseConfig('- a\n- b\n'), /must be a mapping/);
+});
+
+t.test('JSON pointer to config path', async (t) => {
+  t.equal(jsonPointerToPath('/listeners/1/allowlist'), 'listeners[1].allowlist');
+  t.equal(jsonPointerToPath('/allowlists/a~1b/0'), 'allowlists.a/b[0]');
+  t.equal(jsonPointerToPath(''), '(top level)');
+});
