@@ -11,6 +11,9 @@ export const IPV6_TEXT_MAX = 45;
 /** Longest IPv4 text: `255.255.255.255`. */
 export const IPV4_TEXT_MAX = 15;
 
+// Scratch for a dotted IPv4 tail; parsing is synchronous, so one is enough.
+const tail = new Uint8Array(4);
+
 function hexValue(c: number): number {
   if (c >= 0x30 && c <= 0x39) return c - 0x30;
   if (c >= 0x61 && c <= 0x66) return c - 0x61 + 10;
@@ -79,7 +82,6 @@ export function parseIPv6(text: string, start: number, end: number, out: Uint8Ar
     if (i < end && text.charCodeAt(i) === 0x2e) {
       // Dotted IPv4 tail (what inet_ntop writes for ::ffff:a.b.c.d): the last 32 bits.
       if (words.length > 6) return false;
-      const tail = new Uint8Array(4);
       if (!parseIPv4(text, first, end, tail, 0)) return false;
       words.push((tail[0]! << 8) | tail[1]!, (tail[2]! << 8) | tail[3]!);
       i = end;
