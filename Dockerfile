@@ -7,7 +7,7 @@
 #   docker build -t ipgate:0.1.0-netbind --build-arg NET_BIND_SERVICE=1 .   # hostNetwork + port < 1024
 #   docker run --rm -p 8080:8080 -v $PWD/my.yaml:/etc/ipgate/config.yaml:ro ipgate:0.1.0
 #
-# The build runs the same npm scripts as CI: `npm ci`, `npm run build` (tsc -p tsconfig.json).
+# The build runs the same npm scripts as CI: `npm ci`, `npm run build` (tsc -p tsconfig.build.json: src only).
 
 # Node 24 "Krypton" is the Active LTS line (supported to April 2028). CI also runs the test suite on
 # Node 24 so the image's runtime is tested, not only the developers' Node 20.
@@ -18,7 +18,7 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
-COPY tsconfig.json ./
+COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
