@@ -3,8 +3,7 @@
  * IPGATE_ADMIN_TOKEN, and an optional ServiceMonitor on /metrics that needs no token.
  */
 import t from 'tap';
-import { render } from '../helpers/helm';
-import { VARIANTS } from './variants';
+import { VARIANTS, render, renderFresh } from '../helpers/helm';
 
 t.test('the admin Service is ClusterIP and carries only the admin port', async (t) => {
   const svc = render({}).one('Service', '-admin');
@@ -25,7 +24,7 @@ t.test('a generated token Secret: 48 random characters, fed to IPGATE_ADMIN_TOKE
   t.equal(secret.metadata.name, 'edge-ipgate-admin-token');
   const token = Buffer.from(secret.data.token as string, 'base64').toString();
   t.match(token, /^[A-Za-z0-9]{48}$/);
-  t.not(Buffer.from(render({}).one('Secret').data.token as string, 'base64').toString(), token, 'random per render (lookup keeps it on upgrades)');
+  t.not(Buffer.from(renderFresh({}).one('Secret').data.token as string, 'base64').toString(), token, 'random per render (lookup keeps it on upgrades)');
   const env = out.podSpec().containers[0].env as { name: string; valueFrom?: unknown }[];
   t.same(env.find((e) => e.name === 'IPGATE_ADMIN_TOKEN')?.valueFrom, { secretKeyRef: { name: 'edge-ipgate-admin-token', key: 'token' } });
   t.same(env.find((e) => e.name === 'POD_NAMESPACE')?.valueFrom, { fieldRef: { fieldPath: 'metadata.namespace' } });

@@ -4,8 +4,7 @@
  */
 import t from 'tap';
 import { parseConfig } from '../../src/config/load';
-import { CHART, helm, render, validateObject } from '../helpers/helm';
-import { VARIANTS } from './variants';
+import { CHART, VARIANTS, helm, render, validateObject } from '../helpers/helm';
 
 for (const [name, values] of Object.entries(VARIANTS)) {
   t.test(`${name}: helm lint --strict passes`, async (t) => {

@@ -3,8 +3,7 @@
  * port, hostNetwork with ClusterFirstWithHostNet, NET_BIND_SERVICE only for hostNetwork ports < 1024.
  */
 import t from 'tap';
-import { render } from '../helpers/helm';
-import { VARIANTS } from './variants';
+import { VARIANTS, render } from '../helpers/helm';
 
 const RESTRICTED_CONTAINER = {
   runAsNonRoot: true,

@@ -3,8 +3,7 @@
  * listener, and never the admin port.
  */
 import t from 'tap';
-import { render } from '../helpers/helm';
-import { HTTP_LISTENER, TCP_LISTENER, VARIANTS } from './variants';
+import { HTTP_LISTENER, TCP_LISTENER, VARIANTS, render } from '../helpers/helm';
 
 const dataService = (values: Record<string, unknown>) => render(values).one('Service', 'edge-ipgate');
 

@@ -4,8 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { CHART, render } from '../helpers/helm';
-import { VARIANTS } from './variants';
+import { CHART, VARIANTS, render } from '../helpers/helm';
 
 // The metric names the metrics module publishes (issue 5); the dashboard must use only these.
 const METRICS = [

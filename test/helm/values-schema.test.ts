@@ -3,8 +3,7 @@
  * checks) with a message naming the field.
  */
 import t from 'tap';
-import { renderError } from '../helpers/helm';
-import { HTTP_LISTENER, TCP_LISTENER } from './variants';
+import { HTTP_LISTENER, TCP_LISTENER, renderError } from '../helpers/helm';
 
 const withListener = (patch: Record<string, unknown>) => ({ listeners: [{ ...HTTP_LISTENER, ...patch }], allowlists: { office: [] } });
 
