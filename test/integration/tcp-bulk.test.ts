@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { spawnIpgate, type Spawned } from '../helpers/ipgate';
 import { connect, freePort, waitFor, waitForListen } from '../helpers/net';
 
@@ -63,7 +63,7 @@ function rssKiB(pid: number): number {
   return m ? Number(m[1]) : NaN;
 }
 
-async function gate(t: Tap, upstream: number): Promise<{ p: Spawned; port: number }> {
+async function gate(t: Test, upstream: number): Promise<{ p: Spawned; port: number }> {
   const port = await freePort();
   const p = spawnIpgate([], {
     logging: { level: 'warn' }, admin: { listen: null }, store: { type: 'memory' },
@@ -74,7 +74,6 @@ async function gate(t: Tap, upstream: number): Promise<{ p: Spawned; port: numbe
   await Promise.race([waitForListen(port, 20_000), p.exited.then((c) => { throw new Error(`exited ${c}: ${p.stderr()}`); })]);
   return { p, port };
 }
-type Tap = typeof t;
 
 t.test('1 GiB each way, at the same time, arrives byte-exact', async (t) => {
   let upstreamResult: Promise<{ bytes: number; sha: string }> | null = null;
