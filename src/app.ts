@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config/schema';
 import { startEcho, type EchoServers } from './echo/echo-server';
 import { TcpForwarder } from './forward/tcp/tcp-forwarder';
+import { HttpForwarder } from './forward/http/http-forwarder';
 import { Listener, type ConnectionHandler } from './listener/listener';
 import { ListenerStats } from './metrics/listener-stats';
 import { LiveLists } from './store/live-lists';
@@ -41,7 +42,7 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
     const stats = new ListenerStats(lc.name);
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
-    else throw new Error(`listener "${lc.name}": mode "${lc.mode}" is not available in this build`);
+    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist));
     listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats }));
   }
 

@@ -16,6 +16,14 @@ export class ListenerStats {
   readonly upstreamErrors = new Map<string, number>();
   bytesFromClient = 0;
   bytesToClient = 0;
+  /** HTTP listeners: requests received (upgrades included). */
+  httpRequests = 0;
+  /** HTTP listeners: upgrade requests (WebSocket, ...). */
+  httpUpgrades = 0;
+  /** HTTP listeners: finished requests by status class `1xx`..`5xx`, `none` (the client left first). */
+  readonly httpResponses = new Map<string, number>();
+  /** HTTP listeners: requests rejected by the parser: `bad_request`, `header_timeout`, `header_too_large`. */
+  readonly httpClientErrors = new Map<string, number>();
 
   constructor(readonly listener: string) {}
 

@@ -1,0 +1,46 @@
+/**
+ * ipgate's own responses, built once per listener (Node core habit: constant responses are
+ * Buffers). Each exists twice:
+ * - `wire`: the complete response with `Connection: close`, written straight to the socket when the
+ *   connection ends with it (400/408/431 before a request object exists, 502/504, 403 to a client
+ *   denied for the whole connection);
+ * - `headers` + `body`: for `res.writeHead/end` when the connection stays open (403 to one request
+ *   of a trusted proxy's keep-alive connection, or a response queued behind a pipelined one).
+ */
+export class Canned {
+  readonly wire: Buffer;
+  /** Flat [name, value, ...] list for res.writeHead (no Connection header: Node decides). */
+  readonly headers: readonly string[];
+  constructor(readonly status: number, reason: string, contentType: string, readonly body: Buffer) {
+    this.headers = ['Content-Type', contentType, 'Content-Length', String(body.length), 'Cache-Control', 'no-store'];
+    this.wire = Buffer.concat([
+      Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
+        'Cache-Control: no-store\r\nConnection: close\r\n\r\n', 'latin1'),
+      body,
+    ]);
+  }
+}
+
+const text = (status: number, reason: string, body: string): Canned =>
+  new Canned(status, reason, 'text/plain; charset=utf-8', Buffer.from(body));
+
+export class CannedResponses {
+  readonly forbiddenText: Canned;
+  readonly forbiddenJson: Canned;
+  readonly badRequest = text(400, 'Bad Request', 'Bad Request\n');
+  readonly requestTimeout = text(408, 'Request Timeout', 'Request Timeout\n');
+  readonly headersTooLarge = text(431, 'Request Header Fields Too Large', 'Request Header Fields Too Large\n');
+  readonly badGateway = text(502, 'Bad Gateway', 'Bad Gateway\n');
+  readonly gatewayTimeout = text(504, 'Gateway Timeout', 'Gateway Timeout\n');
+
+  constructor(deniedBody: string) {
+    this.forbiddenText = text(403, 'Forbidden', deniedBody);
+    this.forbiddenJson = new Canned(403, 'Forbidden', 'application/json',
+      Buffer.from(`${JSON.stringify({ error: 'forbidden', message: deniedBody.trim() })}\n`));
+  }
+
+  /** 403 in the client's format: JSON when its Accept names application/json, else text. */
+  forbidden(accept: string | null): Canned {
+    return accept !== null && accept.includes('application/json') ? this.forbiddenJson : this.forbiddenText;
+  }
+}

@@ -1,0 +1,566 @@
+/**
+ * HTTP forwarding (listener mode `http`): the listener hands each admitted socket to one
+ * per-listener http.Server, which parses requests; each request gets the client's identity, an
+ * allowlist decision, rewritten forwarding headers, and goes to an upstream through the engine
+ * (http-proxy, engine.ts) over a keep-alive pool.
+ *
+ * Identity (DESIGN "Client identity"): the peer is conn.clientAddress (the PROXY header's source
+ * when a trusted balancer sent one, else the socket). A peer in `http.trustedProxies` speaks for
+ * others: the client is the rightmost X-Forwarded-For address that is not a trusted proxy, decided
+ * per request. Anyone else is the client, decided once per connection, and what it sent in
+ * X-Forwarded-* / X-Real-IP / Forwarded is discarded.
+ *
+ * Denials: an HTTP client is told (403, text or JSON by Accept; DESIGN "deny -> HTTP: 403"), so this
+ * handler makes every allowlist decision itself (`decidesPerRequest` is always true): a denied
+ * direct client gets 403 + `Connection: close` on its first request; a denied client behind a
+ * trusted proxy gets 403 on that request and the proxy's connection stays open. The backend
+ * receives nothing in both cases.
+ *
+ * Errors: upstream refused/reset -> 502, no response headers within upstreamTimeoutMs -> 504, a
+ * failure after the response headers went out -> the client socket is destroyed (never a second
+ * status line). Bad requests -> 400, header timeout -> 408, headers too large -> 431. Connect
+ * failures of requests without a body go to the next target (round robin, each target once).
+ */
+import http, { type Agent, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import net from 'node:net';
+import type { Logger } from 'pino';
+import { Matcher } from '../../allowlist/matcher';
+import type { ListenerConfig } from '../../config/schema';
+import { clientFromForwardedFor } from '../../identity/forwarded-for';
+import { forwardedElement } from '../../identity/forwarded-header';
+import type { Connection } from '../../listener/connection';
+import type { ConnectionHandler } from '../../listener/listener';
+import { ListenerStats } from '../../metrics/listener-stats';
+import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
+import type { LiveList } from '../../store/live-lists';
+import { parseUpstreams, UpstreamPool } from '../tcp/tcp-forwarder';
+import { Canned, CannedResponses } from './canned';
+import type { EngineSink, HttpEngine } from './engine';
+import { Exchange, HttpConn, kExchange, kHttpConn } from './exchange';
+import { HttpProxyEngine } from './http-proxy-engine';
+import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
+
+/** A revoked connection's in-flight response gets this long before the socket is cut. */
+export const REVOKE_GRACE_MS = 1000;
+
+const STATUS_CLASS = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
+
+interface Carrier {
+  [kExchange]?: Exchange;
+  [kHttpConn]?: HttpConn;
+}
+
+type SocketWithMessage = net.Socket & { _httpMessage?: ServerResponse | null };
+
+export class HttpForwarder implements ConnectionHandler, EngineSink {
+  readonly server: http.Server;
+  private readonly engine: HttpEngine;
+  private readonly pool: UpstreamPool;
+  private readonly agent: Agent;
+  private readonly trustedProxies: Matcher;
+  private readonly canned: CannedResponses;
+  private readonly got = new ReceivedHeaders();
+  private readonly log: Logger;
+  private readonly xffAppend: boolean;
+  private readonly forwarded: boolean;
+  private readonly upstreamTimeoutMs: number;
+  private readonly idleMs: number;
+  private draining = false;
+  private active = 0;
+
+  constructor(
+    private readonly config: Readonly<ListenerConfig>,
+    logger: Logger,
+    private readonly stats: ListenerStats,
+    private readonly list: LiveList,
+  ) {
+    const h = config.http;
+    this.log = logger.child({ listener: config.name });
+    this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
+    this.trustedProxies = Matcher.compile(h.trustedProxies.map((cidr) => ({ cidr })));
+    this.canned = new CannedResponses(h.deniedBody);
+    this.xffAppend = h.xForwardedFor === 'append';
+    this.forwarded = h.forwarded;
+    this.upstreamTimeoutMs = h.upstreamTimeoutMs;
+    this.idleMs = config.timeouts.idleMs;
+    // Defect 3 (no agent = a connection per request): keep-alive pool, bounded per target, idle
+    // sockets closed before the backend would (upstreamIdleTimeoutMs < the backend's keep-alive
+    // timeout avoids reusing a socket the backend is closing); Node also honours a backend's
+    // `Keep-Alive: timeout=N` hint. lifo: the warmest socket first, so surplus ones expire.
+    this.agent = new http.Agent({
+      keepAlive: true, maxSockets: h.upstreamMaxSockets, maxFreeSockets: h.upstreamMaxSockets,
+      timeout: h.upstreamIdleTimeoutMs, scheduling: 'lifo',
+    });
+    this.engine = new HttpProxyEngine(this.pool.targets, this.agent, this);
+
+    this.server = http.createServer({
+      maxHeaderSize: h.maxHeaderBytes,
+      // The header timeout is enforced by a periodic sweep; check often enough that a slow-loris
+      // is cut close to the configured time (the sweep is a C++ walk over the connection list).
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(h.requestHeaderTimeoutMs / 4))),
+      insecureHTTPParser: false,
+      requireHostHeader: true,
+    });
+    this.server.headersTimeout = h.requestHeaderTimeoutMs;
+    // Not the whole request: an upload may legitimately take long; a stalled one is cut by the
+    // socket idle timeout below (timeouts.idleMs).
+    this.server.requestTimeout = 0;
+    this.server.keepAliveTimeout = h.keepAliveTimeoutMs;
+    this.server.maxRequestsPerSocket = h.maxRequestsPerConnection;
+    this.server.timeout = config.timeouts.idleMs;
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
+    this.server.on('upgrade', (req: IncomingMessage, socket: net.Socket, head: Buffer) => this.onUpgrade(req, socket, head));
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => this.onClientError(err, socket));
+    // The server never listens (sockets come from the listener), but Node 20 starts the
+    // connection tracking that enforces headersTimeout only on 'listening' (lib/_http_server.js
+    // setupConnectionsTracking). Without this a slow-loris header is never cut: the slow-loris
+    // test fails if this line is removed.
+    this.server.emit('listening');
+  }
+
+  // --- ConnectionHandler ------------------------------------------------------------------------
+
+  /** Always: HTTP answers a denial with 403, which only the HTTP layer can write. */
+  decidesPerRequest(): boolean {
+    return true;
+  }
+
+  handle(conn: Connection, leftover: Buffer): void {
+    const socket = conn.socket;
+    const trusted = this.trustedProxies.lookup(conn.clientAddress) >= 0;
+    const hc = new HttpConn(conn, trusted, this);
+    if (!trusted) {
+      hc.entryIndex = this.list.matcher.lookup(conn.clientAddress);
+      conn.entryIndex = hc.entryIndex;
+      if (hc.entryIndex < 0) {
+        // Decided once for the connection (its requests are answered 403): counted once.
+        conn.result = 'denied';
+        ListenerStats.bump(this.stats.denied, 'not_allowlisted');
+        this.log.debug({ conn: conn.id, client: conn.clientAddress, peer: conn.peerAddress, via: conn.via }, 'denied');
+      }
+    }
+    if (this.config.outboundProxyProtocol !== 'none') hc.agent = this.dedicatedAgent(conn);
+    (socket as Carrier)[kHttpConn] = hc;
+    conn.onRevoke = this.onRevoke;
+    this.active++;
+    socket.once('close', onClientSocketClose);
+    // Node's HTTP parser consumes the socket's handle directly; bytes already read (after the
+    // PROXY header) are put back into the stream buffer and delivered first once it flows
+    // (test: PROXY header and request in one segment).
+    if (leftover.length > 0) socket.unshift(leftover);
+    this.server.emit('connection', socket);
+    socket.resume();
+  }
+
+  drain(): void {
+    this.draining = true;
+    this.server.closeIdleConnections();
+    if (this.active === 0) this.close();
+  }
+
+  // --- requests ---------------------------------------------------------------------------------
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const hc = (req.socket as Carrier)[kHttpConn];
+    if (hc === undefined) {
+      res.destroy();
+      return;
+    }
+    this.stats.httpRequests++;
+    const headers: OutgoingHttpHeaders = {};
+    const got = this.got;
+    scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got);
+    const ex = this.exchange(hc, req, res, req.socket);
+    (res as Carrier)[kExchange] = ex;
+    (req as Carrier)[kExchange] = ex;
+    hc.open.push(ex);
+    res.once('close', onResponseClose);
+    if (ex.entryIndex < 0) {
+      this.deny(ex, res, this.canned.forbidden(got.accept));
+      return;
+    }
+    // Node 20 announces `Connection: close` on the last request allowed by maxRequestsPerSocket
+    // but leaves the socket open (and answers 503 to more); close it properly instead.
+    if (hc.revoked || this.draining || (res as ServerResponse & { maxRequestsOnConnectionReached?: boolean }).maxRequestsOnConnectionReached === true) {
+      res.shouldKeepAlive = false;
+    }
+    this.identityHeaders(headers, hc, ex.client, got);
+    ex.headers = headers;
+    ex.first = this.pool.start();
+    ex.timer = setTimeout(onUpstreamTimeout, this.upstreamTimeoutMs, ex);
+    this.dispatch(ex);
+  }
+
+  private onUpgrade(req: IncomingMessage, socket: net.Socket, head: Buffer): void {
+    const hc = (socket as Carrier)[kHttpConn];
+    if (hc === undefined) {
+      socket.destroy();
+      return;
+    }
+    this.stats.httpRequests++;
+    this.stats.httpUpgrades++;
+    const headers: OutgoingHttpHeaders = {};
+    const got = this.got;
+    scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got);
+    const ex = this.exchange(hc, req, null, socket);
+    (req as Carrier)[kExchange] = ex;
+    if (ex.entryIndex < 0 || hc.revoked || this.draining || got.upgrade === null) {
+      const canned = ex.entryIndex < 0 || hc.revoked ? this.canned.forbidden(got.accept) : this.canned.badRequest;
+      if (ex.entryIndex < 0) this.countDenied(ex);
+      ex.status = canned.status;
+      this.record(ex);
+      socket.end(canned.wire);
+      return;
+    }
+    this.identityHeaders(headers, hc, ex.client, got);
+    headers.connection = 'upgrade';
+    headers.upgrade = got.upgrade;
+    ex.headers = headers;
+    hc.upgraded = ex;
+    ex.first = this.pool.start();
+    ex.timer = setTimeout(onUpstreamTimeout, this.upstreamTimeoutMs, ex);
+    this.engine.ws(ex, ex.first, headers, hc.agent ?? this.agent, head);
+  }
+
+  private exchange(hc: HttpConn, req: IncomingMessage, res: ServerResponse | null, socket: net.Socket): Exchange {
+    const conn = hc.conn;
+    const got = this.got;
+    let ex: Exchange;
+    if (hc.trusted) {
+      const client = clientFromForwardedFor(got.xForwardedFor, conn.clientAddress, this.trustedProxies);
+      ex = new Exchange(hc, req, res, socket, client, client === conn.clientAddress ? conn.via : 'xff', Date.now(), !got.hasBody);
+      ex.entryIndex = this.list.matcher.lookup(client);
+    } else {
+      ex = new Exchange(hc, req, res, socket, conn.clientAddress, conn.via, Date.now(), !got.hasBody);
+      ex.entryIndex = hc.entryIndex;
+    }
+    return ex;
+  }
+
+  /**
+   * X-Real-IP, X-Forwarded-For/Proto/Host/Port and (optionally) Forwarded, all canonical.
+   * X-Forwarded-For, append mode: what a trusted proxy sent, then our peer (nginx
+   * `$proxy_add_x_forwarded_for` = `$http_x_forwarded_for, $remote_addr`; each hop appends the
+   * address it received the request from, so a backend trusting ipgate and the same proxies can
+   * walk it right to left too); from an untrusted peer, just the client. Replace mode: the client.
+   * Proto/Host/Port from a trusted proxy are kept (it may terminate TLS); else ours: `http`
+   * (ipgate does not terminate TLS), the Host header, the port the client connected to.
+   */
+  private identityHeaders(headers: OutgoingHttpHeaders, hc: HttpConn, client: string, got: ReceivedHeaders): void {
+    const peer = hc.conn.clientAddress;
+    headers['x-real-ip'] = client;
+    if (this.xffAppend) {
+      headers['x-forwarded-for'] = hc.trusted && got.xForwardedFor !== null ? `${got.xForwardedFor}, ${peer}` : peer;
+    } else {
+      headers['x-forwarded-for'] = client;
+    }
+    headers['x-forwarded-proto'] = hc.trusted && got.xForwardedProto !== null ? got.xForwardedProto : 'http';
+    const host = hc.trusted && got.xForwardedHost !== null ? got.xForwardedHost : got.host;
+    if (host !== null) headers['x-forwarded-host'] = host;
+    headers['x-forwarded-port'] = hc.trusted && got.xForwardedPort !== null ? got.xForwardedPort : hc.destPortText;
+    if (this.forwarded) {
+      // RFC 7239: one element per hop, `for` = the node this hop received the request from.
+      const element = forwardedElement(this.xffAppend ? peer : client, 'http', got.host);
+      headers.forwarded = this.xffAppend && hc.trusted && got.forwarded !== null ? `${got.forwarded}, ${element}` : element;
+    }
+  }
+
+  private dispatch(ex: Exchange): void {
+    const targets = this.pool.targets;
+    const index = (ex.first + ex.attempt) % targets.length;
+    ex.upstream = targets[index]!;
+    ex.proxyReq = null;
+    this.engine.web(ex, index, ex.headers!, ex.hc.agent ?? this.agent);
+  }
+
+  private deny(ex: Exchange, res: ServerResponse, canned: Canned): void {
+    this.countDenied(ex);
+    // A direct client denied for the whole connection: tell it once and close. A trusted proxy's
+    // connection carries other clients: keep it.
+    if (!ex.hc.trusted || ex.hc.revoked) res.shouldKeepAlive = false;
+    this.respond(ex, res, canned);
+  }
+
+  private countDenied(ex: Exchange): void {
+    ex.reason = ex.hc.revoked ? 'revoked' : 'denied';
+    // Direct clients were counted (and logged) once, when their connection was decided.
+    if (!ex.hc.trusted) return;
+    ListenerStats.bump(this.stats.denied, 'not_allowlisted');
+    // A deny is a decision, not an error: debug (scans must not flood the log).
+    if (this.log.isLevelEnabled('debug')) {
+      this.log.debug({ conn: ex.hc.conn.id, client: ex.client, peer: ex.hc.conn.clientAddress, via: ex.via,
+        method: ex.req.method, url: ex.req.url }, 'denied');
+    }
+  }
+
+  /** A canned response through Node's response object, or a destroyed socket if too late. */
+  private respond(ex: Exchange, res: ServerResponse, canned: Canned): void {
+    if (res.headersSent || res.destroyed) {
+      // Never a second status line on a response already under way: cut it so the client sees
+      // a truncated response, not a corrupt one.
+      res.destroy();
+      return;
+    }
+    ex.status = canned.status;
+    res.writeHead(canned.status, canned.headers as string[]);
+    res.end(canned.body);
+  }
+
+  // --- engine events (EngineSink) ---------------------------------------------------------------
+
+  upstreamRequest(ex: Exchange): void {
+    // The client may have left while the request waited for a pooled socket.
+    if (ex.closed) ex.proxyReq?.destroy();
+  }
+
+  upstreamResponse(ex: Exchange, status: number): void {
+    if (ex.timer !== null) clearTimeout(ex.timer);
+    ex.timer = null;
+    ex.status = status;
+  }
+
+  upstreamError(ex: Exchange, err: NodeJS.ErrnoException): void {
+    if (ex.closed) return; // the client left first: nothing to answer (the upstream was aborted)
+    const reason = ex.timedOut ? 'upstream_timeout' : upstreamReason(err);
+    const res = ex.res;
+    const targets = this.pool.targets;
+    if (!ex.timedOut && res !== null && !res.headersSent && ex.bodyless && isConnectFailure(err) &&
+        ex.attempt + 1 < targets.length) {
+      ListenerStats.bump(this.stats.upstreamErrors, reason);
+      this.log.warn({ conn: ex.hc.conn.id, upstream: ex.upstream?.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
+      ex.attempt++;
+      this.dispatch(ex);
+      return;
+    }
+    if (ex.timer !== null) clearTimeout(ex.timer);
+    ex.timer = null;
+    ex.reason = reason;
+    ListenerStats.bump(this.stats.upstreamErrors, reason);
+    // Upstream faults log at warn (DESIGN "Observability").
+    this.log.warn({ conn: ex.hc.conn.id, client: ex.client, upstream: ex.upstream?.label, reason, err: err.code ?? err.message },
+      'upstream failed');
+    const canned = ex.timedOut ? this.canned.gatewayTimeout : this.canned.badGateway;
+    if (res !== null) {
+      this.respond(ex, res, canned);
+      return;
+    }
+    // Upgrade: before the 101 the client gets a status; after it, the tunnel is cut.
+    ex.status = canned.status;
+    if (ex.upstreamSocket === null && ex.socket.writable) ex.socket.end(canned.wire);
+    else ex.socket.destroy();
+    this.record(ex);
+  }
+
+  upgraded(ex: Exchange, upstreamSocket: net.Socket): void {
+    if (ex.timer !== null) clearTimeout(ex.timer);
+    ex.timer = null;
+    ex.status = 101;
+    ex.upstreamSocket = upstreamSocket;
+    const conn = ex.hc.conn;
+    conn.upstreamSocket = upstreamSocket;
+    conn.upstream = ex.upstream?.label ?? null;
+    (upstreamSocket as Carrier)[kExchange] = ex;
+    // http-proxy pipes both ways but ends neither side when the other is destroyed: tie them.
+    upstreamSocket.once('close', onUpstreamSocketClose);
+    // A tunnel silent in both directions for timeouts.idleMs is closed, like a TCP stream.
+    ex.socket.setTimeout(this.idleMs);
+    ex.socket.once('timeout', destroyThis);
+  }
+
+  // --- closing ----------------------------------------------------------------------------------
+
+  socketClosed(hc: HttpConn): void {
+    this.active--;
+    if (this.draining && this.active === 0) this.close();
+    if (hc.revokeTimer !== null) clearTimeout(hc.revokeTimer);
+    hc.revokeTimer = null;
+    hc.upgraded?.upstreamSocket?.destroy();
+    if (hc.upgraded !== null) this.record(hc.upgraded);
+    hc.agent?.destroy();
+  }
+
+  responseClosed(ex: Exchange, res: ServerResponse): void {
+    ex.closed = true;
+    if (ex.timer !== null) clearTimeout(ex.timer);
+    ex.timer = null;
+    if (!res.writableFinished) {
+      // Defect 2: the client left (or we cut the response) before it was complete. http-proxy
+      // would let the upstream request run on; abort it so the backend sees the disconnect.
+      ex.reason ??= 'client_abort';
+      if (ex.proxyReq !== null && !ex.proxyReq.destroyed) ex.proxyReq.destroy();
+    }
+    const open = ex.hc.open;
+    const i = open.indexOf(ex);
+    if (i >= 0) open.splice(i, 1);
+    this.record(ex);
+    if (ex.hc.revoked && open.length === 0) ex.socket.destroy();
+  }
+
+  /** Count and (at debug) log one finished request: the access-log record. */
+  private record(ex: Exchange): void {
+    ListenerStats.bump(this.stats.httpResponses, STATUS_CLASS[ex.status >= 100 && ex.status < 600 ? Math.floor(ex.status / 100) : 0]!);
+    if (this.log.isLevelEnabled('debug')) {
+      this.log.debug({
+        conn: ex.hc.conn.id, client: ex.client, via: ex.via, peer: ex.hc.conn.clientAddress, method: ex.req.method,
+        url: ex.req.url, status: ex.status, reason: ex.reason, upstream: ex.upstream?.label ?? null,
+        bytes: ex.socket.bytesWritten - ex.bytesAtStart, ms: Date.now() - ex.startedAt,
+      }, 'request');
+    }
+  }
+
+  timedOut(ex: Exchange): void {
+    ex.timer = null;
+    ex.timedOut = true;
+    // Destroying the upstream request makes the engine report an error, answered with 504.
+    if (ex.proxyReq !== null && !ex.proxyReq.destroyed) {
+      ex.proxyReq.destroy(Object.assign(new Error('upstream response timeout'), { code: 'ETIMEDOUT' }));
+      return;
+    }
+    // Still waiting for a pooled socket: answer now; the request is dropped when it gets one.
+    this.upstreamError(ex, Object.assign(new Error('upstream response timeout'), { code: 'ETIMEDOUT' }));
+  }
+
+  // --- revocation (Listener.revokeDenied -> conn.onRevoke) ---------------------------------------
+
+  private readonly onRevoke = (conn: Connection): void => {
+    const hc = (conn.socket as Carrier)[kHttpConn];
+    if (hc === undefined || conn.socket.destroyed || hc.revoked) return;
+    const matcher = this.list.matcher;
+    let denied = false;
+    if (!hc.trusted) {
+      const index = matcher.lookup(conn.clientAddress);
+      if (index >= 0) {
+        hc.entryIndex = index;
+        conn.entryIndex = index;
+        return;
+      }
+      if (hc.entryIndex < 0) return; // denied from the start: every request already gets 403
+      hc.entryIndex = -1;
+      conn.entryIndex = -1;
+      denied = true;
+    } else {
+      for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) denied = true;
+      if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) denied = true;
+    }
+    if (denied) this.revoke(hc);
+  };
+
+  private revoke(hc: HttpConn): void {
+    const conn = hc.conn;
+    hc.revoked = true;
+    conn.revoked = true;
+    conn.result = 'revoked';
+    ListenerStats.bump(this.stats.denied, 'revoked');
+    this.log.debug({ conn: conn.id, client: conn.clientAddress }, 'revoked');
+    if (hc.upgraded !== null || hc.open.length === 0) {
+      conn.socket.destroy();
+      return;
+    }
+    // A response under way may finish (with Connection: close), for at most REVOKE_GRACE_MS.
+    for (const ex of hc.open) if (ex.res !== null && !ex.res.headersSent) ex.res.shouldKeepAlive = false;
+    hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket);
+  }
+
+  private onClientError(err: NodeJS.ErrnoException, socket: net.Socket): void {
+    const code = err.code ?? '';
+    const canned = code === 'HPE_HEADER_OVERFLOW' ? this.canned.headersTooLarge
+      : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? this.canned.requestTimeout : this.canned.badRequest;
+    const reason = canned.status === 431 ? 'header_too_large' : canned.status === 408 ? 'header_timeout' : 'bad_request';
+    ListenerStats.bump(this.stats.httpClientErrors, reason);
+    const hc = (socket as Carrier)[kHttpConn];
+    if (hc !== undefined && hc.conn.result === null) hc.conn.result = reason;
+    // Peer faults log at debug.
+    this.log.debug({ conn: hc?.conn.id, peer: hc?.conn.clientAddress, reason, err: code || err.message }, 'bad request');
+    const msg = (socket as SocketWithMessage)._httpMessage;
+    if (code === 'ECONNRESET' || !socket.writable || (msg != null && msg.headersSent)) {
+      socket.destroy();
+      return;
+    }
+    socket.end(canned.wire);
+    socket.once('finish', destroyThis);
+  }
+
+  private dedicatedAgent(conn: Connection): Agent {
+    const src = { address: conn.clientAddress, port: conn.clientPort };
+    const dst = { address: conn.destAddress, port: conn.destPort };
+    const header = this.config.outboundProxyProtocol === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
+    return new ProxyHeaderAgent(header, this.config.http.upstreamIdleTimeoutMs);
+  }
+
+  private close(): void {
+    this.agent.destroy();
+    this.server.close();
+  }
+}
+
+/**
+ * Outbound PROXY header for HTTP (issue item 6): never on the shared pool, where it would
+ * attribute every later request to the first client. One agent per client connection, one
+ * upstream socket (maxSockets 1), the header written first on every socket it opens.
+ */
+class ProxyHeaderAgent extends http.Agent {
+  constructor(private readonly header: Buffer, idleMs: number) {
+    super({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: idleMs });
+  }
+
+  override createConnection(options: net.NetConnectOpts): net.Socket {
+    const socket = net.connect(options);
+    socket.write(this.header);
+    return socket;
+  }
+}
+
+// Shared event handlers: `this` is the emitter, the state hangs off it (no per-request closures).
+
+function onResponseClose(this: ServerResponse): void {
+  const ex = (this as Carrier)[kExchange];
+  if (ex !== undefined) forwarderOf(ex).responseClosed(ex, this);
+}
+
+function onClientSocketClose(this: net.Socket): void {
+  const hc = (this as Carrier)[kHttpConn];
+  if (hc !== undefined) (hc.forwarder as HttpForwarder).socketClosed(hc);
+}
+
+function onUpstreamTimeout(ex: Exchange): void {
+  forwarderOf(ex).timedOut(ex);
+}
+
+function onUpstreamSocketClose(this: net.Socket): void {
+  const ex = (this as Carrier)[kExchange];
+  if (ex !== undefined && !ex.socket.destroyed) ex.socket.destroy();
+}
+
+function destroyThis(this: net.Socket): void {
+  this.destroy();
+}
+
+function destroySocket(socket: net.Socket): void {
+  socket.destroy();
+}
+
+function forwarderOf(ex: Exchange): HttpForwarder {
+  return ex.hc.forwarder as HttpForwarder;
+}
+
+function isConnectFailure(err: NodeJS.ErrnoException): boolean {
+  const c = err.code;
+  return c === 'ECONNREFUSED' || c === 'EHOSTUNREACH' || c === 'ENETUNREACH' || c === 'ENOTFOUND' || c === 'EAI_AGAIN';
+}
+
+function upstreamReason(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'ECONNREFUSED':
+      return 'upstream_refused';
+    case 'ETIMEDOUT':
+      return 'upstream_timeout';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'upstream_dns';
+    case 'ECONNRESET':
+    case 'EPIPE':
+      return 'upstream_reset';
+    default:
+      return 'upstream_error';
+  }
+}

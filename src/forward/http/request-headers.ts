@@ -1,0 +1,141 @@
+/**
+ * The request headers sent upstream, built in one pass over the client's raw headers.
+ *
+ * Removed from every request (RFC 7230 6.1 hop-by-hop, and what made http-proxy defeat the pool):
+ *   Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, HTTP2-Settings, and every
+ *   header the client's Connection header names. The client's `Connection: close` ends the
+ *   client's connection, not our pooled upstream one. (Upgrade/Connection are set again for an
+ *   upgrade request.) Expect: the server already answered `100 Continue` to the client.
+ *   Transfer-Encoding is kept: Node re-frames the body it parsed, and a kept `chunked` makes it
+ *   frame DELETE/OPTIONS bodies too instead of sending them unframed (request smuggling).
+ * Removed from untrusted peers, set by us (DESIGN: client-sent forwarding headers are discarded):
+ *   X-Forwarded-For, X-Real-IP, Forwarded, every X-Forwarded-*, and the other client-IP headers
+ *   backends are known to read (True-Client-IP, X-Client-IP, X-Cluster-Client-IP,
+ *   CF-Connecting-IP): a forged one must never reach a backend that happens to believe it.
+ * From a trusted proxy, X-Forwarded-For/Proto/Host/Port and Forwarded are read (the chain is
+ * extended, not replaced) and the other headers pass unchanged.
+ *
+ * Duplicate lines are joined as Node does (`, `; `; ` for Cookie), except the single-valued ones
+ * Node keeps the first of (Host, Content-Type, ...).
+ */
+import type { OutgoingHttpHeaders } from 'node:http';
+
+/** What the client sent about forwarding, captured during the scan (reset per request). */
+export class ReceivedHeaders {
+  xForwardedFor: string | null = null;
+  xForwardedProto: string | null = null;
+  xForwardedHost: string | null = null;
+  xForwardedPort: string | null = null;
+  forwarded: string | null = null;
+  host: string | null = null;
+  accept: string | null = null;
+  upgrade: string | null = null;
+  /** The request has a body (Content-Length > 0 or Transfer-Encoding): not safe to send twice. */
+  hasBody = false;
+  /** Extra tokens of the Connection header (other than close/keep-alive/upgrade), lower-case. */
+  connectionTokens: string[] | null = null;
+
+  reset(): void {
+    this.xForwardedFor = null;
+    this.xForwardedProto = null;
+    this.xForwardedHost = null;
+    this.xForwardedPort = null;
+    this.forwarded = null;
+    this.host = null;
+    this.accept = null;
+    this.upgrade = null;
+    this.hasBody = false;
+    this.connectionTokens = null;
+  }
+}
+
+/** Node's "keep the first" set (lib/_http_incoming.js matchKnownFields). */
+const SINGLE = new Set(['host', 'content-type', 'content-length', 'user-agent', 'referer', 'authorization',
+  'proxy-authorization', 'if-modified-since', 'if-unmodified-since', 'from', 'location', 'max-forwards',
+  'retry-after', 'etag', 'last-modified', 'server', 'age', 'expires']);
+
+/**
+ * Scan `raw` (IncomingMessage.rawHeaders) into `out`; fill `got`. `trusted`: the peer is a trusted
+ * proxy (its forwarding headers are read; otherwise they are dropped unread).
+ */
+export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out: OutgoingHttpHeaders,
+  got: ReceivedHeaders): void {
+  got.reset();
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    switch (name) {
+      case 'connection':
+        connectionTokens(value, got);
+        continue;
+      case 'keep-alive':
+      case 'proxy-connection':
+      case 'te':
+      case 'trailer':
+      case 'http2-settings':
+      case 'expect':
+        continue;
+      case 'upgrade':
+        if (got.upgrade === null) got.upgrade = value;
+        continue;
+      case 'x-forwarded-for':
+        if (trusted) got.xForwardedFor = got.xForwardedFor === null ? value : `${got.xForwardedFor}, ${value}`;
+        continue;
+      case 'forwarded':
+        if (trusted) got.forwarded = got.forwarded === null ? value : `${got.forwarded}, ${value}`;
+        continue;
+      case 'x-forwarded-proto':
+        if (trusted && got.xForwardedProto === null) got.xForwardedProto = value;
+        continue;
+      case 'x-forwarded-host':
+        if (trusted && got.xForwardedHost === null) got.xForwardedHost = value;
+        continue;
+      case 'x-forwarded-port':
+        if (trusted && got.xForwardedPort === null) got.xForwardedPort = value;
+        continue;
+      case 'x-real-ip':
+        continue; // always ours
+      case 'host':
+        if (got.host === null) got.host = value;
+        break;
+      case 'content-length':
+        if (value !== '0') got.hasBody = true;
+        break;
+      case 'transfer-encoding':
+        got.hasBody = true;
+        break;
+      case 'accept':
+        got.accept = got.accept === null ? value : `${got.accept}, ${value}`;
+        break;
+      case 'true-client-ip':
+      case 'x-client-ip':
+      case 'x-cluster-client-ip':
+      case 'cf-connecting-ip':
+        if (!trusted) continue;
+        break;
+      default:
+        if (!trusted && name.startsWith('x-forwarded-')) continue;
+    }
+    const prev = out[name];
+    if (prev === undefined) out[name] = value;
+    else if (SINGLE.has(name)) continue;
+    else out[name] = `${prev as string}${name === 'cookie' ? '; ' : ', '}${value}`;
+  }
+  if (got.connectionTokens !== null) {
+    // RFC 7230 6.1: headers named in Connection are hop-by-hop too. Never the message framing or
+    // Host: `Connection: content-length` must not turn a body into the next request upstream.
+    // (The forwarding headers are set after the scan, so naming them removes nothing of ours.)
+    for (const token of got.connectionTokens) {
+      if (token === 'host' || token === 'content-length' || token === 'transfer-encoding') continue;
+      delete out[token];
+    }
+  }
+}
+
+function connectionTokens(value: string, got: ReceivedHeaders): void {
+  for (const part of value.split(',')) {
+    const token = part.trim().toLowerCase();
+    if (token === '' || token === 'close' || token === 'keep-alive' || token === 'upgrade') continue;
+    (got.connectionTokens ??= []).push(token);
+  }
+}
