@@ -88,6 +88,14 @@ export interface AdminConfig {
   tokenFile: string | null;
   /** Environment variable holding the bearer token. Default `IPGATE_ADMIN_TOKEN`. */
   tokenEnv: string;
+  /**
+   * File of named tokens, one `name:token` per line (`#` comments): the name is the audit log's
+   * "who". Default null. The token from `tokenFile` / `tokenEnv` is named `admin`. With no token at
+   * all, every authenticated route is refused (health, readiness and metrics still answer).
+   */
+  tokensFile: string | null;
+  /** Audit records kept in memory for `GET /v1/audit` (the log lines are the durable record). Default 1000. */
+  auditHistory: number;
   /** Largest request body, bytes. Default 1048576. */
   bodyLimit: number;
 }
@@ -100,6 +108,8 @@ export interface StoreConfig {
   /** Kubernetes store: namespace (default: the pod's own) and ConfigMap name. */
   namespace: string | null;
   configMap: string;
+  /** File store: periodic check of the file for external edits, besides fs.watch. Default 2000. */
+  pollIntervalMs: number;
 }
 
 export interface LoggingConfig {
@@ -178,6 +188,8 @@ export const configSchema = {
         listen: { type: ['string', 'null'], default: '127.0.0.1:9901' },
         tokenFile: { type: ['string', 'null'], default: null },
         tokenEnv: { type: 'string', minLength: 1, default: 'IPGATE_ADMIN_TOKEN' },
+        tokensFile: { type: ['string', 'null'], default: null },
+        auditHistory: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1000 },
         bodyLimit: { type: 'integer', minimum: 1024, maximum: 67_108_864, default: 1_048_576 },
       },
     },
@@ -190,6 +202,7 @@ export const configSchema = {
         path: { type: 'string', minLength: 1, default: './data/allowlists.json' },
         namespace: { type: ['string', 'null'], default: null },
         configMap: { type: 'string', minLength: 1, default: 'ipgate-allowlists' },
+        pollIntervalMs: { type: 'integer', minimum: 100, maximum: 3_600_000, default: 2000 },
       },
     },
     revokeLive: { type: 'boolean', default: true },

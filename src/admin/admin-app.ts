@@ -1,0 +1,98 @@
+/**
+ * The admin API as a fastify instance, built by a function and never listening here
+ * (admin-server.ts listens; tests can use `inject` or a real port).
+ *
+ * - Strict validation: Ajv without type coercion or silent removal of unknown fields, all errors
+ *   reported, so a bad body is a 400 naming the field and the store is not touched.
+ * - Authentication: an onRequest hook; routes that must answer without a token (health, readiness,
+ *   metrics, the OpenAPI document) say so with `config: { public: true }`.
+ */
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import type { Logger } from 'pino';
+import type { AllowlistService } from '../store/allowlist-service';
+import { authenticate, type Tokens } from './auth';
+import { errorHandler, send } from './errors';
+import { allowlistRoutes } from './routes/allowlists';
+import { auditRoutes } from './routes/audit';
+import { healthRoutes, type Readiness } from './routes/health';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Name of the token that authenticated the request ('' on public routes). */
+    who: string;
+  }
+  interface FastifyContextConfig {
+    /** Served without a token. */
+    public?: boolean;
+  }
+}
+
+export interface AdminDeps {
+  service: AllowlistService;
+  tokens: Tokens;
+  logger: Logger;
+  /** Largest request body, bytes (413 beyond). */
+  bodyLimit: number;
+  readiness: () => Readiness;
+  version: string;
+}
+
+export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger.child({ component: 'admin' }) as FastifyBaseLogger,
+    disableRequestLogging: true,
+    bodyLimit: deps.bodyLimit,
+    return503OnClosing: true,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false, strict: true } },
+  });
+  // JSON only: fastify also parses text/plain by default, which would turn a pasted CIDR into a
+  // confusing "must be object" instead of 415.
+  app.removeContentTypeParser('text/plain');
+  app.decorateRequest('who', '');
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((req, reply) => send(reply, 404, { error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
+
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.routeOptions.config?.public === true) return;
+    const header = req.headers.authorization;
+    if (header === undefined || header === '') {
+      reply.header('www-authenticate', 'Bearer realm="ipgate-admin"');
+      return send(reply, 401, { error: 'unauthorized', message: 'missing bearer token (Authorization: Bearer <token>)', field: 'Authorization' });
+    }
+    const m = /^Bearer +([^\s]+) *$/i.exec(header);
+    if (m === null) {
+      reply.header('www-authenticate', 'Bearer realm="ipgate-admin", error="invalid_request"');
+      return send(reply, 401, { error: 'unauthorized', message: 'the Authorization header must be "Bearer <token>"', field: 'Authorization' });
+    }
+    if (deps.tokens.entries.length === 0) {
+      return send(reply, 403, { error: 'forbidden', message: 'no admin token is configured (admin.tokenFile, admin.tokensFile or the admin.tokenEnv variable)' });
+    }
+    const who = authenticate(deps.tokens, m[1]!);
+    if (who === null) {
+      req.log.warn({ remote: req.ip, method: req.method, url: req.url }, 'admin API: wrong token');
+      return send(reply, 403, { error: 'forbidden', message: 'the token is not valid' });
+    }
+    req.who = who;
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, who: req.who || undefined,
+      ms: Math.round(reply.elapsedTime) }, 'admin request');
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'ipgate admin API', version: deps.version,
+        description: 'Allowlists, their audit history, health and readiness. Every route except /healthz, /readyz, /metrics and /openapi.json needs `Authorization: Bearer <token>`.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  await app.register(healthRoutes, { readiness: deps.readiness });
+  await app.register(allowlistRoutes, { service: deps.service, prefix: '/v1' });
+  await app.register(auditRoutes, { service: deps.service, prefix: '/v1' });
+  app.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
+  await app.ready();
+  return app;
+}

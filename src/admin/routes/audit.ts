@@ -1,0 +1,44 @@
+/** `GET /v1/audit`: the recent allowlist changes on this replica, newest first. */
+import type { FastifyPluginAsync } from 'fastify';
+import type { AllowlistService } from '../../store/allowlist-service';
+import { errorBodySchema } from '../errors';
+import { entrySchema } from './allowlists';
+
+const entries = { type: 'array', items: entrySchema } as const;
+
+export const auditRoutes: FastifyPluginAsync<{ service: AllowlistService }> = async (app, { service }) => {
+  app.get<{ Querystring: { list?: string; limit?: string } }>('/audit', {
+    schema: {
+      tags: ['audit'], summary: 'Recent changes (who, what, when, resulting version), newest first; kept in memory',
+      querystring: {
+        type: 'object', additionalProperties: false,
+        properties: { list: { type: 'string', maxLength: 128 }, limit: { type: 'string', pattern: '^[1-9][0-9]{0,6}$' } },
+      },
+      response: {
+        200: {
+          type: 'object', additionalProperties: false, required: ['records'],
+          properties: {
+            records: {
+              type: 'array',
+              items: {
+                type: 'object', additionalProperties: false,
+                properties: {
+                  seq: { type: 'integer' }, time: { type: 'string' }, who: { type: 'string' }, action: { type: 'string' },
+                  list: { type: 'string' }, added: entries, removed: entries,
+                  changed: { type: 'array', items: { type: 'object', additionalProperties: false, properties: { before: entrySchema, after: entrySchema } } },
+                  fromVersion: { type: 'string' }, version: { type: 'string' },
+                },
+              },
+            },
+          },
+        },
+        '4xx': errorBodySchema,
+      },
+    },
+  }, async (req) => ({
+    records: service.audit.history({
+      ...(req.query.list !== undefined ? { list: req.query.list } : {}),
+      limit: req.query.limit !== undefined ? Number(req.query.limit) : 100,
+    }),
+  }));
+};

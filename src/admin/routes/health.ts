@@ -1,0 +1,30 @@
+/** `/healthz` (the process answers) and `/readyz` (listeners bound, store loaded): no token. */
+import type { FastifyPluginAsync } from 'fastify';
+
+export interface ReadinessCheck {
+  name: string;
+  status: 'ok' | 'warn' | 'error';
+  message: string;
+}
+
+export interface Readiness {
+  ready: boolean;
+  checks: ReadinessCheck[];
+  /** Per list: the version in the store and the one this process enforces. */
+  lists: Record<string, { version: string; appliedVersion: string | null; entries: number; appliedAt: string | null }>;
+}
+
+export const healthRoutes: FastifyPluginAsync<{ readiness: () => Readiness }> = async (app, opts) => {
+  app.get('/healthz', {
+    config: { public: true },
+    schema: { tags: ['health'], summary: 'The process is alive', security: [] },
+  }, async () => ({ status: 'ok' }));
+
+  app.get('/readyz', {
+    config: { public: true },
+    schema: { tags: ['health'], summary: 'Listeners bound and the allowlist store loaded (503 when not)', security: [] },
+  }, async (_req, reply) => {
+    const r = opts.readiness();
+    return reply.code(r.ready ? 200 : 503).send({ status: r.ready ? 'ready' : 'not ready', checks: r.checks, lists: r.lists });
+  });
+};

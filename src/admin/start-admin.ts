@@ -1,0 +1,66 @@
+/**
+ * Start the admin API when `admin.listen` is set: tokens loaded (a bad tokens file stops the start),
+ * readiness computed from the listeners and the store.
+ */
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema';
+import type { Listener } from '../listener/listener';
+import type { AllowlistService } from '../store/allowlist-service';
+import { buildAdminApp } from './admin-app';
+import { startAdminServer, type AdminServer } from './admin-server';
+import { loadTokens } from './auth';
+import type { Readiness } from './routes/health';
+
+/** package.json's version: two levels up from src/admin, three from dist/src/admin. */
+function packageVersion(): string {
+  for (const rel of ['../../package.json', '../../../package.json']) {
+    try {
+      const pkg = require(path.join(__dirname, rel)) as { name?: string; version?: string };
+      if (pkg.name === 'ipgate' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // not at this level
+    }
+  }
+  return '0.0.0';
+}
+const VERSION = packageVersion();
+
+export function readiness(service: AllowlistService, listeners: readonly Listener[]): Readiness {
+  const unbound = listeners.filter((l) => l.address === null).map((l) => l.name);
+  const refusal = service.store.lastRefusal();
+  const lists: Readiness['lists'] = {};
+  for (const name of service.names()) {
+    const l = service.get(name);
+    const live = service.lists.has(name) ? service.lists.get(name) : null;
+    lists[name] = { version: l.version, appliedVersion: live?.version ?? null, entries: l.entries.length,
+      appliedAt: live && live.appliedAt > 0 ? new Date(live.appliedAt).toISOString() : null };
+  }
+  const checks: Readiness['checks'] = [
+    unbound.length === 0
+      ? { name: 'listeners', status: 'ok', message: `${listeners.length} listener(s) bound` }
+      : { name: 'listeners', status: 'error', message: `not bound: ${unbound.join(', ')}` },
+    !service.loaded
+      ? { name: 'store', status: 'error', message: `${service.store.kind} store ${service.store.location} not loaded` }
+      : refusal
+        ? { name: 'store', status: 'warn', message: `${service.store.kind} store ${service.store.location}: content refused (${refusal.reason}); the last good lists stay in force` }
+        : { name: 'store', status: 'ok', message: `${service.store.kind} store ${service.store.location} loaded` },
+  ];
+  return { ready: unbound.length === 0 && service.loaded, checks, lists };
+}
+
+export async function startAdmin(config: Config, service: AllowlistService, listeners: readonly Listener[], logger: Logger): Promise<AdminServer | null> {
+  if (config.admin.listen === null) return null;
+  const tokens = loadTokens(config.admin);
+  const app = await buildAdminApp({
+    service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION,
+    readiness: () => readiness(service, listeners),
+  });
+  const server = await startAdminServer(app, config.admin.listen);
+  const names = tokens.entries.map((e) => e.name);
+  logger.info({ address: server.address.address, port: server.address.port, tokens: names, sources: tokens.sources }, 'admin API listening');
+  if (names.length === 0) {
+    logger.warn({ tokenEnv: config.admin.tokenEnv }, 'admin API has no token: only /healthz, /readyz and /openapi.json answer; set the token variable or admin.tokenFile');
+  }
+  return server;
+}
