@@ -7,10 +7,10 @@ import { parseArgs } from 'node:util';
 import { fetchReadyz } from './admin-readyz';
 import { analyse } from './analyse';
 import { collectSnapshot } from './collect';
-import { DoctorError } from './errors';
+import { asDoctorError } from './errors';
 import { exitCodeFor } from './finding';
-import { KubeClient } from './kube-client';
-import { resolveKubeAccess } from './kubeconfig';
+import { KubeClient } from '../kube/kube-client';
+import { resolveKubeAccess } from '../kube/kubeconfig';
 import { renderFailureJson, renderJson, renderText } from './report';
 
 export const DOCTOR_USAGE = `usage: ipgate doctor [flags]
@@ -65,7 +65,7 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
       env,
       serviceAccountDir: deps.serviceAccountDir,
     });
-    client = new KubeClient(access, { timeoutMs: deps.timeoutMs ?? 10_000 });
+    client = new KubeClient(access, { timeoutMs: deps.timeoutMs ?? 10_000, userAgent: 'ipgate-doctor' });
     const namespace = values.namespace ?? access.namespace ?? 'default';
     const serviceName = values.service ?? 'ipgate';
 
@@ -86,9 +86,10 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
     stdout.write(json ? renderJson(header, findings, code) : renderText(header, findings));
     return code;
   } catch (err) {
-    if (!(err instanceof DoctorError)) throw err;
-    if (json) stdout.write(renderFailureJson(err.code, err.message));
-    else stderr.write(`ipgate doctor: ${err.message}\n`);
+    const failure = asDoctorError(err);
+    if (!failure) throw err;
+    if (json) stdout.write(renderFailureJson(failure.code, failure.message));
+    else stderr.write(`ipgate doctor: ${failure.message}\n`);
     return 2;
   } finally {
     client?.close();

@@ -5,7 +5,7 @@
  */
 import YAML from 'yaml';
 import { KubeStatusError } from './errors';
-import type { KubeClient } from './kube-client';
+import type { KubeClient } from '../kube/kube-client';
 import type {
   CiliumView,
   EndpointView,

@@ -1,7 +1,14 @@
 /**
  * Why `ipgate doctor` could not run at all (exit code 2). Findings about the cluster are values
  * (see finding.ts), never errors: only "I could not look" is thrown.
+ *
+ * The API client lives in src/kube (shared with the ConfigMap store) and throws KubeError;
+ * `fromKubeError` keeps doctor's own codes, which are part of its JSON output.
  */
+import { KubeError, type KubeErrorCode } from '../kube/errors';
+
+export { KubeStatusError } from '../kube/errors';
+
 export type DoctorErrorCode =
   | 'IPGATE_DOCTOR_USAGE' // bad flags
   | 'IPGATE_DOCTOR_KUBECONFIG' // no usable kubeconfig / in-cluster credentials
@@ -19,14 +26,15 @@ export class DoctorError extends Error {
   }
 }
 
-/** An HTTP answer from the API server other than 2xx (and other than 404 where 404 means "absent"). */
-export class KubeStatusError extends DoctorError {
-  constructor(
-    readonly status: number,
-    readonly path: string,
-    readonly reason: string,
-  ) {
-    super('IPGATE_DOCTOR_API_STATUS', `GET ${path}: HTTP ${status}: ${reason}`);
-    this.name = 'KubeStatusError';
-  }
+const FROM_KUBE: Record<KubeErrorCode, DoctorErrorCode> = {
+  IPGATE_KUBE_CONFIG: 'IPGATE_DOCTOR_KUBECONFIG',
+  IPGATE_KUBE_UNREACHABLE: 'IPGATE_DOCTOR_API_UNREACHABLE',
+  IPGATE_KUBE_STATUS: 'IPGATE_DOCTOR_API_STATUS',
+};
+
+/** A DoctorError for anything that means "could not run"; null for a bug (rethrow it). */
+export function asDoctorError(err: unknown): DoctorError | null {
+  if (err instanceof DoctorError) return err;
+  if (err instanceof KubeError) return new DoctorError(FROM_KUBE[err.code], err.message, { cause: err });
+  return null;
 }

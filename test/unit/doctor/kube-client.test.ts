@@ -7,8 +7,8 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import t from 'tap';
-import { KubeClient } from '../../../src/doctor/kube-client';
-import { resolveKubeAccess } from '../../../src/doctor/kubeconfig';
+import { KubeClient } from '../../../src/kube/kube-client';
+import { resolveKubeAccess } from '../../../src/kube/kubeconfig';
 import { FIXTURES } from './fake-api';
 
 const TLS = path.join(FIXTURES, 'tls');
@@ -63,7 +63,7 @@ t.test('an unknown CA is refused: API unreachable with the TLS reason', async (t
   const file = config(t.testdir(), api.port, '', '    token: x\n');
   const client = new KubeClient(resolveKubeAccess({ kubeconfig: file, env: {} }), { timeoutMs: 2000 });
   t.teardown(() => client.close());
-  await t.rejects(client.get('/api'), { code: 'IPGATE_DOCTOR_API_UNREACHABLE', message: /certificate/i });
+  await t.rejects(client.get('/api'), { code: 'IPGATE_KUBE_UNREACHABLE', message: /certificate/i });
 });
 
 t.test('insecure-skip-tls-verify and tls-server-name', async (t) => {
@@ -80,5 +80,5 @@ t.test('insecure-skip-tls-verify and tls-server-name', async (t) => {
   t.equal((await good.get('/api')).status, 200);
   const bad = new KubeClient(resolveKubeAccess({ kubeconfig: config(dir, api.port, `    certificate-authority: ${path.join(TLS, 'ca.crt')}\n    tls-server-name: other.example\n`, '    token: x\n'), env: {} }));
   t.teardown(() => bad.close());
-  await t.rejects(bad.get('/api'), { code: 'IPGATE_DOCTOR_API_UNREACHABLE', message: /other\.example/ });
+  await t.rejects(bad.get('/api'), { code: 'IPGATE_KUBE_UNREACHABLE', message: /other\.example/ });
 });

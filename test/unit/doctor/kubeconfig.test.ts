@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { DoctorError } from '../../../src/doctor/errors';
-import { resolveKubeAccess } from '../../../src/doctor/kubeconfig';
+import { KubeError } from '../../../src/kube/errors';
+import { resolveKubeAccess } from '../../../src/kube/kubeconfig';
 
 const PEM_CA = '-----BEGIN CERTIFICATE-----\nMIIBfakeCA\n-----END CERTIFICATE-----\n';
 const PEM_CERT = '-----BEGIN CERTIFICATE-----\nMIIBfakeCLIENT\n-----END CERTIFICATE-----\n';
@@ -113,7 +113,7 @@ const bad: Array<[string, string, RegExp]> = [
   ['cluster not defined', 'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: gone\n', /names cluster "gone", which is not defined/],
   ['server not a URL', 'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: c\nclusters:\n- name: c\n  cluster:\n    server: "::"\n', /server "::" is not a URL/],
   ['not YAML', 'current-context: [\n', /not valid YAML/],
-  ['auth-provider', 'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: c\n    user: u\nclusters:\n- name: c\n  cluster:\n    server: https://x.test\nusers:\n- name: u\n  user:\n    auth-provider:\n      name: gcp\n', /auth-provider, which ipgate doctor does not support/],
+  ['auth-provider', 'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: c\n    user: u\nclusters:\n- name: c\n  cluster:\n    server: https://x.test\nusers:\n- name: u\n  user:\n    auth-provider:\n      name: gcp\n', /auth-provider, which ipgate does not support/],
 ];
 for (const [name, text, message] of bad) {
   t.test(`refused with a clear reason: ${name}`, async (t) => {
@@ -124,11 +124,11 @@ for (const [name, text, message] of bad) {
     } catch (err) {
       caught = err;
     }
-    t.ok(caught instanceof DoctorError, 'a DoctorError');
-    t.match(caught, { code: 'IPGATE_DOCTOR_KUBECONFIG', message });
+    t.ok(caught instanceof KubeError, 'a KubeError');
+    t.match(caught, { code: 'IPGATE_KUBE_CONFIG', message });
   });
 }
 
 t.test('a missing --kubeconfig file names the file', async (t) => {
-  t.throws(() => resolveKubeAccess({ kubeconfig: '/nonexistent/kubeconfig', env: {} }), { code: 'IPGATE_DOCTOR_KUBECONFIG', message: /cannot read kubeconfig \/nonexistent\/kubeconfig/ });
+  t.throws(() => resolveKubeAccess({ kubeconfig: '/nonexistent/kubeconfig', env: {} }), { code: 'IPGATE_KUBE_CONFIG', message: /cannot read kubeconfig \/nonexistent\/kubeconfig/ });
 });

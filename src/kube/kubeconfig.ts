@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
-import { DoctorError } from './errors';
+import { KubeError } from './errors';
 
 export interface KubeAccess {
   /** API server base URL (may carry a path prefix, e.g. a Rancher proxy). */
@@ -21,6 +21,12 @@ export interface KubeAccess {
   readonly cert?: Buffer;
   readonly key?: Buffer;
   readonly token?: string;
+  /**
+   * Where `token` was read from, when it rotates: the kubelet refreshes a projected service account
+   * token (bound tokens expire, an hour by default), so a long-running client re-reads it (as
+   * client-go does); a short doctor run never notices.
+   */
+  readonly tokenFile?: string;
   readonly basicAuth?: { readonly username: string; readonly password: string };
   readonly insecureSkipTlsVerify: boolean;
   readonly tlsServerName?: string;
@@ -54,8 +60,8 @@ export function resolveKubeAccess(opts: ResolveOptions): KubeAccess {
   if (opts.env.KUBERNETES_SERVICE_HOST && fs.existsSync(path.join(saDir, 'token'))) {
     return inCluster(opts.env, saDir);
   }
-  throw new DoctorError(
-    'IPGATE_DOCTOR_KUBECONFIG',
+  throw new KubeError(
+    'IPGATE_KUBE_CONFIG',
     'no kubeconfig found (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a pod',
   );
 }
@@ -70,6 +76,7 @@ function inCluster(env: NodeJS.ProcessEnv, saDir: string): KubeAccess {
     server,
     ca: readFile(path.join(saDir, 'ca.crt'), 'in-cluster CA'),
     token: readFile(path.join(saDir, 'token'), 'service account token').toString('utf8').trim(),
+    tokenFile: path.join(saDir, 'token'),
     insecureSkipTlsVerify: false,
     namespace: fs.existsSync(namespaceFile) ? fs.readFileSync(namespaceFile, 'utf8').trim() : undefined,
     source: 'in-cluster service account',
@@ -98,11 +105,11 @@ function fromKubeconfigFiles(files: string[], contextFlag: string | undefined, e
     try {
       doc = YAML.parse(text);
     } catch (err) {
-      throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${file}: not valid YAML: ${(err as Error).message}`, { cause: err });
+      throw new KubeError('IPGATE_KUBE_CONFIG', `${file}: not valid YAML: ${(err as Error).message}`, { cause: err });
     }
     if (doc === null || doc === undefined) continue;
     if (typeof doc !== 'object' || Array.isArray(doc)) {
-      throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${file}: not a kubeconfig (top level is not a mapping)`);
+      throw new KubeError('IPGATE_KUBE_CONFIG', `${file}: not a kubeconfig (top level is not a mapping)`);
     }
     const d = doc as Record<string, unknown>;
     const dir = path.dirname(path.resolve(file));
@@ -116,32 +123,32 @@ function fromKubeconfigFiles(files: string[], contextFlag: string | undefined, e
   const where = files.join(path.delimiter);
   const contextName = contextFlag ?? merged.currentContext;
   if (!contextName) {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: no current-context set and no --context given`);
+    throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: no current-context set and no --context given`);
   }
   const context = merged.contexts.get(contextName);
-  if (!context) throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: context "${contextName}" not found`);
+  if (!context) throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: context "${contextName}" not found`);
   const clusterName = str(context.value.cluster);
   const cluster = clusterName ? merged.clusters.get(clusterName) : undefined;
   if (!cluster) {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: context "${contextName}" names cluster "${clusterName ?? ''}", which is not defined`);
+    throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: context "${contextName}" names cluster "${clusterName ?? ''}", which is not defined`);
   }
   const userName = str(context.value.user);
   const user = userName ? merged.users.get(userName) : undefined;
   if (userName && !user) {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: context "${contextName}" names user "${userName}", which is not defined`);
+    throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: context "${contextName}" names user "${userName}", which is not defined`);
   }
 
   const c = cluster.value;
   const serverText = str(c.server);
-  if (!serverText) throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: cluster "${cluster.name}" has no server`);
+  if (!serverText) throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: cluster "${cluster.name}" has no server`);
   let server: URL;
   try {
     server = new URL(serverText);
   } catch (err) {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: cluster "${cluster.name}": server "${serverText}" is not a URL`, { cause: err });
+    throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: cluster "${cluster.name}": server "${serverText}" is not a URL`, { cause: err });
   }
   if (server.protocol !== 'https:' && server.protocol !== 'http:') {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: cluster "${cluster.name}": server "${serverText}" is not http(s)`);
+    throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: cluster "${cluster.name}": server "${serverText}" is not http(s)`);
   }
 
   const access: {
@@ -167,7 +174,10 @@ function fromKubeconfigFiles(files: string[], contextFlag: string | undefined, e
     const token = str(u.token);
     const tokenFile = str(u.tokenFile);
     if (token) access.token = token;
-    else if (tokenFile) access.token = readFile(resolveIn(user.dir, tokenFile), `user "${user.name}" tokenFile`).toString('utf8').trim();
+    else if (tokenFile) {
+      access.tokenFile = resolveIn(user.dir, tokenFile);
+      access.token = readFile(access.tokenFile, `user "${user.name}" tokenFile`).toString('utf8').trim();
+    }
     const username = str(u.username);
     if (username) access.basicAuth = { username, password: str(u.password) ?? '' };
     if (u.exec && typeof u.exec === 'object') {
@@ -177,7 +187,7 @@ function fromKubeconfigFiles(files: string[], contextFlag: string | undefined, e
       if (cred.key) access.key = cred.key;
     }
     if (u['auth-provider']) {
-      throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${where}: user "${user.name}" uses an auth-provider, which ipgate doctor does not support; use a token, a client certificate or an exec plugin`);
+      throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: user "${user.name}" uses an auth-provider, which ipgate does not support; use a token, a client certificate or an exec plugin`);
     }
   }
   return access;
@@ -211,7 +221,7 @@ function readFile(file: string, what: string): Buffer {
   try {
     return fs.readFileSync(file);
   } catch (err) {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `cannot read ${what} ${file}: ${(err as Error).message}`, { cause: err });
+    throw new KubeError('IPGATE_KUBE_CONFIG', `cannot read ${what} ${file}: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -221,7 +231,7 @@ function str(v: unknown): string | undefined {
 
 /**
  * client.authentication.k8s.io ExecCredential: run the plugin, read `status` from its stdout.
- * Non-interactive: doctor may run in CI, where a prompt would hang.
+ * Non-interactive: doctor may run in CI and the store in a pod, where a prompt would hang.
  */
 function runExecPlugin(
   exec: Record<string, unknown>,
@@ -230,7 +240,7 @@ function runExecPlugin(
   who: string,
 ): { token?: string; cert?: Buffer; key?: Buffer } {
   const command = str(exec.command);
-  if (!command) throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${who}: exec plugin has no command`);
+  if (!command) throw new KubeError('IPGATE_KUBE_CONFIG', `${who}: exec plugin has no command`);
   const apiVersion = str(exec.apiVersion) ?? 'client.authentication.k8s.io/v1';
   const args = Array.isArray(exec.args) ? exec.args.map(String) : [];
   const childEnv: NodeJS.ProcessEnv = { ...env };
@@ -247,13 +257,13 @@ function runExecPlugin(
   try {
     out = execFileSync(file, args, { env: childEnv, encoding: 'utf8', timeout: 30_000, stdio: ['ignore', 'pipe', 'pipe'] });
   } catch (err) {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${who}: exec plugin "${command}" failed: ${(err as Error).message}`, { cause: err });
+    throw new KubeError('IPGATE_KUBE_CONFIG', `${who}: exec plugin "${command}" failed: ${(err as Error).message}`, { cause: err });
   }
   let status: Record<string, unknown> | undefined;
   try {
     status = (JSON.parse(out) as { status?: Record<string, unknown> }).status;
   } catch (err) {
-    throw new DoctorError('IPGATE_DOCTOR_KUBECONFIG', `${who}: exec plugin "${command}" printed no ExecCredential JSON`, { cause: err });
+    throw new KubeError('IPGATE_KUBE_CONFIG', `${who}: exec plugin "${command}" printed no ExecCredential JSON`, { cause: err });
   }
   const result: { token?: string; cert?: Buffer; key?: Buffer } = {};
   const token = str(status?.token);
