@@ -12,6 +12,7 @@ import { Matcher } from '../allowlist/matcher';
 import type { ListenerConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
+import { afterHeader, beforeHeader, type IdentityOutcome } from '../identity/derive';
 import { ListenerStats } from '../metrics/listener-stats';
 import { decodeProxyHeader } from '../proxy-protocol/decoder';
 import type { LiveList } from '../store/live-lists';
@@ -38,6 +39,13 @@ export interface ListenerDeps {
   logger: Logger;
   handler: ConnectionHandler;
   stats?: ListenerStats;
+  /** Self-check fed with every accepted peer (source NAT suspicion). */
+  selfCheck?: PeerObserver | null;
+}
+
+/** Sees the peer address of every accepted connection (src/selfcheck). */
+export interface PeerObserver {
+  observe(peer: string): void;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -160,19 +168,14 @@ export class Listener {
     socket.on('error', (err) => this.log.debug({ err: err.message, conn: conn.id }, 'client socket error'));
     socket.once('close', () => this.onClosed(conn));
 
-    const pp = this.config.proxyProtocol;
-    if (pp.mode === 'off') {
-      this.stats.proxyHeader.set('none/off', (this.stats.proxyHeader.get('none/off') ?? 0) + 1);
-      this.admit(conn, EMPTY);
-      return;
-    }
-    const trusted = this.trustedSources.lookup(conn.peerAddress) >= 0;
-    if (pp.mode === 'required' && !trusted) {
-      // Required: only the load balancers may connect; anyone else could forge their header.
-      this.reject(conn, 'pp_untrusted', 'none');
-      return;
-    }
-    this.readHeader(conn, trusted);
+    this.deps.selfCheck?.observe(conn.peerAddress);
+
+    const mode = this.config.proxyProtocol.mode;
+    const trusted = mode !== 'off' && this.trustedSources.lookup(conn.peerAddress) >= 0;
+    // The decision is derive.ts's (shared with the admin API's explain).
+    const early = beforeHeader(mode, trusted);
+    if (early === null) this.readHeader(conn, trusted);
+    else this.settle(conn, early, EMPTY);
   }
 
   /**
@@ -193,40 +196,7 @@ export class Listener {
       if (r.kind === 'more') return;
       cleanup();
       socket.pause();
-      if (r.kind === 'none') {
-        if (pp.mode === 'required') {
-          this.reject(conn, 'pp_missing', 'none');
-          return;
-        }
-        ListenerStats.bump(this.stats.proxyHeader, 'none/none');
-        this.admit(conn, buf);
-        return;
-      }
-      const version = buf[0] === 0x50 /* P */ ? 'v1' : 'v2';
-      if (!trusted) {
-        this.reject(conn, 'pp_untrusted', version);
-        return;
-      }
-      if (r.kind === 'error') {
-        this.log.debug({ conn: conn.id, peer: conn.peerAddress, reason: r.reason, detail: r.message }, 'malformed PROXY header');
-        this.reject(conn, r.reason, version);
-        return;
-      }
-      const h = r.header;
-      if (h.command === 'proxy' && h.source !== null && h.destination !== null) {
-        conn.clientAddress = h.source.address;
-        conn.clientPort = h.source.port;
-        conn.destAddress = h.destination.address;
-        conn.destPort = h.destination.port;
-        conn.via = h.version === 1 ? 'proxy-v1' : 'proxy-v2';
-        ListenerStats.bump(this.stats.proxyHeader, `${version}/ok`);
-      } else {
-        // LOCAL (health checks from the balancer itself) and UNKNOWN / UNSPEC: the spec says to use
-        // the real connection endpoints.
-        ListenerStats.bump(this.stats.proxyHeader, `${version}/local`);
-      }
-      conn.tlvs = h.tlvs;
-      this.admit(conn, r.length === buf.length ? EMPTY : buf.subarray(r.length));
+      this.settle(conn, afterHeader(r, buf[0]!, pp.mode, trusted), buf);
     };
     const onEnd = (): void => {
       cleanup();
@@ -241,6 +211,28 @@ export class Listener {
     socket.once('end', onEnd);
     socket.once('close', cleanup);
     socket.resume();
+  }
+
+  /** Apply the identity outcome: close, or fill in the client and go on to the allowlist. */
+  private settle(conn: Connection, outcome: IdentityOutcome, buf: Buffer): void {
+    if (!outcome.ok) {
+      if (outcome.detail !== undefined) {
+        this.log.debug({ conn: conn.id, peer: conn.peerAddress, reason: outcome.reason, detail: outcome.detail }, 'malformed PROXY header');
+      }
+      this.reject(conn, outcome.reason, outcome.version);
+      return;
+    }
+    ListenerStats.bump(this.stats.proxyHeader, outcome.label);
+    if (outcome.source !== null && outcome.destination !== null) {
+      conn.clientAddress = outcome.source.address;
+      conn.clientPort = outcome.source.port;
+      conn.destAddress = outcome.destination.address;
+      conn.destPort = outcome.destination.port;
+    }
+    conn.via = outcome.via;
+    conn.tlvs = outcome.tlvs;
+    const n = outcome.headerLength;
+    this.admit(conn, n === 0 ? buf : n === buf.length ? EMPTY : buf.subarray(n));
   }
 
   private admit(conn: Connection, leftover: Buffer): void {
