@@ -13,6 +13,7 @@ import type { AllowlistService } from './store/allowlist-service';
 import { startAllowlistService } from './store/start-service';
 import { startAdmin } from './admin/start-admin';
 import type { AdminServer } from './admin/admin-server';
+import { SelfChecks } from './selfcheck/self-checks';
 
 export interface App {
   readonly config: Config;
@@ -22,6 +23,8 @@ export interface App {
   readonly service: AllowlistService;
   /** The admin API, or null when `admin.listen` is null. */
   readonly admin: AdminServer | null;
+  /** Source NAT suspicion and PROXY trust counts per listener (/readyz, metrics, log). */
+  readonly selfChecks: SelfChecks;
   /** Stop accepting, wait up to `drainTimeoutMs` for open connections, then close the rest. */
   shutdown(drainTimeoutMs?: number): Promise<void>;
 }
@@ -37,13 +40,14 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
 
   const echo: EchoServers | null = config.echo ? await startEcho(config.echo) : null;
 
+  const selfChecks = new SelfChecks(config.clusterNetworks, logger);
   const listeners: Listener[] = [];
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
     else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist));
-    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats }));
+    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats) }));
   }
 
   if (config.revokeLive) {
@@ -63,8 +67,10 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
       logger.info({ listener: l.name, mode: l.config.mode, address: addr.address, port: addr.port,
         allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode }, 'listening');
     }
-    admin = await startAdmin(config, service, listeners, logger);
+    selfChecks.start();
+    admin = await startAdmin(config, service, listeners, logger, selfChecks);
   } catch (err) {
+    selfChecks.stop();
     await service.close();
     for (const l of listeners) l.stopAccepting();
     await echo?.close();
@@ -75,6 +81,7 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
   const shutdown = (drainTimeoutMs = config.shutdown.drainTimeoutMs): Promise<void> => {
     shuttingDown ??= (async () => {
       await admin?.close();
+      selfChecks.stop();
       for (const l of listeners) l.stopAccepting();
       const deadline = Date.now() + drainTimeoutMs;
       const open = (): number => listeners.reduce((n, l) => n + l.connections.size, 0);
@@ -89,5 +96,5 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
     return shuttingDown;
   };
 
-  return { config, lists, listeners, service, admin, shutdown };
+  return { config, lists, listeners, service, admin, selfChecks, shutdown };
 }

@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema';
 import type { Listener } from '../listener/listener';
+import type { SelfChecks } from '../selfcheck/self-checks';
 import type { AllowlistService } from '../store/allowlist-service';
 import { buildAdminApp } from './admin-app';
 import { startAdminServer, type AdminServer } from './admin-server';
@@ -26,7 +27,7 @@ function packageVersion(): string {
 }
 const VERSION = packageVersion();
 
-export function readiness(service: AllowlistService, listeners: readonly Listener[]): Readiness {
+export function readiness(service: AllowlistService, listeners: readonly Listener[], selfChecks: SelfChecks | null = null): Readiness {
   const unbound = listeners.filter((l) => l.address === null).map((l) => l.name);
   const refusal = service.store.lastRefusal();
   const lists: Readiness['lists'] = {};
@@ -46,15 +47,18 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
         ? { name: 'store', status: 'warn', message: `${service.store.kind} store ${service.store.location}: content refused (${refusal.reason}); the last good lists stay in force` }
         : { name: 'store', status: 'ok', message: `${service.store.kind} store ${service.store.location} loaded` },
   ];
+  // Self-checks (source NAT suspected, PROXY trust) warn but never make ipgate unready.
+  if (selfChecks !== null) checks.push(...selfChecks.readinessChecks());
   return { ready: unbound.length === 0 && service.loaded, checks, lists };
 }
 
-export async function startAdmin(config: Config, service: AllowlistService, listeners: readonly Listener[], logger: Logger): Promise<AdminServer | null> {
+export async function startAdmin(config: Config, service: AllowlistService, listeners: readonly Listener[], logger: Logger,
+  selfChecks: SelfChecks | null = null): Promise<AdminServer | null> {
   if (config.admin.listen === null) return null;
   const tokens = loadTokens(config.admin);
   const app = await buildAdminApp({
     service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION,
-    readiness: () => readiness(service, listeners),
+    readiness: () => readiness(service, listeners, selfChecks),
   });
   const server = await startAdminServer(app, config.admin.listen);
   const names = tokens.entries.map((e) => e.name);

@@ -5,6 +5,8 @@ export interface ReadinessCheck {
   name: string;
   status: 'ok' | 'warn' | 'error';
   message: string;
+  /** What to do about a warning or error (shown by `ipgate doctor`). */
+  fix?: string;
 }
 
 export interface Readiness {
