@@ -21,6 +21,8 @@ Usage:
   ipgate echo [--tcp ADDR] [--http ADDR]
                                      the demo backend: reports the client address it learned
   ipgate doctor [...]                check a Kubernetes cluster for ways the client IP gets lost
+  ipgate allowlist ls|get|add|rm|check [...]
+                                     edit the allowlists through the admin API (ipgate allowlist --help)
   ipgate --version | --help
 `;
 
@@ -78,7 +80,8 @@ async function run(args: string[]): Promise<number> {
 async function main(argv: string[]): Promise<number> {
   const args = argv.slice();
   const command = args[0] !== undefined && !args[0].startsWith('-') ? args.shift()! : 'run';
-  if (args.includes('--help') || args.includes('-h') || command === 'help') {
+  // `ipgate allowlist --help` is the subcommand's own help.
+  if (command !== 'allowlist' && (args.includes('--help') || args.includes('-h') || command === 'help')) {
     process.stdout.write(USAGE);
     return 0;
   }
@@ -111,6 +114,11 @@ async function main(argv: string[]): Promise<number> {
       // Loaded on demand: the proxy itself never needs the Kubernetes client code.
       const { doctorMain } = require('./doctor/cli') as { doctorMain: (a: string[]) => Promise<number> };
       return doctorMain(args);
+    }
+    case 'allowlist': {
+      // Loaded on demand, like doctor: an admin API client, not part of the proxy.
+      const { allowlistMain } = require('./cli/allowlist') as { allowlistMain: (a: string[]) => Promise<number> };
+      return allowlistMain(args);
     }
     default:
       throw new UsageError(`unknown command "${command}"`);
