@@ -23,6 +23,7 @@ export interface Tokens {
 
 export class TokenError extends Error {
   readonly code = 'ERR_ADMIN_TOKEN';
+  override readonly name = 'TokenError';
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$/;
