@@ -1,7 +1,7 @@
 import t from 'tap';
 import ipaddr from 'ipaddr.js';
-import { parseAddress } from '../../../src/allowlist/cidr';
-import { scanIPv4, scanIPv6 } from '../../../src/allowlist/address-scan';
+import { parseAddress, parseCidr } from '../../../src/allowlist/cidr';
+import { scanCidr, scanIPv4, scanIPv6 } from '../../../src/allowlist/address-scan';
 
 /** mulberry32: small seeded PRNG so a failure reproduces from the printed seed. */
 function prng(seed: number): () => number {
@@ -32,6 +32,15 @@ function scanned(s: string): string | null {
 function reference(s: string): string | null {
   const r = parseAddress(s);
   return r.ok ? r.address : null;
+}
+
+/** `s` as a CIDR with host bits cleared (via parseCidr's suggestion), or `s` when not an address. */
+function maskedText(s: string, maxPrefix: number, rnd: () => number): string {
+  const prefix = Math.floor(rnd() * (maxPrefix + 1));
+  const r = parseCidr(`${s}/${prefix}`);
+  if (r.ok) return r.cidr.text;
+  const m = /did you mean (\S+)\?$/.exec(r.message);
+  return m === null ? `${s}/${prefix}` : m[1]!;
 }
 
 t.test('scanners agree with parseAddress on fixed cases', async (t) => {
@@ -115,6 +124,8 @@ t.test('scanners agree with parseAddress on random and mutated input (time-boxed
   const deadline = Date.now() + 1500;
   let checked = 0;
   let valid = 0;
+  let cidrValid = 0;
+  const words5 = new Uint32Array(5);
   let mismatch: string | null = null;
   while ((checked < MIN || Date.now() < deadline) && mismatch === null) {
     for (let k = 0; k < 500; k++) {
@@ -130,8 +141,29 @@ t.test('scanners agree with parseAddress on random and mutated input (time-boxed
         mismatch = `${JSON.stringify(s)}: scanner ${a}, parseAddress ${b} (seed ${seed})`;
         break;
       }
+      // The same text as a CIDR: compile's fast path may refuse what parseCidr accepts (it then
+      // falls back), but what it accepts must be accepted by parseCidr with the same value, and
+      // the canonical text of every valid CIDR must take the fast path.
+      const maxPrefix = s.includes(':') ? 128 : 32;
+      const cidr = rnd() < 0.1 ? s : `${s}/${pick(['0', '1', '8', '24', '32', '64', '96', '128', '33', '08', '', '+1'])}`;
+      const c = rnd() < 0.3 ? cidr : `${maskedText(s, maxPrefix, rnd)}`;
+      const fast = scanCidr(c, words5);
+      const slow = parseCidr(c);
+      if (fast !== 0 && !(slow.ok && slow.cidr.family === fast && slow.cidr.prefix === words5[4] &&
+          slow.cidr.start.every((w, i) => w === words5[i]))) {
+        mismatch = `${JSON.stringify(c)}: scanCidr ${fast}/${words5[4]}, parseCidr ${JSON.stringify(slow)} (seed ${seed})`;
+        break;
+      }
+      if (slow.ok) {
+        cidrValid++;
+        if (scanCidr(slow.cidr.text, words5) !== slow.cidr.family) {
+          mismatch = `canonical ${slow.cidr.text} does not take the fast path (seed ${seed})`;
+          break;
+        }
+      }
     }
   }
   t.equal(mismatch, null, 'no disagreement');
   t.ok(valid > checked / 5 && valid < checked, `a mix of valid and invalid inputs (${valid} valid)`);
+  t.ok(cidrValid > checked / 20, `enough valid CIDRs among them (${cidrValid})`);
 });
