@@ -1,9 +1,10 @@
-/** The store named by the config. The Kubernetes store plugs in here (separate issue). */
+/** The store named by the config. */
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../config/schema';
 import { FileStore } from './file-store';
+import { KubernetesStore } from './kubernetes-store';
 import { MemoryStore } from './memory-store';
-import { StoreLoadError, type AllowlistStore } from './store';
+import type { AllowlistStore } from './store';
 
 export function createStore(config: StoreConfig, logger: Logger): AllowlistStore {
   switch (config.type) {
@@ -12,6 +13,6 @@ export function createStore(config: StoreConfig, logger: Logger): AllowlistStore
     case 'memory':
       return new MemoryStore();
     case 'kubernetes':
-      throw new StoreLoadError('store.type "kubernetes" is not available in this build');
+      return new KubernetesStore({ namespace: config.namespace, configMap: config.configMap, logger });
   }
 }

@@ -1,0 +1,517 @@
+/**
+ * Kubernetes store (`store.type: kubernetes`): the allowlists in one ConfigMap, under the data key
+ * `allowlists.json`, in the document format every backend shares (document.ts), so a list valid in
+ * the file store is valid here and nothing else is.
+ *
+ * The chart creates the ConfigMap empty and never writes lists (a `helm upgrade` must not undo admin
+ * edits); the Role allows get, list, watch, update, patch on that one name and nothing else (no
+ * create, no delete). So:
+ * - load: list it (with `fieldSelector=metadata.name=<name>`: the API server applies `resourceNames`
+ *   to list and watch only with that selector; without it, 403). Missing: a boot error. Empty: fill
+ *   it from the config's lists with a PUT carrying its resourceVersion; two replicas racing get one
+ *   200 and one 409, and the loser re-reads and adopts the winner's document.
+ * - write: PUT with `metadata.resourceVersion` (optimistic concurrency). On 409 the ConfigMap is
+ *   re-read; the change is retried only if the list's version is still the one the caller expected
+ *   (another list changed, or only metadata); otherwise StoreConflictError (the API's 412): a change
+ *   made on a stale version is refused, never written over the other one.
+ * - watch: one streamed watch from the last resourceVersion seen, with bookmarks; a dropped or ended
+ *   stream is re-watched from there (exponential backoff with jitter, capped), 410 Gone (HTTP or an
+ *   ERROR event) relists first; a periodic relist is the safety net for anything a watch missed.
+ * - a document that is corrupt, invalid or drops a list is refused (lastRefusal, one error log
+ *   line per distinct content) and the last good lists stay in force, as when the API is unreachable.
+ *
+ * API access is src/kube's own client, not @kubernetes/client-node (see kube-client.ts for why).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import type { AllowEntry } from '../allowlist/entry';
+import { backoffDelay, type BackoffPolicy } from '../kube/backoff';
+import { KubeError, KubeStatusError } from '../kube/errors';
+import { KubeClient, statusError, type Watch, type WatchEnd, type WatchEvent } from '../kube/kube-client';
+import type { KubeAccess } from '../kube/kubeconfig';
+import { BaseStore } from './base-store';
+import { parseDocument, seedList, serializeDocument } from './document';
+import { resolveTarget } from './kubernetes-target';
+import { StoreError, StoreLoadError, type StoredList, type StoreSnapshot } from './store';
+
+export const DATA_KEY = 'allowlists.json';
+/** What the API server accepts in one ConfigMap (data + binaryData). */
+const MAX_CONFIGMAP_BYTES = 1024 * 1024;
+
+export interface KubernetesStoreOptions {
+  /** `store.namespace`: null for the pod's own (POD_NAMESPACE, then the service account's). */
+  namespace: string | null;
+  /** `store.configMap`. */
+  configMap: string;
+  logger: Logger;
+  /** KUBECONFIG, POD_NAMESPACE, HOME. Default process.env. */
+  env?: NodeJS.ProcessEnv;
+  serviceAccountDir?: string;
+  /** Use this instead of resolving a kubeconfig / the in-cluster service account (tests). */
+  access?: KubeAccess;
+  /** Per API request. Default 10000. */
+  requestTimeoutMs?: number;
+  /** Re-watch, relist and transient write retries. Default 500 ms doubling to 30 s. */
+  backoff?: BackoffPolicy;
+  /** Relist even while the watch is healthy. Default 300000 (5 minutes). */
+  resyncIntervalMs?: number;
+  /** Attempts per write (409 on an unrelated change, 429, 5xx, connection failure). Default 6. */
+  writeAttempts?: number;
+  /** Asked of the server per watch (it then ends the stream; re-watched at once). Default 300, +/- jitter. */
+  watchTimeoutSeconds?: number;
+  /** No byte on the watch for this long (bookmarks come about every minute) = a dead connection. Default 150000. */
+  watchIdleTimeoutMs?: number;
+  /** At boot, keep retrying an unreachable or failing (5xx, 429) API this long. Default 30000. */
+  loadTimeoutMs?: number;
+}
+
+/** What a replica reports about its store: for the metrics and /readyz. */
+export interface KubernetesStoreStatus {
+  /** resourceVersion of the ConfigMap whose document is in force (a refused one does not count). */
+  readonly resourceVersion: string | null;
+  /** Last time the API confirmed our view (list, watch event or bookmark, write), ms epoch. */
+  readonly lastSyncAt: number | null;
+  readonly watchConnected: boolean;
+  /** The last API failure since the watch was last healthy, or null. */
+  readonly lastError: string | null;
+}
+
+type ConfigMap = {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; [k: string]: unknown };
+  data?: Record<string, string> | null;
+  [k: string]: unknown;
+};
+
+/** 409 on a PUT, the re-read ConfigMap adopted: write() retries through BaseStore's version check. */
+class ConfigMapMoved extends Error {}
+
+export class KubernetesStore extends BaseStore {
+  readonly kind = 'kubernetes';
+  private readonly opts: KubernetesStoreOptions;
+  private readonly log: Logger;
+  private readonly backoff: BackoffPolicy;
+  private namespace: string | null;
+  private client: KubeClient | null = null;
+  /** The ConfigMap as last seen (applied or refused): its resourceVersion is what a PUT carries. */
+  private obj: ConfigMap | null = null;
+  /** resourceVersion of the ConfigMap whose document is in force. */
+  private appliedRV: string | null = null;
+  /** Where the next watch starts (advanced by events and bookmarks). */
+  private watchRV = '';
+  private lastText: string | null = null;
+  private refusedText: string | null = null;
+  private lastSyncAt: number | null = null;
+  private watchConnected = false;
+  private lastError: string | null = null;
+  /** Set by an ERROR event in the stream: what ended it. */
+  private streamError: { code: number; message: string } | null = null;
+  private watch: Watch | null = null;
+  private watchLoop: Promise<void> | null = null;
+  private resyncTimer: NodeJS.Timeout | null = null;
+  private readonly stop = new AbortController();
+  private closed = false;
+
+  constructor(opts: KubernetesStoreOptions) {
+    super();
+    this.opts = opts;
+    this.namespace = opts.namespace;
+    this.backoff = opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
+    this.log = opts.logger.child({ store: 'kubernetes', configMap: opts.configMap });
+  }
+
+  get location(): string {
+    return `configmap ${this.namespace ?? '(pod namespace)'}/${this.opts.configMap} key ${DATA_KEY}`;
+  }
+
+  status(): KubernetesStoreStatus {
+    return { resourceVersion: this.appliedRV, lastSyncAt: this.lastSyncAt, watchConnected: this.watchConnected, lastError: this.lastError };
+  }
+
+  async load(seed: ReadonlyMap<string, readonly AllowEntry[]>): Promise<StoreSnapshot> {
+    try {
+      const target = resolveTarget({ namespace: this.opts.namespace, env: this.opts.env ?? process.env,
+        serviceAccountDir: this.opts.serviceAccountDir, access: this.opts.access });
+      this.namespace = target.namespace;
+      this.client = new KubeClient(target.access, { timeoutMs: this.opts.requestTimeoutMs ?? 10_000, userAgent: 'ipgate-store' });
+      this.log.debug({ namespace: target.namespace, from: target.namespaceSource, api: target.access.server.origin, credentials: target.access.source }, 'allowlist store: Kubernetes API');
+    } catch (err) {
+      throw new StoreLoadError(`allowlist store ${this.location}: ${(err as Error).message}`, { cause: err });
+    }
+    const deadline = Date.now() + (this.opts.loadTimeoutMs ?? 30_000);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (await this.loadOnce(seed)) break;
+      } catch (err) {
+        if (err instanceof StoreLoadError) throw err;
+        if (!isTransient(err) || Date.now() >= deadline || this.closed) {
+          throw new StoreLoadError(`allowlist store ${this.location}: ${explain(err, this.opts.configMap)}`, { cause: err });
+        }
+        this.log.warn({ err: (err as Error).message }, 'allowlist store: Kubernetes API not answering; retrying');
+        await this.pause(backoffDelay(this.backoff, attempt));
+        continue;
+      }
+      // A lost seeding race (409): re-read at once, the winner's document is there.
+      if (attempt >= 10) throw new StoreLoadError(`allowlist store ${this.location}: the ConfigMap kept changing while loading`);
+    }
+    this.watchLoop = this.runWatch();
+    const resync = this.opts.resyncIntervalMs ?? 300_000;
+    this.resyncTimer = setInterval(() => void this.serialise(() => this.relist()).catch((err) => this.noteError(err, 'resync')), resync);
+    this.resyncTimer.unref();
+    return this.snapshot;
+  }
+
+  /** One load attempt: true when done, false after a 409 (re-read); throws for anything else. */
+  private async loadOnce(seed: ReadonlyMap<string, readonly AllowEntry[]>): Promise<boolean> {
+    const { obj, resourceVersion } = await this.list();
+    if (obj === null) {
+      throw new StoreLoadError(`allowlist store: ConfigMap ${this.namespace}/${this.opts.configMap} not found: ` +
+        'create it (empty) or install the chart, which creates it (ipgate has no permission to create it)');
+    }
+    const text = dataText(obj);
+    const lists = new Map<string, StoredList>();
+    if (text !== null) {
+      const parsed = parseDocument(text);
+      if (!parsed.ok) {
+        throw new StoreLoadError(`allowlist store ${this.location} is refused: ${parsed.reason} ` +
+          `(fix it with kubectl edit, or remove the ${DATA_KEY} key to seed from the config; ipgate never overwrites it)`);
+      }
+      for (const [name, list] of parsed.lists) lists.set(name, list);
+    }
+    const added: string[] = [];
+    for (const [name, entries] of seed) {
+      if (lists.has(name)) continue;
+      lists.set(name, seedList(name, entries));
+      added.push(name);
+    }
+    const snapshot: StoreSnapshot = { lists };
+    if (added.length === 0) {
+      this.accept(obj, text, snapshot);
+      this.watchRV = resourceVersion || rvOf(obj);
+      return true;
+    }
+    const res = await this.put(obj, serializeDocument(snapshot));
+    if (res.status === 409) {
+      this.log.info('allowlist store: another replica wrote the ConfigMap first; re-reading it');
+      return false;
+    }
+    this.accept(res.obj, dataText(res.obj), snapshot);
+    this.watchRV = rvOf(res.obj);
+    this.log.info({ lists: added, created: text === null, resourceVersion: this.appliedRV }, text === null
+      ? 'allowlist store: empty ConfigMap filled from the config'
+      : 'allowlist store: lists named in the config but missing from the ConfigMap were added');
+    return true;
+  }
+
+  /** BaseStore's version check and write, again after a 409 that left the list's version as expected. */
+  override async write(name: string, entries: readonly AllowEntry[], expectedVersion: string): Promise<StoredList> {
+    const attempts = this.opts.writeAttempts ?? 6;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await super.write(name, entries, expectedVersion);
+      } catch (err) {
+        if (!(err instanceof ConfigMapMoved)) throw err;
+        if (attempt >= attempts) {
+          throw new StoreError('ERR_STORE_BUSY', `allowlist store ${this.location}: the ConfigMap changed ${attempt} times while writing; try again`);
+        }
+        await this.pause(backoffDelay({ initialMs: 50, maxMs: 1000 }, attempt - 1));
+      }
+    }
+  }
+
+  /** Inside the write queue: PUT `next` on the ConfigMap as last seen. */
+  protected async persist(next: StoreSnapshot): Promise<void> {
+    const text = serializeDocument(next);
+    const size = Buffer.byteLength(text) + Buffer.byteLength(JSON.stringify(this.obj?.data ?? {}));
+    if (size > MAX_CONFIGMAP_BYTES) {
+      throw new StoreError('ERR_STORE_WRITE', `allowlist store ${this.location}: the document would be ${size} bytes; a ConfigMap holds at most ${MAX_CONFIGMAP_BYTES}`);
+    }
+    const attempts = this.opts.writeAttempts ?? 6;
+    for (let attempt = 1; ; attempt++) {
+      if (this.closed) throw new StoreError('ERR_STORE_CLOSED', 'the store is closed');
+      try {
+        const base = this.obj ?? (await this.getObject());
+        if (base === null) throw new StoreError('ERR_STORE_WRITE', `ConfigMap ${this.namespace}/${this.opts.configMap} does not exist: recreate it (helm upgrade) to write`);
+        const res = await this.put(base, text);
+        if (res.status !== 409) {
+          this.accept(res.obj, text, next);
+          return;
+        }
+        const latest = await this.getObject();
+        if (latest === null) throw new StoreError('ERR_STORE_WRITE', `ConfigMap ${this.namespace}/${this.opts.configMap} was deleted`);
+        const latestText = dataText(latest);
+        if (latestText === text) {
+          // Our earlier attempt did land (its answer was lost).
+          this.accept(latest, text, next);
+          return;
+        }
+        const moved = this.examine(latest, 'configmap update');
+        this.obj = latest;
+        // Someone else's document is now in force: BaseStore checks the expected version against it.
+        if (moved) throw new ConfigMapMoved();
+        // Only metadata moved, or the new content is refused (not in force): write over it.
+        this.log.debug({ attempt }, 'allowlist store: 409 without a change to the lists; writing again');
+      } catch (err) {
+        if (err instanceof ConfigMapMoved || err instanceof StoreError) throw err;
+        if (!isTransient(err) || attempt >= attempts) {
+          throw new StoreError('ERR_STORE_WRITE', `cannot write the allowlist store ${this.location}: ${explain(err, this.opts.configMap)}`, { cause: err });
+        }
+        this.noteError(err, 'write');
+        await this.pause(backoffDelay(this.backoff, attempt - 1));
+        continue;
+      }
+      if (attempt >= attempts) throw new ConfigMapMoved();
+    }
+  }
+
+  override async close(): Promise<void> {
+    this.closed = true;
+    this.stop.abort();
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    this.resyncTimer = null;
+    this.watch?.stop();
+    await super.close();
+    this.client?.close();
+    await this.watchLoop;
+  }
+
+  // --- watch ------------------------------------------------------------------------------------
+
+  private async runWatch(): Promise<void> {
+    let failures = 0;
+    let relist = false;
+    while (!this.closed) {
+      if (relist) {
+        try {
+          await this.serialise(() => this.relist(true));
+          relist = false;
+        } catch (err) {
+          this.noteError(err, 'relist');
+          await this.pause(backoffDelay(this.backoff, failures++));
+          continue;
+        }
+      }
+      this.streamError = null;
+      const startedAt = Date.now();
+      const end = await this.watchOnce();
+      const streamError = this.streamError as { code: number; message: string } | null;
+      this.watchConnected = false;
+      if (this.closed || end.kind === 'stopped') break;
+      if (streamError?.code === 410 || (end.kind === 'status' && end.error.status === 410)) {
+        // The resourceVersion is older than the API server keeps: list again, watch from the list.
+        this.log.info({ resourceVersion: this.watchRV }, 'allowlist store: watch expired (410 Gone); relisting');
+        relist = true;
+        if (failures > 0) await this.pause(backoffDelay(this.backoff, failures - 1));
+        failures++;
+        continue;
+      }
+      // A stream that ends at once with nothing in it (a proxy cutting it) is a failure, not a timeout.
+      if (end.kind === 'closed' && streamError === null && (end.events > 0 || Date.now() - startedAt >= 1000)) {
+        // The server ended a healthy stream (timeoutSeconds): resume from the last resourceVersion.
+        failures = 0;
+        await this.pause(Math.round(Math.random() * 50));
+        continue;
+      }
+      if (end.kind !== 'status' && end.events > 0) failures = 0;
+      const err = streamError ? new Error(`watch ERROR event ${streamError.code}: ${streamError.message}`)
+        : end.kind === 'closed' ? new Error('watch ended') : end.error;
+      this.noteError(err, 'watch');
+      await this.pause(backoffDelay(this.backoff, failures++));
+    }
+  }
+
+  private watchOnce(): Promise<WatchEnd> {
+    const base = this.opts.watchTimeoutSeconds ?? 300;
+    // Spread the replicas' re-watches (client-go: a random timeout between 5 and 10 minutes).
+    const timeoutSeconds = Math.max(1, Math.round(base * (0.8 + Math.random() * 0.4)));
+    const path = `${this.listPath()}&watch=1&resourceVersion=${encodeURIComponent(this.watchRV)}&allowWatchBookmarks=true&timeoutSeconds=${timeoutSeconds}`;
+    const watch = this.client!.watch(path, {
+      idleTimeoutMs: this.opts.watchIdleTimeoutMs ?? 150_000,
+      onOpen: () => {
+        if (!this.watchConnected && this.lastError !== null) this.log.info({ resourceVersion: this.watchRV }, 'allowlist store: watching the ConfigMap again');
+        this.watchConnected = true;
+        this.lastError = null;
+        this.lastSyncAt = Date.now();
+      },
+      onEvent: (event) => this.onEvent(event),
+    });
+    this.watch = watch;
+    return watch.done;
+  }
+
+  private onEvent(event: WatchEvent): void {
+    if (event.type === 'ERROR') {
+      const s = event.object as { code?: unknown; message?: unknown };
+      this.streamError = { code: typeof s.code === 'number' ? s.code : 0, message: String(s.message ?? '') };
+      throw new Error(`watch ERROR event: ${this.streamError.message}`);
+    }
+    const obj = event.object as ConfigMap;
+    const rv = rvOf(obj);
+    if (rv !== '') this.watchRV = rv;
+    this.lastSyncAt = Date.now();
+    if (event.type === 'BOOKMARK' || obj.metadata?.name !== this.opts.configMap) return;
+    void this.serialise(async () => {
+      if (event.type === 'DELETED') {
+        this.obj = null;
+        this.refuse('the ConfigMap was deleted: recreate it (helm upgrade); the last good lists stay in force', null);
+      } else {
+        this.examine(obj, 'configmap update');
+      }
+    }).catch((err) => this.noteError(err, 'watch event'));
+  }
+
+  /** Inside the queue. `resetWatch`: the watch resumes from the list's resourceVersion (after 410). */
+  private async relist(resetWatch = false): Promise<void> {
+    if (this.closed) return;
+    const { obj, resourceVersion } = await this.list();
+    this.lastSyncAt = Date.now();
+    if (resetWatch) this.watchRV = resourceVersion || (obj ? rvOf(obj) : this.watchRV);
+    if (obj === null) {
+      this.obj = null;
+      this.refuse('the ConfigMap is missing: recreate it (helm upgrade); the last good lists stay in force', null);
+      return;
+    }
+    this.examine(obj, 'configmap update');
+  }
+
+  /**
+   * A ConfigMap seen outside our own writes: apply its document if valid, refuse it otherwise.
+   * True when a new document was applied.
+   */
+  private examine(obj: ConfigMap, source: string): boolean {
+    const rv = rvOf(obj);
+    if (this.obj !== null && !isNewer(rv, rvOf(this.obj))) return false; // ours, or older than what we hold
+    this.obj = obj;
+    const text = dataText(obj);
+    if (text === this.lastText) {
+      this.appliedRV = rv;
+      this.clearRefusal();
+      return false;
+    }
+    if (text === null) {
+      this.refuse(`the ConfigMap has no ${DATA_KEY}: the next change through the admin API writes it again`, null);
+      return false;
+    }
+    if (text === this.refusedText) return false;
+    const parsed = parseDocument(text);
+    if (!parsed.ok) {
+      this.refuse(parsed.reason, text);
+      return false;
+    }
+    const dropped = [...this.snapshot.lists.keys()].filter((n) => !parsed.lists.has(n));
+    if (dropped.length > 0) {
+      this.refuse(`list(s) ${dropped.join(', ')} missing: a list cannot be removed by editing the ConfigMap (empty its entries instead)`, text);
+      return false;
+    }
+    this.lastText = text;
+    this.appliedRV = rv;
+    this.clearRefusal();
+    this.snapshot = { lists: parsed.lists };
+    this.log.info({ resourceVersion: rv }, 'allowlist store: ConfigMap changed; applying');
+    this.emitExternal({ snapshot: this.snapshot, source });
+    return true;
+  }
+
+  /** Our own document is in the ConfigMap `obj` (load, write). */
+  private accept(obj: ConfigMap, text: string | null, snapshot: StoreSnapshot): void {
+    this.obj = obj;
+    this.lastText = text;
+    this.appliedRV = rvOf(obj);
+    this.lastSyncAt = Date.now();
+    this.snapshot = snapshot;
+    this.clearRefusal();
+  }
+
+  private refuse(reason: string, text: string | null): void {
+    this.refusedText = text;
+    if (this.refusal?.reason === reason) return;
+    this.refusal = { reason, at: Date.now() };
+    this.log.error({ reason, resourceVersion: this.obj ? rvOf(this.obj) : null }, 'allowlist store ConfigMap refused; the last good lists stay in force');
+  }
+
+  private clearRefusal(): void {
+    if (this.refusal) this.log.info('allowlist store ConfigMap is valid again');
+    this.refusal = null;
+    this.refusedText = null;
+  }
+
+  private noteError(err: unknown, during: string): void {
+    const message = `${during}: ${explain(err, this.opts.configMap)}`;
+    // One warning per distinct failure: an API down for an hour is not a log flood.
+    if (message !== this.lastError) this.log.warn({ err: message }, 'allowlist store: Kubernetes API failure; the last good lists stay in force');
+    this.lastError = message;
+  }
+
+  private pause(ms: number): Promise<void> {
+    // Referenced: a write waiting out a retry holds an admin request open. close() aborts it.
+    return sleep(ms, undefined, { signal: this.stop.signal }).catch(() => undefined);
+  }
+
+  // --- API calls --------------------------------------------------------------------------------
+
+  /** Always with the field selector: the Role's resourceNames covers list and watch only with it. */
+  private listPath(): string {
+    return `/api/v1/namespaces/${encodeURIComponent(this.namespace!)}/configmaps?fieldSelector=${encodeURIComponent(`metadata.name=${this.opts.configMap}`)}`;
+  }
+
+  private objectPath(): string {
+    return `/api/v1/namespaces/${encodeURIComponent(this.namespace!)}/configmaps/${encodeURIComponent(this.opts.configMap)}`;
+  }
+
+  private async list(): Promise<{ obj: ConfigMap | null; resourceVersion: string }> {
+    const r = await this.client!.listWithVersion<ConfigMap>(this.listPath());
+    if (r === null) throw new KubeStatusError(404, this.listPath(), 'the configmaps resource is not served');
+    const obj = r.items.find((i) => i.metadata?.name === this.opts.configMap) ?? null;
+    return { obj, resourceVersion: r.resourceVersion };
+  }
+
+  private getObject(): Promise<ConfigMap | null> {
+    return this.client!.getObject<ConfigMap>(this.objectPath());
+  }
+
+  /** PUT `base` with data[DATA_KEY] = text: the stored object on 2xx, `{status: 409}` on a conflict. */
+  private async put(base: ConfigMap, text: string): Promise<{ status: 200; obj: ConfigMap } | { status: 409 }> {
+    const body: ConfigMap = { ...base, apiVersion: 'v1', kind: 'ConfigMap', data: { ...(base.data ?? {}), [DATA_KEY]: text } };
+    const res = await this.client!.request('PUT', this.objectPath(), body);
+    if (res.status === 409) return { status: 409 };
+    if (res.status >= 200 && res.status < 300) return { status: 200, obj: res.body as ConfigMap };
+    throw statusError(res, this.objectPath(), 'PUT');
+  }
+}
+
+function dataText(obj: ConfigMap): string | null {
+  const text = obj.data?.[DATA_KEY];
+  return typeof text === 'string' && text.trim() !== '' ? text : null;
+}
+
+function rvOf(obj: ConfigMap): string {
+  return obj.metadata?.resourceVersion ?? '';
+}
+
+/**
+ * resourceVersions are opaque, but the API server's are etcd revisions (decimal, increasing; KEP-5504
+ * makes that a contract): compare them as numbers when they are, else any difference is news.
+ */
+function isNewer(a: string, b: string): boolean {
+  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return BigInt(a) > BigInt(b);
+  return a !== b;
+}
+
+/** Worth retrying: no answer at all, or the API server overloaded or failing. */
+function isTransient(err: unknown): boolean {
+  if (err instanceof KubeStatusError) return err.status === 429 || err.status >= 500;
+  return err instanceof KubeError && err.code === 'IPGATE_KUBE_UNREACHABLE';
+}
+
+/** A failure as an operator can act on it. */
+function explain(err: unknown, name: string): string {
+  if (err instanceof KubeStatusError) {
+    if (err.status === 403) {
+      return `${err.reason} (the Role needs get, list, watch, update on configmaps with resourceNames [${name}]; ` +
+        'the chart creates it; list and watch are sent with fieldSelector=metadata.name)';
+    }
+    if (err.status === 401) return `${err.reason} (the service account token or kubeconfig credentials are not accepted)`;
+  }
+  return (err as Error).message;
+}
