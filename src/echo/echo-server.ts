@@ -188,6 +188,8 @@ function wsEcho(req: http.IncomingMessage, socket: net.Socket, head: Buffer): vo
     }
   };
   socket.on('data', onData);
+  // The HTTP server's sockets are half-open capable: end our side when the peer ends its.
+  socket.once('end', () => socket.end());
   if (head.length > 0) onData(Buffer.alloc(0));
 }
 
