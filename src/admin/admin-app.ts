@@ -10,11 +10,14 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
+import type { Listener } from '../listener/listener';
 import type { AllowlistService } from '../store/allowlist-service';
 import { authenticate, type Tokens } from './auth';
 import { errorHandler, send } from './errors';
 import { allowlistRoutes } from './routes/allowlists';
 import { auditRoutes } from './routes/audit';
+import { connectionsRoutes } from './routes/connections';
+import { explainRoutes } from './routes/explain';
 import { healthRoutes, type Readiness } from './routes/health';
 
 declare module 'fastify' {
@@ -36,6 +39,8 @@ export interface AdminDeps {
   bodyLimit: number;
   readiness: () => Readiness;
   version: string;
+  /** The data listeners, for `/v1/explain` and `/v1/connections` (none: those routes see no listener). */
+  listeners?: readonly Listener[];
 }
 
 export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
@@ -92,6 +97,8 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness: deps.readiness });
   await app.register(allowlistRoutes, { service: deps.service, prefix: '/v1' });
   await app.register(auditRoutes, { service: deps.service, prefix: '/v1' });
+  await app.register(explainRoutes, { listeners: deps.listeners ?? [], prefix: '/v1' });
+  await app.register(connectionsRoutes, { listeners: deps.listeners ?? [], prefix: '/v1' });
   app.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
   await app.ready();
   return app;

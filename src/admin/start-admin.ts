@@ -57,7 +57,7 @@ export async function startAdmin(config: Config, service: AllowlistService, list
   if (config.admin.listen === null) return null;
   const tokens = loadTokens(config.admin);
   const app = await buildAdminApp({
-    service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION,
+    service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, listeners,
     readiness: () => readiness(service, listeners, selfChecks),
   });
   const server = await startAdminServer(app, config.admin.listen);

@@ -1,0 +1,156 @@
+/**
+ * `POST /v1/explain`: what ipgate would decide for a connection, without making one.
+ *
+ * Input: the listener, the peer address (who connects to ipgate), optionally the bytes the peer
+ * would send first (a PROXY header: v1 text, hex or base64) and, for HTTP listeners, request
+ * headers. Output: the client address, how it was derived (socket / proxy-v1 / proxy-v2 / xff),
+ * the allowlist entry that matched and the decision, or the reason the connection would be closed.
+ *
+ * The same functions as the data path decide: derive.ts (PROXY trust and header outcome, shared
+ * with the listener), the PROXY decoder, forwarded-for.ts (the HTTP forwarder's X-Forwarded-For
+ * walk) and the listener's live matcher, so the explanation cannot drift from the behaviour.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import { parseAddress } from '../../allowlist/cidr';
+import { Matcher } from '../../allowlist/matcher';
+import { afterHeader, beforeHeader, type IdentityOutcome } from '../../identity/derive';
+import { clientFromForwardedFor } from '../../identity/forwarded-for';
+import type { Listener } from '../../listener/listener';
+import { decodeProxyHeader } from '../../proxy-protocol/decoder';
+import { ApiError, errorBodySchema } from '../errors';
+
+const MAX_HEADER_TEXT = 16_384;
+
+const bodySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['listener', 'peer'],
+  properties: {
+    listener: { type: 'string', maxLength: 128, description: 'listener name' },
+    peer: { type: 'string', maxLength: 64, description: 'the address that connects to ipgate (the socket peer)' },
+    proxyHeader: { type: 'string', maxLength: MAX_HEADER_TEXT, description: 'the first bytes the peer sends: PROXY v1 text ("PROXY TCP4 ..."), hex or base64' },
+    headers: {
+      type: 'object', maxProperties: 64, description: 'HTTP request headers (HTTP listeners)',
+      additionalProperties: { anyOf: [{ type: 'string', maxLength: 8192 }, { type: 'array', maxItems: 32, items: { type: 'string', maxLength: 8192 } }] },
+    },
+  },
+} as const;
+
+const entryOut = {
+  type: ['object', 'null'], additionalProperties: false,
+  properties: { index: { type: 'integer' }, cidr: { type: 'string' }, comment: { type: 'string' }, expiresAt: { type: 'string' } },
+} as const;
+
+const responseSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    listener: { type: 'string' },
+    mode: { type: 'string' },
+    peer: { type: 'string' },
+    peerTrusted: { type: 'boolean', description: 'the peer is in proxyProtocol.trustedSources' },
+    proxyHeader: { type: 'string', description: 'PROXY outcome as the metric label version/result' },
+    client: { type: ['string', 'null'] },
+    clientPort: { type: ['integer', 'null'] },
+    via: { type: ['string', 'null'] },
+    trustedProxy: { type: 'boolean', description: 'HTTP: the client after PROXY is in http.trustedProxies (X-Forwarded-For is walked)' },
+    allowlist: { type: 'string' },
+    allowlistVersion: { type: 'string' },
+    entry: entryOut,
+    decision: { enum: ['allow', 'deny', 'close'] },
+    reason: { type: 'string', description: 'close or deny reason code (log field and metric label)' },
+    detail: { type: 'string' },
+  },
+} as const;
+
+interface ExplainBody {
+  listener: string;
+  peer: string;
+  proxyHeader?: string;
+  headers?: Record<string, string | string[]>;
+}
+
+/** `PROXY ...` text (CRLF added when missing), else hex, else base64. */
+export function headerBytes(text: string): Buffer {
+  if (text.startsWith('PROXY ')) return Buffer.from(text.endsWith('\r\n') ? text : `${text.replace(/\n$/, '')}\r\n`, 'latin1');
+  const compact = text.replace(/\s+/g, '');
+  if (compact.length % 2 === 0 && /^[0-9a-fA-F]+$/.test(compact)) return Buffer.from(compact, 'hex');
+  if (/^[A-Za-z0-9+/]+={0,2}$/.test(compact)) return Buffer.from(compact, 'base64');
+  throw new ApiError(400, 'invalid_proxy_header', 'proxyHeader must be PROXY v1 text, hex or base64', 'proxyHeader');
+}
+
+export const explainRoutes: FastifyPluginAsync<{ listeners: readonly Listener[] }> = async (app, { listeners }) => {
+  const trustedSources = new Map<string, Matcher>();
+  const trustedProxies = new Map<string, Matcher>();
+  for (const l of listeners) {
+    trustedSources.set(l.name, Matcher.compile(l.config.proxyProtocol.trustedSources.map((cidr) => ({ cidr }))));
+    trustedProxies.set(l.name, Matcher.compile(l.config.http.trustedProxies.map((cidr) => ({ cidr }))));
+  }
+
+  app.post<{ Body: ExplainBody }>('/explain', {
+    schema: {
+      tags: ['diagnostics'],
+      summary: 'Derive the client address and the allowlist decision for a peer, an optional PROXY header and HTTP headers',
+      body: bodySchema,
+      response: { 200: responseSchema, '4xx': errorBodySchema },
+    },
+  }, async (req) => {
+    const b = req.body;
+    const l = listeners.find((x) => x.name === b.listener);
+    if (l === undefined) throw new ApiError(404, 'unknown_listener', `no listener named ${JSON.stringify(b.listener)} (have: ${listeners.map((x) => x.name).join(', ')})`, 'listener');
+    const peer = parseAddress(b.peer);
+    if (!peer.ok) throw new ApiError(400, 'invalid_peer', `peer: ${peer.message}`, 'peer');
+
+    const mode = l.config.proxyProtocol.mode;
+    const peerTrusted = mode !== 'off' && trustedSources.get(l.name)!.lookup(peer.address) >= 0;
+    const base = { listener: l.name, mode: l.config.mode, peer: peer.address, peerTrusted, allowlist: l.config.allowlist, allowlistVersion: l.list.version };
+
+    let outcome: IdentityOutcome | null = beforeHeader(mode, peerTrusted);
+    if (outcome === null) {
+      const bytes = b.proxyHeader !== undefined ? headerBytes(b.proxyHeader) : Buffer.alloc(0);
+      const r = decodeProxyHeader(bytes, { maxV2Length: l.config.proxyProtocol.maxV2Length });
+      if (r.kind === 'more' && bytes.length > 0) {
+        // The listener would wait for more bytes, then close (pp_truncated / pp_timeout).
+        outcome = { ok: false, reason: 'pp_truncated', version: bytes[0] === 0x50 ? 'v1' : 'v2', detail: 'the header is incomplete' };
+      } else {
+        // No bytes: the peer speaks its own protocol first, which is not a PROXY header.
+        outcome = afterHeader(r.kind === 'more' ? { kind: 'none' } : r, bytes[0] ?? 0, mode, peerTrusted);
+      }
+    }
+    if (!outcome.ok) {
+      return { ...base, proxyHeader: `${outcome.version}/${outcome.reason}`, client: null, clientPort: null, via: null, entry: null,
+        decision: 'close', reason: outcome.reason, ...(outcome.detail !== undefined ? { detail: outcome.detail } : {}) };
+    }
+    let client = outcome.source?.address ?? peer.address;
+    const clientPort = outcome.source?.port ?? null;
+    let via: string = outcome.via;
+    let trustedProxy = false;
+    if (l.config.mode === 'http') {
+      const proxies = trustedProxies.get(l.name)!;
+      trustedProxy = proxies.lookup(client) >= 0;
+      if (trustedProxy) {
+        const xff = headerValue(b.headers, 'x-forwarded-for');
+        const walked = clientFromForwardedFor(xff, client, proxies);
+        if (walked !== client) via = 'xff';
+        client = walked;
+      }
+    }
+    const matcher = l.list.matcher;
+    const index = matcher.lookup(client);
+    const e = index >= 0 ? matcher.entries[index]! : null;
+    return {
+      ...base, proxyHeader: outcome.label, client, clientPort, via, trustedProxy,
+      entry: e === null ? null : { index, cidr: e.cidr, ...(e.comment !== undefined ? { comment: e.comment } : {}), ...(e.expiresAt !== undefined ? { expiresAt: e.expiresAt } : {}) },
+      decision: index >= 0 ? 'allow' : 'deny',
+      ...(index < 0 ? { reason: 'not_allowlisted' } : {}),
+    };
+  });
+};
+
+/** Header lines joined the way a request carries them (RFC 9110 5.3), case-insensitive name. */
+function headerValue(headers: Record<string, string | string[]> | undefined, name: string): string | null {
+  if (headers === undefined) return null;
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === name) parts.push(...(Array.isArray(v) ? v : [v]));
+  return parts.length === 0 ? null : parts.join(', ');
+}
