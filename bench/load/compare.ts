@@ -1,0 +1,604 @@
+/**
+ * Load benchmark: ipgate side by side with nginx and HAProxy doing the same job on the same machine.
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/load/compare.js [--rounds 3] [--duration 6]
+ *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,tcp,tcp-ppin,bulk,idle]
+ *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
+ *
+ * The job (same for all three): an allowlist of `--cidrs` CIDRs (127.0.0.1/32 sits in the middle of
+ * the list, so linear scanners pay half a scan), HTTP with X-Real-IP / X-Forwarded-For and an
+ * upstream keep-alive pool, TCP with an outbound PROXY header (nginx 1.22 stream can only send v1;
+ * HAProxy and ipgate send v2), TCP with an inbound PROXY v2 header from a trusted peer, bulk TCP.
+ * The denied workload uses a second listener whose list excludes 127.0.0.1 (wrk cannot bind a
+ * source address). The proxy under test is pinned to `--proxy-cpus`; wrk, the backends and the
+ * connection driver to `--load-cpus`. Proxies are interleaved per round (these machines are noisy:
+ * ratios of interleaved runs are what count). Work per proxy CPU-second comes from /proc/<pid>/stat
+ * (utime + stime of the proxy process and its children, i.e. every worker).
+ *
+ * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const MAIN = path.join(ROOT, 'dist/src/main.js');
+const CLK_TCK = 100;
+const PAGE = 4096;
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+interface Options {
+  rounds: number;
+  duration: number;
+  proxies: string[];
+  workloads: string[];
+  cidrs: number;
+  workers: string;
+  proxyCpus: string;
+  loadCpus: string;
+  idle: number;
+  connections: number;
+  /** Extra ipgate environment, e.g. NODE_CLUSTER_SCHED_POLICY=none. */
+  env: Record<string, string>;
+  cpuProf: string | null;
+}
+
+function parseOptions(argv: string[]): Options {
+  const o: Options = {
+    rounds: 3, duration: 6, proxies: ['ipgate', 'nginx', 'haproxy'],
+    workloads: ['http', 'http-denied', 'tcp', 'tcp-ppin', 'bulk', 'idle'],
+    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null,
+  };
+  for (let i = 0; i < argv.length; i += 2) {
+    const k = argv[i]!;
+    const v = argv[i + 1] ?? '';
+    switch (k) {
+      case '--rounds': o.rounds = Number(v); break;
+      case '--duration': o.duration = Number(v); break;
+      case '--proxies': o.proxies = v.split(','); break;
+      case '--workloads': o.workloads = v.split(','); break;
+      case '--cidrs': o.cidrs = Number(v); break;
+      case '--workers': o.workers = v; break;
+      case '--proxy-cpus': o.proxyCpus = v; break;
+      case '--load-cpus': o.loadCpus = v; break;
+      case '--idle': o.idle = Number(v); break;
+      case '--connections': o.connections = Number(v); break;
+      case '--env': { const [a, b] = v.split('='); o.env[a!] = b ?? ''; break; }
+      case '--cpu-prof': o.cpuProf = v; break;
+      default: throw new Error(`unknown option ${k}`);
+    }
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ports and the allowlist
+
+const BASE = 18000;
+const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 };
+/** Per proxy: base + offset per workload listener. */
+const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300 };
+const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
+
+/** `n` distinct random-ish CIDRs outside 127/8 (deterministic), with 127.0.0.1/32 in the middle. */
+function makeCidrs(n: number): { allow: string[]; deny: string[] } {
+  const out: string[] = [];
+  const seen = new Set<string>();
+  let x = 0x9e3779b9;
+  while (out.length < n - 1) {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    const a = 1 + (x >>> 24) % 223;
+    if (a === 127 || a === 10) continue;
+    const prefix = 16 + (x & 15);
+    const ip = ((a << 24) | (x & 0x00ffffff)) >>> 0;
+    const net_ = prefix === 32 ? ip : (ip & (~0 << (32 - prefix))) >>> 0;
+    const cidr = `${net_ >>> 24}.${(net_ >>> 16) & 255}.${(net_ >>> 8) & 255}.${net_ & 255}/${prefix}`;
+    if (seen.has(cidr)) continue;
+    seen.add(cidr);
+    out.push(cidr);
+  }
+  const deny = out.slice();
+  const allow = out.slice();
+  allow.splice(Math.floor(allow.length / 2), 0, '127.0.0.1/32');
+  return { allow, deny };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  output: () => string;
+}
+
+const procs: Proc[] = [];
+
+function start(name: string, cmd: string, args: string[], cpus: string | null, env: NodeJS.ProcessEnv = {}, cwd?: string): Proc {
+  const full = cpus === null ? [cmd, ...args] : ['taskset', '-c', cpus, cmd, ...args];
+  const child = spawn(full[0]!, full.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => { out = (out + c.toString()).slice(-20000); });
+  child.stderr!.on('data', (c: Buffer) => { out = (out + c.toString()).slice(-20000); });
+  const p = { name, child, output: () => out };
+  procs.push(p);
+  return p;
+}
+
+async function stopAll(): Promise<void> {
+  for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+  await sleep(200);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function waitPort(port: number, p: Proc, ms = 15000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (p.child.exitCode !== null) throw new Error(`${p.name} exited: ${p.output()}`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.once('connect', () => { s.destroy(); resolve(true); });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`${p.name}: port ${port} not listening: ${p.output()}`);
+    await sleep(100);
+  }
+}
+
+/** utime + stime (+ children's) of pid and its descendants, seconds. */
+function cpuSeconds(pid: number): number {
+  let ticks = 0;
+  for (const id of [pid, ...descendants(pid)]) {
+    try {
+      const stat = fs.readFileSync(`/proc/${id}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // exited
+    }
+  }
+  return ticks / CLK_TCK;
+}
+
+function descendants(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(d), ...descendants(Number(d)));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+function rssBytes(pid: number): number {
+  let pages = 0;
+  for (const id of [pid, ...descendants(pid)]) {
+    try {
+      pages += Number(fs.readFileSync(`/proc/${id}/statm`, 'utf8').split(' ')[1]);
+    } catch {
+      // exited
+    }
+  }
+  return pages * PAGE;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configs
+
+function backendNginx(dir: string): string {
+  return `load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+daemon off; master_process off; worker_processes 1; pid ${dir}/backend.pid;
+error_log ${dir}/backend-error.log error;
+worker_rlimit_nofile 20000;
+events { worker_connections 10000; }
+http {
+  client_body_temp_path ${dir}/tmp; proxy_temp_path ${dir}/tmp; fastcgi_temp_path ${dir}/tmp; uwsgi_temp_path ${dir}/tmp; scgi_temp_path ${dir}/tmp;
+  access_log off; keepalive_requests 1000000; keepalive_timeout 120s;
+  server { listen 127.0.0.1:${BACKEND.http}; location / { return 200 "ok\\n"; } }
+}
+stream {
+  server { listen 127.0.0.1:${BACKEND.pp} proxy_protocol; return "ok $proxy_protocol_addr\\n"; }
+}
+`;
+}
+
+function nginxConfig(dir: string, p: number): string {
+  return `load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+daemon off; master_process off; worker_processes 1; pid ${dir}/nginx.pid;
+error_log ${dir}/nginx-error.log error;
+worker_rlimit_nofile 20000;
+events { worker_connections 19900; }
+http {
+  client_body_temp_path ${dir}/tmp; proxy_temp_path ${dir}/tmp; fastcgi_temp_path ${dir}/tmp; uwsgi_temp_path ${dir}/tmp; scgi_temp_path ${dir}/tmp;
+  access_log off; keepalive_requests 1000000; keepalive_timeout 120s;
+  geo $allowed { default 0; include ${dir}/allow.geo; }
+  geo $allowed_denied { default 0; include ${dir}/deny.geo; }
+  upstream backend { server 127.0.0.1:${BACKEND.http}; keepalive 128; }
+  proxy_http_version 1.1;
+  proxy_set_header Connection "";
+  proxy_set_header Host $host;
+  proxy_set_header X-Real-IP $remote_addr;
+  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+  proxy_set_header X-Forwarded-Proto $scheme;
+  server { listen 127.0.0.1:${p + L.http}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }
+  server { listen 127.0.0.1:${p + L.httpDenied}; location / { if ($allowed_denied = 0) { return 403; } proxy_pass http://backend; } }
+}
+stream {
+  server { listen 127.0.0.1:${p + L.tcp}; include ${dir}/allow.access; proxy_protocol on; proxy_pass 127.0.0.1:${BACKEND.pp}; }
+  server { listen 127.0.0.1:${p + L.tcpPpin} proxy_protocol; set_real_ip_from 127.0.0.0/8; include ${dir}/allow.access; proxy_protocol on; proxy_pass 127.0.0.1:${BACKEND.pp}; }
+  server { listen 127.0.0.1:${p + L.bulk}; include ${dir}/allow.access; proxy_pass 127.0.0.1:${BACKEND.iperf}; }
+  server { listen 127.0.0.1:${p + L.idle}; include ${dir}/allow.access; proxy_pass 127.0.0.1:${BACKEND.hold}; }
+}
+`;
+}
+
+function haproxyConfig(dir: string, p: number): string {
+  return `global
+  nbthread 1
+  maxconn 9900
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 120s
+  timeout server 120s
+  timeout http-keep-alive 120s
+  option http-keep-alive
+frontend http
+  bind 127.0.0.1:${p + L.http}
+  http-request deny deny_status 403 unless { src -f ${dir}/allow.lst }
+  http-request set-header X-Real-IP %[src]
+  option forwardfor
+  default_backend be_http
+frontend http_denied
+  bind 127.0.0.1:${p + L.httpDenied}
+  http-request deny deny_status 403 unless { src -f ${dir}/deny.lst }
+  http-request set-header X-Real-IP %[src]
+  option forwardfor
+  default_backend be_http
+backend be_http
+  http-reuse always
+  server s1 127.0.0.1:${BACKEND.http}
+listen tcp
+  mode tcp
+  bind 127.0.0.1:${p + L.tcp}
+  tcp-request connection reject unless { src -f ${dir}/allow.lst }
+  server s1 127.0.0.1:${BACKEND.pp} send-proxy-v2
+listen tcp_ppin
+  mode tcp
+  bind 127.0.0.1:${p + L.tcpPpin} accept-proxy
+  tcp-request session reject unless { src -f ${dir}/allow.lst }
+  server s1 127.0.0.1:${BACKEND.pp} send-proxy-v2
+listen bulk
+  mode tcp
+  bind 127.0.0.1:${p + L.bulk}
+  tcp-request connection reject unless { src -f ${dir}/allow.lst }
+  server s1 127.0.0.1:${BACKEND.iperf}
+listen idle
+  mode tcp
+  bind 127.0.0.1:${p + L.idle}
+  tcp-request connection reject unless { src -f ${dir}/allow.lst }
+  server s1 127.0.0.1:${BACKEND.hold}
+`;
+}
+
+function ipgateConfig(p: number, allow: string[], deny: string[], workers: string): Record<string, unknown> {
+  const tcp = (name: string, port: number, upstream: number, out: string, ppin: boolean): Record<string, unknown> => ({
+    name, mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${upstream}`],
+    outboundProxyProtocol: out,
+    ...(ppin ? { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'] } } : {}),
+  });
+  return {
+    workers: workers === 'auto' ? 'auto' : Number(workers),
+    logging: { level: 'warn', format: 'json', access: false },
+    admin: { listen: null },
+    store: { type: 'memory' },
+    allowlists: { bench: allow, denied: deny },
+    listeners: [
+      { name: 'http', mode: 'http', listen: `127.0.0.1:${p + L.http}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`] },
+      { name: 'http-denied', mode: 'http', listen: `127.0.0.1:${p + L.httpDenied}`, allowlist: 'denied', upstreams: [`127.0.0.1:${BACKEND.http}`] },
+      tcp('tcp', p + L.tcp, BACKEND.pp, 'v2', false),
+      tcp('tcp-ppin', p + L.tcpPpin, BACKEND.pp, 'v2', true),
+      tcp('bulk', p + L.bulk, BACKEND.iperf, 'none', false),
+      tcp('idle', p + L.idle, BACKEND.hold, 'none', false),
+    ],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generators
+
+interface Sample {
+  /** Work units per second (requests, connections, bits). */
+  rate: number;
+  p50ms: number | null;
+  p99ms: number | null;
+  errors: number;
+}
+
+function wrk(port: number, o: Options): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    const c = spawn('taskset', ['-c', o.loadCpus, 'wrk', '-t1', `-c${o.connections}`, `-d${o.duration}s`, '--latency', `http://127.0.0.1:${port}/`]);
+    let out = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    c.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    c.once('exit', () => {
+      const rate = /Requests\/sec:\s+([\d.]+)/.exec(out);
+      if (!rate) return reject(new Error(`wrk: ${out}`));
+      const lat = (pct: string): number | null => {
+        const m = new RegExp(`\\s${pct}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+        if (!m) return null;
+        const v = Number(m[1]);
+        return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
+      };
+      const non2xx = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
+      const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+      resolve({ rate: Number(rate[1]), p50ms: lat('50'), p99ms: lat('99'), errors: (errs ? errs.slice(1).reduce((n, x) => n + Number(x), 0) : 0) + (non2xx ? Number(non2xx[1]) * 0 : 0) });
+    });
+  });
+}
+
+/** The short-connection driver runs in a child pinned to the load CPUs (this file with `--driver`). */
+function driver(port: number, o: Options, ppin: boolean): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    const c = spawn('taskset', ['-c', o.loadCpus, process.execPath, __filename, '--driver', String(port), String(o.duration), String(o.connections), ppin ? '1' : '0']);
+    let out = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    c.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    c.once('exit', () => {
+      try {
+        resolve(JSON.parse(out.trim().split('\n').pop()!) as Sample);
+      } catch {
+        reject(new Error(`driver: ${out}`));
+      }
+    });
+  });
+}
+
+/** PROXY v2 header: 127.0.0.1:40000 -> 127.0.0.1:443, TCP over IPv4. */
+const PPV2 = Buffer.concat([
+  Buffer.from('0d0a0d0a000d0a515549540a', 'hex'), Buffer.from([0x21, 0x11, 0x00, 0x0c]),
+  Buffer.from([127, 0, 0, 1, 127, 0, 0, 1, 0x9c, 0x40, 0x01, 0xbb]),
+]);
+
+function runDriver(port: number, seconds: number, concurrency: number, ppin: boolean): void {
+  const lat: number[] = [];
+  let errors = 0;
+  let done = 0;
+  const end = Date.now() + seconds * 1000;
+  const one = (): void => {
+    if (Date.now() >= end) {
+      if (--concurrency === 0) finish();
+      return;
+    }
+    const t0 = process.hrtime.bigint();
+    const s = net.connect({ port, host: '127.0.0.1' });
+    let got = false;
+    if (ppin) s.write(PPV2);
+    s.on('data', () => { got = true; });
+    s.on('error', () => { errors++; });
+    s.on('end', () => s.destroy());
+    s.on('close', () => {
+      if (got) {
+        done++;
+        if ((done & 7) === 0) lat.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      } else {
+        errors++;
+      }
+      one();
+    });
+  };
+  const t0 = Date.now();
+  const finish = (): void => {
+    lat.sort((a, b) => a - b);
+    const pct = (q: number): number | null => (lat.length === 0 ? null : lat[Math.min(lat.length - 1, Math.floor(q * lat.length))]!);
+    const secs = (Date.now() - t0) / 1000;
+    process.stdout.write(`${JSON.stringify({ rate: done / secs, p50ms: pct(0.5), p99ms: pct(0.99), errors })}\n`);
+  };
+  for (let i = 0; i < concurrency; i++) one();
+}
+
+function iperf(port: number, o: Options): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    const c = spawn('taskset', ['-c', o.loadCpus, 'iperf3', '-c', '127.0.0.1', '-p', String(port), '-t', String(o.duration), '-J']);
+    let out = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    c.once('exit', () => {
+      try {
+        const j = JSON.parse(out) as { end: { sum_received: { bits_per_second: number } } };
+        resolve({ rate: j.end.sum_received.bits_per_second, p50ms: null, p99ms: null, errors: 0 });
+      } catch {
+        reject(new Error(`iperf3: ${out.slice(0, 2000)}`));
+      }
+    });
+  });
+}
+
+/** Hold backend: accepts and keeps connections open (for the idle workload); a child process (fds). */
+function runHold(port: number): void {
+  const socks = new Set<net.Socket>();
+  net.createServer((s) => { socks.add(s); s.on('error', () => undefined); s.on('close', () => socks.delete(s)); })
+    .listen(port, '127.0.0.1');
+}
+
+/** Open `n` idle connections through the proxy, each with a byte sent so the upstream is dialled. */
+async function idle(port: number, pid: number, n: number): Promise<{ held: number; rssPerConn: number; base: number }> {
+  const base = rssBytes(pid);
+  const socks: net.Socket[] = [];
+  let failed = 0;
+  for (let i = 0; i < n; i += 200) {
+    await Promise.all(Array.from({ length: Math.min(200, n - i) }, () => new Promise<void>((resolve) => {
+      const s = net.connect({ port, host: '127.0.0.1' });
+      s.once('connect', () => { s.write('x'); socks.push(s); resolve(); });
+      s.once('error', () => { failed++; resolve(); });
+    })));
+  }
+  await sleep(2000);
+  const alive = socks.filter((s) => !s.destroyed).length;
+  const rss = rssBytes(pid);
+  for (const s of socks) s.destroy();
+  await sleep(1500);
+  void failed;
+  return { held: alive, rssPerConn: alive > 0 ? (rss - base) / alive : 0, base };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+interface Result { proxy: string; workload: string; round: number; sample: Sample; cpu: number }
+
+const UNITS: Record<string, string> = { http: 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s' };
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-bench-'));
+  fs.mkdirSync(path.join(dir, 'tmp'));
+  const { allow, deny } = makeCidrs(o.cidrs);
+  fs.writeFileSync(path.join(dir, 'allow.lst'), `${allow.join('\n')}\n`);
+  fs.writeFileSync(path.join(dir, 'deny.lst'), `${deny.join('\n')}\n`);
+  fs.writeFileSync(path.join(dir, 'allow.geo'), allow.map((c) => `${c} 1;`).join('\n'));
+  fs.writeFileSync(path.join(dir, 'deny.geo'), deny.map((c) => `${c} 1;`).join('\n'));
+  fs.writeFileSync(path.join(dir, 'allow.access'), `${allow.map((c) => `allow ${c};`).join('\n')}\ndeny all;\n`);
+  process.on('exit', () => { for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL'); });
+
+  // Backends on the load CPUs.
+  fs.writeFileSync(path.join(dir, 'backend.conf'), backendNginx(dir));
+  const be = start('backend-nginx', 'nginx', ['-p', dir, '-c', path.join(dir, 'backend.conf'), '-e', path.join(dir, 'backend-error.log')], o.loadCpus);
+  const ip = start('iperf3-server', 'iperf3', ['-s', '-p', String(BACKEND.iperf)], o.loadCpus);
+  const hold = start('hold', process.execPath, [__filename, '--hold', String(BACKEND.hold)], o.loadCpus);
+  await Promise.all([waitPort(BACKEND.http, be), waitPort(BACKEND.pp, be), waitPort(BACKEND.iperf, ip), waitPort(BACKEND.hold, hold)]);
+
+  const pcpus = o.workers === '1' ? o.proxyCpus : `${o.proxyCpus}`;
+  const proxies: Record<string, Proc> = {};
+  for (const name of o.proxies) {
+    const p = PROXY_BASE[name]!;
+    if (name === 'nginx') {
+      fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, p));
+      proxies[name] = start(name, 'nginx', ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'nginx-error.log')], pcpus);
+    } else if (name === 'haproxy') {
+      fs.writeFileSync(path.join(dir, 'haproxy.cfg'), haproxyConfig(dir, p));
+      proxies[name] = start(name, 'haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], pcpus);
+    } else {
+      const file = path.join(dir, 'ipgate.json');
+      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers)));
+      const args = [...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), MAIN, 'run', '--config', file];
+      proxies[name] = start(name, process.execPath, args, pcpus, { ...o.env });
+    }
+    await waitPort(p + L.http, proxies[name]!);
+    await waitPort(p + L.idle, proxies[name]!);
+  }
+
+  const results: Result[] = [];
+  const idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }> = [];
+  const load = o.workloads.filter((w) => w !== 'idle');
+  for (let round = 1; round <= o.rounds; round++) {
+    for (const workload of load) {
+      // Rotate the order per round so no proxy always runs first (page cache, thermal, neighbours).
+      const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
+      for (const proxy of order) {
+        const p = PROXY_BASE[proxy]!;
+        const pid = proxies[proxy]!.child.pid!;
+        const c0 = cpuSeconds(pid);
+        let sample: Sample;
+        switch (workload) {
+          case 'http': sample = await wrk(p + L.http, o); break;
+          case 'http-denied': sample = await wrk(p + L.httpDenied, o); break;
+          case 'tcp': sample = await driver(p + L.tcp, o, false); break;
+          case 'tcp-ppin': sample = await driver(p + L.tcpPpin, o, true); break;
+          case 'bulk': sample = await iperf(p + L.bulk, o); break;
+          default: throw new Error(`unknown workload ${workload}`);
+        }
+        const cpu = cpuSeconds(pid) - c0;
+        results.push({ proxy, workload, round, sample, cpu });
+        process.stderr.write(`round ${round} ${workload.padEnd(11)} ${proxy.padEnd(7)} ${fmtRate(workload, sample.rate).padStart(10)} ${UNITS[workload]}  cpu ${cpu.toFixed(2)} s  p50 ${fmtMs(sample.p50ms)} p99 ${fmtMs(sample.p99ms)}  errors ${sample.errors}\n`);
+        await sleep(500);
+      }
+    }
+  }
+  if (o.workloads.includes('idle')) {
+    for (const proxy of o.proxies) {
+      const r = await idle(PROXY_BASE[proxy]! + L.idle, proxies[proxy]!.child.pid!, o.idle);
+      idleResults.push({ proxy, ...r });
+      process.stderr.write(`idle ${proxy}: held ${r.held}/${o.idle}, RSS ${(r.base / 1048576).toFixed(1)} MiB + ${(r.rssPerConn / 1024).toFixed(1)} KiB/conn\n`);
+    }
+  }
+  report(o, results, idleResults);
+  if (o.cpuProf) {
+    proxies.ipgate?.child.kill('SIGTERM');
+    await sleep(1500);
+  }
+  await stopAll();
+}
+
+function fmtRate(workload: string, rate: number): string {
+  return workload === 'bulk' ? (rate / 1e9).toFixed(2) : rate.toFixed(0);
+}
+function fmtMs(v: number | null): string {
+  return v === null ? '-' : `${v.toFixed(2)} ms`;
+}
+const median = (xs: number[]): number => {
+  const s = xs.slice().sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+function report(o: Options, results: Result[], idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }>): void {
+  const lines: string[] = [];
+  lines.push(`\n${new Date().toISOString()} ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, node ${process.version}, ` +
+    `${o.cidrs} CIDRs, ipgate workers ${o.workers}, proxy cpus ${o.proxyCpus}, load cpus ${o.loadCpus}, ${o.rounds} rounds x ${o.duration} s, ${o.connections} connections`);
+  lines.push('');
+  lines.push('| workload | proxy | throughput | p50 | p99 | proxy CPU s | work / CPU s | ipgate / this (per CPU s, median of rounds) |');
+  lines.push('|---|---|---|---|---|---|---|---|');
+  const workloads = [...new Set(results.map((r) => r.workload))];
+  for (const w of workloads) {
+    const eff = (proxy: string, round: number): number => {
+      const r = results.find((x) => x.proxy === proxy && x.workload === w && x.round === round);
+      return r ? r.sample.rate / Math.max(r.cpu, 0.01) : NaN;
+    };
+    for (const proxy of o.proxies) {
+      const rs = results.filter((r) => r.workload === w && r.proxy === proxy);
+      if (rs.length === 0) continue;
+      const rate = median(rs.map((r) => r.sample.rate));
+      const cpu = median(rs.map((r) => r.cpu));
+      const per = median(rs.map((r) => r.sample.rate / Math.max(r.cpu, 0.01)));
+      const ratios = proxy === 'ipgate' || !o.proxies.includes('ipgate') ? '' :
+        (() => {
+          const rr = rs.map((r) => eff('ipgate', r.round) / eff(proxy, r.round));
+          return `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
+        })();
+      lines.push(`| ${w} | ${proxy} | ${fmtRate(w, rate)} ${UNITS[w]} | ${fmtMs(median(rs.map((r) => r.sample.p50ms ?? NaN)))} | ` +
+        `${fmtMs(median(rs.map((r) => r.sample.p99ms ?? NaN)))} | ${cpu.toFixed(2)} | ${fmtRate(w, per)} | ${ratios} |`);
+    }
+  }
+  if (idleResults.length > 0) {
+    lines.push('');
+    lines.push('| idle TCP connections | held | RSS before | RSS per connection |');
+    lines.push('|---|---|---|---|');
+    for (const r of idleResults) {
+      lines.push(`| ${r.proxy} | ${r.held} | ${(r.base / 1048576).toFixed(1)} MiB | ${(r.rssPerConn / 1024).toFixed(1)} KiB |`);
+    }
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+if (process.argv[2] === '--driver') {
+  runDriver(Number(process.argv[3]), Number(process.argv[4]), Number(process.argv[5]), process.argv[6] === '1');
+} else if (process.argv[2] === '--hold') {
+  runHold(Number(process.argv[3]));
+} else if (require.main === module) {
+  main().catch(async (err: unknown) => {
+    process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+    await stopAll();
+    process.exit(1);
+  });
+}
+
