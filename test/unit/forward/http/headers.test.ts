@@ -1,0 +1,69 @@
+/**
+ * Upstream request headers (one pass over rawHeaders) and the response headers relayed to the
+ * client: what is dropped, what is kept, what is read from a trusted proxy.
+ */
+import type { OutgoingHttpHeaders } from 'node:http';
+import t from 'tap';
+import { responseHeaders } from '../../../../src/forward/http/http-proxy-engine';
+import { ReceivedHeaders, scanRequestHeaders } from '../../../../src/forward/http/request-headers';
+
+function scan(raw: string[], trusted: boolean): { out: OutgoingHttpHeaders; got: ReceivedHeaders } {
+  const out: OutgoingHttpHeaders = {};
+  const got = new ReceivedHeaders();
+  scanRequestHeaders(raw, trusted, out, got);
+  return { out, got };
+}
+
+t.test('hop-by-hop headers are dropped for everyone, end-to-end ones kept', async (t) => {
+  const { out } = scan(['Host', 'a', 'Connection', 'close, X-Hop', 'X-Hop', '1', 'Keep-Alive', 'timeout=5', 'TE', 'trailers',
+    'Trailer', 'X-T', 'Proxy-Connection', 'keep-alive', 'Upgrade', 'h2c', 'HTTP2-Settings', 'AAA', 'Expect', '100-continue',
+    'Transfer-Encoding', 'chunked', 'Accept', 'text/html', 'X-App', 'v'], true);
+  t.same(out, { host: 'a', 'transfer-encoding': 'chunked', accept: 'text/html', 'x-app': 'v' });
+});
+
+t.test('Connection cannot remove the framing or Host', async (t) => {
+  const { out } = scan(['Host', 'a', 'Content-Length', '5', 'Connection', 'content-length, host, transfer-encoding'], false);
+  t.same(out, { host: 'a', 'content-length': '5' });
+});
+
+t.test('untrusted peer: forwarding and client-IP headers dropped unread', async (t) => {
+  const { out, got } = scan(['X-Forwarded-For', '1.1.1.1', 'X-Real-IP', '1.1.1.1', 'Forwarded', 'for=1.1.1.1',
+    'X-Forwarded-Proto', 'https', 'X-Forwarded-Host', 'h', 'X-Forwarded-Port', '1', 'X-Forwarded-Prefix', '/p',
+    'True-Client-IP', '1.1.1.1', 'X-Client-IP', '1.1.1.1', 'X-Cluster-Client-IP', '1.1.1.1', 'CF-Connecting-IP', '1.1.1.1'], false);
+  t.same(out, {});
+  t.equal(got.xForwardedFor, null);
+  t.equal(got.forwarded, null);
+  t.equal(got.xForwardedProto, null);
+});
+
+t.test('trusted peer: forwarding headers read (lines joined in order), others passed', async (t) => {
+  const { out, got } = scan(['X-Forwarded-For', '1.1.1.1, 2.2.2.2', 'x-forwarded-for', '3.3.3.3', 'Forwarded', 'for=1.1.1.1',
+    'FORWARDED', 'for=2.2.2.2', 'X-Forwarded-Proto', 'https', 'X-Forwarded-Proto', 'http', 'X-Real-IP', '9.9.9.9',
+    'X-Forwarded-Prefix', '/p', 'True-Client-IP', '1.1.1.1'], true);
+  t.equal(got.xForwardedFor, '1.1.1.1, 2.2.2.2, 3.3.3.3');
+  t.equal(got.forwarded, 'for=1.1.1.1, for=2.2.2.2');
+  t.equal(got.xForwardedProto, 'https', 'first line wins');
+  t.same(out, { 'x-forwarded-prefix': '/p', 'true-client-ip': '1.1.1.1' }, 'X-Real-IP is always ours; the rest passes');
+});
+
+t.test('duplicates: joined, cookie with "; ", single-valued keep the first', async (t) => {
+  const { out, got } = scan(['Host', 'a', 'Host', 'b', 'Cookie', 'x=1', 'Cookie', 'y=2', 'X-Multi', '1', 'X-Multi', '2',
+    'User-Agent', 'u1', 'User-Agent', 'u2'], false);
+  t.same(out, { host: 'a', cookie: 'x=1; y=2', 'x-multi': '1, 2', 'user-agent': 'u1' });
+  t.equal(got.host, 'a');
+});
+
+t.test('body detection decides whether a request may be retried on another target', async (t) => {
+  t.equal(scan(['Host', 'a'], false).got.hasBody, false);
+  t.equal(scan(['Content-Length', '0'], false).got.hasBody, false);
+  t.equal(scan(['Content-Length', '3'], false).got.hasBody, true);
+  t.equal(scan(['Transfer-Encoding', 'chunked'], false).got.hasBody, true);
+});
+
+t.test('response: hop-by-hop dropped, duplicates and case kept, Connection-named headers dropped', async (t) => {
+  t.same(responseHeaders(['Content-Type', 'text/plain', 'Connection', 'close, X-Internal', 'X-Internal', 's', 'Keep-Alive', 'timeout=5',
+    'Transfer-Encoding', 'chunked', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2', 'Upgrade', 'h2c', 'Proxy-Connection', 'x', 'Trailer', 'X',
+    'te', 'x', 'Content-Length', '4']),
+  ['Content-Type', 'text/plain', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2', 'Content-Length', '4']);
+  t.same(responseHeaders(['Connection', 'content-length', 'Content-Length', '4']), ['Content-Length', '4'], 'framing never dropped');
+});
