@@ -110,8 +110,10 @@ export class Lab {
     return run('ip', ['netns', 'exec', this.ns(role), cmd, ...args], input);
   }
 
+  /** Set a per-namespace sysctl through /proc/sys (no procps needed). */
   sysctl(role: string, key: string, value: string): void {
-    this.exec(role, 'sysctl', ['-q', '-w', `${key}=${value}`]);
+    const file = `/proc/sys/${key.replace(/\./g, '/')}`;
+    this.exec(role, 'sh', ['-c', 'echo "$1" > "$2"', 'sh', value, file]);
   }
 
   /** A veth pair from `a`'s namespace to `b`'s, created in place, both ends up. */
