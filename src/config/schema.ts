@@ -19,7 +19,13 @@ export interface ListenerConfig {
   proxyProtocol: InboundProxyConfig;
   /** Upstream targets `host:port`; several are used round robin, the next one on connect failure. */
   upstreams: string[];
-  /** PROXY header written to the upstream before any payload: `none` | `v1` | `v2`. Default `none`. */
+  /**
+   * PROXY header written to the upstream before any payload: `none` | `v1` | `v2`. Default `none`.
+   * HTTP listeners (for backends listening with `proxy_protocol`): each client connection then gets
+   * its own upstream connection (kept alive for that client's requests, never pooled: a pooled
+   * connection would attribute every later request to the first client). The header carries the
+   * connection's client (the peer, or the PROXY source from a balancer), not X-Forwarded-For.
+   */
   outboundProxyProtocol: 'none' | 'v1' | 'v2';
   timeouts: TimeoutsConfig;
   /** HTTP listener options (mode `http` only). */
