@@ -2,16 +2,18 @@
  * Wiring: builds each stage with its dependencies and starts the listeners. No logic of its own.
  */
 import type { Logger } from 'pino';
+import { AccessLog } from './access-log/access-log';
 import type { Config } from './config/schema';
 import { startEcho, type EchoServers } from './echo/echo-server';
 import { TcpForwarder } from './forward/tcp/tcp-forwarder';
 import { HttpForwarder } from './forward/http/http-forwarder';
 import { Listener, type ConnectionHandler } from './listener/listener';
 import { ListenerStats } from './metrics/listener-stats';
+import { Metrics } from './metrics/metrics';
 import { LiveLists } from './store/live-lists';
 import type { AllowlistService } from './store/allowlist-service';
 import { startAllowlistService } from './store/start-service';
-import { startAdmin } from './admin/start-admin';
+import { startAdmin, VERSION } from './admin/start-admin';
 import type { AdminServer } from './admin/admin-server';
 import { SelfChecks } from './selfcheck/self-checks';
 
@@ -25,6 +27,8 @@ export interface App {
   readonly admin: AdminServer | null;
   /** Source NAT suspicion and PROXY trust counts per listener (/readyz, metrics, log). */
   readonly selfChecks: SelfChecks;
+  /** Every metric of this process (served at the admin API's /metrics). */
+  readonly metrics: Metrics;
   /** Stop accepting, wait up to `drainTimeoutMs` for open connections, then close the rest. */
   shutdown(drainTimeoutMs?: number): Promise<void>;
 }
@@ -41,13 +45,19 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
   const echo: EchoServers | null = config.echo ? await startEcho(config.echo) : null;
 
   const selfChecks = new SelfChecks(config.clusterNetworks, logger);
+  const metrics = new Metrics({ version: VERSION });
+  metrics.setAllowlists(lists, service.store);
+  metrics.setSelfChecks(selfChecks);
+  const access = config.logging.access ? new AccessLog(logger, config.logging) : null;
   const listeners: Listener[] = [];
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
+    metrics.addListener(stats, lc.mode);
+    const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist)) ?? null;
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
-    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist));
-    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats) }));
+    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
+    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats), accessLog }));
   }
 
   if (config.revokeLive) {
@@ -68,9 +78,11 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
         allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode }, 'listening');
     }
     selfChecks.start();
-    admin = await startAdmin(config, service, listeners, logger, selfChecks);
+    access?.start();
+    admin = await startAdmin(config, service, listeners, logger, selfChecks, metrics);
   } catch (err) {
     selfChecks.stop();
+    access?.stop();
     await service.close();
     for (const l of listeners) l.stopAccepting();
     await echo?.close();
@@ -89,6 +101,7 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
       const left = open();
       if (left > 0) logger.warn({ connections: left }, 'drain timeout: closing remaining connections');
       for (const l of listeners) l.destroyAll('drain');
+      access?.stop();
       lists.close();
       await service.close();
       await echo?.close();
@@ -96,5 +109,5 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
     return shuttingDown;
   };
 
-  return { config, lists, listeners, service, admin, selfChecks, shutdown };
+  return { config, lists, listeners, service, admin, selfChecks, metrics, shutdown };
 }

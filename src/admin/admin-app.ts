@@ -19,6 +19,7 @@ import { auditRoutes } from './routes/audit';
 import { connectionsRoutes } from './routes/connections';
 import { explainRoutes } from './routes/explain';
 import { healthRoutes, type Readiness } from './routes/health';
+import { metricsRoutes, type MetricsEndpoint } from './routes/metrics';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -39,6 +40,8 @@ export interface AdminDeps {
   bodyLimit: number;
   readiness: () => Readiness;
   version: string;
+  /** `/metrics` and the admin request counter (null: no /metrics). */
+  metrics?: MetricsEndpoint | null;
   /** The data listeners, for `/v1/explain` and `/v1/connections` (none: those routes see no listener). */
   listeners?: readonly Listener[];
 }
@@ -94,6 +97,7 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
       security: [{ bearer: [] }],
     },
   });
+  if (deps.metrics) await app.register(metricsRoutes, { metrics: deps.metrics });
   await app.register(healthRoutes, { readiness: deps.readiness });
   await app.register(allowlistRoutes, { service: deps.service, prefix: '/v1' });
   await app.register(auditRoutes, { service: deps.service, prefix: '/v1' });

@@ -12,6 +12,7 @@ import { buildAdminApp } from './admin-app';
 import { startAdminServer, type AdminServer } from './admin-server';
 import { loadTokens } from './auth';
 import type { Readiness } from './routes/health';
+import type { MetricsEndpoint } from './routes/metrics';
 
 /** package.json's version: two levels up from src/admin, three from dist/src/admin. */
 function packageVersion(): string {
@@ -25,7 +26,7 @@ function packageVersion(): string {
   }
   return '0.0.0';
 }
-const VERSION = packageVersion();
+export const VERSION = packageVersion();
 
 export function readiness(service: AllowlistService, listeners: readonly Listener[], selfChecks: SelfChecks | null = null): Readiness {
   const unbound = listeners.filter((l) => l.address === null).map((l) => l.name);
@@ -53,12 +54,12 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
 }
 
 export async function startAdmin(config: Config, service: AllowlistService, listeners: readonly Listener[], logger: Logger,
-  selfChecks: SelfChecks | null = null): Promise<AdminServer | null> {
+  selfChecks: SelfChecks | null = null, metrics: MetricsEndpoint | null = null): Promise<AdminServer | null> {
   if (config.admin.listen === null) return null;
   const tokens = loadTokens(config.admin);
   const app = await buildAdminApp({
     service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, listeners,
-    readiness: () => readiness(service, listeners, selfChecks),
+    readiness: () => readiness(service, listeners, selfChecks), metrics,
   });
   const server = await startAdminServer(app, config.admin.listen);
   const names = tokens.entries.map((e) => e.name);

@@ -125,6 +125,14 @@ export interface LoggingConfig {
   format: 'json' | 'pretty';
   /** Write an access log line per TCP connection / HTTP request. Default true. */
   access: boolean;
+  /**
+   * Denials are logged one by one at debug; at info they are summarised every this many ms
+   * ("N denials from M addresses in the last 10 s"; src/access-log/denial-summary.ts). 0 = no
+   * summary. Default 10000.
+   */
+  denialSummaryIntervalMs: number;
+  /** Distinct addresses a summary interval remembers (memory bound under a scan). Default 4096. */
+  denialSummaryMaxAddresses: number;
 }
 
 export interface EchoConfig {
@@ -184,6 +192,8 @@ export const configSchema = {
         level: { enum: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], default: 'info' },
         format: { enum: ['json', 'pretty'], default: 'json' },
         access: { type: 'boolean', default: true },
+        denialSummaryIntervalMs: { type: 'integer', minimum: 0, maximum: 86_400_000, default: 10_000 },
+        denialSummaryMaxAddresses: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 4096 },
       },
     },
     admin: {

@@ -8,6 +8,7 @@
  */
 import net from 'node:net';
 import type { Logger } from 'pino';
+import type { ListenerAccessLog } from '../access-log/access-log';
 import { Matcher } from '../allowlist/matcher';
 import type { ListenerConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
@@ -41,6 +42,8 @@ export interface ListenerDeps {
   stats?: ListenerStats;
   /** Self-check fed with every accepted peer (source NAT suspicion). */
   selfCheck?: PeerObserver | null;
+  /** The access log: a line per closed connection (null: logging.access off). */
+  accessLog?: ListenerAccessLog | null;
 }
 
 /** Sees the peer address of every accepted connection (src/selfcheck). */
@@ -265,5 +268,6 @@ export class Listener {
     ListenerStats.bump(this.stats.closed, result);
     this.stats.bytesFromClient += conn.socket.bytesRead;
     this.stats.bytesToClient += conn.socket.bytesWritten;
+    this.deps.accessLog?.connection(conn);
   }
 }

@@ -1,3 +1,5 @@
+import { CONNECT_BUCKETS, FixedHistogram, HTTP_DURATION_BUCKETS } from './fixed-histogram';
+
 /**
  * Per-listener counters kept as plain numbers on the hot path. prom-client's labelled inc() costs
  * 100-340 ns; a property increment costs ~1 ns. The metrics module publishes these from a
@@ -24,6 +26,10 @@ export class ListenerStats {
   readonly httpResponses = new Map<string, number>();
   /** HTTP listeners: requests rejected by the parser: `bad_request`, `header_timeout`, `header_too_large`. */
   readonly httpClientErrors = new Map<string, number>();
+  /** HTTP listeners: request duration, seconds (ipgate_http_request_duration_seconds). */
+  readonly httpDuration = new FixedHistogram(HTTP_DURATION_BUCKETS);
+  /** Upstream connect time of new upstream connections, seconds (ipgate_upstream_connect_seconds). */
+  readonly upstreamConnect = new FixedHistogram(CONNECT_BUCKETS);
 
   constructor(readonly listener: string) {}
 

@@ -24,6 +24,7 @@
 import http, { type Agent, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Logger } from 'pino';
+import type { ListenerAccessLog } from '../../access-log/access-log';
 import { Matcher } from '../../allowlist/matcher';
 import type { ListenerConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
@@ -31,6 +32,7 @@ import { forwardedElement } from '../../identity/forwarded-header';
 import type { Connection } from '../../listener/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { ListenerStats } from '../../metrics/listener-stats';
+import { timeConnects } from '../../metrics/time-connects';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { LiveList } from '../../store/live-lists';
 import { parseUpstreams, UpstreamPool } from '../tcp/tcp-forwarder';
@@ -73,6 +75,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     logger: Logger,
     private readonly stats: ListenerStats,
     private readonly list: LiveList,
+    /** The access log: a line per request (null: logging.access off). */
+    private readonly access: ListenerAccessLog | null = null,
   ) {
     const h = config.http;
     this.log = logger.child({ listener: config.name });
@@ -91,6 +95,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
       keepAlive: true, maxSockets: h.upstreamMaxSockets, maxFreeSockets: h.upstreamMaxSockets,
       timeout: h.upstreamIdleTimeoutMs, scheduling: 'lifo',
     });
+    timeConnects(this.agent, stats.upstreamConnect);
     this.engine = new HttpProxyEngine(this.pool.targets, this.agent, this);
 
     this.server = http.createServer({
@@ -396,10 +401,13 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     if (ex.hc.revoked && open.length === 0) ex.socket.destroy();
   }
 
-  /** Count and (at debug) log one finished request: the access-log record. */
+  /** Count one finished request (status class, duration) and write its access-log line. */
   private record(ex: Exchange): void {
     ListenerStats.bump(this.stats.httpResponses, STATUS_CLASS[ex.status >= 100 && ex.status < 600 ? Math.floor(ex.status / 100) : 0]!);
-    if (this.log.isLevelEnabled('debug')) {
+    const now = Date.now();
+    this.stats.httpDuration.observe((now - ex.startedAt) / 1000);
+    if (this.access !== null) this.access.request(ex, now);
+    else if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
         conn: ex.hc.conn.id, client: ex.client, via: ex.via, peer: ex.hc.conn.clientAddress, method: ex.req.method,
         url: ex.req.url, status: ex.status, reason: ex.reason, upstream: ex.upstream?.label ?? null,
@@ -484,7 +492,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     const src = { address: conn.clientAddress, port: conn.clientPort };
     const dst = { address: conn.destAddress, port: conn.destPort };
     const header = this.config.outboundProxyProtocol === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
-    return new ProxyHeaderAgent(header, this.config.http.upstreamIdleTimeoutMs);
+    return timeConnects(new ProxyHeaderAgent(header, this.config.http.upstreamIdleTimeoutMs), this.stats.upstreamConnect);
   }
 
   private close(): void {

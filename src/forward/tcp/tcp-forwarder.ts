@@ -71,6 +71,7 @@ export class TcpForwarder implements ConnectionHandler {
     const target = targets[(index + attempt) % targets.length]!;
     const client = conn.socket;
     if (client.destroyed) return;
+    const dialedAt = performance.now();
     const upstream = net.connect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
     conn.upstreamSocket = upstream;
     conn.upstream = target.label;
@@ -81,6 +82,7 @@ export class TcpForwarder implements ConnectionHandler {
     upstream.once('connect', () => {
       connected = true;
       clearTimeout(timer);
+      this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
       if (client.destroyed) {
         upstream.destroy();
         return;

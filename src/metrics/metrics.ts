@@ -1,0 +1,258 @@
+/**
+ * Every ipgate metric, defined once (DESIGN "Observability"): prefix `ipgate_`, base units (seconds,
+ * bytes), `_total` counters, bounded labels only: listener, list, reason, result, version (PROXY
+ * version or list version), direction, code_class, route. Never a client address.
+ *
+ * The data path counts in plain numbers (ListenerStats: property increments, Map bumps, typed-array
+ * histograms); the metrics here read them at scrape time. prom-client's labelled inc() costs
+ * 100-340 ns and a histogram observe ~0.5-0.9 us, too dear per connection (bench/micro/metrics.ts).
+ *
+ * Workers (node:cluster): each process builds its own Metrics with the sources it has (a worker:
+ * listeners; the primary: store, lists, admin API) and `registry.getMetricsAsJSON()`; the primary
+ * merges them with `aggregateClusterMetrics` (cluster.ts), which is why each metric names its
+ * aggregator and whether the primary owns it.
+ */
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import type { Labels, Sample } from './published';
+import { histogramSamples, Published } from './published';
+import type { ListenerStats } from './listener-stats';
+
+/** What the metrics read from the live lists (src/store/live-lists.ts). */
+export interface ListsSource {
+  names(): string[];
+  has(name: string): boolean;
+  get(name: string): { readonly version: string; readonly appliedAt: number };
+  entries(name: string): readonly unknown[];
+  on(event: 'change', fn: (change: { list: { readonly name: string }; cause: 'update' | 'expiry' }) => void): unknown;
+}
+
+/** What the metrics read from the store (src/store/store.ts). */
+export interface StoreSource {
+  readonly kind: string;
+  lastRefusal(): { readonly reason: string; readonly at: number } | null;
+}
+
+/** What the metrics read from the self-checks (src/selfcheck/self-checks.ts). */
+export interface SelfCheckSource {
+  state(): { listeners: Record<string, { sourceNat: { suspected: boolean; public: boolean } }> };
+}
+
+export interface MetricsOptions {
+  /** Node process metrics (event-loop lag, heap, GC, CPU, fds), prefixed `ipgate_`. Default true. */
+  processMetrics?: boolean;
+  /** Labels added to the process metrics, e.g. `{ worker: '2' }` in a cluster (bounded: one per process). */
+  processLabels?: Record<string, string>;
+  /** ipgate's version, for `ipgate_build_info`. */
+  version?: string;
+}
+
+export const CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
+
+/**
+ * Metrics only the primary publishes in a cluster (it runs the store and the admin API): workers'
+ * copies, if any, are dropped by the aggregation rather than summed or duplicated.
+ */
+export const PRIMARY_OWNED: ReadonlySet<string> = new Set([
+  'ipgate_build_info',
+  'ipgate_allowlist_entries',
+  'ipgate_allowlist_version_info',
+  'ipgate_allowlist_last_reload_timestamp_seconds',
+  'ipgate_allowlist_reloads_total',
+  'ipgate_allowlist_store_refused',
+  'ipgate_allowlist_store_refusals_total',
+  'ipgate_admin_requests_total',
+]);
+
+const STATUS_CLASS = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly contentType = CONTENT_TYPE;
+  private readonly listeners: ListenerStats[] = [];
+  /** The subset of `listeners` in mode `http`. */
+  private readonly httpListeners: ListenerStats[] = [];
+  private lists: ListsSource | null = null;
+  private store: StoreSource | null = null;
+  private selfChecks: SelfCheckSource | null = null;
+  /** Admin API requests by `route \0 method \0 code_class`. */
+  private readonly adminRequests = new Map<string, number>();
+  /** Allowlist applications by `list \0 result`. */
+  private readonly reloads = new Map<string, number>();
+  private refusals = 0;
+  private lastRefusalAt = 0;
+
+  constructor(options: MetricsOptions = {}) {
+    const r = this.registry;
+    const each = (fn: (s: ListenerStats, out: Sample[]) => void) => (out: Sample[]): void => {
+      for (const s of this.listeners) fn(s, out);
+    };
+    const eachHttp = (fn: (s: ListenerStats, out: Sample[]) => void) => (out: Sample[]): void => {
+      for (const s of this.httpListeners) fn(s, out);
+    };
+    const byKey = (map: Map<string, number>, out: Sample[], listener: string, label: string): void => {
+      for (const [k, v] of map) out.push({ labels: { listener, [label]: k }, value: v });
+    };
+
+    // --- connections -----------------------------------------------------------------------------
+    new Published({ name: 'ipgate_connections_accepted_total', type: 'counter',
+      help: 'Connections accepted on a listener (before the PROXY header and the allowlist).',
+      collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.accepted })) }).register(r);
+    new Published({ name: 'ipgate_connections_active', type: 'gauge',
+      help: 'Connections open now on a listener.',
+      collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.active })) }).register(r);
+    new Published({ name: 'ipgate_connections_closed_total', type: 'counter',
+      help: 'Connections closed, by result: ok, denied, revoked, drain, pp_<code>, upstream_<code>, idle_timeout, HTTP parser errors.',
+      collect: each((s, out) => byKey(s.closed, out, s.listener, 'result')) }).register(r);
+    new Published({ name: 'ipgate_denied_total', type: 'counter',
+      help: 'Connections and HTTP requests refused, by reason: not_allowlisted, revoked, pp_<code> (PROXY header faults).',
+      collect: each((s, out) => byKey(s.denied, out, s.listener, 'reason')) }).register(r);
+    new Published({ name: 'ipgate_proxy_header_total', type: 'counter',
+      help: 'Inbound PROXY header outcomes by version (v1, v2, none, unknown) and result (ok, local, none, trusted_none, pp_<code>).',
+      collect: each((s, out) => {
+        for (const [k, v] of s.proxyHeader) {
+          const slash = k.indexOf('/');
+          out.push({ labels: { listener: s.listener, version: k.slice(0, slash), result: k.slice(slash + 1) }, value: v });
+        }
+      }) }).register(r);
+    new Published({ name: 'ipgate_bytes_total', type: 'counter',
+      help: 'Bytes of closed client connections, by direction: in = from the client, out = to the client (counted at close).',
+      collect: each((s, out) => {
+        out.push({ labels: { listener: s.listener, direction: 'in' }, value: s.bytesFromClient });
+        out.push({ labels: { listener: s.listener, direction: 'out' }, value: s.bytesToClient });
+      }) }).register(r);
+
+    // --- upstreams -------------------------------------------------------------------------------
+    new Published({ name: 'ipgate_upstream_errors_total', type: 'counter',
+      help: 'Upstream failures by reason: upstream_refused, upstream_timeout, upstream_reset, upstream_dns, upstream_error.',
+      collect: each((s, out) => byKey(s.upstreamErrors, out, s.listener, 'reason')) }).register(r);
+    new Published({ name: 'ipgate_upstream_connect_seconds', type: 'histogram',
+      help: 'Time to establish a new upstream TCP connection (pooled HTTP connections are counted when opened).',
+      collect: each((s, out) => histogramSamples(out, 'ipgate_upstream_connect_seconds', { listener: s.listener }, s.upstreamConnect)) }).register(r);
+
+    // --- HTTP ------------------------------------------------------------------------------------
+    new Published({ name: 'ipgate_http_requests_total', type: 'counter',
+      help: 'HTTP requests finished, by status class (1xx..5xx; none = the client left before a status).',
+      collect: eachHttp((s, out) => byKey(s.httpResponses, out, s.listener, 'code_class')) }).register(r);
+    new Published({ name: 'ipgate_http_upgrades_total', type: 'counter',
+      help: 'HTTP upgrade requests (WebSocket, ...) received.',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })) }).register(r);
+    new Published({ name: 'ipgate_http_client_errors_total', type: 'counter',
+      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431).',
+      collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
+    new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
+      help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution).',
+      collect: eachHttp((s, out) => histogramSamples(out, 'ipgate_http_request_duration_seconds', { listener: s.listener }, s.httpDuration)) }).register(r);
+
+    // --- self-checks -----------------------------------------------------------------------------
+    new Published({ name: 'ipgate_source_nat_suspected', type: 'gauge',
+      help: '1 when most recent peers of a public listener come from clusterNetworks (client addresses rewritten before ipgate; docs/real-ip.md).',
+      collect: (out) => {
+        if (this.selfChecks === null) return;
+        for (const [listener, st] of Object.entries(this.selfChecks.state().listeners)) {
+          out.push({ labels: { listener }, value: st.sourceNat.suspected ? 1 : 0 });
+        }
+      } }).register(r);
+
+    // --- allowlists (primary-owned) --------------------------------------------------------------
+    const listed = (fn: (lists: ListsSource, name: string, out: Sample[]) => void) => (out: Sample[]): void => {
+      const lists = this.lists;
+      if (lists === null) return;
+      for (const name of lists.names()) if (lists.has(name)) fn(lists, name, out);
+    };
+    new Published({ name: 'ipgate_allowlist_entries', type: 'gauge', aggregator: 'first',
+      help: 'Entries in the allowlist in force (expired entries included until the list is rebuilt).',
+      collect: listed((l, list, out) => out.push({ labels: { list }, value: l.entries(list).length })) }).register(r);
+    new Published({ name: 'ipgate_allowlist_version_info', type: 'gauge', aggregator: 'first',
+      help: 'The allowlist version (store ETag) this process enforces: always 1, the version is the label.',
+      collect: listed((l, list, out) => out.push({ labels: { list, version: l.get(list).version }, value: 1 })) }).register(r);
+    new Published({ name: 'ipgate_allowlist_last_reload_timestamp_seconds', type: 'gauge', aggregator: 'first',
+      help: 'When the allowlist in force was last compiled and swapped in (Unix time).',
+      collect: listed((l, list, out) => out.push({ labels: { list }, value: l.get(list).appliedAt / 1000 })) }).register(r);
+    new Published({ name: 'ipgate_allowlist_reloads_total', type: 'counter', aggregator: 'first',
+      help: 'Allowlist compilations swapped in, by result: ok (a new version: admin write, file edit, ConfigMap update), expiry (entries expired).',
+      collect: (out) => {
+        for (const [k, v] of this.reloads) {
+          const z = k.indexOf('\0');
+          out.push({ labels: { list: k.slice(0, z), result: k.slice(z + 1) }, value: v });
+        }
+      } }).register(r);
+    new Published({ name: 'ipgate_allowlist_store_refused', type: 'gauge', aggregator: 'first',
+      help: '1 while the store holds content ipgate refuses (corrupt or invalid); the last good lists stay in force.',
+      collect: (out) => {
+        if (this.store === null) return;
+        this.noticeRefusal();
+        out.push({ labels: { store: this.store.kind }, value: this.store.lastRefusal() === null ? 0 : 1 });
+      } }).register(r);
+    new Published({ name: 'ipgate_allowlist_store_refusals_total', type: 'counter', aggregator: 'first',
+      help: 'Store contents refused (a reload that kept the last good lists); noticed at each list change and scrape.',
+      collect: (out) => {
+        if (this.store === null) return;
+        this.noticeRefusal();
+        out.push({ labels: { store: this.store.kind }, value: this.refusals });
+      } }).register(r);
+
+    // --- admin API (primary-owned) ---------------------------------------------------------------
+    new Published({ name: 'ipgate_admin_requests_total', type: 'counter', aggregator: 'first',
+      help: 'Admin API requests by route (the route pattern, `unmatched` for 404s), method and status class.',
+      collect: (out) => {
+        for (const [k, v] of this.adminRequests) {
+          const [route, method, codeClass] = k.split('\0') as [string, string, string];
+          out.push({ labels: { route, method, code_class: codeClass }, value: v });
+        }
+      } }).register(r);
+
+    if (options.version !== undefined) {
+      const version = options.version;
+      new Published({ name: 'ipgate_build_info', type: 'gauge', aggregator: 'first',
+        help: 'ipgate and Node.js versions: always 1, the versions are labels.',
+        collect: (out) => out.push({ labels: { version, node: process.version }, value: 1 }) }).register(r);
+    }
+
+    if (options.processMetrics ?? true) {
+      // event-loop lag (ipgate_nodejs_eventloop_lag_*), heap, GC durations, CPU, memory, handles.
+      collectDefaultMetrics({ register: r, prefix: 'ipgate_', eventLoopMonitoringPrecision: 10, labels: options.processLabels ?? {} });
+    }
+  }
+
+  /** Publish a listener's counters (worker or single process). */
+  addListener(stats: ListenerStats, mode: 'tcp' | 'http'): void {
+    this.listeners.push(stats);
+    if (mode === 'http') this.httpListeners.push(stats);
+  }
+
+  /** Publish the allowlists in force and the store's state (primary or single process). */
+  setAllowlists(lists: ListsSource, store: StoreSource | null): void {
+    this.lists = lists;
+    this.store = store;
+    lists.on('change', ({ list, cause }) => {
+      const key = `${list.name}\0${cause === 'expiry' ? 'expiry' : 'ok'}`;
+      this.reloads.set(key, (this.reloads.get(key) ?? 0) + 1);
+      this.noticeRefusal();
+    });
+  }
+
+  setSelfChecks(selfChecks: SelfCheckSource): void {
+    this.selfChecks = selfChecks;
+  }
+
+  /** Count one admin API request (admin/routes/metrics.ts hooks every response). */
+  adminRequest(route: string, method: string, status: number): void {
+    const key = `${route}\0${method}\0${STATUS_CLASS[status >= 100 && status < 600 ? Math.floor(status / 100) : 0]}`;
+    this.adminRequests.set(key, (this.adminRequests.get(key) ?? 0) + 1);
+  }
+
+  /** The text exposition of this process alone. */
+  scrape(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  private noticeRefusal(): void {
+    const refusal = this.store?.lastRefusal() ?? null;
+    if (refusal !== null && refusal.at !== this.lastRefusalAt) {
+      this.lastRefusalAt = refusal.at;
+      this.refusals++;
+    }
+  }
+}
+
+export type { Labels };

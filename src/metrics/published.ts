@@ -1,0 +1,78 @@
+/**
+ * A metric whose values are read at scrape time from state kept elsewhere (plain numbers on the hot
+ * path, the live lists, the self-checks), registered in a prom-client Registry like its own
+ * Counter/Gauge: the registry calls `get()` for the text format and for `getMetricsAsJSON()` (the
+ * cluster path), and the `aggregator` tells the primary how to merge workers (cluster.ts).
+ *
+ * Nothing here runs per connection: `collect` runs once per scrape.
+ */
+import type { Aggregator, Metric, Registry } from 'prom-client';
+
+export type MetricKind = 'counter' | 'gauge' | 'histogram';
+export type Labels = Record<string, string | number>;
+
+/** One sample; `metricName` only for the `_bucket` / `_sum` / `_count` series of a histogram. */
+export interface Sample {
+  value: number;
+  labels: Labels;
+  metricName?: string;
+}
+
+/** The shape prom-client's getMetricsAsJSON() produces and AggregatorRegistry.aggregate() reads. */
+export interface MetricJson {
+  name: string;
+  help: string;
+  type: MetricKind | string;
+  aggregator: Aggregator;
+  values: Sample[];
+}
+
+export interface PublishedOptions {
+  name: string;
+  help: string;
+  type: MetricKind;
+  /** How the primary merges this metric across workers (default `sum`). */
+  aggregator?: Aggregator;
+  /** Push the current samples. */
+  collect: (out: Sample[]) => void;
+}
+
+export class Published {
+  readonly name: string;
+  readonly help: string;
+  readonly type: MetricKind;
+  readonly aggregator: Aggregator;
+  private readonly collectFn: (out: Sample[]) => void;
+
+  constructor(o: PublishedOptions) {
+    this.name = o.name;
+    this.help = o.help;
+    this.type = o.type;
+    this.aggregator = o.aggregator ?? 'sum';
+    this.collectFn = o.collect;
+  }
+
+  get(): Promise<MetricJson> {
+    const values: Sample[] = [];
+    this.collectFn(values);
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
+  }
+
+  /** prom-client's Registry.resetMetrics() calls this; the sources own the numbers. */
+  reset(): void {}
+
+  register(registry: Registry): this {
+    registry.registerMetric(this as unknown as Metric);
+    return this;
+  }
+}
+
+/** Samples of a FixedHistogram-like source under `labels` (cumulative buckets, +Inf, sum, count). */
+export function histogramSamples(out: Sample[], name: string, labels: Labels,
+  h: { readonly bounds: Float64Array; cumulative(): number[]; readonly sum: number; readonly count: number }): void {
+  const cum = h.cumulative();
+  for (let i = 0; i < h.bounds.length; i++) out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: h.bounds[i]! }, value: cum[i]! });
+  out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: cum[cum.length - 1]! });
+  out.push({ metricName: `${name}_sum`, labels, value: h.sum });
+  out.push({ metricName: `${name}_count`, labels, value: h.count });
+}
