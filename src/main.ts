@@ -3,8 +3,11 @@
  * Process entry: parse the command line, load the config, start, handle signals.
  * The only place that exits the process.
  */
+import cluster from 'node:cluster';
 import path from 'node:path';
 import { startApp } from './app';
+import { runPrimary, workerCount } from './cluster/primary';
+import { runWorker } from './cluster/worker';
 import { ConfigError } from './config/errors';
 import { loadConfigFile } from './config/load';
 import { startEcho } from './echo/echo-server';
@@ -37,12 +40,22 @@ function flag(args: string[], name: string): string | undefined {
 
 class UsageError extends Error {}
 
+async function flushed(logger: ReturnType<typeof createLogger>, code: number): Promise<number> {
+  logger.flush();
+  await new Promise((r) => setTimeout(r, 20));
+  return code;
+}
+
 async function run(args: string[]): Promise<number> {
   const file = flag(args, '--config') ?? process.env.IPGATE_CONFIG ?? DEMO_CONFIG;
   if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
   const config = loadConfigFile(file);
   const logger = createLogger(config.logging);
+  // workers > 1: this process is the primary (store, admin API) or one of its workers (listeners).
+  if (cluster.isWorker) return flushed(logger, await runWorker(config, logger.child({ worker: cluster.worker?.id })));
   logger.info({ version: VERSION, config: file, node: process.version }, 'starting');
+  const workers = workerCount(config.workers);
+  if (workers > 1) return flushed(logger, await runPrimary(config, logger, workers));
   let app;
   try {
     app = await startApp(config, { logger });

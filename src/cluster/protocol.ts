@@ -1,0 +1,43 @@
+/**
+ * The IPC messages between the primary and its workers (node:cluster, structured clone over the
+ * process channel). Every message has a `t` starting with `ipgate:` so anything else on the channel
+ * (Node's own cluster messages are separate, `NODE_CLUSTER` ones) is ignored.
+ *
+ *   worker  -> primary  hello                      handler installed: send me the lists
+ *   primary -> worker   lists {seq, lists[]}       the complete set (answer to hello)
+ *   primary -> worker   list {seq, name, entries|null, version}
+ *                                                  one list changed (null: removed)
+ *   worker  -> primary  applied {seq}              everything up to seq is compiled and in force
+ *                                                  (revokeLive already ran); carries the versions
+ *   worker  -> primary  ready                      listeners bound (after the first lists)
+ *   primary -> worker   metrics {id}               scrape request
+ *   worker  -> primary  metrics {id, json}         this worker's metrics as JSON (metrics/cluster.ts)
+ *   primary -> worker   drain                      stop accepting, drain, exit 0
+ *
+ * `seq` counts the primary's broadcasts; an admin write is acknowledged once every live worker has
+ * acked a seq at or past the broadcast that carried it (see WorkerPool.settled).
+ */
+import type { AllowEntry } from '../allowlist/entry';
+import type { MetricJson } from '../metrics/published';
+
+export interface ListState {
+  name: string;
+  entries: readonly AllowEntry[];
+  version: string;
+}
+
+export type ToWorker =
+  | { t: 'ipgate:lists'; seq: number; lists: ListState[] }
+  | { t: 'ipgate:list'; seq: number; name: string; entries: readonly AllowEntry[] | null; version: string }
+  | { t: 'ipgate:metrics'; id: number }
+  | { t: 'ipgate:drain' };
+
+export type ToPrimary =
+  | { t: 'ipgate:hello' }
+  | { t: 'ipgate:applied'; seq: number; versions: Record<string, string> }
+  | { t: 'ipgate:ready' }
+  | { t: 'ipgate:metrics'; id: number; json: MetricJson[] };
+
+export function isIpgateMessage<T extends { t: string }>(m: unknown): m is T {
+  return typeof m === 'object' && m !== null && typeof (m as { t?: unknown }).t === 'string' && (m as { t: string }).t.startsWith('ipgate:');
+}

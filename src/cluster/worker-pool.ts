@@ -1,0 +1,224 @@
+/**
+ * The primary's view of its workers: forks them, replaces a crashed one (with backoff), sends every
+ * allowlist change to all of them and knows which change each has applied, gathers their metrics,
+ * and drains them.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from 'pino';
+import { backoffDelay, type BackoffPolicy } from '../kube/backoff';
+import type { MetricJson } from '../metrics/published';
+import type { LiveLists } from '../store/live-lists';
+import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
+
+/** Replacement delay after a crash: 100 ms doubling to 10 s; reset once a worker lived a minute. */
+export const RESPAWN_BACKOFF: BackoffPolicy = { initialMs: 100, maxMs: 10_000 };
+const STABLE_MS = 60_000;
+/** A worker that has not applied a change within this time is killed and replaced (it gets the lists at start). */
+export const APPLY_TIMEOUT_MS = 5_000;
+/** A scrape waits this long for each worker's metrics; a silent worker is left out. */
+const SCRAPE_TIMEOUT_MS = 2_000;
+
+interface Slot {
+  worker: Worker;
+  /** Highest broadcast seq this worker has applied (-1: none yet). */
+  applied: number;
+  versions: Record<string, string>;
+  ready: boolean;
+  startedAt: number;
+}
+
+export class WorkerPool {
+  private readonly slots = new Map<number, Slot>();
+  private seq = 0;
+  private waiters: Array<() => void> = [];
+  private scrapeId = 0;
+  private readonly scrapes = new Map<number, (json: MetricJson[]) => void>();
+  private crashes = 0;
+  private stopping = false;
+  private readonly exitWaiters: Array<() => void> = [];
+  private readyWaiter: { n: number; resolve: () => void; reject: (e: Error) => void } | null = null;
+
+  constructor(
+    private readonly lists: LiveLists,
+    private readonly logger: Logger,
+  ) {
+    // Every applied change of the primary's lists goes to every worker. Expiry is not sent: each
+    // worker holds the entries and rebuilds at expiresAt itself (LiveLists' own timer).
+    lists.on('change', ({ list, cause }) => {
+      if (cause !== 'update') return;
+      const seq = ++this.seq;
+      const entries = lists.has(list.name) ? lists.entries(list.name) : null;
+      this.broadcast({ t: 'ipgate:list', seq, name: list.name, entries, version: list.version });
+    });
+  }
+
+  get size(): number {
+    return this.slots.size;
+  }
+
+  get readyCount(): number {
+    let n = 0;
+    for (const s of this.slots.values()) if (s.ready) n++;
+    return n;
+  }
+
+  /** Per worker: pid, ready, and the list versions it has applied (readiness, tests). */
+  state(): Array<{ id: number; pid: number | undefined; ready: boolean; applied: number; versions: Record<string, string> }> {
+    return [...this.slots.values()].map((s) => ({ id: s.worker.id, pid: s.worker.process.pid, ready: s.ready, applied: s.applied, versions: s.versions }));
+  }
+
+  /** Fork `n` workers and wait until every one has bound its listeners; a worker dying first fails the start. */
+  start(n: number): Promise<void> {
+    cluster.on('exit', (worker, code, signal) => this.onExit(worker, code, signal));
+    const ready = new Promise<void>((resolve, reject) => (this.readyWaiter = { n, resolve, reject }));
+    for (let i = 0; i < n; i++) this.fork();
+    return ready;
+  }
+
+  /** Resolves once every live worker has applied every change broadcast so far (or died). */
+  settled(): Promise<void> {
+    const target = this.seq;
+    if (this.allApplied(target)) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        for (const s of this.slots.values()) {
+          if (s.applied >= target) continue;
+          this.logger.error({ worker: s.worker.id, pid: s.worker.process.pid, seq: target, applied: s.applied },
+            `worker did not apply an allowlist change within ${APPLY_TIMEOUT_MS} ms: replacing it`);
+          s.worker.process.kill('SIGKILL');
+        }
+      }, APPLY_TIMEOUT_MS);
+      const check = (): void => {
+        if (!this.allApplied(target)) {
+          this.waiters.push(check);
+          return;
+        }
+        clearTimeout(timer);
+        resolve();
+      };
+      this.waiters.push(check);
+    });
+  }
+
+  /** Every worker's metrics as JSON (the ones that answered within the timeout). */
+  async scrape(): Promise<MetricJson[][]> {
+    const asks = [...this.slots.values()].filter((s) => s.ready).map((s) => new Promise<MetricJson[] | null>((resolve) => {
+      const id = ++this.scrapeId;
+      const timer = setTimeout(() => {
+        this.scrapes.delete(id);
+        resolve(null);
+      }, SCRAPE_TIMEOUT_MS);
+      this.scrapes.set(id, (json) => {
+        clearTimeout(timer);
+        this.scrapes.delete(id);
+        resolve(json);
+      });
+      this.send(s.worker, { t: 'ipgate:metrics', id });
+    }));
+    return (await Promise.all(asks)).filter((j): j is MetricJson[] => j !== null);
+  }
+
+  /** Ask every worker to drain; resolves when all have exited, SIGKILLing the rest after `timeoutMs`. */
+  async drain(timeoutMs: number): Promise<void> {
+    this.stopping = true;
+    if (this.slots.size === 0) return;
+    for (const s of this.slots.values()) this.send(s.worker, { t: 'ipgate:drain' });
+    const all = new Promise<void>((resolve) => this.exitWaiters.push(resolve));
+    const timer = setTimeout(() => {
+      for (const s of this.slots.values()) {
+        this.logger.warn({ worker: s.worker.id }, 'worker did not finish draining: killing it');
+        s.worker.process.kill('SIGKILL');
+      }
+    }, timeoutMs);
+    await all;
+    clearTimeout(timer);
+  }
+
+  /** Stop at once (second signal): SIGKILL every worker. */
+  kill(): void {
+    this.stopping = true;
+    for (const s of this.slots.values()) s.worker.process.kill('SIGKILL');
+  }
+
+  private fork(): void {
+    const worker = cluster.fork();
+    const slot: Slot = { worker, applied: -1, versions: {}, ready: false, startedAt: Date.now() };
+    this.slots.set(worker.id, slot);
+    worker.on('message', (m: unknown) => this.onMessage(slot, m));
+    // A worker's IPC channel can fail while it dies (EPIPE): the exit event handles it.
+    worker.on('error', (err) => this.logger.debug({ worker: worker.id, err: err.message }, 'worker channel error'));
+  }
+
+  private onMessage(slot: Slot, m: unknown): void {
+    if (!isIpgateMessage<ToPrimary>(m)) return;
+    switch (m.t) {
+      case 'ipgate:hello':
+        this.send(slot.worker, { t: 'ipgate:lists', seq: this.seq, lists: this.snapshot() });
+        break;
+      case 'ipgate:applied':
+        slot.applied = Math.max(slot.applied, m.seq);
+        slot.versions = m.versions;
+        this.wake();
+        break;
+      case 'ipgate:ready':
+        slot.ready = true;
+        this.logger.debug({ worker: slot.worker.id, pid: slot.worker.process.pid }, 'worker ready');
+        if (this.readyWaiter !== null && this.readyCount >= this.readyWaiter.n) {
+          this.readyWaiter.resolve();
+          this.readyWaiter = null;
+        }
+        break;
+      case 'ipgate:metrics':
+        this.scrapes.get(m.id)?.(m.json);
+        break;
+    }
+  }
+
+  private onExit(worker: Worker, code: number | null, signal: string | null): void {
+    const slot = this.slots.get(worker.id);
+    if (!slot) return;
+    this.slots.delete(worker.id);
+    this.wake();
+    if (this.stopping) {
+      if (this.slots.size === 0) for (const w of this.exitWaiters.splice(0)) w();
+      return;
+    }
+    if (this.readyWaiter !== null) {
+      // Dying before the first ready is a start failure (bind error, bad config): no crash loop.
+      const waiter = this.readyWaiter;
+      this.readyWaiter = null;
+      this.kill();
+      waiter.reject(new Error(`worker ${worker.id} exited during start (code ${code}, signal ${signal})`));
+      return;
+    }
+    if (Date.now() - slot.startedAt > STABLE_MS) this.crashes = 0;
+    const delay = backoffDelay(RESPAWN_BACKOFF, this.crashes++);
+    this.logger.error({ worker: worker.id, pid: worker.process.pid, code, signal, respawnInMs: delay }, 'worker exited: replacing it');
+    setTimeout(() => {
+      if (!this.stopping) this.fork();
+    }, delay).unref();
+  }
+
+  private snapshot(): ListState[] {
+    return this.lists.names().filter((n) => this.lists.has(n))
+      .map((name) => ({ name, entries: this.lists.entries(name), version: this.lists.get(name).version }));
+  }
+
+  private allApplied(seq: number): boolean {
+    for (const s of this.slots.values()) if (s.applied >= 0 && s.applied < seq) return false;
+    // A worker that has not had its first lists yet (applied -1) gets the current snapshot on hello.
+    return true;
+  }
+
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  private broadcast(m: ToWorker): void {
+    for (const s of this.slots.values()) this.send(s.worker, m);
+  }
+
+  private send(worker: Worker, m: ToWorker): void {
+    if (worker.isConnected()) worker.send(m);
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * A worker process (node:cluster): the data path only. It binds the listeners (the primary shares
+ * the sockets), enforces the lists the primary sends, answers metrics scrapes and drains on request.
+ * No store, no admin API: the primary owns both, so a write is stored once and reaches every worker
+ * over IPC before it is acknowledged (protocol.ts).
+ */
+import type { Logger } from 'pino';
+import { startApp, type App } from '../app';
+import type { Config } from '../config/schema';
+import { workerMetricsJson } from '../metrics/cluster';
+import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
+
+function send(m: ToPrimary): void {
+  process.send?.(m);
+}
+
+/** Run one worker until it is drained; resolves with the exit code. */
+export function runWorker(config: Config, logger: Logger): Promise<number> {
+  let app: App | null = null;
+  let seq = 0;
+  /** Changes that arrived while the app was starting: applied right after, before `ready`. */
+  const pending: Array<Extract<ToWorker, { t: 'ipgate:list' }>> = [];
+  let resolveExit: (code: number) => void = () => undefined;
+  const exited = new Promise<number>((r) => (resolveExit = r));
+  let stopping = false;
+
+  const versions = (): Record<string, string> => {
+    const out: Record<string, string> = {};
+    if (app) for (const name of app.lists.names()) if (app.lists.has(name)) out[name] = app.lists.get(name).version;
+    return out;
+  };
+
+  const applyList = (m: Extract<ToWorker, { t: 'ipgate:list' }>): void => {
+    if (m.entries === null) app!.lists.remove(m.name);
+    else app!.lists.apply(m.name, m.entries, m.version);
+    seq = Math.max(seq, m.seq);
+  };
+
+  const start = async (first: ListState[], firstSeq: number): Promise<void> => {
+    // The worker's own store is a memory store seeded with the primary's lists, so the listeners
+    // enforce them from their first connection; the primary's versions are then set on top.
+    const allowlists: Config['allowlists'] = {};
+    for (const l of first) allowlists[l.name] = l.entries.map((e) => ({ ...e }));
+    const own: Config = { ...config, allowlists, store: { ...config.store, type: 'memory' }, admin: { ...config.admin, listen: null }, echo: null };
+    try {
+      app = await startApp(own, { logger });
+    } catch (err) {
+      logger.fatal({ err }, (err as Error).message);
+      resolveExit(1);
+      return;
+    }
+    for (const l of first) app.lists.apply(l.name, l.entries, l.version);
+    seq = firstSeq;
+    for (const m of pending.splice(0)) applyList(m);
+    send({ t: 'ipgate:applied', seq, versions: versions() });
+    send({ t: 'ipgate:ready' });
+    if (stopping) void drain();
+  };
+
+  const drain = async (): Promise<void> => {
+    stopping = true;
+    if (app === null) return; // start() drains once it is up (or has failed)
+    await app.shutdown();
+    resolveExit(0);
+  };
+
+  process.on('message', (m: unknown) => {
+    if (!isIpgateMessage<ToWorker>(m)) return;
+    switch (m.t) {
+      case 'ipgate:lists':
+        if (app === null) void start(m.lists, m.seq);
+        break;
+      case 'ipgate:list':
+        if (app === null) {
+          pending.push(m);
+          break;
+        }
+        applyList(m);
+        send({ t: 'ipgate:applied', seq, versions: versions() });
+        break;
+      case 'ipgate:metrics':
+        if (app === null) break;
+        void workerMetricsJson(app.metrics).then((json) => send({ t: 'ipgate:metrics', id: m.id, json }));
+        break;
+      case 'ipgate:drain':
+        void drain();
+        break;
+    }
+  });
+  // The primary is gone (killed): nobody will send lists or drain; stop at once.
+  process.on('disconnect', () => {
+    if (app === null) resolveExit(1);
+    else void app.shutdown(0).then(() => resolveExit(0));
+  });
+  // A signal to the whole process group (Ctrl-C) reaches the workers too: drain, as the primary asks.
+  process.on('SIGTERM', () => void drain());
+  process.on('SIGINT', () => void drain());
+  send({ t: 'ipgate:hello' });
+  return exited;
+}
