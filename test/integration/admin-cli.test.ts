@@ -6,11 +6,20 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { allowlistMain } from '../../src/cli/allowlist';
 import { startAdminGate, TOKEN } from '../helpers/admin-api';
 import { MAIN } from '../helpers/ipgate';
 import { freePort } from '../helpers/net';
 
 interface Run { code: number | null; out: string; err: string }
+
+/** The same command in this process (the binary's startup costs seconds on a busy machine). */
+async function inProcess(args: string[], env: NodeJS.ProcessEnv = { IPGATE_ADMIN_TOKEN: TOKEN }): Promise<Run> {
+  let out = '';
+  let err = '';
+  const code = await allowlistMain(args, { out: (x) => (out += x), err: (x) => (err += x), env, now: Date.now });
+  return { code, out, err };
+}
 
 function cli(args: string[], env: NodeJS.ProcessEnv = { IPGATE_ADMIN_TOKEN: TOKEN }): Promise<Run> {
   const base = { ...process.env };
@@ -48,7 +57,7 @@ t.test('ls, get, add, rm, check against a running instance', async (t) => {
   t.equal(get.code, 0);
   t.match(get.out, /^# main version 2-[0-9a-f]+, 2 entries\nCIDR +EXPIRES +COMMENT\n10\.0\.0\.0\/8 +- +office\n192\.0\.2\.0\/24 +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +partner\n$/);
 
-  const json = await cli(['get', 'main', '--json', ...admin]);
+  const json = await inProcess(['get', 'main', '--json', ...admin]);
   t.equal(JSON.parse(json.out).entries.length, 2, '--json prints the API answer');
 
   const yes = await cli(['check', 'main', '192.0.2.9', ...admin]);
@@ -65,7 +74,7 @@ t.test('ls, get, add, rm, check against a running instance', async (t) => {
   t.same(g.app.service.get('main').entries, [{ cidr: '10.0.0.0/8', comment: 'office' }]);
 });
 
-t.test('clear errors and exit codes', async (t) => {
+t.test('clear errors and exit codes (the binary for one, the same function in process for the rest)', async (t) => {
   const g = await startAdminGate(t, {
     allowlists: { main: ['10.0.0.0/8'] },
     listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
@@ -84,8 +93,11 @@ t.test('clear errors and exit codes', async (t) => {
     ['unknown option', ['ls', '--verbose', ...admin], undefined, 2, /unknown option --verbose/],
     ['bad --expires', ['add', 'main', '192.0.2.0/24', '--expires', 'tomorrow', ...admin], undefined, 3, /field entries\[0\]\.expiresAt/],
   ];
+  const viaBinary = await cli(rows[0]![1]);
+  t.equal(viaBinary.code, 3, 'the binary exits 3 when the API refuses');
+  t.match(viaBinary.err, rows[0]![4]);
   for (const [what, args, env, code, message] of rows) {
-    const r = await cli(args, env);
+    const r = await inProcess(args, env);
     t.equal(r.code, code, `${what}: exit ${code}`);
     t.match(r.err, message, `${what}: ${r.err.split('\n')[0]}`);
   }
@@ -93,7 +105,7 @@ t.test('clear errors and exit codes', async (t) => {
   const down = await cli(['ls', '--admin', `http://127.0.0.1:${await freePort()}`]);
   t.equal(down.code, 4, 'admin API unreachable: exit 4');
   t.match(down.err, /cannot reach the admin API at http:\/\/127\.0\.0\.1:\d+\/: ECONNREFUSED/);
-  const help = await cli(['--help']);
+  const help = await inProcess(['--help']);
   t.equal(help.code, 0);
   t.match(help.out, /Usage: ipgate allowlist COMMAND/);
 });
