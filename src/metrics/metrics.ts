@@ -211,6 +211,12 @@ export class Metrics {
     if (options.processMetrics ?? true) {
       // event-loop lag (ipgate_nodejs_eventloop_lag_*), heap, GC durations, CPU, memory, handles.
       collectDefaultMetrics({ register: r, prefix: 'ipgate_', eventLoopMonitoringPrecision: 10, labels: options.processLabels ?? {} });
+      // prom-client names three gauges `*_total`, which promtool rejects ("non-counter metrics
+      // should not have _total suffix"). Each is the sum of the per-type gauge of the same name
+      // without the suffix (`sum(ipgate_nodejs_active_handles)`), so it is dropped.
+      for (const name of ['ipgate_nodejs_active_handles_total', 'ipgate_nodejs_active_requests_total', 'ipgate_nodejs_active_resources_total']) {
+        r.removeSingleMetric(name);
+      }
     }
   }
 
