@@ -420,3 +420,26 @@ t.test('shutdown drains: idle keep-alive connections closed, pool released', asy
   await closed(c, 1000);
   t.pass('idle client connection closed by the drain');
 });
+
+t.test('no Nagle on handed-over client sockets: a response written in two parts is not held for a delayed ACK', async (t) => {
+  const b = await backend(t, (_req, res) => {
+    // Chunked, in two writes a moment apart: ipgate relays them as two sends on the client socket.
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.write('bo');
+    setTimeout(() => res.end('dy'), 2);
+  });
+  const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.teardown(() => agent.destroy());
+  await request({ port: g.port(), agent });
+  const times: number[] = [];
+  for (let i = 0; i < 15; i++) {
+    const start = process.hrtime.bigint();
+    await request({ port: g.port(), agent });
+    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  const median = times[7]!;
+  // With Nagle the body waits for the client's delayed ACK of the head: ~40 ms per request on Linux.
+  t.ok(median < 25, `median ${median.toFixed(1)} ms per keep-alive request`);
+});
