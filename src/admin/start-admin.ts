@@ -50,7 +50,8 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
   ];
   // Self-checks (source NAT suspected, PROXY trust) warn but never make ipgate unready.
   if (selfChecks !== null) checks.push(...selfChecks.readinessChecks());
-  return { ready: unbound.length === 0 && service.loaded, checks, lists };
+  const store = { kind: service.store.kind, location: service.store.location, ...(service.store.status?.() ?? {}) };
+  return { ready: unbound.length === 0 && service.loaded, checks, lists, store };
 }
 
 export async function startAdmin(config: Config, service: AllowlistService, listeners: readonly Listener[], logger: Logger,

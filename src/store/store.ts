@@ -75,6 +75,12 @@ export interface AllowlistStore {
   /** The last refusal of external content, or null when the store's content is in force. */
   lastRefusal(): StoreRefusal | null;
 
+  /**
+   * Backend detail for `/readyz` and metrics (the Kubernetes store: resourceVersion in force, last
+   * sync, watch connected, last error). Optional: the file and memory stores have nothing to add.
+   */
+  status?(): object;
+
   /** Stop watching; wait for a write in flight. */
   close(): Promise<void>;
 }

@@ -153,6 +153,10 @@ t.test('a dropped watch, 410 Gone and an invalid document: both replicas keep th
   t.ok(a.allows('198.51.100.1') && b.allows('198.51.100.1'), 'the last good list stays in force');
   const ready = await a.api('GET', '/readyz');
   t.match(ready.json.checks, [{ name: 'listeners' }, { name: 'store', status: 'warn', message: /refused/ }], '/readyz says so');
+  // Each replica reports the ConfigMap version it has applied: the refused one is not it.
+  const refusedRv = fake.get(NS, CM)!.metadata!.resourceVersion;
+  t.match(ready.json.store, { kind: 'kubernetes', watchConnected: true, resourceVersion: /^\d+$/ }, '/readyz store detail');
+  t.not(ready.json.store.resourceVersion, refusedRv, 'the applied resourceVersion is the last good one, not the refused one');
 
   const g = await a.api('GET', '/v1/allowlists/main');
   const fix = await a.api('PUT', '/v1/allowlists/main', { entries: [{ cidr: `${ALLOWED}/32` }] }, g.headers.etag);

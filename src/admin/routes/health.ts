@@ -14,6 +14,8 @@ export interface Readiness {
   checks: ReadinessCheck[];
   /** Per list: the version in the store and the one this process enforces. */
   lists: Record<string, { version: string; appliedVersion: string | null; entries: number; appliedAt: string | null }>;
+  /** The store backend and, where it has one, its status (e.g. the ConfigMap resourceVersion applied). */
+  store?: object;
 }
 
 export const healthRoutes: FastifyPluginAsync<{ readiness: () => Readiness }> = async (app, opts) => {
@@ -27,6 +29,6 @@ export const healthRoutes: FastifyPluginAsync<{ readiness: () => Readiness }> = 
     schema: { tags: ['health'], summary: 'Listeners bound and the allowlist store loaded (503 when not)', security: [] },
   }, async (_req, reply) => {
     const r = opts.readiness();
-    return reply.code(r.ready ? 200 : 503).send({ status: r.ready ? 'ready' : 'not ready', checks: r.checks, lists: r.lists });
+    return reply.code(r.ready ? 200 : 503).send({ status: r.ready ? 'ready' : 'not ready', checks: r.checks, lists: r.lists, store: r.store ?? null });
   });
 };
