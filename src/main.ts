@@ -93,8 +93,8 @@ async function run(args: string[]): Promise<number> {
 async function main(argv: string[]): Promise<number> {
   const args = argv.slice();
   const command = args[0] !== undefined && !args[0].startsWith('-') ? args.shift()! : 'run';
-  // `ipgate allowlist --help` is the subcommand's own help.
-  if (command !== 'allowlist' && (args.includes('--help') || args.includes('-h') || command === 'help')) {
+  // `ipgate allowlist --help` and `ipgate doctor --help` are the subcommands' own help.
+  if (command !== 'allowlist' && command !== 'doctor' && (args.includes('--help') || args.includes('-h') || command === 'help')) {
     process.stdout.write(USAGE);
     return 0;
   }
