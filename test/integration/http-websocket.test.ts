@@ -213,4 +213,8 @@ t.test('an upstream that refuses the upgrade: its answer is relayed', async (t) 
   const res = (await readAll(c)).toString();
   t.match(res, /^HTTP\/1\.1 426 /);
   t.match(res, /nope$/);
+  // Recorded as the upstream's answer (and its timer stopped), not as a request without response.
+  await waitFor(() => g.app.listeners[0]!.connections.size === 0);
+  t.equal(g.app.listeners[0]!.stats.httpResponses.get('4xx'), 1, 'counted as 4xx');
+  t.equal(g.app.listeners[0]!.stats.httpResponses.get('none'), undefined);
 });

@@ -330,6 +330,11 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
 
   upstreamError(ex: Exchange, err: NodeJS.ErrnoException): void {
     if (ex.closed) return; // the client left first: nothing to answer (the upstream was aborted)
+    if (ex.res === null && ex.status !== 0 && ex.upstreamSocket === null) {
+      // A refused upgrade whose answer is being relayed: the tunnel never opened; just close.
+      ex.socket.destroy();
+      return;
+    }
     const reason = ex.timedOut ? 'upstream_timeout' : upstreamReason(err);
     const res = ex.res;
     const targets = this.pool.targets;
@@ -383,8 +388,15 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     if (this.draining && this.active === 0) this.close();
     if (hc.revokeTimer !== null) clearTimeout(hc.revokeTimer);
     hc.revokeTimer = null;
-    hc.upgraded?.upstreamSocket?.destroy();
-    if (hc.upgraded !== null) this.record(hc.upgraded);
+    const up = hc.upgraded;
+    if (up !== null) {
+      up.closed = true;
+      if (up.timer !== null) clearTimeout(up.timer);
+      up.timer = null;
+      up.upstreamSocket?.destroy();
+      if (up.status === 0 && up.proxyReq !== null) up.proxyReq.destroy();
+      this.record(up);
+    }
     hc.agent?.destroy();
   }
 

@@ -97,6 +97,8 @@ export class HttpProxyEngine implements HttpEngine {
       (proxyReq as Carrier)[kExchange] = ex;
       // Before http-proxy's own listener: it pipes right away.
       proxyReq.once('upgrade', onUpstreamUpgrade);
+      // The upstream may refuse the upgrade with an ordinary response, which http-proxy relays.
+      proxyReq.once('response', onUpstreamWsResponse);
       sink.upstreamRequest(ex);
     });
     proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
@@ -110,6 +112,10 @@ export class HttpProxyEngine implements HttpEngine {
       sink.upstreamResponse(ex, proxyRes.statusCode ?? 502);
       proxyRes.pipe(res);
     });
+    function onUpstreamWsResponse(this: ClientRequest, res: IncomingMessage): void {
+      const ex = (this as Carrier)[kExchange];
+      if (ex !== undefined) sink.upstreamResponse(ex, res.statusCode ?? 502);
+    }
     function onUpstreamUpgrade(this: ClientRequest, _res: IncomingMessage, socket: net.Socket): void {
       const ex = (this as Carrier)[kExchange];
       if (ex !== undefined) sink.upgraded(ex, socket);
