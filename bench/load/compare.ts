@@ -4,6 +4,7 @@
  *   npx tsc -p tsconfig.json && node dist/bench/load/compare.js [--rounds 3] [--duration 6]
  *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,tcp,tcp-ppin,bulk,idle]
  *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
+ *       [--baseline /other/checkout/dist/src/main.js]   (A/B: that build runs as proxy "base")
  *
  * The job (same for all three): an allowlist of `--cidrs` CIDRs (127.0.0.1/32 sits in the middle of
  * the list, so linear scanners pay half a scan), HTTP with X-Real-IP / X-Forwarded-For and an
@@ -45,13 +46,15 @@ interface Options {
   /** Extra ipgate environment, e.g. NODE_CLUSTER_SCHED_POLICY=none. */
   env: Record<string, string>;
   cpuProf: string | null;
+  /** A second ipgate build (its dist/src/main.js) run as proxy `base` for A/B of a change. */
+  baseline: string | null;
 }
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
     rounds: 3, duration: 6, proxies: ['ipgate', 'nginx', 'haproxy'],
     workloads: ['http', 'http-denied', 'tcp', 'tcp-ppin', 'bulk', 'idle'],
-    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null,
+    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -69,9 +72,11 @@ function parseOptions(argv: string[]): Options {
       case '--connections': o.connections = Number(v); break;
       case '--env': { const [a, b] = v.split('='); o.env[a!] = b ?? ''; break; }
       case '--cpu-prof': o.cpuProf = v; break;
+      case '--baseline': o.baseline = v; break;
       default: throw new Error(`unknown option ${k}`);
     }
   }
+  if (o.baseline !== null && !o.proxies.includes('base')) o.proxies.push('base');
   return o;
 }
 
@@ -81,7 +86,7 @@ function parseOptions(argv: string[]): Options {
 const BASE = 18000;
 const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 };
 /** Per proxy: base + offset per workload listener. */
-const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300 };
+const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400 };
 const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
 
 /** `n` distinct random-ish CIDRs outside 127/8 (deterministic), with 127.0.0.1/32 in the middle. */
@@ -489,9 +494,10 @@ async function main(): Promise<void> {
       fs.writeFileSync(path.join(dir, 'haproxy.cfg'), haproxyConfig(dir, p));
       proxies[name] = start(name, 'haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], pcpus);
     } else {
-      const file = path.join(dir, 'ipgate.json');
+      const file = path.join(dir, `${name}.json`);
       fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers)));
-      const args = [...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), MAIN, 'run', '--config', file];
+      const main = name === 'base' ? o.baseline! : MAIN;
+      const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
       proxies[name] = start(name, process.execPath, args, pcpus, { ...o.env });
     }
     await waitPort(p + L.http, proxies[name]!);

@@ -33,6 +33,8 @@ export interface ConnectionHandler {
   decidesPerRequest?(conn: Connection): boolean;
   /** Stop taking new requests on open connections (drain); close idle ones. */
   drain?(): void;
+  /** Read/write buffer size for accepted sockets (bytes); default: Node's. */
+  readonly socketHighWaterMark?: number;
 }
 
 export interface ListenerDeps {
@@ -74,7 +76,8 @@ export class Listener {
     this.trustedSources = Matcher.compile(config.proxyProtocol.trustedSources.map((cidr) => ({ cidr })));
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself).
-    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => this.accept(socket));
+    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, highWaterMark: deps.handler.socketHighWaterMark },
+      (socket) => this.accept(socket));
     this.server.on('error', (err) => this.log.error({ err }, 'listener error'));
   }
 

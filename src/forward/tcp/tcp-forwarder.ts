@@ -1,10 +1,10 @@
 /**
  * TCP forwarding: dial an upstream (round robin, next target on connect failure), write the
- * outbound PROXY header and any bytes that followed the inbound header, then pipe both ways.
+ * outbound PROXY header and any bytes that followed the inbound header, then relay both ways.
  *
- * - Backpressure: stream.pipe() pauses the fast side while the slow side's buffer is full, so a
+ * - Backpressure: relay() pauses the fast side while the slow side's buffer is full, so a
  *   stalled reader never makes memory grow without bound.
- * - Half-close: both sockets are allowHalfOpen; pipe() ends the destination when the source ends,
+ * - Half-close: both sockets are allowHalfOpen; relay() ends the destination when the source ends,
  *   so a FIN travels on while the other direction keeps flowing.
  * - One upstream connection per client connection: the PROXY header describes one client.
  */
@@ -43,7 +43,16 @@ export class UpstreamPool {
   }
 }
 
+/**
+ * Socket buffer for both sides of a relay. Node's default (16 KiB writable) is below one 64 KiB
+ * read, so nearly every chunk of a bulk stream made write() return false: a pause (epoll_ctl) and
+ * a 'drain' + resume per chunk. 256 KiB holds four reads; a stalled reader still pins at most
+ * this much per direction. bench/README.md "Hot path" has the before/after.
+ */
+export const RELAY_HIGH_WATER_MARK = 256 * 1024;
+
 export class TcpForwarder implements ConnectionHandler {
+  readonly socketHighWaterMark = RELAY_HIGH_WATER_MARK;
   private readonly pool: UpstreamPool;
   private readonly log: Logger;
 
@@ -72,7 +81,7 @@ export class TcpForwarder implements ConnectionHandler {
     const client = conn.socket;
     if (client.destroyed) return;
     const dialedAt = performance.now();
-    const upstream = net.connect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
+    const upstream = net.connect(connectOptions(target));
     conn.upstreamSocket = upstream;
     conn.upstream = target.label;
     let connected = false;
@@ -91,8 +100,8 @@ export class TcpForwarder implements ConnectionHandler {
       if (header !== null && leftover.length > 0) upstream.write(Buffer.concat([header, leftover]));
       else if (header !== null) upstream.write(header);
       else if (leftover.length > 0) upstream.write(leftover);
-      client.pipe(upstream);
-      upstream.pipe(client);
+      relay(client, upstream);
+      relay(upstream, client);
       client.resume();
     });
 
@@ -116,7 +125,7 @@ export class TcpForwarder implements ConnectionHandler {
     upstream.once('close', () => {
       clearTimeout(timer);
       if (!connected || conn.upstreamSocket !== upstream) return;
-      // The upstream is gone in both directions. Let what it sent reach the client (pipe already
+      // The upstream is gone in both directions. Let what it sent reach the client (relay already
       // ended the client's write side), then close; an aborted upstream aborts the client.
       if (client.destroyed) return;
       if (client.writableFinished) client.destroy();
@@ -125,7 +134,7 @@ export class TcpForwarder implements ConnectionHandler {
 
     client.once('close', () => {
       if (!upstream.destroyed) {
-        // The client is gone: a FIN was already forwarded by pipe() if it closed cleanly; if it
+        // The client is gone: a FIN was already forwarded by relay() if it closed cleanly; if it
         // aborted, abort the upstream too.
         if (client.readableEnded && !upstream.writableFinished) upstream.once('finish', () => upstream.destroy());
         else upstream.destroy();
@@ -147,6 +156,47 @@ export class TcpForwarder implements ConnectionHandler {
     conn.socket.destroy();
     conn.upstreamSocket?.destroy();
   }
+}
+
+/**
+ * `src` -> `dst` without stream.pipe(): pipe() registers ~8 listeners per direction (and removes
+ * them at the end) and its closures are allocated per connection; this is 3 shared functions, the
+ * peer kept on the socket. Same contract: every chunk written as it comes, `src` paused while
+ * `dst`'s buffer is above its high-water mark and resumed on 'drain' (a stalled reader never makes
+ * memory grow), `dst.end()` after `src` ends (half-close travels on). A destroyed `dst` makes
+ * write() return false, so `src` stays paused until the close handlers above destroy it.
+ * bench/README.md "Hot path" has the before/after.
+ */
+const PEER = Symbol('ipgate.relayPeer');
+interface RelaySocket extends net.Socket {
+  [PEER]?: RelaySocket;
+}
+
+function relay(src: RelaySocket, dst: RelaySocket): void {
+  src[PEER] = dst;
+  dst[PEER] ??= src;
+  src.on('data', relayData);
+  src.on('end', relayEnd);
+  dst.on('drain', relayDrain);
+}
+
+function relayData(this: RelaySocket, chunk: Buffer): void {
+  if (!this[PEER]!.write(chunk)) this.pause();
+}
+
+function relayEnd(this: RelaySocket): void {
+  this[PEER]!.end();
+}
+
+/** `this` is the destination that drained: its source is the peer. */
+function relayDrain(this: RelaySocket): void {
+  this[PEER]!.resume();
+}
+
+/** highWaterMark is a net.Socket (Duplex) option that @types/node's NetConnectOpts does not list. */
+function connectOptions(target: Upstream): net.NetConnectOpts {
+  const opts = { host: target.host, port: target.port, allowHalfOpen: true, noDelay: true, highWaterMark: RELAY_HIGH_WATER_MARK };
+  return opts;
 }
 
 function connectReason(err: NodeJS.ErrnoException): string {
