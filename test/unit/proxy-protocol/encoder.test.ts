@@ -156,3 +156,29 @@ t.test('invalid input is a bug in the caller: it throws ERR_PP_ENCODE_INPUT', as
   t.ok(new ProxyEncodeError('x') instanceof TypeError);
   t.doesNotThrow(() => encodeProxyV2(ok, ok, [{ type: 1, value: Buffer.alloc(65535 - 12 - 3) }]), 'the largest legal header encodes');
 });
+
+t.test('the last-address memo never leaks bytes between calls (repeat, change, failed parse, mapped)', async (t) => {
+  const rows: Array<[string, ProxyAddress, ProxyAddress]> = [
+    ['first', { address: '10.0.0.1', port: 1 }, { address: '10.0.0.9', port: 2 }],
+    ['same addresses again', { address: '10.0.0.1', port: 1 }, { address: '10.0.0.9', port: 2 }],
+    ['source changes, destination repeats', { address: '10.0.0.2', port: 3 }, { address: '10.0.0.9', port: 2 }],
+    ['mapped source after plain', { address: '::ffff:10.0.0.3', port: 3 }, { address: '10.0.0.9', port: 2 }],
+    ['IPv6 source, IPv4 destination', { address: '2001:db8::1', port: 4 }, { address: '10.0.0.9', port: 2 }],
+  ];
+  for (const [why, src, dst] of rows) {
+    for (const enc of [encodeProxyV1, encodeProxyV2]) {
+      const r = decodeProxyHeader(enc(src, dst));
+      t.equal(r.kind, 'done', why);
+      if (r.kind !== 'done') continue;
+      const plain = (a: string): string => a.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, '$1');
+      const mixed = src.address.includes(':') && !src.address.startsWith('::ffff:');
+      t.equal(plain(r.header.source!.address), plain(src.address), `${why}: source (${enc.name})`);
+      t.equal(plain(r.header.destination!.address), mixed ? dst.address : plain(dst.address), `${why}: destination (${enc.name})`);
+    }
+  }
+  // A parse that fails half way may have written into the slot: the next call must re-parse.
+  encodeProxyV2({ address: '10.0.0.5', port: 1 }, { address: '10.0.0.9', port: 2 });
+  t.throws(() => encodeProxyV2({ address: '10.0.7.x', port: 1 }, { address: '10.0.0.9', port: 2 }), { code: 'ERR_PP_ENCODE_INPUT' });
+  const r = decodeProxyHeader(encodeProxyV2({ address: '10.0.0.5', port: 1 }, { address: '10.0.0.9', port: 2 }));
+  t.equal(r.kind === 'done' ? r.header.source!.address : null, '10.0.0.5', 'after a failed parse the same source encodes correctly');
+});
