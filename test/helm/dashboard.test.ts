@@ -4,6 +4,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { ListenerStats } from '../../src/metrics/listener-stats';
+import { Metrics } from '../../src/metrics/metrics';
+import { LiveLists } from '../../src/store/live-lists';
 import { CHART, VARIANTS, render } from '../helpers/helm';
 
 // The metric names the metrics module publishes (issue 5); the dashboard must use only these.
@@ -11,6 +14,8 @@ const METRICS = [
   'ipgate_connections_accepted_total', 'ipgate_connections_active', 'ipgate_denied_total',
   'ipgate_proxy_header_total', 'ipgate_http_requests_total', 'ipgate_http_request_duration_seconds_bucket',
   'ipgate_upstream_errors_total', 'ipgate_allowlist_entries', 'ipgate_allowlist_version_info',
+  'ipgate_upstream_connect_seconds_bucket', 'ipgate_bytes_total', 'ipgate_source_nat_suspected',
+  'ipgate_allowlist_reloads_total', 'ipgate_allowlist_store_refused', 'ipgate_nodejs_eventloop_lag_p99_seconds',
 ];
 
 t.test('dashboard: off by default; on, a ConfigMap the Grafana sidecar picks up', async (t) => {
@@ -28,7 +33,7 @@ t.test('dashboard: every panel queries known ipgate metrics, and every metric ha
   for (const p of dash.panels.filter((p) => p.type !== 'row')) {
     t.ok(p.targets && p.targets.length > 0, `${p.title} has queries`);
     for (const q of p.targets ?? []) {
-      const names = q.expr.match(/ipgate_[a-z_]+/g) ?? [];
+      const names = q.expr.match(/ipgate_[a-z0-9_]+/g) ?? [];
       t.ok(names.length > 0, `${p.title}: ${q.expr}`);
       for (const n of names) {
         t.ok(METRICS.includes(n), `${p.title}: ${n} is a published metric`);
@@ -37,6 +42,16 @@ t.test('dashboard: every panel queries known ipgate metrics, and every metric ha
     }
   }
   t.same([...used].sort(), [...METRICS].sort());
+});
+
+t.test('dashboard: every metric it queries is one the metrics module publishes', async (t) => {
+  const metrics = new Metrics({ version: 'test' });
+  const stats = new ListenerStats('web');
+  metrics.addListener(stats, 'http');
+  metrics.setAllowlists(new LiveLists(), { kind: 'memory', lastRefusal: () => null });
+  metrics.setSelfChecks({ state: () => ({ listeners: { web: { sourceNat: { suspected: false, public: true } } } }) });
+  const types = new Set([...(await metrics.scrape()).matchAll(/^# TYPE (\S+) (\w+)$/gm)].map((m) => `${m[1]}`));
+  for (const name of METRICS) t.ok(types.has(name.replace(/_bucket$/, '')), `${name} is published`);
 });
 
 t.test('NOTES tell how to verify that the backend sees the real client IP', async (t) => {
