@@ -254,6 +254,7 @@ function haproxyConfig(dir: string, p: number): string {
   return `global
   nbthread 1
   maxconn 9900
+  ulimit-n 20000
 defaults
   mode http
   timeout connect 5s
@@ -571,14 +572,15 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
   for (const w of workloads) {
     const eff = (proxy: string, round: number): number => {
       const r = results.find((x) => x.proxy === proxy && x.workload === w && x.round === round);
-      return r ? r.sample.rate / Math.max(r.cpu, 0.01) : NaN;
+      return r ? r.sample.rate * o.duration / Math.max(r.cpu, 0.01) : NaN;
     };
     for (const proxy of o.proxies) {
       const rs = results.filter((r) => r.workload === w && r.proxy === proxy);
       if (rs.length === 0) continue;
       const rate = median(rs.map((r) => r.sample.rate));
       const cpu = median(rs.map((r) => r.cpu));
-      const per = median(rs.map((r) => r.sample.rate / Math.max(r.cpu, 0.01)));
+      // Work done in the run (rate x duration) per CPU-second the proxy spent on it.
+      const per = median(rs.map((r) => r.sample.rate * o.duration / Math.max(r.cpu, 0.01)));
       const ratios = proxy === 'ipgate' || !o.proxies.includes('ipgate') ? '' :
         (() => {
           const rr = rs.map((r) => eff('ipgate', r.round) / eff(proxy, r.round));
