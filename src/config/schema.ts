@@ -133,6 +133,13 @@ export interface LoggingConfig {
   denialSummaryIntervalMs: number;
   /** Distinct addresses a summary interval remembers (memory bound under a scan). Default 4096. */
   denialSummaryMaxAddresses: number;
+  /**
+   * JSON logs to stdout are written in blocks of this many bytes (0 = each line at once), so the
+   * access log does not cost a write(2) per connection (bench/README-metrics.md). Default 4096.
+   */
+  bufferBytes: number;
+  /** Buffered lines are written at least this often, ms. Default 1000. */
+  flushIntervalMs: number;
 }
 
 export interface EchoConfig {
@@ -194,6 +201,8 @@ export const configSchema = {
         access: { type: 'boolean', default: true },
         denialSummaryIntervalMs: { type: 'integer', minimum: 0, maximum: 86_400_000, default: 10_000 },
         denialSummaryMaxAddresses: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 4096 },
+        bufferBytes: { type: 'integer', minimum: 0, maximum: 16_777_216, default: 4096 },
+        flushIntervalMs: { type: 'integer', minimum: 10, maximum: 60_000, default: 1000 },
       },
     },
     admin: {

@@ -1,0 +1,104 @@
+/**
+ * Micro-benchmark of per-connection counting and logging: what the data path pays per connection
+ * or request for metrics and the access log, against what prom-client's own API would cost there.
+ * Results and how to read them: bench/README-metrics.md.
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/micro/metrics.js
+ *
+ * Each case is warmed up, then timed over RUNS runs of ITERATIONS calls; the table shows the median
+ * ns/op and the min..max spread. Also: the time to produce one scrape (text) with 8 listeners.
+ */
+import pino from 'pino';
+import { Counter, Histogram, Registry } from 'prom-client';
+import { FixedHistogram, HTTP_DURATION_BUCKETS } from '../../src/metrics/fixed-histogram';
+import { ListenerStats } from '../../src/metrics/listener-stats';
+import { Metrics } from '../../src/metrics/metrics';
+
+const WARMUP = 200_000;
+const ITERATIONS = 500_000;
+const RUNS = 7;
+
+const stats = new ListenerStats('edge');
+const hist = new FixedHistogram(HTTP_DURATION_BUCKETS);
+const registry = new Registry();
+const counter = new Counter({ name: 'x_total', help: 'x', labelNames: ['listener', 'reason'], registers: [registry] });
+const child = counter.labels('edge', 'not_allowlisted');
+const promHist = new Histogram({ name: 'y_seconds', help: 'y', labelNames: ['listener'], buckets: [...HTTP_DURATION_BUCKETS], registers: [registry] });
+const promHistChild = promHist.labels('edge');
+
+// The access line as the data path writes it, with the process logger's options (src/log.ts):
+// (a) to a destination that only keeps the byte count: pino's serialisation alone;
+// (b) to /dev/null with a write(2) per line (sonic-boom sync): an upper bound, as production's
+//     async destination batches lines written in the same event-loop turn.
+let written = 0;
+const counting = { write(s: string): void { written += s.length; } };
+const options: pino.LoggerOptions = { level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime,
+  formatters: { level: (label) => ({ level: label }) } };
+const log = pino(options, counting).child({ listener: 'edge', kind: 'tcp' });
+const devNull = pino(options, pino.destination({ dest: '/dev/null', sync: true })).child({ listener: 'edge', kind: 'tcp' });
+const debugOff = pino({ level: 'info' }, counting).child({ listener: 'edge', kind: 'tcp' });
+
+let sinkN = 0;
+let v = 0;
+const CASES: [string, () => void][] = [
+  ['plain counter: stats.accepted++', () => { stats.accepted++; }],
+  ['Map bump: ListenerStats.bump(denied, reason)', () => { ListenerStats.bump(stats.denied, 'not_allowlisted'); }],
+  ['FixedHistogram.observe', () => { v = (v + 0.0007) % 0.3; hist.observe(v); }],
+  ['prom-client counter.inc({labels}, 1)', () => { counter.inc({ listener: 'edge', reason: 'not_allowlisted' }, 1); }],
+  ['prom-client counter child .inc()', () => { child.inc(); }],
+  ['prom-client histogram.observe({labels}, v)', () => { v = (v + 0.0007) % 0.3; promHist.observe({ listener: 'edge' }, v); }],
+  ['prom-client histogram child .observe(v)', () => { v = (v + 0.0007) % 0.3; promHistChild.observe(v); }],
+  ['access line: serialisation only', () => {
+    log.info({ conn: sinkN++, client: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peer: '10.0.0.7', decision: 'allow',
+      entry: '203.0.113.0/24', result: 'ok', upstream: '10.1.2.3:8080', bytesIn: 1234, bytesOut: 56789, durationMs: 42 }, 'access');
+  }],
+  ['access line, sync write(2) to /dev/null', () => {
+    devNull.info({ conn: sinkN++, client: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peer: '10.0.0.7', decision: 'allow',
+      entry: '203.0.113.0/24', result: 'ok', upstream: '10.1.2.3:8080', bytesIn: 1234, bytesOut: 56789, durationMs: 42 }, 'access');
+  }],
+  ['denial at info level: isLevelEnabled("debug")', () => { if (debugOff.isLevelEnabled('debug')) sinkN++; }],
+];
+
+function measure(fn: () => void, iterations = ITERATIONS, warmup = WARMUP): { median: number; min: number; max: number } {
+  for (let k = 0; k < warmup; k++) fn();
+  const perOp: number[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    const start = process.hrtime.bigint();
+    for (let k = 0; k < iterations; k++) fn();
+    perOp.push(Number(process.hrtime.bigint() - start) / iterations);
+  }
+  perOp.sort((a, b) => a - b);
+  return { median: perOp[Math.floor(RUNS / 2)]!, min: perOp[0]!, max: perOp[RUNS - 1]! };
+}
+
+async function main(): Promise<void> {
+  const rows: string[] = [];
+  for (const [name, fn] of CASES) {
+    const r = measure(fn);
+    rows.push(`${name.padEnd(50)} ${r.median.toFixed(1).padStart(8)} ns/op   (${r.min.toFixed(1)}..${r.max.toFixed(1)})`);
+  }
+  console.log(rows.join('\n'));
+
+  // One scrape: 8 listeners with a realistic spread of labels, plus process metrics.
+  const m = new Metrics({ version: 'bench' });
+  for (let i = 0; i < 8; i++) {
+    const s = new ListenerStats(`l${i}`);
+    for (const r of ['ok', 'denied', 'pp_timeout', 'upstream_refused', 'revoked']) ListenerStats.bump(s.closed, r);
+    for (const r of ['v1/ok', 'v2/ok', 'none/none', 'v2/pp_untrusted']) ListenerStats.bump(s.proxyHeader, r);
+    for (let k = 0; k < 1000; k++) s.httpDuration.observe(k / 1000);
+    m.addListener(s, i % 2 === 0 ? 'tcp' : 'http');
+  }
+  let bytes = 0;
+  const scrapes: number[] = [];
+  for (let k = 0; k < 50; k++) await m.scrape();
+  for (let k = 0; k < 200; k++) {
+    const t0 = process.hrtime.bigint();
+    bytes = (await m.scrape()).length;
+    scrapes.push(Number(process.hrtime.bigint() - t0) / 1000);
+  }
+  scrapes.sort((a, b) => a - b);
+  console.log(`${'one scrape, 8 listeners + process metrics'.padEnd(50)} ${scrapes[100]!.toFixed(0).padStart(8)} us/scrape (${bytes} bytes)`);
+  console.log(`checksum ${stats.accepted + hist.count + sinkN + written}`);
+}
+
+void main();
