@@ -9,9 +9,10 @@
  * - SIGTERM/SIGINT: the admin API closes, every worker drains (bounded by drainTimeoutMs), then the
  *   primary exits. A second signal kills the workers.
  *
- * Scheduling: SCHED_NONE (the kernel hands each accept to whichever worker is waiting) measured
- * against SCHED_RR (the primary accepts and passes handles round robin) in bench/README.md
- * "Workers"; NODE_CLUSTER_SCHED_POLICY=rr|none overrides the choice.
+ * Scheduling: SCHED_RR (the primary accepts and passes each handle to the next worker) measured
+ * against SCHED_NONE (the kernel hands each accept to whichever worker wakes first) in
+ * bench/README.md "Workers": RR spreads long-lived keep-alive connections evenly, which is what
+ * HTTP throughput depended on; NODE_CLUSTER_SCHED_POLICY=rr|none overrides the choice.
  */
 import cluster from 'node:cluster';
 import os from 'node:os';
@@ -33,7 +34,7 @@ import type { AllowlistStore } from '../store/store';
 import { WorkerPool } from './worker-pool';
 
 /** The scheduling policy chosen with bench/load (see the file comment). */
-export const SCHEDULING: 'rr' | 'none' = 'none';
+export const SCHEDULING: 'rr' | 'none' = 'rr';
 
 /** `workers` from the config as a process count: `auto` is one per available core. */
 export function workerCount(workers: number | 'auto', cores = os.availableParallelism()): number {

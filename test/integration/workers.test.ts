@@ -111,7 +111,7 @@ t.test('an admin write is acknowledged after every worker applied it; live strea
   const r = await c.api('DELETE', '/v1/allowlists/main/entries/127.0.0.3%2F32');
   t.equal(r.status, 200, r.text);
   // Acknowledged means applied everywhere: no new connection from the removed client gets through,
-  // whichever worker accepts it (SCHED_NONE: the kernel picks).
+  // whichever worker accepts it (round robin: 20 connections reach both).
   for (let i = 0; i < 20; i++) t.ok(await denied(c.port, '127.0.0.3'), `connection ${i} refused`);
   await cut;
   t.pass('the live stream of the removed client was closed (revokeLive in the worker)');
