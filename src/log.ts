@@ -19,7 +19,7 @@ export function createLogger(config: Pick<LoggingConfig, 'level' | 'format'> & P
   }
   // Buffered like nginx's `access_log ... buffer= flush=`: without a buffer every line is its own
   // asynchronous write(2) through the libuv thread pool, which cost 15-30% more CPU per connection
-  // with the access log on (bench/README-metrics.md); with it, lines are written in blocks of
+  // with the access log on (bench/README.md "Metrics and access logs"); with it, lines are written in blocks of
   // `bufferBytes`, and at least every `flushIntervalMs`.
   const bufferBytes = config.bufferBytes ?? 0;
   const dest = pino.destination({ dest: 1, sync: false, minLength: bufferBytes });

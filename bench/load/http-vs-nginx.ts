@@ -1,6 +1,6 @@
 /**
  * Load test: ipgate's HTTP path side by side with nginx doing the same job, in one run, on the same
- * machine, against the same backend. Results and how to read them: bench/README-http.md.
+ * machine, against the same backend. Results and how to read them: bench/README.md "HTTP path vs nginx".
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/http-vs-nginx.js
  *   BENCH_SECONDS=20 BENCH_CONNECTIONS=100 BENCH_CIDRS=1000 node dist/bench/load/http-vs-nginx.js

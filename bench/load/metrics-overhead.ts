@@ -1,6 +1,6 @@
 /**
  * Load test: the cost of metrics + access logs on the TCP and HTTP paths, on vs off, in one run on
- * one machine. Results and how to read them: bench/README-metrics.md.
+ * one machine. Results and how to read them: bench/README.md "Metrics and access logs".
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/metrics-overhead.js
  *   BENCH_SECONDS=10 BENCH_ROUNDS=3 BENCH_TCP_CONCURRENCY=32 BENCH_HTTP_CONNECTIONS=50 node dist/bench/load/metrics-overhead.js

@@ -1,6 +1,6 @@
 /**
  * Micro-benchmark of the allowlist matcher (the per-connection hot path) against the naive
- * ipaddr.js loop, plus compile time. Results and how to read them: bench/README-matcher.md.
+ * ipaddr.js loop, plus compile time. Results and how to read them: bench/README.md "Allowlist matcher".
  *
  *   npx tsc -p tsconfig.json && node dist/bench/micro/matcher.js
  *

@@ -1,7 +1,7 @@
 /**
  * Micro-benchmark of per-connection counting and logging: what the data path pays per connection
  * or request for metrics and the access log, against what prom-client's own API would cost there.
- * Results and how to read them: bench/README-metrics.md.
+ * Results and how to read them: bench/README.md "Metrics and access logs".
  *
  *   npx tsc -p tsconfig.json && node dist/bench/micro/metrics.js
  *

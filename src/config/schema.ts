@@ -135,7 +135,7 @@ export interface LoggingConfig {
   denialSummaryMaxAddresses: number;
   /**
    * JSON logs to stdout are written in blocks of this many bytes (0 = each line at once), so the
-   * access log does not cost a write(2) per connection (bench/README-metrics.md). Default 4096.
+   * access log does not cost a write(2) per connection (bench/README.md "Metrics and access logs"). Default 4096.
    */
   bufferBytes: number;
   /** Buffered lines are written at least this often, ms. Default 1000. */

@@ -149,7 +149,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     conn.onRevoke = this.onRevoke;
     // http.Server turns Nagle off on the sockets it accepts itself (noDelay), not on sockets
     // emitted into it: without this, a response written as head + body waits for the client's
-    // delayed ACK (~40 ms per request on Linux; bench/README-http.md).
+    // delayed ACK (~40 ms per request on Linux; bench/README.md "HTTP path vs nginx").
     socket.setNoDelay(true);
     this.active++;
     socket.once('close', onClientSocketClose);
