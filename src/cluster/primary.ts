@@ -25,6 +25,7 @@ import type { MetricsEndpoint } from '../admin/routes/metrics';
 import { readiness, VERSION } from '../admin/start-admin';
 import { AuditLog } from '../audit/audit-log';
 import type { Config } from '../config/schema';
+import { startEcho, type EchoServers } from '../echo/echo-server';
 import { clusterExposition } from '../metrics/cluster';
 import { Metrics } from '../metrics/metrics';
 import { AllowlistService, type ChangeResult, type Precondition } from '../store/allowlist-service';
@@ -78,8 +79,11 @@ export async function runPrimary(config: Config, logger: Logger, n: number): Pro
   const metrics = new Metrics({ version: VERSION });
   metrics.setAllowlists(lists, store);
   let admin: AdminServer | null = null;
+  // The demo echo backend runs once, here (workers start without it).
+  let echo: EchoServers | null = null;
   try {
     await service.start(new Map<string, readonly AllowEntry[]>(Object.entries(config.allowlists)));
+    if (config.echo) echo = await startEcho(config.echo);
     logger.info({ workers: n, scheduling: cluster.schedulingPolicy === cluster.SCHED_RR ? 'rr' : 'none' }, 'starting workers');
     await pool.start(n);
     if (config.admin.listen !== null) {
@@ -108,6 +112,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number): Pro
     logger.fatal({ err }, (err as Error).message);
     pool.kill();
     await admin?.close();
+    await echo?.close();
     await service.close();
     lists.close();
     return 1;
@@ -128,6 +133,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number): Pro
         await admin?.close();
         // Each worker closes what is left at drainTimeoutMs itself; the margin covers its exit.
         await pool.drain(config.shutdown.drainTimeoutMs + 5_000);
+        await echo?.close();
         await service.close();
         lists.close();
         logger.info('stopped');

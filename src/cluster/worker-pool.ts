@@ -15,6 +15,8 @@ export const RESPAWN_BACKOFF: BackoffPolicy = { initialMs: 100, maxMs: 10_000 };
 const STABLE_MS = 60_000;
 /** A worker that has not applied a change within this time is killed and replaced (it gets the lists at start). */
 export const APPLY_TIMEOUT_MS = 5_000;
+/** The same for a worker still starting (Node start-up and compiling the lists): replaced after this. */
+export const START_TIMEOUT_MS = 30_000;
 /** A scrape waits this long for each worker's metrics; a silent worker is left out. */
 const SCRAPE_TIMEOUT_MS = 2_000;
 
@@ -80,20 +82,24 @@ export class WorkerPool {
     const target = this.seq;
     if (this.allApplied(target)) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
+      // A running worker that does not ack in time is replaced; a starting one (its listeners may
+      // already accept) acks when it is up, so it gets the longer start timeout.
+      const laggards = (starting: boolean): void => {
         for (const s of this.slots.values()) {
-          if (s.applied >= target) continue;
+          if (s.applied >= target || s.ready === starting) continue;
+          const ms = starting ? START_TIMEOUT_MS : APPLY_TIMEOUT_MS;
           this.logger.error({ worker: s.worker.id, pid: s.worker.process.pid, seq: target, applied: s.applied },
-            `worker did not apply an allowlist change within ${APPLY_TIMEOUT_MS} ms: replacing it`);
+            `worker did not apply an allowlist change within ${ms} ms: replacing it`);
           s.worker.process.kill('SIGKILL');
         }
-      }, APPLY_TIMEOUT_MS);
+      };
+      const timers = [setTimeout(() => laggards(false), APPLY_TIMEOUT_MS), setTimeout(() => laggards(true), START_TIMEOUT_MS)];
       const check = (): void => {
         if (!this.allApplied(target)) {
           this.waiters.push(check);
           return;
         }
-        clearTimeout(timer);
+        for (const t of timers) clearTimeout(t);
         resolve();
       };
       this.waiters.push(check);
@@ -204,9 +210,13 @@ export class WorkerPool {
       .map((name) => ({ name, entries: this.lists.entries(name), version: this.lists.get(name).version }));
   }
 
+  /**
+   * Every worker, starting ones included: a worker still starting binds its listeners before it
+   * applies the changes that arrived meanwhile (worker.ts), so it must be waited for too. One that
+   * has not said hello yet will get a snapshot that already holds the change, and acks it.
+   */
   private allApplied(seq: number): boolean {
-    for (const s of this.slots.values()) if (s.applied >= 0 && s.applied < seq) return false;
-    // A worker that has not had its first lists yet (applied -1) gets the current snapshot on hello.
+    for (const s of this.slots.values()) if (s.applied < seq) return false;
     return true;
   }
 
