@@ -88,7 +88,10 @@ function parseOptions(argv: string[]): Options {
 const BASE = 18000;
 const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 };
 /** Per proxy: base + offset per workload listener. */
-const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400 };
+const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400,
+  'node-min': BASE + 500, 'undici-min': BASE + 600 };
+/** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around it. */
+const HTTP_ONLY = new Set(['node-min', 'undici-min']);
 const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
 
 /** `n` distinct random-ish CIDRs outside 127/8 (deterministic), with 127.0.0.1/32 in the middle. */
@@ -494,6 +497,11 @@ async function main(): Promise<void> {
     if (name === 'nginx') {
       fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, p));
       proxies[name] = start(name, 'nginx', ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'nginx-error.log')], pcpus);
+    } else if (HTTP_ONLY.has(name)) {
+      const engines = path.join(__dirname, 'http-engines.js');
+      proxies[name] = start(name, process.execPath, [engines, name.replace('-min', ''), String(p + L.http), String(BACKEND.http)], pcpus);
+      await waitPort(p + L.http, proxies[name]!);
+      continue;
     } else if (name === 'haproxy') {
       fs.writeFileSync(path.join(dir, 'haproxy.cfg'), haproxyConfig(dir, p));
       proxies[name] = start(name, 'haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], pcpus);
@@ -516,6 +524,7 @@ async function main(): Promise<void> {
       // Rotate the order per round so no proxy always runs first (page cache, thermal, neighbours).
       const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
       for (const proxy of order) {
+        if (HTTP_ONLY.has(proxy) && workload !== 'http') continue;
         const p = PROXY_BASE[proxy]!;
         const pid = proxies[proxy]!.child.pid!;
         const c0 = cpuSeconds(pid);
@@ -536,7 +545,7 @@ async function main(): Promise<void> {
     }
   }
   if (o.workloads.includes('idle')) {
-    for (const proxy of o.proxies) {
+    for (const proxy of o.proxies.filter((x) => !HTTP_ONLY.has(x))) {
       const r = await idle(PROXY_BASE[proxy]! + L.idle, proxies[proxy]!.child.pid!, o.idle);
       idleResults.push({ proxy, ...r });
       process.stderr.write(`idle ${proxy}: held ${r.held}/${o.idle}, RSS ${(r.base / 1048576).toFixed(1)} MiB + ${(r.rssPerConn / 1024).toFixed(1)} KiB/conn\n`);
