@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import pino, { type Logger } from 'pino';
 import type { LoggingConfig } from './config/schema';
 
@@ -10,25 +11,160 @@ export function createLogger(config: Pick<LoggingConfig, 'level' | 'format'> & P
   const options: pino.LoggerOptions = {
     level: config.level,
     base: { pid: process.pid },
-    timestamp: pino.stdTimeFunctions.isoTime,
+    timestamp: isoTime,
     formatters: { level: (label) => ({ level: label }) },
   };
   if (destination) return pino(options, destination);
   if (config.format === 'pretty') {
     return pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l' } } });
   }
-  // Buffered like nginx's `access_log ... buffer= flush=`: without a buffer every line is its own
-  // asynchronous write(2) through the libuv thread pool, which cost 15-30% more CPU per connection
-  // with the access log on (bench/README.md "Metrics and access logs"); with it, lines are written in blocks of
-  // `bufferBytes`, and at least every `flushIntervalMs`.
+  // Buffered like nginx's `access_log ... buffer= flush=` (bench/README.md, "Metrics and access
+  // logs"): lines are copied into a Buffer and written in blocks of `bufferBytes`, at least every
+  // `flushIntervalMs`. 0: each line is its own write (sonic-boom, asynchronous).
   const bufferBytes = config.bufferBytes ?? 0;
-  const dest = pino.destination({ dest: 1, sync: false, minLength: bufferBytes });
-  if (bufferBytes > 0) {
-    const timer = setInterval(() => {
-      // flush() throws once the stream is destroyed (process exit): nothing left to write then.
-      try { dest.flush(); } catch { clearInterval(timer); }
-    }, config.flushIntervalMs ?? 1000);
-    timer.unref();
+  if (bufferBytes === 0) return pino(options, pino.destination({ dest: 1, sync: false }));
+  return pino(options, new BlockWriter(1, bufferBytes, config.flushIntervalMs ?? 1000));
+}
+
+let lastMs = -1;
+let lastTime = '';
+let minuteMs = -1;
+let minutePrefix = '';
+
+/**
+ * pino's `stdTimeFunctions.isoTime` (`,"time":"2026-11-29T16:30:12.345Z"`), built from a string
+ * cached per minute and reused within a millisecond: `new Date().toISOString()` per line was
+ * ~1.5-2 us of the ~6.5 us pino spends on an access line (bench/README.md).
+ */
+export function isoTime(): string {
+  const now = Date.now();
+  if (now === lastMs) return lastTime;
+  lastMs = now;
+  const ms = now % 60_000;
+  if (now - ms !== minuteMs) {
+    minuteMs = now - ms;
+    minutePrefix = `,"time":"${new Date(minuteMs).toISOString().slice(0, 17)}`; // "YYYY-MM-DDTHH:MM:"
   }
-  return pino(options, dest);
+  const s = (ms / 1000) | 0;
+  const milli = ms - s * 1000;
+  lastTime = `${minutePrefix}${s < 10 ? '0' : ''}${s}.${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z"`;
+  return lastTime;
+}
+
+/** Writers to flush at exit (one per logger built; one 'exit' listener for all). */
+const writers = new Set<BlockWriter>();
+
+/**
+ * A pino destination that copies each line into a preallocated Buffer and writes whole blocks
+ * with one asynchronous write(2). sonic-boom's buffering (`minLength`) concatenates the pending
+ * lines into one string and measures it with `Buffer.byteLength` on every line, which flattens
+ * the growing string (a copy of up to 16 KiB and a new string per line) and issues its write from
+ * inside the line's `log.info`: at ~300-byte lines and 4 KiB blocks this cost ~8-10 us of CPU per
+ * line, more than pino's serialisation (bench/README.md). Here a line costs one copy into the
+ * block; full blocks queue behind the write in flight (memory is bounded by what the disk or the
+ * log reader accepts, as with sonic-boom).
+ */
+export class BlockWriter {
+  private block: Buffer;
+  private used = 0;
+  /** Full blocks waiting for the write in flight, oldest first. */
+  private readonly queue: Buffer[] = [];
+  private writing = false;
+  private waiting: (() => void)[] = [];
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly fd: number, private readonly size: number, flushIntervalMs: number) {
+    this.block = Buffer.allocUnsafe(size);
+    this.timer = setInterval(() => this.flush(), flushIntervalMs);
+    this.timer.unref();
+    if (writers.size === 0) process.once('exit', () => { for (const w of writers) w.flushSync(); });
+    writers.add(this);
+  }
+
+  write(line: string): boolean {
+    // A UTF-16 unit is at most 3 UTF-8 bytes: check the room before copying (no byteLength scan).
+    if (this.size - this.used < line.length * 3) {
+      this.rotate();
+      if (line.length * 3 > this.size) {
+        this.queue.push(Buffer.from(line));
+        this.next();
+        return true;
+      }
+    }
+    this.used += this.block.write(line, this.used);
+    if (this.used >= this.size - 512) {
+      this.rotate();
+    }
+    return true;
+  }
+
+  /** Write what is buffered now; `cb` once it is written. pino's logger.flush() calls this. */
+  flush(cb?: (err?: Error) => void): void {
+    this.rotate();
+    if (cb === undefined) return;
+    if (!this.writing && this.queue.length === 0) {
+      process.nextTick(cb);
+      return;
+    }
+    this.waiting.push(() => cb());
+  }
+
+  /**
+   * At exit: write the blocks not yet handed to a write, synchronously (the block in flight, if
+   * any, is the thread pool's: writing it again could duplicate it).
+   */
+  flushSync(): void {
+    clearInterval(this.timer);
+    writers.delete(this);
+    if (this.used > 0) this.queue.push(this.block.subarray(0, this.used));
+    this.used = 0;
+    for (const b of this.queue.splice(this.writing ? 1 : 0)) {
+      try {
+        fs.writeSync(this.fd, b);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  private rotate(): void {
+    if (this.used === 0) return;
+    this.queue.push(this.block.subarray(0, this.used));
+    this.block = Buffer.allocUnsafe(this.size);
+    this.used = 0;
+    this.next();
+  }
+
+  private next(): void {
+    if (this.writing) return;
+    const b = this.queue[0];
+    if (b === undefined) {
+      const waiting = this.waiting;
+      this.waiting = [];
+      for (const w of waiting) w();
+      return;
+    }
+    this.writing = true;
+    fs.write(this.fd, b, 0, b.length, null, this.written);
+  }
+
+  private readonly written = (err: NodeJS.ErrnoException | null, n: number): void => {
+    this.writing = false;
+    if (err) {
+      // A non-blocking pipe whose reader is behind: try again shortly (sonic-boom does the same).
+      if (err.code === 'EAGAIN' || err.code === 'EBUSY') {
+        this.writing = true;
+        setTimeout(() => { this.writing = false; this.next(); }, 100).unref();
+        return;
+      }
+      // stdout gone (EPIPE, EBADF): drop what is queued; the process carries on.
+      this.queue.length = 0;
+      this.next();
+      return;
+    }
+    const b = this.queue[0]!;
+    if (n < b.length) this.queue[0] = b.subarray(n);
+    else this.queue.shift();
+    this.next();
+  };
 }
