@@ -75,8 +75,9 @@ export class Listener {
     this.log = deps.logger.child({ listener: config.name });
     this.trustedSources = Matcher.compile(config.proxyProtocol.trustedSources.map((cidr) => ({ cidr })));
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
-    // flowing (the TCP forwarder ends each side itself).
-    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, highWaterMark: deps.handler.socketHighWaterMark },
+    // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
+    // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
+    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true, highWaterMark: deps.handler.socketHighWaterMark },
       (socket) => this.accept(socket));
     this.server.on('error', (err) => this.log.error({ err }, 'listener error'));
   }

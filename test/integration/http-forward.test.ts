@@ -439,8 +439,8 @@ t.test('no Nagle on handed-over client sockets: a response written in two parts 
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
   times.sort((a, b) => a - b);
-  // With Nagle the body waits for the client's delayed ACK of the head: ~40 ms for EVERY request on
-  // Linux, so even the fastest would take 40 ms. The minimum, unlike the median, does not move with
-  // the load of a shared CI machine.
-  t.ok(times[0]! < 30, `fastest ${times[0]!.toFixed(1)} ms, median ${times[7]!.toFixed(1)} ms per keep-alive request`);
+  // With Nagle the body waits for the client's delayed ACK of the head: ~40 ms in most requests on
+  // Linux. A loaded machine makes a request slow now and then, never most of them by ~40 ms.
+  const stalled = times.filter((ms) => ms >= 38).length;
+  t.ok(stalled <= 4, `${stalled} of 15 requests took >= 38 ms (fastest ${times[0]!.toFixed(1)} ms, median ${times[7]!.toFixed(1)} ms)`);
 });
