@@ -79,6 +79,11 @@ export interface HttpConfig {
   upstreamMaxSockets: number;
   /** Upstream keep-alive pool: idle socket lifetime; keep it below the backend's. Default 4000. */
   upstreamIdleTimeoutMs: number;
+  /**
+   * Engine moving requests upstream: `http-proxy` (default) or `undici` (opt-in; less CPU per request,
+   * bench/README.md "HTTP engines"). Upgrades and outbound-PROXY-header requests use http-proxy either way.
+   */
+  engine: 'http-proxy' | 'undici';
 }
 
 export interface AllowEntryConfig {
@@ -295,6 +300,7 @@ export const configSchema = {
               upstreamTimeoutMs: { ...ms, default: 60_000 },
               upstreamMaxSockets: { type: 'integer', minimum: 1, maximum: 65_536, default: 128 },
               upstreamIdleTimeoutMs: { ...ms, default: 4_000 },
+              engine: { enum: ['http-proxy', 'undici'], default: 'http-proxy' },
             },
           },
         },

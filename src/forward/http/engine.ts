@@ -30,4 +30,6 @@ export interface HttpEngine {
   ws(ex: Exchange, target: number, headers: OutgoingHttpHeaders, agent: Agent, head: Buffer): void;
   /** The agent requests use unless told otherwise (no per-call options on the hot path). */
   readonly defaultAgent: Agent;
+  /** Release pooled upstream connections the engine owns itself (the forwarder closes its agent). */
+  close?(): void;
 }

@@ -41,6 +41,7 @@ import type { EngineSink, HttpEngine } from './engine';
 import { Exchange, HttpConn, kExchange, kHttpConn } from './exchange';
 import { HttpProxyEngine } from './http-proxy-engine';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
+import { UndiciEngine } from './undici-engine';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
 export const REVOKE_GRACE_MS = 1000;
@@ -96,7 +97,12 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
       timeout: h.upstreamIdleTimeoutMs, scheduling: 'lifo',
     });
     timeConnects(this.agent, stats.upstreamConnect);
-    this.engine = new HttpProxyEngine(this.pool.targets, this.agent, this);
+    // `http.engine: undici` (opt-in): undici Pools for plain requests; upgrades and the outbound
+    // PROXY header's dedicated agents stay on http-proxy (undici-engine.ts).
+    this.engine = h.engine === 'undici'
+      ? new UndiciEngine(this.pool.targets, this.agent, this,
+        { connections: h.upstreamMaxSockets, idleMs: h.upstreamIdleTimeoutMs, connectTime: stats.upstreamConnect })
+      : new HttpProxyEngine(this.pool.targets, this.agent, this);
 
     this.server = http.createServer({
       maxHeaderSize: h.maxHeaderBytes,
@@ -513,6 +519,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
 
   private close(): void {
     this.agent.destroy();
+    this.engine.close?.();
     this.server.close();
   }
 }
