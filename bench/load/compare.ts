@@ -5,6 +5,7 @@
  *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,tcp,tcp-ppin,bulk,idle]
  *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
  *       [--baseline /other/checkout/dist/src/main.js]   (A/B: that build runs as proxy "base")
+ *       (proxy `ipgate-undici`: this build with `http.engine: undici`)
  *
  * The job (same for all three): an allowlist of `--cidrs` CIDRs (127.0.0.1/32 sits in the middle of
  * the list, so linear scanners pay half a scan), HTTP with X-Real-IP / X-Forwarded-For and an
@@ -89,9 +90,10 @@ const BASE = 18000;
 const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 };
 /** Per proxy: base + offset per workload listener. */
 const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400,
-  'node-min': BASE + 500, 'undici-min': BASE + 600 };
+  'node-min': BASE + 500, 'undici-min': BASE + 600, 'ipgate-undici': BASE + 700,
+  'undici-stream-min': BASE + 800 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around it. */
-const HTTP_ONLY = new Set(['node-min', 'undici-min']);
+const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min']);
 const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
 
 /** `n` distinct random-ish CIDRs outside 127/8 (deterministic), with 127.0.0.1/32 in the middle. */
@@ -304,7 +306,7 @@ listen idle
 `;
 }
 
-function ipgateConfig(p: number, allow: string[], deny: string[], workers: string): Record<string, unknown> {
+function ipgateConfig(p: number, allow: string[], deny: string[], workers: string, engine = 'http-proxy'): Record<string, unknown> {
   const tcp = (name: string, port: number, upstream: number, out: string, ppin: boolean): Record<string, unknown> => ({
     name, mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${upstream}`],
     outboundProxyProtocol: out,
@@ -317,8 +319,8 @@ function ipgateConfig(p: number, allow: string[], deny: string[], workers: strin
     store: { type: 'memory' },
     allowlists: { bench: allow, denied: deny },
     listeners: [
-      { name: 'http', mode: 'http', listen: `127.0.0.1:${p + L.http}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`] },
-      { name: 'http-denied', mode: 'http', listen: `127.0.0.1:${p + L.httpDenied}`, allowlist: 'denied', upstreams: [`127.0.0.1:${BACKEND.http}`] },
+      { name: 'http', mode: 'http', listen: `127.0.0.1:${p + L.http}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], http: { engine } },
+      { name: 'http-denied', mode: 'http', listen: `127.0.0.1:${p + L.httpDenied}`, allowlist: 'denied', upstreams: [`127.0.0.1:${BACKEND.http}`], http: { engine } },
       tcp('tcp', p + L.tcp, BACKEND.pp, 'v2', false),
       tcp('tcp-ppin', p + L.tcpPpin, BACKEND.pp, 'v2', true),
       tcp('bulk', p + L.bulk, BACKEND.iperf, 'none', false),
@@ -507,7 +509,8 @@ async function main(): Promise<void> {
       proxies[name] = start(name, 'haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], pcpus);
     } else {
       const file = path.join(dir, `${name}.json`);
-      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers)));
+      // `ipgate-undici`: the same build with `http.engine: undici` on its HTTP listeners.
+      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers, name === 'ipgate-undici' ? 'undici' : 'http-proxy')));
       const main = name === 'base' ? o.baseline! : MAIN;
       const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
       proxies[name] = start(name, process.execPath, args, pcpus, { ...o.env });
@@ -575,8 +578,8 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
   lines.push(`\n${new Date().toISOString()} ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, node ${process.version}, ` +
     `${o.cidrs} CIDRs, ipgate workers ${o.workers}, proxy cpus ${o.proxyCpus}, load cpus ${o.loadCpus}, ${o.rounds} rounds x ${o.duration} s, ${o.connections} connections`);
   lines.push('');
-  lines.push('| workload | proxy | throughput | p50 | p99 | proxy CPU s | work / CPU s | ipgate / this (per CPU s, median of rounds) |');
-  lines.push('|---|---|---|---|---|---|---|---|');
+  lines.push('| workload | proxy | throughput | p50 | p99 | proxy CPU s | work / CPU s | ipgate / this (per CPU s, median of rounds) | this / nginx (same) |');
+  lines.push('|---|---|---|---|---|---|---|---|---|');
   const workloads = [...new Set(results.map((r) => r.workload))];
   for (const w of workloads) {
     const eff = (proxy: string, round: number): number => {
@@ -595,8 +598,14 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
           const rr = rs.map((r) => eff('ipgate', r.round) / eff(proxy, r.round));
           return `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
         })();
+      // Per round, so each proxy is compared with nginx's run next to it (ipgate-undici vs nginx).
+      const vsNginx = proxy === 'nginx' || !o.proxies.includes('nginx') ? '' :
+        (() => {
+          const rr = rs.map((r) => eff(proxy, r.round) / eff('nginx', r.round));
+          return `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
+        })();
       lines.push(`| ${w} | ${proxy} | ${fmtRate(w, rate)} ${UNITS[w]} | ${fmtMs(median(rs.map((r) => r.sample.p50ms ?? NaN)))} | ` +
-        `${fmtMs(median(rs.map((r) => r.sample.p99ms ?? NaN)))} | ${cpu.toFixed(2)} | ${fmtRate(w, per)} | ${ratios} |`);
+        `${fmtMs(median(rs.map((r) => r.sample.p99ms ?? NaN)))} | ${cpu.toFixed(2)} | ${fmtRate(w, per)} | ${ratios} | ${vsNginx} |`);
     }
   }
   if (idleResults.length > 0) {
