@@ -71,15 +71,16 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-interface Gate { child: ChildProcess; tcp: number; http: number; admin: number | null; logFile: string; stop(): Promise<void> }
+interface Gate { child: ChildProcess; tcp: number; http: number; admin: number | null; scraped: boolean; logFile: string; stop(): Promise<void> }
 
-type Mode = 'off' | 'on' | 'log' | 'metrics';
+/** `admin`: the admin API up, never scraped, no access log: the part of "on" that is neither (bench/README.md). */
+type Mode = 'off' | 'on' | 'log' | 'metrics' | 'admin';
 const MODES = (process.env.BENCH_MODES ?? 'off,on').split(',') as Mode[];
 
 async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir: string): Promise<Gate> {
   const access = mode === 'on' || mode === 'log';
   const scraped = mode === 'on' || mode === 'metrics';
-  const [tcp, http, admin] = [await freePort(), await freePort(), scraped ? await freePort() : null];
+  const [tcp, http, admin] = [await freePort(), await freePort(), scraped || mode === 'admin' ? await freePort() : null];
   const config = {
     logging: { level: 'info', access },
     admin: { listen: admin === null ? null : `127.0.0.1:${admin}` },
@@ -99,7 +100,7 @@ async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir
   await waitPort(tcp);
   await waitPort(http);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  return { child, tcp, http, admin, logFile, stop: async () => { child.kill('SIGTERM'); await exited; } };
+  return { child, tcp, http, admin, scraped, logFile, stop: async () => { child.kill('SIGTERM'); await exited; } };
 }
 
 /** Keep `concurrency` TCP connections in flight for `seconds`; returns completed connections. */
@@ -170,10 +171,10 @@ async function round(mode: Mode, backend: { tcp: number; http: number }, dir: st
     await tcpLoad(g.tcp, WARMUP, TCP_CONCURRENCY);
     await wrk(g.http, WARMUP);
     let cpu0 = cpuSeconds(pid);
-    const tcp = await withScrapes(g.admin, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY));
+    const tcp = await withScrapes(g.scraped ? g.admin : null, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY));
     const tcpCpu = cpuSeconds(pid) - cpu0;
     cpu0 = cpuSeconds(pid);
-    const http = await withScrapes(g.admin, () => wrk(g.http, SECONDS));
+    const http = await withScrapes(g.scraped ? g.admin : null, () => wrk(g.http, SECONDS));
     const httpCpu = cpuSeconds(pid) - cpu0;
     await g.stop();
     const logLines = fs.readFileSync(g.logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"access"')).length;
@@ -196,7 +197,7 @@ async function main(): Promise<void> {
   const backend = await new Promise<{ tcp: number; http: number }>((resolve) => {
     backendProc.stdout!.once('data', (c: Buffer) => resolve(JSON.parse(c.toString()) as { tcp: number; http: number }));
   });
-  const results: Record<Mode, Sample[]> = { off: [], on: [], log: [], metrics: [] };
+  const results: Record<Mode, Sample[]> = { off: [], on: [], log: [], metrics: [], admin: [] };
   try {
     for (let i = 0; i < ROUNDS; i++) {
       for (const mode of MODES) {
