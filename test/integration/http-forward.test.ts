@@ -26,10 +26,18 @@ async function backend(t: Test, handler?: http.RequestListener): Promise<Countin
   return b;
 }
 
+/**
+ * The engine under test: the default (undici) here; http-forward-http-proxy.test.ts runs this whole
+ * file again with http-proxy, which still carries upgrades and outbound-PROXY requests.
+ */
+const ENGINE = process.env.IPGATE_TEST_HTTP_ENGINE ?? 'undici';
+t.comment(`http.engine: ${ENGINE}`);
+
 async function gate(t: Test, listener: Record<string, unknown>, allow: string[] = ['127.0.0.1/32', '127.0.0.3/32']): Promise<Started> {
+  const http = { engine: ENGINE, ...((listener.http as Record<string, unknown> | undefined) ?? {}) };
   const g = await startIpgate({
     allowlists: { main: allow },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener }],
+    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener, http }],
   });
   t.teardown(() => g.app.shutdown(0));
   return g;
