@@ -23,6 +23,11 @@ export class HttpConn {
   upgraded: Exchange | null = null;
   /** A list change no longer allows this connection: no new requests, close after the in-flight one. */
   revoked = false;
+  /**
+   * A direct client was answered 403 + Connection: close: requests it pipelined behind that one are
+   * never answered (Node 24 emits them before the socket closes) and must not be counted.
+   */
+  closing = false;
   revokeTimer: NodeJS.Timeout | null = null;
   /** Dedicated upstream agent (outbound PROXY header): one upstream connection for this client. */
   agent: Agent | null = null;

@@ -181,6 +181,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
       res.destroy();
       return;
     }
+    if (hc.closing) return; // pipelined behind a denial: the socket closes after that 403
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
     const got = this.got;
@@ -292,7 +293,10 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     this.countDenied(ex);
     // A direct client denied for the whole connection: tell it once and close. A trusted proxy's
     // connection carries other clients: keep it.
-    if (!ex.hc.trusted || ex.hc.revoked) res.shouldKeepAlive = false;
+    if (!ex.hc.trusted || ex.hc.revoked) {
+      res.shouldKeepAlive = false;
+      ex.hc.closing = true;
+    }
     this.respond(ex, res, canned);
   }
 
