@@ -42,6 +42,7 @@ import { Exchange, HttpConn, kExchange, kHttpConn } from './exchange';
 import { HttpProxyEngine } from './http-proxy-engine';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
 import { UndiciEngine } from './undici-engine';
+import { upstreamReason } from '../upstream-reason';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
 export const REVOKE_GRACE_MS = 1000;
@@ -583,19 +584,3 @@ function isConnectFailure(err: NodeJS.ErrnoException): boolean {
   return c === 'ECONNREFUSED' || c === 'EHOSTUNREACH' || c === 'ENETUNREACH' || c === 'ENOTFOUND' || c === 'EAI_AGAIN';
 }
 
-function upstreamReason(err: NodeJS.ErrnoException): string {
-  switch (err.code) {
-    case 'ECONNREFUSED':
-      return 'upstream_refused';
-    case 'ETIMEDOUT':
-      return 'upstream_timeout';
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return 'upstream_dns';
-    case 'ECONNRESET':
-    case 'EPIPE':
-      return 'upstream_reset';
-    default:
-      return 'upstream_error';
-  }
-}

@@ -17,6 +17,7 @@ import type { Connection } from '../../listener/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
+import { upstreamReason } from '../upstream-reason';
 
 export interface Upstream extends HostPort {
   /** `host:port` for logs. */
@@ -110,12 +111,12 @@ export class TcpForwarder implements ConnectionHandler {
       if (!connected) {
         if (attempt + 1 < targets.length && !client.destroyed) {
           this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
-          ListenerStats.bump(this.stats.upstreamErrors, connectReason(err));
+          ListenerStats.bump(this.stats.upstreamErrors, upstreamReason(err));
           this.dial(conn, leftover, index, attempt + 1);
           return;
         }
         this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed');
-        this.fail(conn, connectReason(err));
+        this.fail(conn, upstreamReason(err));
         return;
       }
       this.log.debug({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream socket error');
@@ -199,18 +200,3 @@ function connectOptions(target: Upstream): net.NetConnectOpts {
   return opts;
 }
 
-function connectReason(err: NodeJS.ErrnoException): string {
-  switch (err.code) {
-    case 'ECONNREFUSED':
-      return 'upstream_refused';
-    case 'ETIMEDOUT':
-      return 'upstream_timeout';
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return 'upstream_dns';
-    case 'ECONNRESET':
-      return 'upstream_reset';
-    default:
-      return 'upstream_error';
-  }
-}
