@@ -12,20 +12,11 @@ import os from 'node:os';
 import ipaddr from 'ipaddr.js';
 import { Matcher } from '../../src/allowlist/matcher';
 import type { AllowEntry } from '../../src/allowlist/entry';
+import { prng } from '../../test/helpers/prng';
 
 const RUNS = 7;
 const PROBES = 1024; // pre-generated addresses per kind, cycled
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rnd = prng(20240601);
 const u32 = (): number => Math.floor(rnd() * 2 ** 32);
 const v4Text = (w: number): string => `${w >>> 24}.${(w >>> 16) & 255}.${(w >>> 8) & 255}.${w & 255}`;

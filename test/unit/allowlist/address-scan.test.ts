@@ -2,18 +2,8 @@ import t from 'tap';
 import ipaddr from 'ipaddr.js';
 import { parseAddress, parseCidr } from '../../../src/allowlist/cidr';
 import { scanCidr, scanIPv4, scanIPv6 } from '../../../src/allowlist/address-scan';
+import { prng } from '../../helpers/prng';
 
-/** mulberry32: small seeded PRNG so a failure reproduces from the printed seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** What the hot-path scanners make of `s`, as canonical text (mapped -> IPv4), or null. */
 function scanned(s: string): string | null {

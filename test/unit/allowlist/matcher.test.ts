@@ -2,18 +2,8 @@ import t from 'tap';
 import ipaddr from 'ipaddr.js';
 import { Matcher, AllowlistCompileError } from '../../../src/allowlist/matcher';
 import type { AllowEntry } from '../../../src/allowlist/entry';
+import { prng } from '../../helpers/prng';
 
-/** mulberry32: small seeded PRNG so a failure reproduces from the printed seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const BITS = { 4: 32, 6: 128 } as const;
 
