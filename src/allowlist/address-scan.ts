@@ -39,65 +39,68 @@ export function scanIPv4(text: string, from: number, to: number): number {
 /** Eight 16-bit groups being assembled; module-level so a scan allocates nothing. */
 const groups = new Uint16Array(8);
 
-function hexValue(c: number): number {
-  if (c >= 48 && c <= 57) return c - 48;
-  if (c >= 97 && c <= 102) return c - 87;
-  if (c >= 65 && c <= 70) return c - 55;
-  return -1;
-}
+/** Hex digit value by char code (0-127), -1 for anything else: one load instead of a compare chain. */
+const HEX = new Int8Array(128).fill(-1);
+for (let c = 48; c <= 57; c++) HEX[c] = c - 48;
+for (let c = 97; c <= 102; c++) HEX[c] = c - 87;
+for (let c = 65; c <= 70; c++) HEX[c] = c - 55;
 
 /**
  * Scan IPv6 text `text[0, to)` into `out` (4 big-endian u32 words). Returns false (out then
  * undefined) when the text is not a strict IPv6 address.
+ *
+ * One pass, one branch per character in the common case (a hex digit): the char code indexes
+ * HEX; a colon closes a group, a second colon right after it marks the `::` gap. Reading the
+ * characters is most of the cost (bench/README.md "Allowlist matcher").
  */
 export function scanIPv6(text: string, out: Uint32Array, to: number = text.length): boolean {
   const n = to;
   if (n < 2 || n > 45) return false;
   let i = 0;
-  let g = 0;
-  let gap = -1;
+  let g = 0; // groups stored
+  let gap = -1; // group index where :: stands, -1 if none
   if (text.charCodeAt(0) === 58 /* : */) {
     if (text.charCodeAt(1) !== 58) return false; // a lone leading colon
     gap = 0;
     i = 2;
   }
-  while (i < n) {
-    if (g === 8) return false;
-    const groupStart = i;
-    let value = 0;
-    let c = 0;
-    while (i < n) {
-      c = text.charCodeAt(i);
-      const h = hexValue(c);
-      if (h < 0) break;
-      value = value * 16 + h;
-      i++;
-    }
-    const digits = i - groupStart;
-    if (digits === 0) return false;
-    if (i < n && c === 46 /* . */) {
+  let value = 0;
+  let digits = 0; // hex digits in the group being read
+  for (; i < n; i++) {
+    const c = text.charCodeAt(i);
+    const h = c < 128 ? HEX[c]! : -1;
+    if (h >= 0) {
+      if (++digits > 4) return false; // also too long for a dotted-tail octet
+      value = (value << 4) | h;
+    } else if (c === 58 /* : */) {
+      if (digits === 0 || g === 8) return false; // an empty group (:::, or : after ::)
+      groups[g++] = value;
+      value = 0;
+      digits = 0;
+      if (i + 1 === n) return false; // a lone trailing colon
+      if (text.charCodeAt(i + 1) === 58) {
+        if (gap >= 0) return false; // a second ::
+        gap = g;
+        i++;
+      }
+    } else if (c === 46 /* . */) {
       // Dotted IPv4 tail: the last 32 bits, so at most 6 groups before it, and not the
       // deprecated ::a.b.c.d (see cidr.ts for why it is ambiguous).
-      if (g > 6 || (g === 0 && gap === 0)) return false;
-      const v4 = scanIPv4(text, groupStart, n);
+      if (digits === 0 || g > 6 || (g === 0 && gap === 0)) return false;
+      const v4 = scanIPv4(text, i - digits, n);
       if (v4 < 0) return false;
       groups[g++] = v4 >>> 16;
       groups[g++] = v4 & 0xffff;
-      i = n;
+      digits = -1; // consumed to the end
       break;
-    }
-    if (digits > 4) return false;
-    groups[g++] = value;
-    if (i === n) break;
-    if (c !== 58) return false;
-    i++;
-    if (i === n) return false; // a lone trailing colon
-    if (text.charCodeAt(i) === 58) {
-      if (gap >= 0) return false; // a second ::
-      gap = g;
-      i++;
+    } else {
+      return false;
     }
   }
+  if (digits > 0) {
+    if (g === 8) return false;
+    groups[g++] = value;
+  } // digits === 0 here only right after a closing ::, which is complete
   if (gap < 0) {
     if (g !== 8) return false;
   } else {

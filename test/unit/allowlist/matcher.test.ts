@@ -129,6 +129,49 @@ t.test('lookup equals the ipaddr.js longest-prefix loop on random lists (time-bo
   t.ok(hits > checks / 10 && hits < checks / 2, `both hits and misses exercised (${hits} hits)`);
 });
 
+t.test('crowded IPv6 /16s (the second-level index) agree with the reference', async (t) => {
+  // Real IPv6 lists crowd into a few /16s, so each of these buckets gets a second table (more
+  // than 32 ranges in one /16, 256+ ranges in all); the shapes put its window in different bits.
+  const rnd = prng(7);
+  const hex = (bits: number): string => Math.floor(rnd() * 2 ** bits).toString(16);
+  const cidrs = new Set<string>(['2000::/12', '2001:db8::/32', '2a00:1450:4001::/48', '2600::/15', '2400:cb0::/28']);
+  while (cidrs.size < 300) cidrs.add(`2001:db8:${hex(16)}::/48`); // /48s in a /32: bits 32-47
+  while (cidrs.size < 600) cidrs.add(`2a00:1450:4001:${hex(16)}::/64`); // /64s in a /48: bits 48-63
+  while (cidrs.size < 800) cidrs.add(`2600:1f18::${hex(16)}/128`); // hosts in a /112: bits 112-127
+  while (cidrs.size < 900) cidrs.add(`2c0f:${hex(16)}:${hex(16)}::/48`); // scattered in a /16: bits 16-31
+  while (cidrs.size < 1000) cidrs.add(`2400:cb${hex(4)}:${hex(12)}0::/44`); // /44s in a /28: bits 28-36, across a word
+  const entries: AllowEntry[] = [...cidrs].map((cidr) => ({ cidr }));
+  const m = Matcher.compile(entries);
+  const reference = referenceMatcher(entries);
+  const probes: bigint[] = [];
+  const max = (1n << 128n) - 1n;
+  for (const e of entries) {
+    const [net, prefix] = ipaddr.parseCIDR(e.cidr);
+    const start = BigInt(`0x${(net as ipaddr.IPv6).toNormalizedString().split(':').map((g) => g.padStart(4, '0')).join('')}`);
+    const end = start | ((1n << BigInt(128 - prefix)) - 1n);
+    for (const v of [start, end, start - 1n, end + 1n, start + (end - start) / 3n]) if (v >= 0n && v <= max) probes.push(v);
+  }
+  for (const top of [0x2000n, 0x2001n, 0x2a00n, 0x2600n, 0x2601n, 0x2c0fn, 0x2c10n, 0x2400n]) {
+    for (let i = 0; i < 40; i++) {
+      probes.push((top << 112n) | (BigInt(Math.floor(rnd() * 2 ** 48)) << 64n) | BigInt(Math.floor(rnd() * 2 ** 48)));
+    }
+  }
+  let mismatch: string | null = null;
+  let hits = 0;
+  for (const v of probes) {
+    const text = format(6, v);
+    const want = reference(text);
+    if (want >= 0) hits++;
+    const got = m.lookup(text);
+    if (got !== want) {
+      mismatch = `lookup(${text}) = ${got}, reference ${want}`;
+      break;
+    }
+  }
+  t.equal(mismatch, null, `${probes.length} boundary and random probes agree`);
+  t.ok(hits > probes.length / 3 && hits < probes.length, `hits and misses both exercised (${hits} hits)`);
+});
+
 t.test('most specific entry wins, identical CIDRs go to the first', async (t) => {
   const entries: AllowEntry[] = [
     { cidr: '10.0.0.0/8' }, { cidr: '10.1.0.0/16' }, { cidr: '10.1.2.0/24' }, { cidr: '10.1.2.3/32' },
