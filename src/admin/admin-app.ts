@@ -7,7 +7,7 @@
  * - Authentication: an onRequest hook; routes that must answer without a token (health, readiness,
  *   metrics, the OpenAPI document) say so with `config: { public: true }`.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
 import type { Listener } from '../listener/listener';
@@ -49,7 +49,9 @@ export interface AdminDeps {
 export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger.child({ component: 'admin' }) as FastifyBaseLogger,
-    disableRequestLogging: true,
+    // Per-request lines off (the admin API counts its requests in metrics); the top-level
+    // disableRequestLogging option is deprecated since fastify 5.12 and warns at every start.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.bodyLimit,
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false, strict: true } },

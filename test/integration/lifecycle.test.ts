@@ -100,6 +100,33 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   });
 }
 
+t.test('a start with the admin API, TCP and HTTP listeners writes nothing to stderr', async (t) => {
+  // Operators alert on stderr; a library deprecation warning printed at every start (fastify
+  // 5.12's FSTDEP023 did) is noise that hides real problems.
+  const backend = await echoBackend();
+  t.teardown(backend.close);
+  const [port, httpPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const dir = tmpDir();
+  fs.writeFileSync(path.join(dir, 'token'), 'a-long-enough-admin-token-for-tests\n', { mode: 0o600 });
+  const p = spawnIpgate([], config(port, backend.port, {
+    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token') },
+    listeners: [
+      { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.port}`] },
+      { name: 'web', mode: 'http', listen: `127.0.0.1:${httpPort}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.port}`] },
+    ],
+  }));
+  t.teardown(() => { p.child.kill('SIGKILL'); });
+  await started(p, port);
+  await waitForListen(httpPort, 20_000);
+  await waitForListen(adminPort, 20_000);
+  const r = await fetch(`http://127.0.0.1:${adminPort}/metrics`);
+  t.equal(r.status, 200, 'admin API serving');
+  await r.text();
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0, 'exit 0');
+  t.equal(p.stderr(), '', 'stderr stays empty');
+});
+
 t.test('drain timeout: streams still open are closed and the process exits 0', async (t) => {
   const backend = await echoBackend();
   t.teardown(backend.close);
