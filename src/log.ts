@@ -12,7 +12,7 @@ export function createLogger(config: Pick<LoggingConfig, 'level' | 'format'> & P
     level: config.level,
     base: { pid: process.pid },
     timestamp: isoTime,
-    formatters: { level: (label) => ({ level: label }) },
+    formatters: { level: levelLabel },
   };
   if (destination) return pino(options, destination);
   if (config.format === 'pretty') {
@@ -24,6 +24,31 @@ export function createLogger(config: Pick<LoggingConfig, 'level' | 'format'> & P
   const bufferBytes = config.bufferBytes ?? 0;
   if (bufferBytes === 0) return pino(options, pino.destination({ dest: 1, sync: false }));
   return pino(options, new BlockWriter(1, bufferBytes, config.flushIntervalMs ?? 1000));
+}
+
+/** pino's level formatter here: `"level":"info"` (the label, not the number). */
+export function levelLabel(label: string): { level: string } {
+  return { level: label };
+}
+
+/**
+ * Where a logger built by `createLogger` writes its lines, and the part of each line it writes
+ * before the message object (`,"pid":1,"listener":"web",...`), for a caller that builds its own
+ * lines (the access log: bench/README.md "Metrics and access logs"). null for any other logger
+ * (a mixin, hooks, another time or level format): that caller then goes through pino.
+ */
+export function rawLineTarget(logger: Logger): { stream: { write(line: string): unknown }; bindings: string } | null {
+  const l = logger as unknown as Record<symbol, unknown>;
+  const s = pino.symbols;
+  const hooks = l[s.hooksSym] as { logMethod?: unknown; streamWrite?: unknown } | undefined;
+  const formatters = l[s.formattersSym] as { level?: unknown } | undefined;
+  const stream = l[s.streamSym] as { write?: unknown } | undefined;
+  if (l[s.timeSym] !== isoTime || formatters?.level !== levelLabel || l[s.mixinSym] !== undefined
+    || hooks?.logMethod !== undefined || hooks?.streamWrite !== undefined || l[s.messageKeySym] !== 'msg'
+    || l[(s as unknown as Record<string, symbol>).msgPrefixSym!] !== undefined || typeof stream?.write !== 'function' || typeof l[s.chindingsSym] !== 'string') {
+    return null;
+  }
+  return { stream: stream as { write(line: string): unknown }, bindings: l[s.chindingsSym] as string };
 }
 
 let lastMs = -1;

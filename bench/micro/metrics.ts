@@ -13,6 +13,9 @@ import { Counter, Histogram, Registry } from 'prom-client';
 import { FixedHistogram, HTTP_DURATION_BUCKETS } from '../../src/metrics/fixed-histogram';
 import { ListenerStats } from '../../src/metrics/listener-stats';
 import { Metrics } from '../../src/metrics/metrics';
+import { ListenerAccessLog } from '../../src/access-log/access-log';
+import type { Connection } from '../../src/listener/connection';
+import { createLogger } from '../../src/log';
 
 const WARMUP = 200_000;
 const ITERATIONS = 500_000;
@@ -37,6 +40,14 @@ const options: pino.LoggerOptions = { level: 'info', base: { pid: process.pid },
 const log = pino(options, counting).child({ listener: 'edge', kind: 'tcp' });
 const devNull = pino(options, pino.destination({ dest: '/dev/null', sync: true })).child({ listener: 'edge', kind: 'tcp' });
 const debugOff = pino({ level: 'info' }, counting).child({ listener: 'edge', kind: 'tcp' });
+// (c) the data path's own call: ListenerAccessLog with the process logger (createLogger), whose
+//     info lines are built as text since 2026-11-29 19:00 UTC, and (d) the same call through pino
+//     (a logger the text path does not take: pino's object walk, as before).
+const entries = { matcher: { lookup: () => 0, entries: [{ cidr: '203.0.113.0/24' }] } };
+const textLog = new ListenerAccessLog('edge', 'tcp', createLogger({ level: 'info', format: 'json' }, counting), entries, null);
+const pinoLog = new ListenerAccessLog('edge', 'tcp', pino({ ...options, mixin: () => ({}) }, counting), entries, null);
+const fakeConn = { id: 1, clientAddress: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peerAddress: '10.0.0.7', result: null,
+  entryIndex: 0, onRevoke: null, upstream: '10.1.2.3:8080', socket: { bytesRead: 1234, bytesWritten: 56789 }, startedAt: Date.now() } as unknown as Connection;
 
 let sinkN = 0;
 let v = 0;
@@ -56,6 +67,8 @@ const CASES: [string, () => void][] = [
     devNull.info({ conn: sinkN++, client: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peer: '10.0.0.7', decision: 'allow',
       entry: '203.0.113.0/24', result: 'ok', upstream: '10.1.2.3:8080', bytesIn: 1234, bytesOut: 56789, durationMs: 42 }, 'access');
   }],
+  ['access line: ListenerAccessLog.connection, text-built', () => { (fakeConn as { id: number }).id = sinkN++; textLog.connection(fakeConn); }],
+  ['access line: ListenerAccessLog.connection, via pino', () => { (fakeConn as { id: number }).id = sinkN++; pinoLog.connection(fakeConn); }],
   ['denial at info level: isLevelEnabled("debug")', () => { if (debugOff.isLevelEnabled('debug')) sinkN++; }],
 ];
 

@@ -24,10 +24,14 @@
  * scan cannot flood the log at the default level. `entry` is the entry of the list in force when the
  * line is written (a lookup, ~0.1 us, instead of carrying the admitting matcher on every connection).
  *
- * Hot path: one child logger per listener built once; one object literal per line; no line and no
- * object at all for a denial when debug is off.
+ * Hot path: one child logger per listener built once; no line and no object at all for a denial
+ * when debug is off. The info lines (allowed connections and requests) are built as text, in
+ * pino's format and field order, and written to the logger's destination: pino's object walk was
+ * most of a line's cost (bench/README.md "Metrics and access logs"). A logger not made by
+ * `createLogger` (see `rawLineTarget`) goes through pino.
  */
 import type { Logger } from 'pino';
+import { isoTime, rawLineTarget } from '../log';
 import type { Exchange } from '../forward/http/exchange';
 import type { Connection } from '../listener/connection';
 import { DenialSummary } from './denial-summary';
@@ -42,6 +46,8 @@ const MAX_PATH = 256;
 export class ListenerAccessLog {
   private readonly log: Logger;
   private readonly http: boolean;
+  /** Where the info lines go as text, and the line's bindings (null: through pino). */
+  private readonly raw: { stream: { write(line: string): unknown }; bindings: string } | null;
 
   constructor(
     readonly listener: string,
@@ -52,6 +58,7 @@ export class ListenerAccessLog {
   ) {
     this.http = mode === 'http';
     this.log = logger.child({ listener, kind: mode });
+    this.raw = rawLineTarget(this.log);
   }
 
   /**
@@ -80,6 +87,16 @@ export class ListenerAccessLog {
       decision = 'allow';
     }
     if (decision === 'allow') {
+      const raw = this.raw;
+      if (raw !== null) {
+        if (!this.log.isLevelEnabled('info')) return;
+        raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(conn.clientAddress)}`
+          + `,"clientPort":${num(conn.clientPort)},"via":${str(conn.via)},"peer":${str(conn.peerAddress)},"decision":"allow"`
+          + `,"entry":${str(this.entry(conn.clientAddress))},"result":${str(result)},"upstream":${str(conn.upstream)}`
+          + `,"bytesIn":${num(conn.socket.bytesRead)},"bytesOut":${num(conn.socket.bytesWritten)}`
+          + `,"durationMs":${num(Date.now() - conn.startedAt)},"msg":"access"}\n`);
+        return;
+      }
       this.log.info({
         conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
         decision, entry: this.entry(conn.clientAddress), result, upstream: conn.upstream,
@@ -103,6 +120,16 @@ export class ListenerAccessLog {
     const denied = ex.reason === 'denied' || ex.reason === 'revoked';
     const path = ex.req.url === undefined ? null : ex.req.url.length > MAX_PATH ? ex.req.url.slice(0, MAX_PATH) : ex.req.url;
     if (!denied) {
+      const raw = this.raw;
+      if (raw !== null) {
+        if (!this.log.isLevelEnabled('info')) return;
+        raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(ex.client)}`
+          + `,"via":${str(ex.via)},"peer":${str(conn.peerAddress)},"decision":"allow","entry":${str(this.entry(ex.client))}`
+          + `,"result":${str(ex.reason ?? 'ok')},"upstream":${str(ex.upstream?.label ?? null)},"method":${str(ex.req.method ?? null)}`
+          + `,"path":${str(path)},"status":${num(ex.status)},"bytesOut":${num(ex.socket.bytesWritten - ex.bytesAtStart)}`
+          + `,"durationMs":${num(now - ex.startedAt)},"msg":"access"}\n`);
+        return;
+      }
       this.log.info({
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'allow', entry: this.entry(ex.client),
         result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.req.method, path, status: ex.status,
@@ -126,6 +153,24 @@ export class ListenerAccessLog {
     const i = m.lookup(address);
     return i >= 0 ? m.entries[i]!.cidr : null;
   }
+}
+
+/**
+ * A string as JSON: quoted as is when nothing in it needs escaping (addresses, CIDRs, names,
+ * methods, most paths), else JSON.stringify. Lone surrogates are escaped too (pino writes them raw).
+ */
+function str(s: string | null | undefined): string {
+  if (s === null || s === undefined) return 'null';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 32 || c === 34 || c === 92 || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
+  }
+  return `"${s}"`;
+}
+
+/** A number as JSON (pino writes non-finite numbers as null too). */
+function num(n: number | null | undefined): string {
+  return typeof n === 'number' && Number.isFinite(n) ? `${n}` : 'null';
 }
 
 export interface AccessLogOptions {

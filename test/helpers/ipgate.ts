@@ -7,10 +7,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import pino from 'pino';
+import type pino from 'pino';
 import YAML from 'yaml';
 import { startApp, type App } from '../../src/app';
 import { buildConfig } from '../../src/config/load';
+import { createLogger } from '../../src/log';
 
 export const ROOT = path.resolve(__dirname, '../..');
 export const MAIN = path.join(ROOT, 'dist/src/main.js');
@@ -38,7 +39,9 @@ export interface Started {
 export async function startIpgate(raw: Record<string, unknown>, level: pino.Level = 'debug'): Promise<Started> {
   const config = buildConfig({ store: { type: 'memory' }, admin: { listen: null }, ...raw });
   const logs = new LogCapture();
-  const logger = pino({ level }, logs);
+  // The process logger as main.ts builds it (level labels, ISO time), so the tests see the lines
+  // operators see, including the access log's text-built lines (src/log.ts rawLineTarget).
+  const logger = createLogger({ level, format: 'json' }, logs);
   const app = await startApp(config, { logger });
   return {
     app,

@@ -118,7 +118,7 @@ t.test('corrupt or invalid content is refused with a clear log line; the last go
     editFile(g.file, text);
     await waitFor(() => g.logs.lines.slice(n).some((l) => l.msg === 'allowlist store file refused; the last good lists stay in force'), 5000, `${what} refused`);
     const line = g.logs.lines.slice(n).find((l) => l.msg === 'allowlist store file refused; the last good lists stay in force')!;
-    t.match(line, { level: 50, reason, path: g.file }, `${what}: one error line with the reason`);
+    t.match(line, { level: 'error', reason, path: g.file }, `${what}: one error line with the reason`);
     t.equal(g.app.lists.get('main').version, good, `${what}: the last good list stays in force`);
     t.ok(await admitted(g, '127.0.0.8') === false && await admitted(g, '127.0.0.3'), `${what}: decisions unchanged`);
   }
