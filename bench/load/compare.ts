@@ -5,7 +5,8 @@
  *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,tcp,tcp-ppin,bulk,idle]
  *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
  *       [--baseline /other/checkout/dist/src/main.js]   (A/B: that build runs as proxy "base")
- *       (proxy `ipgate-undici`: this build with `http.engine: undici`)
+ *       (proxies `ipgate-undici` / `ipgate-http-proxy`: this build with that `http.engine`; `ipgate`
+ *       and `base` run the build's default engine)
  *
  * The job (same for all three): an allowlist of `--cidrs` CIDRs (127.0.0.1/32 sits in the middle of
  * the list, so linear scanners pay half a scan), HTTP with X-Real-IP / X-Forwarded-For and an
@@ -91,7 +92,7 @@ const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 
 /** Per proxy: base + offset per workload listener. */
 const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400,
   'node-min': BASE + 500, 'undici-min': BASE + 600, 'ipgate-undici': BASE + 700,
-  'undici-stream-min': BASE + 800 };
+  'undici-stream-min': BASE + 800, 'ipgate-http-proxy': BASE + 900 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around it. */
 const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min']);
 const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
@@ -306,7 +307,8 @@ listen idle
 `;
 }
 
-function ipgateConfig(p: number, allow: string[], deny: string[], workers: string, engine = 'http-proxy'): Record<string, unknown> {
+function ipgateConfig(p: number, allow: string[], deny: string[], workers: string, engine: string | null): Record<string, unknown> {
+  const http = engine === null ? {} : { http: { engine } }; // null: the build's default
   const tcp = (name: string, port: number, upstream: number, out: string, ppin: boolean): Record<string, unknown> => ({
     name, mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${upstream}`],
     outboundProxyProtocol: out,
@@ -319,8 +321,8 @@ function ipgateConfig(p: number, allow: string[], deny: string[], workers: strin
     store: { type: 'memory' },
     allowlists: { bench: allow, denied: deny },
     listeners: [
-      { name: 'http', mode: 'http', listen: `127.0.0.1:${p + L.http}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], http: { engine } },
-      { name: 'http-denied', mode: 'http', listen: `127.0.0.1:${p + L.httpDenied}`, allowlist: 'denied', upstreams: [`127.0.0.1:${BACKEND.http}`], http: { engine } },
+      { name: 'http', mode: 'http', listen: `127.0.0.1:${p + L.http}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], ...http },
+      { name: 'http-denied', mode: 'http', listen: `127.0.0.1:${p + L.httpDenied}`, allowlist: 'denied', upstreams: [`127.0.0.1:${BACKEND.http}`], ...http },
       tcp('tcp', p + L.tcp, BACKEND.pp, 'v2', false),
       tcp('tcp-ppin', p + L.tcpPpin, BACKEND.pp, 'v2', true),
       tcp('bulk', p + L.bulk, BACKEND.iperf, 'none', false),
@@ -509,8 +511,12 @@ async function main(): Promise<void> {
       proxies[name] = start(name, 'haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], pcpus);
     } else {
       const file = path.join(dir, `${name}.json`);
-      // `ipgate-undici`: the same build with `http.engine: undici` on its HTTP listeners.
-      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers, name === 'ipgate-undici' ? 'undici' : 'http-proxy')));
+      // `ipgate-undici` / `ipgate-http-proxy`: the same build with that `http.engine` on its HTTP
+      // listeners; `ipgate` and `base` as an operator runs them (the default engine). Until
+      // 2026-11-29 19:00 UTC `ipgate` was pinned to http-proxy here although undici had become
+      // the default: the "ipgate" HTTP rows before that are the http-proxy engine's.
+      const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : null;
+      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers, engine)));
       const main = name === 'base' ? o.baseline! : MAIN;
       const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
       proxies[name] = start(name, process.execPath, args, pcpus, { ...o.env });
