@@ -14,6 +14,9 @@
  * The plain per-listener counters (ListenerStats) are always counted: they are the data path's own
  * state (self-checks and /readyz read them); their cost is in bench/micro/metrics.ts (1-80 ns).
  *
+ * BENCH_PAIRED=1 BENCH_MODES=off,on,log: instead of rounds one gate at a time, `off` and each mode
+ * run at the same time under identical loads (pairRound), with an off-vs-off control.
+ *
  * Load: TCP, a Node driver in this process keeping BENCH_TCP_CONCURRENCY connections in flight
  * (connect, send `ping`, read `pong`, close; sources rotate over 127.0.0.2-.61); HTTP, wrk (1 thread,
  * BENCH_HTTP_CONNECTIONS keep-alive connections). Rounds alternate off/on so drift on a shared
@@ -33,6 +36,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TCP_CONCURRENCY = Number(process.env.BENCH_TCP_CONCURRENCY ?? 32);
 const HTTP_CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 50);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+/** What the scraper fetches: /metrics; /healthz separates the admin request from the metrics work. */
+const SCRAPE_PATH = process.env.BENCH_SCRAPE_PATH ?? '/metrics';
 const ROOT = path.resolve(__dirname, '../../..');
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100);
 
@@ -77,7 +82,7 @@ interface Gate { child: ChildProcess; tcp: number; http: number; admin: number |
 type Mode = 'off' | 'on' | 'log' | 'metrics' | 'admin';
 const MODES = (process.env.BENCH_MODES ?? 'off,on').split(',') as Mode[];
 
-async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir: string): Promise<Gate> {
+async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir: string, tag = ''): Promise<Gate> {
   const access = mode === 'on' || mode === 'log';
   const scraped = mode === 'on' || mode === 'metrics';
   const [tcp, http, admin] = [await freePort(), await freePort(), scraped || mode === 'admin' ? await freePort() : null];
@@ -91,9 +96,9 @@ async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir
       { name: 'web', mode: 'http', listen: `127.0.0.1:${http}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.http}`] },
     ],
   };
-  const file = path.join(dir, `ipgate-${mode}.yaml`);
+  const file = path.join(dir, `ipgate-${mode}${tag}.yaml`);
   fs.writeFileSync(file, YAML.stringify(config));
-  const logFile = path.join(dir, `ipgate-${mode}.log`);
+  const logFile = path.join(dir, `ipgate-${mode}${tag}.log`);
   const out = fs.openSync(logFile, 'w');
   const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/main.js'), '--config', file], { stdio: ['ignore', out, 'inherit'] });
   fs.closeSync(out);
@@ -147,7 +152,7 @@ async function withScrapes<T>(admin: number | null, work: () => Promise<T>): Pro
   const loop = (async () => {
     while (!stop) {
       try {
-        const r = await fetch(`http://127.0.0.1:${admin}/metrics`);
+        const r = await fetch(`http://127.0.0.1:${admin}${SCRAPE_PATH}`);
         await r.text();
         if (r.status === 200) scrapes++;
       } catch (err) {
@@ -185,6 +190,61 @@ async function round(mode: Mode, backend: { tcp: number; http: number }, dir: st
   }
 }
 
+/**
+ * BENCH_PAIRED=1: two gates at the same time, `off` and `mode`, each under its own identical load
+ * (a TCP driver each, a wrk each), so whatever the shared machine does to CPU speed during the
+ * window hits both (a pure CPU loop here varies by up to 40% from one run to the next). Returns
+ * [off, mode]; `mode` may be `off` too (the A/A control: the noise floor of the method).
+ */
+async function pairRound(mode: Mode, backend: { tcp: number; http: number }, dir: string, swap: boolean): Promise<[Sample, Sample]> {
+  const gates = swap
+    ? [await startGate(mode, backend, dir, '-b'), await startGate('off', backend, dir, '-a')].reverse()
+    : [await startGate('off', backend, dir, '-a'), await startGate(mode, backend, dir, '-b')];
+  try {
+    const both = <T>(f: (g: Gate) => Promise<T>): Promise<T[]> => Promise.all(gates.map(f));
+    await both((g) => tcpLoad(g.tcp, WARMUP, TCP_CONCURRENCY));
+    await both((g) => wrk(g.http, WARMUP));
+    let cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
+    const tcp = await both((g) => withScrapes(g.scraped ? g.admin : null, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY)));
+    const tcpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
+    cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
+    const http = await both((g) => withScrapes(g.scraped ? g.admin : null, () => wrk(g.http, SECONDS)));
+    const httpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
+    await both((g) => g.stop());
+    const out = gates.map((g, k): Sample => ({
+      tcpRate: tcp[k]!.result / SECONDS, tcpCpuUs: (tcpCpu[k]! * 1e6) / tcp[k]!.result, httpRate: http[k]!.result / SECONDS,
+      httpCpuUs: (httpCpu[k]! * 1e6) / http[k]!.result, scrapes: tcp[k]!.scrapes + http[k]!.scrapes,
+      logLines: fs.readFileSync(g.logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"access"')).length,
+    }));
+    return [out[0]!, out[1]!];
+  } finally {
+    for (const g of gates) if (g.child.exitCode === null) g.child.kill('SIGKILL');
+  }
+}
+
+async function paired(backend: { tcp: number; http: number }, dir: string): Promise<void> {
+  const modes = MODES.includes('off') ? MODES : (['off', ...MODES] as Mode[]); // off vs off: the control
+  const ratios = new Map<Mode, { tcp: number[]; http: number[] }>(modes.map((m) => [m, { tcp: [], http: [] }]));
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const mode of modes) {
+      const [off, other] = await pairRound(mode, backend, dir, i % 2 === 1);
+      const r = ratios.get(mode)!;
+      r.tcp.push(other.tcpCpuUs / off.tcpCpuUs - 1);
+      r.http.push(other.httpCpuUs / off.httpCpuUs - 1);
+      console.log(`pair ${i + 1} off vs ${mode.padEnd(7)}: tcp ${off.tcpCpuUs.toFixed(0)} / ${other.tcpCpuUs.toFixed(0)} us CPU/conn ` +
+        `(${off.tcpRate.toFixed(0)} / ${other.tcpRate.toFixed(0)} conn/s), http ${off.httpCpuUs.toFixed(1)} / ${other.httpCpuUs.toFixed(1)} us CPU/req ` +
+        `(${off.httpRate.toFixed(0)} / ${other.httpRate.toFixed(0)} req/s), access lines ${other.logLines}, scrapes ${other.scrapes}`);
+    }
+  }
+  const f = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
+  const cell = (xs: number[]): string => { const s = [...xs].sort((a, b) => a - b); return `${f(median(s))} (${f(s[0]!)}..${f(s[s.length - 1]!)})`; };
+  console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
+    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ipgate CPU per operation, mode vs off in the same pair: median (range)`);
+  console.log('| mode vs off | TCP CPU/connection | HTTP CPU/request |');
+  console.log('|---|---|---|');
+  for (const mode of modes) console.log(`| ${mode === 'off' ? 'off (A/A control)' : mode} | ${cell(ratios.get(mode)!.tcp)} | ${cell(ratios.get(mode)!.http)} |`);
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
@@ -198,9 +258,21 @@ async function main(): Promise<void> {
     backendProc.stdout!.once('data', (c: Buffer) => resolve(JSON.parse(c.toString()) as { tcp: number; http: number }));
   });
   const results: Record<Mode, Sample[]> = { off: [], on: [], log: [], metrics: [], admin: [] };
+  if (process.env.BENCH_PAIRED === '1') {
+    try {
+      await paired(backend, dir);
+    } finally {
+      backendProc.kill();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    return;
+  }
   try {
     for (let i = 0; i < ROUNDS; i++) {
-      for (const mode of MODES) {
+      // The order rotates per round, so no mode always runs first (a cold page cache, a backend
+      // that just started) or right after the same neighbour.
+      const order = MODES.map((_, k) => MODES[(k + i) % MODES.length]!);
+      for (const mode of order) {
         const s = await round(mode, backend, dir);
         results[mode].push(s);
         console.log(`round ${i + 1} ${mode.padEnd(7)}: tcp ${s.tcpRate.toFixed(0)} conn/s (${s.tcpCpuUs.toFixed(0)} us CPU/conn), ` +
@@ -219,7 +291,7 @@ async function main(): Promise<void> {
   console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
     `${ROUNDS} rounds of ${SECONDS} s per mode, medians`);
   const others = MODES.filter((x) => x !== 'off');
-  console.log(`| path | measure | off | ${others.map((o) => `${o} | cost`).join(' | ')} |`);
+  console.log(`| path | measure | off | ${others.map((o) => `${o} | cost (paired: median, range)`).join(' | ')} |`);
   console.log(`|---|---|---|${others.map(() => '---|---').join('|')}|`);
   const rows: [string, string, keyof Sample, boolean, number][] = [
     ['TCP', 'connections/s', 'tcpRate', false, 0], ['TCP', 'ipgate CPU us/connection', 'tcpCpuUs', true, 0],
@@ -227,7 +299,17 @@ async function main(): Promise<void> {
   ];
   for (const [p, what, k, lower, digits] of rows) {
     const off = m('off', k);
-    console.log(`| ${p} | ${what} | ${off.toFixed(digits)} | ${others.map((o) => `${m(o, k).toFixed(digits)} | ${pct(off, m(o, k), lower)}`).join(' | ')} |`);
+    // Paired: each round's mode against that round's off, which ran next to it; the median of
+    // those is steadier on a shared machine than the ratio of the two medians.
+    const paired = (o: Mode): string => {
+      const d = results[o].map((s, r) => {
+        const x = results.off[r]![k];
+        return (lower ? s[k] - x : x - s[k]) / x;
+      }).sort((u, v) => u - v);
+      const f = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
+      return `${f(median(d))} (${f(d[0]!)}..${f(d[d.length - 1]!)})`;
+    };
+    console.log(`| ${p} | ${what} | ${off.toFixed(digits)} | ${others.map((o) => `${m(o, k).toFixed(digits)} | ${pct(off, m(o, k), lower)}; ${paired(o)}`).join(' | ')} |`);
   }
 }
 
