@@ -50,6 +50,11 @@ t.test('rawLineTarget: createLogger loggers and their children, not other pino l
 });
 
 t.test('TCP lines: text-built equals pino', async (t) => {
+  // durationMs is Date.now() - startedAt at each call: one clock for both loggers.
+  const realNow = Date.now;
+  const fixed = realNow();
+  Date.now = () => fixed;
+  t.teardown(() => { Date.now = realNow; });
   const rows: Array<[string, Partial<Record<string, unknown>>]> = [
     ['allowed', {}],
     ['an upstream failure', { result: 'upstream_refused', upstream: null }],
@@ -85,8 +90,9 @@ t.test('HTTP lines: text-built equals pino, paths with anything in them stay val
   }
   const p = pair('http');
   const ex = exchange('/x', { reason: 'upstream_timeout', status: 504, upstream: null });
-  p.logs[0].request(ex, Date.now());
-  p.logs[1].request(ex, Date.now());
+  const now = Date.now();
+  p.logs[0].request(ex, now);
+  p.logs[1].request(ex, now);
   compare(t, p.fast[0]!, p.slow[0]!, 'an upstream timeout');
 });
 
