@@ -78,16 +78,23 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-interface Gate { child: ChildProcess; tcp: number; http: number; admin: number | null; scraped: boolean; logFile: string; stop(): Promise<void> }
+interface Scrape { path: string; intervalMs: number }
+interface Gate { child: ChildProcess; tcp: number; http: number; admin: number | null; scrape: Scrape | null; logFile: string; stop(): Promise<void> }
 
 /** `admin`: the admin API up, never scraped, no access log: the part of "on" that is neither (bench/README.md). */
-type Mode = 'off' | 'on' | 'log' | 'metrics' | 'admin';
+/** `probed`: admin API up and asked /healthz every PROBE_INTERVAL_MS, as the chart's kubelet probes do; no scrape, no log. */
+type Mode = 'off' | 'on' | 'log' | 'metrics' | 'admin' | 'probed';
+/** The kubelet's default probe period (the chart's liveness/readiness probes hit the admin port). */
+const PROBE_INTERVAL_MS = 10_000;
 const MODES = (process.env.BENCH_MODES ?? 'off,on').split(',') as Mode[];
+/** BENCH_PAIRED: what each mode is paired with (`probed` = the chart's deployment without metrics and logs). */
+const BASELINE = (process.env.BENCH_BASELINE ?? 'off') as Mode;
 
 async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir: string, tag = ''): Promise<Gate> {
   const access = mode === 'on' || mode === 'log';
-  const scraped = mode === 'on' || mode === 'metrics';
-  const [tcp, http, admin] = [await freePort(), await freePort(), scraped || mode === 'admin' ? await freePort() : null];
+  const scrape: Scrape | null = mode === 'on' || mode === 'metrics' ? { path: SCRAPE_PATH, intervalMs: SCRAPE_INTERVAL_MS }
+    : mode === 'probed' ? { path: '/healthz', intervalMs: PROBE_INTERVAL_MS } : null;
+  const [tcp, http, admin] = [await freePort(), await freePort(), scrape !== null || mode === 'admin' ? await freePort() : null];
   const config = {
     logging: { level: 'info', access },
     admin: { listen: admin === null ? null : `127.0.0.1:${admin}` },
@@ -107,7 +114,7 @@ async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir
   await waitPort(tcp);
   await waitPort(http);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  return { child, tcp, http, admin, scraped, logFile, stop: async () => { child.kill('SIGTERM'); await exited; } };
+  return { child, tcp, http, admin, scrape, logFile, stop: async () => { child.kill('SIGTERM'); await exited; } };
 }
 
 /** Keep `concurrency` TCP connections in flight for `seconds`; returns completed connections. */
@@ -147,21 +154,22 @@ function wrk(port: number, seconds: number): Promise<number> {
 }
 
 /** Scrape SCRAPE_PATH every SCRAPE_INTERVAL_MS while `work` runs (the "on" and "metrics" configurations). */
-async function withScrapes<T>(admin: number | null, work: () => Promise<T>): Promise<{ result: T; scrapes: number }> {
-  if (admin === null) return { result: await work(), scrapes: 0 };
+async function withScrapes<T>(g: Gate, work: () => Promise<T>): Promise<{ result: T; scrapes: number }> {
+  const { admin, scrape } = g;
+  if (admin === null || scrape === null) return { result: await work(), scrapes: 0 };
   let scrapes = 0;
   let stop = false;
   const loop = (async () => {
     while (!stop) {
       try {
-        const r = await fetch(`http://127.0.0.1:${admin}${SCRAPE_PATH}`);
+        const r = await fetch(`http://127.0.0.1:${admin}${scrape.path}`);
         await r.text();
         if (r.status === 200) scrapes++;
       } catch (err) {
         if (!stop) throw err;
       }
       // Sliced, so a long interval does not hold the run open after the work is done.
-      for (let waited = 0; waited < SCRAPE_INTERVAL_MS && !stop; waited += 100) await new Promise((res) => setTimeout(res, 100));
+      for (let waited = 0; waited < scrape.intervalMs && !stop; waited += 100) await new Promise((res) => setTimeout(res, 100));
     }
   })();
   const result = await work();
@@ -179,10 +187,10 @@ async function round(mode: Mode, backend: { tcp: number; http: number }, dir: st
     await tcpLoad(g.tcp, WARMUP, TCP_CONCURRENCY);
     await wrk(g.http, WARMUP);
     let cpu0 = cpuSeconds(pid);
-    const tcp = await withScrapes(g.scraped ? g.admin : null, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY));
+    const tcp = await withScrapes(g, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY));
     const tcpCpu = cpuSeconds(pid) - cpu0;
     cpu0 = cpuSeconds(pid);
-    const http = await withScrapes(g.scraped ? g.admin : null, () => wrk(g.http, SECONDS));
+    const http = await withScrapes(g, () => wrk(g.http, SECONDS));
     const httpCpu = cpuSeconds(pid) - cpu0;
     await g.stop();
     const logLines = fs.readFileSync(g.logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"access"')).length;
@@ -201,17 +209,17 @@ async function round(mode: Mode, backend: { tcp: number; http: number }, dir: st
  */
 async function pairRound(mode: Mode, backend: { tcp: number; http: number }, dir: string, swap: boolean): Promise<[Sample, Sample]> {
   const gates = swap
-    ? [await startGate(mode, backend, dir, '-b'), await startGate('off', backend, dir, '-a')].reverse()
-    : [await startGate('off', backend, dir, '-a'), await startGate(mode, backend, dir, '-b')];
+    ? [await startGate(mode, backend, dir, '-b'), await startGate(BASELINE, backend, dir, '-a')].reverse()
+    : [await startGate(BASELINE, backend, dir, '-a'), await startGate(mode, backend, dir, '-b')];
   try {
     const both = <T>(f: (g: Gate) => Promise<T>): Promise<T[]> => Promise.all(gates.map(f));
     await both((g) => tcpLoad(g.tcp, WARMUP, TCP_CONCURRENCY));
     await both((g) => wrk(g.http, WARMUP));
     let cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
-    const tcp = await both((g) => withScrapes(g.scraped ? g.admin : null, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY)));
+    const tcp = await both((g) => withScrapes(g, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY)));
     const tcpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
     cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
-    const http = await both((g) => withScrapes(g.scraped ? g.admin : null, () => wrk(g.http, SECONDS)));
+    const http = await both((g) => withScrapes(g, () => wrk(g.http, SECONDS)));
     const httpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
     await both((g) => g.stop());
     const out = gates.map((g, k): Sample => ({
@@ -226,7 +234,7 @@ async function pairRound(mode: Mode, backend: { tcp: number; http: number }, dir
 }
 
 async function paired(backend: { tcp: number; http: number }, dir: string): Promise<void> {
-  const modes = MODES.includes('off') ? MODES : (['off', ...MODES] as Mode[]); // off vs off: the control
+  const modes = MODES.includes(BASELINE) ? MODES : ([BASELINE, ...MODES] as Mode[]); // baseline vs itself: the control
   const ratios = new Map<Mode, { tcp: number[]; http: number[] }>(modes.map((m) => [m, { tcp: [], http: [] }]));
   for (let i = 0; i < ROUNDS; i++) {
     for (const mode of modes) {
@@ -234,7 +242,7 @@ async function paired(backend: { tcp: number; http: number }, dir: string): Prom
       const r = ratios.get(mode)!;
       r.tcp.push(other.tcpCpuUs / off.tcpCpuUs - 1);
       r.http.push(other.httpCpuUs / off.httpCpuUs - 1);
-      console.log(`pair ${i + 1} off vs ${mode.padEnd(7)}: tcp ${off.tcpCpuUs.toFixed(0)} / ${other.tcpCpuUs.toFixed(0)} us CPU/conn ` +
+      console.log(`pair ${i + 1} ${BASELINE} vs ${mode.padEnd(7)}: tcp ${off.tcpCpuUs.toFixed(0)} / ${other.tcpCpuUs.toFixed(0)} us CPU/conn ` +
         `(${off.tcpRate.toFixed(0)} / ${other.tcpRate.toFixed(0)} conn/s), http ${off.httpCpuUs.toFixed(1)} / ${other.httpCpuUs.toFixed(1)} us CPU/req ` +
         `(${off.httpRate.toFixed(0)} / ${other.httpRate.toFixed(0)} req/s), access lines ${other.logLines}, scrapes ${other.scrapes}`);
     }
@@ -242,10 +250,10 @@ async function paired(backend: { tcp: number; http: number }, dir: string): Prom
   const f = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
   const cell = (xs: number[]): string => { const s = [...xs].sort((a, b) => a - b); return `${f(median(s))} (${f(s[0]!)}..${f(s[s.length - 1]!)})`; };
   console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
-    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ipgate CPU per operation, mode vs off in the same pair: median (range)`);
-  console.log('| mode vs off | TCP CPU/connection | HTTP CPU/request |');
+    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ipgate CPU per operation, mode vs ${BASELINE} in the same pair: median (range)`);
+  console.log(`| mode vs ${BASELINE} | TCP CPU/connection | HTTP CPU/request |`);
   console.log('|---|---|---|');
-  for (const mode of modes) console.log(`| ${mode === 'off' ? 'off (A/A control)' : mode} | ${cell(ratios.get(mode)!.tcp)} | ${cell(ratios.get(mode)!.http)} |`);
+  for (const mode of modes) console.log(`| ${mode === BASELINE ? `${mode} (A/A control)` : mode} | ${cell(ratios.get(mode)!.tcp)} | ${cell(ratios.get(mode)!.http)} |`);
 }
 
 function median(xs: number[]): number {
@@ -260,7 +268,7 @@ async function main(): Promise<void> {
   const backend = await new Promise<{ tcp: number; http: number }>((resolve) => {
     backendProc.stdout!.once('data', (c: Buffer) => resolve(JSON.parse(c.toString()) as { tcp: number; http: number }));
   });
-  const results: Record<Mode, Sample[]> = { off: [], on: [], log: [], metrics: [], admin: [] };
+  const results: Record<Mode, Sample[]> = { off: [], on: [], log: [], metrics: [], admin: [], probed: [] };
   if (process.env.BENCH_PAIRED === '1') {
     try {
       await paired(backend, dir);
