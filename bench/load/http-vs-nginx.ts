@@ -16,10 +16,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
+import { freePort, waitPort } from './ports';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -27,28 +27,6 @@ const CIDRS = Number(process.env.BENCH_CIDRS ?? 1000);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
 const ROOT = path.resolve(__dirname, '../../..');
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100);
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
-async function waitPort(port: number, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = net.connect({ host: '127.0.0.1', port });
-      s.once('connect', () => { s.destroy(); resolve(true); });
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`port ${port} not listening`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** 1,000 (or CIDRS) distinct CIDRs from 10.0.0.0/8 and 2001:db8::/32, then the client's /32 last. */
 function allowlist(): string[] {

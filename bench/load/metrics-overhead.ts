@@ -30,6 +30,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
+import { freePort, waitPort } from './ports';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -49,28 +50,6 @@ const t = net.createServer((s) => { s.on('error', () => {}); s.once('data', () =
   const h = http.createServer((q, r) => r.end('ok\\n')); h.keepAliveTimeout = 60000;
   h.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ tcp: t.address().port, http: h.address().port }) + '\\n'));
 });`;
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
-async function waitPort(port: number, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = net.connect({ host: '127.0.0.1', port });
-      s.once('connect', () => { s.destroy(); resolve(true); });
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`port ${port} not listening`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 function cpuSeconds(pid: number): number {
   const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
