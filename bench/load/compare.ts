@@ -27,6 +27,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { descendants } from './proc';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const MAIN = path.join(ROOT, 'dist/src/main.js');
@@ -177,21 +178,6 @@ function cpuSeconds(pid: number): number {
     }
   }
   return ticks / CLK_TCK;
-}
-
-function descendants(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid) out.push(Number(d), ...descendants(Number(d)));
-    } catch {
-      // gone
-    }
-  }
-  return out;
 }
 
 function rssBytes(pid: number): number {

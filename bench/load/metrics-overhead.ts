@@ -5,7 +5,7 @@
  *   npx tsc -p tsconfig.json && node dist/bench/load/metrics-overhead.js
  *   BENCH_SECONDS=10 BENCH_ROUNDS=3 BENCH_TCP_CONCURRENCY=32 BENCH_HTTP_CONNECTIONS=50 node dist/bench/load/metrics-overhead.js
  *
- * ipgate runs as the compiled binary (one process) with two listeners: `edge` (tcp) and `web`
+ * ipgate runs as the compiled binary with two listeners: `edge` (tcp) and `web`
  * (http), allowlist 127.0.0.0/8, to a backend in its own process (TCP: answers `pong` and closes;
  * HTTP: `200 ok`, keep-alive).
  *   on:  logging.access true (JSON lines to a file, as a container runtime would store them), admin
@@ -22,7 +22,10 @@
  * BENCH_HTTP_CONNECTIONS keep-alive connections). Rounds alternate off/on so drift on a shared
  * machine hits both; the medians are reported. Besides throughput, ipgate's CPU time per connection
  * or request is read from /proc/<pid>/stat (utime + stime): on a loaded machine it is the steadier
- * measure of what the feature costs.
+ * measure of what the feature costs. It is the sum over ipgate's process tree: with the admin API on
+ * (every mode but `off` and `log`) ipgate runs as a primary (admin API) and one cluster worker
+ * (listeners) by default, `admin.separateProcess`; BENCH_SEPARATE_ADMIN=0 sets it to false in every
+ * gate (one process, the admin API next to the data path), =1 to true.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,6 +34,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { freePort, waitPort } from './ports';
+import { descendants } from './proc';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -51,10 +55,22 @@ const t = net.createServer((s) => { s.on('error', () => {}); s.once('data', () =
   h.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ tcp: t.address().port, http: h.address().port }) + '\\n'));
 });`;
 
+/** admin.separateProcess for every gate: unset = ipgate's default. */
+const SEPARATE_ADMIN = process.env.BENCH_SEPARATE_ADMIN === undefined ? undefined : process.env.BENCH_SEPARATE_ADMIN !== '0';
+
+/** utime + stime of `pid` and its descendants (the primary and its workers), seconds. */
 function cpuSeconds(pid: number): number {
-  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  let ticks = 0;
+  for (const id of [pid, ...descendants(pid)]) {
+    try {
+      const f = fs.readFileSync(`/proc/${id}/stat`, 'utf8');
+      const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // exited between the listing and the read
+    }
+  }
+  return ticks / CLK_TCK;
 }
 
 interface Scrape { path: string; intervalMs: number }
@@ -76,7 +92,7 @@ async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir
   const [tcp, http, admin] = [await freePort(), await freePort(), scrape !== null || mode === 'admin' ? await freePort() : null];
   const config = {
     logging: { level: 'info', access },
-    admin: { listen: admin === null ? null : `127.0.0.1:${admin}` },
+    admin: { listen: admin === null ? null : `127.0.0.1:${admin}`, ...(SEPARATE_ADMIN === undefined ? {} : { separateProcess: SEPARATE_ADMIN }) },
     store: { type: 'memory' },
     allowlists: { main: ['127.0.0.0/8'] },
     listeners: [
@@ -229,7 +245,8 @@ async function paired(backend: { tcp: number; http: number }, dir: string): Prom
   const f = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
   const cell = (xs: number[]): string => { const s = [...xs].sort((a, b) => a - b); return `${f(median(s))} (${f(s[0]!)}..${f(s[s.length - 1]!)})`; };
   console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
-    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ipgate CPU per operation, mode vs ${BASELINE} in the same pair: median (range)`);
+    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ipgate CPU per operation (process tree), mode vs ${BASELINE} in the same pair: median (range); ` +
+    `admin.separateProcess ${SEPARATE_ADMIN ?? 'default'}`);
   console.log(`| mode vs ${BASELINE} | TCP CPU/connection | HTTP CPU/request |`);
   console.log('|---|---|---|');
   for (const mode of modes) console.log(`| ${mode === BASELINE ? `${mode} (A/A control)` : mode} | ${cell(ratios.get(mode)!.tcp)} | ${cell(ratios.get(mode)!.http)} |`);
@@ -279,7 +296,7 @@ async function main(): Promise<void> {
     return `${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}%`;
   };
   console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
-    `${ROUNDS} rounds of ${SECONDS} s per mode, medians`);
+    `${ROUNDS} rounds of ${SECONDS} s per mode, medians; admin.separateProcess ${SEPARATE_ADMIN ?? 'default'}`);
   const others = MODES.filter((x) => x !== 'off');
   console.log(`| path | measure | off | ${others.map((o) => `${o} | cost (paired: median, range)`).join(' | ')} |`);
   console.log(`|---|---|---|${others.map(() => '---|---').join('|')}|`);
