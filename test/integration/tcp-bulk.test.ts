@@ -63,19 +63,21 @@ function rssKiB(pid: number): number {
   return m ? Number(m[1]) : NaN;
 }
 
-async function gate(t: Test, upstream: number): Promise<{ p: Spawned; port: number }> {
+async function gate(t: Test, upstream: number, env: NodeJS.ProcessEnv = {}): Promise<{ p: Spawned; port: number }> {
   const port = await freePort();
   const p = spawnIpgate([], {
     logging: { level: 'warn' }, admin: { listen: null }, store: { type: 'memory' },
     allowlists: { main: ['127.0.0.0/8'] },
     listeners: [{ name: 'bulk', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`] }],
-  });
+  }, env);
   t.teardown(() => { p.child.kill('SIGKILL'); });
   await Promise.race([waitForListen(port, 20_000), p.exited.then((c) => { throw new Error(`exited ${c}: ${p.stderr()}`); })]);
   return { p, port };
 }
 
-t.test('1 GiB up and 256 MiB down, at the same time, arrive byte-exact', async (t) => {
+// Both relay read modes: large reads into a reused buffer (the default, large-reads.ts) and Node's
+// ordinary 'data' reads (IPGATE_RELAY_READ_BUFFER=0, also what a Node without the onread fields gets).
+for (const [mode, env] of [['large reads', {}], ["'data' reads", { IPGATE_RELAY_READ_BUFFER: '0' }]] as const) t.test(`${mode}: 1 GiB up and 256 MiB down, at the same time, arrive byte-exact`, async (t) => {
   let upstreamResult: Promise<{ bytes: number; sha: string }> | null = null;
   let downstreamSha: Promise<string> | null = null;
   const server = net.createServer({ allowHalfOpen: true }, (s) => {
@@ -84,7 +86,7 @@ t.test('1 GiB up and 256 MiB down, at the same time, arrive byte-exact', async (
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  const { port } = await gate(t, (server.address() as net.AddressInfo).port);
+  const { port } = await gate(t, (server.address() as net.AddressInfo).port, env);
 
   const start = Date.now();
   const c = await connect({ port, allowHalfOpen: true });

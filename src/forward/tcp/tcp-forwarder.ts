@@ -18,6 +18,7 @@ import type { ConnectionHandler } from '../../listener/listener';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import { upstreamReason } from '../upstream-reason';
+import { BULK_CHUNK_BYTES, largeReadsEnabled, maybeSwitch } from './large-reads';
 
 export interface Upstream extends HostPort {
   /** `host:port` for logs. */
@@ -64,6 +65,7 @@ export class TcpForwarder implements ConnectionHandler {
   ) {
     this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
     this.log = logger.child({ listener: config.name });
+    if (!largeReadsEnabled()) this.log.debug('bulk relays use ordinary socket reads (large reads off or unsupported by this Node)');
   }
 
   handle(conn: Connection, leftover: Buffer): void {
@@ -166,7 +168,8 @@ export class TcpForwarder implements ConnectionHandler {
  * `dst`'s buffer is above its high-water mark and resumed on 'drain' (a stalled reader never makes
  * memory grow), `dst.end()` after `src` ends (half-close travels on). A destroyed `dst` makes
  * write() return false, so `src` stays paused until the close handlers above destroy it.
- * bench/README.md "Hot path" has the before/after.
+ * bench/README.md "Hot path" has the before/after. A direction that turns out to carry a bulk flow
+ * switches to large reads into a reused buffer (large-reads.ts), with the same contract.
  */
 const PEER = Symbol('ipgate.relayPeer');
 interface RelaySocket extends net.Socket {
@@ -182,7 +185,9 @@ function relay(src: RelaySocket, dst: RelaySocket): void {
 }
 
 function relayData(this: RelaySocket, chunk: Buffer): void {
-  if (!this[PEER]!.write(chunk)) this.pause();
+  const dst = this[PEER]!;
+  if (!dst.write(chunk)) this.pause();
+  else if (chunk.length >= BULK_CHUNK_BYTES) maybeSwitch(this, dst, chunk.length);
 }
 
 function relayEnd(this: RelaySocket): void {
