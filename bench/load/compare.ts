@@ -557,8 +557,9 @@ async function main(): Promise<void> {
 function fmtRate(workload: string, rate: number): string {
   return workload === 'bulk' ? (rate / 1e9).toFixed(2) : rate.toFixed(0);
 }
+/** A latency, or '-' where the workload has none (bulk: iperf3 reports throughput only). */
 function fmtMs(v: number | null): string {
-  return v === null ? '-' : `${v.toFixed(2)} ms`;
+  return v === null || Number.isNaN(v) ? '-' : `${v.toFixed(2)} ms`;
 }
 const median = (xs: number[]): number => {
   const s = xs.slice().sort((a, b) => a - b);
