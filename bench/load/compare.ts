@@ -2,9 +2,11 @@
  * Load benchmark: ipgate side by side with nginx and HAProxy doing the same job on the same machine.
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/compare.js [--rounds 3] [--duration 6]
- *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,tcp,tcp-ppin,bulk,idle]
+ *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,http-rate,tcp,tcp-ppin,bulk,idle]
+ *       [--rate 3000]   (http-rate: offered requests/s, via hey)
  *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
  *       [--baseline /other/checkout/dist/src/main.js]   (A/B: that build runs as proxy "base")
+ *       [--base-env NAME=VALUE]   (environment for "base" only: A/B of a setting on one build)
  *       (proxies `ipgate-undici` / `ipgate-http-proxy`: this build with that `http.engine`; `ipgate`
  *       and `base` run the build's default engine)
  *
@@ -20,7 +22,7 @@
  * ratios of interleaved runs are what count). Work per proxy CPU-second comes from /proc/<pid>/stat
  * (utime + stime of the proxy process and its children, i.e. every worker).
  *
- * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3
+ * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3 hey
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -53,13 +55,23 @@ interface Options {
   cpuProf: string | null;
   /** A second ipgate build (its dist/src/main.js) run as proxy `base` for A/B of a change. */
   baseline: string | null;
+  /** Environment for `base` only, over `env` (A/B of a setting on one build: --baseline dist/src/main.js). */
+  baseEnv: Record<string, string>;
+  /** Offered load of the http-rate workload, requests per second over all connections. */
+  rate: number;
+}
+
+/** NAME=VALUE (the value may itself contain '=', as NODE_OPTIONS=--x=1 does). */
+function splitEnv(v: string): [string, string] {
+  const i = v.indexOf('=');
+  return i < 0 ? [v, ''] : [v.slice(0, i), v.slice(i + 1)];
 }
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
     rounds: 3, duration: 6, proxies: ['ipgate', 'nginx', 'haproxy'],
     workloads: ['http', 'http-denied', 'tcp', 'tcp-ppin', 'bulk', 'idle'],
-    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null,
+    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null, baseEnv: {}, rate: 3000,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -75,7 +87,9 @@ function parseOptions(argv: string[]): Options {
       case '--load-cpus': o.loadCpus = v; break;
       case '--idle': o.idle = Number(v); break;
       case '--connections': o.connections = Number(v); break;
-      case '--env': { const [a, b] = v.split('='); o.env[a!] = b ?? ''; break; }
+      case '--env': { const [a, b] = splitEnv(v); o.env[a] = b; break; }
+      case '--rate': o.rate = Number(v); break;
+      case '--base-env': { const [a, b] = splitEnv(v); o.baseEnv[a] = b; break; }
       case '--cpu-prof': o.cpuProf = v; break;
       case '--baseline': o.baseline = v; break;
       default: throw new Error(`unknown option ${k}`);
@@ -350,6 +364,34 @@ function wrk(port: number, o: Options): Promise<Sample> {
   });
 }
 
+/**
+ * http-rate: the same keep-alive requests at a fixed offered rate (hey, Debian package: `-q` per
+ * connection), below ipgate's single-core capacity, so every proxy serves the same load and the
+ * latencies compare service times, not the queue a saturated closed loop (wrk) builds in front of
+ * the slower proxy.
+ */
+function hey(port: number, o: Options): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    const perConnection = o.rate / o.connections;
+    const c = spawn('taskset', ['-c', o.loadCpus, 'hey', '-z', `${o.duration}s`, '-c', String(o.connections), '-q', perConnection.toFixed(3), `http://127.0.0.1:${port}/`]);
+    let out = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    c.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    c.once('exit', () => {
+      const rate = /Requests\/sec:\s+([\d.]+)/.exec(out);
+      if (!rate) return reject(new Error(`hey: ${out}`));
+      const lat = (pct: string): number | null => {
+        const m = new RegExp(`\\s${pct}% in ([\\d.]+) secs`).exec(out);
+        return m ? Number(m[1]) * 1000 : null;
+      };
+      const ok = /\[200\]\s+(\d+) responses/.exec(out);
+      const all = [...out.matchAll(/\[(\d+)\]\s+(\d+) responses/g)].reduce((n, m) => n + Number(m[2]), 0);
+      const errors = [...out.matchAll(/^\s+\[(\d+)\]\s+Get /gm)].reduce((n, m) => n + Number(m[1]), 0);
+      resolve({ rate: Number(rate[1]), p50ms: lat('50'), p99ms: lat('99'), errors: errors + all - (ok ? Number(ok[1]) : 0) });
+    });
+  });
+}
+
 /** The short-connection driver runs in a child pinned to the load CPUs (this file with `--driver`). */
 function driver(port: number, o: Options, ppin: boolean): Promise<Sample> {
   return new Promise((resolve, reject) => {
@@ -459,7 +501,7 @@ async function idle(port: number, pid: number, n: number): Promise<{ held: numbe
 
 interface Result { proxy: string; workload: string; round: number; sample: Sample; cpu: number }
 
-const UNITS: Record<string, string> = { http: 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s' };
+const UNITS: Record<string, string> = { http: 'req/s', 'http-rate': 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s' };
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
@@ -505,7 +547,7 @@ async function main(): Promise<void> {
       fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers, engine)));
       const main = name === 'base' ? o.baseline! : MAIN;
       const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
-      proxies[name] = start(name, process.execPath, args, pcpus, { ...o.env });
+      proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...o.env, ...o.baseEnv } : { ...o.env });
     }
     await waitPort(p + L.http, proxies[name]!);
     await waitPort(p + L.idle, proxies[name]!);
@@ -519,7 +561,7 @@ async function main(): Promise<void> {
       // Rotate the order per round so no proxy always runs first (page cache, thermal, neighbours).
       const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
       for (const proxy of order) {
-        if (HTTP_ONLY.has(proxy) && workload !== 'http') continue;
+        if (HTTP_ONLY.has(proxy) && workload !== 'http' && workload !== 'http-rate') continue;
         const p = PROXY_BASE[proxy]!;
         const pid = proxies[proxy]!.child.pid!;
         const c0 = cpuSeconds(pid);
@@ -527,6 +569,7 @@ async function main(): Promise<void> {
         switch (workload) {
           case 'http': sample = await wrk(p + L.http, o); break;
           case 'http-denied': sample = await wrk(p + L.httpDenied, o); break;
+          case 'http-rate': sample = await hey(p + L.http, o); break;
           case 'tcp': sample = await driver(p + L.tcp, o, false); break;
           case 'tcp-ppin': sample = await driver(p + L.tcpPpin, o, true); break;
           case 'bulk': sample = await iperf(p + L.bulk, o); break;
@@ -600,6 +643,20 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
       lines.push(`| ${w} | ${proxy} | ${fmtRate(w, rate)} ${UNITS[w]} | ${fmtMs(median(rs.map((r) => r.sample.p50ms ?? NaN)))} | ` +
         `${fmtMs(median(rs.map((r) => r.sample.p99ms ?? NaN)))} | ${cpu.toFixed(2)} | ${fmtRate(w, per)} | ${ratios} | ${vsNginx} |`);
     }
+  }
+  // Latency against nginx's in the same round (per round, then median and range).
+  if (o.proxies.includes('nginx')) {
+    const rows: string[] = [];
+    for (const w of workloads) {
+      for (const proxy of o.proxies.filter((x) => x !== 'nginx')) {
+        const rr = results.filter((r) => r.workload === w && r.proxy === proxy && r.sample.p99ms !== null).flatMap((r) => {
+          const n = results.find((x) => x.proxy === 'nginx' && x.workload === w && x.round === r.round);
+          return n?.sample.p99ms ? [r.sample.p99ms! / n.sample.p99ms] : [];
+        });
+        if (rr.length > 0) rows.push(`| ${w} | ${proxy} | ${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)}) |`);
+      }
+    }
+    if (rows.length > 0) lines.push('', '| workload | proxy | p99 / nginx p99 (same round, median (range)) |', '|---|---|---|', ...rows);
   }
   if (idleResults.length > 0) {
     lines.push('');
