@@ -13,8 +13,8 @@ import { Metrics } from './metrics/metrics';
 import { LiveLists } from './store/live-lists';
 import type { AllowlistService } from './store/allowlist-service';
 import { startAllowlistService } from './store/start-service';
-import { startAdmin, VERSION } from './admin/start-admin';
 import type { AdminServer } from './admin/admin-server';
+import { VERSION } from './version';
 import { SelfChecks } from './selfcheck/self-checks';
 
 export interface App {
@@ -79,7 +79,12 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
     }
     selfChecks.start();
     access?.start();
-    admin = await startAdmin(config, service, listeners, logger, selfChecks, metrics);
+    if (config.admin.listen !== null) {
+      // Loaded only when used: a cluster worker (admin.listen null) never loads fastify and the
+      // admin routes, which keeps its memory down (bench/README.md "Admin API in its own process").
+      const { startAdmin } = require('./admin/start-admin') as typeof import('./admin/start-admin');
+      admin = await startAdmin(config, service, listeners, logger, selfChecks, metrics);
+    }
   } catch (err) {
     selfChecks.stop();
     access?.stop();

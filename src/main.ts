@@ -5,9 +5,7 @@
  */
 import cluster from 'node:cluster';
 import path from 'node:path';
-import { startApp } from './app';
-import { runPrimary, workerCount } from './cluster/primary';
-import { runWorker } from './cluster/worker';
+import { processModel } from './cluster/process-model';
 import { ConfigError } from './config/errors';
 import { loadConfigFile } from './config/load';
 import { startEcho } from './echo/echo-server';
@@ -51,11 +49,21 @@ async function run(args: string[]): Promise<number> {
   if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
   const config = loadConfigFile(file);
   const logger = createLogger(config.logging);
-  // workers > 1: this process is the primary (store, admin API) or one of its workers (listeners).
-  if (cluster.isWorker) return flushed(logger, await runWorker(config, logger.child({ worker: cluster.worker?.id })));
+  // Cluster mode (processModel): this process is the primary (store, admin API) or one of its
+  // workers (listeners). Each side loads only its own code: the worker never loads fastify, the
+  // primary never loads the forwarders (bench/README.md "Admin API in its own process").
+  if (cluster.isWorker) {
+    const { runWorker } = require('./cluster/worker') as typeof import('./cluster/worker');
+    return flushed(logger, await runWorker(config, logger.child({ worker: cluster.worker?.id })));
+  }
   logger.info({ version: VERSION, config: file, node: process.version }, 'starting');
-  const workers = workerCount(config.workers);
-  if (workers > 1) return flushed(logger, await runPrimary(config, logger, workers));
+  const model = processModel(config);
+  if (model.kind === 'cluster') {
+    const { runPrimary } = require('./cluster/primary') as typeof import('./cluster/primary');
+    return flushed(logger, await runPrimary(config, logger, model.workers, model.reason));
+  }
+  logger.info({ workers: 1, reason: model.reason }, 'running as one process');
+  const { startApp } = require('./app') as typeof import('./app');
   let app;
   try {
     app = await startApp(config, { logger });

@@ -2,7 +2,6 @@
  * Start the admin API when `admin.listen` is set: tokens loaded (a bad tokens file stops the start),
  * readiness computed from the listeners and the store.
  */
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema';
 import type { Listener } from '../listener/listener';
@@ -10,23 +9,10 @@ import type { SelfChecks } from '../selfcheck/self-checks';
 import type { AllowlistService } from '../store/allowlist-service';
 import { buildAdminApp } from './admin-app';
 import { startAdminServer, type AdminServer } from './admin-server';
-import { loadTokens } from './auth';
+import { loadTokens, type Tokens } from './auth';
 import type { Readiness } from './routes/health';
 import type { MetricsEndpoint } from './routes/metrics';
-
-/** package.json's version: two levels up from src/admin, three from dist/src/admin. */
-function packageVersion(): string {
-  for (const rel of ['../../package.json', '../../../package.json']) {
-    try {
-      const pkg = require(path.join(__dirname, rel)) as { name?: string; version?: string };
-      if (pkg.name === 'ipgate' && typeof pkg.version === 'string') return pkg.version;
-    } catch {
-      // not at this level
-    }
-  }
-  return '0.0.0';
-}
-export const VERSION = packageVersion();
+import { VERSION } from '../version';
 
 export function readiness(service: AllowlistService, listeners: readonly Listener[], selfChecks: SelfChecks | null = null): Readiness {
   const unbound = listeners.filter((l) => l.address === null).map((l) => l.name);
@@ -63,10 +49,15 @@ export async function startAdmin(config: Config, service: AllowlistService, list
     readiness: () => readiness(service, listeners, selfChecks), metrics,
   });
   const server = await startAdminServer(app, config.admin.listen);
+  logAdminListening(server, tokens, config, logger);
+  return server;
+}
+
+/** The start-up lines of the admin API, the same in one process and in a cluster primary. */
+export function logAdminListening(server: AdminServer, tokens: Tokens, config: Config, logger: Logger): void {
   const names = tokens.entries.map((e) => e.name);
   logger.info({ address: server.address.address, port: server.address.port, tokens: names, sources: tokens.sources }, 'admin API listening');
   if (names.length === 0) {
     logger.warn({ tokenEnv: config.admin.tokenEnv }, 'admin API has no token: only /healthz, /readyz and /openapi.json answer; set the token variable or admin.tokenFile');
   }
-  return server;
 }

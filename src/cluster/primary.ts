@@ -1,6 +1,15 @@
 /**
- * `workers: N | auto` (N > 1): the primary process. It owns the store, the admin API and the
- * pod-wide `/metrics`; the workers own the listeners (node:cluster shares the sockets).
+ * The primary process of `workers: N | auto` (N > 1), and of `workers: 1` with the admin API on
+ * (`admin.separateProcess`, default true). It owns the store, the admin API and the pod-wide
+ * `/metrics`; the workers own the listeners (node:cluster shares the sockets).
+ *
+ * Why one worker and not one process at `workers: 1`: the admin API's fastify server and the data
+ * path's HTTP servers share Node's http and stream internals. In one isolate, a single admin request
+ * (the chart's kubelet probes send one every 10 s) gives those functions a second set of hidden
+ * classes; V8 re-optimises them polymorphic and the HTTP data path stays 13-16% dearer per request
+ * for the rest of the process life (bench/README.md "Simultaneous pairs ..."). A separate process
+ * is a separate isolate. `processModel` (process-model.ts) decides; `admin.separateProcess: false`
+ * or no admin API keeps one process (main.ts).
  *
  * - An admin write is stored, applied here, sent to every worker, and acknowledged only once every
  *   live worker has acked it (ClusterAllowlistService). A worker that does not ack within
@@ -9,20 +18,22 @@
  * - SIGTERM/SIGINT: the admin API closes, every worker drains (bounded by drainTimeoutMs), then the
  *   primary exits. A second signal kills the workers.
  *
- * Scheduling: SCHED_RR (the primary accepts and passes each handle to the next worker) measured
- * against SCHED_NONE (the kernel hands each accept to whichever worker wakes first) in
- * bench/README.md "Workers": RR spreads long-lived keep-alive connections evenly, which is what
- * HTTP throughput depended on; NODE_CLUSTER_SCHED_POLICY=rr|none overrides the choice.
+ * Scheduling (`schedulingFor`): with several workers SCHED_RR (the primary accepts and passes each
+ * handle to the next worker), measured against SCHED_NONE (the kernel hands each accept to
+ * whichever worker wakes first) in bench/README.md "Workers": RR spreads long-lived keep-alive
+ * connections evenly, which is what HTTP throughput depended on. With one worker there is nothing
+ * to spread, and RR would only add an accept plus an IPC hand-off in the primary per connection:
+ * SCHED_NONE, the worker accepts on the shared socket itself. NODE_CLUSTER_SCHED_POLICY=rr|none
+ * overrides either choice.
  */
 import cluster from 'node:cluster';
-import os from 'node:os';
 import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
 import { buildAdminApp } from '../admin/admin-app';
 import { startAdminServer, type AdminServer } from '../admin/admin-server';
 import { loadTokens } from '../admin/auth';
 import type { MetricsEndpoint } from '../admin/routes/metrics';
-import { readiness, VERSION } from '../admin/start-admin';
+import { logAdminListening, readiness } from '../admin/start-admin';
 import { AuditLog } from '../audit/audit-log';
 import type { Config } from '../config/schema';
 import { startEcho, type EchoServers } from '../echo/echo-server';
@@ -32,15 +43,9 @@ import { AllowlistService, type ChangeResult, type Precondition } from '../store
 import { createStore } from '../store/create-store';
 import { LiveLists } from '../store/live-lists';
 import type { AllowlistStore } from '../store/store';
+import { VERSION } from '../version';
+import { schedulingFor } from './process-model';
 import { WorkerPool } from './worker-pool';
-
-/** The scheduling policy chosen with bench/load (see the file comment). */
-export const SCHEDULING: 'rr' | 'none' = 'rr';
-
-/** `workers` from the config as a process count: `auto` is one per available core. */
-export function workerCount(workers: number | 'auto', cores = os.availableParallelism()): number {
-  return workers === 'auto' ? Math.max(1, cores) : workers;
-}
 
 /** The service the admin API writes through: each change is acknowledged after every worker applied it. */
 export class ClusterAllowlistService extends AllowlistService {
@@ -67,10 +72,11 @@ export class ClusterAllowlistService extends AllowlistService {
   }
 }
 
-/** Run the primary until it is stopped; resolves with the exit code. */
-export async function runPrimary(config: Config, logger: Logger, n: number): Promise<number> {
+/** Run the primary with `n` workers until it is stopped; resolves with the exit code. */
+export async function runPrimary(config: Config, logger: Logger, n: number, reason = `workers: ${n}`): Promise<number> {
+  // Read by node:cluster at the first fork; the environment variable, when set, has already chosen.
   if (process.env.NODE_CLUSTER_SCHED_POLICY === undefined) {
-    cluster.schedulingPolicy = SCHEDULING === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
+    cluster.schedulingPolicy = schedulingFor(n) === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
   }
   const lists = new LiveLists();
   const pool = new WorkerPool(lists, logger);
@@ -78,15 +84,14 @@ export async function runPrimary(config: Config, logger: Logger, n: number): Pro
   const service = new ClusterAllowlistService(store, lists, new AuditLog(logger, config.admin.auditHistory), logger, pool);
   const metrics = new Metrics({ version: VERSION });
   metrics.setAllowlists(lists, store);
-  let admin: AdminServer | null = null;
+  let admin = null as AdminServer | null; // set by startAdminApi (a closure: no narrowing to null)
   // The demo echo backend runs once, here (workers start without it).
   let echo: EchoServers | null = null;
   try {
     await service.start(new Map<string, readonly AllowEntry[]>(Object.entries(config.allowlists)));
     if (config.echo) echo = await startEcho(config.echo);
-    logger.info({ workers: n, scheduling: cluster.schedulingPolicy === cluster.SCHED_RR ? 'rr' : 'none' }, 'starting workers');
-    await pool.start(n);
-    if (config.admin.listen !== null) {
+    logger.info({ workers: n, reason, scheduling: cluster.schedulingPolicy === cluster.SCHED_RR ? 'rr' : 'none' }, 'starting workers');
+    const startAdminApi = async (listen: string): Promise<void> => {
       const endpoint: MetricsEndpoint = {
         contentType: metrics.contentType,
         scrape: async () => clusterExposition(metrics, await pool.scrape()),
@@ -105,9 +110,13 @@ export async function runPrimary(config: Config, logger: Logger, n: number): Pro
           return r;
         },
       });
-      admin = await startAdminServer(app, config.admin.listen);
-      logger.info({ address: admin.address.address, port: admin.address.port, tokens: tokens.entries.map((e) => e.name) }, 'admin API listening');
-    }
+      admin = await startAdminServer(app, listen);
+      logAdminListening(admin, tokens, config, logger);
+    };
+    // The admin API is built while the workers start (each side spends hundreds of milliseconds
+    // loading and compiling code, in separate processes); /readyz says not ready until they listen.
+    const started = await Promise.allSettled([pool.start(n), config.admin.listen !== null ? startAdminApi(config.admin.listen) : null]);
+    for (const r of started) if (r.status === 'rejected') throw r.reason;
   } catch (err) {
     logger.fatal({ err }, (err as Error).message);
     pool.kill();

@@ -81,3 +81,32 @@ export function spawnIpgate(args: string[], config?: Record<string, unknown>, en
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, stdout: () => out, stderr: () => err, exited };
 }
+
+/**
+ * The child processes of `pid`, from the kernel's per-thread children lists
+ * (/proc/<pid>/task/<tid>/children): cluster workers are forked by a thread of the primary.
+ */
+export function childPids(pid: number): number[] {
+  const out: number[] = [];
+  let tasks: string[] = [];
+  try {
+    tasks = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out; // the process is gone
+  }
+  for (const tid of tasks) {
+    try {
+      for (const c of fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/)) if (c) out.push(Number(c));
+    } catch {
+      // the thread ended
+    }
+  }
+  return [...new Set(out)];
+}
+
+/** The JSON log lines written to stdout so far (a partial last line is left out). */
+export function logLines(text: string): Record<string, unknown>[] {
+  const lines = text.split('\n');
+  lines.pop();
+  return lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+}

@@ -28,6 +28,7 @@ t.test('a minimal config gets every default and is frozen', async (t) => {
   t.equal(c.listeners[0]!.outboundProxyProtocol, 'none');
   t.same(c.listeners[0]!.http.trustedProxies, [], 'no trusted proxies by default');
   t.equal(c.admin.listen, '127.0.0.1:9901', 'admin API on loopback by default');
+  t.equal(c.admin.separateProcess, true, 'the admin API in its own process by default');
   t.equal(c.revokeLive, true);
   t.same(c.allowlists.main, [{ cidr: '10.0.0.0/8' }], 'bare CIDR strings normalised to entries');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.listeners[0]) && Object.isFrozen(c.listeners[0]!.proxyProtocol), 'deeply frozen');
@@ -79,6 +80,9 @@ const bad: Array<[string, (c: ReturnType<typeof base> & Record<string, unknown>)
   ['PROXY mode on with nobody trusted', (c) => { (c.listeners[0] as Record<string, unknown>).proxyProtocol = { mode: 'required' }; },
     'listeners[0].proxyProtocol.trustedSources: []: is empty'],
   ['a data port on the admin address', (c) => { c.listeners[0]!.listen = '127.0.0.1:9901'; }, 'listeners[0].listen: "127.0.0.1:9901": is the admin API address'],
+  ['admin.separateProcess is a boolean, not coerced', (c) => { c.admin = { separateProcess: 'no' }; },
+    'admin.separateProcess: "no": must be boolean'],
+  ['unknown admin key', (c) => { c.admin = { separateProcesses: false }; }, 'admin.separateProcesses: false: unknown key'],
   ['bad list name', (c) => { (c.allowlists as Record<string, unknown>)['bad name!'] = []; }, 'allowlists.bad name!: invalid name'],
   ['no listeners', (c) => { c.listeners = []; }, 'listeners: []: must NOT have fewer than 1 items'],
 ];
