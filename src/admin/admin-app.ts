@@ -16,8 +16,8 @@ import { authenticate, type Tokens } from './auth';
 import { errorHandler, send } from './errors';
 import { allowlistRoutes } from './routes/allowlists';
 import { auditRoutes } from './routes/audit';
-import { connectionsRoutes } from './routes/connections';
-import { explainRoutes } from './routes/explain';
+import { connectionsRoutes, localConnections, type ConnectionsSource } from './routes/connections';
+import { explainRoutes, type ExplainTarget } from './routes/explain';
 import { healthRoutes, type Readiness } from './routes/health';
 import { metricsRoutes, type MetricsEndpoint } from './routes/metrics';
 
@@ -38,12 +38,19 @@ export interface AdminDeps {
   logger: Logger;
   /** Largest request body, bytes (413 beyond). */
   bodyLimit: number;
-  readiness: () => Readiness;
+  /** `/readyz`; a cluster primary asks its workers for their self-checks, hence the promise. */
+  readiness: () => Readiness | Promise<Readiness>;
   version: string;
   /** `/metrics` and the admin request counter (null: no /metrics). */
   metrics?: MetricsEndpoint | null;
   /** The data listeners, for `/v1/explain` and `/v1/connections` (none: those routes see no listener). */
   listeners?: readonly Listener[];
+  /**
+   * A cluster primary has no listeners: `/v1/explain` uses these (config + the primary's lists)
+   * and `/v1/connections` asks the workers. Each takes precedence over `listeners`.
+   */
+  explainTargets?: readonly ExplainTarget[];
+  connections?: ConnectionsSource;
 }
 
 export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
@@ -103,8 +110,8 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness: deps.readiness });
   await app.register(allowlistRoutes, { service: deps.service, prefix: '/v1' });
   await app.register(auditRoutes, { service: deps.service, prefix: '/v1' });
-  await app.register(explainRoutes, { listeners: deps.listeners ?? [], prefix: '/v1' });
-  await app.register(connectionsRoutes, { listeners: deps.listeners ?? [], prefix: '/v1' });
+  await app.register(explainRoutes, { listeners: deps.explainTargets ?? deps.listeners ?? [], prefix: '/v1' });
+  await app.register(connectionsRoutes, { source: deps.connections ?? localConnections(deps.listeners ?? []), prefix: '/v1' });
   app.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
   await app.ready();
   return app;

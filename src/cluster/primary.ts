@@ -17,6 +17,9 @@
  * - A crashed worker is replaced with backoff (worker-pool.ts).
  * - SIGTERM/SIGINT: the admin API closes, every worker drains (bounded by drainTimeoutMs), then the
  *   primary exits. A second signal kills the workers.
+ * - What the admin API reports about the listeners comes from the workers: /readyz asks them for
+ *   their self-checks and /v1/connections for their connections (IPC, 1 s timeout each);
+ *   /v1/explain decides here, from the listener configs and the primary's copy of the lists.
  *
  * Scheduling (`schedulingFor`): with several workers SCHED_RR (the primary accepts and passes each
  * handle to the next worker), measured against SCHED_NONE (the kernel hands each accept to
@@ -32,6 +35,7 @@ import type { AllowEntry } from '../allowlist/entry';
 import { buildAdminApp } from '../admin/admin-app';
 import { startAdminServer, type AdminServer } from '../admin/admin-server';
 import { loadTokens } from '../admin/auth';
+import { mergeConnectionPages } from '../admin/routes/connections';
 import type { MetricsEndpoint } from '../admin/routes/metrics';
 import { logAdminListening, readiness } from '../admin/start-admin';
 import { AuditLog } from '../audit/audit-log';
@@ -44,6 +48,7 @@ import { createStore } from '../store/create-store';
 import { LiveLists } from '../store/live-lists';
 import type { AllowlistStore } from '../store/store';
 import { VERSION } from '../version';
+import { explainTargets, mergeSelfChecks } from './diagnostics';
 import { schedulingFor } from './process-model';
 import { WorkerPool } from './worker-pool';
 
@@ -100,14 +105,26 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
       const tokens = loadTokens(config.admin);
       const app = await buildAdminApp({
         service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, metrics: endpoint,
-        readiness: () => {
+        readiness: async () => {
           const r = readiness(service, []);
           const ready = pool.readyCount;
           r.checks[0] = ready === n
             ? { name: 'listeners', status: 'ok', message: `${n} worker(s) listening` }
             : { name: 'listeners', status: 'error', message: `${ready} of ${n} worker(s) listening` };
           r.ready = r.ready && ready === n;
+          // The self-checks (source NAT, PROXY trust) live where the connections are: ask the workers.
+          const answers = await pool.selfChecks();
+          r.checks.push(...mergeSelfChecks(answers));
+          if (answers.length < ready) {
+            r.checks.push({ name: 'self_checks', status: 'warn', message: `${ready - answers.length} of ${ready} listening worker(s) did not report their self-checks in time` });
+          }
           return r;
+        },
+        explainTargets: explainTargets(config, lists),
+        connections: {
+          names: config.listeners.map((l) => l.name),
+          page: async (listener, limit) =>
+            mergeConnectionPages((await pool.connections(listener, limit)).map((a) => ({ worker: a.worker, page: a.reply })), limit),
         },
       });
       admin = await startAdminServer(app, listen);

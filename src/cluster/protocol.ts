@@ -12,13 +12,20 @@
  *   worker  -> primary  ready                      listeners bound (after the first lists)
  *   primary -> worker   metrics {id}               scrape request
  *   worker  -> primary  metrics {id, json}         this worker's metrics as JSON (metrics/cluster.ts)
+ *   primary -> worker   checks {id}                /readyz: this worker's self-checks
+ *   worker  -> primary  checks {id, checks[]}      SelfChecks.readinessChecks() (source NAT, PROXY trust)
+ *   primary -> worker   connections {id, listener|null, limit}
+ *                                                  /v1/connections: this worker's live connections
+ *   worker  -> primary  connections {id, page}     liveConnections() (admin/routes/connections.ts)
  *   primary -> worker   drain                      stop accepting, drain, exit 0
  *
  * `seq` counts the primary's broadcasts; an admin write is acknowledged once every live worker has
  * acked a seq at or past the broadcast that carried it (see WorkerPool.settled).
  */
+import type { ConnectionsPage } from '../admin/routes/connections';
 import type { AllowEntry } from '../allowlist/entry';
 import type { MetricJson } from '../metrics/published';
+import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 
 export interface ListState {
   name: string;
@@ -30,13 +37,17 @@ export type ToWorker =
   | { t: 'ipgate:lists'; seq: number; lists: ListState[] }
   | { t: 'ipgate:list'; seq: number; name: string; entries: readonly AllowEntry[] | null; version: string }
   | { t: 'ipgate:metrics'; id: number }
+  | { t: 'ipgate:checks'; id: number }
+  | { t: 'ipgate:connections'; id: number; listener: string | null; limit: number }
   | { t: 'ipgate:drain' };
 
 export type ToPrimary =
   | { t: 'ipgate:hello' }
   | { t: 'ipgate:applied'; seq: number; versions: Record<string, string> }
   | { t: 'ipgate:ready' }
-  | { t: 'ipgate:metrics'; id: number; json: MetricJson[] };
+  | { t: 'ipgate:metrics'; id: number; json: MetricJson[] }
+  | { t: 'ipgate:checks'; id: number; checks: SelfCheckReadiness[] }
+  | { t: 'ipgate:connections'; id: number; page: ConnectionsPage };
 
 export function isIpgateMessage<T extends { t: string }>(m: unknown): m is T {
   return typeof m === 'object' && m !== null && typeof (m as { t?: unknown }).t === 'string' && (m as { t: string }).t.startsWith('ipgate:');

@@ -1,12 +1,14 @@
 /**
  * The primary's view of its workers: forks them, replaces a crashed one (with backoff), sends every
  * allowlist change to all of them and knows which change each has applied, gathers their metrics,
- * and drains them.
+ * self-checks and live connections for the admin API, and drains them.
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import { backoffDelay, type BackoffPolicy } from '../kube/backoff';
+import type { ConnectionsPage } from '../admin/routes/connections';
 import type { MetricJson } from '../metrics/published';
+import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 import type { LiveLists } from '../store/live-lists';
 import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 
@@ -19,6 +21,12 @@ export const APPLY_TIMEOUT_MS = 5_000;
 export const START_TIMEOUT_MS = 30_000;
 /** A scrape waits this long for each worker's metrics; a silent worker is left out. */
 const SCRAPE_TIMEOUT_MS = 2_000;
+/**
+ * /readyz and /v1/connections wait this long for each worker; a silent worker is left out (and
+ * reported by /readyz). Below the chart's probe timeout (2 s), so a hung worker cannot fail the
+ * probe by timeout: it shows as a missing answer instead.
+ */
+const DIAGNOSTICS_TIMEOUT_MS = 1_000;
 
 interface Slot {
   worker: Worker;
@@ -33,8 +41,9 @@ export class WorkerPool {
   private readonly slots = new Map<number, Slot>();
   private seq = 0;
   private waiters: Array<() => void> = [];
-  private scrapeId = 0;
-  private readonly scrapes = new Map<number, (json: MetricJson[]) => void>();
+  private requestId = 0;
+  /** Requests to workers waiting for their answer (metrics, self-checks, connections), by id. */
+  private readonly requests = new Map<number, (reply: unknown) => void>();
   private crashes = 0;
   private stopping = false;
   private readonly exitWaiters: Array<() => void> = [];
@@ -108,20 +117,35 @@ export class WorkerPool {
 
   /** Every worker's metrics as JSON (the ones that answered within the timeout). */
   async scrape(): Promise<MetricJson[][]> {
-    const asks = [...this.slots.values()].filter((s) => s.ready).map((s) => new Promise<MetricJson[] | null>((resolve) => {
-      const id = ++this.scrapeId;
+    return (await this.ask<MetricJson[]>((id) => ({ t: 'ipgate:metrics', id }), SCRAPE_TIMEOUT_MS)).map((a) => a.reply);
+  }
+
+  /** Every ready worker's self-checks for /readyz (SelfChecks.readinessChecks), with its id. */
+  selfChecks(): Promise<Array<{ worker: number; reply: SelfCheckReadiness[] }>> {
+    return this.ask<SelfCheckReadiness[]>((id) => ({ t: 'ipgate:checks', id }), DIAGNOSTICS_TIMEOUT_MS);
+  }
+
+  /** Every ready worker's live connections for /v1/connections, with its id. */
+  connections(listener: string | undefined, limit: number): Promise<Array<{ worker: number; reply: ConnectionsPage }>> {
+    return this.ask<ConnectionsPage>((id) => ({ t: 'ipgate:connections', id, listener: listener ?? null, limit }), DIAGNOSTICS_TIMEOUT_MS);
+  }
+
+  /** Send a request to every ready worker; the answers that came within `timeoutMs`. */
+  private async ask<T>(request: (id: number) => ToWorker, timeoutMs: number): Promise<Array<{ worker: number; reply: T }>> {
+    const asks = [...this.slots.values()].filter((s) => s.ready).map((s) => new Promise<{ worker: number; reply: T } | null>((resolve) => {
+      const id = ++this.requestId;
       const timer = setTimeout(() => {
-        this.scrapes.delete(id);
+        this.requests.delete(id);
         resolve(null);
-      }, SCRAPE_TIMEOUT_MS);
-      this.scrapes.set(id, (json) => {
+      }, timeoutMs);
+      this.requests.set(id, (reply) => {
         clearTimeout(timer);
-        this.scrapes.delete(id);
-        resolve(json);
+        this.requests.delete(id);
+        resolve({ worker: s.worker.id, reply: reply as T });
       });
-      this.send(s.worker, { t: 'ipgate:metrics', id });
+      this.send(s.worker, request(id));
     }));
-    return (await Promise.all(asks)).filter((j): j is MetricJson[] => j !== null);
+    return (await Promise.all(asks)).filter((a): a is { worker: number; reply: T } => a !== null);
   }
 
   /** Ask every worker to drain; resolves when all have exited, SIGKILLing the rest after `timeoutMs`. */
@@ -175,7 +199,13 @@ export class WorkerPool {
         }
         break;
       case 'ipgate:metrics':
-        this.scrapes.get(m.id)?.(m.json);
+        this.requests.get(m.id)?.(m.json);
+        break;
+      case 'ipgate:checks':
+        this.requests.get(m.id)?.(m.checks);
+        break;
+      case 'ipgate:connections':
+        this.requests.get(m.id)?.(m.page);
         break;
     }
   }

@@ -1,10 +1,12 @@
 /**
  * A worker process (node:cluster): the data path only. It binds the listeners (the primary shares
- * the sockets), enforces the lists the primary sends, answers metrics scrapes and drains on request.
+ * the sockets), enforces the lists the primary sends, answers metrics scrapes and the admin API's
+ * diagnostics (self-checks for /readyz, live connections), and drains on request.
  * No store, no admin API: the primary owns both, so a write is stored once and reaches every worker
  * over IPC before it is acknowledged (protocol.ts).
  */
 import type { Logger } from 'pino';
+import { liveConnections } from '../admin/routes/connections';
 import { startApp, type App } from '../app';
 import type { Config } from '../config/schema';
 import { workerMetricsJson } from '../metrics/cluster';
@@ -81,6 +83,14 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
       case 'ipgate:metrics':
         if (app === null) break;
         void workerMetricsJson(app.metrics).then((json) => send({ t: 'ipgate:metrics', id: m.id, json }));
+        break;
+      case 'ipgate:checks':
+        if (app === null) break;
+        send({ t: 'ipgate:checks', id: m.id, checks: app.selfChecks.readinessChecks() });
+        break;
+      case 'ipgate:connections':
+        if (app === null) break;
+        send({ t: 'ipgate:connections', id: m.id, page: liveConnections(app.listeners, m.listener ?? undefined, m.limit) });
         break;
       case 'ipgate:drain':
         void drain();

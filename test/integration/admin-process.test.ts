@@ -4,8 +4,8 @@
  * cluster worker (the listeners), so an admin request never shares a V8 isolate with the data path
  * (bench/README.md "Admin API in its own process (workers: 1)"): the primary has exactly one child,
  * the listeners log from it, TCP and HTTP are served through it, an admin write is in force in the
- * worker when the API acknowledges it, /metrics reports the worker's counters, and SIGTERM drains
- * it and exits 0. `admin.separateProcess: false` and `admin.listen: null` run one process.
+ * worker when the API acknowledges it, /metrics, /readyz's self-checks and /v1/connections report
+ * the worker's state, /v1/explain its listeners, and SIGTERM drains it and exits 0. `admin.separateProcess: false` and `admin.listen: null` run one process.
  */
 import fs from 'node:fs';
 import net from 'node:net';
@@ -39,7 +39,8 @@ interface Gate {
 }
 
 /** ipgate with a TCP and an HTTP listener enforcing `main` (127.0.0.3 only); `admin` merges into the admin section (null: no admin API). */
-async function startGate(t: Test, admin: Record<string, unknown> | null, extra: Record<string, unknown> = {}): Promise<Gate> {
+async function startGate(t: Test, admin: Record<string, unknown> | null, extra: Record<string, unknown> = {},
+  more: Record<string, unknown>[] = []): Promise<Gate> {
   const backend = await backends(t);
   const [tcp, http, adminPort] = [await freePort(), await freePort(), await freePort()];
   const dir = tmpDir('ipgate-admin-process-');
@@ -53,6 +54,7 @@ async function startGate(t: Test, admin: Record<string, unknown> | null, extra: 
     listeners: [
       { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${tcp}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.tcp}`], outboundProxyProtocol: 'v1' },
       { name: 'web', mode: 'http', listen: `127.0.0.1:${http}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.http}`] },
+      ...more,
     ],
     ...extra,
   });
@@ -209,6 +211,47 @@ t.test('workers: 1 with the admin API: the acknowledgement waits for the worker'
   (await stream(gate.tcp, '127.0.0.7')).destroy();
   t.pass('admitted right after the acknowledgement');
   t.same(childPids(gate.pid), [worker], 'the same worker (not replaced)');
+});
+
+t.test('workers: 1 with the admin API: /readyz, /v1/explain and /v1/connections report the worker\'s listeners', async (t) => {
+  // The primary has no listeners: the self-checks and the connections come from the worker over
+  // IPC, explain decides from the config and the primary's lists.
+  const pp = await freePort();
+  const gate = await startGate(t, {}, {}, [
+    { name: 'pp', mode: 'tcp', listen: `127.0.0.1:${pp}`, allowlist: 'main', upstreams: ['127.0.0.1:9'],
+      proxyProtocol: { mode: 'optional', trustedSources: ['192.0.2.0/24'] } },
+  ]);
+  t.equal(childPids(gate.pid).length, 1, 'two processes');
+
+  // A PROXY header from a peer outside trustedSources is refused in the worker; /readyz says so.
+  const s = await connect({ port: pp, localAddress: '127.0.0.3' });
+  s.write('PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n');
+  await closed(s);
+  const ready = await gate.api('GET', '/readyz');
+  t.equal(ready.status, 200, 'a warning does not make ipgate unready');
+  const untrusted = (ready.json.checks as Array<{ name: string; status: string; message: string }>).find((c) => c.name === 'proxy_untrusted.pp');
+  t.match(untrusted, { status: 'warn', message: /listener pp: in the last 60 s 1 connection\(s\) from peers outside proxyProtocol\.trustedSources refused/ },
+    'the worker\'s PROXY trust self-check is in the primary\'s /readyz');
+
+  // explain: the listener's config and the current list, including a write made after start.
+  const explain = (peer: string): ReturnType<Gate['api']> => gate.api('POST', '/v1/explain', { listener: 'tcp', peer });
+  t.match((await explain('127.0.0.3')).json, { listener: 'tcp', client: '127.0.0.3', decision: 'allow', entry: { cidr: '127.0.0.3/32' } });
+  t.match((await explain('127.0.0.9')).json, { decision: 'deny', reason: 'not_allowlisted' });
+  t.equal((await gate.api('POST', '/v1/allowlists/main/entries', { entries: [{ cidr: '127.0.0.9/32' }] })).status, 200);
+  t.match((await explain('127.0.0.9')).json, { decision: 'allow', entry: { cidr: '127.0.0.9/32' } }, 'explain follows the write');
+  t.match((await gate.api('POST', '/v1/explain', { listener: 'pp', peer: '192.0.2.1', proxyHeader: 'PROXY TCP4 127.0.0.9 127.0.0.1 5555 80' })).json,
+    { client: '127.0.0.9', via: 'proxy-v1', peerTrusted: true, decision: 'allow' }, 'PROXY trust from the listener config');
+  t.equal((await explain('::1')).status, 200, 'an IPv6 peer is explained too');
+  t.equal((await gate.api('POST', '/v1/explain', { listener: 'nope', peer: '127.0.0.3' })).status, 404, 'an unknown listener is 404');
+
+  // connections: a live stream in the worker, with its derived client.
+  const open = await stream(gate.tcp, '127.0.0.3');
+  const page = (await gate.api('GET', '/v1/connections?listener=tcp')).json as { total: number; connections: Array<Record<string, unknown>> };
+  t.equal(page.total, 1, 'one live connection on tcp');
+  t.match(page.connections[0], { listener: 'tcp', worker: 1, via: 'socket', admitted: true, client: /^127\.0\.0\.3:\d+$/ });
+  t.equal((await gate.api('GET', '/v1/connections?listener=nope')).status, 404);
+  open.destroy();
+  await waitFor(async () => ((await gate.api('GET', '/v1/connections')).json as { total: number }).total === 0, 5000, 'connection gone');
 });
 
 t.test('workers: 1 with the admin API: SIGTERM to the primary drains the worker and exits 0', async (t) => {

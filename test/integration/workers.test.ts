@@ -134,7 +134,8 @@ t.test('a killed worker is replaced and the new one enforces the current lists',
     return now.length === 2 && !now.includes(before[0]!);
   }, 10_000, 'replacement worker');
   await waitFor(async () => (await c.api('GET', '/readyz')).status === 200, 10_000, 'ready again');
-  t.match(c.g.stdout(), /worker exited: replacing it/);
+  // The primary's log is written in blocks (logging.flushIntervalMs, 1 s): wait for the line.
+  await waitFor(() => /worker exited: replacing it/.test(c.g.stdout()), 5000, 'the replacement logged');
   for (let i = 0; i < 10; i++) (await stream(c.port, '127.0.0.6')).destroy();
   t.pass('the replacement admits a client added before it started');
 });

@@ -3,6 +3,10 @@
  * (never the socket peer alone), how it was derived, the listener and the upstream. Bounded by
  * `limit` (default 100, at most 10000), oldest first; `listener` filters. Reading walks the
  * listeners' connection sets on the admin request, never on the data path.
+ *
+ * In one process the route reads the listeners directly (`liveConnections`). In a cluster primary,
+ * which has no listeners, each worker runs `liveConnections` on request over IPC and the primary
+ * merges the pages (`mergeConnectionPages`); every connection then names its `worker`.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { formatHostPort } from '../../identity/address';
@@ -13,7 +17,8 @@ const connection = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    id: { type: 'integer' },
+    id: { type: 'integer', description: 'connection number (per worker process in cluster mode)' },
+    worker: { type: 'integer', description: 'cluster worker id (absent in one process)' },
     listener: { type: 'string' },
     peer: { type: 'string', description: 'socket peer host:port' },
     client: { type: 'string', description: 'derived client host:port' },
@@ -24,7 +29,73 @@ const connection = {
   },
 } as const;
 
-export const connectionsRoutes: FastifyPluginAsync<{ listeners: readonly Listener[] }> = async (app, { listeners }) => {
+export interface ConnectionView {
+  id: number;
+  worker?: number;
+  listener: string;
+  peer: string;
+  client: string;
+  via: string;
+  admitted: boolean;
+  upstream: string | null;
+  ageMs: number;
+}
+
+/** One answer: the matching connections before the limit (`total`), the oldest `limit` of them. */
+export interface ConnectionsPage {
+  total: number;
+  connections: ConnectionView[];
+}
+
+/** Where the route reads connections: the listener names, and a page for a filter and a limit. */
+export interface ConnectionsSource {
+  names: readonly string[];
+  page: (listener: string | undefined, limit: number) => Promise<ConnectionsPage>;
+}
+
+/** The page for `listener` (all when undefined) from listeners in this process, oldest first. */
+export function liveConnections(listeners: readonly Listener[], listener: string | undefined, limit: number, now = Date.now()): ConnectionsPage {
+  const chosen = listener === undefined ? listeners : listeners.filter((l) => l.name === listener);
+  let total = 0;
+  const out: ConnectionView[] = [];
+  for (const l of chosen) {
+    // Sets iterate in insertion order: each listener's oldest first.
+    for (const c of l.connections) {
+      total++;
+      if (out.length >= limit) continue;
+      out.push({
+        id: c.id, listener: c.listener,
+        peer: formatHostPort(c.peerAddress, c.peerPort),
+        client: formatHostPort(c.clientAddress, c.clientPort),
+        via: c.via,
+        admitted: c.entryIndex >= 0 || c.onRevoke !== null,
+        upstream: c.upstream,
+        ageMs: Math.max(0, now - c.startedAt),
+      });
+    }
+  }
+  return { total, connections: out };
+}
+
+/** Several workers' pages as one: totals added, the oldest `limit` connections over all of them. */
+export function mergeConnectionPages(pages: ReadonlyArray<{ worker: number; page: ConnectionsPage }>, limit: number): ConnectionsPage {
+  let total = 0;
+  const all: ConnectionView[] = [];
+  for (const { worker, page } of pages) {
+    total += page.total;
+    for (const c of page.connections) all.push({ ...c, worker });
+  }
+  // Stable sort: ties keep each worker's own order.
+  all.sort((a, b) => b.ageMs - a.ageMs);
+  return { total, connections: all.slice(0, limit) };
+}
+
+/** The source for listeners in this process. */
+export function localConnections(listeners: readonly Listener[]): ConnectionsSource {
+  return { names: listeners.map((l) => l.name), page: async (listener, limit) => liveConnections(listeners, listener, limit) };
+}
+
+export const connectionsRoutes: FastifyPluginAsync<{ source: ConnectionsSource }> = async (app, { source }) => {
   app.get<{ Querystring: { listener?: string; limit?: string } }>('/connections', {
     schema: {
       tags: ['diagnostics'], summary: 'Live connections with their real client address, oldest first',
@@ -43,27 +114,8 @@ export const connectionsRoutes: FastifyPluginAsync<{ listeners: readonly Listene
   }, async (req) => {
     const { listener } = req.query;
     const limit = Math.min(req.query.limit !== undefined ? Number(req.query.limit) : 100, 10_000);
-    const chosen = listener === undefined ? listeners : listeners.filter((l) => l.name === listener);
-    if (chosen.length === 0) throw new ApiError(404, 'unknown_listener', `no listener named ${JSON.stringify(listener)}`, 'listener');
-    const now = Date.now();
-    let total = 0;
-    const out: Array<Record<string, unknown>> = [];
-    for (const l of chosen) {
-      // Sets iterate in insertion order: each listener's oldest first.
-      for (const c of l.connections) {
-        total++;
-        if (out.length >= limit) continue;
-        out.push({
-          id: c.id, listener: c.listener,
-          peer: formatHostPort(c.peerAddress, c.peerPort),
-          client: formatHostPort(c.clientAddress, c.clientPort),
-          via: c.via,
-          admitted: c.entryIndex >= 0 || c.onRevoke !== null,
-          upstream: c.upstream,
-          ageMs: Math.max(0, now - c.startedAt),
-        });
-      }
-    }
-    return { total, connections: out };
+    const known = listener === undefined ? source.names.length > 0 : source.names.includes(listener);
+    if (!known) throw new ApiError(404, 'unknown_listener', `no listener named ${JSON.stringify(listener)}`, 'listener');
+    return source.page(listener, limit);
   });
 };

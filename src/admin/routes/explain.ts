@@ -79,7 +79,14 @@ export function headerBytes(text: string): Buffer {
   throw new ApiError(400, 'invalid_proxy_header', 'proxyHeader must be PROXY v1 text, hex or base64', 'proxyHeader');
 }
 
-export const explainRoutes: FastifyPluginAsync<{ listeners: readonly Listener[] }> = async (app, { listeners }) => {
+/**
+ * What explain needs of a listener: its name, config and live list. A listener in this process is
+ * one; a cluster primary, which has no listeners, builds them from the config and its own copy of
+ * the lists (the ones every worker is sent), so the explanation is the same.
+ */
+export type ExplainTarget = Pick<Listener, 'name' | 'config' | 'list'>;
+
+export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[] }> = async (app, { listeners }) => {
   const trustedSources = new Map<string, Matcher>();
   const trustedProxies = new Map<string, Matcher>();
   for (const l of listeners) {

@@ -18,7 +18,7 @@ export interface Readiness {
   store?: object;
 }
 
-export const healthRoutes: FastifyPluginAsync<{ readiness: () => Readiness }> = async (app, opts) => {
+export const healthRoutes: FastifyPluginAsync<{ readiness: () => Readiness | Promise<Readiness> }> = async (app, opts) => {
   app.get('/healthz', {
     config: { public: true },
     schema: { tags: ['health'], summary: 'The process is alive', security: [] },
@@ -28,7 +28,7 @@ export const healthRoutes: FastifyPluginAsync<{ readiness: () => Readiness }> = 
     config: { public: true },
     schema: { tags: ['health'], summary: 'Listeners bound and the allowlist store loaded (503 when not)', security: [] },
   }, async (_req, reply) => {
-    const r = opts.readiness();
+    const r = await opts.readiness();
     return reply.code(r.ready ? 200 : 503).send({ status: r.ready ? 'ready' : 'not ready', checks: r.checks, lists: r.lists, store: r.store ?? null });
   });
 };
