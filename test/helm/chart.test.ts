@@ -57,6 +57,12 @@ t.test('the config ConfigMap carries listener options through unchanged', async 
   t.equal(config.allowlists.partners![0]!.comment, 'partner A');
 });
 
+t.test('admin.separateProcess reaches the config: true by default, false when set', async (t) => {
+  const config = (values: Record<string, unknown>) => parseConfig(render(values).one('ConfigMap', '-config').data['config.yaml'] as string);
+  t.equal(config({}).admin.separateProcess, true, 'the admin API in its own process by default');
+  t.equal(config({ admin: { separateProcess: false } }).admin.separateProcess, false);
+});
+
 t.test('a config change rolls the pods (checksum annotation)', async (t) => {
   const a = render({}).one('DaemonSet').spec.template.metadata.annotations['checksum/config'];
   const b = render({ config: { logging: { level: 'debug' } } }).one('DaemonSet').spec.template.metadata.annotations['checksum/config'];

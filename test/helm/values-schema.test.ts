@@ -23,6 +23,7 @@ const CASES: { what: string; values: Record<string, unknown>; message: RegExp }[
   { what: 'listener name with uppercase (a port name)', values: withListener({ name: 'Web' }), message: /at '\/listeners\/0\/name'/ },
   { what: 'no listeners', values: { listeners: [] }, message: /at '\/listeners': minItems: got 0, want 1/ },
   { what: 'workers 0', values: { config: { workers: 0 } }, message: /at '\/config\/workers'/ },
+  { what: 'admin.separateProcess not a boolean', values: { admin: { separateProcess: 1 } }, message: /at '\/admin\/separateProcess': got number, want boolean/ },
   { what: 'logging level verbose', values: { config: { logging: { level: 'verbose' } } }, message: /at '\/config\/logging\/level': value must be one of/ },
   { what: 'image digest not sha256', values: { image: { digest: 'latest' } }, message: /at '\/image\/digest'/ },
   // Cross-field checks (templates/_helpers.tpl "ipgate.validate").

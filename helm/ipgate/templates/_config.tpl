@@ -17,7 +17,8 @@ rendered file with ipgate's parseConfig.
     "listen" (include "ipgate.hostPort" (list .Values.admin.bindAddress .Values.admin.port))
     "tokenFile" nil
     "tokenEnv" "IPGATE_ADMIN_TOKEN"
-    "bodyLimit" .Values.admin.bodyLimit)
+    "bodyLimit" .Values.admin.bodyLimit
+    "separateProcess" .Values.admin.separateProcess)
   "store" (dict
     "type" "kubernetes"
     "namespace" nil
