@@ -33,10 +33,17 @@ async function start(dir: string, adminPort: number): Promise<Spawned> {
     listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
   }, { IPGATE_ADMIN_TOKEN: TOKEN });
   const base = `http://127.0.0.1:${adminPort}`;
-  await waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`ipgate exited: ${proc.stderr()}${proc.stdout()}`);
-    return request(base, 'GET', '/readyz', { token: null }).then((r) => r.status === 200, () => false);
-  }, 10_000, 'ipgate ready');
+  try {
+    await waitFor(async () => {
+      if (proc.child.exitCode !== null) throw new Error(`ipgate exited: ${proc.stderr()}${proc.stdout()}`);
+      return request(base, 'GET', '/readyz', { token: null }).then((r) => r.status === 200, () => false);
+    }, 10_000, 'ipgate ready');
+  } catch (err) {
+    // A start that never got ready must not keep the test process alive until tap's timeout
+    // (the primary's worker exits with it).
+    proc.child.kill('SIGKILL');
+    throw err;
+  }
   return proc;
 }
 
