@@ -12,9 +12,16 @@ import type { Config } from '../config/schema';
 import { workerMetricsJson } from '../metrics/cluster';
 import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 
+/**
+ * A message to the primary. If the primary is gone the channel is closed: with a callback the
+ * EPIPE goes to it instead of an unhandled 'error' on process (a crash with a stack trace); the
+ * 'disconnect' handler below stops the worker.
+ */
 function send(m: ToPrimary): void {
-  process.send?.(m);
+  process.send?.(m, undefined, undefined, ignoreSendError);
 }
+
+function ignoreSendError(): void {}
 
 /** Run one worker until it is drained; resolves with the exit code. */
 export function runWorker(config: Config, logger: Logger): Promise<number> {
