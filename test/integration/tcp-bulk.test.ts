@@ -2,61 +2,19 @@
  * Bulk data through the TCP path of the compiled binary: 1 GiB each way arrives byte-exact, and a
  * stalled reader keeps the proxy's memory bounded (backpressure reaches the sender).
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import t, { type Test } from 'tap';
+import { patternBlock, receiveAll, sendBlocks } from '../helpers/bulk';
 import { spawnIpgate, type Spawned } from '../helpers/ipgate';
 import { connect, freePort, waitFor, waitForListen } from '../helpers/net';
 
 const GiB = 1024 ** 3;
 const BLOCK = 1024 * 1024;
 
-/** Deterministic pseudo-random block i (so both ends can hash without storing the data). */
-function block(seed: number): Buffer {
-  const b = Buffer.allocUnsafe(BLOCK);
-  let x = seed * 2654435761 >>> 0 || 1;
-  for (let i = 0; i < BLOCK; i += 4) {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    b.writeUInt32LE(x, i);
-  }
-  return b;
-}
-const BLOCKS = Array.from({ length: 16 }, (_, i) => block(i + 1));
-
-/** Write `total` bytes of the pattern with backpressure; resolve with their sha256. */
-function send(socket: net.Socket, total: number): Promise<string> {
-  const hash = crypto.createHash('sha256');
-  let sent = 0;
-  let i = 0;
-  return new Promise((resolve, reject) => {
-    socket.once('error', reject);
-    const pump = (): void => {
-      while (sent < total) {
-        const b = BLOCKS[i++ % BLOCKS.length]!;
-        const chunk = total - sent < b.length ? b.subarray(0, total - sent) : b;
-        hash.update(chunk);
-        sent += chunk.length;
-        if (!socket.write(chunk)) {
-          socket.once('drain', pump);
-          return;
-        }
-      }
-      socket.end(() => resolve(hash.digest('hex')));
-    };
-    pump();
-  });
-}
-
-function receive(socket: net.Socket): Promise<{ bytes: number; sha: string }> {
-  const hash = crypto.createHash('sha256');
-  let bytes = 0;
-  return new Promise((resolve, reject) => {
-    socket.on('data', (c: Buffer) => { bytes += c.length; hash.update(c); });
-    socket.once('error', reject);
-    socket.once('end', () => resolve({ bytes, sha: hash.digest('hex') }));
-  });
-}
+const BLOCKS = Array.from({ length: 16 }, (_, i) => patternBlock(i + 1, BLOCK));
+const send = (socket: net.Socket, total: number): Promise<string> => sendBlocks(socket, total, BLOCKS);
+const receive = (socket: net.Socket): Promise<{ bytes: number; sha: string }> => receiveAll(socket);
 
 function rssKiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));

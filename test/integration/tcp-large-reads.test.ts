@@ -7,70 +7,18 @@
  * and the image's Node 24): if Node's internals change, the first test fails instead of the relay
  * silently falling back.
  */
-import crypto from 'node:crypto';
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { largeReadsEnabled, largeReadStats, POOL_MAX } from '../../src/forward/tcp/large-reads';
+import { patternBlock, receiveAll, sendBlocks } from '../helpers/bulk';
 import { spawnIpgate, startIpgate } from '../helpers/ipgate';
 import { connect, freePort, waitFor } from '../helpers/net';
-import { prng } from '../helpers/prng';
 
 const MiB = 1024 * 1024;
 
-/** Pseudo-random bytes (so a chunk overwritten by a later read shows up in the hash). */
-function pattern(seed: number, n: number): Buffer {
-  const b = Buffer.allocUnsafe(n);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i + 4 <= n; i += 4) {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    b.writeUInt32LE(x, i);
-  }
-  return b;
-}
-
-/** Write `total` bytes in blocks of varying size with backpressure; end; resolve with the sha256. */
-function send(socket: net.Socket, total: number, seed: number, endAfter = true): Promise<string> {
-  const hash = crypto.createHash('sha256');
-  const blocks = [pattern(seed, 1 * MiB + 7), pattern(seed + 1, 300_001), pattern(seed + 2, 65_536)];
-  let sent = 0;
-  let i = 0;
-  return new Promise((resolve, reject) => {
-    socket.once('error', reject);
-    const pump = (): void => {
-      while (sent < total) {
-        const b = blocks[i++ % blocks.length]!;
-        const chunk = total - sent < b.length ? b.subarray(0, total - sent) : b;
-        hash.update(chunk);
-        sent += chunk.length;
-        if (!socket.write(chunk)) {
-          socket.once('drain', pump);
-          return;
-        }
-      }
-      if (endAfter) socket.end();
-      resolve(hash.digest('hex'));
-    };
-    pump();
-  });
-}
-
-/** Read to the end, pausing for 0-3 ms at random so the proxy's writes to this socket pend. */
-function slowReceive(socket: net.Socket, seed: number): Promise<{ bytes: number; sha: string }> {
-  const hash = crypto.createHash('sha256');
-  const rand = prng(seed);
-  let bytes = 0;
-  return new Promise((resolve, reject) => {
-    socket.on('data', (c: Buffer) => {
-      bytes += c.length;
-      hash.update(c);
-      if (rand() < 0.3) {
-        socket.pause();
-        setTimeout(() => socket.resume(), Math.floor(rand() * 4));
-      }
-    });
-    socket.once('error', reject);
-    socket.once('end', () => resolve({ bytes, sha: hash.digest('hex') }));
-  });
+/** Blocks of three sizes (1 MiB + 7, 300,001, 64 KiB), so writes and reads never line up. */
+function send(socket: net.Socket, total: number, seed: number): Promise<string> {
+  return sendBlocks(socket, total, [patternBlock(seed, MiB + 7), patternBlock(seed + 1, 300_001), patternBlock(seed + 2, 65_536)]);
 }
 
 async function upstreamServer(t: Test, onConn: (s: net.Socket) => void): Promise<number> {
@@ -98,12 +46,12 @@ t.test('both directions at once, both readers pausing at random: every byte, in 
   let atUpstream: Promise<{ bytes: number; sha: string }> | null = null;
   let downSha: Promise<string> | null = null;
   const upstream = await upstreamServer(t, (s) => {
-    atUpstream = slowReceive(s, 11);
+    atUpstream = receiveAll(s, 11);
     downSha = send(s, 48 * MiB, 500);
   });
   const port = await gate(t, upstream);
   const c = await connect({ port, allowHalfOpen: true });
-  const atClient = slowReceive(c, 12);
+  const atClient = receiveAll(c, 12);
   const upSha = await send(c, 64 * MiB, 100);
   await waitFor(() => atUpstream !== null && downSha !== null);
   const up = await atUpstream!;
@@ -120,14 +68,14 @@ t.test('half-close after the switch: the FIN travels on, the other direction kee
   let result: Promise<{ bytes: number; sha: string; replySha: string }> | null = null;
   const upstream = await upstreamServer(t, (s) => {
     result = (async () => {
-      const got = await slowReceive(s, 21); // resolves on the client's FIN
+      const got = await receiveAll(s, 21); // resolves on the client's FIN
       const replySha = await send(s, 16 * MiB, 900); // only after the FIN: the reply direction is still open
       return { ...got, replySha };
     })();
   });
   const port = await gate(t, upstream);
   const c = await connect({ port, allowHalfOpen: true });
-  const reply = slowReceive(c, 22);
+  const reply = receiveAll(c, 22);
   const sentSha = await send(c, 24 * MiB, 300);
   const back = await reply;
   await waitFor(() => result !== null);
@@ -143,7 +91,7 @@ t.test('a stalled reader after the switch: the sender is blocked, the proxy buff
   const before = largeReadStats.switched;
   let written = 0;
   let up: net.Socket | null = null;
-  const block = pattern(7, MiB);
+  const block = patternBlock(7, MiB);
   const upstream = await upstreamServer(t, (s) => {
     up = s;
     s.on('error', () => undefined);
