@@ -145,11 +145,11 @@ function onRead(this: Switchable, n: number, buf: Buffer): boolean {
 }
 
 /**
- * Called from a relay's 'data' handler with the chunk just read (already written to `dst`, which
- * accepted it without asking to pause). Switches `src` to large reads if the chunk shows a bulk flow.
+ * Called from a relay's 'data' handler after a read of BULK_CHUNK_BYTES or more (a bulk flow),
+ * already written to `dst`, which accepted it without asking to pause: switch `src` to large reads.
  */
-export function maybeSwitch(src: Switchable, dst: net.Socket, chunkLength: number): void {
-  if (chunkLength < BULK_CHUNK_BYTES || src[DIRECTION] !== undefined || !largeReadsEnabled()) return;
+export function maybeSwitch(src: Switchable, dst: net.Socket): void {
+  if (src[DIRECTION] !== undefined || !largeReadsEnabled()) return;
   // Bytes already queued in the Readable would be overtaken by the next read: only switch when none.
   if (src.readableLength !== 0 || src.destroyed || dst.destroyed) return;
   const handle = src._handle;

@@ -187,7 +187,7 @@ function relay(src: RelaySocket, dst: RelaySocket): void {
 function relayData(this: RelaySocket, chunk: Buffer): void {
   const dst = this[PEER]!;
   if (!dst.write(chunk)) this.pause();
-  else if (chunk.length >= BULK_CHUNK_BYTES) maybeSwitch(this, dst, chunk.length);
+  else if (chunk.length >= BULK_CHUNK_BYTES) maybeSwitch(this, dst);
 }
 
 function relayEnd(this: RelaySocket): void {
