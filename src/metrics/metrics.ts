@@ -12,7 +12,8 @@
  * merges them with `aggregateClusterMetrics` (cluster.ts), which is why each metric names its
  * aggregator and whether the primary owns it.
  */
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
+import { registerProcessMetrics, type ProcessMetricsHandle } from './process-metrics';
 import type { Labels, Sample } from './published';
 import { histogramSamples, Published } from './published';
 import type { ListenerStats } from './listener-stats';
@@ -79,6 +80,8 @@ export class Metrics {
   /** Allowlist applications by `list \0 result`. */
   private readonly reloads = new Map<string, number>();
   private refusals = 0;
+  /** The process collectors' monitors (event-loop delay, GC observer); null with processMetrics false. */
+  private processMetrics: ProcessMetricsHandle | null = null;
   private lastRefusalAt = 0;
 
   constructor(options: MetricsOptions = {}) {
@@ -209,14 +212,9 @@ export class Metrics {
     }
 
     if (options.processMetrics ?? true) {
-      // event-loop lag (ipgate_nodejs_eventloop_lag_*), heap, GC durations, CPU, memory, handles.
-      collectDefaultMetrics({ register: r, prefix: 'ipgate_', eventLoopMonitoringPrecision: 10, labels: options.processLabels ?? {} });
-      // prom-client names three gauges `*_total`, which promtool rejects ("non-counter metrics
-      // should not have _total suffix"). Each is the sum of the per-type gauge of the same name
-      // without the suffix (`sum(ipgate_nodejs_active_handles)`), so it is dropped.
-      for (const name of ['ipgate_nodejs_active_handles_total', 'ipgate_nodejs_active_requests_total', 'ipgate_nodejs_active_resources_total']) {
-        r.removeSingleMetric(name);
-      }
+      // Event-loop lag, heap, GC, CPU, memory, fds: ipgate's own collectors, O(1) in connections
+      // (process-metrics.ts says what prom-client's defaults cost per scrape and what differs).
+      this.processMetrics = registerProcessMetrics(r, 'ipgate_', options.processLabels ?? {});
     }
   }
 
@@ -245,6 +243,12 @@ export class Metrics {
   adminRequest(route: string, method: string, status: number): void {
     const key = `${route}\0${method}\0${STATUS_CLASS[status >= 100 && status < 600 ? Math.floor(status / 100) : 0]}`;
     this.adminRequests.set(key, (this.adminRequests.get(key) ?? 0) + 1);
+  }
+
+  /** Stop the process collectors' monitors (the event-loop delay histogram, the GC observer). */
+  close(): void {
+    this.processMetrics?.stop();
+    this.processMetrics = null;
   }
 
   /** The text exposition of this process alone. */
