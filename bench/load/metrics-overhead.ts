@@ -17,6 +17,12 @@
  * BENCH_PAIRED=1 BENCH_MODES=off,on,log: instead of rounds one gate at a time, `off` and each mode
  * run at the same time under identical loads (pairRound), with an off-vs-off control.
  *
+ * BENCH_TCP_RATE=500 BENCH_HTTP_RATE=1500 (with BENCH_PAIRED=1): open loop instead of closed. Each
+ * gate is offered the same fixed rate (TCP connections started on a 10 ms schedule; HTTP via
+ * `hey -q`, 20 connections), below what either saturates at, so the CPU per operation compared is
+ * what the feature adds at a given load. Closed loop compares two saturated gates, where CPU per
+ * operation also moves with how many events each loop turn batches (bench/README.md).
+ *
  * Load: TCP, a Node driver in this process keeping BENCH_TCP_CONCURRENCY connections in flight
  * (connect, send `ping`, read `pong`, close; sources rotate over 127.0.0.2-.61); HTTP, wrk (1 thread,
  * BENCH_HTTP_CONNECTIONS keep-alive connections). Rounds alternate off/on so drift on a shared
@@ -45,6 +51,11 @@ const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const SCRAPE_PATH = process.env.BENCH_SCRAPE_PATH ?? '/metrics';
 /** Scrape interval (the "on" configuration: every second, 15x Prometheus' usual 15 s). */
 const SCRAPE_INTERVAL_MS = Number(process.env.BENCH_SCRAPE_INTERVAL_MS ?? 1000);
+/** Open loop (BENCH_PAIRED=1 only): offered connections/s and requests/s per gate; unset = closed loop. */
+const TCP_RATE = process.env.BENCH_TCP_RATE === undefined ? null : Number(process.env.BENCH_TCP_RATE);
+const HTTP_RATE = process.env.BENCH_HTTP_RATE === undefined ? null : Number(process.env.BENCH_HTTP_RATE);
+/** hey's connections for the open-loop HTTP load (each sends HTTP_RATE / HEY_CONNECTIONS requests/s). */
+const HEY_CONNECTIONS = 20;
 const ROOT = path.resolve(__dirname, '../../..');
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100);
 
@@ -132,6 +143,63 @@ async function tcpLoad(port: number, seconds: number, concurrency: number): Prom
   return done;
 }
 
+/**
+ * Open loop: start `rate` connections per second (on a 10 ms schedule) for `seconds`, whatever
+ * the gate's speed; at most 4x the rate per second in flight (a stalled gate cannot pile up an
+ * unbounded backlog). Returns completed connections.
+ */
+async function tcpPaced(port: number, seconds: number, rate: number): Promise<number> {
+  const started = Date.now();
+  const deadline = started + seconds * 1000;
+  let issued = 0;
+  let inFlight = 0;
+  let done = 0;
+  let failed = 0;
+  let src = 0;
+  const one = (): void => {
+    inFlight++;
+    const s = net.connect({ host: '127.0.0.1', port, localAddress: `127.0.0.${2 + (src++ % 60)}` });
+    let counted = false;
+    const end = (ok: boolean): void => {
+      if (counted) return;
+      counted = true;
+      inFlight--;
+      if (ok) done++;
+      else failed++;
+      s.destroy();
+    };
+    s.once('connect', () => s.write('ping'));
+    s.once('data', () => end(true));
+    s.once('error', () => end(false));
+    s.once('close', () => end(false));
+  };
+  while (Date.now() < deadline) {
+    const due = Math.floor(((Date.now() - started) / 1000) * rate);
+    while (issued < due && inFlight < rate * 4) { issued++; one(); }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  while (inFlight > 0) await new Promise((r) => setTimeout(r, 10));
+  if (failed > done / 100) throw new Error(`tcp load: ${failed} failed of ${done + failed}`);
+  return done;
+}
+
+/** hey at a fixed total rate (open loop); resolves with the 200 responses. */
+function heyPaced(port: number, seconds: number, rate: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const q = Math.max(1, Math.round(rate / HEY_CONNECTIONS));
+    const child = spawn('hey', ['-z', `${seconds}s`, '-q', String(q), '-c', String(HEY_CONNECTIONS), `http://127.0.0.1:${port}/`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    child.once('exit', (code) => {
+      const m = /\[200\]\s+(\d+) responses/.exec(out);
+      if (code !== 0 || !m) return reject(new Error(`hey failed (${code}):\n${out}`));
+      if (/Error distribution:\s*\[/.test(out)) return reject(new Error(`hey saw errors:\n${out}`));
+      if (/\[[013-9]\d\d\]/.test(out.slice(out.indexOf('Status code distribution')))) return reject(new Error(`hey saw errors:\n${out}`));
+      resolve(Number(m[1]));
+    });
+  });
+}
+
 /** wrk in the background (the scrape loop keeps running); resolves with the requests completed. */
 function wrk(port: number, seconds: number): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -211,10 +279,10 @@ async function pairRound(mode: Mode, backend: { tcp: number; http: number }, dir
     await both((g) => tcpLoad(g.tcp, WARMUP, TCP_CONCURRENCY));
     await both((g) => wrk(g.http, WARMUP));
     let cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
-    const tcp = await both((g) => withScrapes(g, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY)));
+    const tcp = await both((g) => withScrapes(g, () => TCP_RATE === null ? tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY) : tcpPaced(g.tcp, SECONDS, TCP_RATE)));
     const tcpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
     cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
-    const http = await both((g) => withScrapes(g, () => wrk(g.http, SECONDS)));
+    const http = await both((g) => withScrapes(g, () => HTTP_RATE === null ? wrk(g.http, SECONDS) : heyPaced(g.http, SECONDS, HTTP_RATE)));
     const httpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
     await both((g) => g.stop());
     const out = gates.map((g, k): Sample => ({
@@ -245,7 +313,8 @@ async function paired(backend: { tcp: number; http: number }, dir: string): Prom
   const f = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
   const cell = (xs: number[]): string => { const s = [...xs].sort((a, b) => a - b); return `${f(median(s))} (${f(s[0]!)}..${f(s[s.length - 1]!)})`; };
   console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
-    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ipgate CPU per operation (process tree), mode vs ${BASELINE} in the same pair: median (range); ` +
+    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ` +
+    `${TCP_RATE === null ? 'closed loop' : `open loop: ${TCP_RATE} conn/s and ${HTTP_RATE ?? 'closed-loop'} req/s offered per gate`}; ipgate CPU per operation (process tree), mode vs ${BASELINE} in the same pair: median (range); ` +
     `admin.separateProcess ${SEPARATE_ADMIN ?? 'default'}`);
   console.log(`| mode vs ${BASELINE} | TCP CPU/connection | HTTP CPU/request |`);
   console.log('|---|---|---|');
