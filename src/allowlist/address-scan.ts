@@ -36,84 +36,147 @@ export function scanIPv4(text: string, from: number, to: number): number {
   return acc * 256 + value;
 }
 
-/** Eight 16-bit groups being assembled; module-level so a scan allocates nothing. */
-const groups = new Uint16Array(8);
-
-/** Hex digit value by char code (0-127), -1 for anything else: one load instead of a compare chain. */
-const HEX = new Int8Array(128).fill(-1);
-for (let c = 48; c <= 57; c++) HEX[c] = c - 48;
-for (let c = 97; c <= 102; c++) HEX[c] = c - 87;
-for (let c = 65; c <= 70; c++) HEX[c] = c - 55;
+/**
+ * The groups read so far, each with a marker bit above its digits (below), module-level so a
+ * scan allocates nothing. Sized for invalid text: the scan counts groups only at the end, and 45
+ * characters hold at most 22 colons.
+ */
+const groups = new Int32Array(32);
 
 /**
- * Scan IPv6 text `text[0, to)` into `out` (4 big-endian u32 words). Returns false (out then
- * undefined) when the text is not a strict IPv6 address.
- *
- * One pass, one branch per character in the common case (a hex digit): the char code indexes
- * HEX; a colon closes a group, a second colon right after it marks the `::` gap. Reading the
- * characters is most of the cost (bench/README.md "Allowlist matcher").
+ * Character class by char code, for any UTF-16 unit (65,536 entries, so no range check before
+ * the load): a hex digit's value 0-15, COLON for ':', DOT for '.', OTHER for anything else.
+ * Only the lines holding '.', ':', digits and letters are ever hot.
  */
-export function scanIPv6(text: string, out: Uint32Array, to: number = text.length): boolean {
+const COLON = 16;
+const DOT = 32;
+const OTHER = 64;
+const CLASS = new Uint8Array(65536).fill(OTHER);
+for (let c = 48; c <= 57; c++) CLASS[c] = c - 48;
+for (let c = 97; c <= 102; c++) CLASS[c] = c - 87;
+for (let c = 65; c <= 70; c++) CLASS[c] = c - 55;
+CLASS[58] = COLON;
+CLASS[46] = DOT;
+
+/**
+ * Scan `text[0, to)` as a client address: 6 with the IPv6 address in `out[0..3]` (4 big-endian
+ * u32 words), 4 with a dotted quad in `out[0]`, 0 (out then undefined) for anything
+ * `parseAddress` rejects.
+ *
+ * Two loops, both without a branch that depends on how long a group is:
+ * - Groups of four digits, five characters at a time (four digits and a colon, or the last
+ *   group): four loads, one test on their or-ed classes. A random 16-bit group has four digits 15
+ *   times in 16, so most interface identifiers are read this way to the end.
+ * - From the first group that is not (shorter, `::`, a dotted tail, anything invalid), character
+ *   by character: a digit shifts into the group, a colon closes it, by arithmetic on the class
+ *   rather than by a branch (which mispredicts when group lengths vary). The only branches leave
+ *   the loop ('.' or an invalid character) or mark the `::`.
+ * Each group is kept with a 1 bit above its digits ("0ab" is 0x10ab, four digits 0x1xxxx), so an
+ * empty group is 1, a fifth digit sets a bit from 2^20 up, and the digit count of the
+ * last group (the first octet of a dotted tail) is in the value. Reading the characters through
+ * `charCodeAt` is most of what is left (bench/README.md "Allowlist matcher").
+ */
+export function scanAddress(text: string, out: Uint32Array, to: number = text.length): 0 | 4 | 6 {
   const n = to;
-  if (n < 2 || n > 45) return false;
-  let i = 0;
-  let g = 0; // groups stored
+  if (n < 2 || n > 45) return 0;
+  let i = 0; // where the next group starts
   let gap = -1; // group index where :: stands, -1 if none
   if (text.charCodeAt(0) === 58 /* : */) {
-    if (text.charCodeAt(1) !== 58) return false; // a lone leading colon
+    if (text.charCodeAt(1) !== 58) return 0; // a lone leading colon
     gap = 0;
     i = 2;
   }
-  let value = 0;
-  let digits = 0; // hex digits in the group being read
-  for (; i < n; i++) {
-    const c = text.charCodeAt(i);
-    const h = c < 128 ? HEX[c]! : -1;
-    if (h >= 0) {
-      if (++digits > 4) return false; // also too long for a dotted-tail octet
-      value = (value << 4) | h;
-    } else if (c === 58 /* : */) {
-      if (digits === 0 || g === 8) return false; // an empty group (:::, or : after ::)
-      groups[g++] = value;
-      value = 0;
-      digits = 0;
-      if (i + 1 === n) return false; // a lone trailing colon
-      if (text.charCodeAt(i + 1) === 58) {
-        if (gap >= 0) return false; // a second ::
+  let g = 0; // groups closed by a colon
+  let count = -1; // groups written out, once known
+  while (i + 4 <= n) {
+    const a = CLASS[text.charCodeAt(i)]!;
+    const b = CLASS[text.charCodeAt(i + 1)]!;
+    const c = CLASS[text.charCodeAt(i + 2)]!;
+    const d = CLASS[text.charCodeAt(i + 3)]!;
+    if ((a | b | c | d) > 15) break;
+    const value = 0x10000 | (a << 12) | (b << 8) | (c << 4) | d;
+    if (i + 4 === n) {
+      groups[g] = value;
+      count = g + 1;
+      break;
+    }
+    if (CLASS[text.charCodeAt(i + 4)] !== COLON) break;
+    groups[g++] = value;
+    i += 5;
+  }
+  if (count < 0) {
+    let value = 1; // the group being read, after its marker bit
+    let seen = 0; // every value, or-ed: the fifth-digit check for all groups at once
+    for (; i < n; i++) {
+      const t = CLASS[text.charCodeAt(i)]!;
+      if (t > COLON) break; // '.' (a dotted tail, or IPv4) or an invalid character
+      const colon = t >>> 4; // 1 for ':', 0 for a hex digit
+      if ((colon & ((value - 2) >>> 31)) !== 0) {
+        // A colon with no digit before it: the second colon of a :: (a leading one was consumed
+        // above, and a group starts right after a colon), or :::.
+        if (gap >= 0) return 0;
         gap = g;
-        i++;
+        continue;
       }
-    } else if (c === 46 /* . */) {
+      value = (((value << 4) | t) & (colon - 1)) | colon; // a digit shifts in, a colon restarts
+      seen |= value;
+      g += colon;
+      groups[g] = value;
+    }
+    if (seen >>> 20 !== 0) return 0; // a fifth digit (seen can be negative: more digits shift further)
+    if (i < n) {
+      if (CLASS[text.charCodeAt(i)] !== DOT) return 0;
+      if (g === 0 && gap < 0) {
+        // No colon before the first '.': IPv4, or nothing.
+        const v4 = scanIPv4(text, 0, n);
+        if (v4 < 0) return 0;
+        out[0] = v4;
+        return 4;
+      }
       // Dotted IPv4 tail: the last 32 bits, so at most 6 groups before it, and not the
       // deprecated ::a.b.c.d (see cidr.ts for why it is ambiguous).
-      if (digits === 0 || g > 6 || (g === 0 && gap === 0)) return false;
+      const digits = (31 - Math.clz32(value)) >>> 2;
+      if (digits === 0 || g > 6 || (g === 0 && gap === 0)) return 0;
       const v4 = scanIPv4(text, i - digits, n);
-      if (v4 < 0) return false;
-      groups[g++] = v4 >>> 16;
-      groups[g++] = v4 & 0xffff;
-      digits = -1; // consumed to the end
-      break;
+      if (v4 < 0) return 0;
+      groups[g] = 0x10000 | (v4 >>> 16);
+      groups[g + 1] = 0x10000 | (v4 & 0xffff);
+      count = g + 2;
+    } else if (value > 1) {
+      count = g + 1;
+    } else if (gap === g) {
+      count = g; // ends with ::
     } else {
-      return false;
+      return 0; // a lone trailing colon
     }
   }
-  if (digits > 0) {
-    if (g === 8) return false;
-    groups[g++] = value;
-  } // digits === 0 here only right after a closing ::, which is complete
   if (gap < 0) {
-    if (g !== 8) return false;
+    if (count !== 8) return 0;
   } else {
-    if (g > 7) return false; // :: must stand for at least one group
-    const moved = g - gap;
-    for (let k = 0; k < moved; k++) groups[7 - k] = groups[g - 1 - k]!;
-    for (let k = gap; k < 8 - moved; k++) groups[k] = 0;
+    if (count > 7) return 0; // :: must stand for at least one group
+    const zeros = 8 - count;
+    for (let k = count - 1; k >= gap; k--) groups[k + zeros] = groups[k]!;
+    for (let k = gap; k < gap + zeros; k++) groups[k] = 1;
   }
-  out[0] = ((groups[0]! << 16) | groups[1]!) >>> 0;
-  out[1] = ((groups[2]! << 16) | groups[3]!) >>> 0;
-  out[2] = ((groups[4]! << 16) | groups[5]!) >>> 0;
-  out[3] = ((groups[6]! << 16) | groups[7]!) >>> 0;
-  return true;
+  out[0] = ((group(0) << 16) | group(1)) >>> 0;
+  out[1] = ((group(2) << 16) | group(3)) >>> 0;
+  out[2] = ((group(4) << 16) | group(5)) >>> 0;
+  out[3] = ((group(6) << 16) | group(7)) >>> 0;
+  return 6;
+}
+
+/** Group k without its marker bit. */
+function group(k: number): number {
+  const x = groups[k]!;
+  return x ^ (1 << (31 - Math.clz32(x)));
+}
+
+/**
+ * Scan IPv6 text `text[0, to)` into `out` (4 big-endian u32 words). Returns false (out then
+ * undefined) when the text is not a strict IPv6 address (a dotted quad alone is not).
+ */
+export function scanIPv6(text: string, out: Uint32Array, to: number = text.length): boolean {
+  return scanAddress(text, out, to) === 6;
 }
 
 /** Mask of the network bits in 32-bit word `i` of an address with this prefix length. */
