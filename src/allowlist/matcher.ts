@@ -22,7 +22,7 @@
  */
 import { parseCidr } from './cidr';
 import { parseRfc3339, type AllowEntry } from './entry';
-import { scanCidr, scanIPv4, scanIPv6, wordMask } from './address-scan';
+import { scanAddress, scanCidr, scanIPv4, wordMask } from './address-scan';
 
 /** Thrown by `compile` for an entry that did not pass `validateEntry`: a caller bug or bad store. */
 export class AllowlistCompileError extends Error {
@@ -62,6 +62,15 @@ const SUB_INDEX_MIN_RANGES = 32;
  * final check reads the cache line the search just loaded. */
 const V6_STRIDE = 9;
 
+/**
+ * A second table in the pool starts with this header, then its 2^width + 1 slots:
+ * [from, width, p0..p3, m0..m3]: the window's first bit and width, and the prefix all the
+ * bucket's range starts share (bits 0..from-1, p) with its mask (m), word by word (u32 values
+ * kept as int32 bits). An address in the bucket whose prefix differs is before the first start
+ * or after the last, so the table needs no compare against those two ranges.
+ */
+const SUB_HEADER = 10;
+
 export class Matcher {
   /** Matches nothing. */
   static readonly EMPTY: Matcher = Matcher.compile([]);
@@ -80,12 +89,15 @@ export class Matcher {
   /** IPv6 ranges, V6_STRIDE words each: start (4 words), end (4 words), label. */
   readonly #v6: Uint32Array;
   readonly #v6Count: number;
-  readonly #v6Index: Uint32Array | null;
-  /** Per /16 bucket: offset of its second table in #v6SubPool, or -1 (see SUB_INDEX_MIN_RANGES). */
-  readonly #v6SubAt: Int32Array | null;
-  /** Per /16 bucket with a second table: first bit of its window << 5 | window width. */
-  readonly #v6SubWindow: Uint16Array | null;
-  readonly #v6SubPool: Uint32Array | null;
+  /**
+   * Per /16 bucket h, side by side so one cache line holds both: [2h] the number of ranges
+   * starting below h << 112 (the bucket's ranges are [2h] .. [2h + 2] - 1), [2h + 1] the offset
+   * of its second table in #v6Pool or -1 (see SUB_INDEX_MIN_RANGES). 65,537 pairs.
+   */
+  readonly #v6Buckets: Int32Array | null;
+  /** Second tables, each SUB_HEADER words then its slots: slot x is the first range in the bucket
+   * whose start has window bits >= x. */
+  readonly #v6Pool: Int32Array | null;
 
   private constructor(entries: readonly AllowEntry[], size: number, nextExpiry: number | null,
     v4: Ranges<number>, v6: Ranges<bigint>) {
@@ -105,11 +117,9 @@ export class Matcher {
       writeWords(this.#v6, i * V6_STRIDE + 4, v6.ends[i]!);
       this.#v6[i * V6_STRIDE + 8] = v6.labels[i]!;
     }
-    this.#v6Index = n6 >= INDEX_MIN_RANGES ? bucketIndex(this.#v6, V6_STRIDE) : null;
-    const sub = this.#v6Index === null ? null : subIndex(this.#v6, V6_STRIDE, this.#v6Index);
-    this.#v6SubAt = sub?.at ?? null;
-    this.#v6SubWindow = sub?.window ?? null;
-    this.#v6SubPool = sub?.pool ?? null;
+    const tables = n6 >= INDEX_MIN_RANGES ? v6Index(this.#v6, bucketIndex(this.#v6, V6_STRIDE)) : null;
+    this.#v6Buckets = tables?.buckets ?? null;
+    this.#v6Pool = tables?.pool ?? null;
     Object.freeze(this);
   }
 
@@ -168,14 +178,21 @@ export class Matcher {
    */
   lookup(address: string): number {
     if (typeof address !== 'string') return -1;
-    if (address.indexOf(':') < 0) {
-      const v4 = scanIPv4(address, 0, address.length);
+    const n = address.length;
+    if (n >= 7 && n <= 15 && (address.charCodeAt(1) === 46 || address.charCodeAt(2) === 46 ||
+      address.charCodeAt(3) === 46)) {
+      // A dotted quad has its first '.' at index 1-3, where no IPv6 text that parseAddress
+      // accepts has one (the earliest is "::1.2.3.4", the deprecated form it rejects).
+      const v4 = scanIPv4(address, 0, n);
       return v4 < 0 ? -1 : this.lookupV4(v4);
     }
-    if (!scanIPv6(address, scratch)) return -1;
-    const w0 = scratch[0]!, w1 = scratch[1]!, w2 = scratch[2]!, w3 = scratch[3]!;
-    if (w0 === 0 && w1 === 0 && w2 === 0xffff) return this.lookupV4(w3);
-    return this.#lookupV6(w0, w1, w2, w3);
+    const family = scanAddress(address, scratch);
+    if (family === 6) {
+      const w0 = scratch[0]!, w1 = scratch[1]!, w2 = scratch[2]!, w3 = scratch[3]!;
+      if (w0 === 0 && w1 === 0 && w2 === 0xffff) return this.lookupV4(w3);
+      return lookupV6(this.#v6, this.#v6Count, this.#v6Buckets, this.#v6Pool, w0, w1, w2, w3);
+    }
+    return family === 4 ? this.lookupV4(scratch[0]!) : -1;
   }
 
   /** Same as `lookup` for an IPv4 address given as an unsigned 32-bit integer. */
@@ -204,61 +221,75 @@ export class Matcher {
     }
     return found >= 0 && u32 <= this.#v4Ends[found]! ? this.#v4Labels[found]! : -1;
   }
+}
 
-  #lookupV6(w0: number, w1: number, w2: number, w3: number): number {
-    const s = this.#v6;
-    let lo = 0;
-    let hi = this.#v6Count - 1;
-    let found = -1;
-    const index = this.#v6Index;
-    if (index !== null) {
-      const h = w0 >>> 16;
-      lo = index[h]!;
-      hi = index[h + 1]! - 1;
-      found = lo - 1;
-      const off = hi - lo >= SUB_INDEX_MIN_RANGES ? this.#v6SubAt![h]! : -1;
-      if (off >= 0) {
-        // The second table covers addresses between the bucket's first and last range start,
-        // which share the bits before the window.
-        if (compare(s, lo * V6_STRIDE, w0, w1, w2, w3) > 0) {
-          hi = lo - 1; // before the first start: the range before the bucket, if any
-        } else if (compare(s, hi * V6_STRIDE, w0, w1, w2, w3) <= 0) {
-          found = hi; // at or after the last start
-          lo = hi + 1;
+/**
+ * `Matcher#lookup` for an IPv6 address as 4 big-endian u32 words: the ranges `s` (V6_STRIDE words
+ * each, `count` of them) and, from INDEX_MIN_RANGES on, the /16 table and the second tables. A
+ * function rather than a private method so that the call from `lookup` has a known target.
+ */
+function lookupV6(s: Uint32Array, count: number, buckets: Int32Array | null, pool: Int32Array | null,
+  w0: number, w1: number, w2: number, w3: number): number {
+  let lo = 0;
+  let hi = count - 1;
+  let found = -1;
+  if (buckets !== null) {
+    const h = (w0 >>> 16) << 1;
+    lo = buckets[h]!;
+    hi = buckets[h + 2]! - 1;
+    found = lo - 1;
+    const off = buckets[h + 1]!;
+    if (off >= 0) {
+      // The second table covers the addresses sharing the prefix of the bucket's range starts;
+      // any other address in the /16 is before the first start or after the last.
+      const t = pool!;
+      const d0 = (w0 ^ t[off + 2]!) & t[off + 6]!;
+      const d1 = (w1 ^ t[off + 3]!) & t[off + 7]!;
+      const d2 = (w2 ^ t[off + 4]!) & t[off + 8]!;
+      const d3 = (w3 ^ t[off + 5]!) & t[off + 9]!;
+      if ((d0 | d1 | d2 | d3) === 0) {
+        const at = off + SUB_HEADER + windowBits(w0, w1, w2, w3, t[off]!, t[off + 1]!);
+        lo = t[at]!;
+        hi = t[at + 1]! - 1;
+        found = lo - 1;
+      } else {
+        // The first differing prefix bit says which side (the prefix words are masked).
+        const before = d0 !== 0 ? ((w0 & t[off + 6]!) >>> 0) < t[off + 2]! >>> 0
+          : d1 !== 0 ? ((w1 & t[off + 7]!) >>> 0) < t[off + 3]! >>> 0
+            : d2 !== 0 ? ((w2 & t[off + 8]!) >>> 0) < t[off + 4]! >>> 0
+              : ((w3 & t[off + 9]!) >>> 0) < t[off + 5]! >>> 0;
+        if (before) {
+          hi = lo - 1; // the range before the bucket, if any
         } else {
-          const win = this.#v6SubWindow![h]!;
-          const x = windowBits(w0, w1, w2, w3, win >>> 5, win & 31);
-          const pool = this.#v6SubPool!;
-          lo = pool[off + x]!;
-          hi = pool[off + x + 1]! - 1;
-          found = lo - 1;
+          found = hi; // the bucket's last range
+          lo = hi + 1;
         }
       }
     }
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      const b = mid * V6_STRIDE;
-      let startLe: boolean; // range start <= address
-      if (s[b] !== w0) startLe = s[b]! < w0;
-      else if (s[b + 1] !== w1) startLe = s[b + 1]! < w1;
-      else if (s[b + 2] !== w2) startLe = s[b + 2]! < w2;
-      else startLe = s[b + 3]! <= w3;
-      if (startLe) {
-        found = mid;
-        lo = mid + 1;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    if (found < 0) return -1;
-    const b = found * V6_STRIDE + 4; // the end
-    let le: boolean; // address <= range end
-    if (s[b] !== w0) le = w0 < s[b]!;
-    else if (s[b + 1] !== w1) le = w1 < s[b + 1]!;
-    else if (s[b + 2] !== w2) le = w2 < s[b + 2]!;
-    else le = w3 <= s[b + 3]!;
-    return le ? s[b + 4]! : -1;
   }
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const b = mid * V6_STRIDE;
+    let startLe: boolean; // range start <= address
+    if (s[b] !== w0) startLe = s[b]! < w0;
+    else if (s[b + 1] !== w1) startLe = s[b + 1]! < w1;
+    else if (s[b + 2] !== w2) startLe = s[b + 2]! < w2;
+    else startLe = s[b + 3]! <= w3;
+    if (startLe) {
+      found = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  if (found < 0) return -1;
+  const b = found * V6_STRIDE + 4; // the end
+  let le: boolean; // address <= range end
+  if (s[b] !== w0) le = w0 < s[b]!;
+  else if (s[b + 1] !== w1) le = w1 < s[b + 1]!;
+  else if (s[b + 2] !== w2) le = w2 < s[b + 2]!;
+  else le = w3 <= s[b + 3]!;
+  return le ? s[b + 4]! : -1;
 }
 
 function toBig(words: readonly number[]): bigint {
@@ -290,14 +321,6 @@ function bucketIndex(starts: Uint32Array, stride: number): Uint32Array {
   return index;
 }
 
-/** Sign of (range start at s[b..b+3]) - (address w0..w3). */
-function compare(s: Uint32Array, b: number, w0: number, w1: number, w2: number, w3: number): number {
-  if (s[b] !== w0) return s[b]! < w0 ? -1 : 1;
-  if (s[b + 1] !== w1) return s[b + 1]! < w1 ? -1 : 1;
-  if (s[b + 2] !== w2) return s[b + 2]! < w2 ? -1 : 1;
-  return s[b + 3] === w3 ? 0 : s[b + 3]! < w3 ? -1 : 1;
-}
-
 /** Bits [from, from + width) of the 128-bit address w0..w3, 1 <= width <= 16, from + width <= 128. */
 function windowBits(w0: number, w1: number, w2: number, w3: number, from: number, width: number): number {
   const q = from >>> 5;
@@ -309,13 +332,18 @@ function windowBits(w0: number, w1: number, w2: number, w3: number, from: number
   return (top | (b >>> (64 - o - width))) >>> 0;
 }
 
-/** Second tables for crowded /16 buckets (see SUB_INDEX_MIN_RANGES). */
-function subIndex(starts: Uint32Array, stride: number, index: Uint32Array):
-  { at: Int32Array; window: Uint16Array; pool: Uint32Array } | null {
-  const at = new Int32Array(65536).fill(-1);
-  const window = new Uint16Array(65536);
-  const slots: number[] = [];
-  for (let h = 0; h < 65536; h++) {
+/**
+ * The IPv6 /16 table with the second tables of crowded buckets (see SUB_INDEX_MIN_RANGES), from
+ * the ranges' starts and `index` (bucketIndex).
+ */
+function v6Index(starts: Uint32Array, index: Uint32Array): { buckets: Int32Array; pool: Int32Array | null } {
+  const stride = V6_STRIDE;
+  const buckets = new Int32Array(2 * 65537);
+  const pool: number[] = [];
+  for (let h = 0; h <= 65536; h++) {
+    buckets[2 * h] = index[h]!;
+    buckets[2 * h + 1] = -1;
+    if (h === 65536) break;
     const a = index[h]!;
     const z = index[h + 1]!;
     const count = z - a;
@@ -329,17 +357,19 @@ function subIndex(starts: Uint32Array, stride: number, index: Uint32Array):
       if (x !== 0) { from = 32 * q + Math.clz32(x); break; }
     }
     const width = Math.min(16, 128 - from, 32 - Math.clz32(count));
-    window[h] = (from << 5) | width;
-    at[h] = slots.length;
+    buckets[2 * h + 1] = pool.length;
+    pool.push(from, width);
+    for (let q = 0; q < 4; q++) pool.push((starts[fa + q]! & wordMask(from, q)) >>> 0);
+    for (let q = 0; q < 4; q++) pool.push(wordMask(from, q));
     // Slot x: first range in the bucket whose start's window is >= x.
     let j = a;
     for (let x = 0; x <= 1 << width; x++) {
       while (j < z && windowBits(starts[j * stride]!, starts[j * stride + 1]!,
         starts[j * stride + 2]!, starts[j * stride + 3]!, from, width) < x) j++;
-      slots.push(j);
+      pool.push(j);
     }
   }
-  return slots.length === 0 ? null : { at, window, pool: Uint32Array.from(slots) };
+  return { buckets, pool: pool.length === 0 ? null : Int32Array.from(pool) };
 }
 
 /**

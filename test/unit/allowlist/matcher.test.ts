@@ -1,6 +1,7 @@
 import t from 'tap';
 import ipaddr from 'ipaddr.js';
 import { Matcher, AllowlistCompileError } from '../../../src/allowlist/matcher';
+import { parseAddress } from '../../../src/allowlist/cidr';
 import type { AllowEntry } from '../../../src/allowlist/entry';
 import { prng } from '../../helpers/prng';
 
@@ -230,6 +231,61 @@ t.test('invalid input never matches and never throws', async (t) => {
     ['negative', -1], ['too large', 2 ** 32], ['fraction', 1.5], ['NaN', NaN], ['Infinity', Infinity],
   ];
   for (const [desc, v] of u32) t.equal(m.lookupV4(v), -1, `lookupV4 ${desc}`);
+});
+
+t.test('lookup accepts exactly what parseAddress accepts (random and mutated text, time-boxed)', async (t) => {
+  // lookup takes shortcuts of its own (a dotted quad is recognised by its first '.'), so check it
+  // end to end, not only the scanners: with both /0s listed, every address parseAddress accepts
+  // matches, IPv4 and mapped IPv4 the first entry, and nothing else matches.
+  const m = Matcher.compile([{ cidr: '0.0.0.0/0' }, { cidr: '::/0' }]);
+  const seed = Date.now() >>> 0;
+  const rnd = prng(seed);
+  const alphabet = '0123456789abcdefABCDEF:.:.:%/ x';
+  const pick = (xs: string): string => xs[Math.floor(rnd() * xs.length)]!;
+  const group = (): string => Math.floor(rnd() < 0.5 ? rnd() * 65536 : rnd() * 2 ** (rnd() * 16)).toString(16);
+  const octet = (): string => String(Math.floor(rnd() * 256));
+  const spell = (): string => {
+    const v4 = `${octet()}.${octet()}.${octet()}.${octet()}`;
+    const gs = Array.from({ length: 8 }, group);
+    switch (Math.floor(rnd() * 6)) {
+      case 0: return v4;
+      case 1: return `::ffff:${v4}`;
+      case 2: return gs.join(':');
+      case 3: return gs.map((x) => x.padStart(4, '0')).join(':');
+      case 4: return `${gs.slice(0, 6).join(':')}:${v4}`;
+      default: {
+        const a = Math.floor(rnd() * 8);
+        const b = a + 1 + Math.floor(rnd() * (8 - a));
+        return `${gs.slice(0, a).join(':')}::${gs.slice(b).join(':')}`;
+      }
+    }
+  };
+  const mutate = (s: string): string => {
+    const i = Math.floor(rnd() * (s.length + 1));
+    switch (Math.floor(rnd() * 3)) {
+      case 0: return s.slice(0, i) + pick(alphabet) + s.slice(i);
+      case 1: return s.slice(0, i) + s.slice(i + 1);
+      default: return s.slice(0, i) + pick(alphabet) + s.slice(i + 1);
+    }
+  };
+  const deadline = Date.now() + 1000;
+  let checked = 0;
+  let valid = 0;
+  let mismatch: string | null = null;
+  while ((checked < 20_000 || Date.now() < deadline) && mismatch === null) {
+    for (let k = 0; k < 500 && mismatch === null; k++) {
+      let s = spell();
+      for (let j = Math.floor(rnd() * 3); j > 0; j--) s = mutate(s);
+      const r = parseAddress(s);
+      const want = r.ok ? (r.family === 4 ? 0 : 1) : -1;
+      if (want >= 0) valid++;
+      checked++;
+      const got = m.lookup(s);
+      if (got !== want) mismatch = `lookup(${JSON.stringify(s)}) = ${got}, want ${want} (seed ${seed})`;
+    }
+  }
+  t.equal(mismatch, null, `${checked} inputs agree`);
+  t.ok(valid > checked / 5 && valid < checked, `a mix of valid and invalid inputs (${valid} valid)`);
 });
 
 t.test('expiry: expired entries are excluded, nextExpiry names the next one', async (t) => {
