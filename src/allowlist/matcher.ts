@@ -186,13 +186,76 @@ export class Matcher {
       const v4 = scanIPv4(address, 0, n);
       return v4 < 0 ? -1 : this.lookupV4(v4);
     }
-    const family = scanAddress(address, scratch);
-    if (family === 6) {
-      const w0 = scratch[0]!, w1 = scratch[1]!, w2 = scratch[2]!, w3 = scratch[3]!;
-      if (w0 === 0 && w1 === 0 && w2 === 0xffff) return this.lookupV4(w3);
-      return lookupV6(this.#v6, this.#v6Count, this.#v6Buckets, this.#v6Pool, w0, w1, w2, w3);
+    const family = scanAddress(address, scratch, n);
+    if (family !== 6) return family === 4 ? this.lookupV4(scratch[0]!) : -1;
+    const w0 = scratch[0]!, w1 = scratch[1]!, w2 = scratch[2]!, w3 = scratch[3]!;
+    if (w0 === 0 && w1 === 0 && w2 === 0xffff) return this.lookupV4(w3);
+
+    // The IPv6 search is written out here: as a function or a private method of its own it was
+    // not inlined, and the call cost ~12% of an IPv6 lookup (bench/README.md).
+    const s = this.#v6;
+    const buckets = this.#v6Buckets;
+    const pool = this.#v6Pool;
+    let lo = 0;
+    let hi = this.#v6Count - 1;
+    let found = -1;
+    if (buckets !== null) {
+      const h = (w0 >>> 16) << 1;
+      lo = buckets[h]!;
+      hi = buckets[h + 2]! - 1;
+      found = lo - 1;
+      const off = buckets[h + 1]!;
+      if (off >= 0) {
+        // The second table covers the addresses sharing the prefix of the bucket's range starts;
+        // any other address in the /16 is before the first start or after the last.
+        const t = pool!;
+        const d0 = (w0 ^ t[off + 2]!) & t[off + 6]!;
+        const d1 = (w1 ^ t[off + 3]!) & t[off + 7]!;
+        const d2 = (w2 ^ t[off + 4]!) & t[off + 8]!;
+        const d3 = (w3 ^ t[off + 5]!) & t[off + 9]!;
+        if ((d0 | d1 | d2 | d3) === 0) {
+          const at = off + SUB_HEADER + windowBits(w0, w1, w2, w3, t[off]!, t[off + 1]!);
+          lo = t[at]!;
+          hi = t[at + 1]! - 1;
+          found = lo - 1;
+        } else {
+          // The first differing prefix bit says which side (the prefix words are masked).
+          const before = d0 !== 0 ? ((w0 & t[off + 6]!) >>> 0) < t[off + 2]! >>> 0
+            : d1 !== 0 ? ((w1 & t[off + 7]!) >>> 0) < t[off + 3]! >>> 0
+              : d2 !== 0 ? ((w2 & t[off + 8]!) >>> 0) < t[off + 4]! >>> 0
+                : ((w3 & t[off + 9]!) >>> 0) < t[off + 5]! >>> 0;
+          if (before) {
+            hi = lo - 1; // the range before the bucket, if any
+          } else {
+            found = hi; // the bucket's last range
+            lo = hi + 1;
+          }
+        }
+      }
     }
-    return family === 4 ? this.lookupV4(scratch[0]!) : -1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const b = mid * V6_STRIDE;
+      let startLe: boolean; // range start <= address
+      if (s[b] !== w0) startLe = s[b]! < w0;
+      else if (s[b + 1] !== w1) startLe = s[b + 1]! < w1;
+      else if (s[b + 2] !== w2) startLe = s[b + 2]! < w2;
+      else startLe = s[b + 3]! <= w3;
+      if (startLe) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    if (found < 0) return -1;
+    const b = found * V6_STRIDE + 4; // the end
+    let le: boolean; // address <= range end
+    if (s[b] !== w0) le = w0 < s[b]!;
+    else if (s[b + 1] !== w1) le = w1 < s[b + 1]!;
+    else if (s[b + 2] !== w2) le = w2 < s[b + 2]!;
+    else le = w3 <= s[b + 3]!;
+    return le ? s[b + 4]! : -1;
   }
 
   /** Same as `lookup` for an IPv4 address given as an unsigned 32-bit integer. */
@@ -221,75 +284,6 @@ export class Matcher {
     }
     return found >= 0 && u32 <= this.#v4Ends[found]! ? this.#v4Labels[found]! : -1;
   }
-}
-
-/**
- * `Matcher#lookup` for an IPv6 address as 4 big-endian u32 words: the ranges `s` (V6_STRIDE words
- * each, `count` of them) and, from INDEX_MIN_RANGES on, the /16 table and the second tables. A
- * function rather than a private method so that the call from `lookup` has a known target.
- */
-function lookupV6(s: Uint32Array, count: number, buckets: Int32Array | null, pool: Int32Array | null,
-  w0: number, w1: number, w2: number, w3: number): number {
-  let lo = 0;
-  let hi = count - 1;
-  let found = -1;
-  if (buckets !== null) {
-    const h = (w0 >>> 16) << 1;
-    lo = buckets[h]!;
-    hi = buckets[h + 2]! - 1;
-    found = lo - 1;
-    const off = buckets[h + 1]!;
-    if (off >= 0) {
-      // The second table covers the addresses sharing the prefix of the bucket's range starts;
-      // any other address in the /16 is before the first start or after the last.
-      const t = pool!;
-      const d0 = (w0 ^ t[off + 2]!) & t[off + 6]!;
-      const d1 = (w1 ^ t[off + 3]!) & t[off + 7]!;
-      const d2 = (w2 ^ t[off + 4]!) & t[off + 8]!;
-      const d3 = (w3 ^ t[off + 5]!) & t[off + 9]!;
-      if ((d0 | d1 | d2 | d3) === 0) {
-        const at = off + SUB_HEADER + windowBits(w0, w1, w2, w3, t[off]!, t[off + 1]!);
-        lo = t[at]!;
-        hi = t[at + 1]! - 1;
-        found = lo - 1;
-      } else {
-        // The first differing prefix bit says which side (the prefix words are masked).
-        const before = d0 !== 0 ? ((w0 & t[off + 6]!) >>> 0) < t[off + 2]! >>> 0
-          : d1 !== 0 ? ((w1 & t[off + 7]!) >>> 0) < t[off + 3]! >>> 0
-            : d2 !== 0 ? ((w2 & t[off + 8]!) >>> 0) < t[off + 4]! >>> 0
-              : ((w3 & t[off + 9]!) >>> 0) < t[off + 5]! >>> 0;
-        if (before) {
-          hi = lo - 1; // the range before the bucket, if any
-        } else {
-          found = hi; // the bucket's last range
-          lo = hi + 1;
-        }
-      }
-    }
-  }
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    const b = mid * V6_STRIDE;
-    let startLe: boolean; // range start <= address
-    if (s[b] !== w0) startLe = s[b]! < w0;
-    else if (s[b + 1] !== w1) startLe = s[b + 1]! < w1;
-    else if (s[b + 2] !== w2) startLe = s[b + 2]! < w2;
-    else startLe = s[b + 3]! <= w3;
-    if (startLe) {
-      found = mid;
-      lo = mid + 1;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  if (found < 0) return -1;
-  const b = found * V6_STRIDE + 4; // the end
-  let le: boolean; // address <= range end
-  if (s[b] !== w0) le = w0 < s[b]!;
-  else if (s[b + 1] !== w1) le = w1 < s[b + 1]!;
-  else if (s[b + 2] !== w2) le = w2 < s[b + 2]!;
-  else le = w3 <= s[b + 3]!;
-  return le ? s[b + 4]! : -1;
 }
 
 function toBig(words: readonly number[]): bigint {
