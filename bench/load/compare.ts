@@ -107,9 +107,11 @@ const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 
 /** Per proxy: base + offset per workload listener. */
 const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400,
   'node-min': BASE + 500, 'undici-min': BASE + 600, 'ipgate-undici': BASE + 700,
-  'undici-stream-min': BASE + 800, 'ipgate-http-proxy': BASE + 900 };
+  'undici-stream-min': BASE + 800, 'ipgate-http-proxy': BASE + 900, 'tcp-min': BASE + 1000 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around it. */
 const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min']);
+/** TCP-only minimal forwarder (bench/load/tcp-min.ts): two Node sockets and pipe(), nothing else. */
+const TCP_ONLY = new Set(['tcp-min']);
 const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
 
 /** `n` distinct random-ish CIDRs outside 127/8 (deterministic), with 127.0.0.1/32 in the middle. */
@@ -534,6 +536,10 @@ async function main(): Promise<void> {
       proxies[name] = start(name, process.execPath, [engines, name.replace('-min', ''), String(p + L.http), String(BACKEND.http)], pcpus);
       await waitPort(p + L.http, proxies[name]!);
       continue;
+    } else if (TCP_ONLY.has(name)) {
+      proxies[name] = start(name, process.execPath, [path.join(__dirname, 'tcp-min.js'), String(p + L.tcp), String(p + L.tcpPpin), String(BACKEND.pp)], pcpus);
+      await waitPort(p + L.tcpPpin, proxies[name]!);
+      continue;
     } else if (name === 'haproxy') {
       fs.writeFileSync(path.join(dir, 'haproxy.cfg'), haproxyConfig(dir, p));
       proxies[name] = start(name, 'haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], pcpus);
@@ -562,6 +568,7 @@ async function main(): Promise<void> {
       const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
       for (const proxy of order) {
         if (HTTP_ONLY.has(proxy) && workload !== 'http' && workload !== 'http-rate') continue;
+        if (TCP_ONLY.has(proxy) && workload !== 'tcp' && workload !== 'tcp-ppin') continue;
         const p = PROXY_BASE[proxy]!;
         const pid = proxies[proxy]!.child.pid!;
         const c0 = cpuSeconds(pid);
@@ -583,7 +590,7 @@ async function main(): Promise<void> {
     }
   }
   if (o.workloads.includes('idle')) {
-    for (const proxy of o.proxies.filter((x) => !HTTP_ONLY.has(x))) {
+    for (const proxy of o.proxies.filter((x) => !HTTP_ONLY.has(x) && !TCP_ONLY.has(x))) {
       const r = await idle(PROXY_BASE[proxy]! + L.idle, proxies[proxy]!.child.pid!, o.idle);
       idleResults.push({ proxy, ...r });
       process.stderr.write(`idle ${proxy}: held ${r.held}/${o.idle}, RSS ${(r.base / 1048576).toFixed(1)} MiB + ${(r.rssPerConn / 1024).toFixed(1)} KiB/conn\n`);
