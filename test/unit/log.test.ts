@@ -46,3 +46,54 @@ t.test('BlockWriter.flush calls back at once when nothing is buffered', async (t
   fs.closeSync(fd);
   t.pass('called back');
 });
+
+t.test('BlockWriter direct writing: the bytes write() gives for JSON.stringify of the same values', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-log-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const fdA = fs.openSync(path.join(dir, 'a.log'), 'w');
+  const fdB = fs.openSync(path.join(dir, 'b.log'), 'w');
+  const direct = new BlockWriter(fdA, 4096, 60_000);
+  const text = new BlockWriter(fdB, 4096, 60_000);
+  const strings: Array<string | null | undefined> = ['', 'plain', 'q"uote', 'back\\slash', '\b\f\n\r\t', '\u0000\u0001\u001f\u007f', 'ü é ß',
+    '\u0800\uffff', '😀 pair', 'lone \ud800 high', 'lone \udc00 low', 'swapped \udc00\ud800', 'end \ud83d', '\u2028\u2029', null, undefined];
+  // Random strings over the interesting ranges, many lines (several blocks).
+  let x = 12345;
+  const rnd = (): number => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  const pools = [[0, 0x20], [0x20, 0x80], [0x80, 0x800], [0x800, 0xd800], [0xd800, 0xe000], [0xe000, 0x10000]] as const;
+  for (let k = 0; k < 300; k++) {
+    let s = '';
+    for (let i = 0, n = Math.floor(rnd() * 40); i < n; i++) {
+      const [lo, hi] = pools[Math.floor(rnd() * pools.length)]!;
+      s += String.fromCharCode(lo + Math.floor(rnd() * (hi - lo)));
+    }
+    strings.push(s);
+  }
+  const numbers = [0, 7, 10, 99, 100, 1234567890123, -5, 1.5, Number.NaN, Infinity, null, undefined, 2 ** 53];
+  for (let k = 0; k < strings.length; k++) {
+    const s = strings[k];
+    const n = numbers[k % numbers.length];
+    t.ok(direct.begin(1024), 'room');
+    direct.fragment('{"level":"info","pid":1,"name":"ünï"');
+    direct.fragment(',"s":'); direct.jsonString(s);
+    direct.fragment(',"n":'); direct.number(n);
+    direct.fragment('}\n');
+    direct.end();
+    const sText = s === null || s === undefined ? 'null' : JSON.stringify(s);
+    const nText = typeof n === 'number' && Number.isFinite(n) ? `${n}` : 'null';
+    text.write(`{"level":"info","pid":1,"name":"ünï","s":${sText},"n":${nText}}\n`);
+  }
+  t.notOk(direct.begin(5000), 'a line larger than a block is refused (the caller writes a string)');
+  for (const w of [direct, text]) {
+    await new Promise<void>((resolve) => w.flush(() => resolve()));
+    w.flushSync();
+  }
+  fs.closeSync(fdA);
+  fs.closeSync(fdB);
+  const a = fs.readFileSync(path.join(dir, 'a.log'));
+  const b = fs.readFileSync(path.join(dir, 'b.log'));
+  t.equal(a.length, b.length, `same length (${a.length} bytes)`);
+  t.ok(a.equals(b), 'byte for byte');
+  const parsed = a.toString('utf8').trim().split('\n').map((l) => JSON.parse(l) as { s: string | null });
+  t.equal(parsed.length, strings.length, 'one valid JSON line per write');
+  t.equal(parsed[3]!.s, 'back\\slash', 'values survive');
+});

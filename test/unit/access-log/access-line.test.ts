@@ -2,12 +2,15 @@
  * The access log's text-built info lines against pino's own serialisation of the same fields:
  * same keys in the same order, same values, valid JSON for any string a client can put in a path.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import pathMod from 'node:path';
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { ListenerAccessLog } from '../../../src/access-log/access-log';
 import type { Exchange } from '../../../src/forward/http/exchange';
 import type { Connection } from '../../../src/listener/connection';
-import { createLogger, levelLabel, rawLineTarget } from '../../../src/log';
+import { BlockWriter, createLogger, levelLabel, rawLineTarget } from '../../../src/log';
 
 const list = { matcher: { lookup: (a: string) => (a.startsWith('10.') ? 0 : -1), entries: [{ cidr: '10.0.0.0/8' }] } };
 
@@ -103,4 +106,35 @@ t.test('level: nothing is written when info is off', async (t) => {
   log.connection(conn());
   log.request(exchange('/'), Date.now());
   t.equal(lines.length, 0, 'no access lines at warn');
+});
+
+t.test('HTTP lines written field by field into a BlockWriter: the bytes of the text-built line', async (t) => {
+  const dir = fs.mkdtempSync(pathMod.join(os.tmpdir(), 'ipgate-access-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const fd = fs.openSync(pathMod.join(dir, 'direct.log'), 'w');
+  const block = new BlockWriter(fd, 65_536, 60_000);
+  const text: string[] = [];
+  const direct = new ListenerAccessLog('web', 'http', createLogger({ level: 'info', format: 'json' }, block as unknown as pino.DestinationStream), list, null);
+  const viaText = new ListenerAccessLog('web', 'http', createLogger({ level: 'info', format: 'json' }, { write: (s: string) => { text.push(s); } }), list, null);
+  t.equal((direct as unknown as { direct: unknown }).direct, block, 'the field-by-field path is the one under test');
+  t.equal((viaText as unknown as { direct: unknown }).direct, null, 'and the other logger builds a string');
+  const realNow = Date.now;
+  const fixed = realNow();
+  Date.now = () => fixed;
+  t.teardown(() => { Date.now = realNow; });
+  const paths: Array<string | undefined> = ['/', '/a/b?c=d&e=f', '/q"uote', '/back\\slash', '/ctl\u0001\u001f', '/tab\tnew\nline',
+    '/ünïcödé/😀', '/lone\ud800surrogate', 'x'.repeat(300), '\u00ff'.repeat(256), undefined];
+  const rows: Array<Partial<Record<string, unknown>>> = [{}, { reason: 'upstream_timeout', status: 504, upstream: null },
+    { client: '2001:db8::1', via: 'proxy-v2' }, { req: { url: '/m', method: undefined } }, { status: 0 }];
+  for (const p of paths) for (const over of rows) {
+    const ex = exchange(p, over);
+    direct.request(ex, fixed);
+    viaText.request(ex, fixed);
+  }
+  await new Promise<void>((resolve) => block.flush(() => resolve()));
+  block.flushSync();
+  fs.closeSync(fd);
+  const written = fs.readFileSync(pathMod.join(dir, 'direct.log'), 'utf8');
+  t.equal(text.length, paths.length * rows.length, 'one text line per request');
+  t.equal(written, text.join(''), 'the same bytes, line for line');
 });
