@@ -138,8 +138,8 @@ export class ListenerAccessLog {
           const upstream = ex.upstream?.label ?? null;
           const method = ex.req.method ?? null;
           // Worst case per character: a 6-byte \u escape.
-          const max = 512 + 3 * raw.bindings.length + 6 * (ex.client.length + ex.via.length + conn.peerAddress.length
-            + (entry?.length ?? 0) + result.length + (upstream?.length ?? 0) + (method?.length ?? 0) + (path?.length ?? 0));
+          const max = 512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via) + len(conn.peerAddress)
+            + len(entry) + len(result) + len(upstream) + len(method) + len(path));
           if (w.begin(max)) {
             w.fragment('{"level":"info"');
             w.fragment(isoTime());
@@ -204,6 +204,11 @@ function str(s: string | null | undefined): string {
     if (c < 32 || c === 34 || c === 92 || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
   }
   return `"${s}"`;
+}
+
+/** Length of a field that the types say is a string, 0 if it is not (a line must never throw). */
+function len(s: string | null | undefined): number {
+  return typeof s === 'string' ? s.length : 0;
 }
 
 /** A number as JSON (pino writes non-finite numbers as null too). */

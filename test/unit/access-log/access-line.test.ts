@@ -125,7 +125,8 @@ t.test('HTTP lines written field by field into a BlockWriter: the bytes of the t
   const paths: Array<string | undefined> = ['/', '/a/b?c=d&e=f', '/q"uote', '/back\\slash', '/ctl\u0001\u001f', '/tab\tnew\nline',
     '/ünïcödé/😀', '/lone\ud800surrogate', 'x'.repeat(300), '\u00ff'.repeat(256), undefined];
   const rows: Array<Partial<Record<string, unknown>>> = [{}, { reason: 'upstream_timeout', status: 504, upstream: null },
-    { client: '2001:db8::1', via: 'proxy-v2' }, { req: { url: '/m', method: undefined } }, { status: 0 }];
+    { client: '2001:db8::1', via: 'proxy-v2' }, { req: { url: '/m', method: undefined } }, { status: 0 },
+    { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }];
   for (const p of paths) for (const over of rows) {
     const ex = exchange(p, over);
     direct.request(ex, fixed);
