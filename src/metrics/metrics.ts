@@ -13,7 +13,7 @@
  * aggregator and whether the primary owns it.
  */
 import { Registry } from 'prom-client';
-import { registerProcessMetrics, type ProcessMetricsHandle } from './process-metrics';
+import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
 import { histogramSamples, Published } from './published';
 import type { ListenerStats } from './listener-stats';
@@ -80,8 +80,6 @@ export class Metrics {
   /** Allowlist applications by `list \0 result`. */
   private readonly reloads = new Map<string, number>();
   private refusals = 0;
-  /** The process collectors' monitors (event-loop delay, GC observer); null with processMetrics false. */
-  private processMetrics: ProcessMetricsHandle | null = null;
   private lastRefusalAt = 0;
 
   constructor(options: MetricsOptions = {}) {
@@ -214,7 +212,7 @@ export class Metrics {
     if (options.processMetrics ?? true) {
       // Event-loop lag, heap, GC, CPU, memory, fds: ipgate's own collectors, O(1) in connections
       // (process-metrics.ts says what prom-client's defaults cost per scrape and what differs).
-      this.processMetrics = registerProcessMetrics(r, 'ipgate_', options.processLabels ?? {});
+      registerProcessMetrics(r, 'ipgate_', options.processLabels ?? {});
     }
   }
 
@@ -243,12 +241,6 @@ export class Metrics {
   adminRequest(route: string, method: string, status: number): void {
     const key = `${route}\0${method}\0${STATUS_CLASS[status >= 100 && status < 600 ? Math.floor(status / 100) : 0]}`;
     this.adminRequests.set(key, (this.adminRequests.get(key) ?? 0) + 1);
-  }
-
-  /** Stop the process collectors' monitors (the event-loop delay histogram, the GC observer). */
-  close(): void {
-    this.processMetrics?.stop();
-    this.processMetrics = null;
   }
 
   /** The text exposition of this process alone. */
