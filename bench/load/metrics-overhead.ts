@@ -216,13 +216,23 @@ function wrk(port: number, seconds: number): Promise<number> {
   });
 }
 
-/** Scrape SCRAPE_PATH every SCRAPE_INTERVAL_MS while `work` runs (the "on" and "metrics" configurations). */
+/**
+ * Scrape SCRAPE_PATH every SCRAPE_INTERVAL_MS while `work` runs (the "on" and "metrics" configurations).
+ * The first scrape comes half an interval in (half the phase when the interval is longer), not at
+ * the phase's first instant: a phase as long as the interval then holds exactly one scrape, the
+ * deployed rate (with the chart's 30 s: BENCH_SECONDS=30 BENCH_SCRAPE_INTERVAL_MS=30000).
+ */
 async function withScrapes<T>(g: Gate, work: () => Promise<T>): Promise<{ result: T; scrapes: number }> {
   const { admin, scrape } = g;
   if (admin === null || scrape === null) return { result: await work(), scrapes: 0 };
   let scrapes = 0;
   let stop = false;
+  const pause = async (ms: number): Promise<void> => {
+    // Sliced, so a long interval does not hold the run open after the work is done.
+    for (let waited = 0; waited < ms && !stop; waited += 100) await new Promise((res) => setTimeout(res, 100));
+  };
   const loop = (async () => {
+    await pause(Math.min(scrape.intervalMs, SECONDS * 1000) / 2);
     while (!stop) {
       try {
         const r = await fetch(`http://127.0.0.1:${admin}${scrape.path}`);
@@ -231,14 +241,23 @@ async function withScrapes<T>(g: Gate, work: () => Promise<T>): Promise<{ result
       } catch (err) {
         if (!stop) throw err;
       }
-      // Sliced, so a long interval does not hold the run open after the work is done.
-      for (let waited = 0; waited < scrape.intervalMs && !stop; waited += 100) await new Promise((res) => setTimeout(res, 100));
+      await pause(scrape.intervalMs);
     }
   })();
   const result = await work();
   stop = true;
   await loop;
   return { result, scrapes };
+}
+
+/**
+ * During the warm-up: one scrape (or probe), as a pod in service has answered many, so the measured
+ * ones are not the process's first (its cold code paths cost 2-4x a later scrape).
+ */
+async function warmScrape(g: Gate): Promise<void> {
+  if (g.admin === null || g.scrape === null) return;
+  const r = await fetch(`http://127.0.0.1:${g.admin}${g.scrape.path}`);
+  await r.text();
 }
 
 interface Sample { tcpRate: number; tcpCpuUs: number; httpRate: number; httpCpuUs: number; logLines: number; scrapes: number }
@@ -249,6 +268,7 @@ async function round(mode: Mode, backend: { tcp: number; http: number }, dir: st
     const pid = g.child.pid!;
     await tcpLoad(g.tcp, WARMUP, TCP_CONCURRENCY);
     await wrk(g.http, WARMUP);
+    await warmScrape(g);
     let cpu0 = cpuSeconds(pid);
     const tcp = await withScrapes(g, () => tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY));
     const tcpCpu = cpuSeconds(pid) - cpu0;
@@ -278,6 +298,7 @@ async function pairRound(mode: Mode, backend: { tcp: number; http: number }, dir
     const both = <T>(f: (g: Gate) => Promise<T>): Promise<T[]> => Promise.all(gates.map(f));
     await both((g) => tcpLoad(g.tcp, WARMUP, TCP_CONCURRENCY));
     await both((g) => wrk(g.http, WARMUP));
+    await both(warmScrape);
     let cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
     const tcp = await both((g) => withScrapes(g, () => TCP_RATE === null ? tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY) : tcpPaced(g.tcp, SECONDS, TCP_RATE)));
     const tcpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
