@@ -53,7 +53,7 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
     metrics.addListener(stats, lc.mode);
-    const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist)) ?? null;
+    const accessLog = access?.forListener(lc.name, lc.mode) ?? null;
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
     else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);

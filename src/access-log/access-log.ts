@@ -21,16 +21,17 @@
  *
  * Levels: allowed connections and requests at info; denials and rejections at debug, each also
  * counted into the DenialSummary line at info ("N denials from M addresses in the last 10 s"), so a
- * scan cannot flood the log at the default level. `entry` is the entry of the list in force when the
- * line is written (a lookup, ~0.1 us, instead of carrying the admitting matcher on every connection).
+ * scan cannot flood the log at the default level. `entry` is the entry that admitted the client,
+ * carried from the decision (a list change re-checks live connections and updates it; a request's
+ * is the one that admitted that request).
  *
  * Hot path: one child logger per listener built once; no line and no object at all for a denial
  * when debug is off. The info lines (allowed connections and requests) are built as text, in
  * pino's format and field order, and written to the logger's destination: pino's object walk was
  * most of a line's cost (bench/README.md "Metrics and access logs"). When the destination is
- * the BlockWriter (the default, `logging.bufferBytes` > 0), an HTTP request's line is written into
- * its block field by field instead (no concatenated string to flatten and re-encode: that was
- * most of the line's cost inside a loaded server); the bytes are the same. A logger not made by
+ * the BlockWriter (the default, `logging.bufferBytes` > 0), the line is written into its block
+ * field by field instead (no concatenated string to flatten and re-encode: that was most of the
+ * line's cost inside a loaded server); the bytes are the same. A logger not made by
  * `createLogger` (see `rawLineTarget`) goes through pino.
  */
 import type { Logger } from 'pino';
@@ -38,11 +39,6 @@ import { BlockWriter, isoTime, rawLineTarget } from '../log';
 import type { Exchange } from '../forward/http/exchange';
 import type { Connection } from '../listener/connection';
 import { DenialSummary } from './denial-summary';
-
-/** The part of a LiveList the log reads (src/store/live-lists.ts). */
-export interface EntrySource {
-  readonly matcher: { lookup(address: string): number; readonly entries: readonly { readonly cidr: string }[] };
-}
 
 const MAX_PATH = 256;
 
@@ -58,7 +54,6 @@ export class ListenerAccessLog {
     readonly listener: string,
     mode: 'tcp' | 'http',
     logger: Logger,
-    private readonly list: EntrySource,
     private readonly summary: DenialSummary | null,
   ) {
     this.http = mode === 'http';
@@ -83,10 +78,10 @@ export class ListenerAccessLog {
     } else if (result === 'revoked') {
       decision = 'deny';
       reason = 'revoked';
-    } else if (conn.entryIndex < 0 && result.startsWith('pp_')) {
+    } else if (conn.entry === null && result.startsWith('pp_')) {
       decision = 'reject';
       reason = result;
-    } else if (conn.entryIndex < 0) {
+    } else if (conn.entry === null) {
       // Closed before the allowlist decision (drain, peer gone while the PROXY header was awaited).
       decision = 'none';
     } else {
@@ -94,18 +89,44 @@ export class ListenerAccessLog {
     }
     if (decision === 'allow') {
       const raw = this.raw;
+      const entry = conn.entry?.cidr ?? null;
       if (raw !== null) {
         if (!this.log.isLevelEnabled('info')) return;
+        const bytesIn = conn.socket.bytesRead;
+        const bytesOut = conn.socket.bytesWritten;
+        const durationMs = Date.now() - conn.startedAt;
+        const w = this.direct;
+        // Field by field into the block, as for HTTP below. Worst case per character: a 6-byte \u escape.
+        if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
+          + len(conn.peerAddress) + len(entry) + len(result) + len(conn.upstream)))) {
+          w.fragment('{"level":"info"');
+          w.fragment(isoTime());
+          w.fragment(raw.bindings);
+          w.fragment(',"conn":'); w.number(conn.id);
+          w.fragment(',"client":'); w.jsonString(conn.clientAddress);
+          w.fragment(',"clientPort":'); w.number(conn.clientPort);
+          w.fragment(',"via":'); w.jsonString(conn.via);
+          w.fragment(',"peer":'); w.jsonString(conn.peerAddress);
+          w.fragment(',"decision":"allow","entry":'); w.jsonString(entry);
+          w.fragment(',"result":'); w.jsonString(result);
+          w.fragment(',"upstream":'); w.jsonString(conn.upstream);
+          w.fragment(',"bytesIn":'); w.number(bytesIn);
+          w.fragment(',"bytesOut":'); w.number(bytesOut);
+          w.fragment(',"durationMs":'); w.number(durationMs);
+          w.fragment(',"msg":"access"}\n');
+          w.end();
+          return;
+        }
         raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(conn.clientAddress)}`
           + `,"clientPort":${num(conn.clientPort)},"via":${str(conn.via)},"peer":${str(conn.peerAddress)},"decision":"allow"`
-          + `,"entry":${str(this.entry(conn.clientAddress))},"result":${str(result)},"upstream":${str(conn.upstream)}`
-          + `,"bytesIn":${num(conn.socket.bytesRead)},"bytesOut":${num(conn.socket.bytesWritten)}`
-          + `,"durationMs":${num(Date.now() - conn.startedAt)},"msg":"access"}\n`);
+          + `,"entry":${str(entry)},"result":${str(result)},"upstream":${str(conn.upstream)}`
+          + `,"bytesIn":${num(bytesIn)},"bytesOut":${num(bytesOut)}`
+          + `,"durationMs":${num(durationMs)},"msg":"access"}\n`);
         return;
       }
       this.log.info({
         conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-        decision, entry: this.entry(conn.clientAddress), result, upstream: conn.upstream,
+        decision, entry, result, upstream: conn.upstream,
         bytesIn: conn.socket.bytesRead, bytesOut: conn.socket.bytesWritten, durationMs: Date.now() - conn.startedAt,
       }, 'access');
       return;
@@ -129,7 +150,7 @@ export class ListenerAccessLog {
       const raw = this.raw;
       if (raw !== null) {
         if (!this.log.isLevelEnabled('info')) return;
-        const entry = this.entry(ex.client);
+        const entry = ex.entry?.cidr ?? null;
         const result = ex.reason ?? 'ok';
         const upstream = ex.upstream?.label ?? null;
         const method = ex.req.method ?? null;
@@ -167,7 +188,7 @@ export class ListenerAccessLog {
         return;
       }
       this.log.info({
-        conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'allow', entry: this.entry(ex.client),
+        conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'allow', entry: ex.entry?.cidr ?? null,
         result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.req.method, path, status: ex.status,
         bytesOut: ex.socket.bytesWritten - ex.bytesAtStart, durationMs: now - ex.startedAt,
       }, 'access');
@@ -182,12 +203,6 @@ export class ListenerAccessLog {
         bytesOut: ex.socket.bytesWritten - ex.bytesAtStart, durationMs: now - ex.startedAt,
       }, 'access');
     }
-  }
-
-  private entry(address: string): string | null {
-    const m = this.list.matcher;
-    const i = m.lookup(address);
-    return i >= 0 ? m.entries[i]!.cidr : null;
   }
 }
 
@@ -231,8 +246,8 @@ export class AccessLog {
       : null;
   }
 
-  forListener(name: string, mode: 'tcp' | 'http', list: EntrySource): ListenerAccessLog {
-    return new ListenerAccessLog(name, mode, this.logger, list, this.summary);
+  forListener(name: string, mode: 'tcp' | 'http'): ListenerAccessLog {
+    return new ListenerAccessLog(name, mode, this.logger, this.summary);
   }
 
   start(): void {

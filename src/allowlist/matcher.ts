@@ -258,6 +258,12 @@ export class Matcher {
     return le ? s[b + 4]! : -1;
   }
 
+  /** The entry `lookup` finds for `address` (the one that admits it), or null. */
+  match(address: string): AllowEntry | null {
+    const i = this.lookup(address);
+    return i >= 0 ? this.entries[i]! : null;
+  }
+
   /** Same as `lookup` for an IPv4 address given as an unsigned 32-bit integer. */
   lookupV4(u32: number): number {
     if (u32 >>> 0 !== u32) return -1;

@@ -1,4 +1,5 @@
 import type net from 'node:net';
+import type { AllowEntry } from '../allowlist/entry';
 import type { Tlv } from '../proxy-protocol/decoder';
 
 /** How the client address was learned: the access-log field `via`. */
@@ -20,8 +21,11 @@ export class Connection {
   destPort: number;
   via: Via = 'socket';
   tlvs: readonly Tlv[] = [];
-  /** Index of the allowlist entry that admitted the client; -1 before the decision. */
-  entryIndex = -1;
+  /**
+   * The allowlist entry that admits the client (the access log's `entry`); null before the
+   * decision and when denied. A list change re-checks it (Listener.revokeDenied).
+   */
+  entry: AllowEntry | null = null;
   /** `host:port` of the upstream, once chosen. */
   upstream: string | null = null;
   upstreamSocket: net.Socket | null = null;

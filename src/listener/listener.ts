@@ -138,12 +138,15 @@ export class Listener {
     const matcher = this.deps.list.matcher;
     let closed = 0;
     for (const conn of this.connections) {
-      if (conn.entryIndex < 0 && conn.onRevoke === null) continue; // not yet admitted
+      if (conn.entry === null && conn.onRevoke === null) continue; // not yet admitted
       if (conn.onRevoke !== null) {
         conn.onRevoke(conn);
         continue;
       }
-      if (matcher.lookup(conn.clientAddress) < 0) {
+      const entry = matcher.match(conn.clientAddress);
+      if (entry !== null) {
+        conn.entry = entry;
+      } else {
         conn.revoked = true;
         ListenerStats.bump(this.stats.denied, 'revoked');
         this.close(conn, 'revoked');
@@ -245,15 +248,15 @@ export class Listener {
   private admit(conn: Connection, leftover: Buffer): void {
     const handler = this.deps.handler;
     if (handler.decidesPerRequest?.(conn) !== true) {
-      const index = this.deps.list.matcher.lookup(conn.clientAddress);
-      if (index < 0) {
+      const entry = this.deps.list.matcher.match(conn.clientAddress);
+      if (entry === null) {
         ListenerStats.bump(this.stats.denied, 'not_allowlisted');
         // A deny is a decision, not an error: debug level (scans must not flood the log).
         this.log.debug({ conn: conn.id, client: conn.clientAddress, peer: conn.peerAddress, via: conn.via }, 'denied');
         this.close(conn, 'denied');
         return;
       }
-      conn.entryIndex = index;
+      conn.entry = entry;
     }
     handler.handle(conn, leftover);
   }

@@ -163,3 +163,43 @@ t.test('denials at info: one summary line per interval, addresses bounded', asyn
   await g.app.shutdown(0);
   t.equal(g.logs.lines.filter((l) => typeof l.denials === 'number').length, 1, 'quiet intervals write nothing');
 });
+
+t.test('entry: the entry that admits the client, kept current when the list changes under a live connection', async (t) => {
+  const tcpBackend = await echoBackend(t);
+  const webBackend = await httpBackend(t);
+  const g = await startIpgate({
+    logging: { denialSummaryIntervalMs: 0 },
+    allowlists: { main: ['127.0.0.0/24'] },
+    listeners: [
+      { name: 'edge', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${tcpBackend}`] },
+      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${webBackend}`] },
+    ],
+  });
+  t.teardown(() => g.app.shutdown(0));
+  // A TCP connection and an HTTP keep-alive connection, both admitted by 127.0.0.0/24.
+  const tcp = await connect({ port: g.port('edge'), localAddress: '127.0.0.2' });
+  tcp.write('one\n');
+  await readUntil(tcp, 'one\n');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.teardown(() => agent.destroy());
+  const get = (path: string): Promise<number> => new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: g.port('web'), path, localAddress: '127.0.0.2', agent }, (res) => {
+      res.resume();
+      res.once('end', () => resolve(res.statusCode ?? 0));
+    }).once('error', reject);
+  });
+  t.equal(await get('/before'), 200);
+  // The list changes: the client is still allowed, now by a narrower entry.
+  await g.app.service.replace('main', [{ cidr: '127.0.0.2/32' }, { cidr: '10.0.0.0/8' }], null, 'test');
+  await waitFor(() => g.app.lists.get('main').matcher.entries.length === 2, 5000, 'new list applied');
+  t.equal(await get('/after'), 200);
+  tcp.end();
+  await closed(tcp);
+  const before = await accessLine(g, 'web', (l) => l.path === '/before');
+  const after = await accessLine(g, 'web', (l) => l.path === '/after');
+  t.equal(before.conn, after.conn, 'one keep-alive connection');
+  t.equal(before.entry, '127.0.0.0/24', 'a request logs the entry that admitted it');
+  t.equal(after.entry, '127.0.0.2/32', 'a request after the change logs the entry in force');
+  const tcpLine = await accessLine(g, 'edge', (l) => l.client === '127.0.0.2');
+  assertLine(t, tcpLine, { level: 'info', decision: 'allow', entry: '127.0.0.2/32', result: 'ok' }, ['conn', 'bytesIn', 'bytesOut', 'durationMs']);
+});

@@ -68,7 +68,7 @@ export function liveConnections(listeners: readonly Listener[], listener: string
         peer: formatHostPort(c.peerAddress, c.peerPort),
         client: formatHostPort(c.clientAddress, c.clientPort),
         via: c.via,
-        admitted: c.entryIndex >= 0 || c.onRevoke !== null,
+        admitted: c.entry !== null || c.onRevoke !== null,
         upstream: c.upstream,
         ageMs: Math.max(0, now - c.startedAt),
       });

@@ -5,6 +5,7 @@
  */
 import type { Agent, ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type net from 'node:net';
+import type { AllowEntry } from '../../allowlist/entry';
 import type { Connection, Via } from '../../listener/connection';
 import type { Upstream } from '../tcp/tcp-forwarder';
 
@@ -15,8 +16,8 @@ export const kExchange = Symbol('ipgate.exchange');
 export class HttpConn {
   /** The peer is a trusted proxy: identity (and the allowlist decision) per request from XFF. */
   readonly trusted: boolean;
-  /** Connection-level decision for untrusted peers: allowlist entry index, -1 denied. */
-  entryIndex = -1;
+  /** Connection-level decision for untrusted peers: the allowlist entry that admits it, null denied. */
+  entry: AllowEntry | null = null;
   /** Exchanges whose response has not closed yet (pipelining can make it more than one). */
   readonly open: Exchange[] = [];
   /** The exchange that upgraded this connection (WebSocket), if any. */
@@ -50,8 +51,8 @@ export class Exchange {
   /** Real client of this request (canonical). */
   client: string;
   via: Via;
-  /** Allowlist entry that admitted the client; -1 denied. */
-  entryIndex = -1;
+  /** Allowlist entry that admitted the client (the access log's `entry`); null denied. */
+  entry: AllowEntry | null = null;
   /** Upstream target chosen, `host:port`. */
   upstream: Upstream | null = null;
   /** First target index (round robin) and attempts made (failover on connect errors). */

@@ -142,9 +142,9 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     const trusted = this.trustedProxies.lookup(conn.clientAddress) >= 0;
     const hc = new HttpConn(conn, trusted, this);
     if (!trusted) {
-      hc.entryIndex = this.list.matcher.lookup(conn.clientAddress);
-      conn.entryIndex = hc.entryIndex;
-      if (hc.entryIndex < 0) {
+      hc.entry = this.list.matcher.match(conn.clientAddress);
+      conn.entry = hc.entry;
+      if (hc.entry === null) {
         // Decided once for the connection (its requests are answered 403): counted once.
         conn.result = 'denied';
         ListenerStats.bump(this.stats.denied, 'not_allowlisted');
@@ -192,7 +192,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     (req as Carrier)[kExchange] = ex;
     hc.open.push(ex);
     res.once('close', onResponseClose);
-    if (ex.entryIndex < 0) {
+    if (ex.entry === null) {
       this.deny(ex, res, this.canned.forbidden(got.accept));
       return;
     }
@@ -221,9 +221,9 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got);
     const ex = this.exchange(hc, req, null, socket);
     (req as Carrier)[kExchange] = ex;
-    if (ex.entryIndex < 0 || hc.revoked || this.draining || got.upgrade === null) {
-      const canned = ex.entryIndex < 0 || hc.revoked ? this.canned.forbidden(got.accept) : this.canned.badRequest;
-      if (ex.entryIndex < 0) this.countDenied(ex);
+    if (ex.entry === null || hc.revoked || this.draining || got.upgrade === null) {
+      const canned = ex.entry === null || hc.revoked ? this.canned.forbidden(got.accept) : this.canned.badRequest;
+      if (ex.entry === null) this.countDenied(ex);
       ex.status = canned.status;
       this.record(ex);
       socket.end(canned.wire);
@@ -246,10 +246,10 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     if (hc.trusted) {
       const client = clientFromForwardedFor(got.xForwardedFor, conn.clientAddress, this.trustedProxies);
       ex = new Exchange(hc, req, res, socket, client, client === conn.clientAddress ? conn.via : 'xff', Date.now(), !got.hasBody);
-      ex.entryIndex = this.list.matcher.lookup(client);
+      ex.entry = this.list.matcher.match(client);
     } else {
       ex = new Exchange(hc, req, res, socket, conn.clientAddress, conn.via, Date.now(), !got.hasBody);
-      ex.entryIndex = hc.entryIndex;
+      ex.entry = hc.entry;
     }
     return ex;
   }
@@ -463,15 +463,15 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     const matcher = this.list.matcher;
     let denied = false;
     if (!hc.trusted) {
-      const index = matcher.lookup(conn.clientAddress);
-      if (index >= 0) {
-        hc.entryIndex = index;
-        conn.entryIndex = index;
+      const entry = matcher.match(conn.clientAddress);
+      if (entry !== null) {
+        hc.entry = entry;
+        conn.entry = entry;
         return;
       }
-      if (hc.entryIndex < 0) return; // denied from the start: every request already gets 403
-      hc.entryIndex = -1;
-      conn.entryIndex = -1;
+      if (hc.entry === null) return; // denied from the start: every request already gets 403
+      hc.entry = null;
+      conn.entry = null;
       denied = true;
     } else {
       for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) denied = true;
