@@ -192,7 +192,11 @@ t.test('most specific entry wins, identical CIDRs go to the first', async (t) =>
     ['IPv6 /32 outside the /48', '2001:db8:2::', 5],
     ['IPv6 miss', '2001:db9::', -1],
   ];
-  for (const [desc, address, index] of rows) t.equal(m.lookup(address), index, desc);
+  for (const [desc, address, index] of rows) {
+    t.equal(m.lookup(address), index, desc);
+    t.equal(m.match(address), index < 0 ? null : m.entries[index], `${desc}: match gives that entry`);
+  }
+  t.equal(m.match('10.1.2.3')?.cidr, '10.1.2.3/32', 'match: the entry itself, as given');
   t.equal(m.size, 7, 'size counts every active entry, duplicates included');
 });
 
