@@ -7,6 +7,8 @@
  *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
  *       [--baseline /other/checkout/dist/src/main.js]   (A/B: that build runs as proxy "base")
  *       [--base-env NAME=VALUE]   (environment for "base" only: A/B of a setting on one build)
+ *       [--base-workers 1]   (`workers` for "base" only: with --baseline dist/src/main.js --workers auto,
+ *       the workers factor of one build, both interleaved in the same rounds)
  *       (proxies `ipgate-undici` / `ipgate-http-proxy`: this build with that `http.engine`; `ipgate`
  *       and `base` run the build's default engine)
  *
@@ -57,6 +59,8 @@ interface Options {
   baseline: string | null;
   /** Environment for `base` only, over `env` (A/B of a setting on one build: --baseline dist/src/main.js). */
   baseEnv: Record<string, string>;
+  /** `workers` for `base` only (the workers factor on one build: --workers auto --base-workers 1). */
+  baseWorkers: string | null;
   /** Offered load of the http-rate workload, requests per second over all connections. */
   rate: number;
 }
@@ -71,7 +75,7 @@ function parseOptions(argv: string[]): Options {
   const o: Options = {
     rounds: 3, duration: 6, proxies: ['ipgate', 'nginx', 'haproxy'],
     workloads: ['http', 'http-denied', 'tcp', 'tcp-ppin', 'bulk', 'idle'],
-    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null, baseEnv: {}, rate: 3000,
+    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null, baseEnv: {}, baseWorkers: null, rate: 3000,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -92,6 +96,7 @@ function parseOptions(argv: string[]): Options {
       case '--base-env': { const [a, b] = splitEnv(v); o.baseEnv[a] = b; break; }
       case '--cpu-prof': o.cpuProf = v; break;
       case '--baseline': o.baseline = v; break;
+      case '--base-workers': o.baseWorkers = v; break;
       default: throw new Error(`unknown option ${k}`);
     }
   }
@@ -550,7 +555,8 @@ async function main(): Promise<void> {
       // 2026-11-29 19:00 UTC `ipgate` was pinned to http-proxy here although undici had become
       // the default: the "ipgate" HTTP rows before that are the http-proxy engine's.
       const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : null;
-      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, o.workers, engine)));
+      const workers = name === 'base' && o.baseWorkers !== null ? o.baseWorkers : o.workers;
+      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine)));
       const main = name === 'base' ? o.baseline! : MAIN;
       const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
       proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...o.env, ...o.baseEnv } : { ...o.env });
@@ -664,6 +670,19 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
       }
     }
     if (rows.length > 0) lines.push('', '| workload | proxy | p99 / nginx p99 (same round, median (range)) |', '|---|---|---|', ...rows);
+  }
+  // Throughput against `base` in the same round: with --base-workers, the workers factor.
+  if (o.proxies.includes('base') && o.proxies.includes('ipgate')) {
+    const rows: string[] = [];
+    for (const w of workloads) {
+      const rr = results.filter((r) => r.workload === w && r.proxy === 'ipgate').flatMap((r) => {
+        const b = results.find((x) => x.proxy === 'base' && x.workload === w && x.round === r.round);
+        return b && b.sample.rate > 0 ? [r.sample.rate / b.sample.rate] : [];
+      });
+      if (rr.length > 0) rows.push(`| ${w} | ${rr.map((x) => x.toFixed(2)).join(', ')} | ${median(rr).toFixed(2)} |`);
+    }
+    const what = o.baseWorkers === null ? '' : ` (ipgate workers ${o.workers}, base workers ${o.baseWorkers})`;
+    if (rows.length > 0) lines.push('', `| workload | throughput ipgate / base per round${what} | median |`, '|---|---|---|', ...rows);
   }
   if (idleResults.length > 0) {
     lines.push('');
