@@ -71,9 +71,9 @@ const CASES: [string, () => void][] = [
     devNull.info({ conn: sinkN++, client: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peer: '10.0.0.7', decision: 'allow',
       entry: '203.0.113.0/24', result: 'ok', upstream: '10.1.2.3:8080', bytesIn: 1234, bytesOut: 56789, durationMs: 42 }, 'access');
   }],
-  ['access line: ListenerAccessLog.connection, text-built', () => { (fakeConn as { id: number }).id = sinkN++; textLog.connection(fakeConn); }],
-  ['access line: ListenerAccessLog.connection, field by field into a BlockWriter', () => { (fakeConn as { id: number }).id = sinkN++; blockLog.connection(fakeConn); }],
-  ['access line: ListenerAccessLog.connection, via pino', () => { (fakeConn as { id: number }).id = sinkN++; pinoLog.connection(fakeConn); }],
+  ['access line: ListenerAccessLog.connection, text-built', () => { (fakeConn as { id: number }).id = sinkN++; textLog.connection(fakeConn, 1234, 56789); }],
+  ['access line: ListenerAccessLog.connection, field by field into a BlockWriter', () => { (fakeConn as { id: number }).id = sinkN++; blockLog.connection(fakeConn, 1234, 56789); }],
+  ['access line: ListenerAccessLog.connection, via pino', () => { (fakeConn as { id: number }).id = sinkN++; pinoLog.connection(fakeConn, 1234, 56789); }],
   ['denial at info level: isLevelEnabled("debug")', () => { if (debugOff.isLevelEnabled('debug')) sinkN++; }],
 ];
 

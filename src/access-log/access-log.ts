@@ -65,9 +65,10 @@ export class ListenerAccessLog {
   /**
    * A connection closed (Listener). TCP listeners: the connection's line. HTTP listeners: only
    * connections refused before the HTTP layer took them (PROXY header faults); the others have a
-   * line per request.
+   * line per request. `bytesIn` / `bytesOut`: the socket's counts, read once by the listener at
+   * close (`bytesWritten` is a getter that copies the socket's write queue).
    */
-  connection(conn: Connection): void {
+  connection(conn: Connection, bytesIn: number, bytesOut: number): void {
     if (this.http && conn.onRevoke !== null) return;
     const result = conn.result ?? 'ok';
     let decision: string;
@@ -92,15 +93,13 @@ export class ListenerAccessLog {
       const entry = conn.entry?.cidr ?? null;
       if (raw !== null) {
         if (!this.log.isLevelEnabled('info')) return;
-        const bytesIn = conn.socket.bytesRead;
-        const bytesOut = conn.socket.bytesWritten;
         const durationMs = Date.now() - conn.startedAt;
         const w = this.direct;
         // Field by field into the block, as for HTTP below. Worst case per character: a 6-byte \u escape.
         if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(conn.upstream)))) {
           w.fragment('{"level":"info"');
-          w.fragment(isoTime());
+          w.time();
           w.fragment(raw.bindings);
           w.fragment(',"conn":'); w.number(conn.id);
           w.fragment(',"client":'); w.jsonString(conn.clientAddress);
@@ -126,8 +125,7 @@ export class ListenerAccessLog {
       }
       this.log.info({
         conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-        decision, entry, result, upstream: conn.upstream,
-        bytesIn: conn.socket.bytesRead, bytesOut: conn.socket.bytesWritten, durationMs: Date.now() - conn.startedAt,
+        decision, entry, result, upstream: conn.upstream, bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
       }, 'access');
       return;
     }
@@ -135,8 +133,7 @@ export class ListenerAccessLog {
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
         conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-        decision, reason, result, upstream: conn.upstream,
-        bytesIn: conn.socket.bytesRead, bytesOut: conn.socket.bytesWritten, durationMs: Date.now() - conn.startedAt,
+        decision, reason, result, upstream: conn.upstream, bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
       }, 'access');
     }
   }
@@ -162,7 +159,7 @@ export class ListenerAccessLog {
         if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)))) {
           w.fragment('{"level":"info"');
-          w.fragment(isoTime());
+          w.time();
           w.fragment(raw.bindings);
           w.fragment(',"conn":'); w.number(conn.id);
           w.fragment(',"client":'); w.jsonString(ex.client);

@@ -273,8 +273,10 @@ export class Listener {
     this.stats.active--;
     const result = conn.result ?? 'ok';
     ListenerStats.bump(this.stats.closed, result);
-    this.stats.bytesFromClient += conn.socket.bytesRead;
-    this.stats.bytesToClient += conn.socket.bytesWritten;
-    this.deps.accessLog?.connection(conn);
+    const bytesIn = conn.socket.bytesRead;
+    const bytesOut = conn.socket.bytesWritten;
+    this.stats.bytesFromClient += bytesIn;
+    this.stats.bytesToClient += bytesOut;
+    this.deps.accessLog?.connection(conn, bytesIn, bytesOut);
   }
 }

@@ -16,10 +16,29 @@ t.test('isoTime writes what pino.stdTimeFunctions.isoTime would, across minute, 
     ['a leap day', 951_782_400_000],
     ['the last millisecond of a year', 1_798_761_599_999],
   ];
+  // And instants spread over 1970-2096 (a fixed sequence: the same rows every run).
+  let x = 7;
+  for (let k = 0; k < 200; k++) rows.push([`instant ${k}`, Math.floor(((x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32) * 4e12)]);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-log-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const fd = fs.openSync(path.join(dir, 'time.log'), 'w');
+  const block = new BlockWriter(fd, 4096, 60_000);
+  const expected: string[] = [];
   for (const [what, ms] of rows) {
     Date.now = () => ms;
-    t.equal(isoTime(), `,"time":"${new Date(ms).toISOString()}"`, what);
+    const want = `,"time":"${new Date(ms).toISOString()}"`;
+    t.equal(isoTime(), want, what);
+    // BlockWriter.time writes the same field as digits into its block, one per line here.
+    t.ok(block.begin(64), 'room');
+    block.time();
+    block.fragment('\n');
+    block.end();
+    expected.push(`${want}\n`);
   }
+  await new Promise<void>((resolve) => block.flush(() => resolve()));
+  block.flushSync();
+  fs.closeSync(fd);
+  t.equal(fs.readFileSync(path.join(dir, 'time.log'), 'utf8'), expected.join(''), 'BlockWriter.time: the bytes isoTime returns');
 });
 
 t.test('BlockWriter writes every line once, in order, including lines larger than a block', async (t) => {

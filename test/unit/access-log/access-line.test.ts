@@ -66,8 +66,8 @@ t.test('TCP lines: text-built equals pino', async (t) => {
   for (const [what, over] of rows) {
     const p = pair('tcp');
     const c = conn(over);
-    p.logs[0].connection(c);
-    p.logs[1].connection(c);
+    p.logs[0].connection(c, c.socket.bytesRead, c.socket.bytesWritten);
+    p.logs[1].connection(c, c.socket.bytesRead, c.socket.bytesWritten);
     t.equal(p.fast.length, 1, `${what}: one line`);
     compare(t, p.fast[0]!, p.slow[0]!, what);
   }
@@ -102,7 +102,7 @@ t.test('level: nothing is written when info is off', async (t) => {
   const lines: string[] = [];
   const logger = createLogger({ level: 'warn', format: 'json' }, { write: (s: string) => { lines.push(s); } });
   const log = new ListenerAccessLog('web', 'tcp', logger, null);
-  log.connection(conn());
+  log.connection(conn(), 1, 2);
   log.request(exchange('/'), Date.now());
   t.equal(lines.length, 0, 'no access lines at warn');
 });
@@ -157,8 +157,9 @@ t.test('TCP lines written field by field into a BlockWriter: the bytes of the te
     { socket: { bytesRead: 0, bytesWritten: 2 ** 40 } }, { startedAt: fixed + 5 }, { peerAddress: undefined },
     { upstream: 'upstream.example\u0000"\\' }, { entry: { cidr: '\ud800' } }, { id: 2 ** 53 - 1 }];
   for (const over of rows) {
-    direct.connection(conn(over));
-    viaText.connection(conn(over));
+    const c = conn(over);
+    direct.connection(c, c.socket.bytesRead, c.socket.bytesWritten);
+    viaText.connection(c, c.socket.bytesRead, c.socket.bytesWritten);
   }
   await new Promise<void>((resolve) => block.flush(() => resolve()));
   block.flushSync();
