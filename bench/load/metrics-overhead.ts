@@ -342,9 +342,11 @@ async function paired(backend: { tcp: number; http: number }, dir: string): Prom
   for (const mode of modes) console.log(`| ${mode === BASELINE ? `${mode} (A/A control)` : mode} | ${cell(ratios.get(mode)!.tcp)} | ${cell(ratios.get(mode)!.http)} |`);
 }
 
+/** The median (an even count: the mean of the two middle values; until 2026-11-30 the upper one). */
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 async function main(): Promise<void> {
