@@ -16,7 +16,9 @@
  *   there); older kernels report 0, and then the directory is listed as prom-client does.
  * - Max fds: `/proc/self/limits`, read once (prom-client does the same).
  * - Event-loop delay: `monitorEventLoopDelay` (10 ms resolution); min, max, mean and p50/p90/p99
- *   per scrape, then reset. The standard deviation is not published (the walk above).
+ *   per scrape, then reset. The standard deviation is not published (the walk above). Its timer
+ *   is most of an idle process's CPU: ~10 ms per second here (bench/README.md "At the deployed
+ *   scrape rate"), the price of seeing a 10 ms stall.
  * - GC: a `PerformanceObserver` counting durations into a FixedHistogram per kind (no label
  *   hashing per GC).
  * - Not published: prom-client's `nodejs_active_handles` / `_requests` / `_resources` (the
