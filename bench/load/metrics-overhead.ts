@@ -17,6 +17,11 @@
  * BENCH_PAIRED=1 BENCH_MODES=off,on,log: instead of rounds one gate at a time, `off` and each mode
  * run at the same time under identical loads (pairRound), with an off-vs-off control.
  *
+ * The number bench/README.md states (the deployed pod, everything on, against the same pod without
+ * metrics and logs, one scrape per 30 s phase as the chart's ServiceMonitor; ~45 minutes):
+ *   BENCH_PAIRED=1 BENCH_BASELINE=probed BENCH_MODES=on BENCH_SCRAPE_INTERVAL_MS=30000 BENCH_SECONDS=30 \
+ *   BENCH_TCP_RATE=300 BENCH_HTTP_RATE=1000 BENCH_ROUNDS=10 node dist/bench/load/metrics-overhead.js
+ *
  * BENCH_TCP_RATE=500 BENCH_HTTP_RATE=1500 (with BENCH_PAIRED=1): open loop instead of closed. Each
  * gate is offered the same fixed rate (TCP connections started on a 10 ms schedule; HTTP via
  * `hey -q`, 20 connections), below what either saturates at, so the CPU per operation compared is
