@@ -18,7 +18,7 @@
  * run at the same time under identical loads (pairRound), with an off-vs-off control.
  *
  * The number bench/README.md states (the deployed pod, everything on, against the same pod without
- * metrics and logs, one scrape per 30 s phase as the chart's ServiceMonitor; ~45 minutes):
+ * metrics and logs, one scrape per 30 s phase as the chart's ServiceMonitor; ~25 minutes with its control pairs):
  *   BENCH_PAIRED=1 BENCH_BASELINE=probed BENCH_MODES=on BENCH_SCRAPE_INTERVAL_MS=30000 BENCH_SECONDS=30 \
  *   BENCH_TCP_RATE=300 BENCH_HTTP_RATE=1000 BENCH_ROUNDS=10 node dist/bench/load/metrics-overhead.js
  *
