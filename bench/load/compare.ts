@@ -11,6 +11,8 @@
  *       the workers factor of one build, both interleaved in the same rounds)
  *       (proxies `ipgate-undici` / `ipgate-http-proxy`: this build with that `http.engine`; `ipgate`
  *       and `base` run the build's default engine)
+ *       (minimal forwarders, what an engine alone costs: HTTP `node-min`, `undici-min`,
+ *       `undici-stream-min`, `relay-min`; TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
  *
  * The job (same for all three): an allowlist of `--cidrs` CIDRs (127.0.0.1/32 sits in the middle of
  * the list, so linear scanners pay half a scan), HTTP with X-Real-IP / X-Forwarded-For and an
@@ -112,11 +114,14 @@ const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 
 /** Per proxy: base + offset per workload listener. */
 const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400,
   'node-min': BASE + 500, 'undici-min': BASE + 600, 'ipgate-undici': BASE + 700,
-  'undici-stream-min': BASE + 800, 'ipgate-http-proxy': BASE + 900, 'tcp-min': BASE + 1000 };
-/** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around it. */
-const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min']);
-/** TCP-only minimal forwarder (bench/load/tcp-min.ts): two Node sockets and pipe(), nothing else. */
-const TCP_ONLY = new Set(['tcp-min']);
+  'undici-stream-min': BASE + 800, 'ipgate-http-proxy': BASE + 900, 'tcp-min': BASE + 1000,
+  'tcp-raw-min': BASE + 1100, 'relay-min': BASE + 1200 };
+/** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around
+ * it; `relay-min` (bench/load/http-relay-min.ts) is a relay without node:http (llhttp in wasm). */
+const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay-min']);
+/** TCP-only minimal forwarders: two Node sockets and pipe() (bench/load/tcp-min.ts), or the
+ * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
+const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
 const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
 
 /** `n` distinct random-ish CIDRs outside 127/8 (deterministic), with 127.0.0.1/32 in the middle. */
@@ -537,12 +542,14 @@ async function main(): Promise<void> {
       fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, p));
       proxies[name] = start(name, 'nginx', ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'nginx-error.log')], pcpus);
     } else if (HTTP_ONLY.has(name)) {
-      const engines = path.join(__dirname, 'http-engines.js');
-      proxies[name] = start(name, process.execPath, [engines, name.replace('-min', ''), String(p + L.http), String(BACKEND.http)], pcpus);
+      const args = name === 'relay-min'
+        ? [path.join(__dirname, 'http-relay-min.js'), String(p + L.http), String(BACKEND.http)]
+        : [path.join(__dirname, 'http-engines.js'), name.replace('-min', ''), String(p + L.http), String(BACKEND.http)];
+      proxies[name] = start(name, process.execPath, args, pcpus);
       await waitPort(p + L.http, proxies[name]!);
       continue;
     } else if (TCP_ONLY.has(name)) {
-      proxies[name] = start(name, process.execPath, [path.join(__dirname, 'tcp-min.js'), String(p + L.tcp), String(p + L.tcpPpin), String(BACKEND.pp)], pcpus);
+      proxies[name] = start(name, process.execPath, [path.join(__dirname, `${name}.js`), String(p + L.tcp), String(p + L.tcpPpin), String(BACKEND.pp)], pcpus);
       await waitPort(p + L.tcpPpin, proxies[name]!);
       continue;
     } else if (name === 'haproxy') {
