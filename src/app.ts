@@ -75,7 +75,9 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
     for (const l of listeners) {
       const addr = await l.listen();
       logger.info({ listener: l.name, mode: l.config.mode, address: addr.address, port: addr.port,
-        allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode }, 'listening');
+        allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode,
+        // TCP listeners: libuv handles, or net.Sockets (upstream names, IPGATE_TCP_HANDLES=0, a Node without them)
+        ...(l.config.mode === 'tcp' ? { sockets: l.rawSockets ? 'handles' : 'net' } : {}) }, 'listening');
     }
     selfChecks.start();
     access?.start();

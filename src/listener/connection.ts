@@ -1,6 +1,13 @@
 import type net from 'node:net';
 import type { AllowEntry } from '../allowlist/entry';
 import type { Tlv } from '../proxy-protocol/decoder';
+import type { RawSocket } from './raw-socket';
+
+/**
+ * A side of a connection: a net.Socket, or a RawSocket on TCP listeners that run on libuv handles
+ * (raw-socket.ts). HTTP listeners always hand their handler net.Sockets.
+ */
+export type Endpoint = net.Socket | RawSocket;
 
 /** How the client address was learned: the access-log field `via`. */
 export type Via = 'socket' | 'proxy-v1' | 'proxy-v2' | 'xff';
@@ -28,7 +35,7 @@ export class Connection {
   entry: AllowEntry | null = null;
   /** `host:port` of the upstream, once chosen. */
   upstream: string | null = null;
-  upstreamSocket: net.Socket | null = null;
+  upstreamSocket: Endpoint | null = null;
   readonly startedAt = Date.now();
   /** Close result label (`ok`, `denied`, `pp_timeout`, `upstream_refused`, `revoked`, ...). */
   result: string | null = null;
@@ -40,7 +47,7 @@ export class Connection {
   constructor(
     readonly id: number,
     readonly listener: string,
-    readonly socket: net.Socket,
+    readonly socket: Endpoint,
     peerAddress: string,
     peerPort: number,
     localAddress: string,

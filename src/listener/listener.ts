@@ -18,6 +18,7 @@ import { ListenerStats } from '../metrics/listener-stats';
 import { decodeProxyHeader } from '../proxy-protocol/decoder';
 import type { LiveList } from '../store/live-lists';
 import { Connection } from './connection';
+import { RawSocket } from './raw-socket';
 
 /** What a listener hands an admitted connection to. */
 export interface ConnectionHandler {
@@ -35,6 +36,12 @@ export interface ConnectionHandler {
   drain?(): void;
   /** Read/write buffer size for accepted sockets (bytes); default: Node's. */
   readonly socketHighWaterMark?: number;
+  /**
+   * The handler takes RawSockets (raw-socket.ts) instead of net.Sockets (it checked that this Node
+   * has them: rawSocketsWanted): the listener then accepts libuv handles itself and never builds
+   * a net.Socket.
+   */
+  readonly rawSockets?: boolean;
 }
 
 export interface ListenerDeps {
@@ -65,6 +72,8 @@ export class Listener {
   private readonly log: Logger;
   private bound: net.AddressInfo | null = null;
   private draining = false;
+  /** Accepting libuv handles as RawSockets (handler.rawSockets, where available). */
+  private raw = false;
 
   constructor(
     readonly config: Readonly<ListenerConfig>,
@@ -106,7 +115,33 @@ export class Listener {
       });
     });
     this.bound = this.server.address() as net.AddressInfo;
+    if (this.deps.handler.rawSockets === true) this.acceptHandles();
     return this.bound;
+  }
+
+  /** Whether this listener accepts RawSockets (after listen()). */
+  get rawSockets(): boolean {
+    return this.raw;
+  }
+
+  /**
+   * Take accepted handles before net.Server wraps them in sockets. net.Server calls its handle's
+   * `onconnection(err, clientHandle)` per accept; in a cluster worker the handle is the shared
+   * socket (SCHED_NONE) or cluster's stand-in that the primary's round robin calls the same way
+   * (SCHED_RR), so replacing that one function covers all three. Where the handle has no such
+   * function (a Node that changed it), the listener keeps net.Sockets.
+   */
+  private acceptHandles(): void {
+    const handle = (this.server as unknown as { _handle?: { onconnection?: unknown } | null })._handle;
+    if (handle === null || handle === undefined || typeof handle.onconnection !== 'function') return;
+    this.raw = true;
+    handle.onconnection = (err: number, clientHandle: unknown): void => {
+      if (err !== 0 || clientHandle === undefined || clientHandle === null) {
+        this.log.warn({ err }, 'accept failed');
+        return;
+      }
+      this.acceptRaw(RawSocket.accepted(clientHandle));
+    };
   }
 
   /** Stop accepting; open connections continue (the caller waits, then `destroyAll`). */
@@ -171,13 +206,31 @@ export class Listener {
       canonicalAddress(socket.localAddress ?? ''),
       socket.localPort ?? 0,
     );
-    this.stats.accepted++;
-    this.stats.active++;
-    this.connections.add(conn);
     // Errors from the peer (ECONNRESET, ...) are expected: they only end this connection.
     socket.on('error', (err) => this.log.debug({ err: err.message, conn: conn.id }, 'client socket error'));
     socket.once('close', () => this.onClosed(conn));
+    this.start(conn);
+  }
 
+  /** accept() for a RawSocket: the same stages without a net.Socket. */
+  private acceptRaw(socket: RawSocket): void {
+    const a = this.draining ? null : socket.addresses();
+    if (a === null) {
+      socket.destroy();
+      return;
+    }
+    socket.setNoDelay();
+    const conn = new Connection(nextConnectionId++, this.name, socket, canonicalAddress(a.remote), a.remotePort,
+      canonicalAddress(a.local), a.localPort);
+    socket.onError = (code) => this.log.debug({ err: code, conn: conn.id }, 'client socket error');
+    socket.onClose(() => this.onClosed(conn));
+    this.start(conn);
+  }
+
+  private start(conn: Connection): void {
+    this.stats.accepted++;
+    this.stats.active++;
+    this.connections.add(conn);
     this.deps.selfCheck?.observe(conn.peerAddress);
 
     const mode = this.config.proxyProtocol.mode;
@@ -212,14 +265,27 @@ export class Listener {
       cleanup();
       this.reject(conn, buf.length === 0 ? 'pp_missing' : 'pp_truncated', 'unknown');
     };
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      socket.off('data', onData);
-      socket.off('end', onEnd);
-    };
-    socket.on('data', onData);
-    socket.once('end', onEnd);
-    socket.once('close', cleanup);
+    let cleanup: () => void;
+    if (socket instanceof RawSocket) {
+      // Each read is a fresh buffer (raw-socket.ts), so keeping `chunk` is safe.
+      cleanup = (): void => {
+        clearTimeout(timer);
+        socket.onData = null;
+        socket.onEnd = null;
+      };
+      socket.onData = onData;
+      socket.onEnd = onEnd;
+      socket.onClose(cleanup);
+    } else {
+      cleanup = (): void => {
+        clearTimeout(timer);
+        socket.off('data', onData);
+        socket.off('end', onEnd);
+      };
+      socket.on('data', onData);
+      socket.once('end', onEnd);
+      socket.once('close', cleanup);
+    }
     socket.resume();
   }
 

@@ -138,7 +138,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
   }
 
   handle(conn: Connection, leftover: Buffer): void {
-    const socket = conn.socket;
+    // HTTP listeners accept net.Sockets (rawSockets is not set here): http.Server needs a stream.
+    const socket = conn.socket as net.Socket;
     const trusted = this.trustedProxies.lookup(conn.clientAddress) >= 0;
     const hc = new HttpConn(conn, trusted, this);
     if (!trusted) {
@@ -493,7 +494,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     }
     // A response under way may finish (with Connection: close), for at most REVOKE_GRACE_MS.
     for (const ex of hc.open) if (ex.res !== null && !ex.res.headersSent) ex.res.shouldKeepAlive = false;
-    hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket);
+    hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket as net.Socket);
   }
 
   private onClientError(err: NodeJS.ErrnoException, socket: net.Socket): void {

@@ -83,6 +83,16 @@ export const largeReadStats = { switched: 0, allocated: 0, reused: 0, pooled: 0 
 
 const pool: Buffer[] = [];
 
+/** A read buffer from the pool (relays on RawSockets switch with it too: tcp-forwarder.ts). */
+export function takeReadBuffer(): Buffer {
+  return take();
+}
+
+/** Back to the pool once no read into it and no write from it can be pending. */
+export function giveReadBuffer(b: Buffer): void {
+  give(b);
+}
+
 function take(): Buffer {
   const b = pool.pop();
   if (b !== undefined) {

@@ -15,10 +15,11 @@ import { parseHostPort, type HostPort } from '../../config/host-port';
 import { formatHostPort } from '../../identity/address';
 import type { Connection } from '../../listener/connection';
 import type { ConnectionHandler } from '../../listener/listener';
+import { RawSocket, rawSocketsWanted } from '../../listener/raw-socket';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import { upstreamReason } from '../upstream-reason';
-import { BULK_CHUNK_BYTES, largeReadsEnabled, maybeSwitch } from './large-reads';
+import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
 export interface Upstream extends HostPort {
   /** `host:port` for logs. */
@@ -55,6 +56,12 @@ export const RELAY_HIGH_WATER_MARK = 256 * 1024;
 
 export class TcpForwarder implements ConnectionHandler {
   readonly socketHighWaterMark = RELAY_HIGH_WATER_MARK;
+  /**
+   * Relay on libuv handles (raw-socket.ts) where this Node has them, unless IPGATE_TCP_HANDLES=0,
+   * and when every upstream is an IP literal: a RawSocket connects to an address, not a name
+   * (names keep net.connect's lookup and the net.Socket path).
+   */
+  readonly rawSockets: boolean;
   private readonly pool: UpstreamPool;
   private readonly log: Logger;
 
@@ -65,23 +72,27 @@ export class TcpForwarder implements ConnectionHandler {
   ) {
     this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
     this.log = logger.child({ listener: config.name });
+    this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => net.isIP(t.host) !== 0);
     if (!largeReadsEnabled()) this.log.debug('bulk relays use ordinary socket reads (large reads off or unsupported by this Node)');
   }
 
   handle(conn: Connection, leftover: Buffer): void {
     const client = conn.socket;
+    if (client instanceof RawSocket) {
+      this.handleRaw(conn, client, leftover);
+      return;
+    }
     client.pause();
     // Idle in both directions: any read or write on the client socket resets the timer, and
     // everything from the upstream is written to it.
     client.setTimeout(this.config.timeouts.idleMs, () => this.fail(conn, 'idle_timeout'));
     const first = this.pool.start();
-    this.dial(conn, leftover, first, 0);
+    this.dial(conn, client, leftover, first, 0);
   }
 
-  private dial(conn: Connection, leftover: Buffer, index: number, attempt: number): void {
+  private dial(conn: Connection, client: net.Socket, leftover: Buffer, index: number, attempt: number): void {
     const targets = this.pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
-    const client = conn.socket;
     if (client.destroyed) return;
     const dialedAt = performance.now();
     const upstream = net.connect(connectOptions(target));
@@ -114,7 +125,7 @@ export class TcpForwarder implements ConnectionHandler {
         if (attempt + 1 < targets.length && !client.destroyed) {
           this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
           ListenerStats.bump(this.stats.upstreamErrors, upstreamReason(err));
-          this.dial(conn, leftover, index, attempt + 1);
+          this.dial(conn, client, leftover, index, attempt + 1);
           return;
         }
         this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed');
@@ -143,6 +154,108 @@ export class TcpForwarder implements ConnectionHandler {
         else upstream.destroy();
       }
     });
+  }
+
+  // --- the same on RawSockets ------------------------------------------------------------------
+
+  private handleRaw(conn: Connection, client: RawSocket, leftover: Buffer): void {
+    client.pause();
+    watchIdle(conn, client, this.config.timeouts.idleMs, this);
+    this.dialRaw(conn, client, leftover, this.pool.start(), 0);
+  }
+
+  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, index: number, attempt: number): void {
+    const targets = this.pool.targets;
+    const target = targets[(index + attempt) % targets.length]!;
+    if (client.destroyed) return;
+    const dialedAt = performance.now();
+    const failed = (code: string): void => {
+      clearTimeout(timer);
+      if (conn.upstreamSocket !== upstream) return;
+      const reason = upstreamReason({ code } as NodeJS.ErrnoException);
+      if (attempt + 1 < targets.length && !client.destroyed) {
+        this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed; trying next');
+        ListenerStats.bump(this.stats.upstreamErrors, reason);
+        this.dialRaw(conn, client, leftover, index, attempt + 1);
+        return;
+      }
+      this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed');
+      this.fail(conn, reason);
+    };
+    const upstream = RawSocket.connect(target.host, target.port, net.isIPv6(target.host) ? 6 : 4, (err) => {
+      if (err !== null) {
+        failed(err);
+        return;
+      }
+      clearTimeout(timer);
+      this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
+      if (client.destroyed) {
+        upstream.destroy();
+        return;
+      }
+      const header = this.header(conn);
+      if (header !== null && leftover.length > 0) upstream.write(Buffer.concat([header, leftover]));
+      else if (header !== null) upstream.write(header);
+      else if (leftover.length > 0) upstream.write(leftover);
+      this.relayRaw(conn, client, upstream);
+    });
+    conn.upstreamSocket = upstream;
+    conn.upstream = target.label;
+    const timer = setTimeout(() => {
+      upstream.destroy();
+      failed('ETIMEDOUT');
+    }, this.config.timeouts.connectMs);
+  }
+
+  /**
+   * relay() both ways for RawSockets, same contract: a write the kernel did not take at once
+   * stops reads from the other side until it drains; a FIN is passed on (end after the queued
+   * writes); both sockets close once both directions have ended. A socket error closes both.
+   */
+  private relayRaw(conn: Connection, client: RawSocket, upstream: RawSocket): void {
+    const closeIfDone = (): void => {
+      if (client.readEnded && upstream.readEnded && client.writeFinished && upstream.writeFinished) {
+        client.destroy();
+        upstream.destroy();
+      }
+    };
+    client.onData = (chunk) => {
+      if (!upstream.write(chunk)) client.pause();
+      else if (chunk.length >= BULK_CHUNK_BYTES) switchRaw(client, upstream);
+    };
+    upstream.onData = (chunk) => {
+      if (!client.write(chunk)) upstream.pause();
+      else if (chunk.length >= BULK_CHUNK_BYTES) switchRaw(upstream, client);
+    };
+    upstream.onDrain = () => client.resume();
+    client.onDrain = () => upstream.resume();
+    client.onEnd = () => {
+      upstream.end();
+      closeIfDone();
+    };
+    upstream.onEnd = () => {
+      client.end();
+      closeIfDone();
+    };
+    client.onFinish = closeIfDone;
+    upstream.onFinish = closeIfDone;
+    // The listener logs the client's error; either side failing ends the connection.
+    const onClientError = client.onError;
+    client.onError = (code) => {
+      onClientError?.(code);
+      upstream.destroy();
+    };
+    upstream.onError = (code) => {
+      this.log.debug({ conn: conn.id, upstream: conn.upstream, err: code }, 'upstream socket error');
+      this.fail(conn, 'upstream_reset');
+    };
+    client.resume();
+    upstream.resume();
+  }
+
+  /** @internal (watchIdle) */
+  idleTimeout(conn: Connection): void {
+    this.fail(conn, 'idle_timeout');
   }
 
   private header(conn: Connection): Buffer | null {
@@ -197,6 +310,44 @@ function relayEnd(this: RelaySocket): void {
 /** `this` is the destination that drained: its source is the peer. */
 function relayDrain(this: RelaySocket): void {
   this[PEER]!.resume();
+}
+
+/**
+ * maybeSwitch() for RawSockets: a read of BULK_CHUNK_BYTES or more that `dst` took at once (a bulk
+ * flow) switches `src` to large reads into a pooled buffer, which goes back to the pool once both
+ * sockets are closed. relayRaw's pause-until-drain is the rule the reused buffer needs.
+ */
+function switchRaw(src: RawSocket, dst: RawSocket): void {
+  if (src.largeReads || !largeReadsEnabled() || dst.destroyed) return;
+  const buf = takeReadBuffer();
+  if (!src.useLargeReads(buf)) {
+    giveReadBuffer(buf);
+    return;
+  }
+  largeReadStats.switched++;
+  let closes = 0;
+  const closed = (): void => {
+    if (++closes === 2) giveReadBuffer(buf);
+  };
+  src.onClose(closed);
+  dst.onClose(closed);
+}
+
+/**
+ * The client socket's idle timeout for RawSockets: like net's socket.setTimeout, any read or write
+ * on the client resets it. One timer per connection, re-armed for the time left when it fires
+ * after activity (not per read).
+ */
+function watchIdle(conn: Connection, client: RawSocket, idleMs: number, fwd: TcpForwarder): void {
+  let timer: NodeJS.Timeout;
+  const check = (): void => {
+    if (client.destroyed) return;
+    const left = idleMs - (performance.now() - client.lastActive);
+    if (left <= 0) fwd.idleTimeout(conn);
+    else timer = setTimeout(check, Math.ceil(left));
+  };
+  timer = setTimeout(check, idleMs);
+  client.onClose(() => clearTimeout(timer));
 }
 
 /** highWaterMark is a net.Socket (Duplex) option that @types/node's NetConnectOpts does not list. */

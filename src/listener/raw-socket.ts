@@ -1,0 +1,383 @@
+/**
+ * TCP connections on libuv handles, without net.Socket: the short-connection path of TCP listeners.
+ *
+ * A net.Socket is a Duplex stream: per connection it builds a Socket, ReadableState and
+ * WritableState, and every read, write, end and close goes through the stream state machine and a
+ * few nextTicks. For a relay that only moves bytes between two sockets that is most of the cost of
+ * a short connection: a minimal net.Socket forwarder did 0.42-0.45 of nginx's connections per
+ * CPU-second here, the same forwarder on handles 0.68-0.77 (bench/README.md "Short TCP on libuv
+ * handles"). RawSocket drives the handle the way net.Socket does internally (the TCP, TCPConnectWrap,
+ * WriteWrap and ShutdownWrap of Node's tcp_wrap / stream_wrap bindings) and keeps only what the
+ * listener and the TCP forwarder use: reads into callbacks, writes that say whether they were
+ * queued, half-close (shutdown after the queued writes), close, byte counts, addresses.
+ *
+ * Those bindings are Node internals: `process.binding('tcp_wrap' | 'stream_wrap')` (DEP0111,
+ * documentation-only; both are on the allow list it keeps, on Node 20 and 24). `rawSockets` probes
+ * them once and is false where they are missing or differ; TCP listeners then use net.Socket
+ * (IPGATE_TCP_HANDLES=0 chooses that too: `rawSocketsWanted`). test/integration/raw-socket.test.ts fails on a Node
+ * where the probe says no, so CI on each Node says which.
+ *
+ * Callbacks, not events: each RawSocket has one owner (the listener until the header is read, then
+ * the forwarder), so one field per event is enough and costs no EventEmitter per connection.
+ */
+import { getSystemErrorName } from 'node:util';
+
+/* The binding objects are untyped: what is used of them is declared here. */
+interface StreamHandle {
+  onread: (arrayBuffer: ArrayBuffer | undefined) => void;
+  readStart(): number;
+  readStop(): number;
+  writeBuffer(req: WriteReq, buf: Buffer): number;
+  shutdown(req: ShutdownReq): number;
+  close(cb?: () => void): void;
+  connect(req: ConnectReq, address: string, port: number): number;
+  connect6(req: ConnectReq, address: string, port: number): number;
+  getpeername(out: AddressOut): number;
+  getsockname(out: AddressOut): number;
+  setNoDelay(on: boolean): number;
+  useUserBuffer(buf: Uint8Array): void;
+  readonly writeQueueSize: number;
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
+  [OWNER]?: RawSocket;
+}
+interface AddressOut {
+  address?: string;
+  port?: number;
+  family?: string;
+}
+interface WriteReq {
+  handle: StreamHandle;
+  /** The write's size: what a queued write takes off `queued` when it completes. */
+  bytes: number;
+  /** Holds a queued write's buffer alive until it completes (the binding keeps no reference). */
+  buffer: Buffer | null;
+  oncomplete: (this: WriteReq, status: number) => void;
+  async: boolean;
+  owner: RawSocket;
+}
+interface ShutdownReq {
+  handle: StreamHandle;
+  oncomplete: (this: ShutdownReq, status: number) => void;
+  owner: RawSocket;
+}
+interface ConnectReq {
+  oncomplete: (this: ConnectReq, status: number) => void;
+  address: string;
+  port: number;
+  owner: RawSocket;
+}
+interface Bindings {
+  TCP: new (type: number) => StreamHandle;
+  TCPConnectWrap: new () => ConnectReq;
+  WriteWrap: new () => WriteReq;
+  ShutdownWrap: new () => ShutdownReq;
+  SOCKET: number;
+  streamBaseState: Int32Array;
+  kReadBytesOrError: number;
+  kArrayBufferOffset: number;
+  kLastWriteWasAsync: number;
+}
+
+const OWNER = Symbol('ipgate.rawSocket');
+const UV_EOF = -4095;
+/** A handle's `onread` must stay a function: the binding aborts the process on anything else. */
+const NOOP = (): void => undefined;
+
+function load(): Bindings | null {
+  try {
+    const binding = (process as unknown as { binding(name: string): Record<string, unknown> }).binding;
+    const tcp = binding('tcp_wrap');
+    const stream = binding('stream_wrap');
+    const b = {
+      TCP: tcp.TCP, TCPConnectWrap: tcp.TCPConnectWrap, SOCKET: (tcp.constants as Record<string, number>).SOCKET,
+      WriteWrap: stream.WriteWrap, ShutdownWrap: stream.ShutdownWrap, streamBaseState: stream.streamBaseState,
+      kReadBytesOrError: stream.kReadBytesOrError, kArrayBufferOffset: stream.kArrayBufferOffset,
+      kLastWriteWasAsync: stream.kLastWriteWasAsync,
+    } as Bindings;
+    if (typeof b.TCP !== 'function' || typeof b.TCPConnectWrap !== 'function' || typeof b.WriteWrap !== 'function'
+      || typeof b.ShutdownWrap !== 'function' || typeof b.SOCKET !== 'number' || !(b.streamBaseState instanceof Int32Array)
+      || typeof b.kReadBytesOrError !== 'number' || typeof b.kArrayBufferOffset !== 'number'
+      || typeof b.kLastWriteWasAsync !== 'number') return null;
+    const probe = new b.TCP(b.SOCKET);
+    const ok = ['readStart', 'readStop', 'writeBuffer', 'shutdown', 'close', 'connect', 'connect6', 'getpeername',
+      'getsockname', 'setNoDelay'].every((m) => typeof (probe as unknown as Record<string, unknown>)[m] === 'function');
+    probe.close();
+    return ok ? b : null;
+  } catch {
+    return null;
+  }
+}
+
+const B = load();
+
+/** Whether this Node has the bindings RawSocket needs (probed once at load). */
+export const rawSocketsAvailable = B !== null;
+
+/**
+ * Whether a TCP listener made now should run on handles: available, and not turned off with
+ * IPGATE_TCP_HANDLES=0 (read per listener, so a test can run the same suite both ways).
+ */
+export function rawSocketsWanted(): boolean {
+  return rawSocketsAvailable && process.env.IPGATE_TCP_HANDLES !== '0';
+}
+
+/** A connection error code from a libuv status (`ECONNREFUSED`, ...). */
+export function errorCode(status: number): string {
+  try {
+    return getSystemErrorName(status);
+  } catch {
+    return `E${-status}`;
+  }
+}
+
+export class RawSocket {
+  /** Called per read with a buffer the callee may keep (a fresh one per read). */
+  onData: ((chunk: Buffer) => void) | null = null;
+  /** The peer sent FIN (reads have stopped; writes may go on). */
+  onEnd: (() => void) | null = null;
+  /** The write queue emptied after a write that had to be queued. */
+  onDrain: (() => void) | null = null;
+  /** A read, write or connect failed: the socket is already destroyed. */
+  onError: ((code: string) => void) | null = null;
+  /** The handle is closed (after destroy); every hook runs once, in order. */
+  private closeHooks: (() => void)[] = [];
+  destroyed = false;
+  /** The handle's close completed. */
+  private closed = false;
+  readEnded = false;
+  /** shutdown() was called: the write side is ending or ended. */
+  writeEnded = false;
+  /** The shutdown completed (our FIN is out). */
+  writeFinished = false;
+  /** Bytes written that the kernel had not yet taken. */
+  private queued = 0;
+  private reading = false;
+  private sentBytes = 0;
+  private receivedBytes = 0;
+  /** performance.now() of the last read or write (idle timeouts). */
+  lastActive = performance.now();
+  /** Reads go into this reused buffer (useLargeReads), else into a fresh one per read. */
+  private readBuffer: Buffer | null = null;
+
+  private constructor(private readonly handle: StreamHandle) {
+    handle[OWNER] = this;
+    handle.onread = onRead;
+  }
+
+  /** Wrap a handle the listener's server accepted. */
+  static accepted(handle: unknown): RawSocket {
+    return new RawSocket(handle as StreamHandle);
+  }
+
+  /**
+   * Connect to an IP literal. `done(null)` when connected, `done(code)` on failure (the socket is
+   * then destroyed). `family` is 4 or 6.
+   */
+  static connect(address: string, port: number, family: 4 | 6, done: (err: string | null) => void): RawSocket {
+    const b = B!;
+    const s = new RawSocket(new b.TCP(b.SOCKET));
+    const req = new b.TCPConnectWrap();
+    req.owner = s;
+    req.address = address;
+    req.port = port;
+    req.oncomplete = function onConnect(status: number): void {
+      const sock = this.owner;
+      if (sock.destroyed) return;
+      if (status < 0) {
+        sock.destroy();
+        done(errorCode(status));
+        return;
+      }
+      sock.handle.setNoDelay(true);
+      done(null);
+    };
+    const err = family === 6 ? s.handle.connect6(req, address, port) : s.handle.connect(req, address, port);
+    if (err !== 0) {
+      s.destroy();
+      queueMicrotask(() => done(errorCode(err)));
+    }
+    return s;
+  }
+
+  /** Peer and local addresses (null when the socket is already gone). */
+  addresses(): { remote: string; remotePort: number; local: string; localPort: number } | null {
+    const peer: AddressOut = {};
+    const self: AddressOut = {};
+    if (this.handle.getpeername(peer) !== 0 || this.handle.getsockname(self) !== 0) return null;
+    return { remote: peer.address ?? '', remotePort: peer.port ?? 0, local: self.address ?? '', localPort: self.port ?? 0 };
+  }
+
+  setNoDelay(): void {
+    if (!this.destroyed) this.handle.setNoDelay(true);
+  }
+
+  /**
+   * Read into `buf` from now on instead of a fresh buffer per read (large-reads.ts has why). The
+   * chunk onData gets is then a view of `buf`, valid until the next read: the callee must write it
+   * at once and pause() this socket while that write is queued (until the peer's onDrain), which
+   * is what the relay does anyway. Returns false where the handle cannot.
+   */
+  useLargeReads(buf: Buffer): boolean {
+    if (this.destroyed || this.readBuffer !== null || typeof this.handle.useUserBuffer !== 'function') return false;
+    this.readBuffer = buf;
+    this.handle.useUserBuffer(buf);
+    return true;
+  }
+
+  get largeReads(): boolean {
+    return this.readBuffer !== null;
+  }
+
+  get bytesRead(): number {
+    return this.receivedBytes;
+  }
+
+  get bytesWritten(): number {
+    return this.sentBytes;
+  }
+
+  /** Bytes accepted by write() that the kernel has not taken yet. */
+  get pendingBytes(): number {
+    return this.queued;
+  }
+
+  resume(): void {
+    if (this.destroyed || this.readEnded || this.reading) return;
+    this.reading = true;
+    if (this.handle.readStart() !== 0) this.fail(-1);
+  }
+
+  pause(): void {
+    if (this.destroyed || !this.reading) return;
+    this.reading = false;
+    this.handle.readStop();
+  }
+
+  /**
+   * Write `buf`. Returns false when the kernel did not take it all at once: the caller should stop
+   * reading its source until onDrain. Writes after destroy or shutdown are dropped.
+   */
+  write(buf: Buffer): boolean {
+    if (this.destroyed || this.writeEnded || buf.length === 0) return !this.destroyed;
+    const b = B!;
+    const req = new b.WriteWrap();
+    req.handle = this.handle;
+    req.owner = this;
+    req.oncomplete = afterWrite;
+    req.async = false;
+    req.bytes = buf.length;
+    const err = this.handle.writeBuffer(req, buf);
+    if (err !== 0) {
+      this.fail(err);
+      return false;
+    }
+    this.sentBytes += buf.length;
+    this.lastActive = performance.now();
+    if (b.streamBaseState[b.kLastWriteWasAsync] === 0) return true;
+    req.buffer = buf;
+    this.queued += buf.length;
+    return false;
+  }
+
+  /** Half-close: FIN after the queued writes. */
+  end(): void {
+    if (this.destroyed || this.writeEnded) return;
+    this.writeEnded = true;
+    const req = new B!.ShutdownWrap();
+    req.handle = this.handle;
+    req.owner = this;
+    req.oncomplete = afterShutdown;
+    const err = this.handle.shutdown(req);
+    if (err !== 0) this.fail(err);
+  }
+
+  /** Close now (queued writes are dropped). Idempotent; the close hooks run once the handle closed. */
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.reading = false;
+    this.handle.onread = NOOP;
+    this.handle.close(() => {
+      this.closed = true;
+      const hooks = this.closeHooks;
+      this.closeHooks = [];
+      for (const h of hooks) h();
+    });
+  }
+
+  /** Run `fn` once the socket is closed (in a microtask if it already is). */
+  onClose(fn: () => void): void {
+    if (this.closed) queueMicrotask(fn);
+    else this.closeHooks.push(fn);
+  }
+
+  /** @internal */
+  readDone(nread: number, arrayBuffer: ArrayBuffer | undefined): void {
+    if (nread > 0) {
+      this.receivedBytes += nread;
+      this.lastActive = performance.now();
+      const rb = this.readBuffer;
+      if (rb !== null) this.onData?.(rb.subarray(0, nread));
+      else if (arrayBuffer !== undefined) this.onData?.(Buffer.from(arrayBuffer, B!.streamBaseState[B!.kArrayBufferOffset], nread));
+      return;
+    }
+    if (nread === 0) return;
+    if (nread === UV_EOF) {
+      this.readEnded = true;
+      this.pause();
+      this.onEnd?.();
+      return;
+    }
+    this.fail(nread);
+  }
+
+  /** @internal */
+  writeDone(status: number, bytes: number): void {
+    if (this.destroyed) return;
+    if (status < 0) {
+      this.fail(status);
+      return;
+    }
+    this.queued -= bytes;
+    this.lastActive = performance.now();
+    if (this.queued <= 0) {
+      this.queued = 0;
+      this.onDrain?.();
+    }
+  }
+
+  /** @internal */
+  shutdownDone(status: number): void {
+    if (this.destroyed) return;
+    if (status < 0 && status !== UV_ENOTCONN) {
+      this.fail(status);
+      return;
+    }
+    this.writeFinished = true;
+    this.onFinish?.();
+  }
+
+  /** Our FIN went out (after every queued write). */
+  onFinish: (() => void) | null = null;
+
+  private fail(status: number): void {
+    if (this.destroyed) return;
+    this.destroy();
+    this.onError?.(errorCode(status));
+  }
+}
+
+const UV_ENOTCONN = -107;
+
+function onRead(this: StreamHandle, arrayBuffer: ArrayBuffer | undefined): void {
+  this[OWNER]!.readDone(B!.streamBaseState[B!.kReadBytesOrError]!, arrayBuffer);
+}
+
+function afterWrite(this: WriteReq, status: number): void {
+  this.owner.writeDone(status, this.bytes);
+}
+
+function afterShutdown(this: ShutdownReq, status: number): void {
+  this.owner.shutdownDone(status);
+}

@@ -1,0 +1,159 @@
+/**
+ * TCP listeners on libuv handles (src/listener/raw-socket.ts). The relay's behaviour (PROXY
+ * headers, half-close, backpressure, timeouts, large reads) is the TCP path suites', run on handles
+ * by default and on net.Sockets by tcp-sockets.test.ts. This file checks what is specific to
+ * handles: that they are in use on the Node running the tests (CI: Node 20 and the image's Node 24;
+ * if Node's bindings change, the first test fails instead of ipgate silently falling back), when
+ * they are not used, and that resets and floods from either side close only their connection and
+ * leave no handle behind.
+ */
+import fs from 'node:fs';
+import net from 'node:net';
+import t, { type Test } from 'tap';
+import { rawSocketsAvailable, rawSocketsWanted } from '../../src/listener/raw-socket';
+import { startIpgate, type Started } from '../helpers/ipgate';
+import { closed, connect, readAll, readUntil, waitFor } from '../helpers/net';
+
+async function server(t: Test, onConn: (s: net.Socket) => void, host = '127.0.0.1'): Promise<number> {
+  // allowHalfOpen, so a test sees the FIN ('end') apart from the close; every socket is closed
+  // before the server, whose close() would otherwise wait for the half-open ones.
+  const open = new Set<net.Socket>();
+  const s = net.createServer({ allowHalfOpen: true }, (c) => {
+    open.add(c);
+    c.once('close', () => open.delete(c));
+    onConn(c);
+  });
+  await new Promise<void>((r) => s.listen(0, host, r));
+  t.teardown(() => new Promise<void>((r) => {
+    for (const c of open) c.destroy();
+    s.close(() => r());
+  }));
+  return (s.address() as net.AddressInfo).port;
+}
+
+async function gate(t: Test, upstream: string, extra: Record<string, unknown> = {}): Promise<Started> {
+  const g = await startIpgate({
+    allowlists: { main: ['127.0.0.0/8', '::1/128'] },
+    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [upstream], ...extra }],
+  }, 'warn');
+  t.teardown(() => g.app.shutdown(0));
+  return g;
+}
+
+function openFds(): number {
+  return fs.readdirSync('/proc/self/fd').length;
+}
+
+t.test('handles are in use on this Node for a TCP listener with an IP upstream', async (t) => {
+  t.ok(rawSocketsAvailable, `tcp_wrap / stream_wrap bindings usable on ${process.version}`);
+  t.ok(rawSocketsWanted(), 'not turned off (IPGATE_TCP_HANDLES unset)');
+  const up = await server(t, (s) => s.end('hello from upstream'));
+  const g = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'none' });
+  t.equal(g.app.listeners[0]!.rawSockets, true, 'listener accepts handles');
+  const c = await connect({ port: g.port(), localAddress: '127.0.0.9' });
+  t.equal((await readAll(c)).toString(), 'hello from upstream', 'relayed');
+  await waitFor(() => g.app.listeners[0]!.stats.closed.get('ok') === 1, 5000, 'connection closed ok');
+  t.equal(g.app.listeners[0]!.stats.active, 0, 'no connection left active');
+});
+
+t.test('an upstream given by name keeps net.Sockets (a handle connects to an address)', async (t) => {
+  const up = await server(t, (s) => s.end('by name'), 'localhost');
+  const g = await gate(t, `localhost:${up}`, { outboundProxyProtocol: 'none' });
+  t.equal(g.app.listeners[0]!.rawSockets, false, 'listener keeps net.Sockets');
+  const c = await connect({ port: g.port() });
+  t.equal((await readAll(c)).toString(), 'by name', 'relayed');
+});
+
+t.test('an IPv6 upstream on handles', async (t) => {
+  const up = await server(t, (s) => s.once('data', (d) => s.end(`v6 got ${d.length}`)), '::1');
+  const g = await gate(t, `[::1]:${up}`, { outboundProxyProtocol: 'none' });
+  t.equal(g.app.listeners[0]!.rawSockets, true);
+  const c = await connect({ port: g.port() });
+  c.write('12345');
+  t.equal((await readAll(c)).toString(), 'v6 got 5');
+});
+
+t.test('a client reset mid-stream closes its connection and the upstream, and nothing else', async (t) => {
+  // The upstream's side ends (FIN or reset: its server is allowHalfOpen, so 'end' is the signal).
+  const upstreamEnded: Promise<number>[] = [];
+  const up = await server(t, (s) => {
+    const i = upstreamEnded.length;
+    upstreamEnded.push(new Promise((r) => { s.once('end', () => r(i)); s.once('close', () => r(i)); }));
+    s.on('error', () => undefined);
+    s.write(Buffer.alloc(64 * 1024, 1)); // some bytes in flight towards the client
+  });
+  const g = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'none' });
+  const victim = await connect({ port: g.port(), localAddress: '127.0.0.20' });
+  const bystander = await connect({ port: g.port(), localAddress: '127.0.0.21' });
+  await readUntil(victim, Buffer.alloc(1, 1));
+  await waitFor(() => upstreamEnded.length === 2, 5000, 'both upstream connections open');
+  victim.resetAndDestroy();
+  await Promise.race(upstreamEnded);
+  t.pass('an upstream connection was ended after the reset');
+  bystander.write('still here');
+  t.ok(!bystander.destroyed, 'the other connection is untouched');
+  await waitFor(() => g.app.listeners[0]!.stats.active === 1, 5000, 'one connection left');
+  const settled = await Promise.race([Promise.all(upstreamEnded).then(() => 'both'), new Promise((r) => setTimeout(r, 200, 'one'))]);
+  t.equal(settled, 'one', 'the other upstream connection stays open');
+  bystander.resetAndDestroy();
+  await waitFor(() => g.app.listeners[0]!.stats.active === 0, 5000, 'all closed');
+});
+
+t.test('an upstream reset mid-stream closes the client and counts upstream_reset', async (t) => {
+  const up = await server(t, (s) => {
+    s.on('error', () => undefined);
+    s.write('partial');
+    setTimeout(() => s.resetAndDestroy(), 20);
+  });
+  const g = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'none' });
+  const c = await connect({ port: g.port() });
+  c.on('error', () => undefined);
+  const got = await readAll(c);
+  t.equal(got.toString(), 'partial', 'what the upstream sent before the reset arrived');
+  await waitFor(() => g.app.listeners[0]!.stats.upstreamErrors.get('upstream_reset') === 1, 5000, 'upstream_reset counted');
+  t.equal(g.app.listeners[0]!.stats.closed.get('upstream_reset'), 1, 'closed with that result');
+});
+
+t.test('500 concurrent short connections, resets among them: all accounted for, no handle left open', async (t) => {
+  const up = await server(t, (s) => {
+    s.on('error', () => undefined);
+    s.once('data', (d) => s.end(d));
+  });
+  const g = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'none' });
+  const before = openFds();
+  const results = await Promise.all(Array.from({ length: 500 }, async (_, i) => {
+    const c = net.connect({ port: g.port(), host: '127.0.0.1', localAddress: `127.0.1.${1 + (i % 200)}` });
+    c.on('error', () => undefined);
+    await new Promise((r) => c.once('connect', r));
+    if (i % 10 === 0) {
+      c.resetAndDestroy();
+      return 'reset';
+    }
+    c.write(`msg ${i}`);
+    const back = await readAll(c);
+    return back.toString() === `msg ${i}` ? 'ok' : `bad: ${back.toString()}`;
+  }));
+  t.equal(results.filter((r) => r === 'ok').length, 450, 'every other connection echoed its own bytes');
+  const l = g.app.listeners[0]!;
+  await waitFor(() => l.stats.active === 0, 10_000, 'no connection left active');
+  // A client reset before the accept may be gone by then (no peer address): not counted, as on
+  // net.Sockets. Every accepted one is closed and counted under a result.
+  t.ok(l.stats.accepted >= 450 && l.stats.accepted <= 500, `accepted ${l.stats.accepted} of 500 (450 never reset)`);
+  const closedTotal = [...l.stats.closed.values()].reduce((a, b) => a + b, 0);
+  t.equal(closedTotal, l.stats.accepted, `every accepted connection closed with a result (${JSON.stringify([...l.stats.closed])})`);
+  await waitFor(() => openFds() <= before + 2, 5000, `open fds back to ~${before} (now ${openFds()})`);
+  t.pass(`open fds ${openFds()} (before ${before})`);
+});
+
+t.test('drain: stopAccepting closes the port and open relays finish', async (t) => {
+  let upSocket: net.Socket | null = null;
+  const up = await server(t, (s) => { upSocket = s; s.on('error', () => undefined); });
+  const g = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'none' });
+  const c = await connect({ port: g.port() });
+  await waitFor(() => upSocket !== null, 5000, 'upstream connected');
+  g.app.listeners[0]!.stopAccepting();
+  await t.rejects(connect({ port: g.port() }), 'new connections refused');
+  upSocket!.end('finished after drain started');
+  t.equal((await readAll(c)).toString(), 'finished after drain started', 'open relay completed');
+  await closed(c);
+});
