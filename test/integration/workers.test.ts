@@ -91,6 +91,13 @@ async function denied(port: number, from: string): Promise<boolean> {
 t.test('two workers share the listener and report through one /metrics', async (t) => {
   const c = await startCluster(t);
   t.equal(children(c.g.child.pid!).length, 2, 'two worker processes');
+  // Under SCHED_RR the primary accepts and passes each handle on: the workers take them as
+  // RawSockets all the same (listener.ts acceptHandles).
+  // (The workers' log lines may reach the pipe after the primary's "ready".)
+  const onHandles = (): number => c.g.stdout().split('\n')
+    .filter((l) => l.includes('"msg":"listening"') && l.includes('"sockets":"handles"')).length;
+  await waitFor(() => onHandles() === 2, 5000, 'both workers log "sockets":"handles"');
+  t.pass('both workers relay on libuv handles');
   const socks: net.Socket[] = [];
   for (let i = 0; i < 20; i++) socks.push(await stream(c.port, '127.0.0.3'));
   for (const s of socks) s.destroy();
