@@ -11,9 +11,11 @@
  *   node dist/bench/load/tcp-raw-min.js TCP_PORT PPIN_PORT UPSTREAM_PORT
  *
  * The internal API it uses (TCP, TCPConnectWrap, WriteWrap, ShutdownWrap, streamBaseState) is
- * Node's own and unstable: DEP0111 warns on access; it is the same on Node 20 and 24.
+ * Node's own and unstable (process.binding is DEP0111, documentation-only for these two); it is
+ * the same on Node 20 and 24.
  */
 /* eslint-disable @typescript-eslint/no-explicit-any */
+import { v2 } from './min-proxy-v2';
 
 const binding = (process as any).binding as (name: string) => any;
 const { TCP, TCPConnectWrap, constants: TCPConstants } = binding('tcp_wrap');
@@ -22,7 +24,6 @@ const { WriteWrap, ShutdownWrap, streamBaseState, kReadBytesOrError, kArrayBuffe
 const UV_EOF = -4095;
 /** `onread` must stay a function: the binding asserts on anything else (a process abort). */
 const NOOP = (): void => undefined;
-const SIG = Buffer.from('0d0a0d0a000d0a515549540a', 'hex');
 
 interface Handle {
   onread: (ab: ArrayBuffer | undefined) => void;
@@ -38,23 +39,6 @@ interface Handle {
   writeQueueSize: number;
 }
 
-/** PROXY v2 PROXY/TCP4 header. */
-function v2(src: string, srcPort: number, dst: string, dstPort: number): Buffer {
-  const b = Buffer.allocUnsafe(28);
-  SIG.copy(b, 0);
-  b[12] = 0x21;
-  b[13] = 0x11;
-  b.writeUInt16BE(12, 14);
-  const s = src.split('.');
-  const d = dst.split('.');
-  for (let i = 0; i < 4; i++) {
-    b[16 + i] = Number(s[i]);
-    b[20 + i] = Number(d[i]);
-  }
-  b.writeUInt16BE(srcPort, 24);
-  b.writeUInt16BE(dstPort, 26);
-  return b;
-}
 
 /** One side of a relay: a handle, whether it has ended reading and writing. */
 class Side {

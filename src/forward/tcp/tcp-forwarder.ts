@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { ListenerConfig } from '../../config/schema';
 import { parseHostPort, type HostPort } from '../../config/host-port';
 import { formatHostPort } from '../../identity/address';
-import type { Connection } from '../../listener/connection';
+import type { Connection, Endpoint } from '../../listener/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../listener/raw-socket';
 import { ListenerStats } from '../../metrics/listener-stats';
@@ -107,15 +107,7 @@ export class TcpForwarder implements ConnectionHandler {
     upstream.once('connect', () => {
       connected = true;
       clearTimeout(timer);
-      this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
-      if (client.destroyed) {
-        upstream.destroy();
-        return;
-      }
-      const header = this.header(conn);
-      if (header !== null && leftover.length > 0) upstream.write(Buffer.concat([header, leftover]));
-      else if (header !== null) upstream.write(header);
-      else if (leftover.length > 0) upstream.write(leftover);
+      if (!this.opened(conn, client, upstream, dialedAt, leftover)) return;
       relay(client, upstream);
       relay(upstream, client);
       client.resume();
@@ -190,15 +182,7 @@ export class TcpForwarder implements ConnectionHandler {
         return;
       }
       clearTimeout(timer);
-      this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
-      if (client.destroyed) {
-        upstream.destroy();
-        return;
-      }
-      const header = this.header(conn);
-      if (header !== null && leftover.length > 0) upstream.write(Buffer.concat([header, leftover]));
-      else if (header !== null) upstream.write(header);
-      else if (leftover.length > 0) upstream.write(leftover);
+      if (!this.opened(conn, client, upstream, dialedAt, leftover)) return;
       this.relayRaw(conn, client, upstream);
     });
     conn.upstreamSocket = upstream;
@@ -258,6 +242,23 @@ export class TcpForwarder implements ConnectionHandler {
   /** @internal (watchIdle) */
   idleTimeout(conn: Connection): void {
     this.fail(conn, 'idle_timeout');
+  }
+
+  /**
+   * The upstream connected (both paths): count the connect time and send the first bytes in one
+   * write (the outbound PROXY header and what followed the inbound one). False when the client is
+   * already gone: the upstream is closed and there is nothing to relay.
+   */
+  private opened(conn: Connection, client: Endpoint, upstream: Endpoint, dialedAt: number, leftover: Buffer): boolean {
+    this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
+    if (client.destroyed) {
+      upstream.destroy();
+      return false;
+    }
+    const header = this.header(conn);
+    const first = header === null ? leftover : leftover.length > 0 ? Buffer.concat([header, leftover]) : header;
+    if (first.length > 0) upstream.write(first);
+    return true;
   }
 
   private header(conn: Connection): Buffer | null {
