@@ -245,7 +245,8 @@ export class RawSocket {
   resume(): void {
     if (this.destroyed || this.readEnded || this.reading) return;
     this.reading = true;
-    if (this.handle.readStart() !== 0) this.fail(-1);
+    const err = this.handle.readStart();
+    if (err !== 0) this.fail(err);
   }
 
   pause(): void {

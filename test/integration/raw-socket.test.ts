@@ -7,6 +7,8 @@
  * they are not used, and that resets and floods from either side close only their connection and
  * leave no handle behind.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import net from 'node:net';
 import t, { type Test } from 'tap';
@@ -156,4 +158,31 @@ t.test('drain: stopAccepting closes the port and open relays finish', async (t) 
   upSocket!.end('finished after drain started');
   t.equal((await readAll(c)).toString(), 'finished after drain started', 'open relay completed');
   await closed(c);
+});
+
+t.test('closed while its upstream is still connecting: the connect timer goes with it, nothing counted as an upstream error', async (t) => {
+  // An upstream whose accept queue is full (backlog 0, filled): a connect hangs (tcp-path.test.ts
+  // has the same trick for the connect timeout).
+  const py = spawn('python3', ['-c', 'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(60)'],
+    { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => { py.kill('SIGKILL'); });
+  const port = Number((await once(py.stdout!, 'data'))[0].toString().trim());
+  const fillers: net.Socket[] = [];
+  t.teardown(() => fillers.forEach((s) => s.destroy()));
+  for (let i = 0; i < 4; i++) {
+    const s = net.connect({ host: '127.0.0.1', port });
+    s.on('error', () => undefined);
+    fillers.push(s);
+  }
+  await new Promise((r) => setTimeout(r, 200));
+  const g = await gate(t, `127.0.0.1:${port}`, { timeouts: { connectMs: 500 } });
+  const l = g.app.listeners[0]!;
+  const c = await connect({ port: g.port() });
+  await waitFor(() => l.stats.active === 1, 5000, 'accepted');
+  await new Promise((r) => setTimeout(r, 100)); // dialling now
+  l.destroyAll('drain_timeout');
+  await closed(c, 5000);
+  await new Promise((r) => setTimeout(r, 700)); // past the connect timeout
+  t.equal(l.stats.closed.get('drain_timeout'), 1, 'closed with the drain result');
+  t.same([...l.stats.upstreamErrors], [], 'no upstream error counted');
 });

@@ -191,6 +191,8 @@ export class TcpForwarder implements ConnectionHandler {
       upstream.destroy();
       failed('ETIMEDOUT');
     }, this.config.timeouts.connectMs);
+    // Closed before connecting (Listener.close: revocation, drain): no timeout to report.
+    upstream.onClose(() => clearTimeout(timer));
   }
 
   /**
@@ -199,6 +201,11 @@ export class TcpForwarder implements ConnectionHandler {
    * writes); both sockets close once both directions have ended. A socket error closes both.
    */
   private relayRaw(conn: Connection, client: RawSocket, upstream: RawSocket): void {
+    if (upstream.destroyed) {
+      // The first write failed at once (the upstream reset right after accepting).
+      this.fail(conn, 'upstream_reset');
+      return;
+    }
     const closeIfDone = (): void => {
       if (client.readEnded && upstream.readEnded && client.writeFinished && upstream.writeFinished) {
         client.destroy();
