@@ -115,7 +115,7 @@ const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 
 const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400,
   'node-min': BASE + 500, 'undici-min': BASE + 600, 'ipgate-undici': BASE + 700,
   'undici-stream-min': BASE + 800, 'ipgate-http-proxy': BASE + 900, 'tcp-min': BASE + 1000,
-  'tcp-raw-min': BASE + 1100, 'relay-min': BASE + 1200 };
+  'tcp-raw-min': BASE + 1100, 'relay-min': BASE + 1200, 'ipgate-relay': BASE + 1300 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around
  * it; `relay-min` (bench/load/http-relay-min.ts) is a relay without node:http (llhttp in wasm). */
 const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay-min']);
@@ -561,7 +561,7 @@ async function main(): Promise<void> {
       // listeners; `ipgate` and `base` as an operator runs them (the default engine). Until
       // 2026-11-29 19:00 UTC `ipgate` was pinned to http-proxy here although undici had become
       // the default: the "ipgate" HTTP rows before that are the http-proxy engine's.
-      const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : null;
+      const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : name === 'ipgate-relay' ? 'relay' : null;
       const workers = name === 'base' && o.baseWorkers !== null ? o.baseWorkers : o.workers;
       fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine)));
       const main = name === 'base' ? o.baseline! : MAIN;

@@ -81,10 +81,14 @@ export interface HttpConfig {
   upstreamIdleTimeoutMs: number;
   /**
    * Engine moving requests upstream: `undici` (default: ~1.9x the requests per CPU-second of
-   * http-proxy in interleaved runs, bench/README.md "HTTP engines") or `http-proxy`. Upgrades
-   * (WebSockets) and outbound-PROXY-header requests use http-proxy either way.
+   * http-proxy in interleaved runs, bench/README.md "HTTP engines"), `http-proxy`, or `relay`
+   * (no node:http on either side: llhttp in WebAssembly parses client and upstream, ~1.5x undici's
+   * requests per CPU-second, bench/README.md "The relay engine"; src/forward/http/relay/). Upgrades
+   * (WebSockets) and outbound-PROXY-header requests use http-proxy whatever the engine. The relay
+   * keeps at most one upstream socket per client connection busy and pools the idle ones; it does
+   * not apply upstreamMaxSockets.
    */
-  engine: 'http-proxy' | 'undici';
+  engine: 'http-proxy' | 'undici' | 'relay';
 }
 
 export interface AllowEntryConfig {
@@ -316,7 +320,7 @@ export const configSchema = {
               upstreamTimeoutMs: { ...ms, default: 60_000 },
               upstreamMaxSockets: { type: 'integer', minimum: 1, maximum: 65_536, default: 128 },
               upstreamIdleTimeoutMs: { ...ms, default: 4_000 },
-              engine: { enum: ['http-proxy', 'undici'], default: 'undici' },
+              engine: { enum: ['http-proxy', 'undici', 'relay'], default: 'undici' },
             },
           },
         },

@@ -46,7 +46,10 @@ async function nginxBackend(t: Test, extraListen = ''): Promise<Backend> {
 async function gate(t: Test, listener: Record<string, unknown>, allow: string[]): Promise<Started> {
   const g = await startIpgate({
     allowlists: { main: allow },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener }],
+    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener,
+      // IPGATE_TEST_HTTP_ENGINE=relay: the same interop on the relay engine (http-nginx-relay.test.ts).
+      ...(process.env.IPGATE_TEST_HTTP_ENGINE !== undefined
+        ? { http: { engine: process.env.IPGATE_TEST_HTTP_ENGINE, ...((listener.http as Record<string, unknown> | undefined) ?? {}) } } : {}) }],
   }, 'warn');
   t.teardown(() => g.app.shutdown(0));
   return g;

@@ -24,7 +24,10 @@ const portOf = (s: net.Server): number => (s.address() as net.AddressInfo).port;
 async function gate(t: Test, listener: Record<string, unknown>, allow = ['127.0.0.3/32']): Promise<Started> {
   const g = await startIpgate({
     allowlists: { main: allow },
-    listeners: [{ name: 'ws', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener }],
+    listeners: [{ name: 'ws', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener,
+      // IPGATE_TEST_HTTP_ENGINE=relay: the relay hands upgrades to the node:http path (http-websocket-relay.test.ts).
+      ...(process.env.IPGATE_TEST_HTTP_ENGINE !== undefined
+        ? { http: { engine: process.env.IPGATE_TEST_HTTP_ENGINE, ...((listener.http as Record<string, unknown> | undefined) ?? {}) } } : {}) }],
   });
   t.teardown(() => g.app.shutdown(0));
   return g;

@@ -42,6 +42,8 @@ import { Exchange, HttpConn, kExchange, kHttpConn } from './exchange';
 import { HttpProxyEngine } from './http-proxy-engine';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
 import { UndiciEngine } from './undici-engine';
+import type { RequestHead } from './relay/llhttp-parser';
+import { RelayConn, RelayPool, requestStub, type RelayHost } from './relay/relay-conn';
 import { upstreamReason } from '../upstream-reason';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
@@ -56,7 +58,7 @@ interface Carrier {
 
 type SocketWithMessage = net.Socket & { _httpMessage?: ServerResponse | null };
 
-export class HttpForwarder implements ConnectionHandler, EngineSink {
+export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
   readonly server: http.Server;
   private readonly engine: HttpEngine;
   private readonly pool: UpstreamPool;
@@ -67,10 +69,13 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
   private readonly log: Logger;
   private readonly xffAppend: boolean;
   private readonly forwarded: boolean;
-  private readonly upstreamTimeoutMs: number;
+  readonly upstreamTimeoutMs: number;
   private readonly idleMs: number;
   private draining = false;
   private active = 0;
+  /** `http.engine: relay` (WIP): the relay's upstream pool; null on the node:http path. */
+  private readonly relay: RelayPool | null;
+  readonly maxHeaderBytes: number;
 
   constructor(
     private readonly config: Readonly<ListenerConfig>,
@@ -105,6 +110,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
         { connections: h.upstreamMaxSockets, idleMs: h.upstreamIdleTimeoutMs, connectTime: stats.upstreamConnect })
       : new HttpProxyEngine(this.pool.targets, this.agent, this);
 
+    this.relay = h.engine === 'relay' && config.outboundProxyProtocol === 'none' ? new RelayPool(h.upstreamIdleTimeoutMs) : null;
+    this.maxHeaderBytes = h.maxHeaderBytes;
     this.server = http.createServer({
       maxHeaderSize: h.maxHeaderBytes,
       // The header timeout is enforced by a periodic sweep; check often enough that a slow-loris
@@ -161,6 +168,10 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     socket.setNoDelay(true);
     this.active++;
     socket.once('close', onClientSocketClose);
+    if (this.relay !== null) {
+      new RelayConn(this, this.relay, hc, socket, this.pool.targets, () => this.pool.start()).start(leftover);
+      return;
+    }
     // Node's HTTP parser consumes the socket's handle directly; bytes already read (after the
     // PROXY header) are put back into the stream buffer and delivered first once it flows
     // (test: PROXY header and request in one segment).
@@ -238,6 +249,86 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
     ex.first = this.pool.start();
     ex.timer = setTimeout(onUpstreamTimeout, this.upstreamTimeoutMs, ex);
     this.engine.ws(ex, ex.first, headers, hc.agent ?? this.agent, head);
+  }
+
+  // --- the relay engine's host (RelayHost, WIP) -------------------------------------------------
+
+  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket): { ex: Exchange; headers: OutgoingHttpHeaders; accept: string | null } | null {
+    if (hc.closing) return null;
+    this.stats.httpRequests++;
+    const headers: OutgoingHttpHeaders = {};
+    const got = this.got;
+    scanRequestHeaders(head.rawHeaders, hc.trusted, headers, got);
+    const ex = this.exchange(hc, requestStub(head), null, socket);
+    if (ex.entry !== null) this.identityHeaders(headers, hc, ex.client, got);
+    return { ex, headers, accept: got.accept };
+  }
+
+  forbidden(accept: string | null): Canned {
+    return this.canned.forbidden(accept);
+  }
+
+  get badRequest(): Canned {
+    return this.canned.badRequest;
+  }
+
+  get headersTooLarge(): Canned {
+    return this.canned.headersTooLarge;
+  }
+
+  get badGateway(): Canned {
+    return this.canned.badGateway;
+  }
+
+  get requestTimeout(): Canned {
+    return this.canned.requestTimeout;
+  }
+
+  get requestHeaderTimeoutMs(): number {
+    return this.config.http.requestHeaderTimeoutMs;
+  }
+
+  get keepAliveTimeoutMs(): number {
+    return this.config.http.keepAliveTimeoutMs;
+  }
+
+  get maxRequestsPerConnection(): number {
+    return this.config.http.maxRequestsPerConnection;
+  }
+
+  relayHandoff(socket: net.Socket, bytes: Buffer): void {
+    socket.unshift(bytes);
+    this.server.emit('connection', socket);
+    socket.resume();
+  }
+
+  relayClientError(hc: HttpConn, reason: string): void {
+    ListenerStats.bump(this.stats.httpClientErrors, reason);
+    if (hc.conn.result === null) hc.conn.result = reason;
+    this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason }, 'bad request');
+  }
+
+  get gatewayTimeout(): Canned {
+    return this.canned.gatewayTimeout;
+  }
+
+  relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void {
+    const reason = timedOut ? 'upstream_timeout' : upstreamReason({ code } as NodeJS.ErrnoException);
+    ListenerStats.bump(this.stats.upstreamErrors, reason);
+    if (retrying) {
+      this.log.warn({ conn: ex.hc.conn.id, upstream: ex.upstream?.label, err: code }, 'upstream connect failed; trying next');
+      return;
+    }
+    ex.reason = reason;
+    this.log.warn({ conn: ex.hc.conn.id, client: ex.client, upstream: ex.upstream?.label, reason, err: code }, 'upstream failed');
+  }
+
+  relayRecord(ex: Exchange): void {
+    this.record(ex);
+  }
+
+  relayDenied(ex: Exchange): void {
+    this.countDenied(ex);
   }
 
   private exchange(hc: HttpConn, req: IncomingMessage, res: ServerResponse | null, socket: net.Socket): Exchange {
@@ -524,6 +615,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink {
   }
 
   private close(): void {
+    this.relay?.close();
     this.agent.destroy();
     this.engine.close?.();
     this.server.close();
