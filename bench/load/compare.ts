@@ -9,7 +9,7 @@
  *       [--base-env NAME=VALUE]   (environment for "base" only: A/B of a setting on one build)
  *       [--base-workers 1]   (`workers` for "base" only: with --baseline dist/src/main.js --workers auto,
  *       the workers factor of one build, both interleaved in the same rounds)
- *       (proxies `ipgate-undici` / `ipgate-http-proxy`: this build with that `http.engine`; `ipgate`
+ *       (proxies `ipgate-undici` / `ipgate-http-proxy` / `ipgate-relay`: this build with that `http.engine`; `ipgate`
  *       and `base` run the build's default engine)
  *       (minimal forwarders, what an engine alone costs: HTTP `node-min`, `undici-min`,
  *       `undici-stream-min`, `relay-min`; TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
