@@ -149,6 +149,7 @@ t.test('a keep-alive client: one pooled upstream connection, identity headers', 
     if (body !== '127.0.0.7 keep-alive') t.fail(`request ${i}: ${body}`);
   }
   t.equal(b.connections, 1, 'twenty requests over one pooled upstream connection');
+  t.equal(g.app.listeners[0]!.stats.upstreamConnect.count, 1, 'its connect time observed once (ipgate_upstream_connect_seconds)');
   t.pass('X-Real-IP is the client, the upstream connection keep-alive');
 });
 

@@ -110,7 +110,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
         { connections: h.upstreamMaxSockets, idleMs: h.upstreamIdleTimeoutMs, connectTime: stats.upstreamConnect })
       : new HttpProxyEngine(this.pool.targets, this.agent, this);
 
-    this.relay = h.engine === 'relay' && config.outboundProxyProtocol === 'none' ? new RelayPool(h.upstreamIdleTimeoutMs) : null;
+    this.relay = h.engine === 'relay' && config.outboundProxyProtocol === 'none' ? new RelayPool(h.upstreamIdleTimeoutMs, stats.upstreamConnect) : null;
     this.maxHeaderBytes = h.maxHeaderBytes;
     this.server = http.createServer({
       maxHeaderSize: h.maxHeaderBytes,

@@ -70,7 +70,11 @@ const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trai
 /** Pooled upstream sockets per target, LIFO, one request in flight on each. */
 export class RelayPool {
   private readonly free = new Map<Upstream, UpstreamConn[]>();
-  constructor(private readonly idleMs: number) {}
+  constructor(
+    private readonly idleMs: number,
+    /** Connect durations (seconds): ipgate_upstream_connect_seconds, as the other engines feed it. */
+    readonly connectTime: { observe(seconds: number): void },
+  ) {}
 
   acquire(target: Upstream): UpstreamConn {
     const list = this.free.get(target);
@@ -117,7 +121,11 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     this.socket = net.connect({ host: target.host, port: target.port, noDelay: true });
     this.parser = new HttpParser('response', this, { pauseAfterMessage: false });
     this.socket.on('data', (d: Buffer) => this.onData(d));
-    this.socket.once('connect', () => { this.connected = true; });
+    const dialedAt = performance.now();
+    this.socket.once('connect', () => {
+      this.connected = true;
+      pool.connectTime.observe((performance.now() - dialedAt) / 1000);
+    });
     this.socket.on('error', (err: NodeJS.ErrnoException) => { this.error ??= err.code ?? 'ECONNRESET'; });
     this.socket.on('timeout', () => this.socket.destroy());
     this.socket.once('close', () => {
