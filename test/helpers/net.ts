@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import net from 'node:net';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 
 export interface ClientOptions {
@@ -147,4 +148,23 @@ export async function waitForPort(port: number, host = '127.0.0.1', ms = 10_000)
     s.once('connect', () => { s.destroy(); resolve(true); });
     s.once('error', () => resolve(false));
   }), ms, `port ${host}:${port}`);
+}
+
+/**
+ * A port on loopback whose connects never complete: a listening socket (python3, backlog 0) that
+ * never accepts, its accept queue filled, so the kernel drops further SYNs and a connect hangs
+ * until the caller's timer fires. `cleanup` kills the listener and closes the fillers.
+ */
+export async function stalledPort(): Promise<{ port: number; cleanup: () => void }> {
+  const py = spawn('python3', ['-c', 'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(60)'],
+    { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = Number((await once(py.stdout!, 'data'))[0].toString().trim());
+  const fillers: net.Socket[] = [];
+  for (let i = 0; i < 4; i++) {
+    const s = net.connect({ host: '127.0.0.1', port });
+    s.on('error', () => undefined);
+    fillers.push(s);
+  }
+  await new Promise((r) => setTimeout(r, 200)); // let the fillers occupy the queue
+  return { port, cleanup: () => { py.kill('SIGKILL'); fillers.forEach((s) => s.destroy()); } };
 }

@@ -7,14 +7,12 @@
  * they are not used, and that resets and floods from either side close only their connection and
  * leave no handle behind.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import fs from 'node:fs';
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { rawSocketsAvailable, rawSocketsWanted } from '../../src/listener/raw-socket';
 import { startIpgate, type Started } from '../helpers/ipgate';
-import { closed, connect, readAll, readUntil, waitFor } from '../helpers/net';
+import { closed, connect, readAll, readUntil, stalledPort, waitFor } from '../helpers/net';
 
 async function server(t: Test, onConn: (s: net.Socket) => void, host = '127.0.0.1'): Promise<number> {
   // allowHalfOpen, so a test sees the FIN ('end') apart from the close; every socket is closed
@@ -161,20 +159,9 @@ t.test('drain: stopAccepting closes the port and open relays finish', async (t) 
 });
 
 t.test('closed while its upstream is still connecting: the connect timer goes with it, nothing counted as an upstream error', async (t) => {
-  // An upstream whose accept queue is full (backlog 0, filled): a connect hangs (tcp-path.test.ts
-  // has the same trick for the connect timeout).
-  const py = spawn('python3', ['-c', 'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(60)'],
-    { stdio: ['ignore', 'pipe', 'inherit'] });
-  t.teardown(() => { py.kill('SIGKILL'); });
-  const port = Number((await once(py.stdout!, 'data'))[0].toString().trim());
-  const fillers: net.Socket[] = [];
-  t.teardown(() => fillers.forEach((s) => s.destroy()));
-  for (let i = 0; i < 4; i++) {
-    const s = net.connect({ host: '127.0.0.1', port });
-    s.on('error', () => undefined);
-    fillers.push(s);
-  }
-  await new Promise((r) => setTimeout(r, 200));
+  const stalled = await stalledPort(); // connects to it hang (test/helpers/net.ts)
+  t.teardown(stalled.cleanup);
+  const port = stalled.port;
   const g = await gate(t, `127.0.0.1:${port}`, { timeouts: { connectMs: 500 } });
   const l = g.app.listeners[0]!;
   const c = await connect({ port: g.port() });

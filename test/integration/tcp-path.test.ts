@@ -4,13 +4,11 @@
  * address it learned. Distinct clients are sockets bound to distinct 127.0.0.x addresses.
  */
 import net from 'node:net';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
 import { startIpgate, type Started } from '../helpers/ipgate';
-import { closed, connect, readAll, readLine, readUntil, waitFor } from '../helpers/net';
+import { closed, connect, readAll, readLine, readUntil, stalledPort, waitFor } from '../helpers/net';
 
 async function echoBackend(t: Test, host = '127.0.0.1'): Promise<number> {
   const server = createTcpEcho();
@@ -296,20 +294,9 @@ t.test('idle timeout closes a stream silent in both directions', async (t) => {
 });
 
 t.test('connect timeout: an upstream that never completes the handshake closes the client', async (t) => {
-  // A listening socket that never accepts, with backlog 0: once its queue is full the kernel drops
-  // further SYNs, so a connect hangs until our timer fires. Stays on loopback.
-  const py = spawn('python3', ['-c', 'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(60)'],
-    { stdio: ['ignore', 'pipe', 'inherit'] });
-  t.teardown(() => { py.kill('SIGKILL'); });
-  const port = Number((await once(py.stdout!, 'data'))[0].toString().trim());
-  const fillers: net.Socket[] = [];
-  t.teardown(() => fillers.forEach((s) => s.destroy()));
-  for (let i = 0; i < 4; i++) {
-    const s = net.connect({ host: '127.0.0.1', port });
-    s.on('error', () => undefined);
-    fillers.push(s);
-  }
-  await new Promise((r) => setTimeout(r, 200)); // let the fillers occupy the queue
+  const stalled = await stalledPort(); // connects to it hang (test/helpers/net.ts)
+  t.teardown(stalled.cleanup);
+  const port = stalled.port;
   const g = await gate(t, { upstreams: [`127.0.0.1:${port}`], timeouts: { connectMs: 400 } });
   const c = await connect({ port: g.port() });
   const ms = await closed(c, 5000);

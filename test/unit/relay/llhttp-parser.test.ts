@@ -15,6 +15,7 @@ import {
   ResponseHead,
   llhttpMemoryBytes,
 } from '../../../src/forward/http/relay/llhttp-parser';
+import { prng } from '../../helpers/prng';
 
 type Head = RequestHead | ResponseHead;
 
@@ -525,17 +526,6 @@ t.test('upgrade: consumed at the end of the head, the rest untouched', async (t)
   t.equal(refused.rec.body(), 'x');
 });
 
-/** mulberry32: small, seedable, good enough to make test inputs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 t.test('many parsers at once: interleaved reads, no cross-talk; free() releases them', async (t) => {
   const n = 200;
@@ -594,7 +584,7 @@ t.test('many parsers at once: interleaved reads, no cross-talk; free() releases 
 });
 
 t.test('garbage never throws out of execute: it is an error result', async (t) => {
-  const rand = rng(0x5eed);
+  const rand = prng(0x5eed);
   let errors = 0;
   for (let i = 0; i < 2000; i++) {
     const len = 16 + Math.floor(rand() * 500);
