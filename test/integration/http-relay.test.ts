@@ -8,6 +8,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { connect, readAll, readUntil } from '../helpers/net';
@@ -48,6 +49,26 @@ t.test('smuggling attempts are answered 400 at the proxy and never reach the bac
     t.match(res, /^HTTP\/1\.1 400 /, name);
   }
   t.equal(b.requests.length, 0, 'the backend received nothing');
+});
+
+t.test('header bytes above 0x7f pass unchanged both ways (latin1, not UTF-8)', async (t) => {
+  // A raw backend: node:http would write its own header values as UTF-8.
+  const got: Buffer[] = [];
+  const server = net.createServer((sock) => {
+    sock.on('data', (d: Buffer) => {
+      got.push(d);
+      if (!Buffer.concat(got).includes('\r\n\r\n')) return;
+      sock.end(Buffer.concat([Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Back: caf'), Buffer.from([0xe9]), Buffer.from('\r\n\r\nok')]));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => { server.close(() => r()); }));
+  const g = await gate(t, (server.address() as net.AddressInfo).port);
+  const c = await connect({ port: g.port() });
+  c.write(Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Name: '), Buffer.from([0x52, 0xe9, 0xff]), Buffer.from('\r\n\r\n')]));
+  const res = await readAll(c);
+  t.ok(Buffer.concat(got).includes(Buffer.from([0x52, 0xe9, 0xff, 0x0d, 0x0a])), 'the backend got the client\'s bytes');
+  t.ok(res.includes(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0d, 0x0a])), 'the client got the backend\'s bytes');
 });
 
 t.test('pipelined requests are answered in order, one upstream request at a time', async (t) => {

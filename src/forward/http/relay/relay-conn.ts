@@ -387,7 +387,7 @@ export class RelayConn implements ParserSink<RequestHead> {
     }
     const parts = this.upOut;
     this.upOut = [];
-    const ok = up.socket.write(parts.length === 1 ? (parts[0] as string | Buffer) : joinParts(parts));
+    const ok = writeParts(up.socket, parts);
     if (!ok) this.socket.pause();
   }
 
@@ -448,7 +448,7 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (this.out.length === 0) return;
     const parts = this.out;
     this.out = [];
-    const ok = this.socket.write(parts.length === 1 ? (parts[0] as string | Buffer) : joinParts(parts));
+    const ok = writeParts(this.socket, parts);
     if (!ok) this.up?.socket.pause();
   }
 
@@ -609,6 +609,17 @@ function hasHost(raw: readonly string[]): boolean {
 
 function isConnectFailure(code: string): boolean {
   return code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH';
+}
+
+/**
+ * One write of heads (strings) and bodies. Heads are latin1 both ways: the parser gives header
+ * bytes as latin1 strings, so a byte >= 0x80 in a value must go out as that one byte (a string
+ * written as UTF-8, net's default, would turn it into two).
+ */
+function writeParts(socket: net.Socket, parts: (string | Buffer)[]): boolean {
+  if (parts.length !== 1) return socket.write(joinParts(parts));
+  const p = parts[0]!;
+  return typeof p === 'string' ? socket.write(p, 'latin1') : socket.write(p);
 }
 
 function joinParts(parts: (string | Buffer)[]): Buffer {
