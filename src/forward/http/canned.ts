@@ -11,7 +11,7 @@ export class Canned {
   readonly wire: Buffer;
   /** Flat [name, value, ...] list for res.writeHead (no Connection header: Node decides). */
   readonly headers: readonly string[];
-  constructor(readonly status: number, reason: string, contentType: string, readonly body: Buffer) {
+  constructor(readonly status: number, readonly reason: string, contentType: string, readonly body: Buffer) {
     this.headers = ['Content-Type', contentType, 'Content-Length', String(body.length), 'Cache-Control', 'no-store'];
     this.wire = Buffer.concat([
       Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +

@@ -111,8 +111,6 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   readonly socket: net.Socket;
   readonly parser: HttpParser<'response'>;
   owner: RelayConn | null = null;
-  /** Requests sent on this socket so far (a reused socket may have been closed by the backend). */
-  uses = 0;
   connected = false;
   /** The socket's error code, if it failed. */
   error: string | null = null;
@@ -354,7 +352,6 @@ export class RelayConn implements ParserSink<RequestHead> {
     ex.upstream = target;
     const up = this.pool.acquire(target);
     up.owner = this;
-    up.uses++;
     up.parser.setRequestMethod(this.head!.method);
     this.up = up;
     this.upOut.unshift(this.upHead);
@@ -493,7 +490,7 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (this.closeAfter) {
       this.out.push(canned.wire);
     } else {
-      let text = `HTTP/1.1 ${canned.status} ${canned.status === 403 ? 'Forbidden' : 'Error'}\r\n`;
+      let text = `HTTP/1.1 ${canned.status} ${canned.reason}\r\n`;
       for (let i = 0; i + 1 < canned.headers.length; i += 2) text += `${canned.headers[i]!}: ${canned.headers[i + 1]!}\r\n`;
       this.out.push(`${text}\r\n`, canned.body);
     }
