@@ -33,6 +33,7 @@ const SERVICE_STATUS: Record<ServiceErrorCode, number> = {
   unknown_list: 404,
   entry_not_found: 404,
   precondition_failed: 412,
+  conflict: 409,
   invalid_entries: 400,
   invalid_request: 400,
   store_unavailable: 503,

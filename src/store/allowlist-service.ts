@@ -14,7 +14,7 @@ import type { LiveLists } from './live-lists';
 import { duplicateCidr, MAX_ENTRIES } from './document';
 import { StoreConflictError, StoreUnknownListError, type AllowlistStore, type StoredList, type StoreSnapshot } from './store';
 
-export type ServiceErrorCode = 'unknown_list' | 'entry_not_found' | 'precondition_failed' | 'invalid_entries' | 'invalid_request' | 'store_unavailable';
+export type ServiceErrorCode = 'unknown_list' | 'entry_not_found' | 'precondition_failed' | 'conflict' | 'invalid_entries' | 'invalid_request' | 'store_unavailable';
 
 export class ServiceError extends Error {
   constructor(readonly code: ServiceErrorCode, message: string, readonly field?: string, options?: { cause?: unknown }) {
@@ -41,13 +41,24 @@ export interface CheckResult {
   version: string;
 }
 
-/** POST/DELETE without If-Match re-apply their edit after a lost race this many times, then 412. */
+/**
+ * POST/DELETE without If-Match re-apply their edit after a conflict with a writer outside this
+ * process (a file edit, another replica) this many times, then answer `conflict` (409): the client
+ * asked for no precondition, so a 412 would name one it never sent.
+ */
 const CONFLICT_RETRIES = 5;
 
 export class AllowlistService {
   private loadedAt: number | null = null;
   private unsubscribe: (() => void) | null = null;
   private readonly log: Logger;
+  /**
+   * Changes through this process run one at a time, from reading the current list to the write:
+   * the store serialises writes, but a read taken before another change's write made every edit of
+   * a burst but one conflict (12 concurrent POSTs: 6 answered 412 after exhausting their retries).
+   * Serialised here, a conflict can only come from outside the process.
+   */
+  private changing: Promise<unknown> = Promise.resolve();
 
   constructor(
     readonly store: AllowlistStore,
@@ -129,7 +140,14 @@ export class AllowlistService {
     return { allowed: index >= 0, ip: addr.address, index, entry: index >= 0 ? matcher.entries[index] ?? null : null, version: live.version };
   }
 
-  private async change(name: string, ifMatch: Precondition, who: string, action: AuditAction,
+  private change(name: string, ifMatch: Precondition, who: string, action: AuditAction,
+    edit: (current: AllowEntry[]) => readonly AllowEntry[]): Promise<ChangeResult> {
+    const run = this.changing.then(() => this.changeNow(name, ifMatch, who, action, edit));
+    this.changing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async changeNow(name: string, ifMatch: Precondition, who: string, action: AuditAction,
     edit: (current: AllowEntry[]) => readonly AllowEntry[]): Promise<ChangeResult> {
     for (let attempt = 0; ; attempt++) {
       const cur = this.get(name);
@@ -144,7 +162,11 @@ export class AllowlistService {
         if (err instanceof StoreConflictError) {
           // Someone else wrote in between. With If-Match the client asked for exactly that version:
           // 412. Without, the edit (add/remove) is re-applied on the new content.
-          if (ifMatch === null && action !== 'replace' && attempt < CONFLICT_RETRIES) continue;
+          if (ifMatch === null && action !== 'replace') {
+            if (attempt < CONFLICT_RETRIES) continue;
+            throw new ServiceError('conflict', `allowlist "${name}" kept changing outside this process while writing ` +
+              `(${attempt + 1} attempts, now "${err.actual}"): retry the request`, undefined, { cause: err });
+          }
           throw new ServiceError('precondition_failed', `allowlist "${name}" changed while writing (now "${err.actual}")`, undefined, { cause: err });
         }
         if (err instanceof StoreUnknownListError) throw new ServiceError('unknown_list', err.message, undefined, { cause: err });
