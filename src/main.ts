@@ -5,6 +5,7 @@
  */
 import cluster from 'node:cluster';
 import path from 'node:path';
+import { loadTokens, TokenError } from './admin/auth';
 import { processModel } from './cluster/process-model';
 import { ConfigError } from './config/errors';
 import { loadConfigFile } from './config/load';
@@ -56,6 +57,9 @@ async function run(args: string[]): Promise<number> {
     const { runWorker } = require('./cluster/worker') as typeof import('./cluster/worker');
     return flushed(logger, await runWorker(config, logger.child({ worker: cluster.worker?.id })));
   }
+  // The admin token is checked before anything starts, so a bad one is a config error on one
+  // line (main's handler below) rather than a fatal log with a stack after the workers forked.
+  if (config.admin.listen !== null) loadTokens(config.admin);
   logger.info({ version: VERSION, config: file, node: process.version }, 'starting');
   const model = processModel(config);
   if (model.kind === 'cluster') {
@@ -150,7 +154,12 @@ if (require.main === module) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (err: unknown) => {
-      if (err instanceof ConfigError) process.stderr.write(`ipgate: ${err.message}\n`);
+      // A config or token error is the operator's to fix: one line per problem, each naming the
+      // field and the value, no stack (the stack would only point into the validator).
+      if (err instanceof ConfigError) {
+        const where = err.file !== undefined ? `invalid config ${err.file}` : 'invalid config';
+        process.stderr.write(err.problems.map((p) => `ipgate: ${where}: ${p}\n`).join(''));
+      } else if (err instanceof TokenError) process.stderr.write(`ipgate: invalid admin token: ${err.message}\n`);
       else if (err instanceof UsageError) process.stderr.write(`ipgate: ${err.message}\n\n${USAGE}`);
       else process.stderr.write(`ipgate: ${(err as Error).stack ?? String(err)}\n`);
       process.exit(err instanceof UsageError ? 2 : 1);
