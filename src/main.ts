@@ -8,7 +8,7 @@ import path from 'node:path';
 import { loadTokens, TokenError } from './admin/auth';
 import { processModel } from './cluster/process-model';
 import { ConfigError } from './config/errors';
-import { loadConfigFile } from './config/load';
+import { configWarnings, loadConfigFile } from './config/load';
 import { startEcho } from './echo/echo-server';
 import { createLogger } from './log';
 
@@ -61,6 +61,7 @@ async function run(args: string[]): Promise<number> {
   // line (main's handler below) rather than a fatal log with a stack after the workers forked.
   if (config.admin.listen !== null) loadTokens(config.admin);
   logger.info({ version: VERSION, config: file, node: process.version }, 'starting');
+  for (const warning of configWarnings(config)) logger.warn({ config: file, warning }, `config: ${warning}`);
   const model = processModel(config);
   if (model.kind === 'cluster') {
     const { runPrimary } = require('./cluster/primary') as typeof import('./cluster/primary');
@@ -121,6 +122,7 @@ async function main(argv: string[]): Promise<number> {
       const file = args[0];
       if (file === undefined) throw new UsageError('check-config needs a FILE');
       const config = loadConfigFile(file);
+      for (const warning of configWarnings(config)) process.stderr.write(`ipgate: warning: ${file}: ${warning}\n`);
       process.stdout.write(`${file}: valid (${config.listeners.length} listener(s), ${Object.keys(config.allowlists).length} allowlist(s))\n`);
       return 0;
     }

@@ -42,10 +42,23 @@ export function buildConfig(raw: unknown, file?: string): Config {
     throw new ConfigError(formatAjvErrors(validateSchema.errors ?? [], copy), file);
   }
   const config = copy as unknown as Config;
-  const problems = checkSemantics(config);
+  const { problems, warnings } = checkSemantics(config, raw);
   if (problems.length > 0) throw new ConfigError(problems, file);
-  return deepFreeze(config);
+  const frozen = deepFreeze(config);
+  WARNINGS.set(frozen, Object.freeze(warnings));
+  return frozen;
 }
+
+/**
+ * The warnings of a config built here (it works, but probably not as meant: a PROXY header trusted
+ * from everyone, an option the engine ignores), each `path: value: why`. Kept beside the frozen
+ * config rather than in it, so the config's shape stays the schema's. Empty for any other object.
+ */
+export function configWarnings(config: Config): readonly string[] {
+  return WARNINGS.get(config) ?? [];
+}
+
+const WARNINGS = new WeakMap<Config, readonly string[]>();
 
 /** `/listeners/1/proxyProtocol/mode` -> `listeners[1].proxyProtocol.mode` */
 export function jsonPointerToPath(pointer: string): string {

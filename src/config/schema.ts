@@ -124,6 +124,14 @@ export interface AdminConfig {
    * `listen: null` (one process) and with `workers` above 1 (always separate).
    */
   separateProcess: boolean;
+  /**
+   * Host names, besides IP literals and `localhost`, that the admin API answers (the Host header,
+   * compared case-insensitively, its port ignored); any other Host gets 421. Default `[]`. A DNS
+   * rebinding page can reach a loopback or pod address through a browser, but its Host is still
+   * the attacker's name: list here the names clients really use, such as the admin Service's
+   * `ipgate-admin.ipgate.svc` and `ipgate-admin.ipgate.svc.cluster.local`. No ports, no wildcards.
+   */
+  allowedHosts: string[];
 }
 
 export interface StoreConfig {
@@ -242,6 +250,7 @@ export const configSchema = {
         auditHistory: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1000 },
         bodyLimit: { type: 'integer', minimum: 1024, maximum: 67_108_864, default: 1_048_576 },
         separateProcess: { type: 'boolean', default: true },
+        allowedHosts: { type: 'array', items: { type: 'string' }, maxItems: 256, default: [] },
       },
     },
     store: {

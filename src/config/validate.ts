@@ -1,20 +1,53 @@
 /**
  * Checks the schema cannot express: CIDRs and addresses parse strictly, names are unique, references
- * resolve. Every problem names the path and the value; all are collected, not just the first.
+ * resolve, no two sockets bind the same port on overlapping addresses, no listener forwards to
+ * itself, options are given only where they apply. Every problem names the path and the value; all
+ * are collected, not just the first.
+ *
+ * Warnings are for a config that works but probably not as meant (a PROXY header believed from the
+ * whole internet, an option the chosen engine ignores): the process starts, `main` logs them and
+ * `check-config` prints them.
  */
 import { parseCidr } from '../allowlist/cidr';
 import { validateEntry } from '../allowlist/entry';
 import { problem } from './errors';
-import { parseHostPort } from './host-port';
+import { bindCollision, loopsToItself } from './addresses';
+import { parseHostPort, type HostPort } from './host-port';
 import type { AllowEntryConfig, Config } from './schema';
 
-export function checkSemantics(config: Config): string[] {
-  const problems: string[] = [];
+/** A CIDR this short trusts a large part of the internet (/8 is already 16 million addresses). */
+const WIDE_PREFIX = 7;
 
-  const checkCidrs = (path: string, list: readonly string[]): void => {
+/** A DNS name (labels of letters, digits and hyphens), for admin.allowedHosts. */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+
+/** Options of a listener's `http` section that an engine does not apply, and why. */
+const IGNORED_BY_ENGINE: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  relay: { upstreamMaxSockets: 'the relay keeps at most one upstream socket per client connection busy and does not cap the pool' },
+};
+
+export interface SemanticResult {
+  problems: string[];
+  warnings: string[];
+}
+
+/**
+ * `raw` is the config as written, before the schema's defaults were filled in: "set by the
+ * operator" (an ignored option, `http` on a tcp listener) cannot be told from a default afterwards.
+ */
+export function checkSemantics(config: Config, raw: unknown = config): SemanticResult {
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const rawListeners = rawArray(rawObject(raw)?.listeners);
+
+  const checkCidrs = (path: string, list: readonly string[], trust: string | null = null): void => {
     list.forEach((text, i) => {
       const r = parseCidr(text);
       if (!r.ok) problems.push(problem(`${path}[${i}]`, text, r.message));
+      else if (trust !== null && r.cidr.prefix <= WIDE_PREFIX) {
+        const span = r.cidr.prefix === 0 ? `every IPv${r.cidr.family} address` : `1/${2 ** r.cidr.prefix} of all IPv${r.cidr.family} addresses`;
+        warnings.push(problem(`${path}[${i}]`, text, `trusts ${span}: ${trust}; list only the CIDRs of your load balancers or proxies`));
+      }
     });
   };
 
@@ -35,39 +68,53 @@ export function checkSemantics(config: Config): string[] {
   }
 
   checkCidrs('clusterNetworks', config.clusterNetworks);
-  if (config.admin.listen !== null) {
-    const hp = parseHostPort(config.admin.listen, true);
-    if (typeof hp === 'string') problems.push(problem('admin.listen', config.admin.listen, hp));
-  }
+  config.admin.allowedHosts.forEach((h, i) => {
+    if (!HOST_NAME.test(h)) {
+      problems.push(problem(`admin.allowedHosts[${i}]`, h,
+        'must be a host name without port, scheme or wildcard (IP addresses and localhost are always allowed)'));
+    }
+  });
+
+  // Every socket this process binds, in the order an operator reads them: the admin API, each
+  // listener, the echo backends. A later one that collides with an earlier one is the problem.
+  const binds: { field: string; text: string; hp: HostPort; what: string }[] = [];
+  const bind = (field: string, text: string, what: string): HostPort | null => {
+    const hp = parseHostPort(text, true);
+    if (typeof hp === 'string') {
+      problems.push(problem(field, text, hp));
+      return null;
+    }
+    // Port 0 (a free port, tests) cannot collide: the kernel hands out distinct ports.
+    if (hp.port !== 0) {
+      for (const other of binds) {
+        const why = bindCollision(other.hp, hp);
+        if (why === null) continue;
+        const consequence = other.what === 'admin' || what === 'admin' ? 'the admin API never shares a data port' : 'only one socket can listen on it';
+        problems.push(problem(field, text, `collides with ${other.field} ${JSON.stringify(other.text)}: ${why}; ${consequence}`));
+        break;
+      }
+    }
+    binds.push({ field, text, hp, what });
+    return hp;
+  };
+
+  if (config.admin.listen !== null) bind('admin.listen', config.admin.listen, 'admin');
+  const listenerBinds = config.listeners.map((l, i) => bind(`listeners[${i}].listen`, l.listen, 'listener'));
   if (config.echo) {
     for (const key of ['tcp', 'http'] as const) {
       const v = config.echo[key];
-      if (v === null) continue;
-      const hp = parseHostPort(v, true);
-      if (typeof hp === 'string') problems.push(problem(`echo.${key}`, v, hp));
+      if (v !== null) bind(`echo.${key}`, v, 'echo');
     }
   }
 
   const names = new Map<string, number>();
-  const binds = new Map<string, number>();
   config.listeners.forEach((l, i) => {
     const at = `listeners[${i}]`;
     const seen = names.get(l.name);
     if (seen !== undefined) problems.push(problem(`${at}.name`, l.name, `duplicate of listeners[${seen}].name`));
     names.set(l.name, i);
-
-    const hp = parseHostPort(l.listen, true);
-    if (typeof hp === 'string') problems.push(problem(`${at}.listen`, l.listen, hp));
-    else if (hp.port !== 0) {
-      const key = `${hp.host}:${hp.port}`;
-      const other = binds.get(key);
-      if (other !== undefined) problems.push(problem(`${at}.listen`, l.listen, `already used by listeners[${other}]`));
-      binds.set(key, i);
-    }
-    // Port 0 (a free port, tests) cannot collide: the kernel hands out distinct ports.
-    if (typeof hp !== 'string' && hp.port !== 0 && admin(config) === `${hp.host}:${hp.port}`) {
-      problems.push(problem(`${at}.listen`, l.listen, 'is the admin API address: the admin API never shares a data port'));
-    }
+    const hp = listenerBinds[i] ?? null;
+    const rawListener = rawObject(rawListeners[i]);
 
     if (!Object.prototype.hasOwnProperty.call(config.allowlists, l.allowlist)) {
       const known = Object.keys(config.allowlists);
@@ -77,19 +124,48 @@ export function checkSemantics(config: Config): string[] {
     l.upstreams.forEach((u, j) => {
       const up = parseHostPort(u, false);
       if (typeof up === 'string') problems.push(problem(`${at}.upstreams[${j}]`, u, up));
+      else if (hp !== null && loopsToItself(hp, up)) {
+        problems.push(problem(`${at}.upstreams[${j}]`, u,
+          `is this listener's own address (${at}.listen ${JSON.stringify(l.listen)}): every connection would be forwarded back to ipgate, without end`));
+      }
     });
-    checkCidrs(`${at}.proxyProtocol.trustedSources`, l.proxyProtocol.trustedSources);
+    checkCidrs(`${at}.proxyProtocol.trustedSources`, l.proxyProtocol.trustedSources,
+      'anyone there can send a PROXY header and choose the client address ipgate checks');
     if (l.proxyProtocol.mode !== 'off' && l.proxyProtocol.trustedSources.length === 0) {
       problems.push(problem(`${at}.proxyProtocol.trustedSources`, [],
         `is empty, so no peer may send a PROXY header in mode "${l.proxyProtocol.mode}": list the load balancers' CIDRs`));
     }
-    checkCidrs(`${at}.http.trustedProxies`, l.http.trustedProxies);
+    const rawPp = rawObject(rawListener?.proxyProtocol);
+    if (l.proxyProtocol.mode === 'off' && rawPp !== null) {
+      for (const key of ['trustedSources', 'headerTimeoutMs', 'maxV2Length'] as const) {
+        if (key in rawPp) warnings.push(problem(`${at}.proxyProtocol.${key}`, rawPp[key], 'is ignored: proxyProtocol.mode is "off" (no PROXY header is read)'));
+      }
+    }
+    const rawHttp = rawObject(rawListener?.http);
+    if (l.mode === 'tcp') {
+      for (const key of Object.keys(rawHttp ?? {})) {
+        problems.push(problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`));
+      }
+      return;
+    }
+    checkCidrs(`${at}.http.trustedProxies`, l.http.trustedProxies,
+      'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
+    const ignored = IGNORED_BY_ENGINE[l.http.engine] ?? {};
+    for (const [key, why] of Object.entries(ignored)) {
+      if (rawHttp !== null && key in rawHttp) warnings.push(problem(`${at}.http.${key}`, rawHttp[key], `is ignored by http.engine "${l.http.engine}": ${why}`));
+    }
+    if (l.outboundProxyProtocol !== 'none' && rawHttp !== null && 'engine' in rawHttp && l.http.engine !== 'http-proxy') {
+      warnings.push(problem(`${at}.http.engine`, l.http.engine,
+        `is ignored: with outboundProxyProtocol "${l.outboundProxyProtocol}" every request goes through http-proxy on its client's own upstream connection`));
+    }
   });
-  return problems;
+  return { problems, warnings };
 }
 
-function admin(config: Config): string | null {
-  if (config.admin.listen === null) return null;
-  const hp = parseHostPort(config.admin.listen, true);
-  return typeof hp === 'string' ? null : `${hp.host}:${hp.port}`;
+function rawObject(v: unknown): Record<string, unknown> | null {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, unknown> : null;
+}
+
+function rawArray(v: unknown): unknown[] {
+  return Array.isArray(v) ? v : [];
 }
