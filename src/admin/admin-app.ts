@@ -4,8 +4,11 @@
  *
  * - Strict validation: Ajv without type coercion or silent removal of unknown fields, all errors
  *   reported, so a bad body is a 400 naming the field and the store is not touched.
+ * - Host check first (host-check.ts): a Host that is not an IP literal, localhost or a name in
+ *   `admin.allowedHosts` is 421 on every route, public ones included (DNS rebinding).
  * - Authentication: an onRequest hook; routes that must answer without a token (health, readiness,
- *   metrics, the OpenAPI document) say so with `config: { public: true }`.
+ *   metrics, the OpenAPI document) say so with `config: { public: true }`. Failures are counted by
+ *   reason and wrong tokens logged at most once per address per minute (auth-failures.ts).
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
@@ -13,6 +16,8 @@ import type { Logger } from 'pino';
 import type { Listener } from '../listener/listener';
 import type { AllowlistService } from '../store/allowlist-service';
 import { authenticate, type Tokens } from './auth';
+import { AuthFailureLog, type AuthFailureOptions } from './auth-failures';
+import { HostAllowlist } from './host-check';
 import { errorHandler, send } from './errors';
 import { allowlistRoutes } from './routes/allowlists';
 import { auditRoutes } from './routes/audit';
@@ -51,6 +56,10 @@ export interface AdminDeps {
    */
   explainTargets?: readonly ExplainTarget[];
   connections?: ConnectionsSource;
+  /** `admin.allowedHosts`: Host names (besides IP literals and localhost) the API answers. Default none. */
+  allowedHosts?: readonly string[];
+  /** Rate limit of the wrong-token log lines (tests shorten the interval). */
+  authFailureLog?: AuthFailureOptions;
 }
 
 export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
@@ -70,15 +79,26 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler((req, reply) => send(reply, 404, { error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
 
+  const hosts = new HostAllowlist(deps.allowedHosts ?? []);
+  const failures = new AuthFailureLog(app.log, deps.authFailureLog);
+  const authFailed = (reason: 'missing' | 'malformed' | 'invalid', req: { ip: string; method: string; url: string }): void => {
+    failures.record(reason, req.ip, req.method, req.url);
+    deps.metrics?.adminAuthFailure?.(reason);
+  };
+
   app.addHook('onRequest', async (req, reply) => {
+    const verdict = hosts.check(req.headers.host);
+    if (!verdict.ok) return send(reply, 421, { error: 'host_not_allowed', message: verdict.message, field: 'Host' });
     if (req.routeOptions.config?.public === true) return;
     const header = req.headers.authorization;
     if (header === undefined || header === '') {
+      authFailed('missing', req);
       reply.header('www-authenticate', 'Bearer realm="ipgate-admin"');
       return send(reply, 401, { error: 'unauthorized', message: 'missing bearer token (Authorization: Bearer <token>)', field: 'Authorization' });
     }
     const m = /^Bearer +([^\s]+) *$/i.exec(header);
     if (m === null) {
+      authFailed('malformed', req);
       reply.header('www-authenticate', 'Bearer realm="ipgate-admin", error="invalid_request"');
       return send(reply, 401, { error: 'unauthorized', message: 'the Authorization header must be "Bearer <token>"', field: 'Authorization' });
     }
@@ -87,7 +107,7 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
     }
     const who = authenticate(deps.tokens, m[1]!);
     if (who === null) {
-      req.log.warn({ remote: req.ip, method: req.method, url: req.url }, 'admin API: wrong token');
+      authFailed('invalid', req);
       return send(reply, 403, { error: 'forbidden', message: 'the token is not valid' });
     }
     req.who = who;

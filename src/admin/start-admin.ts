@@ -46,7 +46,7 @@ export async function startAdmin(config: Config, service: AllowlistService, list
   const tokens = loadTokens(config.admin);
   const app = await buildAdminApp({
     service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, listeners,
-    readiness: () => readiness(service, listeners, selfChecks), metrics,
+    readiness: () => readiness(service, listeners, selfChecks), metrics, allowedHosts: config.admin.allowedHosts,
   });
   const server = await startAdminServer(app, config.admin.listen);
   logAdminListening(server, tokens, config, logger);

@@ -19,7 +19,8 @@ Commands:
   check NAME IP                        would IP be admitted now, and by which entry (exit 1: no)
 
 Options:
-  --admin URL        admin API (default $IPGATE_ADMIN_URL or http://127.0.0.1:9901)
+  --admin URL        admin API (default $IPGATE_ADMIN_URL or http://127.0.0.1:9901); a host name
+                     other than localhost must be listed in the server's admin.allowedHosts
   --token-file FILE  file holding the bearer token (default: $IPGATE_ADMIN_TOKEN)
   --json             print the API's JSON answer
 `;

@@ -101,10 +101,11 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
         contentType: metrics.contentType,
         scrape: async () => clusterExposition(metrics, await pool.scrape()),
         adminRequest: (route, method, status) => metrics.adminRequest(route, method, status),
+        adminAuthFailure: (reason) => metrics.adminAuthFailure(reason),
       };
       const tokens = loadTokens(config.admin);
       const app = await buildAdminApp({
-        service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, metrics: endpoint,
+        service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, metrics: endpoint, allowedHosts: config.admin.allowedHosts,
         readiness: async () => {
           const r = readiness(service, []);
           const ready = pool.readyCount;

@@ -44,6 +44,17 @@ export function analyseAdmin(admin: AdminView | null, findings: Finding[]): void
   }
   const body = admin.body;
   const obj = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : null;
+  if (admin.status === 421) {
+    // The admin API answers only Hosts that are IP literals, localhost or listed names (DNS rebinding).
+    findings.push({
+      id: 'ipgate.admin-host-refused',
+      severity: 'warn',
+      subject,
+      statement: `ipgate's admin API refused the host name of ${admin.url} (HTTP 421)${obj && typeof obj.message === 'string' ? `: ${oneLine(obj.message)}` : ''}`,
+      fix: 'add the name to admin.allowedHosts (the chart lists the admin Service names), or use an IP address or localhost in --admin-url',
+    });
+    return;
+  }
   const ready = admin.status >= 200 && admin.status < 300;
   const detail = obj && typeof obj.status === 'string' ? ` (status "${obj.status}")` : typeof body === 'string' && body !== '' ? `: ${oneLine(body)}` : '';
   findings.push({

@@ -62,6 +62,7 @@ export const PRIMARY_OWNED: ReadonlySet<string> = new Set([
   'ipgate_allowlist_store_refused',
   'ipgate_allowlist_store_refusals_total',
   'ipgate_admin_requests_total',
+  'ipgate_admin_auth_failures_total',
 ]);
 
 const STATUS_CLASS = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
@@ -77,6 +78,8 @@ export class Metrics {
   private selfChecks: SelfCheckSource | null = null;
   /** Admin API requests by `route \0 method \0 code_class`. */
   private readonly adminRequests = new Map<string, number>();
+  /** Refused admin API authentications by reason (missing, malformed, invalid). */
+  private readonly adminAuthFailures = { missing: 0, malformed: 0, invalid: 0 };
   /** Allowlist applications by `list \0 result`. */
   private readonly reloads = new Map<string, number>();
   private refusals = 0;
@@ -202,6 +205,12 @@ export class Metrics {
         }
       } }).register(r);
 
+    new Published({ name: 'ipgate_admin_auth_failures_total', type: 'counter', aggregator: 'first',
+      help: 'Admin API requests refused for their Authorization header, by reason: missing, malformed (not "Bearer <token>"), invalid (a wrong token).',
+      collect: (out) => {
+        for (const reason of ['missing', 'malformed', 'invalid'] as const) out.push({ labels: { reason }, value: this.adminAuthFailures[reason] });
+      } }).register(r);
+
     if (options.version !== undefined) {
       const version = options.version;
       new Published({ name: 'ipgate_build_info', type: 'gauge', aggregator: 'first',
@@ -241,6 +250,11 @@ export class Metrics {
   adminRequest(route: string, method: string, status: number): void {
     const key = `${route}\0${method}\0${STATUS_CLASS[status >= 100 && status < 600 ? Math.floor(status / 100) : 0]}`;
     this.adminRequests.set(key, (this.adminRequests.get(key) ?? 0) + 1);
+  }
+
+  /** Count one refused admin API authentication (admin-app.ts). */
+  adminAuthFailure(reason: 'missing' | 'malformed' | 'invalid'): void {
+    this.adminAuthFailures[reason]++;
   }
 
   /** The text exposition of this process alone. */

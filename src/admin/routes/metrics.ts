@@ -11,6 +11,8 @@ export interface MetricsEndpoint {
   readonly contentType: string;
   scrape(): Promise<string>;
   adminRequest(route: string, method: string, status: number): void;
+  /** Count a refused authentication (`ipgate_admin_auth_failures_total`); optional for endpoints without it. */
+  adminAuthFailure?(reason: 'missing' | 'malformed' | 'invalid'): void;
 }
 
 const plugin: FastifyPluginAsync<{ metrics: MetricsEndpoint }> = async (app, opts) => {
