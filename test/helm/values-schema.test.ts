@@ -31,7 +31,7 @@ const CASES: { what: string; values: Record<string, unknown>; message: RegExp }[
   { what: 'listener names an undefined allowlist', values: { listeners: [TCP_LISTENER] }, message: /listeners\[0\]\.allowlist: "partners" is not defined under allowlists \(defined: default\)/ },
   { what: 'two listeners with one name', values: { listeners: [HTTP_LISTENER, { ...TCP_LISTENER, name: 'web' }], allowlists: { office: [], partners: [] } }, message: /listeners\[1\]\.name: "web" is used twice/ },
   { what: 'listener on the admin port', values: withListener({ port: 9901 }), message: /listeners\[0\]\.port: 9901 is already used by another listener or by admin\.port/ },
-  { what: 'grace period shorter than the drain', values: { terminationGracePeriodSeconds: 10 }, message: /terminationGracePeriodSeconds: 10 s is shorter than/ },
+  { what: 'grace period shorter than the drain', values: { terminationGracePeriodSeconds: 10 }, message: /terminationGracePeriodSeconds: 10 s is not more than/ },
   { what: 'hostNetwork Deployment with 2 replicas and no anti-affinity', values: { hostNetwork: true, kind: 'Deployment', replicaCount: 2 }, message: /hostNetwork: two pods of a Deployment on one node/ },
 ];
 

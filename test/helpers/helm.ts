@@ -16,9 +16,11 @@ import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
+import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 
 export const ROOT = path.resolve(__dirname, '../..');
@@ -159,6 +161,19 @@ export function renderFresh(values: Record<string, unknown> = {}, extraArgs: str
   return new Rendered(objects, args, values);
 }
 
+/** The raw output of `helm template` (stdout), failing with helm's message when it fails. */
+export function templateText(values: Record<string, unknown> = {}, extraArgs: string[] = []): string {
+  const r = helm(['template', RELEASE, CHART, '--namespace', NAMESPACE, ...extraArgs], values);
+  if (r.status !== 0) throw new Error(`helm template failed (exit ${r.status}):\n${r.stderr}`);
+  return r.stdout;
+}
+
+/** `helm lint --strict` with these values: exit status and combined output. */
+export function lint(values: Record<string, unknown>): { status: number | null; output: string } {
+  const r = helm(['lint', '--strict', CHART], values);
+  return { status: r.status, output: r.stdout + r.stderr };
+}
+
 /** `helm template` that must fail: returns helm's error output. */
 export function renderError(values: Record<string, unknown>): string {
   const r = helm(['template', RELEASE, CHART, '--namespace', NAMESPACE], values);
@@ -175,9 +190,11 @@ const MODELS: Record<string, Model> = {
   'apps/v1/DaemonSet': DaemonSet as unknown as Model,
   'apps/v1/Deployment': Deployment as unknown as Model,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget as unknown as Model,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy as unknown as Model,
   'rbac.authorization.k8s.io/v1/Role': Role as unknown as Model,
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding as unknown as Model,
   'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor as unknown as Model,
+  'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule as unknown as Model,
 };
 
 /**
@@ -244,4 +261,17 @@ export const VARIANTS: Record<string, Record<string, unknown>> = {
   existingSecret: { admin: { existingSecret: 'ops-ipgate-token', existingSecretKey: 'admin-token' } },
   'serviceMonitor on': { serviceMonitor: { enabled: true, labels: { release: 'kube-prometheus-stack' } } },
   'dashboard on': { dashboard: { enabled: true } },
+  'networkPolicy on': {
+    networkPolicy: {
+      enabled: true,
+      admin: { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] },
+      data: { sourceCIDRs: ['203.0.113.0/24', { cidr: '2001:db8::/32', except: ['2001:db8:ffff::/48'] }] },
+    },
+  },
+  'prometheusRule on': { prometheusRule: { enabled: true, labels: { release: 'kube-prometheus-stack' } } },
+  // OpenShift's restricted SCC assigns the uid and fsGroup: a null in a values file removes the key.
+  'OpenShift (no fixed ids)': {
+    podSecurityContext: { runAsUser: null, runAsGroup: null, fsGroup: null },
+    containerSecurityContext: { runAsUser: null, runAsGroup: null },
+  },
 };

@@ -14,7 +14,7 @@ rendered file with ipgate's parseConfig.
   "workers" .Values.config.workers
   "logging" .Values.config.logging
   "admin" (dict
-    "listen" (include "ipgate.hostPort" (list .Values.admin.bindAddress .Values.admin.port))
+    "listen" (include "ipgate.hostPort" (list (include "ipgate.adminWildcard" .) .Values.admin.port))
     "tokenFile" nil
     "tokenEnv" "IPGATE_ADMIN_TOKEN"
     "bodyLimit" .Values.admin.bodyLimit
@@ -31,5 +31,8 @@ rendered file with ipgate's parseConfig.
 -}}
 # Rendered by the ipgate Helm chart from its values; edit the values, not this ConfigMap.
 # store.namespace null: the pod's own namespace (env POD_NAMESPACE).
+{{- if include "ipgate.adminBindsPodIP" . }}
+# admin.listen: IPGATE_ADMIN_LISTEN (the pod IP, set in the pod spec) is bound instead.
+{{- end }}
 {{ toYaml $config }}
 {{- end -}}

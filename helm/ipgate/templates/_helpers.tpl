@@ -89,6 +89,92 @@ app.kubernetes.io/part-of: ipgate
 {{- end -}}
 
 {{/*
+The container securityContext: containerSecurityContext, plus NET_BIND_SERVICE when hostNetwork
+binds a port below 1024. Kubernetes grants no ambient capabilities, so a non-root process only gets
+it through a file capability: that needs the image built with --build-arg NET_BIND_SERVICE=1
+(docs/kubernetes.md), and the capability in the bounding set, which this adds.
+*/}}
+{{- define "ipgate.containerSecurityContext" -}}
+{{- $sc := deepCopy (default dict .Values.containerSecurityContext) -}}
+{{- if include "ipgate.needsNetBind" . -}}
+{{- $caps := default dict (get $sc "capabilities") -}}
+{{- $add := without (default list (get $caps "add")) "NET_BIND_SERVICE" -}}
+{{- $_ := set $caps "add" (append $add "NET_BIND_SERVICE") -}}
+{{- $_ := set $sc "capabilities" $caps -}}
+{{- end -}}
+{{- if $sc -}}{{ toYaml $sc }}{{- end -}}
+{{- end -}}
+
+{{/*
+True ("true") when the admin API binds the pod IP (IPGATE_ADMIN_LISTEN) instead of a wildcard:
+`admin.bindAddress: podIP`, or `auto` with hostNetwork, where a wildcard would put the admin port
+on every address of the node.
+*/}}
+{{- define "ipgate.adminBindsPodIP" -}}
+{{- $b := .Values.admin.bindAddress -}}
+{{- if or (eq $b "podIP") (and (eq $b "auto") .Values.hostNetwork) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The pod IP as a host for host:port: IPv6 literals bracketed. */}}
+{{- define "ipgate.podIPHost" -}}
+{{- if eq .Values.admin.podIPFamily "IPv6" -}}[$(POD_IP)]{{- else -}}$(POD_IP){{- end -}}
+{{- end -}}
+
+{{/* admin.listen for config.yaml: the wildcard the admin API binds when it does not bind the pod IP. */}}
+{{- define "ipgate.adminWildcard" -}}
+{{- $b := .Values.admin.bindAddress -}}
+{{- if or (eq $b "0.0.0.0") (eq $b "[::]") -}}{{ $b }}{{- else -}}0.0.0.0{{- end -}}
+{{- end -}}
+
+{{/* The admin address the container binds: `$(POD_IP):port` (expanded by the kubelet) or the wildcard. */}}
+{{- define "ipgate.adminListen" -}}
+{{- if include "ipgate.adminBindsPodIP" . -}}
+{{- include "ipgate.hostPort" (list (include "ipgate.podIPHost" .) .Values.admin.port) -}}
+{{- else -}}
+{{- include "ipgate.hostPort" (list (include "ipgate.adminWildcard" .) .Values.admin.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* host:port a process inside the container uses to reach the admin API. */}}
+{{- define "ipgate.adminLocalAddress" -}}
+{{- if include "ipgate.adminBindsPodIP" . -}}
+{{- include "ipgate.adminListen" . -}}
+{{- else -}}
+{{- include "ipgate.hostPort" (list "127.0.0.1" .Values.admin.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+True ("true") when the pod's ports are ports of the node (hostNetwork): a second pod on the same
+node could not bind them, so an update cannot surge.
+*/}}
+{{- define "ipgate.usesNodePorts" -}}
+{{- if .Values.hostNetwork -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The workload's update strategy. Under externalTrafficPolicy Local a node without a ready ipgate
+drops its NodePort traffic, so the default starts the new pod beside the old one (maxSurge 1,
+maxUnavailable 0: the old pod stops only once the new one is ready). With node ports (hostNetwork)
+the new pod could not bind until the old one is gone: one pod at a time is replaced in place.
+*/}}
+{{- define "ipgate.updateStrategy" -}}
+{{- if .Values.updateStrategy -}}
+{{- toYaml .Values.updateStrategy -}}
+{{- else if include "ipgate.usesNodePorts" . -}}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 0
+  maxUnavailable: 1
+{{- else -}}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: 0
+{{- end -}}
+{{- end -}}
+
+{{/*
 Checks values.schema.json cannot express (cross-field rules). Each failure names the field.
 */}}
 {{- define "ipgate.validate" -}}
@@ -121,7 +207,32 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- fail "hostNetwork: two pods of a Deployment on one node would fight over the same host ports; use kind: DaemonSet, or set affinity (pod anti-affinity per node)" -}}
 {{- end -}}
 {{- $drainMs := int .Values.config.shutdown.drainTimeoutMs -}}
-{{- if lt (mul (int .Values.terminationGracePeriodSeconds) 1000) (add $drainMs (mul (int .Values.preStopSleepSeconds) 1000)) -}}
-{{- fail (printf "terminationGracePeriodSeconds: %d s is shorter than preStopSleepSeconds (%d s) + config.shutdown.drainTimeoutMs (%d ms): pods would be killed while draining" (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds) $drainMs) -}}
+{{- if le (mul (int .Values.terminationGracePeriodSeconds) 1000) (add $drainMs (mul (int .Values.preStopSleepSeconds) 1000)) -}}
+{{- fail (printf "terminationGracePeriodSeconds: %d s is not more than preStopSleepSeconds (%d s) + config.shutdown.drainTimeoutMs (%d ms): pods would be killed while draining" (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds) $drainMs) -}}
+{{- end -}}
+{{- with .Values.updateStrategy -}}
+{{- $type := default "RollingUpdate" .type -}}
+{{- if and (eq $type "OnDelete") (eq $.Values.kind "Deployment") -}}
+{{- fail "updateStrategy.type: OnDelete is a DaemonSet strategy; a Deployment has RollingUpdate or Recreate" -}}
+{{- end -}}
+{{- if and (eq $type "Recreate") (eq $.Values.kind "DaemonSet") -}}
+{{- fail "updateStrategy.type: Recreate is a Deployment strategy; a DaemonSet has RollingUpdate or OnDelete" -}}
+{{- end -}}
+{{- if and (ne $type "RollingUpdate") .rollingUpdate -}}
+{{- fail (printf "updateStrategy.rollingUpdate: only with type RollingUpdate (type is %s)" $type) -}}
+{{- end -}}
+{{- if eq $type "RollingUpdate" -}}
+{{- $ru := default dict .rollingUpdate -}}
+{{- /* Kubernetes' defaults for an omitted field: DaemonSet 0 / 1, Deployment 25% / 25%. */ -}}
+{{- $ds := eq $.Values.kind "DaemonSet" -}}
+{{- $surge := ternary (toString $ru.maxSurge) (ternary "0" "25%" $ds) (hasKey $ru "maxSurge") -}}
+{{- $unavail := ternary (toString $ru.maxUnavailable) (ternary "1" "25%" $ds) (hasKey $ru "maxUnavailable") -}}
+{{- if and (include "ipgate.usesNodePorts" $) (not (has $surge (list "0" "0%"))) -}}
+{{- fail (printf "updateStrategy.rollingUpdate.maxSurge: %s with hostNetwork: the new pod cannot bind the node's ports while the old one runs, so the update would stall; use maxSurge: 0 and maxUnavailable: 1" $surge) -}}
+{{- end -}}
+{{- if and (has $surge (list "0" "0%")) (has $unavail (list "0" "0%")) -}}
+{{- fail "updateStrategy.rollingUpdate: maxSurge and maxUnavailable are both 0, so no pod could ever be replaced" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

@@ -30,18 +30,25 @@ spec:
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- with .Values.podSecurityContext }}
   securityContext:
-    runAsNonRoot: true
-    runAsUser: 10001
-    runAsGroup: 10001
-    fsGroup: 10001
-    seccompProfile:
-      type: RuntimeDefault
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.initContainers }}
+  initContainers:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   containers:
     - name: ipgate
       image: {{ include "ipgate.image" . | quote }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
-      args: ["run", "--config", "/etc/ipgate/config.yaml"]
+      args:
+        - run
+        - --config
+        - /etc/ipgate/config.yaml
+        {{- with .Values.extraArgs }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       env:
         - name: IPGATE_ADMIN_TOKEN
           valueFrom:
@@ -61,6 +68,21 @@ spec:
           valueFrom:
             fieldRef:
               fieldPath: spec.nodeName
+        - name: POD_IP
+          valueFrom:
+            fieldRef:
+              fieldPath: status.podIP
+        {{- $admin := include "ipgate.adminListen" . }}
+        {{- if include "ipgate.adminBindsPodIP" . }}
+        # The admin API on the pod IP only: with hostNetwork that is the node's primary address, so
+        # the admin port is not on every node address (0.0.0.0 would be). ipgate reads this variable
+        # in place of config.yaml's admin.listen.
+        - name: IPGATE_ADMIN_LISTEN
+          value: {{ $admin | quote }}
+        {{- end }}
+        # Where `ipgate allowlist ...` run in this container (kubectl exec) finds the admin API.
+        - name: IPGATE_ADMIN_URL
+          value: {{ printf "http://%s" (include "ipgate.adminLocalAddress" .) | quote }}
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -93,33 +115,27 @@ spec:
           port: admin
         periodSeconds: {{ .Values.probes.startup.periodSeconds }}
         failureThreshold: {{ .Values.probes.startup.failureThreshold }}
-      {{- if and (gt (int .Values.preStopSleepSeconds) 0) (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) }}
+      {{- if gt (int .Values.preStopSleepSeconds) 0 }}
       lifecycle:
-        # Let endpoint removal reach kube-proxy before ipgate stops accepting. The sleep action needs
-        # no shell or binary in the image (Kubernetes >= 1.30; older clusters get no preStop hook).
+        # Endpoint removal reaches kube-proxy (and load balancers) a moment after the pod is marked
+        # terminating; waiting here keeps ipgate accepting until no new connection is sent to it.
         preStop:
+          {{- if semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version }}
+          # The kubelet's own sleep (Kubernetes >= 1.30): no process in the container.
           sleep:
             seconds: {{ .Values.preStopSleepSeconds }}
+          {{- else }}
+          # Older clusters: the image's coreutils sleep (node:*-bookworm-slim has /bin/sleep).
+          exec:
+            command: ["/bin/sleep", {{ .Values.preStopSleepSeconds | quote }}]
+          {{- end }}
       {{- end }}
       resources:
         {{- toYaml .Values.resources | nindent 8 }}
+      {{- with include "ipgate.containerSecurityContext" . | fromYaml }}
       securityContext:
-        runAsNonRoot: true
-        runAsUser: 10001
-        runAsGroup: 10001
-        allowPrivilegeEscalation: false
-        readOnlyRootFilesystem: true
-        privileged: false
-        seccompProfile:
-          type: RuntimeDefault
-        capabilities:
-          drop: ["ALL"]
-          {{- if include "ipgate.needsNetBind" . }}
-          # hostNetwork with a port below 1024. Kubernetes grants no ambient capabilities, so a
-          # non-root process only gets it through a file capability: use the image built with
-          # --build-arg NET_BIND_SERVICE=1 (docs/kubernetes.md).
-          add: ["NET_BIND_SERVICE"]
-          {{- end }}
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       volumeMounts:
         - name: config
           mountPath: /etc/ipgate
@@ -129,6 +145,9 @@ spec:
           mountPath: /var/lib/ipgate
         - name: tmp
           mountPath: /tmp
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
   volumes:
     - name: config
       configMap:
@@ -143,6 +162,9 @@ spec:
       emptyDir:
         medium: Memory
         sizeLimit: 16Mi
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- with .Values.nodeSelector }}
   nodeSelector:
     {{- toYaml . | nindent 4 }}
