@@ -1,9 +1,15 @@
 /**
- * The admin API: a ClusterIP Service only, a token Secret (generated or existing) handed over as
- * IPGATE_ADMIN_TOKEN, and an optional ServiceMonitor on /metrics that needs no token.
+ * The admin API: a ClusterIP Service only, a token Secret (existing, or generated once and kept)
+ * handed over as IPGATE_ADMIN_TOKEN, the address it binds (the pod IP with hostNetwork), and an
+ * optional ServiceMonitor on /metrics that needs no token.
  */
 import t from 'tap';
-import { VARIANTS, render, renderFresh } from '../helpers/helm';
+import YAML from 'yaml';
+import { VARIANTS, render, renderError, renderFresh, templateText } from '../helpers/helm';
+
+type EnvVar = { name: string; value?: string; valueFrom?: unknown };
+const env = (values: Record<string, unknown>): EnvVar[] => render(values).podSpec().containers[0].env as EnvVar[];
+const envValue = (values: Record<string, unknown>, name: string): string | undefined => env(values).find((e) => e.name === name)?.value;
 
 t.test('the admin Service is ClusterIP and carries only the admin port', async (t) => {
   const svc = render({}).one('Service', '-admin');
@@ -18,16 +24,41 @@ t.test('the container exposes the admin port under the name both Services and pr
   t.same(c.ports.find((p: { name: string }) => p.name === 'admin'), { name: 'admin', containerPort: 9911, protocol: 'TCP' });
 });
 
-t.test('a generated token Secret: 48 random characters, fed to IPGATE_ADMIN_TOKEN', async (t) => {
+t.test('a generated token Secret: 48 random characters, fed to IPGATE_ADMIN_TOKEN, kept on uninstall', async (t) => {
   const out = render({});
   const secret = out.one('Secret');
   t.equal(secret.metadata.name, 'edge-ipgate-admin-token');
+  t.equal(secret.metadata.annotations!['helm.sh/resource-policy'], 'keep', 'helm uninstall leaves it; a reinstall looks it up');
   const token = Buffer.from(secret.data.token as string, 'base64').toString();
   t.match(token, /^[A-Za-z0-9]{48}$/);
   t.not(Buffer.from(renderFresh({}).one('Secret').data.token as string, 'base64').toString(), token, 'random per render (lookup keeps it on upgrades)');
   const env = out.podSpec().containers[0].env as { name: string; valueFrom?: unknown }[];
   t.same(env.find((e) => e.name === 'IPGATE_ADMIN_TOKEN')?.valueFrom, { secretKeyRef: { name: 'edge-ipgate-admin-token', key: 'token' } });
   t.same(env.find((e) => e.name === 'POD_NAMESPACE')?.valueFrom, { fieldRef: { fieldPath: 'metadata.namespace' } });
+});
+
+t.test('existingSecret: a render without cluster access is the same twice, with no Secret in it (GitOps)', async (t) => {
+  const values = VARIANTS.existingSecret!;
+  const first = templateText(values);
+  const second = templateText(values);
+  t.equal(second, first, 'helm template twice: byte for byte the same');
+  const kinds = YAML.parseAllDocuments(first).map((d) => (d.toJS() as { kind?: string } | null)?.kind).filter(Boolean);
+  t.ok(kinds.includes('DaemonSet'), 'the output is a full render');
+  t.notOk(kinds.includes('Secret'), 'no Secret object at all');
+  t.notMatch(first, /kind: Secret/);
+});
+
+t.test('without existingSecret a render without cluster access has the Secret, and NOTES say to use existingSecret for GitOps', async (t) => {
+  const text = templateText({});
+  const secrets = YAML.parseAllDocuments(text).map((d) => d.toJS() as { kind?: string; metadata?: { name: string } } | null).filter((o) => o?.kind === 'Secret');
+  t.same(secrets.map((s) => s!.metadata!.name), ['edge-ipgate-admin-token']);
+  t.match(render({}).notes(), /every render makes a new\s+token: create a Secret once and set admin\.existingSecret/);
+  t.notMatch(render(VARIANTS.existingSecret!).notes(), /every render makes a new/);
+});
+
+t.test('existingSecret must be a Secret name (schema)', async (t) => {
+  t.match(renderError({ admin: { existingSecret: 'Ops_Token' } }), /at '\/admin\/existingSecret'/);
+  t.match(renderError({ admin: { existingSecret: 'ops', existingSecretKey: '' } }), /at '\/admin\/existingSecretKey'/);
 });
 
 t.test('existingSecret: no Secret is rendered and the pod reads the given key', async (t) => {
@@ -54,4 +85,31 @@ t.test('ServiceMonitor: off by default; on, it scrapes /metrics on the admin Ser
   }
   t.not(out.one('Service', 'edge-ipgate').metadata.labels!['app.kubernetes.io/component'], 'admin', 'the data Service is not scraped');
   t.same(sm.spec.namespaceSelector, { matchNames: ['ipgate-system'] });
+});
+
+t.test('the admin API binds 0.0.0.0 in the pod network namespace: no IPGATE_ADMIN_LISTEN, the CLI uses loopback', async (t) => {
+  t.equal(envValue({}, 'IPGATE_ADMIN_LISTEN'), undefined);
+  t.equal(envValue({}, 'IPGATE_ADMIN_URL'), 'http://127.0.0.1:9901');
+  t.equal(envValue({ admin: { bindAddress: '[::]' } }, 'IPGATE_ADMIN_LISTEN'), undefined);
+});
+
+t.test('hostNetwork: the admin API binds the pod IP (the node\'s primary address), not every node address', async (t) => {
+  const vars = env(VARIANTS.hostNetwork!);
+  const podIp = vars.findIndex((e) => e.name === 'POD_IP');
+  const listen = vars.findIndex((e) => e.name === 'IPGATE_ADMIN_LISTEN');
+  t.same(vars[podIp]!.valueFrom, { fieldRef: { fieldPath: 'status.podIP' } });
+  t.equal(vars[listen]!.value, '$(POD_IP):9901');
+  t.ok(podIp < listen, 'POD_IP is defined first: the kubelet expands $(VAR) only from earlier variables');
+  t.equal(envValue(VARIANTS.hostNetwork!, 'IPGATE_ADMIN_URL'), 'http://$(POD_IP):9901', 'kubectl exec ... allowlist reaches it');
+  const config = YAML.parse(render(VARIANTS.hostNetwork!).one('ConfigMap', '-config').data['config.yaml'] as string) as { admin: { listen: string } };
+  t.equal(config.admin.listen, '0.0.0.0:9901', 'config.yaml keeps the wildcard; the variable takes precedence');
+});
+
+t.test('admin.bindAddress: podIP without hostNetwork, IPv6 bracketed, and an explicit wildcard with hostNetwork', async (t) => {
+  t.equal(envValue({ admin: { bindAddress: 'podIP', port: 9911 } }, 'IPGATE_ADMIN_LISTEN'), '$(POD_IP):9911');
+  t.equal(envValue({ admin: { bindAddress: 'podIP', podIPFamily: 'IPv6' } }, 'IPGATE_ADMIN_LISTEN'), '[$(POD_IP)]:9901');
+  t.equal(envValue({ admin: { bindAddress: 'podIP', podIPFamily: 'IPv6' } }, 'IPGATE_ADMIN_URL'), 'http://[$(POD_IP)]:9901');
+  t.equal(envValue({ hostNetwork: true, admin: { bindAddress: '0.0.0.0' } }, 'IPGATE_ADMIN_LISTEN'), undefined, 'the operator chose the wildcard');
+  t.match(render({ hostNetwork: true, admin: { bindAddress: '0.0.0.0' } }).notes(), /admin port 9901 is on every node address/);
+  t.match(renderError({ admin: { bindAddress: '10.0.0.1' } }), /at '\/admin\/bindAddress': value must be one of 'auto', 'podIP', '0\.0\.0\.0', '\[::\]'/);
 });
