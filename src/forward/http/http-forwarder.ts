@@ -233,9 +233,18 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got);
     const ex = this.exchange(hc, req, null, socket);
     (req as Carrier)[kExchange] = ex;
-    if (ex.entry === null || hc.revoked || this.draining || got.upgrade === null) {
+    // An upgrade request with a body is refused (issue "Hardening" 3): the engines send the head
+    // upstream and the body bytes only after a 101, so a backend that answers without 101 would
+    // read the next request on that connection as the body. A request that is allowed and
+    // well formed is then sent on a connection of its own (upgradeAgent), never a pooled one.
+    const bad = got.upgrade === null || got.hasBody || req.httpVersionMinor !== 1;
+    if (ex.entry === null || hc.revoked || this.draining || bad) {
       const canned = ex.entry === null || hc.revoked ? this.canned.forbidden(got.accept) : this.canned.badRequest;
       if (ex.entry === null) this.countDenied(ex);
+      else if (bad) {
+        ex.reason = 'bad_request';
+        ListenerStats.bump(this.stats.httpClientErrors, 'bad_request');
+      }
       ex.status = canned.status;
       this.record(ex);
       socket.end(canned.wire);
@@ -243,12 +252,25 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     }
     this.identityHeaders(headers, hc, ex.client, got);
     headers.connection = 'upgrade';
-    headers.upgrade = got.upgrade;
+    headers.upgrade = got.upgrade!; // not null: `bad` above
     ex.headers = headers;
     hc.upgraded = ex;
     ex.first = this.pool.start();
     ex.timer = setTimeout(onUpstreamTimeout, this.upstreamTimeoutMs, ex);
-    this.engine.ws(ex, ex.first, headers, hc.agent ?? this.agent, head);
+    this.engine.ws(ex, ex.first, headers, this.upgradeAgent(hc.conn), head);
+  }
+
+  /**
+   * The agent of one upgrade: a connection of its own, closed after the exchange (no keep-alive),
+   * with the outbound PROXY header first when the listener sends one. An upgrade is never sent on
+   * a pooled socket: if the backend declines it, what follows on that socket is no longer framed
+   * by anything ipgate knows, and the socket must not carry another request.
+   */
+  private upgradeAgent(conn: Connection): Agent {
+    const agent = this.config.outboundProxyProtocol === 'none'
+      ? new http.Agent({ keepAlive: false, maxSockets: 1 })
+      : new ProxyHeaderAgent(this.proxyHeader(conn), 0, false);
+    return timeConnects(agent, this.stats.upstreamConnect);
   }
 
   // --- the relay engine's host (RelayHost, WIP) -------------------------------------------------
@@ -608,10 +630,13 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
   }
 
   private dedicatedAgent(conn: Connection): Agent {
+    return timeConnects(new ProxyHeaderAgent(this.proxyHeader(conn), this.config.http.upstreamIdleTimeoutMs, true), this.stats.upstreamConnect);
+  }
+
+  private proxyHeader(conn: Connection): Buffer {
     const src = { address: conn.clientAddress, port: conn.clientPort };
     const dst = { address: conn.destAddress, port: conn.destPort };
-    const header = this.config.outboundProxyProtocol === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
-    return timeConnects(new ProxyHeaderAgent(header, this.config.http.upstreamIdleTimeoutMs), this.stats.upstreamConnect);
+    return this.config.outboundProxyProtocol === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
   }
 
   private close(): void {
@@ -628,8 +653,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
  * upstream socket (maxSockets 1), the header written first on every socket it opens.
  */
 class ProxyHeaderAgent extends http.Agent {
-  constructor(private readonly header: Buffer, idleMs: number) {
-    super({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: idleMs });
+  constructor(private readonly header: Buffer, idleMs: number, keepAlive: boolean) {
+    super(keepAlive ? { keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: idleMs } : { keepAlive: false, maxSockets: 1 });
   }
 
   override createConnection(options: net.NetConnectOpts): net.Socket {

@@ -221,7 +221,8 @@ function reserveInput(len: number): number {
 /** Parsers dropped without free(): their llhttp state is freed when they are collected. */
 const leaked = new FinalizationRegistry<number>((ptr) => L?.llhttp_free(ptr));
 
-type State = 'active' | 'paused' | 'upgraded' | 'errored' | 'freed';
+export type ParserState = 'active' | 'paused' | 'upgraded' | 'errored' | 'freed';
+type State = ParserState;
 
 /** Where a skip-body head waits for on_message_complete (see HttpParser.#onHeadersComplete). */
 type AnyHead = RequestHead | ResponseHead;
@@ -309,6 +310,14 @@ export class HttpParser<T extends ParserType> {
     if (ptr === 0) throw new Error('llhttp: llhttp_alloc failed');
     this.#ptr = ptr;
     leaked.register(this, ptr, this);
+  }
+
+  /**
+   * Where the parser is: only an `active` parser may be given bytes (execute() throws otherwise, a
+   * caller's bug, never a peer's: callers check this before feeding what a peer sent).
+   */
+  get state(): ParserState {
+    return this.#state;
   }
 
   /** Parses `data` (see the module comment for the results). Never throws on bad input. */

@@ -65,6 +65,13 @@ export interface RelayHost {
   readonly maxHeaderBytes: number;
 }
 
+/** How long an ended connection reads and drops what the client still sends before it is closed. */
+export const LINGER_MS = 5000;
+
+function destroySocket(socket: net.Socket): void {
+  socket.destroy();
+}
+
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
 
 /** Pooled upstream sockets per target, LIFO, one request in flight on each. */
@@ -117,7 +124,9 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
 
   constructor(readonly target: Upstream, private readonly pool: RelayPool) {
     this.socket = net.connect({ host: target.host, port: target.port, noDelay: true });
-    this.parser = new HttpParser('response', this, { pauseAfterMessage: false });
+    // Paused after each response, so bytes behind a complete response are seen (and the socket
+    // dropped) instead of being parsed into a released socket's next message.
+    this.parser = new HttpParser('response', this, { pauseAfterMessage: true });
     this.socket.on('data', (d: Buffer) => this.onData(d));
     const dialedAt = performance.now();
     this.socket.once('connect', () => {
@@ -128,10 +137,12 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     this.socket.on('timeout', () => this.socket.destroy());
     this.socket.once('close', () => {
       this.pool.drop(this);
-      this.parser.free();
       const o = this.owner;
       this.owner = null;
+      // The owner first: a body delimited by the close is completed with parser.finish(), so the
+      // parser is freed only after it (test: "an upstream that closes after the response head").
       o?.upstreamClosed(this);
+      this.parser.free();
     });
     this.socket.on('drain', () => this.owner?.upstreamDrained());
   }
@@ -142,10 +153,21 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
       this.socket.destroy(); // bytes outside a response: the connection is not reusable
       return;
     }
+    if (this.parser.state !== 'active') {
+      this.socket.destroy();
+      return;
+    }
     const r = this.parser.execute(d);
     if (r.kind === 'error' || r.kind === 'upgrade') {
       this.socket.destroy();
+      o.flush();
       return;
+    }
+    if (r.kind === 'paused') {
+      // A response completed in this read (and the socket may be back in the pool): bytes after
+      // it are no response to any request, so the socket's framing is no longer known.
+      if (r.consumed < d.length) this.socket.destroy();
+      else this.parser.resume();
     }
     o.flush();
   }
@@ -192,6 +214,13 @@ export class RelayConn implements ParserSink<RequestHead> {
   private headSeen = false;
   /** The current request is an upgrade: the connection goes to the node:http path. */
   private handoff = false;
+  /**
+   * The relay has ended its side (after a close-delimited answer, a 400/408, a denial): what the
+   * client still sends is read and dropped, never parsed (a parser stopped mid-message must not be
+   * fed, and a request completed after the answer must not go upstream), until the client's FIN
+   * or LINGER_MS (nginx's lingering close: read, discard, then close).
+   */
+  private ending = false;
   private readonly onDataFn = (d: Buffer): void => this.onData(d);
   private readonly onDrainFn = (): void => { this.up?.socket.resume(); };
   private readonly onEndFn = (): void => { this.socket.destroy(); };
@@ -226,6 +255,7 @@ export class RelayConn implements ParserSink<RequestHead> {
 
   /** Arm the wait between requests: `idle` (keep-alive timeout) or `head` (header timeout). */
   private wait(kind: 'idle' | 'head'): void {
+    if (this.ending) return; // the linger timer runs
     if (this.waitTimer !== null) clearTimeout(this.waitTimer);
     this.waiting = kind;
     const ms = kind === 'idle' ? this.host.keepAliveTimeoutMs : this.host.requestHeaderTimeoutMs;
@@ -246,10 +276,23 @@ export class RelayConn implements ParserSink<RequestHead> {
     }
     this.waiting = null;
     this.host.relayClientError(this.hc, 'header_timeout');
-    this.socket.end(this.host.requestTimeout.wire);
+    this.endConnection(this.host.requestTimeout.wire);
+  }
+
+  /** End our side (after `wire`, if any) and stop parsing: see `ending`. */
+  private endConnection(wire: Buffer | null): void {
+    if (this.ending) return;
+    this.ending = true;
+    this.stopWaiting();
+    if (this.backlog !== null) this.backlog = null;
+    if (wire !== null) this.socket.end(wire);
+    else this.socket.end();
+    this.socket.resume(); // read and drop until the client's FIN
+    this.waitTimer = setTimeout(destroySocket, LINGER_MS, this.socket);
   }
 
   private onData(d: Buffer): void {
+    if (this.ending) return;
     if (this.waiting === 'idle') this.wait('head');
     if (this.ex !== null && this.requestDone) {
       // A pipelined request behind one in flight: keep it for later.
@@ -261,6 +304,18 @@ export class RelayConn implements ParserSink<RequestHead> {
   }
 
   private feed(d: Buffer): void {
+    const state = this.parser.state;
+    if (state !== 'active') {
+      // Not expected (each path that stops the parser also ends or pauses the connection), but a
+      // peer's bytes must never reach a stopped parser: keep them for next() or give up cleanly.
+      if (state === 'paused') {
+        this.backlog = this.backlog === null ? d : Buffer.concat([this.backlog, d]);
+        this.socket.pause();
+      } else {
+        this.socket.destroy();
+      }
+      return;
+    }
     const r = this.parser.execute(d);
     this.flushUp();
     this.flush(); // a 100 Continue
@@ -298,6 +353,13 @@ export class RelayConn implements ParserSink<RequestHead> {
   onHead(head: RequestHead): void {
     this.headSeen = true;
     if (head.upgrade && head.method !== 'CONNECT') {
+      if (head.chunked || (head.contentLength ?? 0) > 0) {
+        // Refused, as on the node:http path (HttpForwarder.onUpgrade): an upgrade's body is sent
+        // upstream only after a 101, so a backend declining it would desync on that body.
+        this.host.relayClientError(this.hc, 'bad_request');
+        this.fail(this.host.badRequest);
+        return;
+      }
       this.handoff = true; // feed() hands the connection on when execute returns
       return;
     }
@@ -505,7 +567,7 @@ export class RelayConn implements ParserSink<RequestHead> {
     this.forget(ex);
     this.host.relayRecord(ex);
     if (this.closeAfter || this.hc.revoked) {
-      this.socket.end();
+      this.endConnection(null);
       return;
     }
     // Next request: resume parsing what was read meanwhile. Not from here: this runs inside a
@@ -525,7 +587,7 @@ export class RelayConn implements ParserSink<RequestHead> {
 
   private fail(canned: Canned): void {
     if (this.ex === null || !this.responseStarted) {
-      this.socket.end(canned.wire);
+      this.endConnection(canned.wire);
     } else {
       this.socket.destroy();
     }
