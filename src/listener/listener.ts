@@ -17,6 +17,7 @@ import { afterHeader, beforeHeader, type IdentityOutcome } from '../identity/der
 import { ListenerStats } from '../metrics/listener-stats';
 import { decodeProxyHeader } from '../proxy-protocol/decoder';
 import type { LiveList } from '../store/live-lists';
+import { AcceptErrors } from './accept-errors';
 import { Connection } from './connection';
 import { RawSocket } from './raw-socket';
 
@@ -74,6 +75,8 @@ export class Listener {
   private draining = false;
   /** Accepting libuv handles as RawSockets (handler.rawSockets, where available). */
   private raw = false;
+  /** Failed accepts: counted, logged once per interval, refused just below the fd limit. */
+  private readonly acceptErrors: AcceptErrors;
 
   constructor(
     readonly config: Readonly<ListenerConfig>,
@@ -88,7 +91,13 @@ export class Listener {
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
     this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true, highWaterMark: deps.handler.socketHighWaterMark },
       (socket) => this.accept(socket));
-    this.server.on('error', (err) => this.log.error({ err }, 'listener error'));
+    this.acceptErrors = new AcceptErrors(this.stats, this.log);
+    this.server.on('error', (err: NodeJS.ErrnoException) => {
+      // net.Server emits a failed accept (the libuv EMFILE trick itself failing, ENFILE, ...) as an
+      // error event per failure: counted and rate-limited like the handle path's.
+      if (err.syscall === 'accept') this.acceptErrors.failed(typeof err.errno === 'number' ? err.errno : 0);
+      else this.log.error({ err }, 'listener error');
+    });
   }
 
   get address(): net.AddressInfo | null {
@@ -135,9 +144,13 @@ export class Listener {
     const handle = (this.server as unknown as { _handle?: { onconnection?: unknown } | null })._handle;
     if (handle === null || handle === undefined || typeof handle.onconnection !== 'function') return;
     this.raw = true;
-    handle.onconnection = (err: number, clientHandle: unknown): void => {
+    handle.onconnection = (err: number, clientHandle: { fd: number; close(): void } | undefined | null): void => {
       if (err !== 0 || clientHandle === undefined || clientHandle === null) {
-        this.log.warn({ err }, 'accept failed');
+        this.acceptErrors.failed(err);
+        return;
+      }
+      if (!this.acceptErrors.admit(clientHandle.fd)) {
+        clientHandle.close();
         return;
       }
       this.acceptRaw(RawSocket.accepted(clientHandle));
@@ -147,6 +160,7 @@ export class Listener {
   /** Stop accepting; open connections continue (the caller waits, then `destroyAll`). */
   stopAccepting(): void {
     this.draining = true;
+    this.acceptErrors.close();
     this.deps.handler.drain?.();
     // close() stops accepting at once; its callback would wait for every open connection, which is
     // the drain's job (bounded by drainTimeoutMs), so it is not awaited here.
@@ -192,6 +206,11 @@ export class Listener {
   }
 
   private accept(socket: net.Socket): void {
+    const handle = (socket as unknown as { _handle: { fd: number } | null })._handle;
+    if (handle !== null && !this.acceptErrors.admit(handle.fd)) {
+      socket.destroy();
+      return;
+    }
     const remote = socket.remoteAddress;
     if (remote === undefined || this.draining) {
       socket.destroy();

@@ -16,6 +16,10 @@ export class ListenerStats {
   readonly proxyHeader = new Map<string, number>();
   /** Upstream failures by reason. */
   readonly upstreamErrors = new Map<string, number>();
+  /** Accepts that failed or were refused at the open-file limit, by code (listener/accept-errors.ts). */
+  acceptErrorsEmfile = 0;
+  acceptErrorsEnfile = 0;
+  acceptErrorsOther = 0;
   bytesFromClient = 0;
   bytesToClient = 0;
   /** HTTP listeners: requests received (upgrades included). */

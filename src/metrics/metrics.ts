@@ -101,6 +101,13 @@ export class Metrics {
     new Published({ name: 'ipgate_connections_accepted_total', type: 'counter',
       help: 'Connections accepted on a listener (before the PROXY header and the allowlist).',
       collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.accepted })) }).register(r);
+    new Published({ name: 'ipgate_accept_errors_total', type: 'counter',
+      help: 'Connections closed unserved at accept, by code: EMFILE (the open-file limit; refused just below it, since libuv would reset them unseen), ENFILE (the system-wide limit), other.',
+      collect: each((s, out) => {
+        out.push({ labels: { listener: s.listener, code: 'EMFILE' }, value: s.acceptErrorsEmfile });
+        out.push({ labels: { listener: s.listener, code: 'ENFILE' }, value: s.acceptErrorsEnfile });
+        out.push({ labels: { listener: s.listener, code: 'other' }, value: s.acceptErrorsOther });
+      }) }).register(r);
     new Published({ name: 'ipgate_connections_active', type: 'gauge',
       help: 'Connections open now on a listener.',
       collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.active })) }).register(r);
