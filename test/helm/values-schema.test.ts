@@ -1,9 +1,16 @@
 /**
- * Invalid values are refused by `helm template` (values.schema.json, or the chart's cross-field
- * checks) with a message naming the field.
+ * Invalid values are refused by `helm template` and `helm lint` (values.schema.json, or the chart's
+ * cross-field checks) with a message naming the field. CIDRs and addresses are checked by pattern:
+ * the patterns agree with ipgate's own parser (src/allowlist/cidr.ts) on every syntax question, so
+ * a value that passes the chart does not crash-loop the pod.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
-import { HTTP_LISTENER, TCP_LISTENER, renderError } from '../helpers/helm';
+import { parseCidr } from '../../src/allowlist/cidr';
+import { parseHostPort } from '../../src/config/host-port';
+import { prng } from '../helpers/prng';
+import { CHART, HTTP_LISTENER, TCP_LISTENER, lint, render, renderError } from '../helpers/helm';
 
 const withListener = (patch: Record<string, unknown>) => ({ listeners: [{ ...HTTP_LISTENER, ...patch }], allowlists: { office: [] } });
 
@@ -40,3 +47,139 @@ for (const c of CASES) {
     t.match(renderError(c.values), c.message);
   });
 }
+
+// -------------------------------------------------------------------------------------------------
+// CIDRs and addresses
+
+const withLists = (lists: Record<string, unknown[]>) => ({ listeners: [{ ...HTTP_LISTENER, allowlist: 'office' }], allowlists: { office: [], ...lists } });
+
+const BAD_CIDRS: { what: string; values: Record<string, unknown>; field: string }[] = [
+  { what: 'an allowlist entry with three octets', values: withLists({ office: ['203.0.113.0/24', '203.0.113/24'] }), field: '/allowlists/office/1' },
+  { what: 'an allowlist entry object with prefix 33', values: withLists({ office: [{ cidr: '203.0.113.0/33', comment: 'x' }] }), field: '/allowlists/office/0' },
+  { what: 'an allowlist entry with a leading-zero octet', values: withLists({ office: ['010.0.0.0/8'] }), field: '/allowlists/office/0' },
+  { what: 'an IPv6 entry with two "::"', values: withLists({ office: ['2001:db8::1::/64'] }), field: '/allowlists/office/0' },
+  { what: 'an expiresAt without time and offset', values: withLists({ office: [{ cidr: '10.0.0.0/8', expiresAt: '2030-01-01' }] }), field: '/allowlists/office/0/expiresAt' },
+  { what: 'a PROXY trusted source with an octet above 255', values: { listeners: [{ ...TCP_LISTENER, proxyProtocol: { mode: 'optional', trustedSources: ['10.0.0.256/32'] } }], allowlists: { partners: [] } }, field: '/listeners/0/proxyProtocol/trustedSources/0' },
+  { what: 'a trusted proxy with a trailing "/"', values: { listeners: [{ ...HTTP_LISTENER, http: { trustedProxies: ['192.0.2.0/'] } }], allowlists: { office: [] } }, field: '/listeners/0/http/trustedProxies/0' },
+  { what: 'clusterNetworks with a comma', values: { config: { clusterNetworks: ['10.244.0.0/16,10.96.0.0/12'] } }, field: '/config/clusterNetworks/0' },
+  { what: 'loadBalancerSourceRanges without a prefix (Kubernetes needs one)', values: { service: { type: 'LoadBalancer', loadBalancerSourceRanges: ['203.0.113.7'] } }, field: '/service/loadBalancerSourceRanges/0' },
+  { what: 'an upstream port 70000', values: { listeners: [{ ...HTTP_LISTENER, upstreams: ['web.apps:70000'] }], allowlists: { office: [] } }, field: '/listeners/0/upstreams/0' },
+  { what: 'an upstream IPv6 address without brackets', values: { listeners: [{ ...HTTP_LISTENER, upstreams: ['2001:db8::1:8080'] }], allowlists: { office: [] } }, field: '/listeners/0/upstreams/0' },
+];
+
+for (const c of BAD_CIDRS) {
+  t.test(`helm lint refuses ${c.what}, naming the field`, async (t) => {
+    const r = lint(c.values);
+    t.not(r.status, 0, 'lint fails');
+    t.match(r.output, new RegExp(`at '${c.field.replace(/\//g, '\\/')}'`), `names ${c.field}`);
+    t.match(r.output, /1 chart\(s\) failed/);
+  });
+}
+
+t.test('helm lint passes the same fields written correctly (the refusals above are about the typo)', async (t) => {
+  const r = lint({
+    listeners: [
+      { ...HTTP_LISTENER, allowlist: 'office', upstreams: ['web.apps:8080', '[2001:db8::10]:8080', '192.0.2.10:80'], http: { trustedProxies: ['192.0.2.0/24', '2001:db8:1::/48'] } },
+      { ...TCP_LISTENER, proxyProtocol: { mode: 'optional', trustedSources: ['10.0.0.0/8', '10.1.2.3'] } },
+    ],
+    allowlists: { office: ['203.0.113.0/24', '203.0.113.7', '::/0', { cidr: '2001:db8::/32', expiresAt: '2030-01-31T18:00:00+01:00' }], partners: [] },
+    config: { clusterNetworks: ['10.244.0.0/16', 'fd00:10:244::/56'] },
+    service: { type: 'LoadBalancer', loadBalancerSourceRanges: ['0.0.0.0/0', '::/0'] },
+  });
+  t.equal(r.status, 0, r.output);
+});
+
+t.test('an IPv4 CIDR with host bits set is refused with the network address to write (ipgate would refuse it at start)', async (t) => {
+  t.match(renderError(withLists({ office: ['203.0.113.7/24'] })), /allowlists\.office\[0\]: host bits set in "203\.0\.113\.7\/24": did you mean 203\.0\.113\.0\/24\?/);
+  t.match(renderError(withLists({ office: [{ cidr: '10.1.0.0/8' }] })), /allowlists\.office\[0\]\.cidr: host bits set in "10\.1\.0\.0\/8": did you mean 10\.0\.0\.0\/8\?/);
+  t.match(renderError({ config: { clusterNetworks: ['10.244.1.0/16'] } }), /config\.clusterNetworks\[0\]: host bits set .* did you mean 10\.244\.0\.0\/16\?/);
+  t.match(renderError({ listeners: [{ ...TCP_LISTENER, proxyProtocol: { mode: 'optional', trustedSources: ['10.0.0.1/31'] } }], allowlists: { partners: [] } }), /listeners\[0\]\.proxyProtocol\.trustedSources\[0\]: host bits set .* did you mean 10\.0\.0\.0\/31\?/);
+  t.match(renderError({ listeners: [{ ...HTTP_LISTENER, http: { trustedProxies: ['192.0.2.255/25'] } }], allowlists: { office: [] } }), /listeners\[0\]\.http\.trustedProxies\[0\]: host bits set .* did you mean 192\.0\.2\.128\/25\?/);
+  // The edges: /0, /32 and a bare address have no host bits to check.
+  const ok = render(withLists({ office: ['0.0.0.0/0', '255.255.255.255/32', '255.255.255.254/31', '198.51.100.7'] }));
+  t.equal(ok.all('ConfigMap').length > 0, true);
+});
+
+// The schema's patterns, as helm compiles them (Go RE2 and JavaScript agree on this subset:
+// no lookaround, no backreferences, ASCII classes only).
+const schema = JSON.parse(fs.readFileSync(path.join(CHART, 'values.schema.json'), 'utf8')) as { definitions: Record<string, { pattern: string }> };
+const pattern = (name: string): RegExp => new RegExp(schema.definitions[name]!.pattern);
+const CIDR = pattern('cidr');
+const CIDR_WITH_PREFIX = pattern('cidrWithPrefix');
+const UPSTREAM = pattern('upstream');
+
+/** ipgate's verdict on syntax: refusals for host bits and IPv4-mapped CIDRs are semantic, not syntax. */
+function ipgateSyntaxOk(text: string): boolean {
+  const r = parseCidr(text);
+  return r.ok || /^host bits set|^IPv4-mapped IPv6 CIDR/.test(r.message);
+}
+
+const CIDR_CASES = [
+  '10.0.0.0/8', '0.0.0.0/0', '255.255.255.255/32', '198.51.100.7', '10.0.0.0/08', '10.0.0.0/', '10.0.0.0/33', '10/8', '10.1/16',
+  '010.0.0.0/8', '256.0.0.0/8', '1.2.3.4.5/32', ' 10.0.0.0/8', '10.0.0.0 /8', '10.0.0.0/8/8', '0x0a.0.0.0/8', '1.2.3.-1/32',
+  '::/0', '::', '::1', '::1/128', '2001:db8::/32', '2001:DB8::/32', '2001:db8::/129', '2001:db8:::/32', ':::1', '1::2::3',
+  '1:2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8/64', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7::', '::2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8::',
+  '12345::/16', 'fe80::1%eth0', '::ffff:1.2.3.4', '::ffff:1.2.3.4/128', '::ffff:0:0/96', '::1.2.3.4', '64:ff9b::192.0.2.33',
+  '1:2:3:4:5:6:1.2.3.4', '1:2:3:4:5:6:7:1.2.3.4', '1::1.2.3.4', '1:2:3:4:5::1.2.3.4', '1:2:3:4:5:6::1.2.3.4', 'g::1', '2001:db8::/032',
+];
+
+t.test('the CIDR pattern agrees with ipgate\'s parser on every listed case', async (t) => {
+  for (const c of CIDR_CASES) {
+    t.equal(CIDR.test(c), ipgateSyntaxOk(c), `${JSON.stringify(c)}: ipgate ${ipgateSyntaxOk(c) ? 'accepts' : 'refuses'} its syntax`);
+  }
+});
+
+/** Random IPv6 text forms: full, "::" anywhere it fits, upper case, an IPv4 tail, and mutations. */
+function randomV6(rand: () => number): string {
+  const groups = Array.from({ length: 8 }, () => (rand() < 0.4 ? 0 : Math.floor(rand() * 65536)).toString(16));
+  let parts = groups;
+  if (rand() < 0.3) parts = [...groups.slice(0, 6), `${Math.floor(rand() * 256)}.${Math.floor(rand() * 256)}.${Math.floor(rand() * 256)}.${Math.floor(rand() * 256)}`];
+  let text = parts.join(':');
+  if (rand() < 0.7) {
+    const n = parts.length;
+    const from = Math.floor(rand() * n);
+    const to = Math.min(n, from + 1 + Math.floor(rand() * (n - from)));
+    text = `${parts.slice(0, from).join(':')}::${parts.slice(to).join(':')}`;
+  }
+  if (rand() < 0.2) text = text.toUpperCase();
+  const mutation = rand();
+  if (mutation < 0.08) text = `${text}:1`;
+  else if (mutation < 0.16) text = text.replace(':', ':::');
+  else if (mutation < 0.22) text = text.replace(/[0-9a-f]+/i, '12345');
+  else if (mutation < 0.28) text = `${text}::`;
+  if (rand() < 0.5) text += `/${Math.floor(rand() * 140)}`;
+  return text;
+}
+
+t.test('the CIDR pattern agrees with ipgate\'s parser on 20,000 random IPv6 forms (seeded)', async (t) => {
+  const rand = prng(21);
+  let accepted = 0;
+  let disagreements = 0;
+  for (let i = 0; i < 20_000; i++) {
+    const text = randomV6(rand);
+    const ok = ipgateSyntaxOk(text);
+    if (ok) accepted++;
+    if (CIDR.test(text) !== ok) {
+      if (disagreements++ < 10) t.fail(`${JSON.stringify(text)}: pattern ${CIDR.test(text) ? 'matches' : 'does not match'}, ipgate ${ok ? 'accepts' : 'refuses'}`);
+    }
+  }
+  t.equal(disagreements, 0);
+  t.ok(accepted > 5000 && accepted < 18_000, `both kinds occur (${accepted} accepted)`);
+});
+
+t.test('CIDRs for Kubernetes fields need the prefix; the rest is the same pattern', async (t) => {
+  t.ok(CIDR_WITH_PREFIX.test('10.0.0.0/8'));
+  t.notOk(CIDR_WITH_PREFIX.test('10.0.0.1'));
+  t.notOk(CIDR_WITH_PREFIX.test('2001:db8::1'));
+  for (const c of CIDR_CASES.filter((c) => c.includes('/'))) t.equal(CIDR_WITH_PREFIX.test(c), CIDR.test(c), c);
+});
+
+t.test('the upstream pattern agrees with ipgate\'s host:port parser', async (t) => {
+  const cases = ['web:8080', 'web.apps.svc.cluster.local:443', 'web.apps.svc.cluster.local.:443', '192.0.2.10:80', '[2001:db8::1]:8080', '[::1]:1',
+    'web', 'web:', 'web:0', 'web:65535', 'web:65536', 'web:08080', '2001:db8::1:8080', '[2001:db8::1]', '[2001:db8::1]8080', '-web:80',
+    'we_b:80', 'web..apps:80', '[1.2.3.4]:80', `${'a'.repeat(63)}.b:1`, `${'a'.repeat(64)}.b:1`];
+  for (const c of cases) {
+    const ipgate = typeof parseHostPort(c, false) !== 'string';
+    t.equal(UPSTREAM.test(c), ipgate, `${JSON.stringify(c)}: ipgate ${ipgate ? 'accepts' : 'refuses'}`);
+  }
+});

@@ -175,6 +175,28 @@ rollingUpdate:
 {{- end -}}
 
 {{/*
+An IPv4 CIDR with host bits set (10.0.0.1/8) passes the schema's pattern but ipgate refuses it at
+start, so the pod would crash-loop: refuse it here with the network address to write instead.
+Call with (list "<field path>" "<cidr>"). IPv6 CIDRs are left to ipgate's own check.
+*/}}
+{{- define "ipgate.checkCidrHostBits" -}}
+{{- $path := index . 0 -}}
+{{- $cidr := toString (index . 1) -}}
+{{- if and (contains "/" $cidr) (not (contains ":" $cidr)) -}}
+{{- $parts := splitList "/" $cidr -}}
+{{- $prefix := atoi (index $parts 1) -}}
+{{- $value := 0 -}}
+{{- range splitList "." (index $parts 0) -}}{{- $value = add (mul $value 256) (atoi .) -}}{{- end -}}
+{{- $size := 1 -}}
+{{- range until (int (sub 32 $prefix)) -}}{{- $size = mul $size 2 -}}{{- end -}}
+{{- $net := sub $value (mod $value $size) -}}
+{{- if ne $net $value -}}
+{{- fail (printf "%s: host bits set in %q: did you mean %d.%d.%d.%d/%d?" $path $cidr (div $net 16777216) (mod (div $net 65536) 256) (mod (div $net 256) 256) (mod $net 256) $prefix) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Checks values.schema.json cannot express (cross-field rules). Each failure names the field.
 */}}
 {{- define "ipgate.validate" -}}
@@ -199,9 +221,27 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- if and (lt (int $l.port) 1024) (not $.Values.hostNetwork) -}}
 {{- fail (printf "listeners[%d].port: %d is below 1024, which a non-root container cannot bind without hostNetwork; listen on a port >= 1024 and set listeners[%d].servicePort: %d" $i (int $l.port) $i (int $l.port)) -}}
 {{- end -}}
+{{- range $j, $c := (dig "proxyProtocol" "trustedSources" list $l) -}}
+{{- include "ipgate.checkCidrHostBits" (list (printf "listeners[%d].proxyProtocol.trustedSources[%d]" $i $j) $c) -}}
+{{- end -}}
+{{- range $j, $c := (dig "http" "trustedProxies" list $l) -}}
+{{- include "ipgate.checkCidrHostBits" (list (printf "listeners[%d].http.trustedProxies[%d]" $i $j) $c) -}}
+{{- end -}}
 {{- if not (hasKey $.Values.allowlists $l.allowlist) -}}
 {{- fail (printf "listeners[%d].allowlist: %q is not defined under allowlists (defined: %s)" $i $l.allowlist (keys $.Values.allowlists | sortAlpha | join ", ")) -}}
 {{- end -}}
+{{- end -}}
+{{- range $name, $entries := .Values.allowlists -}}
+{{- range $j, $e := $entries -}}
+{{- if kindIs "string" $e -}}
+{{- include "ipgate.checkCidrHostBits" (list (printf "allowlists.%s[%d]" $name $j) $e) -}}
+{{- else -}}
+{{- include "ipgate.checkCidrHostBits" (list (printf "allowlists.%s[%d].cidr" $name $j) $e.cidr) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $j, $c := .Values.config.clusterNetworks -}}
+{{- include "ipgate.checkCidrHostBits" (list (printf "config.clusterNetworks[%d]" $j) $c) -}}
 {{- end -}}
 {{- if and .Values.hostNetwork (eq .Values.kind "Deployment") (gt (int .Values.replicaCount) 1) (not .Values.affinity) -}}
 {{- fail "hostNetwork: two pods of a Deployment on one node would fight over the same host ports; use kind: DaemonSet, or set affinity (pod anti-affinity per node)" -}}
