@@ -65,6 +65,14 @@ export interface HttpConfig {
   forwarded: boolean;
   /** Body of the 403 response to a denied client (text; JSON clients get `{"error":...}`). */
   deniedBody: string;
+  /**
+   * More request header names removed from untrusted peers, case-insensitive, besides the
+   * built-in client-IP headers (X-Forwarded-*, X-Real-IP, Forwarded, True-Client-IP, X-Client-IP,
+   * X-Cluster-Client-IP, CF-Connecting-IP, X-Original-Forwarded-For, Fastly-Client-IP,
+   * X-Envoy-External-Address, Client-IP, X-ProxyUser-Ip, and any of them spelt with `_`).
+   * Default: none.
+   */
+  stripHeaders: string[];
   /** Time allowed to receive the complete request headers. Default 10000. */
   requestHeaderTimeoutMs: number;
   /** Largest request header block, bytes. Default 16384. */
@@ -322,6 +330,7 @@ export const configSchema = {
               xForwardedFor: { enum: ['append', 'replace'], default: 'append' },
               forwarded: { type: 'boolean', default: false },
               deniedBody: { type: 'string', maxLength: 65_536, default: 'Forbidden\n' },
+              stripHeaders: { type: 'array', items: { type: 'string', pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }, default: [] },
               requestHeaderTimeoutMs: { ...ms, default: 10_000 },
               maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 1_048_576, default: 16_384 },
               keepAliveTimeoutMs: { ...ms, default: 60_000 },

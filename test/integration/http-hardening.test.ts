@@ -228,3 +228,157 @@ for (const engine of ENGINES) {
     for (const c of up) t.equal(all.filter((l) => l.startsWith(`${c}|`)).length, 1, `connection ${c} carried the upgrade only`);
   });
 }
+
+// --- Degraded ------------------------------------------------------------------------------------
+
+/** A raw backend that reads each request's Content-Length body before answering 200 (echoing the head). */
+async function bodyBackend(t: Test, delayMs = 0): Promise<RawBackend> {
+  const b: RawBackend = { port: 0, heads: [], connections: 0 };
+  const server = net.createServer((sock) => {
+    b.connections++;
+    let buf = Buffer.alloc(0);
+    let need = -1;
+    let head = '';
+    sock.on('error', () => undefined);
+    sock.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      for (;;) {
+        if (need < 0) {
+          const i = buf.indexOf('\r\n\r\n');
+          if (i < 0) return;
+          head = buf.subarray(0, i).toString('latin1');
+          buf = buf.subarray(i + 4);
+          b.heads.push(head);
+          const m = /\r\ncontent-length: *(\d+)/i.exec(head);
+          need = m === null ? 0 : Number(m[1]);
+        }
+        if (buf.length < need) return;
+        buf = buf.subarray(need);
+        need = -1;
+        const body = `${head.split('\r\n')[0]}\n`;
+        const send = (): void => { sock.write(`HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`); };
+        if (delayMs > 0) setTimeout(send, delayMs);
+        else send();
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  b.port = (server.address() as net.AddressInfo).port;
+  t.teardown(() => new Promise<void>((r) => { server.close(() => r()); }));
+  return b;
+}
+
+const IDENTITY_HEADERS = ['X-Forwarded-For', 'X-Real-IP', 'Forwarded', 'X-Forwarded-Host', 'True-Client-IP', 'X-Client-IP',
+  'X-Cluster-Client-IP', 'CF-Connecting-IP', 'X-Original-Forwarded-For', 'Fastly-Client-IP', 'X-Envoy-External-Address',
+  'Client-IP', 'X-ProxyUser-Ip', 'X_Forwarded_For', 'X-Real_IP', 'x_real_ip', 'X_Original_Forwarded_For', 'X-My-Client'];
+
+for (const engine of ENGINES) {
+  t.test(`${engine}: every client-IP header from an untrusted client is stripped (built-in, underscore spellings, stripHeaders)`, async (t) => {
+    const b = await bodyBackend(t);
+    const g = await startIpgate({
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.port}`],
+        http: { engine, stripHeaders: ['X-My-Client'], trustedProxies: ['127.0.0.9/32'] } }],
+    }, 'warn');
+    t.teardown(() => g.app.shutdown(0));
+    const forged = IDENTITY_HEADERS.map((h) => `${h}: 10.6.6.6\r\n`).join('');
+    const c = await client(g.port(), '127.0.0.5');
+    c.write(`GET /strip HTTP/1.1\r\nHost: x\r\n${forged}X-Kept: yes\r\nConnection: close\r\n\r\n`);
+    t.match((await readAll(c)).toString(), /^HTTP\/1\.1 200 /);
+    const head = b.heads.at(-1)!;
+    t.notOk(head.includes('10.6.6.6'), 'no forged address reached the backend');
+    t.match(head, /\r\nx-real-ip: 127\.0\.0\.5/i, 'X-Real-IP is ours');
+    t.match(head, /\r\nx-kept: yes/i, 'other headers pass');
+    // From a trusted proxy the vendor headers pass (it set them), the underscore spellings never do.
+    const p = await client(g.port(), '127.0.0.9');
+    p.write('GET /trusted HTTP/1.1\r\nHost: x\r\nX-Original-Forwarded-For: 203.0.113.7\r\nX_Forwarded_For: 10.6.6.6\r\nX-My-Client: 203.0.113.8\r\nConnection: close\r\n\r\n');
+    t.match((await readAll(p)).toString(), /^HTTP\/1\.1 200 /);
+    const th = b.heads.at(-1)!;
+    t.match(th, /\r\nx-original-forwarded-for: 203\.0\.113\.7/i, 'a trusted proxy\'s X-Original-Forwarded-For passes');
+    t.match(th, /\r\nx-my-client: 203\.0\.113\.8/i, 'stripHeaders applies to untrusted peers only');
+    t.notOk(th.includes('10.6.6.6'), 'an underscore spelling never passes');
+  });
+
+  t.test(`${engine}: a request body trickled past the upstream timeout gets 504 and the connection closes`, async (t) => {
+    const b = await bodyBackend(t);
+    const g = await gate(t, engine, b.port, ['127.0.0.1/32'], { upstreamTimeoutMs: 300 });
+    const c = await client(g.port());
+    c.write('POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n');
+    let stop = false;
+    const timer = setInterval(() => { if (!stop && !c.destroyed) c.write('a'); }, 100);
+    t.teardown(() => clearInterval(timer));
+    const head = await readUntil(c, '\r\n\r\n', 5000);
+    t.match(head.toString(), /^HTTP\/1\.1 504 /, '504');
+    t.match(head.toString(), /\r\nconnection: close\r\n/i, 'announced as the last response');
+    const after = Date.now();
+    await ended(c, 5000);
+    stop = true;
+    t.ok(Date.now() - after < 3000, 'closed at once, not after idleMs');
+  });
+
+  t.test(`${engine}: a request head completed after the 408 never goes upstream`, async (t) => {
+    const b = await bodyBackend(t);
+    const g = await gate(t, engine, b.port, ['127.0.0.1/32'], { requestHeaderTimeoutMs: 300 });
+    const c = await client(g.port());
+    c.write('GET /late HTTP/1.1\r\nHost: x\r\n');
+    const res = await readUntil(c, '\r\n\r\n', 5000);
+    t.match(res.toString(), /^HTTP\/1\.1 408 /, '408');
+    c.write('\r\n');
+    await ended(c, 8000);
+    await new Promise((r) => setTimeout(r, 100));
+    t.equal(b.heads.length, 0, 'the backend never saw the request');
+  });
+
+  t.test(`${engine}: garbage pipelined behind a request: that request is answered first, then 400 and close`, async (t) => {
+    const b = await bodyBackend(t, 100);
+    const g = await gate(t, engine, b.port);
+    const c = await client(g.port());
+    c.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n\x01\x02garbage\r\n\r\n');
+    const res = (await readAll(c)).toString();
+    t.match(res, /^HTTP\/1\.1 200 [^]*GET \/first HTTP\/1\.1\n/, 'the admitted request\'s response first');
+    t.match(res, /HTTP\/1\.1 400 /, 'then 400');
+    t.equal(b.heads.length, 1, 'one request upstream');
+  });
+
+  t.test(`${engine}: HTTP/0.9, HTTP/2.0 and HTTP/1.0 without Host are answered 400 and never forwarded`, async (t) => {
+    const b = await bodyBackend(t);
+    const g = await gate(t, engine, b.port);
+    for (const raw of ['GET /\r\n\r\n', 'GET / HTTP/2.0\r\nHost: x\r\n\r\n', 'GET / HTTP/1.0\r\n\r\n', 'GET / HTTP/3.0\r\nHost: x\r\n\r\n',
+      'GET ftp://x/y HTTP/1.1\r\nHost: x\r\n\r\n', 'GET http://u@x/y HTTP/1.1\r\nHost: x\r\n\r\n', 'GET y HTTP/1.1\r\nHost: x\r\n\r\n']) {
+      const c = await client(g.port());
+      c.write(raw);
+      const res = (await readAll(c)).toString();
+      t.match(res, /^HTTP\/1\.1 400 /, JSON.stringify(raw));
+    }
+    t.equal(b.heads.length, 0, 'nothing forwarded');
+  });
+
+  t.test(`${engine}: an absolute-form target goes upstream in origin-form with its authority as Host`, async (t) => {
+    const b = await bodyBackend(t);
+    const g = await gate(t, engine, b.port);
+    const c = await client(g.port());
+    c.write('GET http://other.example:81/p/q?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    t.match((await readAll(c)).toString(), /^HTTP\/1\.1 200 /);
+    const head = b.heads.at(-1)!;
+    t.match(head, /^GET \/p\/q\?x=1 HTTP\/1\.1\r\n/, 'origin-form');
+    t.match(head, /\r\nhost: other\.example:81\r\n/i, 'Host is the authority');
+    t.match(head, /\r\nx-forwarded-host: other\.example:81\r\n/i, 'X-Forwarded-Host agrees');
+    t.notMatch(head, /\r\nhost: x\r\n/i, 'the client\'s Host is replaced');
+  });
+
+  t.test(`${engine}: Expect: 100-continue: a denied client gets its 403 first, an allowed one 100 then the answer`, async (t) => {
+    const b = await bodyBackend(t);
+    const g = await gate(t, engine, b.port, ['127.0.0.1/32']);
+    const d = await client(g.port(), '127.0.0.2');
+    d.write('POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n');
+    const first = await readUntil(d, '\r\n\r\n', 5000);
+    t.match(first.toString(), /^HTTP\/1\.1 403 /, 'no 100 Continue before the 403');
+    const a = await client(g.port());
+    a.write('POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n');
+    const cont = await readUntil(a, '\r\n\r\n', 5000);
+    t.match(cont.toString(), /^HTTP\/1\.1 100 Continue\r\n/, '100 Continue to the allowed client');
+    a.write('hello');
+    t.match((await readAll(a)).toString(), /^HTTP\/1\.1 200 /, 'then the answer');
+    t.equal(b.heads.length, 1, 'only the allowed request went upstream');
+  });
+}

@@ -8,6 +8,7 @@ import type net from 'node:net';
 import type { AllowEntry } from '../../allowlist/entry';
 import type { Connection, Via } from '../../listener/connection';
 import type { Upstream } from '../tcp/tcp-forwarder';
+import type { Canned } from './canned';
 
 export const kHttpConn = Symbol('ipgate.httpConn');
 export const kExchange = Symbol('ipgate.exchange');
@@ -30,6 +31,8 @@ export class HttpConn {
    */
   closing = false;
   revokeTimer: NodeJS.Timeout | null = null;
+  /** A parse error behind requests still being answered: written (and the socket closed) after them. */
+  pendingError: Canned | null = null;
   /** Dedicated upstream agent (outbound PROXY header): one upstream connection for this client. */
   agent: Agent | null = null;
   /** conn.destPort as text, for X-Forwarded-Port. */

@@ -41,6 +41,7 @@ import type { EngineSink, HttpEngine } from './engine';
 import { Exchange, HttpConn, kExchange, kHttpConn } from './exchange';
 import { HttpProxyEngine } from './http-proxy-engine';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
+import { requestTarget } from './request-target';
 import { UndiciEngine } from './undici-engine';
 import type { RequestHead } from './relay/llhttp-parser';
 import { RelayConn, RelayPool, requestStub, type RelayHost } from './relay/relay-conn';
@@ -73,6 +74,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
   private readonly idleMs: number;
   private draining = false;
   private active = 0;
+  /** Extra header names stripped from untrusted peers (`http.stripHeaders`), null without any. */
+  readonly strip: ReadonlySet<string> | null;
   /** `http.engine: relay` (WIP): the relay's upstream pool; null on the node:http path. */
   private readonly relay: RelayPool | null;
   readonly maxHeaderBytes: number;
@@ -90,6 +93,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
     this.trustedProxies = Matcher.compile(h.trustedProxies.map((cidr) => ({ cidr })));
     this.canned = new CannedResponses(h.deniedBody);
+    this.strip = h.stripHeaders.length > 0 ? new Set(h.stripHeaders.map((n) => n.toLowerCase())) : null;
     this.xffAppend = h.xForwardedFor === 'append';
     this.forwarded = h.forwarded;
     this.upstreamTimeoutMs = h.upstreamTimeoutMs;
@@ -128,6 +132,9 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     this.server.maxRequestsPerSocket = h.maxRequestsPerConnection;
     this.server.timeout = config.timeouts.idleMs;
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
+    // With a listener here node:http no longer answers `Expect: 100-continue` by itself: onRequest
+    // sends the 100 only to an admitted request (a denied one gets its 403 first).
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));
     this.server.on('upgrade', (req: IncomingMessage, socket: net.Socket, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => this.onClientError(err, socket));
     // The server never listens (sockets come from the listener), but Node 20 starts the
@@ -188,7 +195,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
 
   // --- requests ---------------------------------------------------------------------------------
 
-  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+  private onRequest(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
     const hc = (req.socket as Carrier)[kHttpConn];
     if (hc === undefined) {
       res.destroy();
@@ -198,16 +205,39 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
     const got = this.got;
-    scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got);
+    scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got, this.strip);
     const ex = this.exchange(hc, req, res, req.socket);
     (res as Carrier)[kExchange] = ex;
     (req as Carrier)[kExchange] = ex;
     hc.open.push(ex);
     res.once('close', onResponseClose);
+    // What the relay's parser refuses, refused here too (issue "Hardening"): HTTP/0.9 and 2.0
+    // request lines (node's parser takes them; they would go upstream as HTTP/1.1), HTTP/1.0
+    // without Host (the backend would get the upstream's address as Host), a request target
+    // that is neither origin-form nor a usable absolute-form.
+    const target = req.httpVersionMajor === 1 && (got.host !== null || req.httpVersionMinor === 1) ? requestTarget(req.url ?? '') : null;
+    if (target === null) {
+      ex.reason = 'bad_request';
+      ListenerStats.bump(this.stats.httpClientErrors, 'bad_request');
+      if (hc.conn.result === null) hc.conn.result = 'bad_request';
+      res.shouldKeepAlive = false;
+      hc.closing = true;
+      this.respond(ex, res, this.canned.badRequest);
+      return;
+    }
+    if (target.authority !== null) {
+      // RFC 9112 3.2.2: with an absolute-form target the Host header is replaced by its
+      // authority; the backend gets origin-form, so its Host and X-Forwarded-Host agree.
+      req.url = target.path;
+      headers.host = target.authority;
+      got.host = target.authority;
+    }
     if (ex.entry === null) {
+      // No `100 Continue` first (checkContinue): the client learns it is denied before it sends a body.
       this.deny(ex, res, this.canned.forbidden(got.accept));
       return;
     }
+    if (expectsContinue) res.writeContinue();
     // Node 20 announces `Connection: close` on the last request allowed by maxRequestsPerSocket
     // but leaves the socket open (and answers 503 to more); close it properly instead.
     if (hc.revoked || this.draining || (res as ServerResponse & { maxRequestsOnConnectionReached?: boolean }).maxRequestsOnConnectionReached === true) {
@@ -230,14 +260,20 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     this.stats.httpUpgrades++;
     const headers: OutgoingHttpHeaders = {};
     const got = this.got;
-    scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got);
+    scanRequestHeaders(req.rawHeaders, hc.trusted, headers, got, this.strip);
     const ex = this.exchange(hc, req, null, socket);
     (req as Carrier)[kExchange] = ex;
     // An upgrade request with a body is refused (issue "Hardening" 3): the engines send the head
     // upstream and the body bytes only after a 101, so a backend that answers without 101 would
     // read the next request on that connection as the body. A request that is allowed and
     // well formed is then sent on a connection of its own (upgradeAgent), never a pooled one.
-    const bad = got.upgrade === null || got.hasBody || req.httpVersionMinor !== 1;
+    const target = requestTarget(req.url ?? '');
+    const bad = got.upgrade === null || got.hasBody || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1 || target === null;
+    if (target !== null && target.authority !== null) {
+      req.url = target.path;
+      headers.host = target.authority;
+      got.host = target.authority;
+    }
     if (ex.entry === null || hc.revoked || this.draining || bad) {
       const canned = ex.entry === null || hc.revoked ? this.canned.forbidden(got.accept) : this.canned.badRequest;
       if (ex.entry === null) this.countDenied(ex);
@@ -275,12 +311,16 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
 
   // --- the relay engine's host (RelayHost, WIP) -------------------------------------------------
 
-  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket): { ex: Exchange; headers: OutgoingHttpHeaders; accept: string | null } | null {
+  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): { ex: Exchange; headers: OutgoingHttpHeaders; accept: string | null } | null {
     if (hc.closing) return null;
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
     const got = this.got;
-    scanRequestHeaders(head.rawHeaders, hc.trusted, headers, got);
+    scanRequestHeaders(head.rawHeaders, hc.trusted, headers, got, this.strip);
+    if (authority !== null) {
+      headers.host = authority;
+      got.host = authority;
+    }
     const ex = this.exchange(hc, requestStub(head), null, socket);
     if (ex.entry !== null) this.identityHeaders(headers, hc, ex.client, got);
     return { ex, headers, accept: got.accept };
@@ -436,6 +476,15 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       return;
     }
     ex.status = canned.status;
+    if (!ex.req.complete) {
+      // Answered before the request body was all read (504 to a trickled body, 502): the client
+      // may go on sending for as long as it likes, so the connection ends with this answer
+      // instead of waiting for the body under keep-alive (issue "Hardening": a 1 byte/s body held
+      // a connection for idleMs).
+      res.shouldKeepAlive = false;
+      ex.hc.closing = true;
+      res.once('finish', destroySocketOf);
+    }
     res.writeHead(canned.status, canned.headers as string[]);
     res.end(canned.body);
   }
@@ -540,6 +589,15 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     if (i >= 0) open.splice(i, 1);
     this.record(ex);
     if (ex.hc.revoked && open.length === 0) ex.socket.destroy();
+    else if (ex.hc.pendingError !== null && open.length === 0) {
+      const socket = ex.socket;
+      if (!socket.writable || !res.writableFinished) socket.destroy();
+      else {
+        socket.end(ex.hc.pendingError.wire);
+        socket.once('finish', destroyThis);
+      }
+      ex.hc.pendingError = null;
+    }
   }
 
   /** Count one finished request (status class, duration) and write its access-log line. */
@@ -621,7 +679,19 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     // Peer faults log at debug.
     this.log.debug({ conn: hc?.conn.id, peer: hc?.conn.clientAddress, reason, err: code || err.message }, 'bad request');
     const msg = (socket as SocketWithMessage)._httpMessage;
-    if (code === 'ECONNRESET' || !socket.writable || (msg != null && msg.headersSent)) {
+    if (code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (hc !== undefined && hc.open.length > 0 && hc.upgraded === null) {
+      // Bytes that do not parse behind a request still being answered: that request was
+      // admitted and sent upstream, so its response goes out first, then the 400 and the close
+      // (issue "Hardening": the client got only the 400 while the backend ran its request).
+      hc.closing = true;
+      hc.pendingError = canned;
+      return;
+    }
+    if (msg != null && msg.headersSent) {
       socket.destroy();
       return;
     }
@@ -692,6 +762,11 @@ function destroyThis(this: net.Socket): void {
 function destroySocket(socket: net.Socket): void {
   socket.destroy();
 }
+
+function destroySocketOf(this: ServerResponse): void {
+  this.socket?.destroy();
+}
+
 
 function forwarderOf(ex: Exchange): HttpForwarder {
   return ex.hc.forwarder as HttpForwarder;

@@ -11,7 +11,10 @@
  * Removed from untrusted peers, set by us (DESIGN: client-sent forwarding headers are discarded):
  *   X-Forwarded-For, X-Real-IP, Forwarded, every X-Forwarded-*, and the other client-IP headers
  *   backends are known to read (True-Client-IP, X-Client-IP, X-Cluster-Client-IP,
- *   CF-Connecting-IP): a forged one must never reach a backend that happens to believe it.
+ *   CF-Connecting-IP, X-Original-Forwarded-For, Fastly-Client-IP, X-Envoy-External-Address,
+ *   Client-IP, X-ProxyUser-Ip), and the operator's `http.stripHeaders`: a forged one must never
+ *   reach a backend that happens to believe it. Underscore spellings of these are dropped from
+ *   everyone.
  * From a trusted proxy, X-Forwarded-For/Proto/Host/Port and Forwarded are read (the chain is
  * extended, not replaced) and the other headers pass unchanged.
  *
@@ -59,11 +62,16 @@ const SINGLE = new Set(['host', 'content-type', 'content-length', 'user-agent', 
  * proxy (its forwarding headers are read; otherwise they are dropped unread).
  */
 export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out: OutgoingHttpHeaders,
-  got: ReceivedHeaders): void {
+  got: ReceivedHeaders, strip: ReadonlySet<string> | null = null): void {
   got.reset();
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
     const value = raw[i + 1]!;
+    // `X_Forwarded_For`, `X-Real_IP`: CGI/WSGI backends fold `_` and `-` into one variable
+    // (HTTP_X_FORWARDED_FOR), so an underscore spelling of an identity header is that header.
+    // Never passed on, from anyone: nginx drops every underscore header by default.
+    if (name.includes('_') && isIdentityHeader(name.replace(/_/g, '-'))) continue;
+    if (strip !== null && !trusted && strip.has(name)) continue;
     switch (name) {
       case 'connection':
         connectionTokens(value, got);
@@ -111,6 +119,11 @@ export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out
       case 'x-client-ip':
       case 'x-cluster-client-ip':
       case 'cf-connecting-ip':
+      case 'x-original-forwarded-for': // ingress-nginx
+      case 'fastly-client-ip':
+      case 'x-envoy-external-address':
+      case 'client-ip':
+      case 'x-proxyuser-ip':
         if (!trusted) continue;
         break;
       default:
@@ -130,6 +143,15 @@ export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out
       delete out[token];
     }
   }
+}
+
+/** Headers some backend is known to read a client address from (lower-case, `-` spelling). */
+const IDENTITY = new Set(['x-forwarded-for', 'x-real-ip', 'forwarded', 'true-client-ip', 'x-client-ip',
+  'x-cluster-client-ip', 'cf-connecting-ip', 'x-original-forwarded-for', 'fastly-client-ip',
+  'x-envoy-external-address', 'client-ip', 'x-proxyuser-ip']);
+
+function isIdentityHeader(name: string): boolean {
+  return IDENTITY.has(name) || name.startsWith('x-forwarded-');
 }
 
 function connectionTokens(value: string, got: ReceivedHeaders): void {

@@ -32,13 +32,15 @@ import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import net from 'node:net';
 import type { Upstream } from '../../tcp/tcp-forwarder';
 import type { Canned } from '../canned';
+import { requestTarget } from '../request-target';
 import type { Exchange, HttpConn } from '../exchange';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 
 /** What the relay needs from the HTTP forwarder (its decisions and its records). */
 export interface RelayHost {
   /** An Exchange for this request (identity, allowlist entry), or null when the connection is closing. */
-  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket): { ex: Exchange; headers: OutgoingHttpHeaders; accept: string | null } | null;
+  /** `authority`: an absolute-form target's, which replaces the Host header (RFC 9112 3.2.2). */
+  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): { ex: Exchange; headers: OutgoingHttpHeaders; accept: string | null } | null;
   forbidden(accept: string | null): Canned;
   readonly badRequest: Canned;
   readonly headersTooLarge: Canned;
@@ -363,12 +365,19 @@ export class RelayConn implements ParserSink<RequestHead> {
       this.handoff = true; // feed() hands the connection on when execute returns
       return;
     }
-    if (head.versionMinor >= 1 && !hasHost(head.rawHeaders)) {
-      // As node:http's requireHostHeader (answered before any handler: not a counted client error).
+    if (!hasHost(head.rawHeaders)) {
+      // As node:http's requireHostHeader (answered before any handler: not a counted client
+      // error), and for HTTP/1.0 too: the backend would otherwise get the upstream's address.
       this.fail(this.host.badRequest);
       return;
     }
-    const made = this.host.relayExchange(this.hc, head, this.socket);
+    const target = requestTarget(head.url);
+    if (target === null) {
+      this.host.relayClientError(this.hc, 'bad_request');
+      this.fail(this.host.badRequest);
+      return;
+    }
+    const made = this.host.relayExchange(this.hc, head, this.socket, target.authority);
     if (made === null) {
       this.socket.destroy();
       return;
@@ -391,7 +400,7 @@ export class RelayConn implements ParserSink<RequestHead> {
       return;
     }
     // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
-    let text = `${head.method} ${head.url} HTTP/1.1\r\nconnection: keep-alive\r\n`;
+    let text = `${head.method} ${target.path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
     for (const name in headers) {
       const v = headers[name];
       if (v === undefined) continue;
