@@ -19,6 +19,7 @@ import { authenticate, type Tokens } from './auth';
 import { AuthFailureLog, type AuthFailureOptions } from './auth-failures';
 import { HostAllowlist } from './host-check';
 import { errorHandler, send } from './errors';
+import { SERVERS } from './openapi';
 import { allowlistRoutes } from './routes/allowlists';
 import { auditRoutes } from './routes/audit';
 import { connectionsRoutes, localConnections, type ConnectionsSource } from './routes/connections';
@@ -120,8 +121,9 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
-      info: { title: 'ipgate admin API', version: deps.version,
+      info: { title: 'ipgate admin API', version: deps.version, license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
         description: 'Allowlists, their audit history, health and readiness. Every route except /healthz, /readyz, /metrics and /openapi.json needs `Authorization: Bearer <token>`.' },
+      servers: [...SERVERS],
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearer: [] }],
     },

@@ -14,7 +14,8 @@ import { validateEntry, type AllowEntry } from '../../allowlist/entry';
 import { MAX_ENTRIES } from '../../store/document';
 import type { AllowlistService, Precondition } from '../../store/allowlist-service';
 import type { StoredList } from '../../store/store';
-import { ApiError, errorBodySchema } from '../errors';
+import { ApiError } from '../errors';
+import { AUTH_ERRORS, errorResponses } from '../openapi';
 
 export const entrySchema = {
   type: 'object',
@@ -48,7 +49,9 @@ const nameParams = {
   properties: { name: { type: 'string', maxLength: 128 } },
 } as const;
 
-const errors = { '4xx': errorBodySchema, '5xx': errorBodySchema } as const;
+/** Statuses beyond the token and Host checks: reads of a named list, then writes (body, precondition, store). */
+const readErrors = errorResponses(AUTH_ERRORS, [400, 404]);
+const bodyErrors = [400, 404, 412, 413, 415, 503] as const;
 
 interface NameParams { name: string }
 
@@ -84,9 +87,10 @@ function sendList(reply: FastifyReply, list: StoredList): FastifyReply {
 export const allowlistRoutes: FastifyPluginAsync<{ service: AllowlistService }> = async (app, { service }) => {
   app.get('/allowlists', {
     schema: {
-      tags: ['allowlists'], summary: 'All allowlists: store version, applied version, entry count',
+      tags: ['allowlists'], operationId: 'listAllowlists', summary: 'All allowlists: store version, applied version, entry count',
       response: {
         200: {
+          description: 'Every list with its store and applied versions',
           type: 'object', additionalProperties: false, required: ['allowlists'],
           properties: {
             allowlists: {
@@ -98,7 +102,7 @@ export const allowlistRoutes: FastifyPluginAsync<{ service: AllowlistService }> 
             },
           },
         },
-        ...errors,
+        ...errorResponses(AUTH_ERRORS),
       },
     },
   }, async () => ({
@@ -109,13 +113,17 @@ export const allowlistRoutes: FastifyPluginAsync<{ service: AllowlistService }> 
   }));
 
   app.get<{ Params: NameParams }>('/allowlists/:name', {
-    schema: { tags: ['allowlists'], summary: 'One allowlist; the ETag header is its version', params: nameParams, response: { 200: listBody, ...errors } },
+    schema: {
+      tags: ['allowlists'], operationId: 'getAllowlist', summary: 'One allowlist; the ETag header is its version', params: nameParams,
+      response: { 200: { description: 'The list; the ETag header is its version', ...listBody }, ...readErrors },
+    },
   }, async (req, reply) => sendList(reply, service.get(req.params.name)));
 
   app.put<{ Params: NameParams; Body: { entries: unknown[] } }>('/allowlists/:name', {
     schema: {
-      tags: ['allowlists'], summary: 'Replace the entries (If-Match: the ETag read; 428 without, 412 when stale)',
-      params: nameParams, body: entriesBody, response: { 200: listBody, ...errors },
+      tags: ['allowlists'], operationId: 'replaceAllowlist', summary: 'Replace the entries (If-Match: the ETag read; 428 without, 412 when stale)',
+      params: nameParams, body: entriesBody,
+      response: { 200: { description: 'The list as stored and in force', ...listBody }, ...errorResponses(AUTH_ERRORS, bodyErrors, [428]) },
     },
   }, async (req, reply) => {
     service.get(req.params.name); // 404 before 428: the list must exist to have a version
@@ -129,10 +137,10 @@ export const allowlistRoutes: FastifyPluginAsync<{ service: AllowlistService }> 
 
   app.post<{ Params: NameParams; Body: { entries: unknown[] } }>('/allowlists/:name/entries', {
     schema: {
-      tags: ['allowlists'], summary: 'Add entries (an entry with a CIDR already listed replaces it); If-Match optional',
+      tags: ['allowlists'], operationId: 'addAllowlistEntries', summary: 'Add entries (an entry with a CIDR already listed replaces it); If-Match optional',
       params: nameParams,
       body: { ...entriesBody, properties: { entries: { ...entriesBody.properties.entries, minItems: 1 } } },
-      response: { 200: listBody, ...errors },
+      response: { 200: { description: 'The list as stored and in force', ...listBody }, ...errorResponses(AUTH_ERRORS, bodyErrors, [409]) },
     },
   }, async (req, reply) => {
     service.get(req.params.name);
@@ -142,10 +150,10 @@ export const allowlistRoutes: FastifyPluginAsync<{ service: AllowlistService }> 
 
   app.delete<{ Params: NameParams & { cidr: string } }>('/allowlists/:name/entries/:cidr', {
     schema: {
-      tags: ['allowlists'], summary: 'Remove the entry with this CIDR (URL-encoded: 10.0.0.0%2F8); If-Match optional',
+      tags: ['allowlists'], operationId: 'removeAllowlistEntry', summary: 'Remove the entry with this CIDR (URL-encoded: 10.0.0.0%2F8); If-Match optional',
       params: { type: 'object', required: ['name', 'cidr'], additionalProperties: false,
         properties: { name: { type: 'string', maxLength: 128 }, cidr: { type: 'string', maxLength: 128 } } },
-      response: { 200: listBody, ...errors },
+      response: { 200: { description: 'The list as stored and in force', ...listBody }, ...errorResponses(AUTH_ERRORS, [400, 404, 409, 412, 503]) },
     },
   }, async (req, reply) => {
     service.get(req.params.name);
@@ -157,18 +165,19 @@ export const allowlistRoutes: FastifyPluginAsync<{ service: AllowlistService }> 
 
   app.get<{ Params: NameParams; Querystring: { ip: string } }>('/allowlists/:name/check', {
     schema: {
-      tags: ['allowlists'], summary: 'Would this address be admitted now, and by which entry',
+      tags: ['allowlists'], operationId: 'checkAllowlistAddress', summary: 'Would this address be admitted now, and by which entry',
       params: nameParams,
       querystring: { type: 'object', required: ['ip'], additionalProperties: false, properties: { ip: { type: 'string', maxLength: 128 } } },
       response: {
         200: {
+          description: 'The decision for this address under the list in force',
           type: 'object', additionalProperties: false, required: ['list', 'ip', 'allowed', 'version'],
           properties: {
             list: { type: 'string' }, ip: { type: 'string' }, allowed: { type: 'boolean' }, version: { type: 'string' },
             index: { type: 'integer' }, entry: { anyOf: [entrySchema, { type: 'null' }] },
           },
         },
-        ...errors,
+        ...readErrors,
       },
     },
   }, async (req) => {

@@ -1,7 +1,7 @@
 /** `GET /v1/audit`: the recent allowlist changes on this replica, newest first. */
 import type { FastifyPluginAsync } from 'fastify';
 import type { AllowlistService } from '../../store/allowlist-service';
-import { errorBodySchema } from '../errors';
+import { AUTH_ERRORS, errorResponses } from '../openapi';
 import { entrySchema } from './allowlists';
 
 const entries = { type: 'array', items: entrySchema } as const;
@@ -9,13 +9,14 @@ const entries = { type: 'array', items: entrySchema } as const;
 export const auditRoutes: FastifyPluginAsync<{ service: AllowlistService }> = async (app, { service }) => {
   app.get<{ Querystring: { list?: string; limit?: string } }>('/audit', {
     schema: {
-      tags: ['audit'], summary: 'Recent changes (who, what, when, resulting version), newest first; kept in memory',
+      tags: ['audit'], operationId: 'listAuditRecords', summary: 'Recent changes (who, what, when, resulting version), newest first; kept in memory',
       querystring: {
         type: 'object', additionalProperties: false,
         properties: { list: { type: 'string', maxLength: 128 }, limit: { type: 'string', pattern: '^[1-9][0-9]{0,6}$' } },
       },
       response: {
         200: {
+          description: 'The audit records kept in memory, newest first',
           type: 'object', additionalProperties: false, required: ['records'],
           properties: {
             records: {
@@ -32,7 +33,7 @@ export const auditRoutes: FastifyPluginAsync<{ service: AllowlistService }> = as
             },
           },
         },
-        '4xx': errorBodySchema,
+        ...errorResponses(AUTH_ERRORS, [400]),
       },
     },
   }, async (req) => ({

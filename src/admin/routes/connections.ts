@@ -11,7 +11,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { formatHostPort } from '../../identity/address';
 import type { Listener } from '../../listener/listener';
-import { ApiError, errorBodySchema } from '../errors';
+import { ApiError } from '../errors';
+import { AUTH_ERRORS, errorResponses } from '../openapi';
 
 const connection = {
   type: 'object',
@@ -98,17 +99,18 @@ export function localConnections(listeners: readonly Listener[]): ConnectionsSou
 export const connectionsRoutes: FastifyPluginAsync<{ source: ConnectionsSource }> = async (app, { source }) => {
   app.get<{ Querystring: { listener?: string; limit?: string } }>('/connections', {
     schema: {
-      tags: ['diagnostics'], summary: 'Live connections with their real client address, oldest first',
+      tags: ['diagnostics'], operationId: 'listConnections', summary: 'Live connections with their real client address, oldest first',
       querystring: {
         type: 'object', additionalProperties: false,
         properties: { listener: { type: 'string', maxLength: 128 }, limit: { type: 'string', pattern: '^[1-9][0-9]{0,4}$' } },
       },
       response: {
         200: {
+          description: 'Live connections, oldest first, up to the limit',
           type: 'object', additionalProperties: false, required: ['total', 'connections'],
           properties: { total: { type: 'integer', description: 'live connections matching, before the limit' }, connections: { type: 'array', items: connection } },
         },
-        '4xx': errorBodySchema,
+        ...errorResponses(AUTH_ERRORS, [400, 404]),
       },
     },
   }, async (req) => {

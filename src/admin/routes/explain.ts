@@ -17,7 +17,8 @@ import { afterHeader, beforeHeader, type IdentityOutcome } from '../../identity/
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import type { Listener } from '../../listener/listener';
 import { decodeProxyHeader } from '../../proxy-protocol/decoder';
-import { ApiError, errorBodySchema } from '../errors';
+import { ApiError } from '../errors';
+import { AUTH_ERRORS, errorResponses } from '../openapi';
 
 const MAX_HEADER_TEXT = 16_384;
 
@@ -96,10 +97,10 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
 
   app.post<{ Body: ExplainBody }>('/explain', {
     schema: {
-      tags: ['diagnostics'],
+      tags: ['diagnostics'], operationId: 'explainDecision',
       summary: 'Derive the client address and the allowlist decision for a peer, an optional PROXY header and HTTP headers',
       body: bodySchema,
-      response: { 200: responseSchema, '4xx': errorBodySchema },
+      response: { 200: { description: 'How the client address was derived and what the allowlist decides', ...responseSchema }, ...errorResponses(AUTH_ERRORS, [400, 404, 413, 415]) },
     },
   }, async (req) => {
     const b = req.body;

@@ -5,6 +5,7 @@
  * context (skip-override), so it sees every route, including 404s (route `unmatched`).
  */
 import type { FastifyPluginAsync } from 'fastify';
+import { errorResponses, PUBLIC_ERRORS } from '../openapi';
 
 /** What /metrics serves: one process's Metrics, or the primary's cluster-wide view (metrics/cluster.ts). */
 export interface MetricsEndpoint {
@@ -22,7 +23,13 @@ const plugin: FastifyPluginAsync<{ metrics: MetricsEndpoint }> = async (app, opt
   });
   app.get('/metrics', {
     config: { public: true },
-    schema: { tags: ['health'], summary: 'Prometheus metrics (text exposition format 0.0.4)', security: [] },
+    schema: {
+      tags: ['health'], operationId: 'getMetrics', summary: 'Prometheus metrics (text exposition format 0.0.4)', security: [],
+      response: {
+        200: { description: 'The Prometheus text exposition', content: { 'text/plain; version=0.0.4': { schema: { type: 'string' } } } },
+        ...errorResponses(PUBLIC_ERRORS),
+      },
+    },
   }, async (_req, reply) => {
     const body = await metrics.scrape();
     return reply.header('content-type', metrics.contentType).header('cache-control', 'no-store').send(body);
