@@ -1,13 +1,15 @@
 /**
- * Node process metrics (`ipgate_process_*`, `ipgate_nodejs_*`), read at scrape time at a cost that
- * does not grow with the number of connections.
+ * Node process metrics under the standard names (`process_*`, `nodejs_*`, as prom-client's
+ * `collectDefaultMetrics` publishes them, with its HELP and TYPE), so generic Node.js dashboards
+ * and alerts work unchanged; read at scrape time at a cost that does not grow with the number of
+ * connections.
  *
- * prom-client's `collectDefaultMetrics` publishes the same names, but several of its collectors
- * walk every libuv handle (`process._getActiveHandles()`, twice), list `/proc/self/fd`, parse
- * `/proc/self/status` line by line and read the event-loop histogram seven times (its standard
- * deviation alone walks Node's HDR histogram twice: ~2.3 ms). Measured with 1,000 open sockets:
- * ~18 ms of the event loop per scrape, and it grows with every connection (bench/README.md
- * "Metrics and access logs"). Here every value is O(1) in connections:
+ * prom-client's own collectors are not used: several of them walk every libuv handle
+ * (`process._getActiveHandles()`, twice), list `/proc/self/fd`, parse `/proc/self/status` line by
+ * line and read the event-loop histogram seven times (its standard deviation alone walks Node's
+ * HDR histogram twice: ~2.3 ms). Measured with 1,000 open sockets: ~18 ms of the event loop per
+ * scrape, and it grows with every connection (bench/README.md "Metrics and access logs"). Here
+ * every value is O(1) in connections:
  *
  * - CPU: `process.cpuUsage()`; resident memory, heap, external: `process.memoryUsage()`;
  *   virtual memory and data segment: the `VmSize` / `VmData` lines of `/proc/self/status`
@@ -16,15 +18,16 @@
  *   there); older kernels report 0, and then the directory is listed as prom-client does.
  * - Max fds: `/proc/self/limits`, read once (prom-client does the same).
  * - Event-loop delay: `monitorEventLoopDelay` (10 ms resolution); min, max, mean and p50/p90/p99
- *   per scrape, then reset. The standard deviation is not published (the walk above). Its timer
- *   is most of an idle process's CPU: ~10 ms per second here (bench/README.md "At the deployed
- *   scrape rate"), the price of seeing a 10 ms stall.
+ *   per scrape, then reset. The standard deviation (`nodejs_eventloop_lag_stddev_seconds`) is not
+ *   published (the walk above). Its timer is most of an idle process's CPU: ~10 ms per second here
+ *   (bench/README.md "At the deployed scrape rate"), the price of seeing a 10 ms stall.
  * - GC: a `PerformanceObserver` counting durations into a FixedHistogram per kind (no label
  *   hashing per GC).
- * - Not published: prom-client's `nodejs_active_handles` / `_requests` / `_resources` (the
- *   handle walk); `ipgate_connections_active` is the count an operator watches.
+ * - Not published: prom-client's `nodejs_active_handles` / `_requests` / `_resources` (and their
+ *   `_total`s: the handle walk); `ipgate_connections_active` is the count an operator watches.
  *
- * Aggregators (cluster.ts) are prom-client's for the same metrics, so the merge is unchanged.
+ * The aggregators are prom-client's for the same metrics. In a cluster every process's series
+ * carry a `worker` label (cluster.ts), so each process keeps its own.
  */
 import fs from 'node:fs';
 import { monitorEventLoopDelay, PerformanceObserver, constants as perf, type PerformanceEntry } from 'node:perf_hooks';
@@ -96,13 +99,36 @@ export interface ProcessMetricsHandle {
 }
 
 /**
- * Register the process metrics under `prefix` (`ipgate_`) with `labels` on every series (e.g.
- * `{ worker: '2' }` in a cluster) in `registry`.
+ * The names registered below, for the cluster merge (cluster.ts labels these per process); a
+ * histogram by its registry name, without `_bucket` / `_sum` / `_count`. The unit test checks that
+ * this list and the registry agree.
  */
-export function registerProcessMetrics(registry: Registry, prefix: string, labels: Labels): ProcessMetricsHandle {
+export const PROCESS_METRIC_NAMES: ReadonlySet<string> = new Set([
+  'process_cpu_user_seconds_total', 'process_cpu_system_seconds_total', 'process_cpu_seconds_total',
+  'process_start_time_seconds', 'process_resident_memory_bytes', 'process_virtual_memory_bytes', 'process_heap_bytes',
+  'nodejs_heap_size_total_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_external_memory_bytes',
+  'nodejs_heap_space_size_total_bytes', 'nodejs_heap_space_size_used_bytes', 'nodejs_heap_space_size_available_bytes',
+  'process_open_fds', 'process_max_fds',
+  'nodejs_eventloop_lag_seconds', 'nodejs_eventloop_lag_min_seconds', 'nodejs_eventloop_lag_max_seconds',
+  'nodejs_eventloop_lag_mean_seconds', 'nodejs_eventloop_lag_p50_seconds', 'nodejs_eventloop_lag_p90_seconds',
+  'nodejs_eventloop_lag_p99_seconds', 'nodejs_gc_duration_seconds', 'nodejs_version_info',
+]);
+
+/**
+ * Register the process metrics in `registry`, with `labels` on every series (e.g.
+ * `{ worker: '2' }`; bounded: one label set per process).
+ */
+export function registerProcessMetrics(registry: Registry, labels?: Labels): ProcessMetricsHandle;
+/**
+ * @deprecated The names are the standard ones whatever `prefix` says (an `ipgate_` prefix hid them
+ * from generic dashboards and alerts); call `registerProcessMetrics(registry, labels)`.
+ */
+export function registerProcessMetrics(registry: Registry, prefix: string, labels: Labels): ProcessMetricsHandle;
+export function registerProcessMetrics(registry: Registry, prefixOrLabels: string | Labels = {}, maybeLabels: Labels = {}): ProcessMetricsHandle {
+  const labels = typeof prefixOrLabels === 'string' ? maybeLabels : prefixOrLabels;
   const gauge = (name: string, help: string, aggregator: 'sum' | 'omit' | 'first' | 'average' | 'min' | 'max',
     value: () => number | null, type: 'gauge' | 'counter' = 'gauge'): void => {
-    new Published({ name: prefix + name, help, type, aggregator, collect: (out: Sample[]) => {
+    new Published({ name, help, type, aggregator, collect: (out: Sample[]) => {
       const v = value();
       if (v !== null) out.push({ labels, value: v });
     } }).register(registry);
@@ -134,12 +160,13 @@ export function registerProcessMetrics(registry: Registry, prefix: string, label
   };
   gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', 'sum', () => memory().rss);
   gauge('process_virtual_memory_bytes', 'Virtual memory size in bytes.', 'sum', () => (memory(), status === null ? null : statusKb(status, 'VmSize')));
-  gauge('process_heap_bytes', 'Process heap size (data segment) in bytes.', 'sum', () => (memory(), status === null ? null : statusKb(status, 'VmData')));
+  // `VmData`, the data segment, is what prom-client reads for this one too.
+  gauge('process_heap_bytes', 'Process heap size in bytes.', 'sum', () => (memory(), status === null ? null : statusKb(status, 'VmData')));
   gauge('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', 'sum', () => memory().heapTotal);
   gauge('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', 'sum', () => memory().heapUsed);
   gauge('nodejs_external_memory_bytes', 'Node.js external memory size in bytes.', 'sum', () => memory().external);
   for (const [field, what] of [['space_size', 'total'], ['space_used_size', 'used'], ['space_available_size', 'available']] as const) {
-    new Published({ name: `${prefix}nodejs_heap_space_size_${what}_bytes`, help: `Process heap space size ${what} from Node.js in bytes.`,
+    new Published({ name: `nodejs_heap_space_size_${what}_bytes`, help: `Process heap space size ${what} from Node.js in bytes.`,
       type: 'gauge', aggregator: 'sum', collect: (out) => {
         for (const s of v8.getHeapSpaceStatistics()) out.push({ labels: { ...labels, space: s.space_name.replace(/_space$/, '') }, value: s[field] });
       } }).register(registry);
@@ -199,7 +226,7 @@ export function registerProcessMetrics(registry: Registry, prefix: string, label
     }
   });
   observer.observe({ entryTypes: ['gc'] });
-  const gcName = `${prefix}nodejs_gc_duration_seconds`;
+  const gcName = 'nodejs_gc_duration_seconds';
   new Published({ name: gcName, help: 'Garbage collection duration by kind, one of major, minor, incremental or weakcb.',
     type: 'histogram', aggregator: 'sum', collect: (out) => {
       for (const [k, kind] of GC_KINDS) {
@@ -209,7 +236,7 @@ export function registerProcessMetrics(registry: Registry, prefix: string, label
     } }).register(registry);
 
   const [major, minor, patch] = process.version.slice(1).split('.').map(Number);
-  new Published({ name: `${prefix}nodejs_version_info`, help: 'Node.js version info.', type: 'gauge', aggregator: 'first',
+  new Published({ name: 'nodejs_version_info', help: 'Node.js version info.', type: 'gauge', aggregator: 'first',
     collect: (out) => out.push({ labels: { ...labels, version: process.version, major: major!, minor: minor!, patch: patch! }, value: 1 }) }).register(registry);
 
   return {

@@ -1,6 +1,7 @@
 /**
  * /metrics checked by the real tools (Debian package `prometheus`):
- * - `promtool check metrics` on a scrape taken under traffic (naming, types, HELP, units);
+ * - `promtool check metrics` on a scrape taken under traffic (naming, types, HELP, units), and on
+ *   the merged scrape of a cluster (the primary and two workers, the process metrics per process);
  * - a real Prometheus on loopback (temp TSDB, 1 s scrape interval, its own free port, nothing else
  *   started) scrapes ipgate's admin /metrics while allowed, denied and PROXY clients connect; its
  *   HTTP API (/api/v1/query) must then report the right counts.
@@ -15,7 +16,8 @@ import t, { type Test } from 'tap';
 import YAML from 'yaml';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
-import { startIpgate, tmpDir, type Started } from '../helpers/ipgate';
+import { PROCESS_METRIC_NAMES } from '../../src/metrics/process-metrics';
+import { ROOT, spawnIpgate, startIpgate, tmpDir, type Started } from '../helpers/ipgate';
 import { closed, connect, freePort, readAll, readUntil, waitFor, waitForListen } from '../helpers/net';
 import { missing, which } from '../helpers/peers';
 
@@ -144,13 +146,58 @@ t.test('promtool check metrics passes on a scrape taken under traffic', { skip }
     t.equal(r.status, 0, `promtool check metrics ${name}: ${r.stdout}${r.stderr}`);
     t.equal(`${r.stdout}${r.stderr}`.trim(), '', `no lint findings ${name}`);
   }
-  for (const m of ['ipgate_nodejs_eventloop_lag_seconds', 'ipgate_nodejs_heap_size_used_bytes', 'ipgate_nodejs_gc_duration_seconds', 'ipgate_build_info']) {
+  // The standard Node.js process metric names, which generic dashboards and alerts query.
+  for (const m of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds',
+    'process_max_fds', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes', 'nodejs_gc_duration_seconds', 'nodejs_version_info', 'ipgate_build_info']) {
     t.match(after, new RegExp(`^# TYPE ${m} `, 'm'), `${m} published`);
   }
+  t.notMatch(after, /^# TYPE ipgate_(process|nodejs)_/m, 'no ipgate_-prefixed process metrics');
+  t.notMatch(after, /^(process|nodejs)_\S*\{[^}]*worker=/m, 'one process: no worker label');
   t.notMatch(after, /127\.0\.0\.|10\.9\./, 'no client address in any label');
   // Not on the data ports.
   const web = await fetch(`http://127.0.0.1:${g.port('web')}/metrics`).then((r) => r.status);
   t.equal(web, 403, 'the HTTP data port treats /metrics as any other request (denied from 127.0.0.1)');
+});
+
+t.test('a cluster (primary + 2 workers): one merged scrape passes promtool, process metrics per process', { skip }, async (t) => {
+  const admin = await freePort();
+  const p = spawnIpgate([], {
+    workers: 2,
+    store: { type: 'memory' },
+    logging: { format: 'json' },
+    admin: { listen: `127.0.0.1:${admin}` },
+    allowlists: { main: ['127.0.0.2/32'] },
+    listeners: [{ name: 'edge', listen: `127.0.0.1:${await freePort()}`, allowlist: 'main', upstreams: [`127.0.0.1:${await freePort()}`] }],
+  });
+  t.teardown(() => { p.child.kill('SIGKILL'); });
+  // The worker ids the workers log their lines with (the listening line): the same ids must
+  // label their metrics.
+  const workerIds = (): Set<string> => {
+    const ids = new Set<string>();
+    for (const line of p.stdout().split('\n')) {
+      if (!line.startsWith('{')) continue;
+      const l = JSON.parse(line) as { worker?: unknown; msg?: string };
+      if (l.worker !== undefined && l.msg === 'listening') ids.add(String(l.worker));
+    }
+    return ids;
+  };
+  const ready = async (): Promise<boolean> => (await fetch(`http://127.0.0.1:${admin}/readyz`).then((r) => r.status, () => 0)) === 200;
+  await waitFor(async () => p.child.exitCode === null && await ready() && workerIds().size === 2, 30_000, 'the cluster ready, both workers logged listening');
+  const text = await (await fetch(`http://127.0.0.1:${admin}/metrics`)).text();
+  const r = spawnSync(which('promtool')!, ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  t.equal(r.status, 0, `promtool check metrics: ${r.stdout}${r.stderr}`);
+  t.equal(`${r.stdout}${r.stderr}`.trim(), '', 'no lint findings');
+  const processes = ['primary', ...workerIds()].sort();
+  for (const name of PROCESS_METRIC_NAMES) {
+    if (name === 'nodejs_gc_duration_seconds') continue; // only once a process has collected garbage
+    const series = [...text.matchAll(new RegExp(`^${name}\\{worker="([^"]+)"[,}]`, 'gm'))].map((m) => m[1]!);
+    t.same([...new Set(series)].sort(), processes, `${name}: a series per process`);
+  }
+  t.notMatch(text, /^(process|nodejs)_[a-z_]+ /m, 'no process series without its worker label');
+  const start = [...text.matchAll(/^process_start_time_seconds\{worker="[^"]+"\} (\d+)$/gm)].map((m) => Number(m[1]));
+  t.ok(start.length === 3 && start.every((s) => Math.abs(s - Date.now() / 1000) < 120), `three start times, each this process's (${start.join(', ')})`);
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0, 'SIGTERM: exit 0');
 });
 
 interface PromResult { status: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } }
@@ -205,6 +252,26 @@ t.test('a real Prometheus scrapes /metrics and reports the counts of the traffic
   await waitFor(async () => (await query(prom, 'ipgate_connections_accepted_total{listener="edge"}')) === 12, 30_000, 'Prometheus sees the traffic');
   await waitFor(async () => (await query(prom, 'ipgate_http_request_duration_seconds_count{listener="web"}')) === 2, 30_000, 'HTTP scraped');
   for (const [q, want] of expected) t.equal(await query(prom, q), want, q);
+  // The standard process metrics as generic dashboards query them: one process, one series.
+  for (const q of ['rate(process_cpu_seconds_total[1m])', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_p99_seconds',
+    'time() - process_start_time_seconds', 'process_open_fds / process_max_fds', 'nodejs_version_info']) {
+    const v = await query(prom, q);
+    t.ok(v !== null && Number.isFinite(v), `${q}: one series (${v})`);
+  }
+  // Every query of the chart's Grafana dashboard is valid PromQL to this Prometheus, and the
+  // process panels (kept to ipgate by a join on ipgate_build_info) find this ipgate.
+  const dash = JSON.parse(fs.readFileSync(path.join(ROOT, 'helm/ipgate/files/dashboard.json'), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+  for (const p of dash.panels) {
+    for (const target of p.targets ?? []) {
+      const q = target.expr.replaceAll('$namespace', '.*').replaceAll('$listener', '.*').replaceAll('$__rate_interval', '1m');
+      const res = await fetch(`http://127.0.0.1:${prom}/api/v1/query?query=${encodeURIComponent(q)}`);
+      const body = await res.json() as PromResult & { error?: string };
+      t.equal(body.status, 'success', `${p.title}: ${target.expr}${body.error ? `: ${body.error}` : ''}`);
+      if (/\b(?:process|nodejs)_/.test(target.expr)) {
+        t.ok(body.data.result.length > 0, `${p.title}: finds this ipgate's process series`);
+      }
+    }
+  }
   // Rates work on what it stored (more than one sample of the counter).
   const samples = await query(prom, 'count_over_time(ipgate_connections_accepted_total{listener="edge"}[1m])');
   t.ok(samples !== null && samples >= 2, `several samples stored (${samples})`);
