@@ -50,12 +50,19 @@ RUN set -eux; \
     groupadd --system --gid 10001 ipgate; \
     useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin ipgate; \
-    mkdir -p /etc/ipgate /var/lib/ipgate; \
-    chown 10001:10001 /var/lib/ipgate
+    mkdir -p /etc/ipgate /var/lib/ipgate /app; \
+    chown 10001:0 /var/lib/ipgate; \
+    chmod 0770 /var/lib/ipgate; \
+    ln -s /var/lib/ipgate /app/data
+# /var/lib/ipgate: the runtime user's (uid 10001), and group 0 with the same rights, so an arbitrary
+# uid in group 0 (OpenShift's restricted SCC) can write it too. /app/data -> /var/lib/ipgate: the
+# file store's default path (store.path ./data/allowlists.json, relative to the working directory
+# /app) lands in the volume instead of a root-owned /app/data that uid 10001 cannot create (EACCES).
 
 ENV NODE_ENV=production
 WORKDIR /app
-# Owned by root and not writable by the ipgate user: the code cannot be changed at run time.
+# Owned by root and not writable by the ipgate user: the code cannot be changed at run time
+# (the one entry it may write through is the data link above).
 COPY package.json ./
 COPY --from=deps /src/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
@@ -64,8 +71,9 @@ COPY --from=build /src/dist/src ./dist/src
 COPY config/demo.yaml ./config/demo.yaml
 COPY config/demo.yaml /etc/ipgate/config.yaml
 
-# The file store's directory (store.type file, store.path /var/lib/ipgate/allowlists.json): the only
-# place ipgate writes, so the root filesystem can be read-only.
+# The file store's directory (store.type file; the default store.path resolves to
+# /var/lib/ipgate/allowlists.json through /app/data): the only place ipgate writes, so the root
+# filesystem can be read-only.
 VOLUME ["/var/lib/ipgate"]
 
 USER 10001:10001
