@@ -82,6 +82,7 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
 
   const hosts = new HostAllowlist(deps.allowedHosts ?? []);
   const failures = new AuthFailureLog(app.log, deps.authFailureLog);
+  app.addHook('onClose', async () => failures.close());
   const authFailed = (reason: 'missing' | 'malformed' | 'invalid', req: { ip: string; method: string; url: string }): void => {
     failures.record(reason, req.ip, req.method, req.url);
     deps.metrics?.adminAuthFailure?.(reason);

@@ -7,7 +7,9 @@
  * scan from many addresses: at most `maxAddresses` are remembered (the oldest line's address goes
  * first), and at most `maxLinesPerInterval` lines are written per interval whatever the number of
  * addresses (an IPv6 client has a /64 of them); what they would have said goes into the next line
- * written as `suppressedOthers`. The metric counts every failure either way.
+ * written as `suppressedOthers`. The metric counts every failure either way. When failures stop
+ * inside an interval, a timer writes the suppressed counts at its end, so a loop that ran for 30 s
+ * shows as two lines (its first failure, then "N more") rather than one.
  */
 import type { FastifyBaseLogger } from 'fastify';
 
@@ -44,6 +46,7 @@ export class AuthFailureLog {
   private linesInWindow = 0;
   /** Failures not logged because the global line budget was spent or their address was evicted. */
   private suppressedOthers = 0;
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly log: FastifyBaseLogger, o: AuthFailureOptions = {}) {
     this.intervalMs = o.intervalMs ?? 60_000;
@@ -72,6 +75,7 @@ export class AuthFailureLog {
     const prev = this.seen.get(remote);
     if (prev !== undefined && now - prev.at < this.intervalMs) {
       prev.suppressed++;
+      this.arm(prev.at + this.intervalMs - now);
       return;
     }
     if (now - this.windowStart >= this.intervalMs) {
@@ -80,10 +84,63 @@ export class AuthFailureLog {
     }
     if (this.linesInWindow >= this.maxLines) {
       this.suppressedOthers++;
+      this.arm(this.windowStart + this.intervalMs - now);
       return;
     }
     this.linesInWindow++;
-    const suppressed = prev?.suppressed ?? 0;
+    this.line(remote, prev?.suppressed ?? 0, now, method, url);
+  }
+
+  /** Stop the timer (the admin app closes). */
+  close(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /**
+   * The end of an interval with failures not yet logged: a line for each address whose interval is
+   * over (within the line budget), and for the failures counted as others.
+   */
+  flush(): void {
+    this.timer = null;
+    const now = this.now();
+    if (now - this.windowStart >= this.intervalMs) {
+      this.windowStart = now;
+      this.linesInWindow = 0;
+    }
+    let next = Infinity;
+    for (const [remote, seen] of [...this.seen]) {
+      if (seen.suppressed === 0) continue;
+      const due = seen.at + this.intervalMs;
+      if (due > now) {
+        next = Math.min(next, due - now);
+      } else if (this.linesInWindow < this.maxLines) {
+        this.linesInWindow++;
+        this.line(remote, seen.suppressed, now, null, null);
+      } else {
+        next = Math.min(next, this.windowStart + this.intervalMs - now);
+      }
+    }
+    if (this.suppressedOthers > 0 && next === Infinity) {
+      if (this.linesInWindow < this.maxLines) {
+        this.linesInWindow++;
+        this.log.warn({ suppressedOthers: this.suppressedOthers, intervalMs: this.intervalMs },
+          `admin API: wrong token (${this.suppressedOthers} more from addresses not logged one by one)`);
+        this.suppressedOthers = 0;
+      } else {
+        next = this.windowStart + this.intervalMs - now;
+      }
+    }
+    if (next !== Infinity) this.arm(next);
+  }
+
+  private arm(ms: number): void {
+    if (this.timer !== null) return;
+    this.timer = setTimeout(() => this.flush(), Math.max(ms, 1));
+    this.timer.unref();
+  }
+
+  private line(remote: string, suppressed: number, now: number, method: string | null, url: string | null): void {
     // Delete then set: the Map's order is then the order of the last line per address, so the
     // first key is the one to forget when the cap is reached.
     this.seen.delete(remote);
@@ -95,7 +152,7 @@ export class AuthFailureLog {
     this.seen.set(remote, { at: now, suppressed: 0 });
     const others = this.suppressedOthers;
     this.suppressedOthers = 0;
-    this.log.warn({ remote, method, url, suppressed, ...(others > 0 ? { suppressedOthers: others } : {}), intervalMs: this.intervalMs },
+    this.log.warn({ remote, ...(method !== null ? { method, url } : {}), suppressed, ...(others > 0 ? { suppressedOthers: others } : {}), intervalMs: this.intervalMs },
       suppressed > 0
         ? `admin API: wrong token (${suppressed} more from this address since its last line)`
         : 'admin API: wrong token');

@@ -68,3 +68,34 @@ t.test('a scan from many addresses: at most maxLinesPerInterval lines, the rest 
   t.match(warns()[3]!.obj, { remote: '127.1.0.1', suppressedOthers: 97 });
   t.equal(f.counts.invalid, 101);
 });
+
+t.test('failures that stop inside an interval still get their line at its end', async (t) => {
+  const { f, warns, advance } = setup();
+  for (let i = 0; i < 30; i++) f.record('invalid', '127.0.0.1', 'GET', '/');
+  f.record('invalid', '127.0.0.2', 'GET', '/');
+  t.equal(warns().length, 2);
+  advance(30_000);
+  f.flush();
+  t.equal(warns().length, 2, 'not before the interval is over');
+  advance(30_000);
+  f.flush();
+  t.equal(warns().length, 3, 'one line for the address with suppressed failures, none for the other');
+  t.match(warns()[2]!, { obj: { remote: '127.0.0.1', suppressed: 29 }, msg: 'admin API: wrong token (29 more from this address since its last line)' });
+  f.flush();
+  t.equal(warns().length, 3, 'nothing left to say');
+  f.close();
+});
+
+t.test('the timer is armed by a suppressed failure and writes the line by itself', async (t) => {
+  const lines: string[] = [];
+  const log = { warn: (_o: unknown, msg: string) => lines.push(msg), debug: () => undefined } as unknown as FastifyBaseLogger;
+  const f = new AuthFailureLog(log, { intervalMs: 50 });
+  t.teardown(() => f.close());
+  f.record('invalid', '127.0.0.1', 'GET', '/');
+  f.record('invalid', '127.0.0.1', 'GET', '/');
+  f.record('invalid', '127.0.0.1', 'GET', '/');
+  t.equal(lines.length, 1);
+  const deadline = Date.now() + 5000;
+  while (lines.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  t.same(lines, ['admin API: wrong token', 'admin API: wrong token (2 more from this address since its last line)']);
+});
