@@ -100,3 +100,32 @@ t.test('a config with no warnings and a config built elsewhere both report none'
   t.same(configWarnings(buildConfig(config([tcp('127.0.0.1:7000')]))), []);
   t.same(configWarnings({} as never), [], 'an object buildConfig did not make');
 });
+
+t.test('ipgate check-config prints the warnings and still says valid; a refused config exits 1 naming the field', async (t) => {
+  const { spawnSync } = await import('node:child_process');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const YAML = (await import('yaml')).default;
+  const main = path.resolve(__dirname, '../../../dist/src/main.js');
+  if (!fs.existsSync(main)) {
+    t.fail(`${main} is missing: run npm run build:all first`);
+    return;
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-check-config-'));
+  const run = (raw: unknown) => {
+    const file = path.join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
+    fs.writeFileSync(file, YAML.stringify(raw));
+    const r = spawnSync(process.execPath, [main, 'check-config', file], { encoding: 'utf8' });
+    return { file, status: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+  const warned = run(config([tcp('127.0.0.1:7000', { proxyProtocol: { mode: 'optional', trustedSources: ['0.0.0.0/0'] } })]));
+  t.equal(warned.status, 0, warned.stderr);
+  t.match(warned.stdout, `${warned.file}: valid (1 listener(s), 1 allowlist(s))`);
+  t.equal(warned.stderr, `ipgate: warning: ${warned.file}: listeners[0].proxyProtocol.trustedSources[0]: "0.0.0.0/0": trusts every IPv4 address: `
+    + 'anyone there can send a PROXY header and choose the client address ipgate checks; list only the CIDRs of your load balancers or proxies\n');
+  const refused = run(config([tcp('0.0.0.0:7000'), tcp('127.0.0.1:7000')]));
+  t.equal(refused.status, 1);
+  t.match(refused.stderr, 'listeners[1].listen: "127.0.0.1:7000": collides with listeners[0].listen "0.0.0.0:7000"');
+  t.equal(refused.stdout, '', 'not "valid"');
+});
