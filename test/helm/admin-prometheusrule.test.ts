@@ -14,6 +14,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
 import { ListenerStats } from '../../src/metrics/listener-stats';
+import { clusterExposition, workerMetricsJson } from '../../src/metrics/cluster';
 import { Metrics } from '../../src/metrics/metrics';
 import { LiveLists } from '../../src/store/live-lists';
 import { VARIANTS, render, renderError } from '../helpers/helm';
@@ -50,17 +51,21 @@ function promtool(args: string[], files: Record<string, unknown>): { status: num
   }
 }
 
-/** The series (name -> label names) a process publishes with every source attached. */
+/**
+ * The series (name -> label names) a pod publishes, as the chart runs it: a primary (store, lists,
+ * admin API) and a worker (the listeners), merged as the primary's /metrics merges them.
+ */
 async function published(): Promise<Map<string, Set<string>>> {
-  const metrics = new Metrics({ version: 'test' });
+  const primary = new Metrics({ version: 'test' });
+  primary.setAllowlists(new LiveLists(), { kind: 'kubernetes', lastRefusal: () => null });
+  primary.adminRequest('/v1/allowlists/:name/entries', 'POST', 503);
+  const worker = new Metrics({ version: 'test' });
   const stats = new ListenerStats('web');
   stats.denied.set('not_allowlisted', 1);
-  metrics.addListener(stats, 'http');
-  metrics.setAllowlists(new LiveLists(), { kind: 'kubernetes', lastRefusal: () => null });
-  metrics.setSelfChecks({ state: () => ({ listeners: { web: { sourceNat: { suspected: false, public: true } } } }) });
-  metrics.adminRequest('/v1/allowlists/:name/entries', 'POST', 503);
+  worker.addListener(stats, 'http');
+  worker.setSelfChecks({ state: () => ({ listeners: { web: { sourceNat: { suspected: false, public: true } } } }) });
   const out = new Map<string, Set<string>>();
-  for (const line of (await metrics.scrape()).split('\n')) {
+  for (const line of (await clusterExposition(primary, [await workerMetricsJson(worker, 1)])).split('\n')) {
     const m = /^([a-z_:][a-z0-9_:]*)(?:\{(.*)\})? /.exec(line);
     if (!m) continue;
     const labels = out.get(m[1]!) ?? new Set<string>();
@@ -74,7 +79,7 @@ t.test('off by default; on, one PrometheusRule with the release label Prometheus
   t.equal(render({}).all('PrometheusRule').length, 0);
   const out = render(VARIANTS['prometheusRule on']!);
   t.equal(out.one('PrometheusRule').metadata.labels!.release, 'kube-prometheus-stack');
-  t.same(rules().map((r) => r.alert), ['IpgateDenialsSpike', 'IpgateSourceNatSuspected', 'IpgateStoreWritesFailing', 'IpgateStoreContentRefused', 'IpgateRestarting', 'IpgateCertificateExpiringSoon']);
+  t.same(rules().map((r) => r.alert), ['IpgateDenialsSpike', 'IpgateSourceNatSuspected', 'IpgateStoreWritesFailing', 'IpgateStoreContentRefused', 'IpgateRestarting', 'IpgateWorkersReplaced', 'IpgateCertificateExpiringSoon']);
   for (const r of rules()) {
     t.ok(r.labels.severity, `${r.alert} has a severity`);
     t.ok(r.annotations.summary && r.annotations.description, `${r.alert} has a summary and a description`);
@@ -100,11 +105,12 @@ t.test('every ipgate metric an alert uses is published, with the labels the aler
     }
   }
   t.same([...series.get('ipgate_admin_requests_total')!].sort(), ['code_class', 'method', 'route'], 'the store-writes alert filters on method and code_class');
+  t.ok(series.get('process_start_time_seconds')?.has('worker'), 'the worker-replacement alert filters on the per-process worker label');
 });
 
 t.test('every expression selects this release: namespace and the admin Service\'s job, or the operator\'s selector', async (t) => {
   for (const r of rules().filter((r) => r.alert !== 'IpgateRestarting')) {
-    for (const m of r.expr.matchAll(/ipgate_[a-z_]+\{([^}]*)\}/g)) t.match(m[1], /^namespace="ipgate-system",job="edge-ipgate-admin"/, r.alert);
+    for (const m of r.expr.matchAll(/(?:ipgate|process)_[a-z_]+\{([^}]*)\}/g)) t.match(m[1], /^namespace="ipgate-system",job="edge-ipgate-admin"/, r.alert);
   }
   const restarts = rules().find((r) => r.alert === 'IpgateRestarting')!;
   t.match(restarts.expr, /namespace="ipgate-system",pod=~"edge-ipgate-\[a-z0-9\]\+\(-\[a-z0-9\]\+\)\?",container="ipgate"/);
@@ -125,7 +131,7 @@ t.test('promtool check rules accepts the rendered rules', { skip: skipPromtool }
   const groups = render(VARIANTS['prometheusRule on']!).one('PrometheusRule').spec.groups;
   const r = promtool(['check', 'rules', 'rules.yaml'], { 'rules.yaml': { groups } });
   t.equal(r.status, 0, r.output);
-  t.match(r.output, /SUCCESS: 6 rules found/);
+  t.match(r.output, /SUCCESS: 7 rules found/);
 });
 
 // promtool unit tests: each alert against series that should fire it and series that should not.
@@ -189,6 +195,20 @@ const UNIT_TESTS = [
     alert_rule_test: [
       { eval_time: '18m', alertname: 'IpgateRestarting', exp_alerts: [] },
       { eval_time: '25m', alertname: 'IpgateRestarting', exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'ipgate-system', pod: 'edge-ipgate-abcde', container: 'ipgate' }, summary: 'ipgate edge-ipgate-abcde restarted 3 times' }] },
+    ],
+  },
+  {
+    name: 'worker 1 is replaced by worker 2 in one pod; another pod keeps its worker and its primary',
+    interval: '1m',
+    input_series: [
+      { series: `process_start_time_seconds{${SEL},${POD},worker="primary"}`, values: '100x40' },
+      { series: `process_start_time_seconds{${SEL},${POD},worker="1"}`, values: '100x10' },
+      { series: `process_start_time_seconds{${SEL},${POD},worker="2"}`, values: '_x11 760x29' },
+      { series: `process_start_time_seconds{${SEL},pod="edge-ipgate-fghij",worker="1"}`, values: '100x40' },
+    ],
+    alert_rule_test: [
+      { eval_time: '8m', alertname: 'IpgateWorkersReplaced', exp_alerts: [] },
+      { eval_time: '25m', alertname: 'IpgateWorkersReplaced', exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'ipgate-system', pod: 'edge-ipgate-abcde' }, summary: 'ipgate edge-ipgate-abcde: 1 worker process(es) replaced' }] },
     ],
   },
   {
