@@ -243,3 +243,18 @@ t.test('README: the short token the README used to give is refused on one line, 
   t.equal(r.stderr, `${promise[1]}\n`, 'exactly the line the README shows, and nothing else (no stack)');
   t.equal(r.stdout, '', 'nothing logged: it stopped before starting anything');
 });
+
+t.test('README "Running it for real": a bad config is refused with path and value, one line each, exit 1', async (t) => {
+  const file = path.join(tmpDir('ipgate-readme-'), 'bad.yaml');
+  fs.writeFileSync(file, 'allowlists: { main: [10.0.0.1/33] }\nlisteners: [{ name: a, listen: "127.0.0.1:99999", allowlist: main, upstreams: ["127.0.0.1:7100"] }]\n');
+  for (const command of [`node dist/src/main.js check-config ${file}`, `node dist/src/main.js --config ${file}`]) {
+    const r = await sh(command, baseEnv);
+    t.equal(r.code, 1, `${command}: exit 1`);
+    const lines = r.stderr.trimEnd().split('\n');
+    t.equal(lines.length, 2, `${command}: one line per problem (${JSON.stringify(r.stderr)})`);
+    t.ok(lines.every((l) => l.startsWith(`ipgate: invalid config ${file}: `)), 'each line says which file');
+    t.ok(lines.some((l) => /: allowlists\.main\[0\][\w.]*: "10\.0\.0\.1\/33": \S/.test(l)), 'the bad CIDR: its field and value');
+    t.ok(lines.some((l) => /: listeners\[0\]\.listen: "127\.0\.0\.1:99999": \S/.test(l)), 'the bad port: its field and value');
+    t.equal(r.stdout, '', 'nothing started, nothing logged');
+  }
+});
