@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import YAML from 'yaml';
+import { parseConfig } from '../../src/config/load';
 import { VARIANTS, render, renderError, renderFresh, templateText } from '../helpers/helm';
 
 type EnvVar = { name: string; value?: string; valueFrom?: unknown };
@@ -112,4 +113,18 @@ t.test('admin.bindAddress: podIP without hostNetwork, IPv6 bracketed, and an exp
   t.equal(envValue({ hostNetwork: true, admin: { bindAddress: '0.0.0.0' } }, 'IPGATE_ADMIN_LISTEN'), undefined, 'the operator chose the wildcard');
   t.match(render({ hostNetwork: true, admin: { bindAddress: '0.0.0.0' } }).notes(), /admin port 9901 is on every node address/);
   t.match(renderError({ admin: { bindAddress: '10.0.0.1' } }), /at '\/admin\/bindAddress': value must be one of 'auto', 'podIP', '0\.0\.0\.0', '\[::\]'/);
+});
+
+t.test('admin.allowedHosts: the admin Service\'s DNS names, so in-cluster clients using them are not refused (421)', async (t) => {
+  const config = (values: Record<string, unknown>) =>
+    parseConfig(render(values).one('ConfigMap', '-config').data['config.yaml'] as string);
+  t.same(config({}).admin.allowedHosts, [
+    'edge-ipgate-admin', 'edge-ipgate-admin.ipgate-system', 'edge-ipgate-admin.ipgate-system.svc', 'edge-ipgate-admin.ipgate-system.svc.cluster.local',
+  ]);
+  t.equal(render({}).one('Service', '-admin').metadata.name, 'edge-ipgate-admin', 'the names are the Service\'s');
+  const custom = config({ clusterDomain: 'edge.internal', admin: { extraAllowedHosts: ['ipgate-admin.example.com', 'edge-ipgate-admin'] } }).admin.allowedHosts;
+  t.same(custom, [
+    'edge-ipgate-admin', 'edge-ipgate-admin.ipgate-system', 'edge-ipgate-admin.ipgate-system.svc', 'edge-ipgate-admin.ipgate-system.svc.edge.internal', 'ipgate-admin.example.com',
+  ], 'the cluster domain and extra names; no duplicates');
+  t.match(renderError({ admin: { extraAllowedHosts: ['admin.example.com:9901'] } }), /at '\/admin\/extraAllowedHosts\/0'/, 'names only, no ports');
 });

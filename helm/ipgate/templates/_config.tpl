@@ -10,6 +10,11 @@ rendered file with ipgate's parseConfig.
 {{- $_ := set $l "listen" (include "ipgate.hostPort" (list $.Values.listenAddress .port)) -}}
 {{- $listeners = append $listeners $l -}}
 {{- end -}}
+{{- /* The admin Service's DNS names: clients in the cluster address the admin API by them. */ -}}
+{{- $svc := include "ipgate.suffixed" (list . "admin") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) -}}
+{{- $hosts = concat $hosts .Values.admin.extraAllowedHosts | uniq -}}
 {{- $config := dict
   "workers" .Values.config.workers
   "logging" .Values.config.logging
@@ -18,7 +23,8 @@ rendered file with ipgate's parseConfig.
     "tokenFile" nil
     "tokenEnv" "IPGATE_ADMIN_TOKEN"
     "bodyLimit" .Values.admin.bodyLimit
-    "separateProcess" .Values.admin.separateProcess)
+    "separateProcess" .Values.admin.separateProcess
+    "allowedHosts" $hosts)
   "store" (dict
     "type" "kubernetes"
     "namespace" nil
