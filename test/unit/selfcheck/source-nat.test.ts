@@ -9,7 +9,7 @@ import { LogCapture } from '../../helpers/ipgate';
 
 function setup(listeners: Array<Record<string, unknown>>, clusterNetworks = ['10.244.0.0/16', '192.0.2.0/24']) {
   const config = buildConfig({ store: { type: 'memory' }, admin: { listen: null }, allowlists: { a: [] }, clusterNetworks,
-    listeners: listeners.map((l) => ({ mode: 'tcp', allowlist: 'a', upstreams: ['127.0.0.1:1'], ...l })) });
+    listeners: listeners.map((l) => ({ mode: 'tcp', allowlist: 'a', upstreams: ['127.0.0.1:9'], ...l })) });
   const logs = new LogCapture();
   const sc = new SelfChecks(config.clusterNetworks, pino({ level: 'debug' }, logs), { windowConnections: 100, minConnections: 20, threshold: 0.5, evaluateMs: 1000, logIntervalMs: 60_000, trustWindowMs: 60_000 });
   const stats = config.listeners.map((l) => new ListenerStats(l.name));
