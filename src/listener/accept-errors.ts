@@ -48,8 +48,8 @@ export function fdReserve(limit: number): number {
 export class AcceptErrors {
   /** The first fd number refused; Infinity when the limit is unknown (no guard). */
   readonly maxFd: number;
-  private pending = 0;
-  private pendingCode: AcceptErrorCode = 'other';
+  /** Failures since the last line, by code. */
+  private readonly pending: Record<AcceptErrorCode, number> = { EMFILE: 0, ENFILE: 0, other: 0 };
   private lastLineAt = -Infinity;
   private timer: NodeJS.Timeout | null = null;
 
@@ -80,8 +80,7 @@ export class AcceptErrors {
     if (code === 'EMFILE') s.acceptErrorsEmfile++;
     else if (code === 'ENFILE') s.acceptErrorsEnfile++;
     else s.acceptErrorsOther++;
-    this.pending++;
-    this.pendingCode = code;
+    this.pending[code]++;
     if (Date.now() - this.lastLineAt >= this.intervalMs) this.flush();
     else if (this.timer === null) {
       // The failures after the line still get theirs, at the end of the interval, even if none follow.
@@ -92,14 +91,19 @@ export class AcceptErrors {
 
   private flush(): void {
     this.timer = null;
-    if (this.pending === 0) return;
+    const p = this.pending;
+    const count = p.EMFILE + p.ENFILE + p.other;
+    if (count === 0) return;
     const s = this.stats;
+    const why = p.EMFILE > 0 ? 'at the open-file limit: raise ulimit -n (LimitNOFILE), or take fewer connections per process'
+      : p.ENFILE > 0 ? 'at the system-wide open-file limit (fs.file-max)' : 'accept(2) failed';
     this.log.warn({
-      count: this.pending, code: this.pendingCode, intervalMs: this.intervalMs, fdLimit: this.fdLimit, maxFd: Number.isFinite(this.maxFd) ? this.maxFd : null,
+      count, codes: { ...p }, intervalMs: this.intervalMs, fdLimit: this.fdLimit, maxFd: Number.isFinite(this.maxFd) ? this.maxFd : null,
       total: { EMFILE: s.acceptErrorsEmfile, ENFILE: s.acceptErrorsEnfile, other: s.acceptErrorsOther },
-    }, `accept failed: ${this.pending} connection(s) closed unserved (${this.pendingCode === 'EMFILE'
-      ? 'at the open-file limit: raise ulimit -n / LimitNOFILE, or fewer connections' : this.pendingCode}) since the last line`);
-    this.pending = 0;
+    }, `accept failed: ${count} connection(s) closed unserved since the last line (${why})`);
+    p.EMFILE = 0;
+    p.ENFILE = 0;
+    p.other = 0;
     this.lastLineAt = Date.now();
   }
 }

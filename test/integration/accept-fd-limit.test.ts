@@ -11,7 +11,10 @@ import net from 'node:net';
 import path from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
-import { fdReserve, openFileLimit } from '../../src/listener/accept-errors';
+import pino from 'pino';
+import { AcceptErrors, fdReserve, openFileLimit } from '../../src/listener/accept-errors';
+import { ListenerStats } from '../../src/metrics/listener-stats';
+import { LogCapture } from '../helpers/ipgate';
 import { request, TOKEN } from '../helpers/admin-api';
 import { childPids, logLines, MAIN, tmpDir } from '../helpers/ipgate';
 import { freePort, waitFor } from '../helpers/net';
@@ -26,6 +29,27 @@ t.test('openFileLimit reads the soft limit from /proc/self/limits', async (t) =>
   t.equal(openFileLimit('nothing here'), null);
   t.equal(fdReserve(128), 16, 'at least 16 descriptors kept free');
   t.equal(fdReserve(65536), 2048, '1/32 of a large limit');
+});
+
+t.test('AcceptErrors: the first failure logged at once, the rest of the interval in one line at its end', async (t) => {
+  const stats = new ListenerStats('edge');
+  const logs = new LogCapture();
+  const errors = new AcceptErrors(stats, pino({ level: 'info' }, logs), 100, 200);
+  t.teardown(() => errors.close());
+  t.equal(errors.maxFd, 84, '100 descriptors, 16 kept free');
+  t.ok(errors.admit(83), 'below the guard');
+  t.notOk(errors.admit(84), 'at the guard: refused');
+  for (let fd = 90; fd < 99; fd++) errors.admit(fd);
+  errors.failed(-23); // ENFILE from the accept callback
+  errors.failed(-105); // ENOBUFS: other
+  t.same([stats.acceptErrorsEmfile, stats.acceptErrorsEnfile, stats.acceptErrorsOther], [10, 1, 1]);
+  t.equal(logs.lines.length, 1, 'one line so far');
+  t.match(logs.lines[0], { level: 40, count: 1, codes: { EMFILE: 1, ENFILE: 0, other: 0 }, fdLimit: 100, maxFd: 84 });
+  await waitFor(() => logs.lines.length === 2, 5000, 'the end-of-interval line');
+  t.match(logs.lines[1], { count: 11, codes: { EMFILE: 9, ENFILE: 1, other: 1 }, total: { EMFILE: 10, ENFILE: 1, other: 1 } });
+  t.match(String(logs.lines[1]!.msg), /^accept failed: 11 connection\(s\) closed unserved since the last line \(at the open-file limit/);
+  const none = new AcceptErrors(new ListenerStats('x'), pino({ level: 'silent' }), null);
+  t.ok(none.admit(1_000_000), 'an unknown limit: no guard');
 });
 
 t.test('more connections than descriptors: the excess is closed, counted and logged once per listener', { skip: hasPrlimit ? false : 'no prlimit on this machine' }, async (t) => {
@@ -104,7 +128,7 @@ t.test('more connections than descriptors: the excess is closed, counted and log
   const lines = logLines(out).filter((l) => typeof l.msg === 'string' && l.msg.startsWith('accept failed'));
   const tcpLines = lines.filter((l) => l.listener === 'tcp');
   t.equal(tcpLines.length, 1, 'one warn line for the TCP listener within the interval');
-  t.match(tcpLines[0], { level: 'warn', code: 'EMFILE', count: 1, fdLimit: LIMIT, maxFd: LIMIT - 16 },
+  t.match(tcpLines[0], { level: 'warn', codes: { EMFILE: 1 }, count: 1, fdLimit: LIMIT, maxFd: LIMIT - 16 },
     'the first failure is logged at once, with the limit');
   t.match(tcpLines[0]!.msg, /at the open-file limit: raise ulimit -n/);
   t.equal(lines.filter((l) => l.listener === 'web').length, 1, 'one for the HTTP listener');
