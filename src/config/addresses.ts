@@ -35,10 +35,11 @@ export function bindCollision(a: HostPort, b: HostPort): string | null {
   if (a.port !== b.port || a.port === 0) return null;
   const sa = scopeOf(a.host);
   const sb = scopeOf(b.host);
+  // "::" first: whatever a name resolves to, a bind needs a local address, and "::" covers them all.
+  if (sa.kind === 'any' || sb.kind === 'any') return `port ${a.port} on "::" covers every IPv4 and IPv6 address`;
   if (sa.kind === 'name' || sb.kind === 'name') {
     return sa.kind === 'name' && sb.kind === 'name' && sa.name === sb.name ? 'the same address and port' : null;
   }
-  if (sa.kind === 'any' || sb.kind === 'any') return `port ${a.port} on "::" covers every IPv4 and IPv6 address`;
   if (sa.kind === 'any4' && sb.kind === 'any4') return 'the same address and port';
   if (sa.kind === 'any4' || sb.kind === 'any4') {
     const other = sa.kind === 'any4' ? sb : sa;

@@ -31,6 +31,10 @@ const refused: { what: string; raw: Raw; problem: string }[] = [
     problem: 'listeners[0].listen: "[::]:9901": collides with admin.listen "[::1]:9901"' },
   { what: 'two listeners on 0.0.0.0:P and 127.0.0.1:P', raw: config([tcp('0.0.0.0:7000'), tcp('127.0.0.1:7000')]),
     problem: 'listeners[1].listen: "127.0.0.1:7000": collides with listeners[0].listen "0.0.0.0:7000": port 7000 on 0.0.0.0 covers every IPv4 address; only one socket can listen on it' },
+  { what: '[::]:P and a host name on P (a bind needs a local address, and :: covers them all)', raw: config([tcp('[::]:7000'), tcp('gate.example:7000')]),
+    problem: 'listeners[1].listen: "gate.example:7000": collides with listeners[0].listen "[::]:7000": port 7000 on "::" covers every IPv4 and IPv6 address' },
+  { what: 'the same host name and port twice', raw: config([tcp('gate.example:7000'), tcp('GATE.example:7000')]),
+    problem: 'listeners[1].listen: "GATE.example:7000": collides with listeners[0].listen "gate.example:7000": the same address and port' },
   { what: 'two listeners on [::]:P and [::1]:P', raw: config([tcp('[::]:7000'), tcp('[::1]:7000')]),
     problem: 'listeners[1].listen: "[::1]:7000": collides with listeners[0].listen "[::]:7000"' },
   { what: 'an IPv4-mapped IPv6 bind is the IPv4 address', raw: config([tcp('127.0.0.1:7000'), tcp('[::ffff:127.0.0.1]:7000')]),
@@ -63,6 +67,7 @@ t.test('refused: each problem names the field and quotes both values; nothing is
 const accepted: { what: string; raw: Raw; warnings: string[] }[] = [
   { what: 'different ports on one address', raw: config([tcp('0.0.0.0:7000'), tcp('127.0.0.1:7001')], { admin: { listen: '0.0.0.0:9901' } }), warnings: [] },
   { what: 'IPv4 loopback and IPv6 loopback on one port', raw: config([tcp('127.0.0.1:7000'), tcp('[::1]:7000')]), warnings: [] },
+  { what: 'a host name and 127.0.0.1 on one port (what the name resolves to is not known here)', raw: config([tcp('gate.example:7000'), tcp('127.0.0.1:7000')]), warnings: [] },
   { what: 'two loopback addresses on one port', raw: config([tcp('127.0.0.1:7000'), tcp('127.0.0.2:7000')]), warnings: [] },
   { what: 'port 0 twice (the kernel picks distinct ports)', raw: config([tcp('127.0.0.1:0'), tcp('0.0.0.0:0')]), warnings: [] },
   { what: 'an upstream on the same port of another host', raw: config([tcp('0.0.0.0:7000', { upstreams: ['10.1.2.3:7000'] })]), warnings: [] },
