@@ -38,7 +38,7 @@ rendered file with ipgate's parseConfig.
 # Rendered by the ipgate Helm chart from its values; edit the values, not this ConfigMap.
 # store.namespace null: the pod's own namespace (env POD_NAMESPACE).
 {{- if include "ipgate.adminBindsPodIP" . }}
-# admin.listen: IPGATE_ADMIN_LISTEN (the pod IP, set in the pod spec) is bound instead.
+# admin.listen: IPGATE_ADMIN_LISTEN (the pod IP, set in the pod spec) replaces it where ipgate reads it.
 {{- end }}
 {{ toYaml $config }}
 {{- end -}}

@@ -75,8 +75,8 @@ spec:
         {{- $admin := include "ipgate.adminListen" . }}
         {{- if include "ipgate.adminBindsPodIP" . }}
         # The admin API on the pod IP only: with hostNetwork that is the node's primary address, so
-        # the admin port is not on every node address (0.0.0.0 would be). ipgate reads this variable
-        # in place of config.yaml's admin.listen.
+        # the admin port is not on every node address (0.0.0.0 would be). The variable replaces
+        # config.yaml's admin.listen in an ipgate that reads it (docs/kubernetes.md).
         - name: IPGATE_ADMIN_LISTEN
           value: {{ $admin | quote }}
         {{- end }}
