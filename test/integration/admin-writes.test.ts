@@ -5,6 +5,7 @@
  * ends in a 409 that says so, after bounded retries.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import pino from 'pino';
 import t from 'tap';
 import { buildAdminApp } from '../../src/admin/admin-app';
@@ -17,6 +18,8 @@ import { LiveLists } from '../../src/store/live-lists';
 import { MemoryStore } from '../../src/store/memory-store';
 import type { StoredList } from '../../src/store/store';
 import { request, startAdminGate, TOKEN } from '../helpers/admin-api';
+import { childPids, spawnIpgate, tmpDir } from '../helpers/ipgate';
+import { freePort, waitFor } from '../helpers/net';
 
 const listener = { name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] };
 
@@ -77,4 +80,31 @@ t.test('a writer outside the process that wins every race: 409 after bounded ret
   t.match(r.json.message, /kept changing outside this process .*6 attempts.*retry/);
   t.equal(store.writes, 6, 'one attempt and five retries');
   t.same(service.get('main').entries, [{ cidr: '10.0.0.0/8' }], 'the edit was never written');
+});
+
+t.test('the same through the compiled binary in its default process model (the admin API in a primary, a file store)', async (t) => {
+  const dir = tmpDir('ipgate-admin-writes-');
+  fs.writeFileSync(path.join(dir, 'token'), `${TOKEN}\n`);
+  const adminPort = await freePort();
+  const g = spawnIpgate(['run'], {
+    logging: { level: 'info', bufferBytes: 0 },
+    store: { type: 'file', path: path.join(dir, 'allowlists.json') },
+    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token') },
+    allowlists: { main: ['10.0.0.0/8'] },
+    listeners: [{ ...listener, listen: `127.0.0.1:${await freePort()}` }],
+  });
+  t.teardown(async () => {
+    if (g.child.exitCode !== null) return;
+    for (const c of childPids(g.child.pid!)) try { process.kill(c, 'SIGKILL'); } catch { /* gone */ }
+    g.child.kill('SIGKILL');
+    await g.exited;
+  });
+  await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'ready');
+  t.equal(g.child.exitCode, null, g.stderr());
+  const base = `http://127.0.0.1:${adminPort}`;
+  const cidrs = Array.from({ length: 12 }, (_, i) => `192.0.2.${i + 1}/32`);
+  const replies = await Promise.all(cidrs.map((cidr) => request(base, 'POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr }] } })));
+  t.same(replies.map((r) => r.status), cidrs.map(() => 200), replies.filter((r) => r.status !== 200).map((r) => r.text).join('\n'));
+  const got = await request(base, 'GET', '/v1/allowlists/main');
+  t.equal(got.json.entries.length, 13, 'all 12 entries added');
 });
