@@ -9,8 +9,9 @@ import t, { type Test } from 'tap';
 import { allowlistMain } from '../../src/cli/allowlist';
 import { analyseAdmin } from '../../src/doctor/analyse-admin';
 import type { Finding } from '../../src/doctor/finding';
-import { startAdminGate, TOKEN } from '../helpers/admin-api';
-import { tmpDir } from '../helpers/ipgate';
+import { request, startAdminGate, TOKEN } from '../helpers/admin-api';
+import { childPids, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
+import { freePort, waitFor } from '../helpers/net';
 
 const listener = { name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] };
 
@@ -100,4 +101,33 @@ t.test('the allowlist CLI reaches the API by IP and by localhost (both pass the 
     t.equal(code, 0, `${admin}: ${err}`);
     t.match(out, /^NAME +VERSION/);
   }
+});
+
+t.test('in the default process model (the admin API in a cluster primary): allowedHosts applies and auth failures reach /metrics', async (t) => {
+  const dir = tmpDir('ipgate-admin-host-bin-');
+  fs.writeFileSync(path.join(dir, 'token'), `${TOKEN}\n`);
+  const adminPort = await freePort();
+  const g = spawnIpgate(['run'], {
+    logging: { level: 'info', bufferBytes: 0 },
+    store: { type: 'memory' },
+    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), allowedHosts: ['ipgate-admin.ipgate.svc'] },
+    allowlists: { main: [] },
+    listeners: [{ ...listener, listen: `127.0.0.1:${await freePort()}` }],
+  });
+  t.teardown(async () => {
+    if (g.child.exitCode !== null) return;
+    for (const c of childPids(g.child.pid!)) try { process.kill(c, 'SIGKILL'); } catch { /* gone */ }
+    g.child.kill('SIGKILL');
+    await g.exited;
+  });
+  await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'ready');
+  t.equal(g.child.exitCode, null, g.stderr());
+  t.match(g.stdout(), /"reason":"admin API in its own process"[^\n]*"msg":"starting workers"/, 'a primary and one worker');
+  const base = `http://127.0.0.1:${adminPort}`;
+  t.equal((await request(base, 'GET', '/readyz', { token: null, headers: { host: 'ipgate-admin.ipgate.svc:9901' } })).status, 200, 'a listed name');
+  t.equal((await request(base, 'GET', '/readyz', { token: null, headers: { host: 'evil.example' } })).status, 421, 'any other name');
+  for (let i = 0; i < 3; i++) t.equal((await request(base, 'GET', '/v1/allowlists', { token: 'wrong-token-0123456789' })).status, 403);
+  const m = await request(base, 'GET', '/metrics', { token: null });
+  t.match(m.text, /^ipgate_admin_auth_failures_total\{reason="invalid"\} 3$/m, 'counted once, by the primary');
+  t.equal(logLines(g.stdout()).filter((l) => String(l.msg).startsWith('admin API: wrong token')).length, 1, 'one line for three');
 });
