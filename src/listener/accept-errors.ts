@@ -4,7 +4,7 @@
  *
  * Why a guard and not only a count: when accept(2) fails with EMFILE, libuv does not report it. It
  * closes a reserved descriptor, accepts every pending connection and closes it, then reserves the
- * descriptor again (uv__emfile_trick in libuv's src/unix/stream.c), so the clients are reset and
+ * descriptor again (libuv's uv__emfile_trick), so the clients are reset and
  * the process sees nothing: no callback, no error event. The only place left to count is before
  * that point. A new descriptor is always the lowest free number (POSIX open/accept), so an accepted
  * socket whose fd is within `reserve` of the open-file limit proves the table is that full: the
