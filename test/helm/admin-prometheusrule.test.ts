@@ -258,3 +258,9 @@ function expected(t: Test, rule: Rule, e: { exp_labels: Record<string, string>; 
   t.notMatch(description, /\{\{/, `${rule.alert}: the description uses only labels`);
   return { exp_labels: e.exp_labels, exp_annotations: { summary: e.summary, description } };
 }
+
+t.test('NOTES warn when the alerts select the ServiceMonitor\'s job but there is no ServiceMonitor', async (t) => {
+  t.match(render(VARIANTS['prometheusRule on']!).notes(), /WARNING: prometheusRule is on without serviceMonitor: the alerts select job="edge-ipgate-admin"/);
+  t.notMatch(render({ prometheusRule: { enabled: true }, serviceMonitor: { enabled: true } }).notes(), /WARNING: prometheusRule/);
+  t.notMatch(render({ prometheusRule: { enabled: true, selector: 'job="ipgate"' } }).notes(), /WARNING: prometheusRule/);
+});

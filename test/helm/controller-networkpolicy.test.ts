@@ -50,3 +50,8 @@ t.test('refused: a bad source CIDR, a CIDR without prefix, an empty admin peer, 
   t.match(renderError({ networkPolicy: { enabled: true, admin: { from: [{}] } } }), /at '\/networkPolicy\/admin\/from\/0': minProperties/);
   t.match(renderError({ networkPolicy: { enabled: true, admin: { from: [{ namespaceSelectr: {} }] } } }), /additional properties 'namespaceSelectr' not allowed/);
 });
+
+t.test('NOTES warn that hostNetwork pods are mostly outside NetworkPolicy', async (t) => {
+  t.match(render({ hostNetwork: true, networkPolicy: { enabled: true } }).notes(), /WARNING: networkPolicy is on, but most CNIs do not enforce NetworkPolicies for hostNetwork pods/);
+  t.notMatch(render(VARIANTS['networkPolicy on']!).notes(), /WARNING: networkPolicy/);
+});
