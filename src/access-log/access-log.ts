@@ -15,7 +15,11 @@
  *              HTTP: ok, or the failure (upstream_refused, upstream_timeout, client_abort, ...)
  *   upstream   `host:port` chosen, or null
  *   status     HTTP status sent (0: none)
+ *   upstreamStatus  HTTP: the upstream's own status (null: ipgate answered, or no answer)
+ *   upstreamMs HTTP: milliseconds from the request sent upstream to its response head (null: none)
  *   method, path  HTTP request line (path cut at 256 characters)
+ *   host, userAgent  HTTP: the Host and User-Agent headers (cut at 256 characters)
+ *   requestId  HTTP: the X-Request-ID sent upstream (a trusted proxy's, or ipgate's)
  *   bytesIn, bytesOut  bytes from / to the client (HTTP: bytesOut only, response bytes on the wire)
  *   durationMs from accept (TCP) or request head (HTTP) to close
  *
@@ -152,12 +156,16 @@ export class ListenerAccessLog {
         const upstream = ex.upstream?.label ?? null;
         const method = ex.req.method ?? null;
         const bytesOut = ex.socket.bytesWritten - ex.bytesAtStart;
+        const host = cut(ex.host);
+        const ua = cut(ex.userAgent);
+        const upstreamStatus = ex.upstreamStatus === 0 ? null : ex.upstreamStatus;
         const w = this.direct;
         // Field by field into the block: in a loaded server the concatenated line, its flatten
         // and its UTF-8 copy cost 10-20 us (bench/README.md "where an access line's time goes").
         // Worst case per character: a 6-byte \u escape; a line too long for a block is a string.
         if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
-          + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)))) {
+          + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)
+          + len(host) + len(ua) + len(ex.requestId)))) {
           w.fragment('{"level":"info"');
           w.time();
           w.fragment(raw.bindings);
@@ -171,6 +179,11 @@ export class ListenerAccessLog {
           w.fragment(',"method":'); w.jsonString(method);
           w.fragment(',"path":'); w.jsonString(path);
           w.fragment(',"status":'); w.number(ex.status);
+          w.fragment(',"upstreamStatus":'); w.number(upstreamStatus);
+          w.fragment(',"upstreamMs":'); w.number(ex.upstreamMs);
+          w.fragment(',"host":'); w.jsonString(host);
+          w.fragment(',"userAgent":'); w.jsonString(ua);
+          w.fragment(',"requestId":'); w.jsonString(ex.requestId);
           w.fragment(',"bytesOut":'); w.number(bytesOut);
           w.fragment(',"durationMs":'); w.number(now - ex.startedAt);
           w.fragment(',"msg":"access"}\n');
@@ -180,14 +193,18 @@ export class ListenerAccessLog {
         raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(ex.client)}`
           + `,"via":${str(ex.via)},"peer":${str(conn.peerAddress)},"decision":"allow","entry":${str(entry)}`
           + `,"result":${str(result)},"upstream":${str(upstream)},"method":${str(method)}`
-          + `,"path":${str(path)},"status":${num(ex.status)},"bytesOut":${num(bytesOut)}`
+          + `,"path":${str(path)},"status":${num(ex.status)},"upstreamStatus":${num(upstreamStatus)}`
+          + `,"upstreamMs":${num(ex.upstreamMs)},"host":${str(host)},"userAgent":${str(ua)},"requestId":${str(ex.requestId)}`
+          + `,"bytesOut":${num(bytesOut)}`
           + `,"durationMs":${num(now - ex.startedAt)},"msg":"access"}\n`);
         return;
       }
       this.log.info({
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'allow', entry: ex.entry?.cidr ?? null,
         result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.req.method, path, status: ex.status,
-        bytesOut: ex.socket.bytesWritten - ex.bytesAtStart, durationMs: now - ex.startedAt,
+        upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
+        userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
+        durationMs: now - ex.startedAt,
       }, 'access');
       return;
     }
@@ -196,8 +213,9 @@ export class ListenerAccessLog {
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason,
-        result: ex.reason, upstream: null, method: ex.req.method, path, status: ex.status,
-        bytesOut: ex.socket.bytesWritten - ex.bytesAtStart, durationMs: now - ex.startedAt,
+        result: ex.reason, upstream: null, method: ex.req.method, path, status: ex.status, host: cut(ex.host),
+        userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
+        durationMs: now - ex.startedAt,
       }, 'access');
     }
   }
@@ -214,6 +232,11 @@ function str(s: string | null | undefined): string {
     if (c < 32 || c === 34 || c === 92 || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
   }
   return `"${s}"`;
+}
+
+/** A header value as logged: at most MAX_PATH characters (a client chooses its length). */
+function cut(s: string | null): string | null {
+  return s === null || s === undefined || s.length <= MAX_PATH ? s ?? null : s.slice(0, MAX_PATH);
 }
 
 /** Length of a field that the types say is a string, 0 if it is not (a line must never throw). */

@@ -73,6 +73,11 @@ export interface HttpConfig {
    * Default: none.
    */
   stripHeaders: string[];
+  /**
+   * Send `X-Request-ID` upstream: a trusted proxy's as received, else a new 32-hex id (in the
+   * access line either way, as `requestId`). Default true.
+   */
+  requestId: boolean;
   /** Time allowed to receive the complete request headers. Default 10000. */
   requestHeaderTimeoutMs: number;
   /** Largest request header block, bytes. Default 16384. */
@@ -330,6 +335,7 @@ export const configSchema = {
               xForwardedFor: { enum: ['append', 'replace'], default: 'append' },
               forwarded: { type: 'boolean', default: false },
               deniedBody: { type: 'string', maxLength: 65_536, default: 'Forbidden\n' },
+              requestId: { type: 'boolean', default: true },
               stripHeaders: { type: 'array', items: { type: 'string', pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }, default: [] },
               requestHeaderTimeoutMs: { ...ms, default: 10_000 },
               maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 1_048_576, default: 16_384 },

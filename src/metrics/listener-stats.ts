@@ -35,9 +35,41 @@ export class ListenerStats {
   /** Upstream connect time of new upstream connections, seconds (ipgate_upstream_connect_seconds). */
   readonly upstreamConnect = new FixedHistogram(CONNECT_BUCKETS);
 
+  /** Per upstream target (`host:port` from the config: a bounded set), created on first use. */
+  readonly upstreams = new Map<string, UpstreamStats>();
+
   constructor(readonly listener: string) {}
 
   static bump(map: Map<string, number>, key: string): void {
     map.set(key, (map.get(key) ?? 0) + 1);
   }
+
+  upstream(label: string): UpstreamStats {
+    let u = this.upstreams.get(label);
+    if (u === undefined) this.upstreams.set(label, (u = new UpstreamStats()));
+    return u;
+  }
+
+  /** An upstream failure: the listener's count and the target's. */
+  upstreamFailed(label: string | null | undefined, reason: string): void {
+    ListenerStats.bump(this.upstreamErrors, reason);
+    if (label !== null && label !== undefined) ListenerStats.bump(this.upstream(label).failures, reason);
+  }
+
+  /** An HTTP response head from an upstream, `seconds` after the request went to it. */
+  upstreamAnswered(label: string, status: number, seconds: number): void {
+    const u = this.upstream(label);
+    u.responses[status >= 100 && status < 600 ? Math.floor(status / 100) : 0]!++;
+    u.responseTime.observe(seconds);
+  }
+}
+
+/** One upstream target's counters (ipgate_upstream_responses_total, _failures_total, _response_seconds). */
+export class UpstreamStats {
+  /** HTTP response heads received, by status class: index 1..5 (0: outside 100-599). */
+  readonly responses = [0, 0, 0, 0, 0, 0];
+  /** Failures by reason (upstream_refused, upstream_timeout, upstream_reset, ...). */
+  readonly failures = new Map<string, number>();
+  /** Time from the request sent to the response head, seconds (nginx $upstream_header_time). */
+  readonly responseTime = new FixedHistogram(HTTP_DURATION_BUCKETS);
 }

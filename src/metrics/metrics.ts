@@ -136,6 +136,26 @@ export class Metrics {
     new Published({ name: 'ipgate_upstream_errors_total', type: 'counter',
       help: 'Upstream failures by reason: upstream_refused, upstream_timeout, upstream_reset, upstream_dns, upstream_error.',
       collect: each((s, out) => byKey(s.upstreamErrors, out, s.listener, 'reason')) }).register(r);
+    const CLASSES = ['other', '1xx', '2xx', '3xx', '4xx', '5xx'];
+    new Published({ name: 'ipgate_upstream_responses_total', type: 'counter',
+      help: 'HTTP response heads received from each upstream target, by status class (the upstream\'s status, before ipgate answers anything itself).',
+      collect: each((s, out) => {
+        for (const [upstream, u] of s.upstreams) {
+          for (let i = 0; i < CLASSES.length; i++) {
+            if (i > 0 || u.responses[0]! > 0) out.push({ labels: { listener: s.listener, upstream, code_class: CLASSES[i]! }, value: u.responses[i]! });
+          }
+        }
+      }) }).register(r);
+    new Published({ name: 'ipgate_upstream_failures_total', type: 'counter',
+      help: 'Failures of each upstream target by reason (as ipgate_upstream_errors_total, per target).',
+      collect: each((s, out) => {
+        for (const [upstream, u] of s.upstreams) for (const [reason, v] of u.failures) out.push({ labels: { listener: s.listener, upstream, reason }, value: v });
+      }) }).register(r);
+    new Published({ name: 'ipgate_upstream_response_seconds', type: 'histogram',
+      help: 'Time from a request sent to an upstream target to its response head (millisecond resolution).',
+      collect: each((s, out) => {
+        for (const [upstream, u] of s.upstreams) histogramSamples(out, 'ipgate_upstream_response_seconds', { listener: s.listener, upstream }, u.responseTime);
+      }) }).register(r);
     new Published({ name: 'ipgate_upstream_connect_seconds', type: 'histogram',
       help: 'Time to establish a new upstream TCP connection (pooled HTTP connections are counted when opened).',
       collect: each((s, out) => histogramSamples(out, 'ipgate_upstream_connect_seconds', { listener: s.listener }, s.upstreamConnect)) }).register(r);

@@ -71,6 +71,17 @@ export class Exchange {
   /** The response (or upgraded socket) closed: nothing more may be written or started. */
   closed = false;
   status = 0;
+  /** The upstream's own status (0: no response head from it; ipgate answered, or nothing). */
+  upstreamStatus = 0;
+  /** performance.now() when the request went to the upstream (the last attempt). */
+  sentAt = 0;
+  /** Milliseconds from the request sent upstream to the response head (null: no head). */
+  upstreamMs: number | null = null;
+  /** X-Request-ID: a trusted proxy's, or ours (request-id.ts); sent upstream and logged. */
+  requestId: string | null = null;
+  /** The request's Host (after an absolute-form target's authority replaced it) and User-Agent. */
+  host: string | null = null;
+  userAgent: string | null = null;
   /** Failure / result reason (`upstream_refused`, `upstream_timeout`, `denied`, `client_abort`, ...). */
   reason: string | null = null;
   readonly startedAt: number;

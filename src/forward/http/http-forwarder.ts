@@ -41,6 +41,7 @@ import type { EngineSink, HttpEngine } from './engine';
 import { Exchange, HttpConn, kExchange, kHttpConn } from './exchange';
 import { HttpProxyEngine } from './http-proxy-engine';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
+import { newRequestId, validRequestId } from './request-id';
 import { requestTarget } from './request-target';
 import { UndiciEngine } from './undici-engine';
 import type { RequestHead } from './relay/llhttp-parser';
@@ -74,6 +75,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
   private readonly idleMs: number;
   private draining = false;
   private active = 0;
+  /** `http.requestId`: send X-Request-ID upstream. */
+  private readonly requestIdHeader: boolean;
   /** Extra header names stripped from untrusted peers (`http.stripHeaders`), null without any. */
   readonly strip: ReadonlySet<string> | null;
   /** `http.engine: relay` (WIP): the relay's upstream pool; null on the node:http path. */
@@ -95,6 +98,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     this.canned = new CannedResponses(h.deniedBody);
     this.strip = h.stripHeaders.length > 0 ? new Set(h.stripHeaders.map((n) => n.toLowerCase())) : null;
     this.xffAppend = h.xForwardedFor === 'append';
+    this.requestIdHeader = h.requestId;
     this.forwarded = h.forwarded;
     this.upstreamTimeoutMs = h.upstreamTimeoutMs;
     this.idleMs = config.timeouts.idleMs;
@@ -231,6 +235,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       req.url = target.path;
       headers.host = target.authority;
       got.host = target.authority;
+      ex.host = target.authority;
     }
     if (ex.entry === null) {
       // No `100 Continue` first (checkContinue): the client learns it is denied before it sends a body.
@@ -243,7 +248,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     if (hc.revoked || this.draining || (res as ServerResponse & { maxRequestsOnConnectionReached?: boolean }).maxRequestsOnConnectionReached === true) {
       res.shouldKeepAlive = false;
     }
-    this.identityHeaders(headers, hc, ex.client, got);
+    this.identityHeaders(headers, hc, ex, got);
     ex.headers = headers;
     ex.first = this.pool.start();
     ex.timer = setTimeout(onUpstreamTimeout, this.upstreamTimeoutMs, ex);
@@ -273,6 +278,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       req.url = target.path;
       headers.host = target.authority;
       got.host = target.authority;
+      ex.host = target.authority;
     }
     if (ex.entry === null || hc.revoked || this.draining || bad) {
       const canned = ex.entry === null || hc.revoked ? this.canned.forbidden(got.accept) : this.canned.badRequest;
@@ -286,12 +292,14 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       socket.end(canned.wire);
       return;
     }
-    this.identityHeaders(headers, hc, ex.client, got);
+    this.identityHeaders(headers, hc, ex, got);
     headers.connection = 'upgrade';
     headers.upgrade = got.upgrade!; // not null: `bad` above
     ex.headers = headers;
     hc.upgraded = ex;
     ex.first = this.pool.start();
+    ex.upstream = this.pool.targets[ex.first % this.pool.targets.length]!;
+    ex.sentAt = performance.now();
     ex.timer = setTimeout(onUpstreamTimeout, this.upstreamTimeoutMs, ex);
     this.engine.ws(ex, ex.first, headers, this.upgradeAgent(hc.conn), head);
   }
@@ -322,7 +330,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       got.host = authority;
     }
     const ex = this.exchange(hc, requestStub(head), null, socket);
-    if (ex.entry !== null) this.identityHeaders(headers, hc, ex.client, got);
+    if (ex.entry !== null) this.identityHeaders(headers, hc, ex, got);
     return { ex, headers, accept: got.accept };
   }
 
@@ -376,7 +384,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
 
   relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void {
     const reason = timedOut ? 'upstream_timeout' : upstreamReason({ code } as NodeJS.ErrnoException);
-    ListenerStats.bump(this.stats.upstreamErrors, reason);
+    this.stats.upstreamFailed(ex.upstream?.label, reason);
     if (retrying) {
       this.log.warn({ conn: ex.hc.conn.id, upstream: ex.upstream?.label, err: code }, 'upstream connect failed; trying next');
       return;
@@ -405,6 +413,9 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       ex = new Exchange(hc, req, res, socket, conn.clientAddress, conn.via, Date.now(), !got.hasBody);
       ex.entry = hc.entry;
     }
+    ex.host = got.host;
+    ex.userAgent = got.userAgent;
+    ex.requestId = got.requestId !== null && validRequestId(got.requestId) ? got.requestId : newRequestId();
     return ex;
   }
 
@@ -417,8 +428,10 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
    * Proto/Host/Port from a trusted proxy are kept (it may terminate TLS); else ours: `http`
    * (ipgate does not terminate TLS), the Host header, the port the client connected to.
    */
-  private identityHeaders(headers: OutgoingHttpHeaders, hc: HttpConn, client: string, got: ReceivedHeaders): void {
+  private identityHeaders(headers: OutgoingHttpHeaders, hc: HttpConn, ex: Exchange, got: ReceivedHeaders): void {
     const peer = hc.conn.clientAddress;
+    const client = ex.client;
+    if (this.requestIdHeader && ex.requestId !== null) headers['x-request-id'] = ex.requestId;
     headers['x-real-ip'] = client;
     if (this.xffAppend) {
       headers['x-forwarded-for'] = hc.trusted && got.xForwardedFor !== null ? `${got.xForwardedFor}, ${peer}` : peer;
@@ -441,6 +454,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     const index = (ex.first + ex.attempt) % targets.length;
     ex.upstream = targets[index]!;
     ex.proxyReq = null;
+    ex.sentAt = performance.now();
     this.engine.web(ex, index, ex.headers!, ex.hc.agent ?? this.agent);
   }
 
@@ -476,7 +490,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       return;
     }
     ex.status = canned.status;
-    if (!ex.req.complete) {
+    if (!ex.bodyless && !ex.req.complete) {
       // Answered before the request body was all read (504 to a trickled body, 502): the client
       // may go on sending for as long as it likes, so the connection ends with this answer
       // instead of waiting for the body under keep-alive (issue "Hardening": a 1 byte/s body held
@@ -500,6 +514,19 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     if (ex.timer !== null) clearTimeout(ex.timer);
     ex.timer = null;
     ex.status = status;
+    this.upstreamAnswered(ex, status);
+  }
+
+  /** The upstream's response head: its status and time, per target (issue "Operations"). */
+  private upstreamAnswered(ex: Exchange, status: number): void {
+    ex.upstreamStatus = status;
+    const ms = performance.now() - ex.sentAt;
+    ex.upstreamMs = Math.round(ms);
+    if (ex.upstream !== null) this.stats.upstreamAnswered(ex.upstream.label, status, ms / 1000);
+  }
+
+  relayUpstreamResponse(ex: Exchange, status: number): void {
+    this.upstreamAnswered(ex, status);
   }
 
   upstreamError(ex: Exchange, err: NodeJS.ErrnoException): void {
@@ -514,7 +541,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     const targets = this.pool.targets;
     if (!ex.timedOut && res !== null && !res.headersSent && ex.bodyless && isConnectFailure(err) &&
         ex.attempt + 1 < targets.length) {
-      ListenerStats.bump(this.stats.upstreamErrors, reason);
+      this.stats.upstreamFailed(ex.upstream?.label, reason);
       this.log.warn({ conn: ex.hc.conn.id, upstream: ex.upstream?.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
       ex.attempt++;
       this.dispatch(ex);
@@ -523,7 +550,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     if (ex.timer !== null) clearTimeout(ex.timer);
     ex.timer = null;
     ex.reason = reason;
-    ListenerStats.bump(this.stats.upstreamErrors, reason);
+    this.stats.upstreamFailed(ex.upstream?.label, reason);
     // Upstream faults log at warn (DESIGN "Observability").
     this.log.warn({ conn: ex.hc.conn.id, client: ex.client, upstream: ex.upstream?.label, reason, err: err.code ?? err.message },
       'upstream failed');
@@ -543,6 +570,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     if (ex.timer !== null) clearTimeout(ex.timer);
     ex.timer = null;
     ex.status = 101;
+    this.upstreamAnswered(ex, 101);
     ex.upstreamSocket = upstreamSocket;
     const conn = ex.hc.conn;
     conn.upstreamSocket = upstreamSocket;

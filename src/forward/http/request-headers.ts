@@ -32,6 +32,9 @@ export class ReceivedHeaders {
   forwarded: string | null = null;
   host: string | null = null;
   accept: string | null = null;
+  userAgent: string | null = null;
+  /** A trusted proxy's X-Request-ID (never passed on as received: the forwarder sets the header). */
+  requestId: string | null = null;
   upgrade: string | null = null;
   /** The request has a body (Content-Length > 0 or Transfer-Encoding): not safe to send twice. */
   hasBody = false;
@@ -46,6 +49,8 @@ export class ReceivedHeaders {
     this.forwarded = null;
     this.host = null;
     this.accept = null;
+    this.userAgent = null;
+    this.requestId = null;
     this.upgrade = null;
     this.hasBody = false;
     this.connectionTokens = null;
@@ -103,6 +108,12 @@ export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out
         continue;
       case 'x-real-ip':
         continue; // always ours
+      case 'x-request-id':
+        if (trusted && got.requestId === null) got.requestId = value;
+        continue; // set by the forwarder: the trusted proxy's, or a new one
+      case 'user-agent':
+        if (got.userAgent === null) got.userAgent = value;
+        break;
       case 'host':
         if (got.host === null) got.host = value;
         break;

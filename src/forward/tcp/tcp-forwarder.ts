@@ -118,7 +118,7 @@ export class TcpForwarder implements ConnectionHandler {
       if (!connected) {
         if (attempt + 1 < targets.length && !client.destroyed) {
           this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
-          ListenerStats.bump(this.stats.upstreamErrors, upstreamReason(err));
+          this.stats.upstreamFailed(target.label, upstreamReason(err));
           this.dial(conn, client, leftover, index, attempt + 1);
           return;
         }
@@ -169,7 +169,7 @@ export class TcpForwarder implements ConnectionHandler {
       const reason = upstreamReason({ code } as NodeJS.ErrnoException);
       if (attempt + 1 < targets.length && !client.destroyed) {
         this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed; trying next');
-        ListenerStats.bump(this.stats.upstreamErrors, reason);
+        this.stats.upstreamFailed(target.label, reason);
         this.dialRaw(conn, client, leftover, index, attempt + 1);
         return;
       }
@@ -278,7 +278,7 @@ export class TcpForwarder implements ConnectionHandler {
 
   private fail(conn: Connection, reason: string): void {
     if (conn.result === null) conn.result = reason;
-    if (reason !== 'idle_timeout') ListenerStats.bump(this.stats.upstreamErrors, reason);
+    if (reason !== 'idle_timeout') this.stats.upstreamFailed(conn.upstream, reason);
     conn.socket.destroy();
     conn.upstreamSocket?.destroy();
   }

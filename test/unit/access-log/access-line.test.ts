@@ -32,7 +32,8 @@ function conn(over: Partial<Record<string, unknown>> = {}): Connection {
 function exchange(url: string | undefined, over: Partial<Record<string, unknown>> = {}): Exchange {
   const c = conn({ onRevoke: () => {} });
   return { hc: { conn: c }, reason: null, req: { url, method: 'GET' }, client: '10.9.9.9', via: 'xff', entry: ENTRY, upstream: { label: '127.0.0.1:7180' },
-    status: 200, socket: { bytesWritten: 900 }, bytesAtStart: 100, startedAt: Date.now() - 3, ...over } as unknown as Exchange;
+    status: 200, upstreamStatus: 200, upstreamMs: 2, host: 'app.example', userAgent: 'curl/8.5.0', requestId: '0123456789abcdef0123456789abcdef',
+    socket: { bytesWritten: 900 }, bytesAtStart: 100, startedAt: Date.now() - 3, ...over } as unknown as Exchange;
 }
 
 function compare(t: Test, fast: string, slow: string, what: string): void {

@@ -60,6 +60,8 @@ export interface RelayHost {
   relayClientError(hc: HttpConn, reason: string): void;
   /** Count and log an upstream failure (`upstream_refused`, ...); `retrying`: the next target follows. */
   relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void;
+  /** The upstream's response head (status, time since `ex.sentAt`), counted per target. */
+  relayUpstreamResponse(ex: Exchange, status: number): void;
   /** Count and log one finished request. */
   relayRecord(ex: Exchange): void;
   /** Denied request bookkeeping (counts, debug line). */
@@ -421,6 +423,7 @@ export class RelayConn implements ParserSink<RequestHead> {
     const ex = this.ex!;
     const target = this.targets[(this.first + this.attempt) % this.targets.length]!;
     ex.upstream = target;
+    ex.sentAt = performance.now();
     const up = this.pool.acquire(target);
     up.owner = this;
     up.parser.setRequestMethod(this.head!.method);
@@ -473,6 +476,7 @@ export class RelayConn implements ParserSink<RequestHead> {
       return;
     }
     ex.status = head.statusCode;
+    this.host.relayUpstreamResponse(ex, head.statusCode);
     this.responseStarted = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
