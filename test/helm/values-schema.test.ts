@@ -89,14 +89,16 @@ t.test('helm lint passes the same fields written correctly (the refusals above a
   t.equal(r.status, 0, r.output);
 });
 
-t.test('an IPv4 CIDR with host bits set is refused with the network address to write (ipgate would refuse it at start)', async (t) => {
+t.test('an IPv4 CIDR with host bits set, or an IPv4-mapped one, is refused by the chart (ipgate would refuse it at start)', async (t) => {
   t.match(renderError(withLists({ office: ['203.0.113.7/24'] })), /allowlists\.office\[0\]: host bits set in "203\.0\.113\.7\/24": did you mean 203\.0\.113\.0\/24\?/);
   t.match(renderError(withLists({ office: [{ cidr: '10.1.0.0/8' }] })), /allowlists\.office\[0\]\.cidr: host bits set in "10\.1\.0\.0\/8": did you mean 10\.0\.0\.0\/8\?/);
   t.match(renderError({ config: { clusterNetworks: ['10.244.1.0/16'] } }), /config\.clusterNetworks\[0\]: host bits set .* did you mean 10\.244\.0\.0\/16\?/);
   t.match(renderError({ listeners: [{ ...TCP_LISTENER, proxyProtocol: { mode: 'optional', trustedSources: ['10.0.0.1/31'] } }], allowlists: { partners: [] } }), /listeners\[0\]\.proxyProtocol\.trustedSources\[0\]: host bits set .* did you mean 10\.0\.0\.0\/31\?/);
   t.match(renderError({ listeners: [{ ...HTTP_LISTENER, http: { trustedProxies: ['192.0.2.255/25'] } }], allowlists: { office: [] } }), /listeners\[0\]\.http\.trustedProxies\[0\]: host bits set .* did you mean 192\.0\.2\.128\/25\?/);
+  t.match(renderError(withLists({ office: ['::ffff:203.0.113.0/120'] })), /allowlists\.office\[0\]: "::ffff:203\.0\.113\.0\/120" is an IPv4-mapped IPv6 CIDR, which never matches/);
+  t.match(renderError({ config: { clusterNetworks: ['0:0:0:0:0:FFFF:a00:0/104'] } }), /config\.clusterNetworks\[0\]: .* is an IPv4-mapped IPv6 CIDR/);
   // The edges: /0, /32 and a bare address have no host bits to check.
-  const ok = render(withLists({ office: ['0.0.0.0/0', '255.255.255.255/32', '255.255.255.254/31', '198.51.100.7'] }));
+  const ok = render(withLists({ office: ['0.0.0.0/0', '255.255.255.255/32', '255.255.255.254/31', '198.51.100.7', '2001:db8::/32', '64:ff9b::/96'] }));
   t.equal(ok.all('ConfigMap').length > 0, true);
 });
 

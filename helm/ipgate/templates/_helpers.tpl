@@ -177,7 +177,8 @@ rollingUpdate:
 {{/*
 An IPv4 CIDR with host bits set (10.0.0.1/8) passes the schema's pattern but ipgate refuses it at
 start, so the pod would crash-loop: refuse it here with the network address to write instead.
-Call with (list "<field path>" "<cidr>"). IPv6 CIDRs are left to ipgate's own check.
+Call with (list "<field path>" "<cidr>"). IPv6 host bits are left to ipgate's own check at start;
+IPv4-mapped IPv6 CIDRs, which ipgate also refuses, are refused here.
 */}}
 {{- define "ipgate.checkCidrHostBits" -}}
 {{- $path := index . 0 -}}
@@ -193,6 +194,10 @@ Call with (list "<field path>" "<cidr>"). IPv6 CIDRs are left to ipgate's own ch
 {{- if ne $net $value -}}
 {{- fail (printf "%s: host bits set in %q: did you mean %d.%d.%d.%d/%d?" $path $cidr (div $net 16777216) (mod (div $net 65536) 256) (mod (div $net 256) 256) (mod $net 256) $prefix) -}}
 {{- end -}}
+{{- end -}}
+{{- /* ipgate sees an IPv4 client as IPv4, so an IPv4-mapped CIDR (::ffff:a.b.c.d/96 and longer) would never match. */ -}}
+{{- if regexMatch "(?i)^(::(0{1,4}:){0,4}|(0{1,4}:){5})ffff:[^/]*/(9[6-9]|1[01][0-9]|12[0-8])$" $cidr -}}
+{{- fail (printf "%s: %q is an IPv4-mapped IPv6 CIDR, which never matches (ipgate sees IPv4 clients as IPv4): write it as an IPv4 CIDR" $path $cidr) -}}
 {{- end -}}
 {{- end -}}
 
