@@ -185,3 +185,20 @@ t.test('the upstream pattern agrees with ipgate\'s host:port parser', async (t) 
     t.equal(UPSTREAM.test(c), ipgate, `${JSON.stringify(c)}: ipgate ${ipgate ? 'accepts' : 'refuses'}`);
   }
 });
+
+t.test('IPv6 host bits: the chart agrees with ipgate on seeded random CIDRs (all valid ones render, each refused one fails)', async (t) => {
+  const rand = prng(2121);
+  const valid: string[] = [];
+  const hostBits: string[] = [];
+  while (valid.length < 200 || hostBits.length < 12) {
+    const text = randomV6(rand);
+    if (!text.includes('/') || !CIDR.test(text)) continue;
+    const r = parseCidr(text);
+    if (r.ok && valid.length < 200) valid.push(text);
+    else if (!r.ok && /^host bits set/.test(r.message) && hostBits.length < 12) hostBits.push(text);
+  }
+  t.doesNotThrow(() => render(withLists({ office: valid })), `${valid.length} CIDRs ipgate accepts render`);
+  for (const c of hostBits) {
+    t.match(renderError(withLists({ office: [c] })), /allowlists\.office\[0\]: host bits set in .*: the address must be the first of its \/\d+/, c);
+  }
+});

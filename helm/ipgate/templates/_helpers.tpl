@@ -175,10 +175,47 @@ rollingUpdate:
 {{- end -}}
 
 {{/*
-An IPv4 CIDR with host bits set (10.0.0.1/8) passes the schema's pattern but ipgate refuses it at
+The eight 16-bit groups of an IPv6 address (the schema has checked its syntax), as a JSON list of
+numbers: "::" expanded, an IPv4 tail read as two groups. Sprig parses no hexadecimal: digit by digit.
+*/}}
+{{- define "ipgate.ipv6Groups" -}}
+{{- $hex := dict "0" 0 "1" 1 "2" 2 "3" 3 "4" 4 "5" 5 "6" 6 "7" 7 "8" 8 "9" 9 "a" 10 "b" 11 "c" 12 "d" 13 "e" 14 "f" 15 -}}
+{{- $text := lower . -}}
+{{- $tail := list -}}
+{{- $last := last (splitList ":" $text) -}}
+{{- if contains "." $last -}}
+{{- $o := splitList "." $last -}}
+{{- $tail = list (add (mul (atoi (index $o 0)) 256) (atoi (index $o 1))) (add (mul (atoi (index $o 2)) 256) (atoi (index $o 3))) -}}
+{{- $text = trimSuffix $last $text -}}
+{{- if and (hasSuffix ":" $text) (not (hasSuffix "::" $text)) -}}{{- $text = trimSuffix ":" $text -}}{{- end -}}
+{{- end -}}
+{{- $read := list -}}
+{{- $halves := splitList "::" $text -}}
+{{- range $halves -}}
+{{- $nums := list -}}
+{{- range compact (splitList ":" .) -}}
+{{- $n := 0 -}}
+{{- range splitList "" . -}}{{- $n = add (mul $n 16) (get $hex .) -}}{{- end -}}
+{{- $nums = append $nums $n -}}
+{{- end -}}
+{{- $read = append $read $nums -}}
+{{- end -}}
+{{- $groups := index $read 0 -}}
+{{- if eq (len $halves) 2 -}}
+{{- $right := concat (index $read 1) $tail -}}
+{{- range until (int (sub 8 (add (len $groups) (len $right)))) -}}{{- $groups = append $groups 0 -}}{{- end -}}
+{{- $groups = concat $groups $right -}}
+{{- else -}}
+{{- $groups = concat $groups $tail -}}
+{{- end -}}
+{{- toJson $groups -}}
+{{- end -}}
+
+{{/*
+A CIDR with host bits set (10.0.0.1/8) passes the schema's pattern but ipgate refuses it at
 start, so the pod would crash-loop: refuse it here with the network address to write instead.
-Call with (list "<field path>" "<cidr>"). IPv6 host bits are left to ipgate's own check at start;
-IPv4-mapped IPv6 CIDRs, which ipgate also refuses, are refused here.
+Call with (list "<field path>" "<cidr>"). The same for IPv6 (without the suggestion: writing the
+compressed form is ipgate's job), and IPv4-mapped IPv6 CIDRs, which ipgate refuses too.
 */}}
 {{- define "ipgate.checkCidrHostBits" -}}
 {{- $path := index . 0 -}}
@@ -193,6 +230,21 @@ IPv4-mapped IPv6 CIDRs, which ipgate also refuses, are refused here.
 {{- $net := sub $value (mod $value $size) -}}
 {{- if ne $net $value -}}
 {{- fail (printf "%s: host bits set in %q: did you mean %d.%d.%d.%d/%d?" $path $cidr (div $net 16777216) (mod (div $net 65536) 256) (mod (div $net 256) 256) (mod $net 256) $prefix) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (contains "/" $cidr) (contains ":" $cidr) -}}
+{{- $parts := splitList "/" $cidr -}}
+{{- $prefix := atoi (index $parts 1) -}}
+{{- $groups := include "ipgate.ipv6Groups" (index $parts 0) | fromJsonArray -}}
+{{- range $i, $g := $groups -}}
+{{- $hostBits := sub (mul (add $i 1) 16) $prefix -}}
+{{- if gt (int $hostBits) 0 -}}
+{{- $size := 1 -}}
+{{- range until (int (min $hostBits 16)) -}}{{- $size = mul $size 2 -}}{{- end -}}
+{{- if ne (mod (int $g) $size) 0 -}}
+{{- fail (printf "%s: host bits set in %q: the address must be the first of its /%d" $path $cidr $prefix) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- /* ipgate sees an IPv4 client as IPv4, so an IPv4-mapped CIDR (::ffff:a.b.c.d/96 and longer) would never match. */ -}}
