@@ -217,7 +217,7 @@ start, so the pod would crash-loop: refuse it here with the network address to w
 Call with (list "<field path>" "<cidr>"). The same for IPv6 (without the suggestion: writing the
 compressed form is ipgate's job), and IPv4-mapped IPv6 CIDRs, which ipgate refuses too.
 */}}
-{{- define "ipgate.checkCidrHostBits" -}}
+{{- define "ipgate.checkCidr" -}}
 {{- $path := index . 0 -}}
 {{- $cidr := toString (index . 1) -}}
 {{- if and (contains "/" $cidr) (not (contains ":" $cidr)) -}}
@@ -279,10 +279,10 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- fail (printf "listeners[%d].port: %d is below 1024, which a non-root container cannot bind without hostNetwork; listen on a port >= 1024 and set listeners[%d].servicePort: %d" $i (int $l.port) $i (int $l.port)) -}}
 {{- end -}}
 {{- range $j, $c := (dig "proxyProtocol" "trustedSources" list $l) -}}
-{{- include "ipgate.checkCidrHostBits" (list (printf "listeners[%d].proxyProtocol.trustedSources[%d]" $i $j) $c) -}}
+{{- include "ipgate.checkCidr" (list (printf "listeners[%d].proxyProtocol.trustedSources[%d]" $i $j) $c) -}}
 {{- end -}}
 {{- range $j, $c := (dig "http" "trustedProxies" list $l) -}}
-{{- include "ipgate.checkCidrHostBits" (list (printf "listeners[%d].http.trustedProxies[%d]" $i $j) $c) -}}
+{{- include "ipgate.checkCidr" (list (printf "listeners[%d].http.trustedProxies[%d]" $i $j) $c) -}}
 {{- end -}}
 {{- if not (hasKey $.Values.allowlists $l.allowlist) -}}
 {{- fail (printf "listeners[%d].allowlist: %q is not defined under allowlists (defined: %s)" $i $l.allowlist (keys $.Values.allowlists | sortAlpha | join ", ")) -}}
@@ -291,14 +291,14 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- range $name, $entries := .Values.allowlists -}}
 {{- range $j, $e := $entries -}}
 {{- if kindIs "string" $e -}}
-{{- include "ipgate.checkCidrHostBits" (list (printf "allowlists.%s[%d]" $name $j) $e) -}}
+{{- include "ipgate.checkCidr" (list (printf "allowlists.%s[%d]" $name $j) $e) -}}
 {{- else -}}
-{{- include "ipgate.checkCidrHostBits" (list (printf "allowlists.%s[%d].cidr" $name $j) $e.cidr) -}}
+{{- include "ipgate.checkCidr" (list (printf "allowlists.%s[%d].cidr" $name $j) $e.cidr) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
 {{- range $j, $c := .Values.config.clusterNetworks -}}
-{{- include "ipgate.checkCidrHostBits" (list (printf "config.clusterNetworks[%d]" $j) $c) -}}
+{{- include "ipgate.checkCidr" (list (printf "config.clusterNetworks[%d]" $j) $c) -}}
 {{- end -}}
 {{- if and .Values.hostNetwork (eq .Values.kind "Deployment") (gt (int .Values.replicaCount) 1) (not .Values.affinity) -}}
 {{- fail "hostNetwork: two pods of a Deployment on one node would fight over the same host ports; use kind: DaemonSet, or set affinity (pod anti-affinity per node)" -}}
