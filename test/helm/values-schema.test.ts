@@ -38,6 +38,7 @@ const CASES: { what: string; values: Record<string, unknown>; message: RegExp }[
   { what: 'listener names an undefined allowlist', values: { listeners: [TCP_LISTENER] }, message: /listeners\[0\]\.allowlist: "partners" is not defined under allowlists \(defined: default\)/ },
   { what: 'two listeners with one name', values: { listeners: [HTTP_LISTENER, { ...TCP_LISTENER, name: 'web' }], allowlists: { office: [], partners: [] } }, message: /listeners\[1\]\.name: "web" is used twice/ },
   { what: 'listener on the admin port', values: withListener({ port: 9901 }), message: /listeners\[0\]\.port: 9901 is already used by another listener or by admin\.port/ },
+  { what: 'PROXY protocol on with no trusted source (ipgate refuses it at start)', values: { listeners: [{ ...TCP_LISTENER, proxyProtocol: { mode: 'required', trustedSources: [] } }], allowlists: { partners: [] } }, message: /listeners\[0\]\.proxyProtocol\.trustedSources: is empty, so no peer may send a PROXY header in mode "required"/ },
   { what: 'grace period shorter than the drain', values: { terminationGracePeriodSeconds: 10 }, message: /terminationGracePeriodSeconds: 10 s is not more than/ },
   { what: 'hostNetwork Deployment with 2 replicas and no anti-affinity', values: { hostNetwork: true, kind: 'Deployment', replicaCount: 2 }, message: /hostNetwork: two pods of a Deployment on one node/ },
 ];

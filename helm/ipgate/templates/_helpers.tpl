@@ -278,6 +278,10 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- if and (lt (int $l.port) 1024) (not $.Values.hostNetwork) -}}
 {{- fail (printf "listeners[%d].port: %d is below 1024, which a non-root container cannot bind without hostNetwork; listen on a port >= 1024 and set listeners[%d].servicePort: %d" $i (int $l.port) $i (int $l.port)) -}}
 {{- end -}}
+{{- $ppMode := dig "proxyProtocol" "mode" "off" $l -}}
+{{- if and (ne $ppMode "off") (not (dig "proxyProtocol" "trustedSources" list $l)) -}}
+{{- fail (printf "listeners[%d].proxyProtocol.trustedSources: is empty, so no peer may send a PROXY header in mode %q: list the load balancers' CIDRs" $i $ppMode) -}}
+{{- end -}}
 {{- range $j, $c := (dig "proxyProtocol" "trustedSources" list $l) -}}
 {{- include "ipgate.checkCidr" (list (printf "listeners[%d].proxyProtocol.trustedSources[%d]" $i $j) $c) -}}
 {{- end -}}
