@@ -93,13 +93,14 @@ export interface HttpConfig {
   /** Upstream keep-alive pool: idle socket lifetime; keep it below the backend's. Default 4000. */
   upstreamIdleTimeoutMs: number;
   /**
-   * Engine moving requests upstream: `undici` (default: ~1.9x the requests per CPU-second of
-   * http-proxy in interleaved runs, bench/README.md "HTTP engines"), `http-proxy`, or `relay`
-   * (no node:http on either side: llhttp in WebAssembly parses client and upstream, ~1.5x undici's
-   * requests per CPU-second, bench/README.md "The relay engine"; src/forward/http/relay/). Upgrades
-   * (WebSockets) and outbound-PROXY-header requests use http-proxy whatever the engine. The relay
-   * keeps at most one upstream socket per client connection busy and pools the idle ones; it does
-   * not apply upstreamMaxSockets.
+   * Engine moving requests upstream: `relay` (default: no node:http on either side, llhttp in
+   * WebAssembly parses client and upstream, ~1.3-1.5x the requests per CPU-second of the former
+   * undici engine, bench/README.md "The relay engine"; src/forward/http/relay/) or `http-proxy`.
+   * Upgrades (WebSockets) and outbound-PROXY-header requests use http-proxy whatever the engine.
+   * The relay keeps at most one upstream socket per client connection busy and pools the idle
+   * ones; it does not apply upstreamMaxSockets. `undici` is accepted for old configs and runs the
+   * relay, with a warning: that engine was removed (undici 7.30.2's client asserts, killing the
+   * process, when a close-delimited response ends while paused by backpressure; docs/http-engines.md).
    */
   engine: 'http-proxy' | 'undici' | 'relay';
 }
@@ -344,7 +345,7 @@ export const configSchema = {
               upstreamTimeoutMs: { ...ms, default: 60_000 },
               upstreamMaxSockets: { type: 'integer', minimum: 1, maximum: 65_536, default: 128 },
               upstreamIdleTimeoutMs: { ...ms, default: 4_000 },
-              engine: { enum: ['http-proxy', 'undici', 'relay'], default: 'undici' },
+              engine: { enum: ['relay', 'http-proxy', 'undici'], default: 'relay' },
             },
           },
         },

@@ -150,7 +150,11 @@ export function checkSemantics(config: Config, raw: unknown = config): SemanticR
     }
     checkCidrs(`${at}.http.trustedProxies`, l.http.trustedProxies,
       'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
-    const ignored = IGNORED_BY_ENGINE[l.http.engine] ?? {};
+    if (l.http.engine === 'undici') {
+      warnings.push(problem(`${at}.http.engine`, l.http.engine,
+        'was removed (undici\'s client can kill the process on a close-delimited response; docs/http-engines.md): the relay engine serves this listener'));
+    }
+    const ignored = IGNORED_BY_ENGINE[l.http.engine === 'undici' ? 'relay' : l.http.engine] ?? {};
     for (const [key, why] of Object.entries(ignored)) {
       if (rawHttp !== null && key in rawHttp) warnings.push(problem(`${at}.http.${key}`, rawHttp[key], `is ignored by http.engine "${l.http.engine}": ${why}`));
     }

@@ -1,7 +1,8 @@
 /**
  * The HTTP path end to end over real loopback sockets: accept -> PROXY decode -> identity ->
- * allowlist -> HttpForwarder (http-proxy) -> a backend. Distinct clients are sockets bound to
- * distinct 127.0.0.x addresses. Each http-proxy defect the forwarder handles has a test here.
+ * allowlist -> HttpForwarder -> a backend, on the default engine (relay; http-forward-http-proxy.test.ts
+ * runs it again on http-proxy). Distinct clients are sockets bound to distinct 127.0.0.x addresses.
+ * Each http-proxy defect the forwarder handles has a test here.
  */
 import http from 'node:http';
 import net from 'node:net';
@@ -27,10 +28,10 @@ async function backend(t: Test, handler?: http.RequestListener): Promise<Countin
 }
 
 /**
- * The engine under test: the default (undici) here; http-forward-http-proxy.test.ts runs this whole
+ * The engine under test: the default (relay) here; http-forward-http-proxy.test.ts runs this whole
  * file again with http-proxy, which still carries upgrades and outbound-PROXY requests.
  */
-const ENGINE = process.env.IPGATE_TEST_HTTP_ENGINE ?? 'undici';
+const ENGINE = process.env.IPGATE_TEST_HTTP_ENGINE ?? 'relay';
 t.comment(`http.engine: ${ENGINE}`);
 
 async function gate(t: Test, listener: Record<string, unknown>, allow: string[] = ['127.0.0.1/32', '127.0.0.3/32']): Promise<Started> {

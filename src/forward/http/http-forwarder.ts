@@ -43,7 +43,6 @@ import { HttpProxyEngine } from './http-proxy-engine';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
 import { newRequestId, validRequestId } from './request-id';
 import { requestTarget } from './request-target';
-import { UndiciEngine } from './undici-engine';
 import type { RequestHead } from './relay/llhttp-parser';
 import { RelayConn, RelayPool, requestStub, type RelayHost } from './relay/relay-conn';
 import { upstreamReason } from '../upstream-reason';
@@ -111,14 +110,12 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       timeout: h.upstreamIdleTimeoutMs, scheduling: 'lifo',
     });
     timeConnects(this.agent, stats.upstreamConnect);
-    // `http.engine: undici` (opt-in): undici Pools for plain requests; upgrades and the outbound
-    // PROXY header's dedicated agents stay on http-proxy (undici-engine.ts).
-    this.engine = h.engine === 'undici'
-      ? new UndiciEngine(this.pool.targets, this.agent, this,
-        { connections: h.upstreamMaxSockets, idleMs: h.upstreamIdleTimeoutMs, connectTime: stats.upstreamConnect })
-      : new HttpProxyEngine(this.pool.targets, this.agent, this);
+    // Upgrades and outbound-PROXY requests go through http-proxy whatever the engine; with
+    // `http.engine: http-proxy` plain requests do too.
+    this.engine = new HttpProxyEngine(this.pool.targets, this.agent, this);
 
-    this.relay = h.engine === 'relay' && config.outboundProxyProtocol === 'none' ? new RelayPool(h.upstreamIdleTimeoutMs, stats.upstreamConnect) : null;
+    // `undici` is the removed engine's name in old configs: the relay serves them (config warns).
+    this.relay = h.engine !== 'http-proxy' && config.outboundProxyProtocol === 'none' ? new RelayPool(h.upstreamIdleTimeoutMs, stats.upstreamConnect) : null;
     this.maxHeaderBytes = h.maxHeaderBytes;
     this.server = http.createServer({
       maxHeaderSize: h.maxHeaderBytes,
