@@ -7,28 +7,44 @@ import fs from 'node:fs';
 import Ajv, { type ErrorObject } from 'ajv';
 import YAML from 'yaml';
 import { ConfigError, problem } from './errors';
+import { parseHostPort } from './host-port';
 import { configSchema, type Config } from './schema';
 import { checkSemantics } from './validate';
 
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: false, coerceTypes: false });
 const validateSchema = ajv.compile(configSchema);
 
-export function loadConfigFile(file: string): Config {
+/**
+ * The admin API's bind address from the environment, replacing `admin.listen` when set and not
+ * empty: a pod learns its own IP only at run time (the chart sets it from status.podIP), and with
+ * hostNetwork a wildcard bind would put the admin API on every node address.
+ */
+export const ADMIN_LISTEN_ENV = 'IPGATE_ADMIN_LISTEN';
+
+export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): Config {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
     throw new ConfigError([`cannot read config file: ${(err as Error).message}`], file);
   }
-  return parseConfig(text, file);
+  return parseConfig(text, file, env);
 }
 
-export function parseConfig(text: string, file?: string): Config {
+export function parseConfig(text: string, file?: string, env: NodeJS.ProcessEnv = {}): Config {
   let raw: unknown;
   try {
     raw = YAML.parse(text, { prettyErrors: true, uniqueKeys: true });
   } catch (err) {
     throw new ConfigError([`not valid YAML: ${(err as Error).message}`], file);
+  }
+  const listen = env[ADMIN_LISTEN_ENV];
+  if (listen !== undefined && listen.trim() !== '' && raw !== null && typeof raw === 'object' && !Array.isArray(raw)) {
+    const hp = parseHostPort(listen.trim(), true);
+    if (typeof hp === 'string') throw new ConfigError([problem(`environment variable ${ADMIN_LISTEN_ENV}`, listen, hp)], file);
+    const r = raw as Record<string, unknown>;
+    const admin = r.admin;
+    r.admin = { ...(admin !== null && typeof admin === 'object' && !Array.isArray(admin) ? admin : {}), listen: listen.trim() };
   }
   return buildConfig(raw, file);
 }

@@ -112,7 +112,11 @@ export interface AllowEntryConfig {
 }
 
 export interface AdminConfig {
-  /** Admin API address (never a data port). Default `127.0.0.1:9901`. `null` disables it. */
+  /**
+   * Admin API address (never a data port). Default `127.0.0.1:9901`. `null` disables it. The
+   * environment variable IPGATE_ADMIN_LISTEN, when set and not empty, replaces it (the chart sets
+   * it to the pod IP: config/load.ts).
+   */
   listen: string | null;
   /** File holding the bearer token (takes precedence over `tokenEnv`). */
   tokenFile: string | null;

@@ -114,3 +114,27 @@ t.test('JSON pointer to config path', async (t) => {
   t.equal(jsonPointerToPath('/allowlists/a~1b/0'), 'allowlists.a/b[0]');
   t.equal(jsonPointerToPath(''), '(top level)');
 });
+
+t.test('IPGATE_ADMIN_LISTEN replaces admin.listen; a bad value names the variable', async (t) => {
+  const yaml = 'allowlists: { main: [10.0.0.0/8] }\nadmin: { listen: "0.0.0.0:9901" }\nlisteners:\n  - { name: a, listen: "127.0.0.1:7000", allowlist: main, upstreams: ["127.0.0.1:7100"] }\n';
+  t.equal(parseConfig(yaml, 'c.yaml', { IPGATE_ADMIN_LISTEN: '10.1.2.3:9901' }).admin.listen, '10.1.2.3:9901', 'the variable wins');
+  t.equal(parseConfig(yaml, 'c.yaml', { IPGATE_ADMIN_LISTEN: '[fd00::7]:9901' }).admin.listen, '[fd00::7]:9901', 'IPv6 in brackets');
+  t.equal(parseConfig(yaml, 'c.yaml', { IPGATE_ADMIN_LISTEN: '  ' }).admin.listen, '0.0.0.0:9901', 'empty: the config\'s');
+  t.equal(parseConfig(yaml, 'c.yaml', {}).admin.listen, '0.0.0.0:9901', 'unset: the config\'s');
+  const noAdmin = yaml.replace('admin: { listen: "0.0.0.0:9901" }\n', '');
+  t.equal(parseConfig(noAdmin, 'c.yaml', { IPGATE_ADMIN_LISTEN: '10.1.2.3:9902' }).admin.listen, '10.1.2.3:9902', 'without an admin block');
+  try {
+    parseConfig(yaml, 'c.yaml', { IPGATE_ADMIN_LISTEN: '10.1.2.3:99999' });
+    t.fail('a bad value is refused');
+  } catch (err) {
+    t.ok(err instanceof ConfigError, 'a config error');
+    t.match((err as ConfigError).problems.join('\n'), /environment variable IPGATE_ADMIN_LISTEN: "10\.1\.2\.3:99999"/, 'names the variable and quotes the value');
+  }
+  // The collision checks see the replaced address: the admin API may not take a listener's port.
+  try {
+    parseConfig(yaml, 'c.yaml', { IPGATE_ADMIN_LISTEN: '127.0.0.1:7000' });
+    t.fail('a collision through the variable is refused');
+  } catch (err) {
+    t.match((err as ConfigError).problems.join('\n'), /admin\.listen.*127\.0\.0\.1:7000/, 'refused as admin.listen, quoting the address');
+  }
+});
