@@ -28,14 +28,16 @@
  * scripts and backend plans (socket timing still varies). IPGATE_FUZZ_SECONDS sets the traffic
  * time per engine (default 14), IPGATE_FUZZ_ENGINES a comma list of engines, IPGATE_FUZZ_BEHAVIOURS
  * a comma list of backend behaviours (to isolate a finding), IPGATE_FUZZ_REPORT a file that
- * receives every violation in full (JSON lines). Needs the compiled build (npm run
- * build:all): the binary under test is dist/src/main.js.
+ * receives every violation in full (JSON lines), IPGATE_FUZZ_MAIN another build's main.js.
+ * Needs the compiled build (npm run build:all): the binary under test is dist/src/main.js.
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { childPids, MAIN, ROOT, spawnIpgate, type Spawned } from '../helpers/ipgate';
+import YAML from 'yaml';
+import { childPids, MAIN, ROOT, tmpDir, type Spawned } from '../helpers/ipgate';
 import { freePort, waitFor, waitForListen } from '../helpers/net';
 import { prng } from '../helpers/prng';
 import { RawBackend, type Behaviour, type BehaviourKind, type SeenRequest } from '../helpers/raw-backend';
@@ -44,11 +46,18 @@ const SEED = Number(process.env.IPGATE_FUZZ_SEED ?? (Date.now() % 0x7fffffff));
 const SECONDS = Number(process.env.IPGATE_FUZZ_SECONDS ?? 14);
 const ENGINES = (process.env.IPGATE_FUZZ_ENGINES ?? 'undici,http-proxy,relay').split(',').map((e) => e.trim()).filter(Boolean);
 const REPORT = process.env.IPGATE_FUZZ_REPORT ?? null;
+/** The binary under test: IPGATE_FUZZ_MAIN points at another build (an older commit's, to show what the test finds there). */
+const BINARY = process.env.IPGATE_FUZZ_MAIN ?? MAIN;
 
 const ALLOWED = '127.0.0.1';
 const DENIED = '127.0.0.2';
 /** Client scripts running at once (IPGATE_FUZZ_CONCURRENCY=1 isolates a crash to one script), and the open connections they may leave waiting. */
 const CONCURRENCY = Number(process.env.IPGATE_FUZZ_CONCURRENCY ?? 6);
+/**
+ * IPGATE_FUZZ_CHECK_EACH=1 (with CONCURRENCY 1): after each script, wait for ipgate's active gauge
+ * to return to 0, and name the script that left it above (slow: for isolating a leak).
+ */
+const CHECK_EACH = process.env.IPGATE_FUZZ_CHECK_EACH === '1';
 const MAX_OPEN = 60;
 
 /**
@@ -343,10 +352,23 @@ interface Gate {
   workers: number[];
 }
 
+/** spawnIpgate (test/helpers/ipgate.ts) with the binary chosen by IPGATE_FUZZ_MAIN. */
+function spawnBinary(config: Record<string, unknown>): Spawned {
+  const file = path.join(tmpDir('ipgate-fuzz-'), 'config.yaml');
+  fs.writeFileSync(file, YAML.stringify(config));
+  const child = spawn(process.execPath, [BINARY, 'run', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
 async function startGate(t: Test, engine: string, upstream: number): Promise<Gate> {
   const port = await freePort();
   const adminPort = await freePort();
-  const g = spawnIpgate(['run'], {
+  const g = spawnBinary({
     workers: 1,
     // bufferBytes 0: a line is on stdout when it happens (the worker-exit check reads it).
     logging: { level: 'info', access: false, bufferBytes: 0 },
@@ -381,6 +403,54 @@ async function metric(gate: Gate, name: string): Promise<number | null> {
   } catch {
     return null;
   }
+}
+
+const TCP_STATES: Record<string, string> = { '01': 'ESTABLISHED', '02': 'SYN_SENT', '03': 'SYN_RECV', '04': 'FIN_WAIT1', '05': 'FIN_WAIT2',
+  '06': 'TIME_WAIT', '07': 'CLOSE', '08': 'CLOSE_WAIT', '09': 'LAST_ACK', '0A': 'LISTEN', '0B': 'CLOSING' };
+
+/**
+ * ipgate's side of its client connections, counted by TCP state from /proc/net/tcp (local port =
+ * the listener): when the gauge stays above 0, this says whether ipgate holds sockets its clients
+ * closed (CLOSE_WAIT) or ones still open both ways.
+ */
+function listenerSockets(port: number): Record<string, number> {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const out: Record<string, number> = {};
+  for (const line of fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const cols = line.trim().split(/\s+/);
+    if (cols.length < 4 || !cols[1]!.endsWith(hex) || cols[3] === '0A' || cols[3] === '06') continue;
+    const st = TCP_STATES[cols[3]!] ?? cols[3]!;
+    out[st] = (out[st] ?? 0) + 1;
+  }
+  return out;
+}
+
+/**
+ * Socket fds a process holds that are in no TCP table and not Unix sockets: TCP sockets whose
+ * connection the kernel has already closed (a reset from the peer) that the process never noticed,
+ * because it was not reading them and had nothing to write.
+ */
+function deadSocketFds(pid: number): number {
+  const known = new Set<string>();
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6', '/proc/net/unix']) {
+    let text = '';
+    try { text = fs.readFileSync(f, 'utf8'); } catch { continue; }
+    const col = f.endsWith('unix') ? 6 : 9;
+    for (const line of text.split('\n').slice(1)) {
+      const inode = line.trim().split(/\s+/)[col];
+      if (inode !== undefined) known.add(inode);
+    }
+  }
+  let n = 0;
+  let fds: string[] = [];
+  try { fds = fs.readdirSync(`/proc/${pid}/fd`); } catch { return 0; }
+  for (const fd of fds) {
+    let link = '';
+    try { link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`); } catch { continue; }
+    const m = /^socket:\[(\d+)\]$/.exec(link);
+    if (m !== null && !known.has(m[1]!)) n++;
+  }
+  return n;
 }
 
 // --- the checks ---------------------------------------------------------------------------------
@@ -439,10 +509,10 @@ const firstOf = (items: unknown[], n = 4): unknown[] => items.slice(0, n);
 
 // --- the test -----------------------------------------------------------------------------------
 
-t.comment(`seed ${SEED} (replay: IPGATE_FUZZ_SEED=${SEED}), ${SECONDS} s of traffic per engine: ${ENGINES.join(', ')}`);
+t.comment(`seed ${SEED} (replay: IPGATE_FUZZ_SEED=${SEED}), ${SECONDS} s of traffic per engine: ${ENGINES.join(', ')}; binary ${BINARY}`);
 
 // The binary under test is the compiled one: say so when it is older than the sources.
-{
+if (BINARY === MAIN) {
   const built = fs.statSync(MAIN).mtimeMs;
   const newer: string[] = [];
   const walk = (dir: string): void => {
@@ -472,6 +542,7 @@ for (const engine of ENGINES) {
     let open = 0;
     const deadline = started + SECONDS * 1000;
     const loops: Promise<void>[] = [];
+    const leaks: string[] = [];
     for (let i = 0; i < CONCURRENCY; i++) {
       loops.push((async () => {
         while (Date.now() < deadline) {
@@ -489,6 +560,15 @@ for (const engine of ENGINES) {
           const r = run(s, gate.port);
           ended.push(r.ended.then((o) => { open--; outcomes.push(o); return o; }));
           await r.sent;
+          if (CHECK_EACH) {
+            await r.ended;
+            try {
+              await waitFor(async () => (await metric(gate, 'ipgate_connections_active')) === 0, 3000, 'gauge at 0');
+            } catch {
+              leaks.push(describe(s));
+              t.comment(`active gauge stuck after: ${describe(s)}`);
+            }
+          }
         }
       })());
     }
@@ -533,6 +613,10 @@ for (const engine of ENGINES) {
     report(engine, 'admission', admissions);
     report(engine, 'backend', backend.violations);
     report(engine, 'restart', suspects);
+    report(engine, 'upstream-open', backend.describeOpen());
+    if (active !== 0) {
+      report(engine, 'active', [{ active, sockets: listenerSockets(gate.port), deadSocketFds: childPids(gate.g.child.pid!).map(deadSocketFds), leftBy: leaks }]);
+    }
     if (stderr.trim() !== '') report(engine, 'stderr', [stderr.slice(0, 20_000)]);
 
     const ctx = { seed: SEED, replay: `IPGATE_FUZZ_SEED=${SEED} IPGATE_FUZZ_ENGINES=${engine}` };
@@ -548,7 +632,8 @@ for (const engine of ENGINES) {
       openWhenItDied: suspects[0]?.open.slice(0, 6) });
     // 2. Every connection ends.
     t.same(firstOf(hangs), [], 'every connection closed within the bound after the client\'s last byte', { ...ctx, count: hangs.length });
-    t.equal(active, 0, 'ipgate_connections_active is back to 0', ctx);
+    t.equal(active, 0, 'ipgate_connections_active is back to 0', { ...ctx, active, sockets: listenerSockets(gate.port),
+      deadSocketFds: childPids(gate.g.child.pid!).map(deadSocketFds), leftBy: leaks.slice(0, 4) });
     t.same(backend.describeOpen().slice(0, 4), [], 'no upstream connection left open', { ...ctx, count: backend.openConnections });
     // 3. Only admitted requests, as they were sent.
     t.same(firstOf(admissions), [], 'the backend saw only requests allowed clients sent, as they sent them', { ...ctx, count: admissions.length });

@@ -434,13 +434,14 @@ export class RawBackend {
         case 'reset-mid-response':
         case 'close-mid-response':
         case 'stall': {
-          c.taint = `a truncated response (${b.kind}) to ${req.method} ${id}`;
           s.write(lengthHead());
           if (head) {
-            // A HEAD response is complete after its head: hold, then close, as a stall would.
-            later(b.holdMs, () => s.destroy());
+            // A HEAD response is complete after its head: nothing to truncate, the connection
+            // stays usable.
+            finish(null);
             return;
           }
+          c.taint = `a truncated response (${b.kind}) to ${req.method} ${id}`;
           s.write(body.subarray(0, Math.floor(body.length / 2)));
           if (b.kind === 'reset-mid-response') s.resetAndDestroy();
           else if (b.kind === 'close-mid-response') s.end();
