@@ -19,9 +19,9 @@
  * upstream keep-alive pool, TCP with an outbound PROXY header (nginx 1.22 stream can only send v1;
  * HAProxy and ipgate send v2), TCP with an inbound PROXY v2 header from a trusted peer, bulk TCP.
  * The denied workload uses a second listener whose list excludes 127.0.0.1 (wrk cannot bind a
- * source address); ipgate answers a denied direct client 403 + `Connection: close`, so nginx
- * (keepalive_timeout 0) and HAProxy (option httpclose) close after the 403 there too: each
- * request is a new connection for all three. The proxy under test is pinned to `--proxy-cpus`; wrk, the backends and the
+ * source address). All three answer it 403 at their defaults: nginx and HAProxy keep the
+ * connection after a 403, and so does ipgate (`http.denied.keepAlive`, default true). Peers are
+ * never changed to match ipgate. The proxy under test is pinned to `--proxy-cpus`; wrk, the backends and the
  * connection driver to `--load-cpus`. Proxies are interleaved per round (these machines are noisy:
  * ratios of interleaved runs are what count). Work per proxy CPU-second comes from /proc/<pid>/stat
  * (utime + stime of the proxy process and its children, i.e. every worker).
@@ -257,7 +257,7 @@ http {
   proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
   proxy_set_header X-Forwarded-Proto $scheme;
   server { listen 127.0.0.1:${p + L.http}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }
-  server { listen 127.0.0.1:${p + L.httpDenied}; keepalive_timeout 0; location / { if ($allowed_denied = 0) { return 403; } proxy_pass http://backend; } }
+  server { listen 127.0.0.1:${p + L.httpDenied}; location / { if ($allowed_denied = 0) { return 403; } proxy_pass http://backend; } }
 }
 stream {
   server { listen 127.0.0.1:${p + L.tcp}; include ${dir}/allow.access; proxy_protocol on; proxy_pass 127.0.0.1:${BACKEND.pp}; }
@@ -288,7 +288,6 @@ frontend http
   default_backend be_http
 frontend http_denied
   bind 127.0.0.1:${p + L.httpDenied}
-  option httpclose
   http-request deny deny_status 403 unless { src -f ${dir}/deny.lst }
   http-request set-header X-Real-IP %[src]
   option forwardfor

@@ -65,6 +65,14 @@ export interface HttpConfig {
   forwarded: boolean;
   /** Body of the 403 response to a denied client (text; JSON clients get `{"error":...}`). */
   deniedBody: string;
+  denied: {
+    /**
+     * A denied client's connection stays open after its 403 (keep-alive, limits and timeouts as
+     * for an allowed one; its further requests are answered 403 too), as nginx and HAProxy do.
+     * `false`: `Connection: close` after the 403. Default true.
+     */
+    keepAlive: boolean;
+  };
   /**
    * More request header names removed from untrusted peers, case-insensitive, besides the
    * built-in client-IP headers (X-Forwarded-*, X-Real-IP, Forwarded, True-Client-IP, X-Client-IP,
@@ -340,6 +348,7 @@ export const configSchema = {
               xForwardedFor: { enum: ['append', 'replace'], default: 'append' },
               forwarded: { type: 'boolean', default: false },
               deniedBody: { type: 'string', maxLength: 65_536, default: 'Forbidden\n' },
+              denied: { type: 'object', additionalProperties: false, default: {}, properties: { keepAlive: { type: 'boolean', default: true } } },
               requestId: { type: 'boolean', default: true },
               stripHeaders: { type: 'array', items: { type: 'string', pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }, default: [] },
               requestHeaderTimeoutMs: { ...ms, default: 10_000 },

@@ -155,18 +155,29 @@ t.test('trusted proxies: client from the X-Forwarded-For walk, decided per reque
   t.equal((r.json() as Record<string, string>)['x-forwarded-for'], '198.51.100.9', 'replace: the client only');
 });
 
-t.test('denied direct client: 403, connection closed, the backend receives nothing', async (t) => {
+t.test('denied direct client: each request answered 403 in order on a connection kept open (http.denied.keepAlive), the backend receives nothing', async (t) => {
   const b = await backend(t);
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { deniedBody: 'go away\n' } });
-  const res = await raw(g.port(), 'GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n', '127.0.0.4');
-  t.match(res, /^HTTP\/1\.1 403 Forbidden\r\n/);
-  t.match(res, /\r\nConnection: close\r\n/i);
-  t.match(res, /\r\n\r\ngo away\n$/, 'configured body, and only one response');
+  const c = await connect({ port: g.port(), localAddress: '127.0.0.4' });
+  c.write('GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n');
+  const two = Buffer.concat([await readUntil(c, 'go away\n', 5000), await readUntil(c, 'go away\n', 5000)]).toString('latin1');
+  t.equal(two.match(/^HTTP\/1\.1 403 Forbidden\r\n/gm)?.length, 2, 'both pipelined requests answered 403, in order');
+  t.notMatch(two, /\r\nConnection: close\r\n/i, 'the connection is kept, as nginx and HAProxy keep it');
+  c.write('GET /third HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
+  const third = (await readAll(c)).toString('latin1');
+  t.match(third, /^HTTP\/1\.1 403 Forbidden\r\n[^]*\r\n\r\ngo away\n$/, 'a third request on the same connection: 403, then the close it asked for');
   t.equal(b.connections, 0, 'no upstream connection was made');
   t.equal(b.requests.length, 0);
   await waitFor(() => stats(g).closed.get('denied') === 1);
-  t.equal(stats(g).denied.get('not_allowlisted'), 1);
-  t.equal(stats(g).httpResponses.get('4xx'), 1);
+  t.equal(stats(g).denied.get('not_allowlisted'), 3, 'each refused request counted');
+  t.equal(stats(g).httpResponses.get('4xx'), 3);
+
+  const closing = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { deniedBody: 'go away\n', denied: { keepAlive: false } } });
+  const res = await raw(closing.port(), 'GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n', '127.0.0.4');
+  t.match(res, /^HTTP\/1\.1 403 Forbidden\r\n/);
+  t.match(res, /\r\nConnection: close\r\n/i, 'keepAlive: false closes after the 403');
+  t.match(res, /\r\n\r\ngo away\n$/, 'configured body, and only one response');
+  t.equal(b.requests.length, 0);
 });
 
 t.test('defect 3: keep-alive requests reuse upstream connections (counted at the backend)', async (t) => {

@@ -76,9 +76,9 @@ async function gate(t: Test, engine: Engine, upstream: number, allow = ['127.0.0
 }
 
 for (const engine of ENGINES) {
-  t.test(`${engine}: a denied client that finishes its body after the 403, then sends more, is answered and closed`, async (t) => {
+  t.test(`${engine}: a denied client (denied.keepAlive false) that finishes its body after the 403, then sends more, is answered and closed`, async (t) => {
     const b = await rawBackend(t, (sock) => sock.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
-    const g = await gate(t, engine, b.port);
+    const g = await gate(t, engine, b.port, ['127.0.0.1/32'], { denied: { keepAlive: false } });
     for (const tail of ['G', 'GET / HTTP/1.1\r\nHost: x\r\n\r\n', 'garbage\r\n\r\n']) {
       const c = await client(g.port(), '127.0.0.2');
       c.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n');
@@ -102,6 +102,26 @@ for (const engine of ENGINES) {
     const ok = await client(g.port());
     ok.write('GET /alive HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     t.match((await readAll(ok)).toString(), /^HTTP\/1\.1 200 /, 'still serving');
+  });
+
+  t.test(`${engine}: a denied client kept alive: its body is read past, byte by byte pipelining is answered 403 in order`, async (t) => {
+    const b = await rawBackend(t, (sock) => sock.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
+    const g = await gate(t, engine, b.port);
+    const c = await client(g.port(), '127.0.0.2');
+    c.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n');
+    t.match((await readUntil(c, 'Forbidden\n')).toString(), /^HTTP\/1\.1 403 /, '403 before the body');
+    c.write('hel');
+    await new Promise((r) => setTimeout(r, 30));
+    const bytes = Buffer.from('loGET /2 HTTP/1.1\r\nHost: x\r\n\r\nPOST /3 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    for (let i = 0; i < bytes.length && !c.destroyed; i++) {
+      c.write(bytes.subarray(i, i + 1));
+      await new Promise((r) => setImmediate(r));
+    }
+    let rest = '';
+    for (let i = 0; i < 3; i++) rest += (await readUntil(c, 'Forbidden\n')).toString();
+    t.equal(rest.match(/HTTP\/1\.1 403 /g)?.length, 3, 'the three requests behind the body answered 403');
+    await ended(c);
+    t.equal(b.heads.length, 0, 'the backend received nothing');
   });
 
   t.test(`${engine}: an early backend answer before the request body, then more client bytes`, async (t) => {

@@ -74,6 +74,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
   private readonly idleMs: number;
   private draining = false;
   private active = 0;
+  /** `http.denied.keepAlive`: a denied direct client's connection stays open after its 403. */
+  readonly deniedKeepAlive: boolean;
   /** `http.requestId`: send X-Request-ID upstream. */
   private readonly requestIdHeader: boolean;
   /** Extra header names stripped from untrusted peers (`http.stripHeaders`), null without any. */
@@ -98,6 +100,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     this.strip = h.stripHeaders.length > 0 ? new Set(h.stripHeaders.map((n) => n.toLowerCase())) : null;
     this.xffAppend = h.xForwardedFor === 'append';
     this.requestIdHeader = h.requestId;
+    this.deniedKeepAlive = h.denied.keepAlive;
     this.forwarded = h.forwarded;
     this.upstreamTimeoutMs = h.upstreamTimeoutMs;
     this.idleMs = config.timeouts.idleMs;
@@ -160,12 +163,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     if (!trusted) {
       hc.entry = this.list.matcher.match(conn.clientAddress);
       conn.entry = hc.entry;
-      if (hc.entry === null) {
-        // Decided once for the connection (its requests are answered 403): counted once.
-        conn.result = 'denied';
-        ListenerStats.bump(this.stats.denied, 'not_allowlisted');
-        this.log.debug({ conn: conn.id, client: conn.clientAddress, peer: conn.peerAddress, via: conn.via }, 'denied');
-      }
+      // Decided once for the connection: each of its requests is answered 403 (and counted).
+      if (hc.entry === null) conn.result = 'denied';
     }
     if (this.config.outboundProxyProtocol !== 'none') hc.agent = this.dedicatedAgent(conn);
     (socket as Carrier)[kHttpConn] = hc;
@@ -457,19 +456,22 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
 
   private deny(ex: Exchange, res: ServerResponse, canned: Canned): void {
     this.countDenied(ex);
-    // A direct client denied for the whole connection: tell it once and close. A trusted proxy's
-    // connection carries other clients: keep it.
-    if (!ex.hc.trusted || ex.hc.revoked) {
+    // Kept alive, as nginx and HAProxy keep a connection they answered 403 on (`http.denied.keepAlive`,
+    // default true): a denied client that reconnects per request costs a handshake each time.
+    // A revoked connection closes; `keepAlive: false` closes a direct client's after its 403.
+    if ((!ex.hc.trusted && !this.deniedKeepAlive) || ex.hc.revoked) {
       res.shouldKeepAlive = false;
       ex.hc.closing = true;
     }
-    this.respond(ex, res, canned);
+    // A body still coming is read past (node:http discards it) rather than closing: as nginx does
+    // for the requests it refuses. The connection's idle timeout bounds a trickled one.
+    this.respond(ex, res, canned, false);
   }
 
   private countDenied(ex: Exchange): void {
     ex.reason = ex.hc.revoked ? 'revoked' : 'denied';
-    // Direct clients were counted (and logged) once, when their connection was decided.
-    if (!ex.hc.trusted) return;
+    if (ex.hc.revoked) return; // counted once, as `revoked`, when the list change cut it
+    // Every request refused counts, from a direct client as from a trusted proxy's clients.
     ListenerStats.bump(this.stats.denied, 'not_allowlisted');
     // A deny is a decision, not an error: debug (scans must not flood the log).
     if (this.log.isLevelEnabled('debug')) {
@@ -479,7 +481,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
   }
 
   /** A canned response through Node's response object, or a destroyed socket if too late. */
-  private respond(ex: Exchange, res: ServerResponse, canned: Canned): void {
+  private respond(ex: Exchange, res: ServerResponse, canned: Canned, closeIfBodyPending = true): void {
     if (res.headersSent || res.destroyed) {
       // Never a second status line on a response already under way: cut it so the client sees
       // a truncated response, not a corrupt one.
@@ -487,7 +489,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       return;
     }
     ex.status = canned.status;
-    if (!ex.bodyless && !ex.req.complete) {
+    if (closeIfBodyPending && !ex.bodyless && !ex.req.complete) {
       // Answered before the request body was all read (504 to a trickled body, 502): the client
       // may go on sending for as long as it likes, so the connection ends with this answer
       // instead of waiting for the body under keep-alive (issue "Hardening": a 1 byte/s body held

@@ -67,6 +67,8 @@ export interface RelayHost {
   /** Denied request bookkeeping (counts, debug line). */
   relayDenied(ex: Exchange): void;
   readonly maxHeaderBytes: number;
+  /** `http.denied.keepAlive`: a denied direct client keeps its connection after the 403. */
+  readonly deniedKeepAlive: boolean;
 }
 
 /** How long an ended connection reads and drops what the client still sends before it is closed. */
@@ -397,7 +399,7 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (ex.entry === null) {
       this.host.relayDenied(ex);
       const canned = this.host.forbidden(accept);
-      if (!this.hc.trusted) this.closeAfter = true;
+      if (!this.hc.trusted && !this.host.deniedKeepAlive) this.closeAfter = true;
       this.cannedAnswer(canned);
       return;
     }
