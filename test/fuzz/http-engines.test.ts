@@ -1,6 +1,7 @@
 /**
- * Time-boxed randomized test of every HTTP engine (`http.engine`: undici, http-proxy, relay), the
- * compiled binary in its own process between raw clients and a raw backend over loopback.
+ * Time-boxed randomized test of every HTTP engine (`http.engine`: relay, http-proxy; `undici` now
+ * runs the relay), the compiled binary in its own process between raw clients and a raw backend
+ * over loopback.
  *
  * Clients (allowed 127.0.0.1, denied 127.0.0.2) open connections whose scripts are drawn from a
  * seeded PRNG: 1-4 requests, pipelined or one at a time, heads and bodies written in random pieces
@@ -26,7 +27,7 @@
  *
  * Replay: IPGATE_FUZZ_SEED=<seed> (printed with every run and every failure) draws the same
  * scripts and backend plans (socket timing still varies). IPGATE_FUZZ_SECONDS sets the traffic
- * time per engine (default 14), IPGATE_FUZZ_ENGINES a comma list of engines, IPGATE_FUZZ_BEHAVIOURS
+ * time per engine (default 12), IPGATE_FUZZ_ENGINES a comma list of engines, IPGATE_FUZZ_BEHAVIOURS
  * a comma list of backend behaviours (to isolate a finding), IPGATE_FUZZ_REPORT a file that
  * receives every violation in full (JSON lines), IPGATE_FUZZ_MAIN another build's main.js.
  * Needs the compiled build (npm run build:all): the binary under test is dist/src/main.js.
@@ -43,8 +44,11 @@ import { prng } from '../helpers/prng';
 import { RawBackend, type Behaviour, type BehaviourKind, type SeenRequest } from '../helpers/raw-backend';
 
 const SEED = Number(process.env.IPGATE_FUZZ_SEED ?? (Date.now() % 0x7fffffff));
-const SECONDS = Number(process.env.IPGATE_FUZZ_SECONDS ?? 14);
-const ENGINES = (process.env.IPGATE_FUZZ_ENGINES ?? 'undici,http-proxy,relay').split(',').map((e) => e.trim()).filter(Boolean);
+const SECONDS = Number(process.env.IPGATE_FUZZ_SECONDS ?? 12);
+// `engine: undici` runs the relay (undici's client left the data path: it asserted, and the
+// process died, when a close-delimited response ended while paused by backpressure), so the
+// engines left to drive are these two; IPGATE_FUZZ_ENGINES=undici still reaches an older build's.
+const ENGINES = (process.env.IPGATE_FUZZ_ENGINES ?? 'http-proxy,relay').split(',').map((e) => e.trim()).filter(Boolean);
 const REPORT = process.env.IPGATE_FUZZ_REPORT ?? null;
 /** The binary under test: IPGATE_FUZZ_MAIN points at another build (an older commit's, to show what the test finds there). */
 const BINARY = process.env.IPGATE_FUZZ_MAIN ?? MAIN;
@@ -62,12 +66,12 @@ const MAX_OPEN = 60;
 
 /**
  * ipgate's timeouts, short so that every way a connection can be left hanging resolves within
- * seconds; BOUND_MS is the longest any of them may legitimately take after a client's last byte
- * (idle 4 s, the backend's longest hold 2.5 s then the close travelling back) with margin.
+ * seconds; BOUND_MS is twice the longest any of them may legitimately take after a client's last
+ * byte (idle 4 s; the backend's longest hold, 2.5 s, or its slowest answer, 1.5 s, is shorter).
  */
 const TIMEOUTS = { requestHeaderTimeoutMs: 2000, keepAliveTimeoutMs: 1500, upstreamTimeoutMs: 2000, upstreamIdleTimeoutMs: 1000 };
 const IDLE_MS = 4000;
-const BOUND_MS = 12_000;
+const BOUND_MS = 8000;
 
 // --- scripts ------------------------------------------------------------------------------------
 
@@ -582,12 +586,11 @@ for (const engine of ENGINES) {
     // Property 2 on ipgate's side, and the upstream side: nothing left open. The pool's idle
     // sockets close after upstreamIdleTimeoutMs; anything else still open is a leak.
     let active: number | null = null;
-    try {
-      await waitFor(async () => (active = await metric(gate, 'ipgate_connections_active')) === 0, BOUND_MS, 'no active connection');
-    } catch { /* reported below */ }
-    try {
-      await waitFor(() => backend.openConnections === 0, BOUND_MS, 'no upstream connection');
-    } catch { /* reported below */ }
+    await Promise.all([
+      waitFor(async () => (active = await metric(gate, 'ipgate_connections_active')) === 0, BOUND_MS, 'no active connection')
+        .catch(() => undefined), // reported below
+      waitFor(() => backend.openConnections === 0, BOUND_MS, 'no upstream connection').catch(() => undefined),
+    ]);
 
     const sessions = next;
     const connected = outcomes.filter((o) => o.connected).length;
@@ -611,7 +614,8 @@ for (const engine of ENGINES) {
     const kinds = new Set(backend.requests.map((r) => r.behaviour));
 
     t.comment(`${engine}: ${sessions} sessions (${connected} connected), ${reg.byTarget.size} requests sent (${denied} by the denied client), ` +
-      `${backend.requests.length} parsed by the backend on ${backend.accepted} upstream connections; ${trafficMs} ms`);
+      `${backend.requests.length} parsed by the backend on ${backend.accepted} upstream connections; traffic ${trafficMs} ms, ` +
+      `${Date.now() - started} ms with the checks`);
     report(engine, 'hang', hangs);
     report(engine, 'admission', admissions);
     report(engine, 'backend', backend.violations);
