@@ -41,9 +41,6 @@ export type BehaviourKind =
   /** An upgrade request: read its body, `101`, then echo the tunnel until holdMs, then close. Else `length`. */
   | 'upgrade';
 
-export const BEHAVIOURS: readonly BehaviourKind[] = ['length', 'chunked', 'close-delimited', 'early', 'early-close',
-  'reset-before-response', 'reset-mid-response', 'close-mid-response', 'stall', 'hang', 'upgrade'];
-
 export interface Behaviour {
   kind: BehaviourKind;
   /** Wait before answering, ms (a slow backend). */
