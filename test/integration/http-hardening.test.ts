@@ -402,3 +402,72 @@ for (const engine of ENGINES) {
     t.equal(b.heads.length, 1, 'only the allowed request went upstream');
   });
 }
+
+// --- found by the randomized engine test (test/fuzz/http-engines.test.ts) -------------------------
+
+async function gateIdle(t: Test, engine: Engine, upstream: number, idleMs: number): Promise<Started> {
+  const g = await startIpgate({
+    allowlists: { main: ['127.0.0.1/32'] },
+    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`],
+      timeouts: { idleMs }, http: { engine, upstreamIdleTimeoutMs: 500, keepAliveTimeoutMs: Math.min(idleMs, 1000) } }],
+  }, 'warn');
+  t.teardown(() => g.app.shutdown(0));
+  return g;
+}
+
+/** A raw backend that counts its open connections. */
+async function countingRaw(t: Test, reply: (sock: net.Socket, head: string) => void): Promise<RawBackend & { open: () => number }> {
+  let open = 0;
+  const b = await rawBackend(t, (sock, head) => reply(sock, head));
+  const server = net.createServer();
+  void server;
+  const probe = net.createServer((sock) => {
+    open++;
+    sock.once('close', () => { open--; });
+    const up = net.connect(b.port, '127.0.0.1');
+    up.on('error', () => sock.destroy());
+    sock.on('error', () => up.destroy());
+    sock.pipe(up);
+    up.pipe(sock);
+    up.once('close', () => sock.destroy());
+    sock.once('close', () => up.destroy());
+  });
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => { probe.close(() => r()); }));
+  return { ...b, port: (probe.address() as net.AddressInfo).port, open: () => open, get heads() { return b.heads; } } as RawBackend & { open: () => number };
+}
+
+for (const engine of ENGINES) {
+  t.test(`${engine}: a denied client that stops half way through a body is closed after keepAliveTimeoutMs (finding B)`, async (t) => {
+    const b = await rawBackend(t, (sock) => sock.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
+    const g = await gateIdle(t, engine, b.port, 1000);
+    const c = await client(g.port(), '127.0.0.2');
+    c.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc');
+    t.match((await readUntil(c, 'Forbidden\n')).toString(), /^HTTP\/1\.1 403 /);
+    const at = Date.now();
+    await ended(c, 5000);
+    t.ok(Date.now() - at < 4000, `closed ${Date.now() - at} ms after the client went silent`);
+    await waitFor(() => g.app.listeners[0]!.stats.active === 0, 5000, 'no connection left active');
+  });
+
+  t.test(`${engine}: an early upstream answer, then the client leaves: the upstream socket is closed, not held (finding C)`, async (t) => {
+    const b = await countingRaw(t, (sock) => sock.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
+    const g = await gateIdle(t, engine, b.port, 4000);
+    const c = await client(g.port());
+    c.write('POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc');
+    t.match((await readUntil(c, '\r\n\r\nok')).toString(), /^HTTP\/1\.1 200 /, 'the early answer');
+    c.destroy();
+    await waitFor(() => b.open() === 0, 3000, 'the upstream connection closed');
+    t.equal(b.open(), 0, 'no upstream socket left waiting for a body that never comes');
+  });
+
+  t.test(`${engine}: a declined upgrade whose answer the backend cuts short closes the client connection (finding D)`, async (t) => {
+    const b = await rawBackend(t, (sock) => { sock.write('HTTP/1.1 200 OK\r\nContent-Length: 800\r\n\r\n'); sock.end(Buffer.alloc(400, 97)); });
+    const g = await gateIdle(t, engine, b.port, 30_000);
+    const c = await client(g.port());
+    c.write('GET /up HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
+    t.match((await readUntil(c, '\r\n\r\n')).toString(), /^HTTP\/1\.1 200 /, 'the declined answer\'s head');
+    await ended(c, 3000);
+    t.pass('closed: the response can never complete');
+  });
+}

@@ -354,6 +354,10 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     return this.config.http.requestHeaderTimeoutMs;
   }
 
+  get idleTimeoutMs(): number {
+    return this.idleMs;
+  }
+
   get keepAliveTimeoutMs(): number {
     return this.config.http.keepAliveTimeoutMs;
   }
@@ -464,7 +468,8 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       ex.hc.closing = true;
     }
     // A body still coming is read past (node:http discards it) rather than closing: as nginx does
-    // for the requests it refuses. The connection's idle timeout bounds a trickled one.
+    // for the requests it refuses. A body that stops is cut by the keep-alive timeout node:http
+    // arms once the 403 is written (keepAliveTimeoutMs; test: "finding B").
     this.respond(ex, res, canned, false);
   }
 
@@ -595,7 +600,10 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       if (up.timer !== null) clearTimeout(up.timer);
       up.timer = null;
       up.upstreamSocket?.destroy();
-      if (up.status === 0 && up.proxyReq !== null) up.proxyReq.destroy();
+      // Not tunnelled yet (no answer, or a declined upgrade's answer still being relayed): the
+      // upstream request goes with the client, or a response piped to a closed socket would hold
+      // its upstream connection for good (fuzz: "no upstream connection left open").
+      if (up.upstreamSocket === null && up.proxyReq !== null && !up.proxyReq.destroyed) up.proxyReq.destroy();
       this.record(up);
     }
     hc.agent?.destroy();
@@ -610,6 +618,12 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       // would let the upstream request run on; abort it so the backend sees the disconnect.
       ex.reason ??= 'client_abort';
       if (ex.proxyReq !== null && !ex.proxyReq.destroyed) ex.proxyReq.destroy();
+    } else if (!ex.bodyless && !ex.req.complete && ex.proxyReq !== null && !ex.proxyReq.destroyed) {
+      // The backend answered before the request body was all sent (an early 413, a redirect):
+      // that upstream request can only end if the client sends the rest, and a client that
+      // leaves would hold the upstream socket for good (fuzz finding C). Cut it: an upstream
+      // socket is reused only after an exchange that completed both ways.
+      ex.proxyReq.destroy();
     }
     const open = ex.hc.open;
     const i = open.indexOf(ex);

@@ -114,7 +114,12 @@ export class HttpProxyEngine implements HttpEngine {
     });
     function onUpstreamWsResponse(this: ClientRequest, res: IncomingMessage): void {
       const ex = (this as Carrier)[kExchange];
-      if (ex !== undefined) sink.upstreamResponse(ex, res.statusCode ?? 502);
+      if (ex === undefined) return;
+      sink.upstreamResponse(ex, res.statusCode ?? 502);
+      // http-proxy pipes a declined upgrade's response to the client socket, and a pipe ends its
+      // destination only on the source's 'end': a response the backend cut short would leave the
+      // client connection open for good (fuzz finding D). Rare path: a closure is fine here.
+      res.once('close', () => { if (!res.complete) ex.socket.destroy(); });
     }
     function onUpstreamUpgrade(this: ClientRequest, _res: IncomingMessage, socket: net.Socket): void {
       const ex = (this as Carrier)[kExchange];

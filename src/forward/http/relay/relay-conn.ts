@@ -50,6 +50,8 @@ export interface RelayHost {
   readonly requestTimeout: Canned;
   readonly requestHeaderTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
+  /** timeouts.idleMs: a client connection silent this long in both directions is closed. */
+  readonly idleTimeoutMs: number;
   readonly maxRequestsPerConnection: number;
   /**
    * Give the connection to the node:http path, `bytes` (the rest of the stream from the first byte
@@ -250,6 +252,11 @@ export class RelayConn implements ParserSink<RequestHead> {
     // The listener's sockets are allowHalfOpen: a client FIN would leave the connection half open.
     // A client that stops sending is gone for HTTP's purposes (nginx: proxy_ignore_client_abort off).
     socket.once('end', this.onEndFn);
+    // Silent in both directions for timeouts.idleMs: closed, as node:http's server.timeout does on
+    // the other path. Between requests the keep-alive and header timers decide sooner; this covers
+    // the rest (a body that stops half way after a 403, a client whose FIN a paused read never sees).
+    socket.setTimeout(host.idleTimeoutMs);
+    socket.once('timeout', this.onEndFn);
   }
 
   start(leftover: Buffer): void {
@@ -401,6 +408,10 @@ export class RelayConn implements ParserSink<RequestHead> {
       const canned = this.host.forbidden(accept);
       if (!this.hc.trusted && !this.host.deniedKeepAlive) this.closeAfter = true;
       this.cannedAnswer(canned);
+      // Answered, the body (if any) still to read past: idle from here as between requests, so a
+      // body that stops is cut after keepAliveTimeoutMs (a trickled one after the header timeout),
+      // as node:http does on the other path (test: "finding B").
+      if (!this.requestDone && !this.closeAfter) this.wait('idle');
       return;
     }
     // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
@@ -612,6 +623,8 @@ export class RelayConn implements ParserSink<RequestHead> {
   /** Leave the socket to the node:http path: no listener, timer or parser of the relay stays. */
   private detach(): void {
     this.stopWaiting();
+    this.socket.setTimeout(0);
+    this.socket.off('timeout', this.onEndFn);
     this.socket.off('data', this.onDataFn);
     this.socket.off('drain', this.onDrainFn);
     this.socket.off('end', this.onEndFn);
