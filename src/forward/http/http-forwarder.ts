@@ -44,7 +44,7 @@ import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
 import { newRequestId, validRequestId } from './request-id';
 import { requestTarget } from './request-target';
 import type { RequestHead } from './relay/llhttp-parser';
-import { RelayConn, RelayPool, requestStub, type RelayHost } from './relay/relay-conn';
+import { LINGER_MS, RelayConn, RelayPool, requestStub, type RelayHost } from './relay/relay-conn';
 import { upstreamReason } from '../upstream-reason';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
@@ -285,7 +285,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       }
       ex.status = canned.status;
       this.record(ex);
-      socket.end(canned.wire);
+      endUpgradeSocket(socket, canned.wire);
       return;
     }
     this.identityHeaders(headers, hc, ex, got);
@@ -565,7 +565,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     }
     // Upgrade: before the 101 the client gets a status; after it, the tunnel is cut.
     ex.status = canned.status;
-    if (ex.upstreamSocket === null && ex.socket.writable) ex.socket.end(canned.wire);
+    if (ex.upstreamSocket === null && ex.socket.writable) endUpgradeSocket(ex.socket, canned.wire);
     else ex.socket.destroy();
     this.record(ex);
   }
@@ -724,7 +724,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
       socket.destroy();
       return;
     }
-    if (hc !== undefined && hc.open.length > 0 && hc.upgraded === null) {
+    if (hc !== undefined && hc.open.length > 0 && hc.upgraded === null && hc.open.every(requestComplete)) {
       // Bytes that do not parse behind a request still being answered: that request was
       // admitted and sent upstream, so its response goes out first, then the 400 and the close
       // (issue "Hardening": the client got only the 400 while the backend ran its request).
@@ -802,6 +802,29 @@ function destroyThis(this: net.Socket): void {
 
 function destroySocket(socket: net.Socket): void {
   socket.destroy();
+}
+
+/**
+ * Answer an upgrade request's socket (node:http has let go of it) and end it. It is read and
+ * dropped from here: a socket nobody reads never sees the client's FIN or reset, and would stay
+ * open, counted active, for good (found by the engine fuzz test); closed after LINGER_MS at most.
+ */
+function endUpgradeSocket(socket: net.Socket, wire: Buffer): void {
+  socket.end(wire);
+  socket.on('data', dropData);
+  socket.resume();
+  socket.setTimeout(LINGER_MS);
+  socket.once('timeout', destroyThis);
+}
+
+function dropData(): void {}
+
+/**
+ * The request was read whole: its response can still come. One whose body the parse error cut
+ * (a FIN mid-body) never will, and waiting for it would hold the client and its upstream socket.
+ */
+function requestComplete(ex: Exchange): boolean {
+  return ex.bodyless || ex.req.complete;
 }
 
 function destroySocketOf(this: ServerResponse): void {
