@@ -1,5 +1,5 @@
 /**
- * The access log (DESIGN "Observability"): one pino JSON line per TCP connection, written when it
+ * The access log (docs/architecture.md "Observability"): one pino JSON line per TCP connection, written when it
  * closes, and one per HTTP request, written when the response closes. Message `access`; fields:
  *
  *   kind       `tcp` | `http`

@@ -8,7 +8,7 @@
  * the ranges. IPv4 ranges live in Uint32Arrays; IPv6 as 4 big-endian u32 words per address,
  * compared lexicographically (no BigInt on the lookup path; BigInt is used only to compile).
  *
- * A Matcher is built completely, then never changes: the owner swaps the reference (DESIGN.md,
+ * A Matcher is built completely, then never changes: the owner swaps the reference (docs/architecture.md,
  * "built completely, then swapped in one reference assignment"). The typed arrays cannot be
  * frozen, so they are #private; the instance, `entries` and each entry are frozen.
  *

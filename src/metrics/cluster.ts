@@ -1,5 +1,5 @@
 /**
- * One `/metrics` for several worker processes (node:cluster; DESIGN "Several workers per pod share
+ * One `/metrics` for several worker processes (node:cluster; docs/architecture.md "Several workers per pod share
  * one store and one metrics endpoint").
  *
  * Each process builds its own `Metrics` with the sources it has: a worker publishes its listeners

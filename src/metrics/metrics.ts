@@ -1,5 +1,5 @@
 /**
- * Every ipgate metric, defined once (DESIGN "Observability"): prefix `ipgate_`, base units (seconds,
+ * Every ipgate metric, defined once (docs/architecture.md "Observability"): prefix `ipgate_`, base units (seconds,
  * bytes), `_total` counters, bounded labels only: listener, list, reason, result, version (PROXY
  * version or list version), direction, code_class, route. Never a client address.
  *

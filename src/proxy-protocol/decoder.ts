@@ -2,7 +2,7 @@
  * decodeProxyHeader: the one entry point of the inbound PROXY stage.
  *
  * Stateless over the bytes received so far: the listener appends each chunk and calls again with
- * the concatenation (a header may arrive split across any number of TCP segments, DESIGN). It
+ * the concatenation (a header may arrive split across any number of TCP segments, docs/architecture.md). It
  * returns a value for every input -- need more / none / done / error, as Envoy's filter does --
  * never throws, never reads past buf.length, and never reports a length > buf.length.
  *

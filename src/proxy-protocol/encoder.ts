@@ -1,5 +1,5 @@
 /**
- * Outbound PROXY headers, written before any payload on each upstream TCP connection (DESIGN,
+ * Outbound PROXY headers, written before any payload on each upstream TCP connection (docs/architecture.md,
  * "Forwarding"). One call per forwarded connection, so v2 is built straight into one Buffer from
  * the precomputed signature; v1 is one template string (bench/micro/pp-decode.ts measures both).
  *

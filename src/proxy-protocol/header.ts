@@ -23,7 +23,7 @@ export interface ProxyHeader {
   /**
    * As declared on the wire. 'unknown' for v1 UNKNOWN, v2 UNSPEC, v2 AF_UNIX and v2 LOCAL: the
    * caller uses the socket address. A 'tcp6' header may carry v4-mapped addresses, which are
-   * reported as IPv4 (one spelling per address, DESIGN "Client identity").
+   * reported as IPv4 (one spelling per address, docs/architecture.md "Client identity").
    */
   family: 'tcp4' | 'tcp6' | 'unknown';
   /** null whenever family is 'unknown'. */

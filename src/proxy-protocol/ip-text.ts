@@ -125,7 +125,7 @@ export function formatIPv4(bytes: Uint8Array, off: number): string {
 }
 
 /**
- * Canonical text of bytes[off..off+16): v4-mapped becomes the IPv4 address (DESIGN, "Client
+ * Canonical text of bytes[off..off+16): v4-mapped becomes the IPv4 address (docs/architecture.md, "Client
  * identity"); otherwise RFC 5952: lower case, no leading zeros, the longest run (>= 2) of zero
  * groups -- the first one on a tie -- replaced by "::".
  */

@@ -4,7 +4,7 @@
  *   PROXY TCP4|TCP6 <src addr> <dst addr> <src port> <dst port>\r\n
  *   PROXY UNKNOWN[ <anything>]\r\n
  *
- * Strict on purpose. DESIGN: HAProxy "accepts some malformed v1 lines; ipgate must do neither".
+ * Strict on purpose. docs/architecture.md: HAProxy "accepts some malformed v1 lines; ipgate must do neither".
  * "Any sequence which does not exactly match the protocol must be discarded and cause the
  * receiver to abort the connection. It is recommended to abort the connection as soon as possible"
  * -- so every call re-scans what has arrived (at most 107 bytes) and rejects a field as soon as no

@@ -1,20 +1,21 @@
 /**
- * HTTP forwarding (listener mode `http`): the listener hands each admitted socket to one
- * per-listener http.Server, which parses requests; each request gets the client's identity, an
- * allowlist decision, rewritten forwarding headers, and goes to an upstream through the engine
- * (http-proxy, engine.ts) over a keep-alive pool.
+ * HTTP forwarding (listener mode `http`): the policy over the two engines (docs/http-engines.md).
+ * Each request gets the client's identity, an allowlist decision, a request id, rewritten
+ * forwarding headers, and goes upstream through the relay (relay/relay-conn.ts, the default: this
+ * class is its RelayHost) or through node:http + http-proxy (http-proxy-engine.ts: plain requests
+ * with `engine: http-proxy`, and every upgrade and outbound-PROXY request on either engine).
  *
- * Identity (DESIGN "Client identity"): the peer is conn.clientAddress (the PROXY header's source
- * when a trusted balancer sent one, else the socket). A peer in `http.trustedProxies` speaks for
- * others: the client is the rightmost X-Forwarded-For address that is not a trusted proxy, decided
- * per request. Anyone else is the client, decided once per connection, and what it sent in
- * X-Forwarded-* / X-Real-IP / Forwarded is discarded.
+ * Identity (docs/architecture.md "Client identity"): the peer is conn.clientAddress (the PROXY
+ * header's source when a trusted balancer sent one, else the socket). A peer in
+ * `http.trustedProxies` speaks for others: the client is the rightmost X-Forwarded-For address
+ * that is not a trusted proxy, decided per request. Anyone else is the client, decided once per
+ * connection, and every client-IP header it sent is discarded (request-headers.ts).
  *
- * Denials: an HTTP client is told (403, text or JSON by Accept; DESIGN "deny -> HTTP: 403"), so this
- * handler makes every allowlist decision itself (`decidesPerRequest` is always true): a denied
- * direct client gets 403 + `Connection: close` on its first request; a denied client behind a
- * trusted proxy gets 403 on that request and the proxy's connection stays open. The backend
- * receives nothing in both cases.
+ * Denials (docs/architecture.md "HTTP forwarding"): an HTTP client is told (403, text or JSON by
+ * Accept), so this handler makes every allowlist decision itself (`decidesPerRequest` is always
+ * true). Each refused request is answered 403 and counted; the connection stays open
+ * (`http.denied.keepAlive`, default true, as nginx and HAProxy keep it; `false` closes a direct
+ * client's after its 403; a revoked one always closes). The backend receives nothing.
  *
  * Errors: upstream refused/reset -> 502, no response headers within upstreamTimeoutMs -> 504, a
  * failure after the response headers went out -> the client socket is destroyed (never a second
@@ -555,7 +556,7 @@ export class HttpForwarder implements ConnectionHandler, EngineSink, RelayHost {
     ex.timer = null;
     ex.reason = reason;
     this.stats.upstreamFailed(ex.upstream?.label, reason);
-    // Upstream faults log at warn (DESIGN "Observability").
+    // Upstream faults log at warn (docs/architecture.md "Observability").
     this.log.warn({ conn: ex.hc.conn.id, client: ex.client, upstream: ex.upstream?.label, reason, err: err.code ?? err.message },
       'upstream failed');
     const canned = ex.timedOut ? this.canned.gatewayTimeout : this.canned.badGateway;

@@ -8,7 +8,7 @@
  *   upgrade request.) Expect: the server already answered `100 Continue` to the client.
  *   Transfer-Encoding is kept: Node re-frames the body it parsed, and a kept `chunked` makes it
  *   frame DELETE/OPTIONS bodies too instead of sending them unframed (request smuggling).
- * Removed from untrusted peers, set by us (DESIGN: client-sent forwarding headers are discarded):
+ * Removed from untrusted peers, set by us (docs/architecture.md: client-sent forwarding headers are discarded):
  *   X-Forwarded-For, X-Real-IP, Forwarded, every X-Forwarded-*, and the other client-IP headers
  *   backends are known to read (True-Client-IP, X-Client-IP, X-Cluster-Client-IP,
  *   CF-Connecting-IP, X-Original-Forwarded-For, Fastly-Client-IP, X-Envoy-External-Address,
