@@ -172,10 +172,10 @@ for (const engine of ENGINES) {
 
 const nginxSkip = missing('nginx');
 
-for (const engine of ENGINES) {
-  t.test(`${engine}: an upgrade request with a body cannot desync a pooled upstream connection (real nginx)`, { skip: nginxSkip }, async (t) => {
-    const port = await freePort();
-    const nginx = await startNginx(`http {
+/** A real nginx answering `/ret/...` itself (`return 200`), logging `$connection|$request|...` per request. */
+async function nginxReturning(t: Test): Promise<{ port: number; log: () => string[] }> {
+  const port = await freePort();
+  const nginx = await startNginx(`http {
   ${nginxHttpPreamble()}
   log_format hard '$connection|$connection_requests|$request|$http_x_real_ip|$http_x_forwarded_for';
   keepalive_timeout 75s;
@@ -185,11 +185,14 @@ for (const engine of ENGINES) {
     location /ret/ { return 200 "ret $uri\\n"; }
   }
 }`, [port]);
-    t.teardown(() => nginx.stop());
-    const log = (): string[] => {
-      const f = path.join(nginx.dir, 'logs/backend.log');
-      return fs.existsSync(f) ? fs.readFileSync(f, 'utf8').split('\n').filter(Boolean) : [];
-    };
+  t.teardown(() => nginx.stop());
+  const file = path.join(nginx.dir, 'logs/backend.log');
+  return { port, log: () => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter(Boolean) : []) };
+}
+
+for (const engine of ENGINES) {
+  t.test(`${engine}: an upgrade request with a body cannot desync a pooled upstream connection (real nginx)`, { skip: nginxSkip }, async (t) => {
+    const { port, log } = await nginxReturning(t);
     const g = await gate(t, engine, port, ['127.0.0.1/32']);
     const smuggled = 'GET /ret/SMUGGLED HTTP/1.1\r\nHost: x\r\nX-Real-IP: 10.9.9.9\r\nX-Forwarded-For: 10.9.9.9\r\n\r\n';
     // The length of the head ipgate would send for the next request is unknown to an attacker
@@ -214,20 +217,7 @@ for (const engine of ENGINES) {
 
 for (const engine of ENGINES) {
   t.test(`${engine}: a declined upgrade goes on a connection of its own, never a pooled one (real nginx)`, { skip: nginxSkip }, async (t) => {
-    const port = await freePort();
-    const nginx = await startNginx(`http {
-  ${nginxHttpPreamble()}
-  log_format hard '$connection|$request';
-  keepalive_timeout 75s;
-  server {
-    listen 127.0.0.1:${port};
-    access_log logs/backend.log hard;
-    location /ret/ { return 200 "ret $uri\\n"; }
-  }
-}`, [port]);
-    t.teardown(() => nginx.stop());
-    const file = path.join(nginx.dir, 'logs/backend.log');
-    const log = (): string[] => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter(Boolean) : []);
+    const { port, log } = await nginxReturning(t);
     const g = await gate(t, engine, port, ['127.0.0.1/32']);
     for (let i = 0; i < 3; i++) {
       const k = await client(g.port());
@@ -419,8 +409,6 @@ async function gateIdle(t: Test, engine: Engine, upstream: number, idleMs: numbe
 async function countingRaw(t: Test, reply: (sock: net.Socket, head: string) => void): Promise<RawBackend & { open: () => number }> {
   let open = 0;
   const b = await rawBackend(t, (sock, head) => reply(sock, head));
-  const server = net.createServer();
-  void server;
   const probe = net.createServer((sock) => {
     open++;
     sock.once('close', () => { open--; });
