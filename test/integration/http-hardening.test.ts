@@ -459,3 +459,30 @@ for (const engine of ENGINES) {
     t.pass('closed: the response can never complete');
   });
 }
+
+t.test('relay: a pooled socket the backend closes as a request reaches it: an idempotent bodiless request is sent again on a new connection, others get 502', async (t) => {
+  // The backend answers the first request on each connection and closes at the second, unanswered:
+  // the race between its keep-alive timeout and ipgate's reuse, made certain.
+  const perConn: number[] = [];
+  const b = await rawBackend(t, (sock, head) => {
+    const id = (sock as net.Socket & { id?: number }).id ??= perConn.push(0) - 1;
+    perConn[id]!++;
+    if (perConn[id]! > 1) {
+      sock.destroy();
+      return;
+    }
+    const body = `${head.split('\r\n')[0]}\n`;
+    sock.write(`HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  }, true);
+  const g = await gate(t, 'relay', b.port);
+  const c = await client(g.port());
+  c.write('GET /a HTTP/1.1\r\nHost: x\r\n\r\n');
+  t.match((await readUntil(c, 'GET /a HTTP/1.1\n')).toString(), /^HTTP\/1\.1 200 /, 'first request');
+  c.write('GET /b HTTP/1.1\r\nHost: x\r\n\r\n');
+  t.match((await readUntil(c, 'GET /b HTTP/1.1\n')).toString(), /^HTTP\/1\.1 200 /, 'the GET on the stale socket was sent again and answered');
+  c.write('POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi');
+  const post = (await readAll(c)).toString();
+  t.match(post, /^HTTP\/1\.1 502 /, 'a request with a body is not sent twice: 502');
+  t.equal(b.heads.filter((h) => h.startsWith('GET /b ')).length, 2, 'the backend saw GET /b twice: the closed attempt and the retry');
+  t.equal(b.heads.filter((h) => h.startsWith('POST /c ')).length, 1, 'POST /c once');
+});

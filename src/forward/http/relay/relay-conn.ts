@@ -25,8 +25,8 @@
  *   (requests without a body); after the head: the client connection is cut;
  * - an upgrade request (WebSocket) hands the connection, from that request's first byte, to the
  *   node:http path (HttpForwarder.relayHandoff), which serves upgrades; CONNECT is answered 400.
- * Not done: a request on a pooled socket the backend closed at that moment gets 502 (no retry; the
- * pool's idle timeout below the backend's keep-alive timeout avoids it, as for the undici engine).
+ * - a pooled socket the backend closed as the request reached it (nothing came back): an
+ *   idempotent request without a body is sent once more on a new connection.
  */
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import net from 'node:net';
@@ -80,6 +80,9 @@ function destroySocket(socket: net.Socket): void {
   socket.destroy();
 }
 
+/** RFC 9110 9.2.2: a request the backend may receive twice without harm. */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
 
 /** Pooled upstream sockets per target, LIFO, one request in flight on each. */
@@ -91,11 +94,14 @@ export class RelayPool {
     readonly connectTime: { observe(seconds: number): void },
   ) {}
 
-  acquire(target: Upstream): UpstreamConn {
-    const list = this.free.get(target);
+  /** A pooled socket of `target` (the warmest), or a new one; `fresh`: always a new one. */
+  acquire(target: Upstream, fresh = false): UpstreamConn {
+    const list = fresh ? undefined : this.free.get(target);
     const c = list?.pop();
     if (c !== undefined) {
       c.socket.setTimeout(0);
+      c.reused = true;
+      c.received = false;
       return c;
     }
     return new UpstreamConn(target, this);
@@ -127,6 +133,10 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   readonly parser: HttpParser<'response'>;
   owner: RelayConn | null = null;
   connected = false;
+  /** Taken from the pool (it carried an exchange before this one). */
+  reused = false;
+  /** Bytes arrived since it was taken for the current exchange. */
+  received = false;
   /** The socket's error code, if it failed. */
   error: string | null = null;
 
@@ -156,6 +166,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   }
 
   private onData(d: Buffer): void {
+    this.received = true;
     const o = this.owner;
     if (o === null) {
       this.socket.destroy(); // bytes outside a response: the connection is not reusable
@@ -210,6 +221,8 @@ export class RelayConn implements ParserSink<RequestHead> {
   /** The upstream request head (resent to the next target after a refused connect). */
   private upHead = '';
   private attempt = 0;
+  /** This request was sent again after a stale pooled socket (at most once). */
+  private staleRetried = false;
   private first = 0;
   private timer: NodeJS.Timeout | null = null;
   private timedOut = false;
@@ -427,17 +440,18 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.out.push('HTTP/1.1 100 Continue\r\n\r\n');
     this.first = this.pick();
     this.attempt = 0;
+    this.staleRetried = false;
     this.timedOut = false;
     this.timer = setTimeout(() => this.onTimeout(), this.host.upstreamTimeoutMs);
     this.dispatch();
   }
 
-  private dispatch(): void {
+  private dispatch(fresh = false): void {
     const ex = this.ex!;
     const target = this.targets[(this.first + this.attempt) % this.targets.length]!;
     ex.upstream = target;
     ex.sentAt = performance.now();
-    const up = this.pool.acquire(target);
+    const up = this.pool.acquire(target, fresh);
     up.owner = this;
     up.parser.setRequestMethod(this.head!.method);
     this.up = up;
@@ -541,9 +555,18 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (this.up !== up) return;
     this.up = null;
     // Before the response head: the next target after a refused connect (requests without a body),
-    // else 502 / 504. (Retrying a stale pooled socket is not done yet.)
+    // else 502 / 504.
     if (!this.responseStarted && this.ex !== null) {
       const ex = this.ex;
+      if (!this.timedOut && up.reused && !up.received && !this.staleRetried && ex.bodyless && IDEMPOTENT.has(this.head!.method)) {
+        // A pooled socket the backend closed as the request reached it (its keep-alive timeout
+        // raced our reuse): nothing came back, so the backend did not answer it. Sent once more, on
+        // a new connection, as Go's and undici's clients do for idempotent requests without a body.
+        this.staleRetried = true;
+        this.dispatch(true);
+        this.flushUp();
+        return;
+      }
       const code = this.timedOut ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
       const retry = !this.timedOut && !up.connected && ex.bodyless && this.attempt + 1 < this.targets.length && isConnectFailure(code);
       this.host.relayUpstreamFailed(ex, code, this.timedOut, retry);
