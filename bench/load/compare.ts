@@ -9,7 +9,9 @@
  *       [--base-env NAME=VALUE]   (environment for "base" only: A/B of a setting on one build)
  *       [--base-workers 1]   (`workers` for "base" only: with --baseline dist/src/main.js --workers auto,
  *       the workers factor of one build, both interleaved in the same rounds)
- *       (proxies `ipgate-undici` / `ipgate-http-proxy` / `ipgate-relay`: this build with that `http.engine`; `ipgate`
+ *       [--base-engine relay]   (`http.engine` for "base" only: an older build whose default differs)
+ *       (proxies `ipgate-http-proxy` / `ipgate-relay`: this build with that `http.engine` (`ipgate-undici`: the
+ *       removed engine's name, which runs the relay since 2026-12-01); `ipgate`
  *       and `base` run the build's default engine)
  *       (minimal forwarders, what an engine alone costs: HTTP `node-min`, `undici-min`,
  *       `undici-stream-min`, `relay-min`; TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
@@ -65,6 +67,8 @@ interface Options {
   baseWorkers: string | null;
   /** Offered load of the http-rate workload, requests per second over all connections. */
   rate: number;
+  /** `http.engine` for `base` only (an older build whose default engine differs): null, its default. */
+  baseEngine: string | null;
 }
 
 /** NAME=VALUE (the value may itself contain '=', as NODE_OPTIONS=--x=1 does). */
@@ -77,7 +81,7 @@ function parseOptions(argv: string[]): Options {
   const o: Options = {
     rounds: 3, duration: 6, proxies: ['ipgate', 'nginx', 'haproxy'],
     workloads: ['http', 'http-denied', 'tcp', 'tcp-ppin', 'bulk', 'idle'],
-    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null, baseEnv: {}, baseWorkers: null, rate: 3000,
+    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null, baseEnv: {}, baseWorkers: null, rate: 3000, baseEngine: null,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -99,6 +103,7 @@ function parseOptions(argv: string[]): Options {
       case '--cpu-prof': o.cpuProf = v; break;
       case '--baseline': o.baseline = v; break;
       case '--base-workers': o.baseWorkers = v; break;
+      case '--base-engine': o.baseEngine = v; break;
       default: throw new Error(`unknown option ${k}`);
     }
   }
@@ -560,7 +565,8 @@ async function main(): Promise<void> {
       // listeners; `ipgate` and `base` as an operator runs them (the default engine). Until
       // 2026-11-29 19:00 UTC `ipgate` was pinned to http-proxy here although undici had become
       // the default: the "ipgate" HTTP rows before that are the http-proxy engine's.
-      const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : name === 'ipgate-relay' ? 'relay' : null;
+      const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : name === 'ipgate-relay' ? 'relay'
+        : name === 'base' ? o.baseEngine : null;
       const workers = name === 'base' && o.baseWorkers !== null ? o.baseWorkers : o.workers;
       fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine)));
       const main = name === 'base' ? o.baseline! : MAIN;
