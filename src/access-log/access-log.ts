@@ -146,7 +146,7 @@ export class ListenerAccessLog {
   request(ex: Exchange, now: number): void {
     const conn = ex.hc.conn;
     const denied = ex.reason === 'denied' || ex.reason === 'revoked';
-    const path = ex.req.url === undefined ? null : ex.req.url.length > MAX_PATH ? ex.req.url.slice(0, MAX_PATH) : ex.req.url;
+    const path = ex.url === undefined ? null : ex.url.length > MAX_PATH ? ex.url.slice(0, MAX_PATH) : ex.url;
     if (!denied) {
       const raw = this.raw;
       if (raw !== null) {
@@ -154,7 +154,7 @@ export class ListenerAccessLog {
         const entry = ex.entry?.cidr ?? null;
         const result = ex.reason ?? 'ok';
         const upstream = ex.upstream?.label ?? null;
-        const method = ex.req.method ?? null;
+        const method = ex.method;
         const bytesOut = ex.socket.bytesWritten - ex.bytesAtStart;
         const host = cut(ex.host);
         const ua = cut(ex.userAgent);
@@ -201,7 +201,7 @@ export class ListenerAccessLog {
       }
       this.log.info({
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'allow', entry: ex.entry?.cidr ?? null,
-        result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.req.method, path, status: ex.status,
+        result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.method, path, status: ex.status,
         upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
         durationMs: now - ex.startedAt,
@@ -213,7 +213,7 @@ export class ListenerAccessLog {
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason,
-        result: ex.reason, upstream: null, method: ex.req.method, path, status: ex.status, host: cut(ex.host),
+        result: ex.reason, upstream: null, method: ex.method, path, status: ex.status, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
         durationMs: now - ex.startedAt,
       }, 'access');

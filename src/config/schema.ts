@@ -96,19 +96,23 @@ export interface HttpConfig {
   maxRequestsPerConnection: number;
   /** Time to wait for the upstream's response headers before answering 504. Default 60000. */
   upstreamTimeoutMs: number;
-  /** Upstream keep-alive pool: sockets per target. Default 128. */
+  /**
+   * Upstream keep-alive pool: sockets per target, busy and idle together; a request that finds
+   * them all busy waits for one (its upstreamTimeoutMs runs meanwhile). Upgrades and outbound-PROXY
+   * connections (one per client connection) are outside it. Default 128.
+   */
   upstreamMaxSockets: number;
   /** Upstream keep-alive pool: idle socket lifetime; keep it below the backend's. Default 4000. */
   upstreamIdleTimeoutMs: number;
   /**
-   * Engine moving requests upstream: `relay` (default: no node:http on either side, llhttp in
-   * WebAssembly parses client and upstream, ~1.3-1.5x the requests per CPU-second of the former
-   * undici engine, bench/README.md "The relay engine"; src/forward/http/relay/) or `http-proxy`.
-   * Upgrades (WebSockets) and outbound-PROXY-header requests use http-proxy whatever the engine.
-   * The relay keeps at most one upstream socket per client connection busy and pools the idle
-   * ones; it does not apply upstreamMaxSockets. `undici` is accepted for old configs and runs the
-   * relay, with a warning: that engine was removed (undici 7.30.2's client asserts, killing the
-   * process, when a close-delimited response ends while paused by backpressure; docs/http-engines.md).
+   * Upstream names (not IP literals) are resolved at most once per this long and the addresses
+   * kept; a failed connect tries the next address (src/forward/http/upstream-dns.ts). Default 10000.
+   */
+  upstreamDnsTtlMs: number;
+  /**
+   * The engine: only `relay` remains (src/forward/http/relay/, docs/http-engines.md). `undici` and
+   * `http-proxy` are accepted for old configs and run the relay, with a warning naming the field:
+   * both engines were removed (docs/http-engines.md says why). Default `relay`.
    */
   engine: 'http-proxy' | 'undici' | 'relay';
 }
@@ -358,6 +362,7 @@ export const configSchema = {
               upstreamTimeoutMs: { ...ms, default: 60_000 },
               upstreamMaxSockets: { type: 'integer', minimum: 1, maximum: 65_536, default: 128 },
               upstreamIdleTimeoutMs: { ...ms, default: 4_000 },
+              upstreamDnsTtlMs: { ...ms, default: 10_000 },
               engine: { enum: ['relay', 'http-proxy', 'undici'], default: 'relay' },
             },
           },

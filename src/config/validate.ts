@@ -21,9 +21,10 @@ const WIDE_PREFIX = 7;
 /** A DNS name (labels of letters, digits and hyphens), for admin.allowedHosts. */
 const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
 
-/** Options of a listener's `http` section that an engine does not apply, and why. */
-const IGNORED_BY_ENGINE: Readonly<Record<string, Readonly<Record<string, string>>>> = {
-  relay: { upstreamMaxSockets: 'the relay keeps at most one upstream socket per client connection busy and does not cap the pool' },
+/** Removed HTTP engines, still accepted in old configs (the relay serves them), and why they went. */
+const REMOVED_ENGINES: Readonly<Record<string, string>> = {
+  undici: 'undici\'s client can kill the process on a close-delimited response',
+  'http-proxy': 'its shared keep-alive agent let an upgrade request desync a pooled upstream connection, and it leaked upstream sockets under the engine fuzz test',
 };
 
 export interface SemanticResult {
@@ -150,17 +151,10 @@ export function checkSemantics(config: Config, raw: unknown = config): SemanticR
     }
     checkCidrs(`${at}.http.trustedProxies`, l.http.trustedProxies,
       'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
-    if (l.http.engine === 'undici') {
+    const removed = REMOVED_ENGINES[l.http.engine];
+    if (removed !== undefined) {
       warnings.push(problem(`${at}.http.engine`, l.http.engine,
-        'was removed (undici\'s client can kill the process on a close-delimited response; docs/http-engines.md): the relay engine serves this listener'));
-    }
-    const ignored = IGNORED_BY_ENGINE[l.http.engine === 'undici' ? 'relay' : l.http.engine] ?? {};
-    for (const [key, why] of Object.entries(ignored)) {
-      if (rawHttp !== null && key in rawHttp) warnings.push(problem(`${at}.http.${key}`, rawHttp[key], `is ignored by http.engine "${l.http.engine}": ${why}`));
-    }
-    if (l.outboundProxyProtocol !== 'none' && rawHttp !== null && 'engine' in rawHttp && l.http.engine !== 'http-proxy') {
-      warnings.push(problem(`${at}.http.engine`, l.http.engine,
-        `is ignored: with outboundProxyProtocol "${l.outboundProxyProtocol}" every request goes through http-proxy on its client's own upstream connection`));
+        `was removed (${removed}; docs/http-engines.md): the relay engine serves this listener`));
     }
   });
   return { problems, warnings };

@@ -12,7 +12,7 @@ import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, freePort, readAll, readUntil, waitFor } from '../helpers/net';
 import { missing, nginxHttpPreamble, startNginx } from '../helpers/peers';
 
-const ENGINES = ['http-proxy', 'relay'] as const;
+const ENGINES = ['relay'] as const;
 type Engine = (typeof ENGINES)[number];
 
 /** A raw backend: answers every request on a connection with `reply(head)`; records the heads. */

@@ -11,7 +11,7 @@ import { startIpgate, type Started } from '../helpers/ipgate';
 import { deadPort } from '../helpers/http';
 import { connect, readAll, readUntil, waitFor } from '../helpers/net';
 
-const ENGINES = ['http-proxy', 'relay'] as const;
+const ENGINES = ['relay'] as const;
 type Line = Record<string, unknown>;
 
 interface Seen { requestId: string | undefined; url: string | undefined }

@@ -1,17 +1,12 @@
 /**
  * Per-connection and per-request state of the HTTP path: plain objects with fixed fields (one
- * hidden class each), found from Node's req/res/socket through a symbol, so event handlers can be
- * shared functions instead of per-request closures.
+ * hidden class each), engine-neutral (no node:http objects): what the policy decided and what the
+ * engine (relay/relay-conn.ts) reports, read by the access log.
  */
-import type { Agent, ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type net from 'node:net';
 import type { AllowEntry } from '../../allowlist/entry';
 import type { Connection, Via } from '../../listener/connection';
 import type { Upstream } from '../tcp/tcp-forwarder';
-import type { Canned } from './canned';
-
-export const kHttpConn = Symbol('ipgate.httpConn');
-export const kExchange = Symbol('ipgate.exchange');
 
 /** One client connection handed to the HTTP forwarder. */
 export class HttpConn {
@@ -25,16 +20,10 @@ export class HttpConn {
   upgraded: Exchange | null = null;
   /** A list change no longer allows this connection: no new requests, close after the in-flight one. */
   revoked = false;
-  /**
-   * A direct client was answered 403 + Connection: close: requests it pipelined behind that one are
-   * never answered (Node 24 emits them before the socket closes) and must not be counted.
-   */
+  /** The connection is ending (revoked, draining): no new request is admitted on it. */
   closing = false;
+  /** A revoked connection's in-flight response gets a grace period, then this cuts it. */
   revokeTimer: NodeJS.Timeout | null = null;
-  /** A parse error behind requests still being answered: written (and the socket closed) after them. */
-  pendingError: Canned | null = null;
-  /** Dedicated upstream agent (outbound PROXY header): one upstream connection for this client. */
-  agent: Agent | null = null;
   /** conn.destPort as text, for X-Forwarded-Port. */
   readonly destPortText: string;
 
@@ -58,18 +47,6 @@ export class Exchange {
   entry: AllowEntry | null = null;
   /** Upstream target chosen, `host:port`. */
   upstream: Upstream | null = null;
-  /** First target index (round robin) and attempts made (failover on connect errors). */
-  first = 0;
-  attempt = 0;
-  proxyReq: ClientRequest | null = null;
-  /** Upstream socket of an upgraded exchange. */
-  upstreamSocket: net.Socket | null = null;
-  /** Headers sent upstream (kept for a retry on the next target). */
-  headers: OutgoingHttpHeaders | null = null;
-  timer: NodeJS.Timeout | null = null;
-  timedOut = false;
-  /** The response (or upgraded socket) closed: nothing more may be written or started. */
-  closed = false;
   status = 0;
   /** The upstream's own status (0: no response head from it; ipgate answered, or nothing). */
   upstreamStatus = 0;
@@ -91,9 +68,10 @@ export class Exchange {
 
   constructor(
     readonly hc: HttpConn,
-    readonly req: IncomingMessage,
-    /** null for an upgrade (then `socket` is the client socket) */
-    readonly res: ServerResponse | null,
+    /** The request line's method and target, as the client sent them. */
+    readonly method: string,
+    readonly url: string,
+    /** The client socket (the access log reads the bytes written to it). */
     readonly socket: net.Socket,
     client: string,
     via: Via,

@@ -1,13 +1,11 @@
 /**
- * `http.engine: relay`: HTTP/1.1 relayed with no node:http on either side. The client connection
- * is parsed with llhttp in WebAssembly (llhttp-parser.ts); each request goes to a pooled upstream
- * socket (RelayPool: LIFO per target, one request in flight on each, closed after
- * upstreamIdleTimeoutMs idle) whose response is parsed the same way and relayed back. Work per
- * CPU-second ~1.5x the undici engine's (bench/README.md "The relay engine").
+ * The HTTP engine (docs/http-engines.md): HTTP/1.1 relayed with no node:http on either side. The
+ * client connection is parsed with llhttp in WebAssembly (llhttp-parser.ts); each request goes to
+ * an upstream socket (upstream-pool.ts) whose response is parsed the same way and relayed back.
  *
- * What the forwarder decides stays in HttpForwarder (RelayHost): identity and allowlist per
- * request, the upstream head (scanRequestHeaders + the identity headers), canned responses,
- * counters and the access log. Here:
+ * What is decided stays in the policy (RelayHost, implemented by HttpForwarder): identity and
+ * allowlist per request, the upstream head (scanRequestHeaders + the identity headers), canned
+ * responses, counters and the access log. Here:
  * - requests one at a time (a pipelined one waits, parser paused, until the response before it is
  *   done); bodies relayed as parsed: Content-Length raw, chunked re-chunked from the decoded data,
  *   so what goes upstream is always well framed (the strict parser has rejected CL + TE, duplicate
@@ -16,31 +14,53 @@
  *   response's Connection names); `connection: close` when the client connection ends after it
  *   (client asked, maxRequestsPerConnection, revoked, body delimited by the upstream's close);
  *   an HTTP/1.0 client gets a chunked body decoded, then the close; `Expect: 100-continue` is
- *   answered here (as node:http does for the other engines), other 1xx are passed on;
+ *   answered here for admitted requests only (a denied client gets its 403 first), other 1xx are
+ *   passed on;
  * - output gathered per read and written once; backpressure both ways (a full socket pauses the
  *   other side until 'drain');
  * - timeouts: the request head within requestHeaderTimeoutMs (408), an idle keep-alive connection
- *   closed after keepAliveTimeoutMs, the upstream's head within upstreamTimeoutMs (504);
+ *   closed after keepAliveTimeoutMs, the upstream's head within upstreamTimeoutMs (504, also while
+ *   waiting for a pooled socket at the pool's bound);
  * - upstream failures before the response head: 502, or the next target after a refused connect
  *   (requests without a body); after the head: the client connection is cut;
- * - an upgrade request (WebSocket) hands the connection, from that request's first byte, to the
- *   node:http path (HttpForwarder.relayHandoff), which serves upgrades; CONNECT is answered 400.
- * - a pooled socket the backend closed as the request reached it (nothing came back): an
+ * - upgrades (WebSocket and others): sent on a socket of their own, never a pooled one (with the
+ *   outbound PROXY header first when the listener sends one); after a 101 the connection becomes a
+ *   byte tunnel (tunnel.ts: backpressure, half-close, idle timeout; revocation closes it); a
+ *   declined upgrade's answer is relayed and both connections close. CONNECT is answered 400;
+ * - outbound PROXY header (listener `outboundProxyProtocol`): the client connection's own upstream
+ *   connection, the header first, kept across its requests and never shared (the header names one
+ *   client; docs/architecture.md "HTTP forwarding");
+ * - a reused socket the backend closed as the request reached it (nothing came back): an
  *   idempotent request without a body is sent once more on a new connection.
  */
-import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
-import net from 'node:net';
+import type { OutgoingHttpHeaders } from 'node:http';
+import type net from 'node:net';
 import type { Upstream } from '../../tcp/tcp-forwarder';
 import type { Canned } from '../canned';
 import { requestTarget } from '../request-target';
 import type { Exchange, HttpConn } from '../exchange';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
+import { Tunnel } from './tunnel';
+import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
 
-/** What the relay needs from the HTTP forwarder (its decisions and its records). */
+/** One admitted or refused request, as the policy made it. */
+export interface Admission {
+  ex: Exchange;
+  /** The upstream head's headers (rewritten); unused when denied. */
+  headers: OutgoingHttpHeaders;
+  accept: string | null;
+  /** The Upgrade header's value (an upgrade request), or null. */
+  upgrade: string | null;
+}
+
+/** What the engine needs from the policy (HttpForwarder): its decisions and its records. */
 export interface RelayHost {
-  /** An Exchange for this request (identity, allowlist entry), or null when the connection is closing. */
-  /** `authority`: an absolute-form target's, which replaces the Host header (RFC 9112 3.2.2). */
-  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): { ex: Exchange; headers: OutgoingHttpHeaders; accept: string | null } | null;
+  /**
+   * An Exchange for this request (identity, allowlist entry) and its upstream headers, or null
+   * when the connection is closing. `authority`: an absolute-form target's, which replaces the
+   * Host header (RFC 9112 3.2.2).
+   */
+  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): Admission | null;
   forbidden(accept: string | null): Canned;
   readonly badRequest: Canned;
   readonly headersTooLarge: Canned;
@@ -50,20 +70,19 @@ export interface RelayHost {
   readonly requestTimeout: Canned;
   readonly requestHeaderTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
-  /** timeouts.idleMs: a client connection silent this long in both directions is closed. */
+  /** timeouts.idleMs: a client connection (or tunnel) silent this long in both directions is closed. */
   readonly idleTimeoutMs: number;
+  /** http.upstreamIdleTimeoutMs: a client connection's own upstream socket idles this long at most. */
+  readonly upstreamIdleTimeoutMs: number;
   readonly maxRequestsPerConnection: number;
-  /**
-   * Give the connection to the node:http path, `bytes` (the rest of the stream from the first byte
-   * of an upgrade request) first: upgrades (WebSocket) are served there.
-   */
-  relayHandoff(socket: net.Socket, bytes: Buffer): void;
   /** Count a client error (`bad_request`, `header_too_large`, `header_timeout`) on its connection. */
   relayClientError(hc: HttpConn, reason: string): void;
   /** Count and log an upstream failure (`upstream_refused`, ...); `retrying`: the next target follows. */
   relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void;
   /** The upstream's response head (status, time since `ex.sentAt`), counted per target. */
   relayUpstreamResponse(ex: Exchange, status: number): void;
+  /** A 101 turned the connection into a tunnel to `upstream` (revocation and drain close it). */
+  relayUpgraded(ex: Exchange, upstream: net.Socket): void;
   /** Count and log one finished request. */
   relayRecord(ex: Exchange): void;
   /** Denied request bookkeeping (counts, debug line). */
@@ -85,128 +104,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
 
-/** Pooled upstream sockets per target, LIFO, one request in flight on each. */
-export class RelayPool {
-  private readonly free = new Map<Upstream, UpstreamConn[]>();
-  constructor(
-    private readonly idleMs: number,
-    /** Connect durations (seconds): ipgate_upstream_connect_seconds, as the other engines feed it. */
-    readonly connectTime: { observe(seconds: number): void },
-  ) {}
-
-  /** A pooled socket of `target` (the warmest), or a new one; `fresh`: always a new one. */
-  acquire(target: Upstream, fresh = false): UpstreamConn {
-    const list = fresh ? undefined : this.free.get(target);
-    const c = list?.pop();
-    if (c !== undefined) {
-      c.socket.setTimeout(0);
-      c.reused = true;
-      c.received = false;
-      return c;
-    }
-    return new UpstreamConn(target, this);
-  }
-
-  release(c: UpstreamConn): void {
-    let list = this.free.get(c.target);
-    if (list === undefined) this.free.set(c.target, (list = []));
-    c.owner = null;
-    list.push(c);
-    c.socket.setTimeout(this.idleMs);
-  }
-
-  drop(c: UpstreamConn): void {
-    const list = this.free.get(c.target);
-    const i = list?.indexOf(c) ?? -1;
-    if (i >= 0) list!.splice(i, 1);
-  }
-
-  close(): void {
-    for (const list of this.free.values()) for (const c of list) c.socket.destroy();
-    this.free.clear();
-  }
-}
-
-/** One upstream socket and its response parser. */
-export class UpstreamConn implements ParserSink<ResponseHead> {
-  readonly socket: net.Socket;
-  readonly parser: HttpParser<'response'>;
-  owner: RelayConn | null = null;
-  connected = false;
-  /** Taken from the pool (it carried an exchange before this one). */
-  reused = false;
-  /** Bytes arrived since it was taken for the current exchange. */
-  received = false;
-  /** The socket's error code, if it failed. */
-  error: string | null = null;
-
-  constructor(readonly target: Upstream, private readonly pool: RelayPool) {
-    this.socket = net.connect({ host: target.host, port: target.port, noDelay: true });
-    // Paused after each response, so bytes behind a complete response are seen (and the socket
-    // dropped) instead of being parsed into a released socket's next message.
-    this.parser = new HttpParser('response', this, { pauseAfterMessage: true });
-    this.socket.on('data', (d: Buffer) => this.onData(d));
-    const dialedAt = performance.now();
-    this.socket.once('connect', () => {
-      this.connected = true;
-      pool.connectTime.observe((performance.now() - dialedAt) / 1000);
-    });
-    this.socket.on('error', (err: NodeJS.ErrnoException) => { this.error ??= err.code ?? 'ECONNRESET'; });
-    this.socket.on('timeout', () => this.socket.destroy());
-    this.socket.once('close', () => {
-      this.pool.drop(this);
-      const o = this.owner;
-      this.owner = null;
-      // The owner first: a body delimited by the close is completed with parser.finish(), so the
-      // parser is freed only after it (test: "an upstream that closes after the response head").
-      o?.upstreamClosed(this);
-      this.parser.free();
-    });
-    this.socket.on('drain', () => this.owner?.upstreamDrained());
-  }
-
-  private onData(d: Buffer): void {
-    this.received = true;
-    const o = this.owner;
-    if (o === null) {
-      this.socket.destroy(); // bytes outside a response: the connection is not reusable
-      return;
-    }
-    if (this.parser.state !== 'active') {
-      this.socket.destroy();
-      return;
-    }
-    const r = this.parser.execute(d);
-    if (r.kind === 'error' || r.kind === 'upgrade') {
-      this.socket.destroy();
-      o.flush();
-      return;
-    }
-    if (r.kind === 'paused') {
-      // A response completed in this read (and the socket may be back in the pool): bytes after
-      // it are no response to any request, so the socket's framing is no longer known.
-      if (r.consumed < d.length) this.socket.destroy();
-      else this.parser.resume();
-    }
-    o.flush();
-  }
-
-  onHead(head: ResponseHead): void {
-    this.owner?.responseHead(head);
-  }
-
-  onBody(chunk: Buffer): void {
-    this.owner?.responseBody(chunk);
-  }
-
-  onMessageComplete(keepAlive: boolean): void {
-    const o = this.owner;
-    if (o === null) return;
-    o.responseDone(this, keepAlive);
-  }
-}
-
-export class RelayConn implements ParserSink<RequestHead> {
+export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWaiter {
   private readonly parser: HttpParser<'request'>;
   /** Bytes read after a paused (complete) request, parsed once its response is done. */
   private backlog: Buffer | null = null;
@@ -230,11 +128,12 @@ export class RelayConn implements ParserSink<RequestHead> {
   private waitTimer: NodeJS.Timeout | null = null;
   private waiting: 'idle' | 'head' | null = null;
   private requests = 0;
-  /** Reads of the current message before its head was complete (an upgrade hands them on). */
-  private partial: Buffer[] = [];
-  private headSeen = false;
-  /** The current request is an upgrade: the connection goes to the node:http path. */
-  private handoff = false;
+  /** The current request is an upgrade sent upstream (on a socket of its own). */
+  private upgrading = false;
+  /** Waiting for a pooled socket of this target (the pool is at its bound). */
+  private queued: Upstream | null = null;
+  /** The client connection's own upstream socket (outbound PROXY header), kept between requests. */
+  private dedicated: UpstreamConn | null = null;
   /**
    * The relay has ended its side (after a close-delimited answer, a 400/408, a denial): what the
    * client still sends is read and dropped, never parsed (a parser stopped mid-message must not be
@@ -257,6 +156,8 @@ export class RelayConn implements ParserSink<RequestHead> {
     private readonly socket: net.Socket,
     private readonly targets: readonly Upstream[],
     private readonly pick: () => number,
+    /** The outbound PROXY header for this client connection, null when the listener sends none. */
+    private readonly proxyHeader: Buffer | null,
   ) {
     this.parser = new HttpParser('request', this, { maxHeaderBytes: host.maxHeaderBytes });
     socket.on('data', this.onDataFn);
@@ -265,9 +166,9 @@ export class RelayConn implements ParserSink<RequestHead> {
     // The listener's sockets are allowHalfOpen: a client FIN would leave the connection half open.
     // A client that stops sending is gone for HTTP's purposes (nginx: proxy_ignore_client_abort off).
     socket.once('end', this.onEndFn);
-    // Silent in both directions for timeouts.idleMs: closed, as node:http's server.timeout does on
-    // the other path. Between requests the keep-alive and header timers decide sooner; this covers
-    // the rest (a body that stops half way after a 403, a client whose FIN a paused read never sees).
+    // Silent in both directions for timeouts.idleMs: closed. Between requests the keep-alive and
+    // header timers decide sooner; this covers the rest (a body that stops half way after a 403, a
+    // client whose FIN a paused read never sees, a silent tunnel).
     socket.setTimeout(host.idleTimeoutMs);
     socket.once('timeout', this.onEndFn);
   }
@@ -321,7 +222,8 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (this.ending) return;
     if (this.waiting === 'idle') this.wait('head');
     if (this.ex !== null && this.requestDone) {
-      // A pipelined request behind one in flight: keep it for later.
+      // A pipelined request behind one in flight (or an upgrade's first tunnel bytes before its
+      // 101): keep it for later.
       this.backlog = this.backlog === null ? d : Buffer.concat([this.backlog, d]);
       this.socket.pause();
       return;
@@ -334,7 +236,7 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (state !== 'active') {
       // Not expected (each path that stops the parser also ends or pauses the connection), but a
       // peer's bytes must never reach a stopped parser: keep them for next() or give up cleanly.
-      if (state === 'paused') {
+      if (state === 'paused' || state === 'upgraded') {
         this.backlog = this.backlog === null ? d : Buffer.concat([this.backlog, d]);
         this.socket.pause();
       } else {
@@ -345,27 +247,18 @@ export class RelayConn implements ParserSink<RequestHead> {
     const r = this.parser.execute(d);
     this.flushUp();
     this.flush(); // a 100 Continue
-    if (r.kind === 'ok') {
-      if (!this.headSeen) this.partial.push(d); // bounded: the parser stops past maxHeaderBytes
-      return;
-    }
-    if (r.kind === 'paused') {
-      this.partial = [];
-      this.headSeen = false;
+    if (r.kind === 'ok' || this.ending) return;
+    if (r.kind === 'paused' || (r.kind === 'upgrade' && this.upgrading)) {
+      // A complete request; what follows waits for its response (an upgrade's: the tunnel's
+      // first bytes, written upstream after the 101).
       if (r.consumed < d.length) {
         this.backlog = d.subarray(r.consumed);
         this.socket.pause();
       }
       return;
     }
-    if (r.kind === 'upgrade' && this.handoff) {
-      const bytes = this.partial.length === 0 ? d : Buffer.concat([...this.partial, d]);
-      this.detach();
-      this.host.relayHandoff(this.socket, bytes);
-      return;
-    }
     if (r.kind === 'upgrade') {
-      // CONNECT, or an upgrade that could not be handed on.
+      // CONNECT (ipgate is no forward proxy), or an upgrade that did not go upstream.
       this.host.relayClientError(this.hc, 'bad_request');
       this.fail(this.host.badRequest);
       return;
@@ -377,20 +270,17 @@ export class RelayConn implements ParserSink<RequestHead> {
   // --- request side (parser sink) ---
 
   onHead(head: RequestHead): void {
-    this.headSeen = true;
-    if (head.upgrade && head.method !== 'CONNECT') {
-      if (head.chunked || (head.contentLength ?? 0) > 0) {
-        // Refused, as on the node:http path (HttpForwarder.onUpgrade): an upgrade's body is sent
-        // upstream only after a 101, so a backend declining it would desync on that body.
-        this.host.relayClientError(this.hc, 'bad_request');
-        this.fail(this.host.badRequest);
-        return;
-      }
-      this.handoff = true; // feed() hands the connection on when execute returns
+    const upgrade = head.upgrade && head.method !== 'CONNECT';
+    if (upgrade && (head.chunked || (head.contentLength ?? 0) > 0 || head.versionMinor !== 1)) {
+      // An upgrade's body would go upstream only after a 101, so a backend declining it would
+      // read that body as the next request on the connection (issue "Hardening" 3): refused, as
+      // upgrades over HTTP/1.0 are (RFC 9110 7.8: Upgrade is HTTP/1.1).
+      this.host.relayClientError(this.hc, 'bad_request');
+      this.fail(this.host.badRequest);
       return;
     }
     if (!hasHost(head.rawHeaders)) {
-      // As node:http's requireHostHeader (answered before any handler: not a counted client
+      // Answered before any handler, as node:http's requireHostHeader did (not a counted client
       // error), and for HTTP/1.0 too: the backend would otherwise get the upstream's address.
       this.fail(this.host.badRequest);
       return;
@@ -412,9 +302,12 @@ export class RelayConn implements ParserSink<RequestHead> {
     this.head = head;
     this.requestDone = false;
     this.responseStarted = false;
+    this.upgrading = false;
     this.requests++;
     const max = this.host.maxRequestsPerConnection;
-    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || this.hc.revoked;
+    // An upgrade request answered by anyone but a 101 ends the connection: the client may already
+    // be sending the new protocol's bytes, which are no HTTP request.
+    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || this.hc.revoked || upgrade;
     this.hc.open.push(ex);
     if (ex.entry === null) {
       this.host.relayDenied(ex);
@@ -422,23 +315,31 @@ export class RelayConn implements ParserSink<RequestHead> {
       if (!this.hc.trusted && !this.host.deniedKeepAlive) this.closeAfter = true;
       this.cannedAnswer(canned);
       // Answered, the body (if any) still to read past: idle from here as between requests, so a
-      // body that stops is cut after keepAliveTimeoutMs (a trickled one after the header timeout),
-      // as node:http does on the other path (test: "finding B").
+      // body that stops is cut after keepAliveTimeoutMs (a trickled one after the header timeout)
+      // (test: "finding B").
       if (!this.requestDone && !this.closeAfter) this.wait('idle');
       return;
     }
-    // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
-    let text = `${head.method} ${target.path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
+    let text: string;
+    if (upgrade) {
+      this.upgrading = true;
+      text = `${head.method} ${target.path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${made.upgrade ?? ''}\r\n`;
+    } else {
+      // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
+      text = `${head.method} ${target.path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
+    }
     for (const name in headers) {
       const v = headers[name];
       if (v === undefined) continue;
       text += `${name}: ${Array.isArray(v) ? v.join(', ') : String(v)}\r\n`;
     }
     this.upHead = `${text}\r\n`;
-    // Expect: 100-continue is answered here, as node:http's server does for the other engines
-    // (scanRequestHeaders drops the header upstream): the client sends its body now.
+    // Expect: 100-continue is answered here, for an admitted request only (scanRequestHeaders
+    // drops the header upstream): the client sends its body now.
     if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.out.push('HTTP/1.1 100 Continue\r\n\r\n');
-    this.first = this.pick();
+    const d = this.dedicated;
+    // A client connection's own upstream stays on one target while it lives.
+    this.first = d !== null && !upgrade && !d.socket.destroyed ? Math.max(0, this.targets.indexOf(d.target)) : this.pick();
     this.attempt = 0;
     this.staleRetried = false;
     this.timedOut = false;
@@ -451,38 +352,88 @@ export class RelayConn implements ParserSink<RequestHead> {
     const target = this.targets[(this.first + this.attempt) % this.targets.length]!;
     ex.upstream = target;
     ex.sentAt = performance.now();
-    const up = this.pool.acquire(target, fresh);
+    let up: UpstreamConn | null;
+    if (this.upgrading) up = this.pool.dial(target, this.proxyHeader, true);
+    else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh);
+    else up = this.pool.acquire(target, this, fresh);
+    if (up === null) {
+      // At the pool's bound: wait (the upstream timeout runs); the body waits with the client.
+      this.queued = target;
+      this.socket.pause();
+      return;
+    }
+    this.attach(up);
+  }
+
+  private attach(up: UpstreamConn): void {
     up.owner = this;
     up.parser.setRequestMethod(this.head!.method);
     this.up = up;
     this.upOut.unshift(this.upHead);
   }
 
+  /** PoolWaiter: a pooled socket for the request that waited. */
+  poolGranted(up: UpstreamConn): void {
+    this.queued = null;
+    if (this.ex === null || this.up !== null || this.socket.destroyed) {
+      this.pool.release(up); // not expected: a waiter is cancelled when it stops waiting
+      return;
+    }
+    this.attach(up);
+    this.flushUp();
+    if (!this.socket.destroyed && this.backlog === null) this.socket.resume();
+  }
+
+  /** The client connection's own upstream socket (outbound PROXY): reused while alive. */
+  private ownUpstream(target: Upstream, fresh: boolean): UpstreamConn {
+    const d = this.dedicated;
+    if (d !== null && !fresh && d.target === target && d.owner === null && !d.socket.destroyed && d.parser.state === 'active') {
+      d.socket.setTimeout(0);
+      d.reused = true;
+      d.received = false;
+      return d;
+    }
+    d?.socket.destroy();
+    const c = this.pool.dial(target, this.proxyHeader, false);
+    this.dedicated = c;
+    return c;
+  }
+
   private onTimeout(): void {
     this.timer = null;
-    if (this.responseStarted || this.up === null) return;
+    if (this.responseStarted) return;
     this.timedOut = true;
-    this.up.socket.destroy(); // upstreamClosed answers 504
+    if (this.queued !== null) {
+      // Still waiting for a pooled socket: answered now.
+      this.pool.cancel(this.queued, this);
+      this.queued = null;
+      this.host.relayUpstreamFailed(this.ex!, 'ETIMEDOUT', true, false);
+      this.closeAfter = true;
+      this.cannedAnswer(this.host.gatewayTimeout);
+      return;
+    }
+    this.up?.socket.destroy(); // upstreamClosed answers 504
   }
 
   onBody(chunk: Buffer): void {
-    if (this.up === null) return; // denied: the body is read and dropped
+    if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
     else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
   }
 
   onMessageComplete(): void {
     this.requestDone = true;
-    if (this.up !== null && this.head!.chunked) this.upOut.push('0\r\n\r\n');
-    if (this.ex !== null && this.ex.status !== 0 && this.up === null) this.finishExchange();
+    if ((this.up !== null || this.queued !== null) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
+    if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
   }
 
   private flushUp(): void {
     const up = this.up;
-    if (up === null || this.upOut.length === 0) {
-      this.upOut.length = 0;
+    if (up === null) {
+      if (this.queued === null) this.upOut.length = 0; // kept while the request waits for a socket
       return;
     }
+    if (this.upOut.length === 0) return;
     const parts = this.upOut;
     this.upOut = [];
     const ok = writeParts(up.socket, parts);
@@ -493,10 +444,25 @@ export class RelayConn implements ParserSink<RequestHead> {
     this.socket.resume();
   }
 
-  // --- response side (called by UpstreamConn) ---
+  // --- response side (UpstreamOwner) ---
 
   responseHead(head: ResponseHead): void {
     const ex = this.ex!;
+    if (head.statusCode === 101) {
+      if (!this.upgrading) {
+        // A 101 to a request that asked for no upgrade: not HTTP any more, and not ours to relay.
+        this.up?.socket.destroy(); // upstreamClosed answers 502
+        return;
+      }
+      // Relayed as is (Connection and Upgrade included: they are the handshake); the tunnel
+      // starts in responseUpgraded, when the parser hands over the bytes after this head.
+      ex.status = 101;
+      this.host.relayUpstreamResponse(ex, 101);
+      this.responseStarted = true;
+      this.clearTimer();
+      this.out.push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
+      return;
+    }
     if (head.statusCode < 200) {
       // 1xx: passed on to HTTP/1.1 clients as is.
       if (this.head!.versionMinor >= 1) this.out.push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
@@ -505,22 +471,12 @@ export class RelayConn implements ParserSink<RequestHead> {
     ex.status = head.statusCode;
     this.host.relayUpstreamResponse(ex, head.statusCode);
     this.responseStarted = true;
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+    this.clearTimer();
     const http10 = this.head!.versionMinor === 0;
     const bodyless = this.head!.method === 'HEAD' || head.statusCode === 204 || head.statusCode === 304;
     this.resChunked = head.chunked && !http10 && !bodyless;
     if ((head.chunked && http10) || head.untilEof) this.closeAfter = true;
-    let text = `HTTP/1.1 ${head.statusCode} ${head.reason}\r\n`;
-    const raw = head.rawHeaders;
-    const named = connectionTokens(raw);
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const name = raw[i]!;
-      const lower = name.toLowerCase();
-      if (HOP.has(lower) || (lower === 'transfer-encoding' && http10)) continue;
-      if (named !== null && named.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
-      text += `${name}: ${raw[i + 1]!}\r\n`;
-    }
+    let text = `HTTP/1.1 ${head.statusCode} ${head.reason}\r\n${responseHeaderLines(head.rawHeaders, http10)}`;
     if (this.hc.revoked) this.closeAfter = true; // a list change since the request: last one
     if (this.closeAfter) text += 'connection: close\r\n';
     else if (http10) text += 'connection: keep-alive\r\n';
@@ -533,14 +489,50 @@ export class RelayConn implements ParserSink<RequestHead> {
   }
 
   responseDone(up: UpstreamConn, keepAlive: boolean): void {
+    if (this.upgrading && this.ex !== null && this.ex.status === 101) return; // the tunnel follows
     if (this.resChunked) this.out.push('0\r\n\r\n');
     this.flush();
     this.up = null;
-    if (keepAlive && this.requestDone) this.pool.release(up);
-    else up.socket.destroy();
+    const reusable = keepAlive && this.requestDone && !this.upgrading;
+    if (up === this.dedicated && reusable) {
+      up.owner = null;
+      up.socket.setTimeout(this.host.upstreamIdleTimeoutMs);
+    } else if (reusable && up.pooled) {
+      this.pool.release(up);
+    } else {
+      up.socket.destroy();
+    }
     if (!this.requestDone) this.closeAfter = true; // answered before the whole request: stop here
     this.finishExchange();
   }
+
+  /** A 101: the client connection and `up` become one byte tunnel (tunnel.ts). */
+  responseUpgraded(up: UpstreamConn, rest: Buffer): void {
+    const ex = this.ex;
+    if (ex === null || up !== this.up || !this.upgrading || ex.status !== 101) {
+      up.socket.destroy();
+      return;
+    }
+    if (rest.length > 0) this.out.push(Buffer.from(rest));
+    this.flush();
+    up.tunnel();
+    this.up = null;
+    const early = this.backlog;
+    this.backlog = null;
+    // The relay lets go of the client socket, except its close (closed() records the exchange and
+    // closes the upstream) and its idle timeout.
+    this.stopWaiting();
+    this.parser.free();
+    this.socket.off('data', this.onDataFn);
+    this.socket.off('drain', this.onDrainFn);
+    this.socket.off('end', this.onEndFn);
+    this.tunnelSocket = up.socket;
+    this.host.relayUpgraded(ex, up.socket);
+    new Tunnel(this.socket, up.socket, early).start();
+  }
+
+  /** The upstream socket of an open tunnel (closed with the client). */
+  private tunnelSocket: net.Socket | null = null;
 
   /** Write what this read produced for the client, in one write. */
   flush(): void {
@@ -559,9 +551,9 @@ export class RelayConn implements ParserSink<RequestHead> {
     if (!this.responseStarted && this.ex !== null) {
       const ex = this.ex;
       if (!this.timedOut && up.reused && !up.received && !this.staleRetried && ex.bodyless && IDEMPOTENT.has(this.head!.method)) {
-        // A pooled socket the backend closed as the request reached it (its keep-alive timeout
-        // raced our reuse): nothing came back, so the backend did not answer it. Sent once more, on
-        // a new connection, as Go's and undici's clients do for idempotent requests without a body.
+        // A reused socket the backend closed as the request reached it (its keep-alive timeout
+        // raced our reuse): nothing came back, so the backend did not answer it. Sent once more,
+        // on a new connection, as Go's and undici's clients do for idempotent requests without a body.
         this.staleRetried = true;
         this.dispatch(true);
         this.flushUp();
@@ -576,15 +568,14 @@ export class RelayConn implements ParserSink<RequestHead> {
         this.flushUp();
         return;
       }
-      if (this.timer !== null) clearTimeout(this.timer);
-      this.timer = null;
+      this.clearTimer();
       this.closeAfter = true;
       this.cannedAnswer(this.timedOut ? this.host.gatewayTimeout : this.host.badGateway);
       return;
     }
     // Mid-response, or a body that ran to the connection's end.
     const r = up.parser.finish();
-    if (r.kind === 'ok' && this.ex !== null && this.ex.status !== 0) {
+    if (r.kind === 'ok' && this.ex !== null && this.ex.status !== 0 && this.ex.status !== 101) {
       this.closeAfter = true;
       this.flush();
       this.finishExchange();
@@ -594,6 +585,11 @@ export class RelayConn implements ParserSink<RequestHead> {
   }
 
   // --- the end of an exchange ---
+
+  private clearTimer(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
 
   private cannedAnswer(canned: Canned): void {
     const ex = this.ex!;
@@ -643,31 +639,23 @@ export class RelayConn implements ParserSink<RequestHead> {
     this.up?.socket.destroy();
   }
 
-  /** Leave the socket to the node:http path: no listener, timer or parser of the relay stays. */
-  private detach(): void {
-    this.stopWaiting();
-    this.socket.setTimeout(0);
-    this.socket.off('timeout', this.onEndFn);
-    this.socket.off('data', this.onDataFn);
-    this.socket.off('drain', this.onDrainFn);
-    this.socket.off('end', this.onEndFn);
-    this.socket.off('close', this.onCloseFn);
-    this.parser.free();
-  }
-
   private closed(): void {
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+    this.clearTimer();
     this.stopWaiting();
     this.parser.free();
+    if (this.queued !== null) this.pool.cancel(this.queued, this);
+    this.queued = null;
     const up = this.up;
     this.up = null;
     if (up !== null) {
       up.owner = null;
       up.socket.destroy();
     }
+    this.dedicated?.socket.destroy();
+    this.dedicated = null;
+    this.tunnelSocket?.destroy();
     if (this.ex !== null) {
-      this.ex.reason ??= 'client_abort';
+      if (this.ex.status !== 101) this.ex.reason ??= 'client_abort';
       this.forget(this.ex);
       this.host.relayRecord(this.ex);
       this.ex = null;
@@ -680,6 +668,24 @@ export class RelayConn implements ParserSink<RequestHead> {
     const i = open.indexOf(ex);
     if (i >= 0) open.splice(i, 1);
   }
+}
+
+/**
+ * A response's header lines as relayed to the client: hop-by-hop headers dropped, and those its
+ * Connection header names (RFC 9110 7.6.1), except the framing; duplicates and case kept. An
+ * HTTP/1.0 client gets no Transfer-Encoding (its body is sent decoded, then the close).
+ */
+export function responseHeaderLines(raw: readonly string[], http10: boolean): string {
+  let text = '';
+  const named = connectionTokens(raw);
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    const lower = name.toLowerCase();
+    if (HOP.has(lower) || (lower === 'transfer-encoding' && http10)) continue;
+    if (named !== null && named.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
+    text += `${name}: ${raw[i + 1]!}\r\n`;
+  }
+  return text;
 }
 
 /** Header names listed in Connection (RFC 9110 7.6.1: hop-by-hop too), lower-case; null without any. */
@@ -734,9 +740,4 @@ function writeParts(socket: net.Socket, parts: (string | Buffer)[]): boolean {
 
 function joinParts(parts: (string | Buffer)[]): Buffer {
   return Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'latin1') : p)));
-}
-
-/** A stand-in for IncomingMessage where the Exchange and the access log read it (method, url). */
-export function requestStub(head: RequestHead): IncomingMessage {
-  return { method: head.method, url: head.url } as IncomingMessage;
 }

@@ -1,0 +1,266 @@
+/**
+ * The HTTP engine's upstream side: one socket per exchange in flight (UpstreamConn), parsed with
+ * llhttp, and the shared keep-alive pool (RelayPool).
+ *
+ * - LIFO per target (the warmest socket first, so surplus ones expire), one request in flight on
+ *   each, an idle socket closed after `http.upstreamIdleTimeoutMs` (below the backend's own
+ *   keep-alive timeout, so ipgate rarely reuses a socket the backend is closing).
+ * - Bounded: at most `http.upstreamMaxSockets` sockets per target, busy and idle together. A request
+ *   that finds every socket busy waits in a FIFO queue for the next one released (or for a slot
+ *   freed by a close); its upstream timeout runs while it waits (504 when it runs out).
+ * - A socket returns to the pool only when the exchange on it completed both ways with known
+ *   framing (docs/architecture.md "HTTP forwarding"); anything else is closed.
+ * - Sockets that are never pooled (`dial`): upgrades (a declined upgrade leaves the socket's
+ *   framing unknown) and a listener's outbound-PROXY connections (the header names one client, so
+ *   the socket belongs to that client's connection alone). These are outside the bound: they
+ *   follow client connections one to one, as TCP listeners' upstream connections do.
+ * - Names are resolved through the listener's DnsCache (upstream-dns.ts): addresses cached for a
+ *   TTL, each address tried in turn when a connect fails.
+ */
+import net from 'node:net';
+import type { Upstream } from '../../tcp/tcp-forwarder';
+import type { DnsCache } from '../upstream-dns';
+import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser';
+
+/** What an UpstreamConn reports to the exchange that owns it (RelayConn). */
+export interface UpstreamOwner {
+  responseHead(head: ResponseHead): void;
+  responseBody(chunk: Buffer): void;
+  responseDone(up: UpstreamConn, keepAlive: boolean): void;
+  /** A 101 ended the HTTP part: `rest` is what the upstream sent after the 101's head. */
+  responseUpgraded(up: UpstreamConn, rest: Buffer): void;
+  /** The socket closed (or failed) while owned. */
+  upstreamClosed(up: UpstreamConn): void;
+  upstreamDrained(): void;
+  /** Write what this read produced for the client. */
+  flush(): void;
+}
+
+/** A request waiting for a pooled socket (RelayPool.acquire returned null). */
+export interface PoolWaiter {
+  poolGranted(up: UpstreamConn): void;
+}
+
+/** Connect durations (seconds): ipgate_upstream_connect_seconds. */
+export interface ConnectTimer {
+  observe(seconds: number): void;
+}
+
+interface TargetState {
+  readonly free: UpstreamConn[];
+  /** Pooled sockets of this target, busy and idle. */
+  open: number;
+  readonly waiters: PoolWaiter[];
+}
+
+/** Pooled upstream sockets per target, LIFO, one request in flight on each, bounded per target. */
+export class RelayPool {
+  private readonly targets = new Map<Upstream, TargetState>();
+
+  constructor(
+    private readonly idleMs: number,
+    /** `http.upstreamMaxSockets`: sockets per target, busy and idle. */
+    private readonly maxSockets: number,
+    readonly connectTime: ConnectTimer,
+    readonly dns: DnsCache | null,
+  ) {}
+
+  private state(target: Upstream): TargetState {
+    let s = this.targets.get(target);
+    if (s === undefined) this.targets.set(target, (s = { free: [], open: 0, waiters: [] }));
+    return s;
+  }
+
+  /**
+   * A pooled socket of `target` (the warmest), or a new one while the target is under its bound;
+   * null when it is at its bound: `waiter.poolGranted` is called with a socket later (or never, if
+   * `cancel` is called first). `fresh`: not a reused socket (a retry after a stale one).
+   */
+  acquire(target: Upstream, waiter: PoolWaiter, fresh = false): UpstreamConn | null {
+    const s = this.state(target);
+    if (!fresh) {
+      const c = s.free.pop();
+      if (c !== undefined) return take(c);
+    } else if (s.open >= this.maxSockets && s.free.length > 0) {
+      // A fresh socket wanted at the bound: make room by closing the coldest idle one.
+      s.free.shift()!.socket.destroy();
+    }
+    if (s.open < this.maxSockets) {
+      s.open++;
+      return new UpstreamConn(target, this, true, null, false);
+    }
+    s.waiters.push(waiter);
+    return null;
+  }
+
+  /** Stop waiting (the request was answered or its client left). */
+  cancel(target: Upstream, waiter: PoolWaiter): void {
+    const w = this.targets.get(target)?.waiters;
+    const i = w?.indexOf(waiter) ?? -1;
+    if (i >= 0) w!.splice(i, 1);
+  }
+
+  /** A socket outside the pool: an upgrade or an outbound-PROXY connection (`header` first). */
+  dial(target: Upstream, header: Buffer | null, tunnel: boolean): UpstreamConn {
+    return new UpstreamConn(target, this, false, header, tunnel);
+  }
+
+  /** The exchange on `c` completed both ways: the next waiter gets it, else it idles in the pool. */
+  release(c: UpstreamConn): void {
+    c.owner = null;
+    const s = this.state(c.target);
+    const w = s.waiters.shift();
+    if (w !== undefined) {
+      w.poolGranted(take(c));
+      return;
+    }
+    s.free.push(c);
+    c.socket.setTimeout(this.idleMs);
+  }
+
+  /** A pooled socket closed: off the free list, and its slot goes to the next waiter. */
+  closed(c: UpstreamConn): void {
+    const s = this.state(c.target);
+    const i = s.free.indexOf(c);
+    if (i >= 0) s.free.splice(i, 1);
+    s.open--;
+    const w = s.waiters.shift();
+    if (w !== undefined) {
+      s.open++;
+      w.poolGranted(new UpstreamConn(c.target, this, true, null, false));
+    }
+  }
+
+  close(): void {
+    for (const s of this.targets.values()) {
+      for (const c of s.free) c.socket.destroy();
+      s.free.length = 0;
+    }
+  }
+
+  /** Sockets per target, for tests and the pool-bound check. */
+  openSockets(target: Upstream): number {
+    return this.targets.get(target)?.open ?? 0;
+  }
+}
+
+function take(c: UpstreamConn): UpstreamConn {
+  c.socket.setTimeout(0);
+  c.reused = true;
+  c.received = false;
+  return c;
+}
+
+/** One upstream socket and its response parser. */
+export class UpstreamConn implements ParserSink<ResponseHead> {
+  readonly socket: net.Socket;
+  readonly parser: HttpParser<'response'>;
+  owner: UpstreamOwner | null = null;
+  connected = false;
+  /** Taken from the pool, or kept by its client connection (it carried an exchange before this one). */
+  reused = false;
+  /** Bytes arrived since it was taken for the current exchange. */
+  received = false;
+  /** The socket's error code, if it failed. */
+  error: string | null = null;
+  /** A 101 turned it into a byte tunnel: the parser and the HTTP handlers are gone. */
+  tunnelled = false;
+  private readonly onDataFn = (d: Buffer): void => this.onData(d);
+  private readonly onDrainFn = (): void => this.owner?.upstreamDrained();
+
+  constructor(
+    readonly target: Upstream,
+    private readonly pool: RelayPool,
+    /** Counted in the pool's bound (and told when it closes). */
+    readonly pooled: boolean,
+    header: Buffer | null,
+    /** An upgrade's socket: half-open allowed, so a tunnel can pass a FIN each way. */
+    tunnel: boolean,
+  ) {
+    const dns = pool.dns;
+    this.socket = net.connect({
+      host: target.host, port: target.port, noDelay: true, allowHalfOpen: tunnel,
+      ...(target.family === 0 && dns !== null ? { lookup: dns.lookup } : {}),
+    });
+    // The outbound PROXY header goes first on every socket of a dedicated connection (net queues
+    // it until connected).
+    if (header !== null) this.socket.write(header);
+    // Paused after each response, so bytes behind a complete response are seen (and the socket
+    // dropped) instead of being parsed into a released socket's next message.
+    this.parser = new HttpParser('response', this, { pauseAfterMessage: true });
+    this.socket.on('data', this.onDataFn);
+    const dialedAt = performance.now();
+    this.socket.once('connect', () => {
+      this.connected = true;
+      pool.connectTime.observe((performance.now() - dialedAt) / 1000);
+    });
+    this.socket.on('error', (err: NodeJS.ErrnoException) => { this.error ??= err.code ?? 'ECONNRESET'; });
+    this.socket.on('timeout', () => this.socket.destroy());
+    // An upgrade's socket is half-open capable for its tunnel; before a 101 (or on any other
+    // socket) the upstream's FIN ends the exchange, and the close handler below settles it.
+    if (tunnel) this.socket.once('end', () => { if (!this.tunnelled) this.socket.destroy(); });
+    this.socket.once('close', () => {
+      if (this.pooled) this.pool.closed(this);
+      const o = this.owner;
+      this.owner = null;
+      // The owner first: a body delimited by the close is completed with parser.finish(), so the
+      // parser is freed only after it (test: "an upstream that closes after the response head").
+      o?.upstreamClosed(this);
+      this.parser.free();
+    });
+    this.socket.on('drain', this.onDrainFn);
+  }
+
+  private onData(d: Buffer): void {
+    this.received = true;
+    const o = this.owner;
+    if (o === null) {
+      this.socket.destroy(); // bytes outside a response: the connection is not reusable
+      return;
+    }
+    if (this.parser.state !== 'active') {
+      this.socket.destroy();
+      return;
+    }
+    const r = this.parser.execute(d);
+    if (r.kind === 'upgrade' && this.owner === o) {
+      // A 101 (the owner accepted it in responseHead, or it would have dropped the socket).
+      o.responseUpgraded(this, d.subarray(r.consumed));
+      return;
+    }
+    if (r.kind === 'error' || r.kind === 'upgrade') {
+      this.socket.destroy();
+      o.flush();
+      return;
+    }
+    if (r.kind === 'paused') {
+      // A response completed in this read (and the socket may be back in the pool): bytes after
+      // it are no response to any request, so the socket's framing is no longer known.
+      if (r.consumed < d.length) this.socket.destroy();
+      else this.parser.resume();
+    }
+    o.flush();
+  }
+
+  /** After a 101: raw bytes from here on; the owner reads the socket itself. */
+  tunnel(): void {
+    this.tunnelled = true;
+    this.socket.off('data', this.onDataFn);
+    this.socket.off('drain', this.onDrainFn);
+    this.parser.free();
+  }
+
+  onHead(head: ResponseHead): void {
+    this.owner?.responseHead(head);
+  }
+
+  onBody(chunk: Buffer): void {
+    this.owner?.responseBody(chunk);
+  }
+
+  onMessageComplete(keepAlive: boolean): void {
+    const o = this.owner;
+    if (o === null) return;
+    o.responseDone(this, keepAlive);
+  }
+}
