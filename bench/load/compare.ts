@@ -10,6 +10,11 @@
  *       [--base-workers 1]   (`workers` for "base" only: with --baseline dist/src/main.js --workers auto,
  *       the workers factor of one build, both interleaved in the same rounds)
  *       [--base-engine relay]   (`http.engine` for "base" only: an older build whose default differs)
+ *       [--admin on|off]   (default on: ipgate runs its admin API, as the chart and the demo do, and is
+ *       scraped (/metrics) and probed (/readyz) once a second during its samples, as Prometheus and
+ *       the kubelet would; off: admin.listen null)
+ *       [--separate-process default|true|false] [--base-separate-process default|true|false]
+ *       (`admin.separateProcess` for "ipgate" / "base": the process-model A/B on one build)
  *       (proxies `ipgate-http-proxy` / `ipgate-relay`: this build with that `http.engine` (`ipgate-undici`: the
  *       removed engine's name, which runs the relay since 2026-12-01); `ipgate`
  *       and `base` run the build's default engine)
@@ -32,6 +37,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -69,6 +75,17 @@ interface Options {
   rate: number;
   /** `http.engine` for `base` only (an older build whose default engine differs): null, its default. */
   baseEngine: string | null;
+  /** Run ipgate's admin API (scraped and probed during samples). */
+  admin: boolean;
+  /** `admin.separateProcess` for "ipgate" and "base" (null: the build's default). */
+  separate: boolean | null;
+  baseSeparate: boolean | null;
+}
+
+const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
+function triState(v: string): boolean | null {
+  return v === 'true' ? true : v === 'false' ? false : null;
 }
 
 /** NAME=VALUE (the value may itself contain '=', as NODE_OPTIONS=--x=1 does). */
@@ -82,6 +99,7 @@ function parseOptions(argv: string[]): Options {
     rounds: 3, duration: 6, proxies: ['ipgate', 'nginx', 'haproxy'],
     workloads: ['http', 'http-denied', 'tcp', 'tcp-ppin', 'bulk', 'idle'],
     cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null, baseEnv: {}, baseWorkers: null, rate: 3000, baseEngine: null,
+    admin: true, separate: null, baseSeparate: null,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -104,6 +122,9 @@ function parseOptions(argv: string[]): Options {
       case '--baseline': o.baseline = v; break;
       case '--base-workers': o.baseWorkers = v; break;
       case '--base-engine': o.baseEngine = v; break;
+      case '--admin': o.admin = v !== 'off'; break;
+      case '--separate-process': o.separate = triState(v); break;
+      case '--base-separate-process': o.baseSeparate = triState(v); break;
       default: throw new Error(`unknown option ${k}`);
     }
   }
@@ -128,6 +149,8 @@ const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay
  * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
 const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
 const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
+/** The admin API's port, per ipgate proxy: base + this. */
+const ADMIN_OFFSET = 90;
 
 /** `n` distinct random-ish CIDRs outside 127/8 (deterministic), with 127.0.0.1/32 in the middle. */
 function makeCidrs(n: number): { allow: string[]; deny: string[] } {
@@ -323,7 +346,8 @@ listen idle
 `;
 }
 
-function ipgateConfig(p: number, allow: string[], deny: string[], workers: string, engine: string | null): Record<string, unknown> {
+function ipgateConfig(p: number, allow: string[], deny: string[], workers: string, engine: string | null, admin: boolean,
+  separate: boolean | null): Record<string, unknown> {
   const http = engine === null ? {} : { http: { engine } }; // null: the build's default
   const tcp = (name: string, port: number, upstream: number, out: string, ppin: boolean): Record<string, unknown> => ({
     name, mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${upstream}`],
@@ -333,7 +357,7 @@ function ipgateConfig(p: number, allow: string[], deny: string[], workers: strin
   return {
     workers: workers === 'auto' ? 'auto' : Number(workers),
     logging: { level: 'warn', format: 'json', access: false },
-    admin: { listen: null },
+    admin: admin ? { listen: `127.0.0.1:${p + ADMIN_OFFSET}`, ...(separate === null ? {} : { separateProcess: separate }) } : { listen: null },
     store: { type: 'memory' },
     allowlists: { bench: allow, denied: deny },
     listeners: [
@@ -349,6 +373,15 @@ function ipgateConfig(p: number, allow: string[], deny: string[], workers: strin
 
 // ---------------------------------------------------------------------------------------------
 // Load generators
+
+/** GET /metrics and /readyz once a second each (Prometheus and the kubelet, at a high rate). */
+function startScraper(port: number): NodeJS.Timeout {
+  const get = (path: string): void => {
+    const req = http.get({ host: '127.0.0.1', port, path, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }, (res) => res.resume());
+    req.on('error', () => undefined);
+  };
+  return setInterval(() => { get('/metrics'); get('/readyz'); }, 1000);
+}
 
 interface Sample {
   /** Work units per second (requests, connections, bits). */
@@ -568,10 +601,11 @@ async function main(): Promise<void> {
       const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : name === 'ipgate-relay' ? 'relay'
         : name === 'base' ? o.baseEngine : null;
       const workers = name === 'base' && o.baseWorkers !== null ? o.baseWorkers : o.workers;
-      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine)));
+      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine, o.admin, name === 'base' ? o.baseSeparate : o.separate)));
       const main = name === 'base' ? o.baseline! : MAIN;
       const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
-      proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...o.env, ...o.baseEnv } : { ...o.env });
+      const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN };
+      proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...env, ...o.baseEnv } : env);
     }
     await waitPort(p + L.http, proxies[name]!);
     await waitPort(p + L.idle, proxies[name]!);
@@ -590,6 +624,8 @@ async function main(): Promise<void> {
         const p = PROXY_BASE[proxy]!;
         const pid = proxies[proxy]!.child.pid!;
         const c0 = cpuSeconds(pid);
+        const scraper = o.admin && !HTTP_ONLY.has(proxy) && !TCP_ONLY.has(proxy) && proxy !== 'nginx' && proxy !== 'haproxy'
+          ? startScraper(p + ADMIN_OFFSET) : null;
         let sample: Sample;
         switch (workload) {
           case 'http': sample = await wrk(p + L.http, o); break;
@@ -600,12 +636,19 @@ async function main(): Promise<void> {
           case 'bulk': sample = await iperf(p + L.bulk, o); break;
           default: throw new Error(`unknown workload ${workload}`);
         }
+        if (scraper !== null) clearInterval(scraper);
         const cpu = cpuSeconds(pid) - c0;
         results.push({ proxy, workload, round, sample, cpu });
         process.stderr.write(`round ${round} ${workload.padEnd(11)} ${proxy.padEnd(7)} ${fmtRate(workload, sample.rate).padStart(10)} ${UNITS[workload]}  cpu ${cpu.toFixed(2)} s  p50 ${fmtMs(sample.p50ms)} p99 ${fmtMs(sample.p99ms)}  errors ${sample.errors}\n`);
         await sleep(500);
       }
     }
+  }
+  // RSS of each proxy (its whole process tree) right after the load: the memory an operator sizes for.
+  for (const proxy of o.proxies) {
+    const pid = proxies[proxy]!.child.pid!;
+    const rss = rssBytes(pid); // the process and its descendants
+    process.stderr.write(`rss after load ${proxy.padEnd(8)} ${(rss / 1048576).toFixed(1)} MiB (${1 + descendants(pid).length} process(es))\n`);
   }
   if (o.workloads.includes('idle')) {
     for (const proxy of o.proxies.filter((x) => !HTTP_ONLY.has(x) && !TCP_ONLY.has(x))) {

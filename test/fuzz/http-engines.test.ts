@@ -1,7 +1,7 @@
 /**
- * Time-boxed randomized test of every HTTP engine (`http.engine`: relay, http-proxy; `undici` now
- * runs the relay), the compiled binary in its own process between raw clients and a raw backend
- * over loopback.
+ * Time-boxed randomized test of the HTTP engine (the relay, the only one left: `undici` and
+ * `http-proxy` in a config run it too; docs/http-engines.md), the compiled binary in its own
+ * process between raw clients and a raw backend over loopback.
  *
  * Clients (allowed 127.0.0.1, denied 127.0.0.2) open connections whose scripts are drawn from a
  * seeded PRNG: 1-4 requests, pipelined or one at a time, heads and bodies written in random pieces
@@ -45,12 +45,10 @@ import { RawBackend, type Behaviour, type BehaviourKind, type SeenRequest } from
 
 const SEED = Number(process.env.IPGATE_FUZZ_SEED ?? (Date.now() % 0x7fffffff));
 const SECONDS = Number(process.env.IPGATE_FUZZ_SECONDS ?? 12);
-// `engine: undici` runs the relay (undici's client left the data path: it asserted, and the
-// process died, when a close-delimited response ended while paused by backpressure), so the
-// engines left to drive are these two; IPGATE_FUZZ_ENGINES=undici still reaches an older build's.
-// By default CI drives the relay (the default engine) only: on http-proxy a rare sequence
-// (pipelining with an early answer, seed 868802635) still leaves an upstream socket open, an open
-// finding of issue "Hardening"; IPGATE_FUZZ_ENGINES=http-proxy,relay drives both.
+// The relay is the one engine. IPGATE_FUZZ_ENGINES=http-proxy (or undici) with IPGATE_FUZZ_MAIN
+// reaches an older build's engine: on http-proxy a pipelined session with an early answer left an
+// upstream socket open for good (seed 868802635), one reason that engine was removed; the relay,
+// upgrades and tunnels included, passes that seed.
 const ENGINES = (process.env.IPGATE_FUZZ_ENGINES ?? 'relay').split(',').map((e) => e.trim()).filter(Boolean);
 const REPORT = process.env.IPGATE_FUZZ_REPORT ?? null;
 /** The binary under test: IPGATE_FUZZ_MAIN points at another build (an older commit's, to show what the test finds there). */
