@@ -307,7 +307,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const max = this.host.maxRequestsPerConnection;
     // An upgrade request answered by anyone but a 101 ends the connection: the client may already
     // be sending the new protocol's bytes, which are no HTTP request.
-    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || this.hc.revoked || upgrade;
+    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || this.hc.revoked || this.hc.closing || upgrade;
     this.hc.open.push(ex);
     if (ex.entry === null) {
       this.host.relayDenied(ex);
@@ -477,7 +477,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.resChunked = head.chunked && !http10 && !bodyless;
     if ((head.chunked && http10) || head.untilEof) this.closeAfter = true;
     let text = `HTTP/1.1 ${head.statusCode} ${head.reason}\r\n${responseHeaderLines(head.rawHeaders, http10)}`;
-    if (this.hc.revoked) this.closeAfter = true; // a list change since the request: last one
+    if (this.hc.revoked || this.hc.closing) this.closeAfter = true; // a list change or a drain since the request: last one
     if (this.closeAfter) text += 'connection: close\r\n';
     else if (http10) text += 'connection: keep-alive\r\n';
     this.out.push(`${text}\r\n`);
@@ -611,7 +611,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.ex = null;
     this.forget(ex);
     this.host.relayRecord(ex);
-    if (this.closeAfter || this.hc.revoked) {
+    if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
     }
