@@ -147,11 +147,11 @@ export interface AdminConfig {
   /**
    * With `workers: 1`: run the admin API in its own process (a primary holding the store, the admin
    * API and `/metrics`) and the listeners in one cluster worker, as `workers >= 2` always does.
-   * Default true: in a shared process, one admin request (a kubelet probe is enough) leaves Node's
-   * HTTP and stream internals polymorphic and the HTTP data path 13-16% slower per request for the
-   * rest of the process life (bench/README.md "Admin API in its own process (workers: 1)"). `false`:
-   * one process for everything, which saves the second process's memory. Ignored with
-   * `listen: null` (one process) and with `workers` above 1 (always separate).
+   * Default false: one process. The split was the default while the HTTP data path ran on
+   * node:http, which an admin request in the same process slowed; the data path has no node:http
+   * now, and one process measured the same work per CPU-second as two while using 57-83 MiB less
+   * (bench/README.md "2026-12-02: one HTTP engine, one process"). Ignored with `listen: null` (one
+   * process) and with `workers` above 1 (always separate).
    */
   separateProcess: boolean;
   /**
@@ -212,7 +212,7 @@ export interface Config {
   /**
    * Worker processes running the listeners: a number, or `auto` (one per core). Default 1. Above 1,
    * a primary process holds the store, the admin API and `/metrics` (src/cluster/primary.ts); at 1,
-   * so does it unless `admin.separateProcess` is false or the admin API is off (then one process).
+   * one process runs everything unless `admin.separateProcess` is true.
    */
   workers: number | 'auto';
   logging: LoggingConfig;
@@ -279,7 +279,7 @@ export const configSchema = {
         tokensFile: { type: ['string', 'null'], default: null },
         auditHistory: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1000 },
         bodyLimit: { type: 'integer', minimum: 1024, maximum: 67_108_864, default: 1_048_576 },
-        separateProcess: { type: 'boolean', default: true },
+        separateProcess: { type: 'boolean', default: false },
         allowedHosts: { type: 'array', items: { type: 'string' }, maxItems: 256, default: [] },
       },
     },

@@ -387,9 +387,9 @@ async function startGate(t: Test, engine: string, upstream: number): Promise<Gat
     // bufferBytes 0: a line is on stdout when it happens (the worker-exit check reads it).
     logging: { level: 'info', access: false, bufferBytes: 0 },
     store: { type: 'memory' },
-    // The admin API in its own process (the default with an admin address): the primary stays up
-    // whatever the worker does, so a worker's death is seen as a restart, not just an exit.
-    admin: { listen: `127.0.0.1:${adminPort}` },
+    // The admin API in its own process (admin.separateProcess): the primary stays up whatever the
+    // worker does, so a worker's death is seen as a restart, not just an exit.
+    admin: { listen: `127.0.0.1:${adminPort}`, separateProcess: true },
     allowlists: { main: [`${ALLOWED}/32`] },
     listeners: [{
       name: 'web', mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`],

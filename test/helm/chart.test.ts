@@ -59,10 +59,10 @@ t.test('the config ConfigMap carries listener options through unchanged', async 
   t.equal(config.allowlists.partners![0]!.comment, 'partner A');
 });
 
-t.test('admin.separateProcess reaches the config: true by default, false when set', async (t) => {
+t.test('admin.separateProcess reaches the config: false by default, true when set', async (t) => {
   const config = (values: Record<string, unknown>) => parseConfig(render(values).one('ConfigMap', '-config').data['config.yaml'] as string);
-  t.equal(config({}).admin.separateProcess, true, 'the admin API in its own process by default');
-  t.equal(config({ admin: { separateProcess: false } }).admin.separateProcess, false);
+  t.equal(config({}).admin.separateProcess, false, 'one process by default');
+  t.equal(config({ admin: { separateProcess: true } }).admin.separateProcess, true);
 });
 
 t.test('a config change rolls the pods (checksum annotation)', async (t) => {

@@ -3,7 +3,7 @@
  * --config /etc/ipgate/config.yaml`, from a copy of the image's /app layout (package.json, the
  * compiled dist/src, config/demo.yaml). SIGTERM goes to tini (PID 1 in the container), reaches
  * ipgate, which stops accepting, lets the open connection finish and exits 0: with the admin API on
- * (the chart's config: a primary and one worker, admin.separateProcess) and without (one process).
+ * (the chart's config: one process; with admin.separateProcess a primary and one worker) and without (one process).
  *
  * Needs tini (Debian package `tini`, the one the image installs) and `npm run build` (tap's pretest).
  */
@@ -47,9 +47,13 @@ function waitForLog(child: ChildProcess, lines: Record<string, unknown>[], msg: 
 // Locally a missing tini skips with the reason; in CI it fails: .ci/run installs it.
 const skip = !fs.existsSync(TINI) && !process.env.CI ? `${TINI} missing (apt-get install -y tini)` : false;
 
-// The chart's config has the admin API on, so a pod runs a primary and one worker (admin.separateProcess):
-// tini signals the primary only, which drains the worker. Without the admin API: one process.
-for (const variant of [{ name: 'admin API on (primary + worker, as in the chart)', admin: true }, { name: 'no admin API (one process)', admin: false }]) {
+// The chart's config has the admin API on, in one process by default; with admin.separateProcess a pod
+// runs a primary and one worker: tini signals the primary only, which drains the worker.
+for (const variant of [
+  { name: 'admin API on (one process, as in the chart)', admin: true, separate: false },
+  { name: 'admin API in its own process (primary + worker, admin.separateProcess: true)', admin: true, separate: true },
+  { name: 'no admin API (one process)', admin: false, separate: false },
+]) {
   t.test(`SIGTERM through tini, ${variant.name}: ipgate drains the open connection and exits 0`, { skip }, async (t) => {
     if (!fs.existsSync(TINI)) throw new Error(`${TINI} missing: CI must apt-get install -y tini (the image's init)`);
     const main = path.join(ROOT, 'dist/src/main.js');
@@ -70,7 +74,7 @@ for (const variant of [{ name: 'admin API on (primary + worker, as in the chart)
     fs.mkdirSync(path.dirname(config), { recursive: true });
     fs.writeFileSync(config, YAML.stringify({
       logging: { level: 'info', format: 'json', access: false },
-      admin: { listen: variant.admin ? `127.0.0.1:${adminPort}` : null },
+      admin: { listen: variant.admin ? `127.0.0.1:${adminPort}` : null, separateProcess: variant.separate },
       store: { type: 'memory' },
       shutdown: { drainTimeoutMs: 20_000 },
       allowlists: { local: ['127.0.0.1/32'] },
@@ -102,7 +106,7 @@ for (const variant of [{ name: 'admin API on (primary + worker, as in the chart)
     const [ipgate] = childPids(child.pid!);
     t.ok(ipgate, 'tini runs ipgate');
     const workers = childPids(ipgate!);
-    t.equal(workers.length, variant.admin ? 1 : 0, variant.admin ? 'ipgate runs one worker process' : 'ipgate runs alone');
+    t.equal(workers.length, variant.separate ? 1 : 0, variant.separate ? 'ipgate runs one worker process' : 'ipgate runs alone');
 
     // An open connection through the listener: the echo answers with the client it learned.
     const client = net.connect(listenPort, '127.0.0.1');

@@ -68,7 +68,8 @@ t.test('more connections than descriptors: the excess is closed, counted and log
   fs.writeFileSync(file, YAML.stringify({
     logging: { level: 'info', access: false, bufferBytes: 0 },
     store: { type: 'memory' },
-    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token') },
+    // The admin API in a process of its own, whose descriptors the flood does not use up.
+    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), separateProcess: true },
     allowlists: { main: ['127.0.0.0/8'] },
     listeners: [
       { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${tcpPort}`, allowlist: 'main', upstreams: [`127.0.0.1:${backendPort}`] },
@@ -115,7 +116,7 @@ t.test('more connections than descriptors: the excess is closed, counted and log
   const webClients = Array.from({ length: 20 }, () => open(webPort, 'GET / HTTP/1.1\r\nHost: x\r\n\r\n'));
   await waitFor(() => webClients.every((s) => echoed.has(s) || ended.has(s)), 20_000, 'every HTTP client answered or closed');
 
-  // The admin API lives in the primary (admin.separateProcess), whose descriptors are not used up.
+  // The admin API lives in the primary (admin.separateProcess: true), whose descriptors are not used up.
   const scrape = await request(`http://127.0.0.1:${adminPort}`, 'GET', '/metrics', { token: null });
   t.equal(scrape.status, 200);
   const value = (listener: string, code: string): number =>

@@ -122,7 +122,7 @@ t.test('in the default process model (the admin API in a cluster primary): allow
   });
   await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'ready');
   t.equal(g.child.exitCode, null, g.stderr());
-  t.match(g.stdout(), /"reason":"admin API in its own process"[^\n]*"msg":"starting workers"/, 'a primary and one worker');
+  t.match(g.stdout(), /"reason":"admin.separateProcess: false"[^\n]*"msg":"running as one process"/, 'the default process model: one process');
   const base = `http://127.0.0.1:${adminPort}`;
   t.equal((await request(base, 'GET', '/readyz', { token: null, headers: { host: 'ipgate-admin.ipgate.svc:9901' } })).status, 200, 'a listed name');
   t.equal((await request(base, 'GET', '/readyz', { token: null, headers: { host: 'evil.example' } })).status, 421, 'any other name');

@@ -49,7 +49,8 @@ async function startGate(t: Test, admin: Record<string, unknown> | null, extra: 
     // bufferBytes 0: every log line is written at once, so the test sees access lines without waiting.
     logging: { level: 'info', access: true, bufferBytes: 0 },
     store: { type: 'file', path: path.join(dir, 'allowlists.json') },
-    admin: admin === null ? { listen: null } : { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), ...admin },
+    // The primary + worker model is what this file tests: opted in (one process is the default).
+    admin: admin === null ? { listen: null } : { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), separateProcess: true, ...admin },
     allowlists: { main: ['127.0.0.3/32'] },
     listeners: [
       { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${tcp}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.tcp}`], outboundProxyProtocol: 'v1' },

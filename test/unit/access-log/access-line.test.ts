@@ -31,7 +31,7 @@ function conn(over: Partial<Record<string, unknown>> = {}): Connection {
 
 function exchange(url: string | undefined, over: Partial<Record<string, unknown>> = {}): Exchange {
   const c = conn({ onRevoke: () => {} });
-  return { hc: { conn: c }, reason: null, req: { url, method: 'GET' }, client: '10.9.9.9', via: 'xff', entry: ENTRY, upstream: { label: '127.0.0.1:7180' },
+  return { hc: { conn: c }, reason: null, url, method: 'GET', client: '10.9.9.9', via: 'xff', entry: ENTRY, upstream: { label: '127.0.0.1:7180' },
     status: 200, upstreamStatus: 200, upstreamMs: 2, host: 'app.example', userAgent: 'curl/8.5.0', requestId: '0123456789abcdef0123456789abcdef',
     socket: { bytesWritten: 900 }, bytesAtStart: 100, startedAt: Date.now() - 3, ...over } as unknown as Exchange;
 }
@@ -125,7 +125,7 @@ t.test('HTTP lines written field by field into a BlockWriter: the bytes of the t
   const paths: Array<string | undefined> = ['/', '/a/b?c=d&e=f', '/q"uote', '/back\\slash', '/ctl\u0001\u001f', '/tab\tnew\nline',
     '/ünïcödé/😀', '/lone\ud800surrogate', 'x'.repeat(300), '\u00ff'.repeat(256), undefined];
   const rows: Array<Partial<Record<string, unknown>>> = [{}, { reason: 'upstream_timeout', status: 504, upstream: null },
-    { client: '2001:db8::1', via: 'proxy-v2', entry: { cidr: '2001:db8::/32' } }, { req: { url: '/m', method: undefined } }, { status: 0 },
+    { client: '2001:db8::1', via: 'proxy-v2', entry: { cidr: '2001:db8::/32' } }, { url: '/m', method: undefined }, { status: 0 },
     { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }];
   for (const p of paths) for (const over of rows) {
     const ex = exchange(p, over);

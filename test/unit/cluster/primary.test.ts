@@ -16,8 +16,8 @@ t.test('workerCount: a number is taken as is, auto is one per core (at least one
 t.test('processModel: the admin API gets its own process unless it is off or separateProcess is false', async (t) => {
   const admin = (listen: string | null, separateProcess: boolean) => ({ listen, separateProcess, tokenFile: null, tokenEnv: 'T', tokensFile: null, auditHistory: 1, bodyLimit: 1024, allowedHosts: [] });
   for (const [workers, listen, separate, cores, want, why] of [
-    [1, '127.0.0.1:9901', true, 8, { kind: 'cluster', workers: 1, reason: 'admin API in its own process' }, 'the default: primary + one worker'],
-    [1, '127.0.0.1:9901', false, 8, { kind: 'single', workers: 1, reason: 'admin.separateProcess: false' }, 'opted out: one process'],
+    [1, '127.0.0.1:9901', true, 8, { kind: 'cluster', workers: 1, reason: 'admin API in its own process' }, 'opted in: primary + one worker'],
+    [1, '127.0.0.1:9901', false, 8, { kind: 'single', workers: 1, reason: 'admin.separateProcess: false' }, 'the default: one process'],
     [1, null, true, 8, { kind: 'single', workers: 1, reason: 'no admin API (admin.listen: null)' }, 'no admin API: nothing to separate'],
     [1, null, false, 8, { kind: 'single', workers: 1, reason: 'no admin API (admin.listen: null)' }, 'no admin API, opted out'],
     [3, '127.0.0.1:9901', false, 8, { kind: 'cluster', workers: 3, reason: 'workers: 3' }, 'several workers: always a primary'],

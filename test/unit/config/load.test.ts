@@ -28,7 +28,7 @@ t.test('a minimal config gets every default and is frozen', async (t) => {
   t.equal(c.listeners[0]!.outboundProxyProtocol, 'none');
   t.same(c.listeners[0]!.http.trustedProxies, [], 'no trusted proxies by default');
   t.equal(c.admin.listen, '127.0.0.1:9901', 'admin API on loopback by default');
-  t.equal(c.admin.separateProcess, true, 'the admin API in its own process by default');
+  t.equal(c.admin.separateProcess, false, 'one process by default (the admin API beside the listeners)');
   t.equal(c.revokeLive, true);
   t.same(c.allowlists.main, [{ cidr: '10.0.0.0/8' }], 'bare CIDR strings normalised to entries');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.listeners[0]) && Object.isFrozen(c.listeners[0]!.proxyProtocol), 'deeply frozen');
