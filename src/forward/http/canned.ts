@@ -4,18 +4,25 @@
  * - `wire`: the complete response with `Connection: close`, written straight to the socket when the
  *   connection ends with it (400/408/431 before a request object exists, 502/504, 403 to a client
  *   denied for the whole connection);
- * - `headers` + `body`: for `res.writeHead/end` when the connection stays open (403 to one request
- *   of a trusted proxy's keep-alive connection, or a response queued behind a pipelined one).
+ * - `keepAliveWire`: the same without `Connection: close`, for a connection that stays open (a 403
+ *   on a keep-alive connection: one write of a prebuilt Buffer per denial);
+ * - `headers` + `body`: the parts, for tests and callers that build their own head.
  */
 export class Canned {
   readonly wire: Buffer;
-  /** Flat [name, value, ...] list for res.writeHead (no Connection header: Node decides). */
+  readonly keepAliveWire: Buffer;
+  /** Flat [name, value, ...] list (no Connection header). */
   readonly headers: readonly string[];
   constructor(readonly status: number, readonly reason: string, contentType: string, readonly body: Buffer) {
     this.headers = ['Content-Type', contentType, 'Content-Length', String(body.length), 'Cache-Control', 'no-store'];
     this.wire = Buffer.concat([
       Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
         'Cache-Control: no-store\r\nConnection: close\r\n\r\n', 'latin1'),
+      body,
+    ]);
+    this.keepAliveWire = Buffer.concat([
+      Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
+        'Cache-Control: no-store\r\n\r\n', 'latin1'),
       body,
     ]);
   }

@@ -39,6 +39,7 @@ import { newRequestId, validRequestId } from './request-id';
 import type { RequestHead } from './relay/llhttp-parser';
 import { RelayConn, type Admission, type RelayHost } from './relay/relay-conn';
 import { RelayPool } from './relay/upstream-pool';
+import { WaitSweep } from './relay/wait-sweep';
 import { DnsCache } from './upstream-dns';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
@@ -68,6 +69,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
   readonly keepAliveTimeoutMs: number;
   readonly maxRequestsPerConnection: number;
   readonly maxHeaderBytes: number;
+  readonly waits: WaitSweep;
   private draining = false;
   private active = 0;
   /** `http.denied.keepAlive`: a denied direct client's connection stays open after its 403. */
@@ -104,6 +106,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     this.keepAliveTimeoutMs = h.keepAliveTimeoutMs;
     this.maxRequestsPerConnection = h.maxRequestsPerConnection;
     this.maxHeaderBytes = h.maxHeaderBytes;
+    this.waits = new WaitSweep(Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs));
     const dns = this.pool.targets.some((t) => t.family === 0) ? new DnsCache(h.upstreamDnsTtlMs) : null;
     this.relay = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, dns);
   }

@@ -42,6 +42,7 @@ import type { Exchange, HttpConn } from '../exchange';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
 import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
+import type { Waiter, WaitSweep } from './wait-sweep';
 
 /** One admitted or refused request, as the policy made it. */
 export interface Admission {
@@ -88,6 +89,8 @@ export interface RelayHost {
   /** Denied request bookkeeping (counts, debug line). */
   relayDenied(ex: Exchange): void;
   readonly maxHeaderBytes: number;
+  /** The listener's sweep of keep-alive and header waits. */
+  readonly waits: WaitSweep;
   /** `http.denied.keepAlive`: a denied direct client keeps its connection after the 403. */
   readonly deniedKeepAlive: boolean;
 }
@@ -104,7 +107,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
 
-export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWaiter {
+export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWaiter, Waiter {
   private readonly parser: HttpParser<'request'>;
   /** Bytes read after a paused (complete) request, parsed once its response is done. */
   private backlog: Buffer | null = null;
@@ -124,9 +127,14 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private first = 0;
   private timer: NodeJS.Timeout | null = null;
   private timedOut = false;
-  /** Between requests: the keep-alive timer, then (first byte of a request) the header timer. */
-  private waitTimer: NodeJS.Timeout | null = null;
+  /**
+   * Between requests: the keep-alive wait, then (first byte of a request) the header wait, checked
+   * by the listener's sweep (wait-sweep.ts); `waitDeadline` is when the current one runs out.
+   */
   private waiting: 'idle' | 'head' | null = null;
+  waitDeadline = 0;
+  /** After endConnection: the lingering close's bound. */
+  private lingerTimer: NodeJS.Timeout | null = null;
   private requests = 0;
   /** The current request is an upgrade sent upstream (on a socket of its own). */
   private upgrading = false;
@@ -175,28 +183,28 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   start(leftover: Buffer): void {
     // The first request's head is due within the header timeout from the connection's start.
+    this.host.waits.add(this);
     this.wait('head');
     if (leftover.length > 0) this.onData(leftover);
     if (!this.socket.destroyed) this.socket.resume();
   }
 
-  /** Arm the wait between requests: `idle` (keep-alive timeout) or `head` (header timeout). */
+  /** Start the wait between requests: `idle` (keep-alive timeout) or `head` (header timeout). */
   private wait(kind: 'idle' | 'head'): void {
     if (this.ending) return; // the linger timer runs
-    if (this.waitTimer !== null) clearTimeout(this.waitTimer);
     this.waiting = kind;
-    const ms = kind === 'idle' ? this.host.keepAliveTimeoutMs : this.host.requestHeaderTimeoutMs;
-    this.waitTimer = setTimeout(() => this.waitExpired(), ms);
+    this.waitDeadline = performance.now() + (kind === 'idle' ? this.host.keepAliveTimeoutMs : this.host.requestHeaderTimeoutMs);
   }
 
   private stopWaiting(): void {
-    if (this.waitTimer !== null) clearTimeout(this.waitTimer);
-    this.waitTimer = null;
     this.waiting = null;
+    this.waitDeadline = 0;
   }
 
-  private waitExpired(): void {
-    this.waitTimer = null;
+  /** The sweep found the current wait run out. */
+  waitExpired(): void {
+    this.waitDeadline = 0;
+    if (this.waiting === null) return;
     if (this.waiting === 'idle') {
       this.socket.destroy(); // an idle keep-alive connection closes without a response
       return;
@@ -215,7 +223,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (wire !== null) this.socket.end(wire);
     else this.socket.end();
     this.socket.resume(); // read and drop until the client's FIN
-    this.waitTimer = setTimeout(destroySocket, LINGER_MS, this.socket);
+    this.lingerTimer = setTimeout(destroySocket, LINGER_MS, this.socket);
   }
 
   private onData(d: Buffer): void {
@@ -594,13 +602,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private cannedAnswer(canned: Canned): void {
     const ex = this.ex!;
     ex.status = canned.status;
-    if (this.closeAfter) {
-      this.out.push(canned.wire);
-    } else {
-      let text = `HTTP/1.1 ${canned.status} ${canned.reason}\r\n`;
-      for (let i = 0; i + 1 < canned.headers.length; i += 2) text += `${canned.headers[i]!}: ${canned.headers[i + 1]!}\r\n`;
-      this.out.push(`${text}\r\n`, canned.body);
-    }
+    // Prebuilt Buffers (canned.ts): a denial costs one write of constant bytes.
+    this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
     this.flush();
     if (this.requestDone || this.closeAfter) this.finishExchange();
   }
@@ -642,6 +645,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private closed(): void {
     this.clearTimer();
     this.stopWaiting();
+    this.host.waits.delete(this);
+    if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
+    this.lingerTimer = null;
     this.parser.free();
     if (this.queued !== null) this.pool.cancel(this.queued, this);
     this.queued = null;
