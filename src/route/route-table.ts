@@ -11,11 +11,11 @@
  *      more specific host whose paths do not match does not fall back to a wildcard or the
  *      default (nginx `server_name` and ingress-nginx behave the same; Gateway API would fall
  *      back, see the doc for why we do not).
- *   2. path, in normal form (route/path.ts): the exact map; then the longest prefix, on "/"
- *      boundaries only (Gateway API PathPrefix: "/api" matches "/api", "/api/" and "/api/v1",
- *      never "/apix"; nginx's `location /api` would also take "/apix"). Only the prefix
- *      lengths that exist for the host are tried, longest first; a route without `paths` is the
- *      prefix "/".
+ *   2. path, in normal form (route/path.ts): exact paths first; then the longest prefix, on
+ *      "/" boundaries only (Gateway API PathPrefix: "/api" matches "/api", "/api/" and
+ *      "/api/v1", never "/apix"; nginx's `location /api` would also take "/apix"). A route
+ *      without `paths` is the prefix "/". The cost is bounded by the host's own path count (a
+ *      short scan) or, past 8 of a kind, by the number of distinct prefix lengths (hash lookups).
  * Host matching is case-insensitive (ASCII only: no Unicode case folding), ignores a ":port"
  * and one trailing dot. Every answer is a frozen object built at compile time: a lookup
  * allocates nothing on a plain path (bench/micro/route-table.ts).
@@ -27,7 +27,7 @@
 import { problem } from '../config/errors';
 import type { RouteMissReason } from './codes';
 import { asciiLower, hostNameProblem } from './host-name';
-import { configPathProblem, normalizePath } from './path';
+import { configPathProblem, normalizePath, plainPathEnd } from './path';
 
 export type { RouteMissReason } from './codes';
 
@@ -80,15 +80,28 @@ const NO_HOST: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_host'
 const NO_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_path' });
 const BAD_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_bad_path' });
 
-/** Everything one host (exact, wildcard or default) routes. */
+/**
+ * Everything one host (exact, wildcard or default) routes. A host with a few paths (the usual
+ * case) keeps them in short arrays compared in place with startsWith: no hashing of a fresh
+ * string, no slice, and the arrays sit in one or two cache lines. Past SMALL entries of a kind,
+ * a Map (exact) or a Map per prefix length (prefix) bounds the cost by the path's depth instead.
+ */
 interface HostEntry {
-  exact: Map<string, RouteMatch> | null;
-  prefix: Map<string, RouteMatch> | null;
-  /** Distinct lengths of the prefixes in `prefix`, longest first. */
+  exactPaths: string[];
+  exactMatches: RouteMatch[];
+  exactMap: Map<string, RouteMatch> | null;
+  /** Prefixes other than "/", longest first. */
+  prefixPaths: string[];
+  prefixMatches: RouteMatch[];
+  prefixMap: Map<string, RouteMatch> | null;
+  /** Distinct prefix lengths, longest first (used with prefixMap). */
   prefixLengths: number[];
   /** The prefix "/" (or a route without paths): matches every path. */
   root: RouteMatch | null;
 }
+
+/** bench/micro/route-table.ts: below this many paths a scan beats hashing a fresh string. */
+const SMALL = 8;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
@@ -175,32 +188,37 @@ export class RouteTable {
   lookup(host: string, target: string): RouteResult {
     const entry = this.findHost(host);
     if (entry === null) return NO_HOST;
-    if (entry.exact === null && entry.prefix === null) {
-      // Only a root route. A path that cannot be matched safely is still refused, so the answer
-      // to a bad path does not depend on which host it was sent to (one scan, no allocation).
-      if (entry.root === null) return NO_PATH;
-      return normalizePath(target) === null ? BAD_PATH : entry.root;
+    // A plain path is compared in place up to `end` (the "?"); any other is normalised first.
+    let path = target;
+    let end = plainPathEnd(target);
+    if (end < 0) {
+      const normal = normalizePath(target);
+      if (normal === null) return BAD_PATH;
+      path = normal;
+      end = normal.length;
     }
-    const path = normalizePath(target);
-    if (path === null) return BAD_PATH;
-    if (entry.exact !== null) {
-      const m = entry.exact.get(path);
+    const exactMap = entry.exactMap;
+    if (exactMap === null) {
+      const exactPaths = entry.exactPaths;
+      for (let k = 0; k < exactPaths.length; k++) {
+        const e = exactPaths[k]!;
+        if (e.length === end && path.startsWith(e)) return entry.exactMatches[k]!;
+      }
+    } else {
+      const m = exactMap.get(end === path.length ? path : path.slice(0, end));
       if (m !== undefined) return m;
     }
-    if (entry.prefix !== null) {
-      const lengths = entry.prefixLengths;
-      const n = path.length;
-      for (let k = 0; k < lengths.length; k++) {
-        const l = lengths[k]!;
-        if (l > n) continue;
-        if (l === n) {
-          const m = entry.prefix.get(path);
-          if (m !== undefined) return m;
-        } else if (path.charCodeAt(l) === 0x2f) {
-          const m = entry.prefix.get(path.slice(0, l));
-          if (m !== undefined) return m;
-        }
+    const prefixMap = entry.prefixMap;
+    if (prefixMap === null) {
+      const prefixPaths = entry.prefixPaths;
+      for (let k = 0; k < prefixPaths.length; k++) {
+        const pre = prefixPaths[k]!;
+        const l = pre.length;
+        if (l <= end && (l === end || path.charCodeAt(l) === 0x2f) && path.startsWith(pre)) return entry.prefixMatches[k]!;
       }
+    } else {
+      const m = longestPrefix(prefixMap, entry.prefixLengths, path, end);
+      if (m !== null) return m;
     }
     return entry.root ?? NO_PATH;
   }
@@ -226,6 +244,17 @@ export class RouteTable {
     }
     return this.fallback;
   }
+}
+
+/** A host with many prefixes: one hash lookup per distinct prefix length that ends on a "/" boundary. */
+function longestPrefix(map: Map<string, RouteMatch>, lengths: number[], path: string, end: number): RouteMatch | null {
+  for (let k = 0; k < lengths.length; k++) {
+    const l = lengths[k]!;
+    if (l > end || (l < end && path.charCodeAt(l) !== 0x2f)) continue;
+    const m = map.get(path.slice(0, l));
+    if (m !== undefined) return m;
+  }
+  return null;
 }
 
 /**
@@ -347,11 +376,20 @@ class Builder {
   }
 
   build(): HostEntry {
-    const exact = this.exact.size > 0 ? new Map([...this.exact].map(([k, v]) => [k, v.m])) : null;
+    const exact = [...this.exact].map(([k, v]) => [k, v.m] as const);
     const root = this.prefix.get('/')?.m ?? null;
-    const rest = [...this.prefix].filter(([k]) => k !== '/');
-    const prefix = rest.length > 0 ? new Map(rest.map(([k, v]) => [k, v.m])) : null;
-    const prefixLengths = [...new Set(rest.map(([k]) => k.length))].sort((a, b) => b - a);
-    return { exact, prefix, prefixLengths, root };
+    const rest = [...this.prefix].filter(([k]) => k !== '/').map(([k, v]) => [k, v.m] as const).sort((a, b) => b[0].length - a[0].length);
+    const smallExact = exact.length <= SMALL;
+    const smallPrefix = rest.length <= SMALL;
+    return {
+      exactPaths: smallExact ? exact.map(([k]) => k) : [],
+      exactMatches: smallExact ? exact.map(([, m]) => m) : [],
+      exactMap: smallExact ? null : new Map(exact),
+      prefixPaths: smallPrefix ? rest.map(([k]) => k) : [],
+      prefixMatches: smallPrefix ? rest.map(([, m]) => m) : [],
+      prefixMap: smallPrefix ? null : new Map(rest),
+      prefixLengths: smallPrefix ? [] : [...new Set(rest.map(([k]) => k.length))], // rest is longest first
+      root,
+    };
   }
 }

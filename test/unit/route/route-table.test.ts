@@ -183,3 +183,36 @@ t.test('every problem is reported at once', async (t) => {
 t.test('the error path is the caller\'s', async (t) => {
   t.throws(() => RouteTable.compile([route({ hosts: ['a.*.com'] })], { at: 'listeners[2].routes' }), { message: /listeners\[2\]\.routes\[0\] \("r"\)\.hosts\[0\]/ });
 });
+
+t.test('hosts with many paths (hash lookups) decide as hosts with few (a scan)', async (t) => {
+  const many = (n: number): RouteSpec[] => [
+    {
+      name: 'many',
+      hosts: ['m.example'],
+      paths: [
+        ...Array.from({ length: n }, (_, k) => ({ path: `/p${k}`, match: 'prefix' as const })),
+        ...Array.from({ length: n }, (_, k) => ({ path: `/p${k}/x`, match: 'exact' as const })),
+        { path: '/deep/a/b/c', match: 'prefix' },
+        { path: '/deep/a', match: 'prefix' },
+      ],
+    },
+  ];
+  const rows: [string, string][] = [
+    ['/p3/x', 'exact:/p3/x'],
+    ['/p3/x?q=1', 'exact:/p3/x'],
+    ['/p3/y', 'prefix:/p3'],
+    ['/p3', 'prefix:/p3'],
+    ['/p3x', 'route_no_path'],
+    ['/deep/a/b/c/d', 'prefix:/deep/a/b/c'],
+    ['/deep/a/b/cd', 'prefix:/deep/a'],
+    ['/deep/a/./b//c', 'prefix:/deep/a/b/c'],
+    ['/elsewhere', 'route_no_path'],
+  ];
+  for (const n of [4, 20]) {
+    const table = RouteTable.compile(many(n));
+    for (const [path, expect] of rows) {
+      const r = table.lookup('m.example', path);
+      t.equal(r.kind === 'match' ? `${r.path!.match}:${r.path!.path}` : r.reason, expect, `${n} paths of each kind: ${path}`);
+    }
+  }
+});
