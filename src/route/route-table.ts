@@ -127,7 +127,7 @@ export class RouteTable {
     const at = options.at ?? 'routes';
     const problems: string[] = [];
     const names: string[] = [];
-    const builders = new Map<string, Builder>(); // key: "=host", "*.suffix" or "*"
+    const builders = new Map<string, Builder>(); // key: the host, "*.suffix" or "*"
     const namesSeen = new Map<string, number>();
 
     if (!Array.isArray(routes)) throw new RouteTableError([problem(at, routes, 'must be a list of routes')]);
