@@ -17,7 +17,7 @@
  *      without `paths` is the prefix "/". The cost is bounded by the host's own path count (a
  *      short scan) or, past 8 of a kind, by the number of distinct prefix lengths (hash lookups).
  * Host matching is case-insensitive (ASCII only: no Unicode case folding), ignores a ":port"
- * and one trailing dot. Every answer is a frozen object built at compile time: a lookup
+ * and one trailing dot; a Host with a character no host name has only reaches the default. Every answer is a frozen object built at compile time: a lookup
  * allocates nothing on a plain path (bench/micro/route-table.ts).
  *
  * A RouteTable is built completely, validated with every problem reported at once, then never
@@ -259,24 +259,21 @@ function longestPrefix(map: Map<string, RouteMatch>, lengths: number[], path: st
 
 /**
  * A Host header value as the table's keys are spelled: the ":port" and one trailing dot cut,
- * ASCII lower-cased. null for a value with a non-ASCII character (it can only take the default:
- * no case folding may make it equal an ASCII name). A bracketed IPv6 literal keeps its brackets.
+ * ASCII lower-cased. null when what is left holds a character no host name has (anything but
+ * letters, digits, "-", "_" and "."): such a value -- a bracketed IPv6 literal, `user@host`, a
+ * space, a non-ASCII character that case folding could make equal to an ASCII name -- can only
+ * take the default route, never an exact or wildcard one through its suffix.
  */
 export function canonicalHost(host: string): string | null {
-  let end = host.length;
-  if (host.charCodeAt(0) === 0x5b) {
-    const close = host.indexOf(']');
-    if (close !== -1) end = close + 1;
-  } else {
-    const colon = host.indexOf(':');
-    if (colon !== -1) end = colon;
-  }
+  let end = host.indexOf(':');
+  if (end === -1) end = host.length;
   if (end > 0 && host.charCodeAt(end - 1) === 0x2e) end--;
   let upper = false;
   for (let k = 0; k < end; k++) {
     const c = host.charCodeAt(k);
-    if (c >= 0x80) return null;
+    if (c >= 0x61 && c <= 0x7a) continue;
     if (c >= 0x41 && c <= 0x5a) upper = true;
+    else if (!((c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x2d || c === 0x5f)) return null;
   }
   const name = end === host.length ? host : host.slice(0, end);
   return upper ? name.toLowerCase() : name;
