@@ -1,0 +1,392 @@
+/**
+ * The compiled route table: which route serves a host and path (HTTP listeners), or a TLS SNI
+ * name (TCP listeners routing on the ClientHello, tls/client-hello.ts). docs/routes-and-sni.md
+ * says what it decides and why.
+ *
+ * Lookup, in this order, each step a hash lookup:
+ *   1. host: exact map; then wildcards by walking the name's label suffixes, longest first
+ *      ("a.b.example.com" tries "b.example.com", "example.com", "com" in the wildcard map), so
+ *      the cost is bounded by the label count, not the route count; then the default "*".
+ *      The host found decides: its routes answer, or the request is a route_no_path miss. A
+ *      more specific host whose paths do not match does not fall back to a wildcard or the
+ *      default (nginx `server_name` and ingress-nginx behave the same; Gateway API would fall
+ *      back, see the doc for why we do not).
+ *   2. path, in normal form (route/path.ts): exact paths first; then the longest prefix, on
+ *      "/" boundaries only (Gateway API PathPrefix: "/api" matches "/api", "/api/" and
+ *      "/api/v1", never "/apix"; nginx's `location /api` would also take "/apix"). A route
+ *      without `paths` is the prefix "/". The cost is bounded by the host's own path count (a
+ *      short scan) or, past 8 of a kind, by the number of distinct prefix lengths (hash lookups).
+ * Host matching is case-insensitive (ASCII only: no Unicode case folding), ignores a ":port"
+ * and one trailing dot; a Host with a character no host name has only reaches the default. Every answer is a frozen object built at compile time: a lookup
+ * allocates nothing on a plain path (bench/micro/route-table.ts).
+ *
+ * A RouteTable is built completely, validated with every problem reported at once, then never
+ * changes: a reload compiles a new one and swaps the reference (docs/architecture.md, "Allowlist":
+ * the same build-then-swap).
+ */
+import { problem } from '../config/errors';
+import type { RouteMissReason } from './codes';
+import { asciiLower, hostNameProblem } from './host-name';
+import { configPathProblem, normalizePath, plainPathEnd } from './path';
+
+export type { RouteMissReason } from './codes';
+
+export interface PathSpec {
+  path: string;
+  /** "exact": the path only. "prefix": the path and everything below it on a "/" boundary. */
+  match: 'exact' | 'prefix';
+}
+
+export interface RouteSpec {
+  /** Bounded label for logs and metrics: 1-63 of A-Z a-z 0-9 . _ -, unique in the table. */
+  name: string;
+  /** "api.example.com" (exact), "*.example.com" (any name ending in ".example.com"), or "*" (default). */
+  hosts: string[];
+  /** Absent: every path. HTTP tables only. */
+  paths?: PathSpec[];
+}
+
+export interface CompileOptions {
+  /** "http" (default): hosts and paths. "sni": hosts only, for TCP listeners routing on SNI. */
+  kind?: 'http' | 'sni';
+  /** Config path the routes live at, for error messages (default "routes"). */
+  at?: string;
+}
+
+export interface RouteMatch {
+  readonly kind: 'match';
+  /** The route's name (a bounded label) and its index in the compiled list. */
+  readonly route: string;
+  readonly routeIndex: number;
+  /** The host entry that matched, as written in the config (lower-cased): "a.example", "*.example", "*". */
+  readonly host: string;
+  readonly hostMatch: 'exact' | 'wildcard' | 'default';
+  /** The path entry that matched (prefix without its trailing "/"); null for a route without paths. */
+  readonly path: Readonly<PathSpec> | null;
+}
+
+export type RouteMiss = { readonly kind: 'miss'; readonly reason: RouteMissReason };
+export type RouteResult = RouteMatch | RouteMiss;
+
+export class RouteTableError extends Error {
+  readonly code = 'IPGATE_ROUTES';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid routes:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'RouteTableError';
+  }
+}
+
+const NO_HOST: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_host' });
+const NO_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_path' });
+const BAD_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_bad_path' });
+
+/**
+ * Everything one host (exact, wildcard or default) routes. A host with a few paths (the usual
+ * case) keeps them in short arrays compared in place with startsWith: no hashing of a fresh
+ * string, no slice, and the arrays sit in one or two cache lines. Past SMALL entries of a kind,
+ * a Map (exact) or a Map per prefix length (prefix) bounds the cost by the path's depth instead.
+ */
+interface HostEntry {
+  exactPaths: string[];
+  exactMatches: RouteMatch[];
+  exactMap: Map<string, RouteMatch> | null;
+  /** Prefixes other than "/", longest first. */
+  prefixPaths: string[];
+  prefixMatches: RouteMatch[];
+  prefixMap: Map<string, RouteMatch> | null;
+  /** Distinct prefix lengths, longest first (used with prefixMap). */
+  prefixLengths: number[];
+  /** The prefix "/" (or a route without paths): matches every path. */
+  root: RouteMatch | null;
+}
+
+/** bench/micro/route-table.ts: below this many paths a scan beats hashing a fresh string. */
+const SMALL = 8;
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+export class RouteTable {
+  readonly kind: 'http' | 'sni';
+  readonly routeNames: readonly string[];
+  private readonly exact: Map<string, HostEntry>;
+  private readonly wildcard: Map<string, HostEntry>;
+  private readonly fallback: HostEntry | null;
+
+  private constructor(kind: 'http' | 'sni', names: string[], exact: Map<string, HostEntry>, wildcard: Map<string, HostEntry>, fallback: HostEntry | null) {
+    this.kind = kind;
+    this.routeNames = Object.freeze(names);
+    this.exact = exact;
+    this.wildcard = wildcard;
+    this.fallback = fallback;
+    Object.freeze(this);
+  }
+
+  /** Validates every route (all problems at once, RouteTableError) and compiles the table. */
+  static compile(routes: readonly RouteSpec[], options: CompileOptions = {}): RouteTable {
+    const kind = options.kind ?? 'http';
+    const at = options.at ?? 'routes';
+    const problems: string[] = [];
+    const names: string[] = [];
+    const builders = new Map<string, Builder>(); // key: the host, "*.suffix" or "*"
+    const namesSeen = new Map<string, number>();
+
+    if (!Array.isArray(routes)) throw new RouteTableError([problem(at, routes, 'must be a list of routes')]);
+    if (routes.length === 0) problems.push(problem(at, routes, 'is empty: give at least one route, or leave routes out'));
+    routes.forEach((route, i) => {
+      const here = `${at}[${i}]`;
+      if (route === null || typeof route !== 'object') {
+        problems.push(problem(here, route, 'must be an object {name, hosts, paths?}'));
+        names.push('');
+        return;
+      }
+      const name = route.name;
+      if (typeof name !== 'string' || !NAME.test(name)) {
+        problems.push(problem(`${here}.name`, name, 'must be 1-63 characters of A-Z a-z 0-9 . _ - (it is a metric label)'));
+      } else if (namesSeen.has(name)) {
+        problems.push(problem(`${here}.name`, name, `is already the name of ${at}[${namesSeen.get(name)}]`));
+      } else {
+        namesSeen.set(name, i);
+      }
+      const label = `${here} (${JSON.stringify(name)})`;
+      names.push(typeof name === 'string' ? name : '');
+
+      const paths = checkPaths(route.paths, `${label}.paths`, kind, problems);
+      const hosts = route.hosts;
+      if (!Array.isArray(hosts) || hosts.length === 0) {
+        problems.push(problem(`${label}.hosts`, hosts, 'must be a non-empty list ("*" for every host)'));
+        return;
+      }
+      const hostsSeen = new Set<string>();
+      hosts.forEach((host, h) => {
+        const key = hostKey(host, `${label}.hosts[${h}]`, problems);
+        if (key === null) return;
+        if (hostsSeen.has(key)) {
+          problems.push(problem(`${label}.hosts[${h}]`, host, 'is listed twice in this route'));
+          return;
+        }
+        hostsSeen.add(key);
+        let b = builders.get(key);
+        if (b === undefined) builders.set(key, (b = new Builder(key)));
+        for (const p of paths ?? [null]) b.add(p, i, typeof name === 'string' ? name : '', `${label}.hosts[${h}]`, host, problems, at);
+      });
+    });
+    if (problems.length > 0) throw new RouteTableError(problems);
+
+    const exact = new Map<string, HostEntry>();
+    const wildcard = new Map<string, HostEntry>();
+    let fallback: HostEntry | null = null;
+    for (const [key, b] of builders) {
+      const entry = b.build();
+      if (key === '*') fallback = entry;
+      else if (key.startsWith('*.')) wildcard.set(key.slice(2), entry);
+      else exact.set(key, entry);
+    }
+    return new RouteTable(kind, names, exact, wildcard, fallback);
+  }
+
+  /** HTTP: the route for a Host header value (any case, ":port", trailing dot) and a request target. */
+  lookup(host: string, target: string): RouteResult {
+    const entry = this.findHost(host);
+    if (entry === null) return NO_HOST;
+    // A plain path is compared in place up to `end` (the "?"); any other is normalised first.
+    let path = target;
+    let end = plainPathEnd(target);
+    if (end < 0) {
+      const normal = normalizePath(target);
+      if (normal === null) return BAD_PATH;
+      path = normal;
+      end = normal.length;
+    }
+    const exactMap = entry.exactMap;
+    if (exactMap === null) {
+      const exactPaths = entry.exactPaths;
+      for (let k = 0; k < exactPaths.length; k++) {
+        const e = exactPaths[k]!;
+        if (e.length === end && path.startsWith(e)) return entry.exactMatches[k]!;
+      }
+    } else {
+      const m = exactMap.get(end === path.length ? path : path.slice(0, end));
+      if (m !== undefined) return m;
+    }
+    const prefixMap = entry.prefixMap;
+    if (prefixMap === null) {
+      const prefixPaths = entry.prefixPaths;
+      for (let k = 0; k < prefixPaths.length; k++) {
+        const pre = prefixPaths[k]!;
+        const l = pre.length;
+        if (l <= end && (l === end || path.charCodeAt(l) === 0x2f) && path.startsWith(pre)) return entry.prefixMatches[k]!;
+      }
+    } else {
+      const m = longestPrefix(prefixMap, entry.prefixLengths, path, end);
+      if (m !== null) return m;
+    }
+    return entry.root ?? NO_PATH;
+  }
+
+  /** SNI (TCP listeners): the route for a server name; null SNI (none sent) takes the default. */
+  lookupHost(name: string | null): RouteResult {
+    const entry = name === null ? this.fallback : this.findHost(name);
+    if (entry === null) return NO_HOST;
+    return entry.root ?? NO_PATH;
+  }
+
+  private findHost(host: string): HostEntry | null {
+    const name = canonicalHost(host);
+    if (name !== null) {
+      const e = this.exact.get(name);
+      if (e !== undefined) return e;
+      if (this.wildcard.size > 0) {
+        for (let i = name.indexOf('.'); i !== -1; i = name.indexOf('.', i + 1)) {
+          const w = this.wildcard.get(name.slice(i + 1));
+          if (w !== undefined) return w;
+        }
+      }
+    }
+    return this.fallback;
+  }
+}
+
+/** A host with many prefixes: one hash lookup per distinct prefix length that ends on a "/" boundary. */
+function longestPrefix(map: Map<string, RouteMatch>, lengths: number[], path: string, end: number): RouteMatch | null {
+  for (let k = 0; k < lengths.length; k++) {
+    const l = lengths[k]!;
+    if (l > end || (l < end && path.charCodeAt(l) !== 0x2f)) continue;
+    const m = map.get(path.slice(0, l));
+    if (m !== undefined) return m;
+  }
+  return null;
+}
+
+/**
+ * A Host header value as the table's keys are spelled: the ":port" and one trailing dot cut,
+ * ASCII lower-cased. null when what is left holds a character no host name has (anything but
+ * letters, digits, "-", "_" and "."): such a value -- a bracketed IPv6 literal, `user@host`, a
+ * space, a non-ASCII character that case folding could make equal to an ASCII name -- can only
+ * take the default route, never an exact or wildcard one through its suffix.
+ */
+export function canonicalHost(host: string): string | null {
+  let end = host.indexOf(':');
+  if (end === -1) end = host.length;
+  if (end > 0 && host.charCodeAt(end - 1) === 0x2e) end--;
+  let upper = false;
+  for (let k = 0; k < end; k++) {
+    const c = host.charCodeAt(k);
+    if (c >= 0x61 && c <= 0x7a) continue;
+    if (c >= 0x41 && c <= 0x5a) upper = true;
+    else if (!((c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x2d || c === 0x5f)) return null;
+  }
+  const name = end === host.length ? host : host.slice(0, end);
+  return upper ? name.toLowerCase() : name;
+}
+
+/** "*", "*.suffix" or the exact name, lower-cased; null after reporting a problem. */
+function hostKey(host: unknown, here: string, problems: string[]): string | null {
+  if (typeof host !== 'string' || host.length === 0) {
+    problems.push(problem(here, host, 'must be a host name, "*.example.com" or "*"'));
+    return null;
+  }
+  if (host === '*') return '*';
+  const wild = host.startsWith('*.');
+  const name = wild ? host.slice(2) : host;
+  if (name.includes('*')) {
+    problems.push(problem(here, host, 'a wildcard is only allowed alone ("*") or as the whole first label ("*.example.com")'));
+    return null;
+  }
+  if (name.includes(':')) {
+    problems.push(problem(here, host, 'a route host has no port (and IP addresses are not host names: use "*")'));
+    return null;
+  }
+  if (name.endsWith('.') && hostNameProblem(name.slice(0, -1)) === null) {
+    problems.push(problem(here, host, `write it without the trailing dot (${JSON.stringify(host.slice(0, -1))}); requests with one match it`));
+    return null;
+  }
+  const why = hostNameProblem(name);
+  if (why !== null) {
+    problems.push(problem(here, host, `${why}${why.startsWith('is an IP') ? ' (requests by address take the default route "*")' : ''}`));
+    return null;
+  }
+  const lower = asciiLower(name);
+  return wild ? `*.${lower}` : lower;
+}
+
+/** Validated, normalised paths (prefixes without a trailing "/"); null when the route has none. */
+function checkPaths(paths: unknown, here: string, kind: 'http' | 'sni', problems: string[]): PathSpec[] | null {
+  if (paths === undefined) return null;
+  if (kind === 'sni') {
+    problems.push(problem(here, paths, 'an SNI route (tcp listener) cannot match paths: it never sees HTTP'));
+    return null;
+  }
+  if (!Array.isArray(paths) || paths.length === 0) {
+    problems.push(problem(here, paths, 'must be a non-empty list of {path, match}; leave it out to match every path'));
+    return null;
+  }
+  const out: PathSpec[] = [];
+  paths.forEach((p: unknown, k) => {
+    const at = `${here}[${k}]`;
+    if (p === null || typeof p !== 'object') {
+      problems.push(problem(at, p, 'must be {path, match: "exact" | "prefix"}'));
+      return;
+    }
+    const { path, match } = p as { path: unknown; match: unknown };
+    if (match !== 'exact' && match !== 'prefix') {
+      problems.push(problem(`${at}.match`, match, 'must be "exact" or "prefix"'));
+      return;
+    }
+    if (typeof path !== 'string') {
+      problems.push(problem(`${at}.path`, path, 'must be a string starting with "/"'));
+      return;
+    }
+    const why = configPathProblem(path);
+    if (why !== null) {
+      problems.push(problem(`${at}.path`, path, why));
+      return;
+    }
+    // Gateway API: "a trailing / is ignored" for PathPrefix, so "/api/" and "/api" are one prefix.
+    const normal = match === 'prefix' && path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+    out.push(Object.freeze({ path: normal, match }));
+  });
+  return out;
+}
+
+/** Collects one host's paths while compiling; reports a host+path that two entries claim. */
+class Builder {
+  private readonly exact = new Map<string, { m: RouteMatch; where: string }>();
+  private readonly prefix = new Map<string, { m: RouteMatch; where: string }>();
+  private readonly hostMatch: RouteMatch['hostMatch'];
+
+  constructor(private readonly key: string) {
+    this.hostMatch = key === '*' ? 'default' : key.startsWith('*.') ? 'wildcard' : 'exact';
+  }
+
+  add(p: PathSpec | null, routeIndex: number, route: string, where: string, host: unknown, problems: string[], at: string): void {
+    const m: RouteMatch = Object.freeze({ kind: 'match', route, routeIndex, host: this.key, hostMatch: this.hostMatch, path: p });
+    const map = p !== null && p.match === 'exact' ? this.exact : this.prefix;
+    const path = p === null ? '/' : p.path;
+    const prior = map.get(path);
+    if (prior !== undefined) {
+      const what = p === null ? 'every path (no paths)' : `${p.match} path ${JSON.stringify(p.path)}`;
+      const priorWhat = prior.m.path === null ? 'every path' : `${prior.m.path.match} ${JSON.stringify(prior.m.path.path)}`;
+      problems.push(problem(where, host, `${what} on this host is already routed by ${prior.where} (${priorWhat}); ${at}: each host + path once`));
+      return;
+    }
+    map.set(path, { m, where: `${at}[${routeIndex}] (${JSON.stringify(route)})` });
+  }
+
+  build(): HostEntry {
+    const exact = [...this.exact].map(([k, v]) => [k, v.m] as const);
+    const root = this.prefix.get('/')?.m ?? null;
+    const rest = [...this.prefix].filter(([k]) => k !== '/').map(([k, v]) => [k, v.m] as const).sort((a, b) => b[0].length - a[0].length);
+    const smallExact = exact.length <= SMALL;
+    const smallPrefix = rest.length <= SMALL;
+    return {
+      exactPaths: smallExact ? exact.map(([k]) => k) : [],
+      exactMatches: smallExact ? exact.map(([, m]) => m) : [],
+      exactMap: smallExact ? null : new Map(exact),
+      prefixPaths: smallPrefix ? rest.map(([k]) => k) : [],
+      prefixMatches: smallPrefix ? rest.map(([, m]) => m) : [],
+      prefixMap: smallPrefix ? null : new Map(rest),
+      prefixLengths: smallPrefix ? [] : [...new Set(rest.map(([k]) => k.length))], // rest is longest first
+      root,
+    };
+  }
+}
