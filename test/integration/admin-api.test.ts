@@ -59,12 +59,12 @@ t.test('read, replace, add, remove, check: each write is in the file, enforced a
   t.equal(add.json.entries[0].comment, 'docs v2', 'an entry with a listed CIDR replaces it');
 
   const chk = await g.api('GET', '/v1/allowlists/main/check?ip=192.0.2.55');
-  t.same(chk.json, { list: 'main', ip: '192.0.2.55', allowed: true, version: add.json.version, index: 0, entry: { cidr: '192.0.2.0/24', comment: 'docs v2' } });
+  t.same(chk.json, { list: 'main', ip: '192.0.2.55', allowed: true, version: add.json.version, index: 0, entry: { cidr: '192.0.2.0/24', comment: 'docs v2' }, reason: null });
   const mapped = await g.api('GET', `/v1/allowlists/main/check?ip=${encodeURIComponent('::ffff:198.51.100.7')}`);
   t.equal(mapped.json.ip, '198.51.100.7', 'mapped address checked as IPv4');
   t.equal(mapped.json.allowed, true);
   const no = await g.api('GET', '/v1/allowlists/main/check?ip=10.1.2.3');
-  t.same(no.json, { list: 'main', ip: '10.1.2.3', allowed: false, version: add.json.version, index: -1, entry: null });
+  t.same(no.json, { list: 'main', ip: '10.1.2.3', allowed: false, version: add.json.version, index: -1, entry: null, reason: 'not_allowlisted' });
 
   const del = await g.api('DELETE', `/v1/allowlists/main/entries/${encodeURIComponent('2001:db8::/32')}`);
   t.equal(del.status, 200, del.text);

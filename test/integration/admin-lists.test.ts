@@ -44,7 +44,7 @@ t.test('deny entries: check, explain, TCP and HTTP decisions, access log and the
     logging: { denialSummaryIntervalMs: 60_000 },
     allowlists: { main: ['127.0.0.0/8', { cidr: '127.0.0.66/32', action: 'deny', comment: 'compromised' }] },
     listeners: [
-      { name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${echo}`] },
+      { name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1' },
       { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${web.port}`] },
     ],
   });
@@ -164,7 +164,7 @@ t.test('trustedSources naming a list: a PROXY header is believed once the peer i
   const echo = await tcpEcho(t);
   const g = await startAdminGate(t, {
     allowlists: { main: ['192.0.2.7/32'], balancers: [] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${echo}`],
+    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1',
       proxyProtocol: { mode: 'required', trustedSources: 'balancers' } }],
   });
   const header = 'PROXY TCP4 192.0.2.7 127.0.0.1 5555 80\r\n';
