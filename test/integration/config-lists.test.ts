@@ -13,6 +13,7 @@ import t, { type Test } from 'tap';
 import YAML from 'yaml';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { request, startAdminGate, TOKEN } from '../helpers/admin-api';
+import { FakeKubeApi } from '../helpers/fake-kube-api';
 import { childPids, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
 import { closed, connect, freePort, readLine, waitFor } from '../helpers/net';
 
@@ -108,6 +109,15 @@ t.test('a source: config list follows its file in every worker within 2 s; API w
   t.match(String(refusal.msg), /allowlists\.partners\.entries\[1\]: "10\.0\.0\.1\/33"/, 'the line names the field and quotes the value');
   t.equal(await admittedCount(port, '127.0.0.6'), 6, 'the last good list stays in force');
 
+  // The log level at runtime reaches the workers: a denial's debug line appears without a restart.
+  const lvl = await api('PUT', '/v1/log-level', { level: 'debug' });
+  t.same(lvl.json, { level: 'debug', previous: 'info' });
+  await waitFor(async () => {
+    await admitted(port, '127.0.0.9');
+    return logLines(g.stdout()).some((l) => l.level === 'debug' && l.msg === 'denied' && l.client === '127.0.0.9' && typeof l.worker === 'number');
+  }, 5000, 'a worker logs at debug');
+  t.pass('a worker\'s debug denial line after PUT /v1/log-level');
+
   // The temporary entry stops matching at expiresAt, in every worker.
   await waitFor(async () => (await admittedCount(port, '127.0.0.7')) === 0, 10_000, 'temporary entry expired everywhere');
   t.pass('the temporary entry expired on time');
@@ -146,4 +156,63 @@ t.test('PUT /v1/log-level: the level changes at runtime, audited, token required
   const audit = await g.api('GET', '/v1/audit');
   t.match(audit.json.records[0], { action: 'log-level', who: 'admin', fromVersion: 'debug', version: 'warn' });
   t.ok(g.logs.lines.some((l) => l.audit === true && l.action === 'log-level' && l.to === 'warn'), 'the audit line is written even at warn');
+});
+
+t.test('two ipgate processes sharing a ConfigMap store and one config file: an edit reaches both within 2 s, temporaries cross over', async (t) => {
+  const NS = 'edge';
+  const CM = 'edge-ipgate-allowlists';
+  const fake = await new FakeKubeApi({ allowedNames: [CM], bookmarkIntervalMs: 500 }).start();
+  t.teardown(() => fake.close());
+  fake.create(NS, CM);
+  const echo = await tcpEcho(t);
+  const dir = tmpDir('ipgate-config-lists-kube-');
+  fs.writeFileSync(path.join(dir, 'token'), `${TOKEN}\n`);
+  const kubeconfig = fake.writeKubeconfig(dir);
+  fs.mkdirSync(path.join(dir, 'lists'));
+  // The declarative list in its own file, as the chart mounts it (lists/<name>.yaml).
+  const listFile = path.join(dir, 'lists', 'partners.yaml');
+  fs.writeFileSync(listFile, YAML.stringify(['127.0.0.5/32']));
+  const ports = [await freePort(), await freePort()];
+  const adminPorts = [await freePort(), await freePort()];
+  const procs = ports.map((port, i) => {
+    const own = path.join(dir, `config-${i}.yaml`);
+    fs.writeFileSync(own, YAML.stringify({
+      logging: { level: 'info', access: false },
+      store: { type: 'kubernetes', namespace: NS, configMap: CM },
+      admin: { listen: `127.0.0.1:${adminPorts[i]}`, tokenFile: path.join(dir, 'token') },
+      allowlists: { partners: { source: 'config', allowTemporary: true, file: 'lists/partners.yaml' } },
+      listeners: [{ name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'partners', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1' }],
+    }));
+    const g = spawnIpgate(['run', '--config', own], undefined, { KUBECONFIG: kubeconfig });
+    t.teardown(async () => {
+      if (g.child.exitCode === null) {
+        for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+        g.child.kill('SIGKILL');
+        await g.exited;
+      }
+    });
+    return g;
+  });
+  for (const g of procs) {
+    await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 30_000, 'ready');
+    t.equal(g.child.exitCode, null, g.stderr());
+  }
+  for (const port of ports) t.equal(await admittedCount(port, '127.0.0.5', 2), 2, 'the declared entry admits in each process');
+
+  const a = `http://127.0.0.1:${adminPorts[0]}`;
+  const temp = await request(a, 'POST', '/v1/allowlists/partners/entries', { body: { entries: [{ cidr: '127.0.0.7', expiresAt: new Date(Date.now() + 600_000).toISOString() }] } });
+  t.equal(temp.status, 200, temp.text);
+  await waitFor(async () => (await admittedCount(ports[1]!, '127.0.0.7', 2)) === 2, 5000, 'the other process applies the temporary entry from the ConfigMap');
+  t.pass('a temporary entry written through one process is in force in the other');
+
+  const edited = Date.now();
+  fs.writeFileSync(listFile, YAML.stringify(['127.0.0.6/32']));
+  await waitFor(async () => {
+    for (const port of ports) if ((await admittedCount(port, '127.0.0.6', 2)) !== 2) return false;
+    return true;
+  }, 2000, 'the list file edit in force in both processes');
+  t.ok(Date.now() - edited < 2000, `in force in both ${Date.now() - edited} ms after the write`);
+  for (const port of ports) t.equal(await admittedCount(port, '127.0.0.5', 2), 0, 'the removed entry no longer admits');
+  const b = await request(`http://127.0.0.1:${adminPorts[1]}`, 'GET', '/v1/allowlists/partners');
+  t.match(b.json, { source: 'config', entries: [{ cidr: '127.0.0.6/32' }], temporary: [{ cidr: '127.0.0.7/32' }] });
 });
