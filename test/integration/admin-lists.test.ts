@@ -115,6 +115,15 @@ t.test('POST of a CIDR already listed: 409 entry_exists quoting both, unless ?re
   t.same(ok.json.entries, [{ cidr: '10.0.0.0/8', action: 'deny', comment: 'new' }], 'replaced on request');
   const badQ = await g.api('POST', '/v1/allowlists/main/entries?replace=yes', { body: { entries: [{ cidr: '10.2.0.0/16' }] } });
   t.equal(badQ.status, 400, 'replace takes true or false');
+
+  // A GET answer goes back to PUT as is (read-only fields ignored); a different name is refused.
+  const cur = await g.api('GET', '/v1/allowlists/main');
+  const back = await g.api('PUT', '/v1/allowlists/main', { headers: { 'if-match': cur.headers.etag! }, body: cur.json });
+  t.equal(back.status, 200, back.text);
+  t.same(back.json.entries, cur.json.entries, 'same entries');
+  const renamed = await g.api('PUT', '/v1/allowlists/main', { headers: { 'if-match': '*' }, body: { ...cur.json, name: 'other' } });
+  t.equal(renamed.status, 400);
+  t.match(renamed.json, { field: 'name', message: /"other"/ });
 });
 
 t.test('lists created and deleted live; deletion refused while a listener uses the list', async (t) => {
