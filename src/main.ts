@@ -84,7 +84,8 @@ async function run(args: string[]): Promise<number> {
   const { declaredLists } = require('./store/start-service') as typeof import('./store/start-service');
   const started = app;
   const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config,
-    onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); } });
+    onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); },
+    onRefusal: (problems) => { started.service.configRefusal = problems; } });
   watcher.start();
   return new Promise<number>((resolve) => {
     let signals = 0;

@@ -37,6 +37,9 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
   // A config seed that differs from its store list, store entries a config list ignores: warnings
   // found once at start-up (AllowlistService.checkSeeds), shown until the next start.
   for (const w of service.startWarnings) checks.push({ name: 'allowlist_seed', status: 'warn', message: w.message });
+  if (service.configRefusal !== null) {
+    checks.push({ name: 'config', status: 'warn', message: `the config file's last change was refused, the lists in force stay: ${service.configRefusal.join('; ')}` });
+  }
   // Self-checks (source NAT suspected, PROXY trust) warn but never make ipgate unready.
   if (selfChecks !== null) checks.push(...selfChecks.readinessChecks());
   const store = { kind: service.store.kind, location: service.store.location, ...(service.store.status?.() ?? {}) };

@@ -164,7 +164,8 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   logger.info({ workers: n }, 'ready');
   // source: config lists follow the file: applied here, sent to every worker like any list change.
   const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config,
-    onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); } });
+    onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
+    onRefusal: (problems) => { service.configRefusal = problems; } });
   watcher?.start();
 
   return new Promise<number>((resolve) => {

@@ -23,6 +23,8 @@ export interface ConfigWatcherOptions {
   initial: Config;
   /** A new valid config. */
   onConfig: (config: Config) => void | Promise<void>;
+  /** A change refused (its problems), or null once a valid file is in force again: /readyz shows it. */
+  onRefusal?: (problems: readonly string[] | null) => void;
   intervalMs?: number;
 }
 
@@ -95,9 +97,11 @@ export class ConfigWatcher {
     } catch (err) {
       const problems = err instanceof ConfigError ? err.problems : [(err as Error).message];
       this.lastRefusal = { problems, at: Date.now() };
+      this.opts.onRefusal?.(problems);
       for (const p of problems) log.error({ config: this.opts.file, problem: p }, `config change refused, the lists in force stay: ${p}`);
       return;
     }
+    if (this.lastRefusal !== null) this.opts.onRefusal?.(null);
     this.lastRefusal = null;
     const restart = changedOutsideLists(this.current, next);
     if (restart.length > 0) {

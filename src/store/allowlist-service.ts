@@ -123,6 +123,8 @@ export class AllowlistService {
   private changing: Promise<unknown> = Promise.resolve();
   private declared = new Map<string, Declared>();
   private users: (name: string) => string[] = () => [];
+  /** The config file's last change that was refused (config/watch.ts), or null: /readyz warns. */
+  configRefusal: readonly string[] | null = null;
   /** Seed/store mismatches and ignored store entries found at start-up (/readyz). */
   readonly startWarnings: SeedWarning[] = [];
 

@@ -108,6 +108,8 @@ t.test('a source: config list follows its file in every worker within 2 s; API w
   const refusal = logLines(g.stdout()).find((l) => l.level === 'error' && /config change refused/.test(String(l.msg)))!;
   t.match(String(refusal.msg), /allowlists\.partners\.entries\[1\]: "10\.0\.0\.1\/33"/, 'the line names the field and quotes the value');
   t.equal(await admittedCount(port, '127.0.0.6'), 6, 'the last good list stays in force');
+  const ready = await api('GET', '/readyz');
+  t.match(ready.json.checks.find((c: { name: string }) => c.name === 'config'), { status: 'warn', message: /allowlists\.partners\.entries\[1\]: "10\.0\.0\.1\/33"/ }, '/readyz shows the refusal');
 
   // The log level at runtime reaches the workers: a denial's debug line appears without a restart.
   const lvl = await api('PUT', '/v1/log-level', { level: 'debug' });
