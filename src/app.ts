@@ -35,12 +35,14 @@ export interface App {
 
 export interface AppOptions {
   logger: Logger;
+  /** The config file: watched for `source: config` lists, named in the 409 of an API write to one. */
+  configFile?: string | null;
 }
 
-export async function startApp(config: Config, { logger }: AppOptions): Promise<App> {
+export async function startApp(config: Config, { logger, configFile = null }: AppOptions): Promise<App> {
   const lists = new LiveLists();
   // The store is loaded and applied before any listener accepts.
-  const service = await startAllowlistService(config, lists, logger);
+  const service = await startAllowlistService(config, lists, logger, configFile);
 
   const echo: EchoServers | null = config.echo ? await startEcho(config.echo) : null;
 
@@ -53,11 +55,11 @@ export async function startApp(config: Config, { logger }: AppOptions): Promise<
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
     metrics.addListener(stats, lc.mode);
-    const accessLog = access?.forListener(lc.name, lc.mode) ?? null;
+    const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist)) ?? null;
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
     else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
-    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats), accessLog }));
+    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog }));
   }
 
   if (config.revokeLive) {

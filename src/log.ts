@@ -8,22 +8,68 @@ import type { LoggingConfig } from './config/schema';
  */
 export function createLogger(config: Pick<LoggingConfig, 'level' | 'format'> & Partial<Pick<LoggingConfig, 'bufferBytes' | 'flushIntervalMs'>>,
   destination?: pino.DestinationStream): Logger {
+  const children = new Set<WeakRef<Logger>>();
   const options: pino.LoggerOptions = {
     level: config.level,
     base: { pid: process.pid },
     timestamp: isoTime,
     formatters: { level: levelLabel },
+    // Every child (inherited by the children's children) is remembered weakly, so setLogLevel can
+    // reach the loggers components built once at start-up (a pino child keeps the level it was
+    // made with). Dead references (fastify's per-request children) are pruned as the set grows.
+    onChild: (child) => {
+      children.add(new WeakRef(child as Logger));
+      CHILDREN.set(child as Logger, children);
+      if (children.size > 4096) for (const r of children) if (r.deref() === undefined) children.delete(r);
+    },
   };
-  if (destination) return pino(options, destination);
+  const make = (logger: Logger): Logger => {
+    CHILDREN.set(logger, children);
+    children.add(new WeakRef(logger));
+    return logger;
+  };
+  if (destination) return make(pino(options, destination));
   if (config.format === 'pretty') {
-    return pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l' } } });
+    return make(pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l' } } }));
   }
   // Buffered like nginx's `access_log ... buffer= flush=` (bench/README.md, "Metrics and access
   // logs"): lines are copied into a Buffer and written in blocks of `bufferBytes`, at least every
   // `flushIntervalMs`. 0: each line is its own write (sonic-boom, asynchronous).
   const bufferBytes = config.bufferBytes ?? 0;
-  if (bufferBytes === 0) return pino(options, pino.destination({ dest: 1, sync: false }));
-  return pino(options, new BlockWriter(1, bufferBytes, config.flushIntervalMs ?? 1000));
+  if (bufferBytes === 0) return make(pino(options, pino.destination({ dest: 1, sync: false })));
+  return make(pino(options, new BlockWriter(1, bufferBytes, config.flushIntervalMs ?? 1000)));
+}
+
+const CHILDREN = new WeakMap<Logger, Set<WeakRef<Logger>>>();
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+const PINNED = new WeakSet<Logger>();
+
+/** Keep this logger's level whatever setLogLevel says (the audit log: its lines are the durable record). */
+export function pinLevel(logger: Logger): Logger {
+  PINNED.add(logger);
+  return logger;
+}
+
+/**
+ * Change the level of every logger of the family `logger` belongs to (the createLogger root and
+ * every child made from it, pinned ones excepted): the admin API's `PUT /v1/log-level`, which a
+ * cluster primary also sends to its workers. Returns the level before.
+ */
+export function setLogLevel(logger: Logger, level: LogLevel): string {
+  const before = logger.level;
+  const family = CHILDREN.get(logger);
+  if (family === undefined) {
+    logger.level = level;
+    return before;
+  }
+  for (const r of family) {
+    const l = r.deref();
+    if (l !== undefined && !PINNED.has(l)) l.level = level;
+  }
+  return before;
 }
 
 /** pino's level formatter here: `"level":"info"` (the label, not the number). */

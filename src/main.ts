@@ -65,13 +65,13 @@ async function run(args: string[]): Promise<number> {
   const model = processModel(config);
   if (model.kind === 'cluster') {
     const { runPrimary } = require('./cluster/primary') as typeof import('./cluster/primary');
-    return flushed(logger, await runPrimary(config, logger, model.workers, model.reason));
+    return flushed(logger, await runPrimary(config, logger, model.workers, model.reason, path.resolve(file)));
   }
   logger.info({ workers: 1, reason: model.reason }, 'running as one process');
   const { startApp } = require('./app') as typeof import('./app');
   let app;
   try {
-    app = await startApp(config, { logger });
+    app = await startApp(config, { logger, configFile: path.resolve(file) });
   } catch (err) {
     logger.fatal({ err }, (err as Error).message);
     logger.flush();
@@ -79,6 +79,14 @@ async function run(args: string[]): Promise<number> {
     return 1;
   }
   logger.info('ready');
+  // source: config lists follow the file (config/watch.ts); the rest of a change waits for a restart.
+  const { ConfigWatcher } = require('./config/watch') as typeof import('./config/watch');
+  const { declaredLists } = require('./store/start-service') as typeof import('./store/start-service');
+  const started = app;
+  const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config,
+    onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); },
+    onRefusal: (problems) => { started.service.configRefusal = problems; } });
+  watcher.start();
   return new Promise<number>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -89,6 +97,7 @@ async function run(args: string[]): Promise<number> {
         return;
       }
       logger.info({ signal, drainTimeoutMs: config.shutdown.drainTimeoutMs }, 'stopping: no new connections, draining open ones');
+      watcher.close();
       void app.shutdown().then(() => {
         logger.info('stopped');
         resolve(0);

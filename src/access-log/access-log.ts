@@ -8,8 +8,9 @@
  *   client     the real client address (canonical), `clientPort` for TCP
  *   via        how it was learned: socket | proxy-v1 | proxy-v2 | xff
  *   peer       the socket peer (a load balancer, a trusted proxy, or the client itself)
- *   decision   allow | deny (allowlist; reason not_allowlisted or revoked) | reject (PROXY header, reason pp_<code>)
- *   entry      the allowlist entry (CIDR) that admits the client (decision allow / revoked)
+ *   decision   allow | deny (allowlist; reason denied_by_entry, not_allowlisted or revoked) | reject (PROXY header, reason pp_<code>)
+ *   entry      the allowlist entry (CIDR) that decided: the allow entry that admits the client
+ *              (decision allow), or the deny entry that refused it (reason denied_by_entry)
  *   reason     why it was denied or rejected (= the ipgate_denied_total reason)
  *   result     TCP: how it closed (= the ipgate_connections_closed_total result: ok, upstream_refused, ...);
  *              HTTP: ok, or the failure (upstream_refused, upstream_timeout, client_abort, ...)
@@ -42,6 +43,8 @@ import type { Logger } from 'pino';
 import { BlockWriter, isoTime, rawLineTarget } from '../log';
 import type { Exchange } from '../forward/http/exchange';
 import type { Connection } from '../listener/connection';
+import { type DenialReason } from '../allowlist/matcher';
+import type { LiveList } from '../store/live-lists';
 import { DenialSummary } from './denial-summary';
 
 const MAX_PATH = 256;
@@ -59,6 +62,8 @@ export class ListenerAccessLog {
     mode: 'tcp' | 'http',
     logger: Logger,
     private readonly summary: DenialSummary | null,
+    /** The list the listener enforces: a denial line names the deny entry that decided (null: not known). */
+    private readonly list: LiveList | null = null,
   ) {
     this.http = mode === 'http';
     this.log = logger.child({ listener, kind: mode });
@@ -77,9 +82,10 @@ export class ListenerAccessLog {
     const result = conn.result ?? 'ok';
     let decision: string;
     let reason: string | null = null;
+    let denyEntry: string | null = null;
     if (result === 'denied') {
       decision = 'deny';
-      reason = 'not_allowlisted';
+      ({ reason, entry: denyEntry } = this.denial(conn.clientAddress));
     } else if (result === 'revoked') {
       decision = 'deny';
       reason = 'revoked';
@@ -133,13 +139,23 @@ export class ListenerAccessLog {
       }, 'access');
       return;
     }
-    if (reason !== null) this.summary?.add(this.listener, conn.clientAddress, reason);
+    if (reason !== null) this.summary?.add(this.listener, conn.clientAddress, reason, denyEntry);
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
         conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-        decision, reason, result, upstream: conn.upstream, bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
+        decision, reason, ...(denyEntry !== null ? { entry: denyEntry } : {}), result, upstream: conn.upstream, bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
       }, 'access');
     }
+  }
+
+  /**
+   * Why `client` was denied and by which entry: the list in force decides again (the decision was
+   * moments ago; a list change in between is what revokeLive handles). Denial path only.
+   */
+  private denial(client: string): { reason: DenialReason; entry: string | null } {
+    if (this.list === null) return { reason: 'not_allowlisted', entry: null };
+    const d = this.list.matcher.decide(client);
+    return d.reason === 'denied_by_entry' ? { reason: 'denied_by_entry', entry: d.entry!.cidr } : { reason: 'not_allowlisted', entry: null };
   }
 
   /** An HTTP request finished (HttpForwarder.record); `now` = Date.now() at that moment. */
@@ -208,11 +224,11 @@ export class ListenerAccessLog {
       }, 'access');
       return;
     }
-    const reason = ex.reason === 'denied' ? 'not_allowlisted' : 'revoked';
-    this.summary?.add(this.listener, ex.client, reason);
+    const { reason, entry } = ex.reason === 'denied' ? this.denial(ex.client) : { reason: 'revoked', entry: null };
+    this.summary?.add(this.listener, ex.client, reason, entry);
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
-        conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason,
+        conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason, ...(entry !== null ? { entry } : {}),
         result: ex.reason, upstream: null, method: ex.method, path, status: ex.status, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
         durationMs: now - ex.startedAt,
@@ -254,6 +270,8 @@ export interface AccessLogOptions {
   denialSummaryIntervalMs: number;
   /** `logging.denialSummaryMaxAddresses`. */
   denialSummaryMaxAddresses: number;
+  /** `logging.denialLinesPerInterval`: info lines for first denials of an address per interval. */
+  denialLinesPerInterval?: number;
 }
 
 /** The access log of a process: a ListenerAccessLog per listener and one shared denial summary. */
@@ -262,12 +280,13 @@ export class AccessLog {
 
   constructor(private readonly logger: Logger, options: Readonly<AccessLogOptions>) {
     this.summary = options.denialSummaryIntervalMs > 0
-      ? new DenialSummary(logger.child({ component: 'access' }), { intervalMs: options.denialSummaryIntervalMs, maxAddresses: options.denialSummaryMaxAddresses })
+      ? new DenialSummary(logger.child({ component: 'access' }), { intervalMs: options.denialSummaryIntervalMs,
+        maxAddresses: options.denialSummaryMaxAddresses, linesPerInterval: options.denialLinesPerInterval ?? 0 })
       : null;
   }
 
-  forListener(name: string, mode: 'tcp' | 'http'): ListenerAccessLog {
-    return new ListenerAccessLog(name, mode, this.logger, this.summary);
+  forListener(name: string, mode: 'tcp' | 'http', list: LiveList | null = null): ListenerAccessLog {
+    return new ListenerAccessLog(name, mode, this.logger, this.summary, list);
   }
 
   start(): void {

@@ -6,6 +6,13 @@
  * Memory is bounded: at most `maxAddresses` distinct addresses are remembered per interval (a scan
  * from a /8 would otherwise grow the set without limit); past the cap the line says `M+` and
  * `addressesCapped: true`. Reasons and listeners are bounded label sets already.
+ *
+ * Per address (`linesPerInterval` > 0): the first denial of an address in an interval is also
+ * logged at info at once ("denied 198.51.100.7 (denied_by_entry 198.51.100.0/24)"), so an
+ * operator sees who is refused without turning debug on or restarting; its later denials in the
+ * interval are only counted. At most `linesPerInterval` such lines per interval (a scan of many
+ * addresses is one line per address up to the cap, then only the summary), and the memory is the
+ * same bounded address set: an address first seen past `maxAddresses` gets no line.
  */
 import type { Logger } from 'pino';
 
@@ -16,6 +23,8 @@ export interface DenialSummaryOptions {
   maxAddresses: number;
   /** Addresses quoted in the line as examples. */
   sampleSize?: number;
+  /** Info lines for an address's first denial per interval (0: none, only the summary). */
+  linesPerInterval?: number;
 }
 
 export class DenialSummary {
@@ -25,13 +34,18 @@ export class DenialSummary {
   private readonly reasons = new Map<string, number>();
   private readonly listeners = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
+  private lines = 0;
+  private suppressed = 0;
 
   constructor(private readonly log: Logger, private readonly options: Readonly<DenialSummaryOptions>) {}
 
-  add(listener: string, address: string, reason: string): void {
+  add(listener: string, address: string, reason: string, entry: string | null = null): void {
     this.count++;
-    if (this.addresses.size < this.options.maxAddresses) this.addresses.add(address);
-    else if (!this.capped && !this.addresses.has(address)) this.capped = true;
+    if (this.addresses.size < this.options.maxAddresses) {
+      const size = this.addresses.size;
+      this.addresses.add(address);
+      if (this.addresses.size > size) this.firstDenial(listener, address, reason, entry);
+    } else if (!this.capped && !this.addresses.has(address)) this.capped = true;
     this.reasons.set(reason, (this.reasons.get(reason) ?? 0) + 1);
     this.listeners.set(listener, (this.listeners.get(listener) ?? 0) + 1);
   }
@@ -49,7 +63,22 @@ export class DenialSummary {
     this.flush();
   }
 
+  private firstDenial(listener: string, address: string, reason: string, entry: string | null): void {
+    const max = this.options.linesPerInterval ?? 0;
+    if (max <= 0) return;
+    if (this.lines >= max) {
+      this.suppressed++;
+      return;
+    }
+    this.lines++;
+    this.log.info({ listener, client: address, reason, ...(entry !== null ? { entry } : {}) },
+      `denied ${address} (${reason}${entry !== null ? ` ${entry}` : ''}); further denials of it this interval are counted in the summary`);
+  }
+
   flush(): void {
+    const suppressed = this.suppressed;
+    this.lines = 0;
+    this.suppressed = 0;
     if (this.count === 0) return;
     const secs = Math.round(this.options.intervalMs / 100) / 10;
     const m = `${this.addresses.size}${this.capped ? '+' : ''}`;
@@ -61,6 +90,7 @@ export class DenialSummary {
     this.log.info({
       denials: this.count, addresses: this.addresses.size, addressesCapped: this.capped, intervalMs: this.options.intervalMs,
       reasons: Object.fromEntries(this.reasons), listeners: Object.fromEntries(this.listeners), sample,
+      ...(suppressed > 0 ? { addressLinesSuppressed: suppressed } : {}),
     }, `${this.count} denial${this.count === 1 ? '' : 's'} from ${m} address${m === '1' ? '' : 'es'} in the last ${secs} s`);
     this.count = 0;
     this.addresses.clear();

@@ -26,6 +26,8 @@ import { connectionsRoutes, localConnections, type ConnectionsSource } from './r
 import { explainRoutes, type ExplainTarget } from './routes/explain';
 import { healthRoutes, type Readiness } from './routes/health';
 import { metricsRoutes, type MetricsEndpoint } from './routes/metrics';
+import { logLevelRoutes, type LogLevelControl } from './routes/log-level';
+import { setLogLevel } from '../log';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -59,6 +61,8 @@ export interface AdminDeps {
   connections?: ConnectionsSource;
   /** `admin.allowedHosts`: Host names (besides IP literals and localhost) the API answers. Default none. */
   allowedHosts?: readonly string[];
+  /** `PUT /v1/log-level` (default: this process's logger family; a cluster primary also tells its workers). */
+  logLevel?: LogLevelControl;
   /** Rate limit of the wrong-token log lines (tests shorten the interval). */
   authFailureLog?: AuthFailureOptions;
 }
@@ -133,6 +137,8 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness: deps.readiness });
   await app.register(allowlistRoutes, { service: deps.service, prefix: '/v1' });
   await app.register(auditRoutes, { service: deps.service, prefix: '/v1' });
+  await app.register(logLevelRoutes, { prefix: '/v1', audit: deps.service.audit,
+    control: deps.logLevel ?? { get: () => deps.logger.level, set: (level) => setLogLevel(deps.logger, level) } });
   await app.register(explainRoutes, { listeners: deps.explainTargets ?? deps.listeners ?? [], prefix: '/v1' });
   await app.register(connectionsRoutes, { source: deps.connections ?? localConnections(deps.listeners ?? []), prefix: '/v1' });
   app.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());

@@ -37,6 +37,11 @@ const SERVICE_STATUS: Record<ServiceErrorCode, number> = {
   invalid_entries: 400,
   invalid_request: 400,
   store_unavailable: 503,
+  entry_exists: 409,
+  managed_by_config: 409,
+  list_exists: 409,
+  list_in_use: 409,
+  too_large: 413,
 };
 
 export function send(reply: FastifyReply, status: number, body: ErrorBody): FastifyReply {

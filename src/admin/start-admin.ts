@@ -34,6 +34,12 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
         ? { name: 'store', status: 'warn', message: `${service.store.kind} store ${service.store.location}: content refused (${refusal.reason}); the last good lists stay in force` }
         : { name: 'store', status: 'ok', message: `${service.store.kind} store ${service.store.location} loaded` },
   ];
+  // A config seed that differs from its store list, store entries a config list ignores: warnings
+  // found once at start-up (AllowlistService.checkSeeds), shown until the next start.
+  for (const w of service.startWarnings) checks.push({ name: 'allowlist_seed', status: 'warn', message: w.message });
+  if (service.configRefusal !== null) {
+    checks.push({ name: 'config', status: 'warn', message: `the config file's last change was refused, the lists in force stay: ${service.configRefusal.join('; ')}` });
+  }
   // Self-checks (source NAT suspected, PROXY trust) warn but never make ipgate unready.
   if (selfChecks !== null) checks.push(...selfChecks.readinessChecks());
   const store = { kind: service.store.kind, location: service.store.location, ...(service.store.status?.() ?? {}) };

@@ -1,12 +1,22 @@
 /**
- * Allowlist entries as stored and as the admin API accepts them: `{cidr, comment?, expiresAt?}`.
+ * Allowlist entries as stored and as the admin API accepts them:
+ * `{cidr, action?: "allow" | "deny", comment?, expiresAt?}`.
  * Validation returns a value (field + sentence) for the caller to turn into a 4xx or a boot error.
+ *
+ * `action` absent means allow, and the canonical form leaves it out for an allow entry (`"allow"`
+ * in is stored without it): documents written before deny entries existed keep their bytes and
+ * their versions, and a list of allow entries stays as compact as before.
  */
 import { parseCidr } from './cidr';
 
 export interface AllowEntry {
   /** Canonical CIDR text (after validation), e.g. `10.0.0.0/8`, `2001:db8::/32`. */
   cidr: string;
+  /**
+   * `deny`: an address this entry decides is refused (`denied_by_entry`). Absent: allow. The most
+   * specific entry covering an address decides (matcher.ts); canonical entries never hold `allow`.
+   */
+  action?: 'allow' | 'deny';
   comment?: string;
   /** RFC 3339 date-time; the entry stops matching at this instant. */
   expiresAt?: string;
@@ -19,7 +29,7 @@ export type EntryValidation =
 /** Comments land in the store, the audit log and API responses: keep them bounded. */
 export const MAX_COMMENT_LENGTH = 1024;
 
-const KNOWN_FIELDS = new Set(['cidr', 'comment', 'expiresAt']);
+const KNOWN_FIELDS = new Set(['cidr', 'action', 'comment', 'expiresAt']);
 
 /**
  * Validate an untrusted entry and return a fresh, frozen, canonical copy.
@@ -29,12 +39,12 @@ const KNOWN_FIELDS = new Set(['cidr', 'comment', 'expiresAt']);
  */
 export function validateEntry(e: unknown): EntryValidation {
   if (typeof e !== 'object' || e === null || Array.isArray(e)) {
-    return { ok: false, field: '', message: 'entry must be an object {cidr, comment?, expiresAt?}' };
+    return { ok: false, field: '', message: 'entry must be an object {cidr, action?, comment?, expiresAt?}' };
   }
   const obj = e as Record<string, unknown>;
   for (const key of Object.keys(obj)) {
     if (!KNOWN_FIELDS.has(key)) {
-      return { ok: false, field: key, message: `unknown field ${JSON.stringify(key).slice(0, 80)} (allowed: cidr, comment, expiresAt)` };
+      return { ok: false, field: key, message: `unknown field ${JSON.stringify(key).slice(0, 80)} (allowed: cidr, action, comment, expiresAt)` };
     }
   }
   if (obj.cidr === undefined) return { ok: false, field: 'cidr', message: 'cidr is required' };
@@ -42,6 +52,13 @@ export function validateEntry(e: unknown): EntryValidation {
   const parsed = parseCidr(obj.cidr);
   if (!parsed.ok) return { ok: false, field: 'cidr', message: parsed.message };
   const entry: AllowEntry = { cidr: parsed.cidr.text };
+
+  if (obj.action !== undefined) {
+    if (obj.action !== 'allow' && obj.action !== 'deny') {
+      return { ok: false, field: 'action', message: `action ${JSON.stringify(obj.action)?.slice(0, 40)} must be "allow" or "deny"` };
+    }
+    if (obj.action === 'deny') entry.action = 'deny';
+  }
 
   if (obj.comment !== undefined) {
     if (typeof obj.comment !== 'string') {
@@ -62,6 +79,17 @@ export function validateEntry(e: unknown): EntryValidation {
     entry.expiresAt = obj.expiresAt;
   }
   return { ok: true, entry: Object.freeze(entry) };
+}
+
+/**
+ * A CIDR message that quotes the value (admin API answers; config errors quote it through
+ * config/errors.ts `problem`): cidr.ts's messages are being changed to quote it
+ * themselves; until then (and after, without doubling) the value is put in front here, so every
+ * 4xx and config error names the CIDR it refuses.
+ */
+export function quoteCidr(text: string, message: string): string {
+  const shown = JSON.stringify(text.slice(0, 128));
+  return message.includes(shown) ? message : `${shown}: ${message}`;
 }
 
 // RFC 3339 section 5.6 date-time: full-date "T" full-time, with a mandatory offset (Z or

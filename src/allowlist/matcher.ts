@@ -16,7 +16,13 @@
  * - An IPv4 client (including one written ::ffff:a.b.c.d) is matched only by IPv4 CIDRs: the
  *   identity stage canonicalises mapped addresses to IPv4, so `::/0` does not match IPv4 clients
  *   and `0.0.0.0/0` does not match IPv6 clients. Allow both families explicitly.
- * - Identical CIDRs: the first entry (lowest index) wins.
+ * - Deny entries (`action: "deny"`): a range whose most specific entry is a deny entry is labelled
+ *   `-2 - index`, so `lookup` stays one search and one read (no per-entry check after it) and
+ *   every caller that reads "< 0" as "denied" needs no change; `-1` stays "no entry covers it".
+ *   `allow 10.0.0.0/8` + `deny 10.6.6.0/24` refuses 10.6.6.x and admits the rest of 10/8.
+ * - Identical CIDRs (the store and the config refuse them; a matcher compiled from other input
+ *   still decides): a deny entry wins over an allow entry at the same prefix, else the first
+ *   entry (lowest index) wins.
  * - An address with a zone id (fe80::1%eth0) never matches: entries cannot name an interface, and
  *   the same link-local address on two interfaces is two different hosts.
  */
@@ -38,7 +44,16 @@ const scratch = new Uint32Array(4);
 /** Compile's CIDR scratch: 4 words + prefix. */
 const cidrScratch = new Uint32Array(5);
 
-interface Item<K> { start: K; end: K; prefix: number; index: number }
+/** `label`: the entry's index, or `-2 - index` for a deny entry (see the decisions above). */
+interface Item<K> { start: K; end: K; prefix: number; index: number; label: number }
+
+/** The label `lookup` returns for entry `index` (a deny entry's is `-2 - index`). */
+function labelOf(e: AllowEntry, index: number): number {
+  return e.action === 'deny' ? -2 - index : index;
+}
+
+/** Why an address is refused, as the `ipgate_denied_total` reason: which kind of entry decided. */
+export type DenialReason = 'denied_by_entry' | 'not_allowlisted';
 interface Ranges<K> { starts: K[]; ends: K[]; labels: number[] }
 
 /**
@@ -107,7 +122,7 @@ export class Matcher {
     const n4 = v4.labels.length;
     this.#v4Starts = Uint32Array.from(v4.starts);
     this.#v4Ends = Uint32Array.from(v4.ends);
-    this.#v4Labels = Int32Array.from(v4.labels);
+    this.#v4Labels = Int32Array.from(v4.labels); // deny labels are negative (-2 - index)
     this.#v4Index = n4 >= INDEX_MIN_RANGES ? bucketIndex(this.#v4Starts, 1) : null;
     const n6 = v6.labels.length;
     this.#v6 = new Uint32Array(n6 * V6_STRIDE);
@@ -150,7 +165,7 @@ export class Matcher {
       if (family === 4) {
         const start = cidrScratch[0]!;
         const prefix = cidrScratch[4]!;
-        v4.push({ start, end: (start | ~wordMask(prefix, 0)) >>> 0, prefix, index });
+        v4.push({ start, end: (start | ~wordMask(prefix, 0)) >>> 0, prefix, index, label: labelOf(e, index) });
       } else if (family === 6) {
         const prefix = cidrScratch[4]!;
         let start = 0n;
@@ -159,13 +174,14 @@ export class Matcher {
           start = (start << 32n) | BigInt(cidrScratch[i]!);
           end = (end << 32n) | BigInt((cidrScratch[i]! | ~wordMask(prefix, i)) >>> 0);
         }
-        v6.push({ start, end, prefix, index });
+        v6.push({ start, end, prefix, index, label: labelOf(e, index) });
       } else {
         const parsed = parseCidr(e.cidr);
         if (!parsed.ok) throw new AllowlistCompileError(index, 'cidr', parsed.message);
         const { prefix, start, end } = parsed.cidr;
-        if (parsed.cidr.family === 4) v4.push({ start: start[0]!, end: end[0]!, prefix, index });
-        else v6.push({ start: toBig(start), end: toBig(end), prefix, index });
+        const label = labelOf(e, index);
+        if (parsed.cidr.family === 4) v4.push({ start: start[0]!, end: end[0]!, prefix, index, label });
+        else v6.push({ start: toBig(start), end: toBig(end), prefix, index, label });
       }
     }
     return new Matcher(Object.freeze(frozen), v4.length + v6.length, nextExpiry,
@@ -173,8 +189,10 @@ export class Matcher {
   }
 
   /**
-   * Index of the most specific unexpired entry matching `address`, or -1. Accepts IPv4, IPv6
-   * and IPv4-mapped IPv6 text (matched as IPv4). Invalid text is -1; never throws.
+   * The most specific unexpired entry covering `address`: its index (>= 0) when it is an allow
+   * entry, `-2 - index` when it is a deny entry, -1 when no entry covers the address. So `< 0`
+   * is "denied" and `>= 0` "admitted, by entries[result]". Accepts IPv4, IPv6 and IPv4-mapped
+   * IPv6 text (matched as IPv4). Invalid text is -1; never throws.
    */
   lookup(address: string): number {
     if (typeof address !== 'string') return -1;
@@ -255,13 +273,26 @@ export class Matcher {
     else if (s[b + 1] !== w1) le = w1 < s[b + 1]!;
     else if (s[b + 2] !== w2) le = w2 < s[b + 2]!;
     else le = w3 <= s[b + 3]!;
-    return le ? s[b + 4]! : -1;
+    return le ? s[b + 4]! | 0 : -1; // labels are int32 (deny: negative) kept in u32 words
   }
 
   /** The entry `lookup` finds for `address` (the one that admits it), or null. */
   match(address: string): AllowEntry | null {
     const i = this.lookup(address);
     return i >= 0 ? this.entries[i]! : null;
+  }
+
+  /**
+   * The decision for `address` and the entry that made it: an allow entry (allowed), a deny entry
+   * (refused, `denied_by_entry`) or none (refused, `not_allowlisted`). For explain, check, logs and
+   * metrics; the data path needs only `lookup`'s sign.
+   */
+  decide(address: string): Decision {
+    const label = this.lookup(address);
+    if (label >= 0) return { allowed: true, index: label, entry: this.entries[label]!, reason: null };
+    if (label === -1) return { allowed: false, index: -1, entry: null, reason: 'not_allowlisted' };
+    const index = -2 - label;
+    return { allowed: false, index, entry: this.entries[index]!, reason: 'denied_by_entry' };
   }
 
   /** Same as `lookup` for an IPv4 address given as an unsigned 32-bit integer. */
@@ -290,6 +321,24 @@ export class Matcher {
     }
     return found >= 0 && u32 <= this.#v4Ends[found]! ? this.#v4Labels[found]! : -1;
   }
+}
+
+/** What `Matcher.decide` says about an address. */
+export interface Decision {
+  allowed: boolean;
+  /** The deciding entry's index in `entries`, -1 when no entry covers the address. */
+  index: number;
+  entry: AllowEntry | null;
+  /** null when allowed. */
+  reason: DenialReason | null;
+}
+
+/**
+ * The denial reason for an address a matcher refused: `denied_by_entry` when a deny entry decided,
+ * else `not_allowlisted`. One lookup; called on the denial path only.
+ */
+export function denialReason(matcher: Matcher, address: string): DenialReason {
+  return matcher.lookup(address) < -1 ? 'denied_by_entry' : 'not_allowlisted';
 }
 
 function toBig(words: readonly number[]): bigint {
@@ -393,20 +442,25 @@ function sweep<K extends number | bigint>(items: Array<Item<K>>, next: (k: K) =>
   for (const it of items) {
     while (stack.length > 0 && stack[stack.length - 1]!.end < it.start) {
       const done = stack.pop()!;
-      emit(cursor!, done.end, done.index);
+      emit(cursor!, done.end, done.label);
       cursor = next(done.end);
     }
     const top = stack[stack.length - 1];
     if (top !== undefined) {
-      if (top.start === it.start && top.prefix === it.prefix) continue; // duplicate: first wins
-      emit(cursor!, prev(it.start), top.index); // the parent's part before this child
+      if (top.start === it.start && top.prefix === it.prefix) {
+        // The same CIDR again: a deny entry takes over an allow one, else the first stays. Nothing
+        // of `top` was emitted yet (its children sort after this duplicate), so relabel in place.
+        if (it.label < -1 && top.label >= 0) top.label = it.label;
+        continue;
+      }
+      emit(cursor!, prev(it.start), top.label); // the parent's part before this child
     }
     cursor = it.start;
     stack.push(it);
   }
   while (stack.length > 0) {
     const done = stack.pop()!;
-    emit(cursor!, done.end, done.index);
+    emit(cursor!, done.end, done.label);
     cursor = next(done.end);
   }
   return out;

@@ -8,9 +8,10 @@
  * ring answers "what changed recently on this replica" and starts empty after a restart.
  */
 import type { Logger } from 'pino';
+import { pinLevel } from '../log';
 import type { AllowEntry } from '../allowlist/entry';
 
-export type AuditAction = 'replace' | 'add' | 'remove' | 'external' | 'seed';
+export type AuditAction = 'replace' | 'add' | 'remove' | 'external' | 'seed' | 'create' | 'delete' | 'config' | 'log-level';
 
 export interface AuditChange {
   /** Token name (`admin`, or a name from the tokens file), or the external source (`file edit`). */
@@ -19,7 +20,7 @@ export interface AuditChange {
   list: string;
   added: readonly AllowEntry[];
   removed: readonly AllowEntry[];
-  /** Same CIDR, new comment or expiresAt. */
+  /** Same CIDR, new action, comment or expiresAt. */
   changed: readonly { before: AllowEntry; after: AllowEntry }[];
   fromVersion: string;
   version: string;
@@ -43,7 +44,7 @@ export function diffEntries(before: readonly AllowEntry[], after: readonly Allow
   for (const e of after) {
     const o = old.get(e.cidr);
     if (!o) added.push(e);
-    else if (o.comment !== e.comment || o.expiresAt !== e.expiresAt) changed.push({ before: o, after: e });
+    else if (o.action !== e.action || o.comment !== e.comment || o.expiresAt !== e.expiresAt) changed.push({ before: o, after: e });
   }
   for (const e of before) if (!now.has(e.cidr)) removed.push(e);
   return { added, removed, changed };
@@ -56,7 +57,8 @@ export class AuditLog {
 
   /** `capacity`: records kept for the API (oldest dropped first). */
   constructor(logger: Logger, readonly capacity = 1000) {
-    this.log = logger.child({ audit: true });
+    // At info whatever the runtime log level (PUT /v1/log-level): the audit lines are the record.
+    this.log = pinLevel(logger.child({ audit: true }, { level: 'info' }));
   }
 
   record(change: AuditChange, now = new Date()): AuditRecord {
@@ -65,6 +67,15 @@ export class AuditLog {
     if (this.ring.length > this.capacity) this.ring.splice(0, this.ring.length - this.capacity);
     this.log.info({ seq: rec.seq, who: rec.who, action: rec.action, list: rec.list, added: rec.added, removed: rec.removed,
       changed: rec.changed, fromVersion: rec.fromVersion, version: rec.version, time: rec.time }, 'allowlist changed');
+    return rec;
+  }
+
+  /** A setting changed through the admin API (the log level): `fromVersion` / `version` hold the values. */
+  recordSetting(who: string, action: 'log-level', from: string, to: string, now = new Date()): AuditRecord {
+    const rec: AuditRecord = { seq: ++this.seq, time: now.toISOString(), who, action, list: '', added: [], removed: [], changed: [], fromVersion: from, version: to };
+    this.ring.push(rec);
+    if (this.ring.length > this.capacity) this.ring.splice(0, this.ring.length - this.capacity);
+    this.log.info({ seq: rec.seq, who, action, from, to, time: rec.time }, `${action} changed from ${from} to ${to}`);
     return rec;
   }
 

@@ -45,9 +45,12 @@ import { clusterExposition } from '../metrics/cluster';
 import { Metrics } from '../metrics/metrics';
 import { AllowlistService, type ChangeResult, type Precondition } from '../store/allowlist-service';
 import { createStore } from '../store/create-store';
+import { declaredLists, listSources } from '../store/start-service';
+import { ConfigWatcher } from '../config/watch';
 import { LiveLists } from '../store/live-lists';
 import type { AllowlistStore } from '../store/store';
 import { VERSION } from '../version';
+import { setLogLevel } from '../log';
 import { explainTargets, mergeSelfChecks } from './diagnostics';
 import { schedulingFor } from './process-model';
 import { WorkerPool } from './worker-pool';
@@ -64,8 +67,20 @@ export class ClusterAllowlistService extends AllowlistService {
     return r;
   }
 
-  override async add(name: string, entries: readonly AllowEntry[], ifMatch: Precondition, who: string): Promise<ChangeResult> {
-    const r = await super.add(name, entries, ifMatch, who);
+  override async add(name: string, entries: readonly AllowEntry[], ifMatch: Precondition, who: string, replace = false): Promise<ChangeResult> {
+    const r = await super.add(name, entries, ifMatch, who, replace);
+    await this.pool.settled();
+    return r;
+  }
+
+  override async create(name: string, entries: readonly AllowEntry[], who: string): Promise<ChangeResult> {
+    const r = await super.create(name, entries, who);
+    await this.pool.settled();
+    return r;
+  }
+
+  override async deleteList(name: string, ifMatch: Precondition, who: string): Promise<ChangeResult> {
+    const r = await super.deleteList(name, ifMatch, who);
     await this.pool.settled();
     return r;
   }
@@ -78,7 +93,7 @@ export class ClusterAllowlistService extends AllowlistService {
 }
 
 /** Run the primary with `n` workers until it is stopped; resolves with the exit code. */
-export async function runPrimary(config: Config, logger: Logger, n: number, reason = `workers: ${n}`): Promise<number> {
+export async function runPrimary(config: Config, logger: Logger, n: number, reason = `workers: ${n}`, configFile: string | null = null): Promise<number> {
   // Read by node:cluster at the first fork; the environment variable, when set, has already chosen.
   if (process.env.NODE_CLUSTER_SCHED_POLICY === undefined) {
     cluster.schedulingPolicy = schedulingFor(n) === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
@@ -93,7 +108,8 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   // The demo echo backend runs once, here (workers start without it).
   let echo: EchoServers | null = null;
   try {
-    await service.start(new Map<string, readonly AllowEntry[]>(Object.entries(config.allowlists)));
+    const { seed, options } = listSources(config, configFile);
+    await service.start(seed, options);
     if (config.echo) echo = await startEcho(config.echo);
     logger.info({ workers: n, reason, scheduling: cluster.schedulingPolicy === cluster.SCHED_RR ? 'rr' : 'none' }, 'starting workers');
     const startAdminApi = async (listen: string): Promise<void> => {
@@ -122,6 +138,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
           return r;
         },
         explainTargets: explainTargets(config, lists),
+        logLevel: { get: () => logger.level, set: (level) => { pool.setLogLevel(level); return setLogLevel(logger, level); } },
         connections: {
           names: config.listeners.map((l) => l.name),
           page: async (listener, limit) =>
@@ -145,6 +162,11 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
     return 1;
   }
   logger.info({ workers: n }, 'ready');
+  // source: config lists follow the file: applied here, sent to every worker like any list change.
+  const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config,
+    onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
+    onRefusal: (problems) => { service.configRefusal = problems; } });
+  watcher?.start();
 
   return new Promise<number>((resolve) => {
     let signals = 0;
@@ -156,6 +178,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
         return;
       }
       logger.info({ signal, drainTimeoutMs: config.shutdown.drainTimeoutMs, workers: pool.size }, 'stopping: workers drain their connections');
+      watcher?.close();
       void (async () => {
         await admin?.close();
         // Each worker closes what is left at drainTimeoutMs itself; the margin covers its exit.

@@ -17,6 +17,7 @@
  *   primary -> worker   connections {id, listener|null, limit}
  *                                                  /v1/connections: this worker's live connections
  *   worker  -> primary  connections {id, page}     liveConnections() (admin/routes/connections.ts)
+ *   primary -> worker   log-level {level}          PUT /v1/log-level: set this worker's loggers' level
  *   primary -> worker   drain                      stop accepting, drain, exit 0
  *
  * `seq` counts the primary's broadcasts; an admin write is acknowledged once every live worker has
@@ -25,6 +26,7 @@
 import type { ConnectionsPage } from '../admin/routes/connections';
 import type { AllowEntry } from '../allowlist/entry';
 import type { MetricJson } from '../metrics/published';
+import type { LogLevel } from '../log';
 import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 
 export interface ListState {
@@ -39,6 +41,7 @@ export type ToWorker =
   | { t: 'ipgate:metrics'; id: number }
   | { t: 'ipgate:checks'; id: number }
   | { t: 'ipgate:connections'; id: number; listener: string | null; limit: number }
+  | { t: 'ipgate:log-level'; level: LogLevel }
   | { t: 'ipgate:drain' };
 
 export type ToPrimary =

@@ -10,6 +10,7 @@ import type { ConnectionsPage } from '../admin/routes/connections';
 import type { MetricJson } from '../metrics/published';
 import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 import type { LiveLists } from '../store/live-lists';
+import type { LogLevel } from '../log';
 import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 
 /** Replacement delay after a crash: 100 ms doubling to 10 s; reset once a worker lived a minute. */
@@ -45,6 +46,8 @@ export class WorkerPool {
   /** Requests to workers waiting for their answer (metrics, self-checks, connections), by id. */
   private readonly requests = new Map<number, (reply: unknown) => void>();
   private crashes = 0;
+  /** Set at runtime (PUT /v1/log-level): sent to each new worker too. null: the config's. */
+  private logLevel: LogLevel | null = null;
   private stopping = false;
   private readonly exitWaiters: Array<() => void> = [];
   private readyWaiter: { n: number; resolve: () => void; reject: (e: Error) => void } | null = null;
@@ -184,6 +187,7 @@ export class WorkerPool {
     switch (m.t) {
       case 'ipgate:hello':
         this.send(slot.worker, { t: 'ipgate:lists', seq: this.seq, lists: this.snapshot() });
+        if (this.logLevel !== null) this.send(slot.worker, { t: 'ipgate:log-level', level: this.logLevel });
         break;
       case 'ipgate:applied':
         slot.applied = Math.max(slot.applied, m.seq);
@@ -252,6 +256,15 @@ export class WorkerPool {
 
   private wake(): void {
     for (const w of this.waiters.splice(0)) w();
+  }
+
+  /**
+   * The runtime log level for every worker, now and for those forked later (PUT /v1/log-level).
+   * Sent like a list change; not acknowledged (a worker that misses it logs at the old level).
+   */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    this.broadcast({ t: 'ipgate:log-level', level });
   }
 
   private broadcast(m: ToWorker): void {

@@ -10,6 +10,7 @@ import { liveConnections } from '../admin/routes/connections';
 import { startApp, type App } from '../app';
 import type { Config } from '../config/schema';
 import { workerMetricsJson } from '../metrics/cluster';
+import { setLogLevel } from '../log';
 import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 
 /**
@@ -49,7 +50,8 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
     // The worker's own store is a memory store seeded with the primary's lists, so the listeners
     // enforce them from their first connection; the primary's versions are then set on top.
     const allowlists: Config['allowlists'] = {};
-    for (const l of first) allowlists[l.name] = l.entries.map((e) => ({ ...e }));
+    // Every list is a plain store list here: the primary owns the sources and sends the result.
+    for (const l of first) allowlists[l.name] = { source: 'store', entries: l.entries.map((e) => ({ ...e })), file: null, allowTemporary: false };
     const own: Config = { ...config, allowlists, store: { ...config.store, type: 'memory' }, admin: { ...config.admin, listen: null }, echo: null };
     try {
       app = await startApp(own, { logger });
@@ -98,6 +100,9 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
       case 'ipgate:connections':
         if (app === null) break;
         send({ t: 'ipgate:connections', id: m.id, page: liveConnections(app.listeners, m.listener ?? undefined, m.limit) });
+        break;
+      case 'ipgate:log-level':
+        setLogLevel(logger, m.level);
         break;
       case 'ipgate:drain':
         void drain();

@@ -4,6 +4,7 @@
  * program trusts the frozen object.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import Ajv, { type ErrorObject } from 'ajv';
 import YAML from 'yaml';
 import { ConfigError, problem } from './errors';
@@ -58,7 +59,7 @@ export function buildConfig(raw: unknown, file?: string): Config {
     throw new ConfigError(formatAjvErrors(validateSchema.errors ?? [], copy), file);
   }
   const config = copy as unknown as Config;
-  const { problems, warnings } = checkSemantics(config, raw);
+  const { problems, warnings } = checkSemantics(config, raw, file !== undefined ? path.dirname(path.resolve(file)) : null);
   if (problems.length > 0) throw new ConfigError(problems, file);
   const frozen = deepFreeze(config);
   WARNINGS.set(frozen, Object.freeze(warnings));

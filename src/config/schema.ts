@@ -41,8 +41,12 @@ export interface InboundProxyConfig {
    * believing a header from a peer that any client can impersonate.
    */
   mode: 'off' | 'optional' | 'required';
-  /** CIDRs allowed to send a PROXY header (load balancers). Default: none. */
-  trustedSources: string[];
+  /**
+   * CIDRs allowed to send a PROXY header (load balancers), or the name of an allowlist holding
+   * them (a key of `allowlists`): a list named here changes live, like any allowlist (e.g. a
+   * balancer's published ranges kept through the admin API). Default: none (`[]`).
+   */
+  trustedSources: string[] | string;
   /** A header not complete within this time closes the connection (`pp_timeout`). Default 5000. */
   headerTimeoutMs: number;
   /** Largest v2 header accepted, bytes (signature + address block + TLVs). Default 4096. */
@@ -57,8 +61,11 @@ export interface TimeoutsConfig {
 }
 
 export interface HttpConfig {
-  /** CIDRs of proxies in front of ipgate whose X-Forwarded-For is believed. Default: none. */
-  trustedProxies: string[];
+  /**
+   * CIDRs of proxies in front of ipgate whose X-Forwarded-For is believed, or the name of an
+   * allowlist holding them (changes live). Default: none (`[]`).
+   */
+  trustedProxies: string[] | string;
   /** `append`: X-Forwarded-For = trusted chain + client (default); `replace`: the client only. */
   xForwardedFor: 'append' | 'replace';
   /** Also send an RFC 7239 `Forwarded` header. Default false. */
@@ -117,10 +124,59 @@ export interface HttpConfig {
   engine: 'http-proxy' | 'undici' | 'relay';
 }
 
+/** One entry: a CIDR string (an allow entry), or `{cidr, action?, comment?, expiresAt?}`. */
 export interface AllowEntryConfig {
   cidr: string;
+  /** `allow` (default) or `deny`. The most specific entry decides; deny wins at the same prefix. */
+  action?: 'allow' | 'deny';
   comment?: string;
   expiresAt?: string;
+}
+
+/**
+ * One named list, after loading. Written in the config either as an array of entries (the old
+ * form: exactly `{source: store, entries: [...]}`) or as an object:
+ *
+ * ```yaml
+ * allowlists:
+ *   office:                     # old form: the store owns it, this only seeds an empty store
+ *     - 10.0.0.0/8
+ *   partners:
+ *     source: config            # the config owns it (GitOps): edits to this file apply live
+ *     allowTemporary: true      # admin API may add entries that carry expiresAt
+ *     entries:
+ *       - 203.0.113.0/24
+ *       - {cidr: 203.0.113.66/32, action: deny, comment: compromised}
+ *   balancers:
+ *     source: config
+ *     file: lists/balancers.yaml   # the entries in their own file (a mounted ConfigMap)
+ * ```
+ */
+export interface AllowlistConfig {
+  /**
+   * Who owns the list. Required in the object form (ownership is written down, never guessed).
+   * `config`: this file (or `file`) is the truth; a change to it is applied live without a
+   *   restart (the file is watched, re-read and fully validated; a bad file is refused with a
+   *   log line and the lists in force stay); admin API writes are refused with 409.
+   * `store`: the store is the truth (the admin API edits it); `entries` only seed an empty
+   *   store, and a seed that differs from the store is reported once at start-up and in /readyz.
+   */
+  source: 'config' | 'store';
+  /** The entries (strings or objects). Default `[]`. With `file`, must be left out. */
+  entries: AllowEntryConfig[];
+  /**
+   * `source: config` only: a YAML or JSON file holding the entries array (relative paths are
+   * relative to the config file), watched like the config itself. The chart mounts its
+   * declarative lists this way, so an edit does not change the pod template. Default null.
+   * After loading, `entries` holds the file's entries and `file` its absolute path.
+   */
+  file: string | null;
+  /**
+   * `source: config` only: the admin API may add temporary entries, each with an `expiresAt` in
+   * the future (an incident-time overlay that cannot outlive its expiry), kept in the store and
+   * shown apart (`temporary`) from the declared ones. Default false.
+   */
+  allowTemporary: boolean;
 }
 
 export interface AdminConfig {
@@ -192,6 +248,12 @@ export interface LoggingConfig {
   /** Distinct addresses a summary interval remembers (memory bound under a scan). Default 4096. */
   denialSummaryMaxAddresses: number;
   /**
+   * At info, the first denial of each client address per summary interval is logged at once
+   * (listener, client, reason, the deny entry), at most this many lines per interval; later
+   * denials and addresses past the cap are only counted in the summary line. 0 = none. Default 100.
+   */
+  denialLinesPerInterval: number;
+  /**
    * JSON logs to stdout are written in blocks of this many bytes (0 = each line at once), so the
    * access log does not cost a write(2) per connection; 64 KiB like nginx's usual `buffer=64k`: 4 KiB
    * blocks still cost ~4-9 us of CPU per line in writes (bench/README.md "Metrics and access logs"). Default 65536.
@@ -223,8 +285,8 @@ export interface Config {
   shutdown: { /** Time open connections get to finish after SIGTERM. Default 30000. */ drainTimeoutMs: number };
   /** Pod, node and service CIDRs: peers from these on a public listener suggest source NAT. */
   clusterNetworks: string[];
-  /** Named allowlists: the initial contents (the store, once it holds a list, is the source of truth). */
-  allowlists: Record<string, AllowEntryConfig[]>;
+  /** Named allowlists and who owns each (AllowlistConfig). Default `{}`. */
+  allowlists: Record<string, AllowlistConfig>;
   listeners: ListenerConfig[];
   /** Built-in echo backend (demo only). */
   echo: EchoConfig | null;
@@ -232,6 +294,9 @@ export interface Config {
 
 const ms = { type: 'integer', minimum: 1, maximum: 86_400_000 } as const;
 const cidrList = { type: 'array', items: { type: 'string' }, default: [] } as const;
+const LIST_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$';
+/** trustedSources / trustedProxies: CIDRs, or the name of an allowlist. */
+const cidrsOrList = { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string', pattern: LIST_NAME_PATTERN }], default: [] } as const;
 const entry = {
   anyOf: [
     { type: 'string' },
@@ -241,6 +306,7 @@ const entry = {
       required: ['cidr'],
       properties: {
         cidr: { type: 'string' },
+        action: { enum: ['allow', 'deny'] },
         comment: { type: 'string', maxLength: 1024 },
         expiresAt: { type: 'string' },
       },
@@ -264,6 +330,7 @@ export const configSchema = {
         access: { type: 'boolean', default: true },
         denialSummaryIntervalMs: { type: 'integer', minimum: 0, maximum: 86_400_000, default: 10_000 },
         denialSummaryMaxAddresses: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 4096 },
+        denialLinesPerInterval: { type: 'integer', minimum: 0, maximum: 100_000, default: 100 },
         bufferBytes: { type: 'integer', minimum: 0, maximum: 16_777_216, default: 65_536 },
         flushIntervalMs: { type: 'integer', minimum: 10, maximum: 60_000, default: 1000 },
       },
@@ -306,8 +373,24 @@ export const configSchema = {
     allowlists: {
       type: 'object',
       default: {},
-      propertyNames: { pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$' },
-      additionalProperties: { type: 'array', items: entry },
+      propertyNames: { pattern: LIST_NAME_PATTERN },
+      // Defaults inside anyOf are not applied by Ajv: validate.ts fills them (AllowlistConfig).
+      additionalProperties: {
+        anyOf: [
+          { type: 'array', items: entry },
+          {
+            type: 'object',
+            additionalProperties: false,
+            required: ['source'],
+            properties: {
+              source: { enum: ['config', 'store'] },
+              entries: { type: 'array', items: entry },
+              file: { type: 'string', minLength: 1 },
+              allowTemporary: { type: 'boolean' },
+            },
+          },
+        ],
+      },
     },
     listeners: {
       type: 'array',
@@ -327,7 +410,7 @@ export const configSchema = {
             default: {},
             properties: {
               mode: { enum: ['off', 'optional', 'required'], default: 'off' },
-              trustedSources: cidrList,
+              trustedSources: cidrsOrList,
               headerTimeoutMs: { ...ms, default: 5_000 },
               maxV2Length: { type: 'integer', minimum: 232, maximum: 65_551, default: 4_096 },
             },
@@ -348,7 +431,7 @@ export const configSchema = {
             additionalProperties: false,
             default: {},
             properties: {
-              trustedProxies: cidrList,
+              trustedProxies: cidrsOrList,
               xForwardedFor: { enum: ['append', 'replace'], default: 'append' },
               forwarded: { type: 'boolean', default: false },
               deniedBody: { type: 'string', maxLength: 65_536, default: 'Forbidden\n' },

@@ -8,12 +8,15 @@
  * whole internet, an option the chosen engine ignores): the process starts, `main` logs them and
  * `check-config` prints them.
  */
+import fs from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
 import { parseCidr } from '../allowlist/cidr';
 import { validateEntry } from '../allowlist/entry';
 import { problem } from './errors';
 import { bindCollision, loopsToItself } from './addresses';
 import { parseHostPort, type HostPort } from './host-port';
-import type { AllowEntryConfig, Config } from './schema';
+import type { AllowEntryConfig, AllowlistConfig, Config } from './schema';
 
 /** A CIDR this short trusts a large part of the internet (/8 is already 16 million addresses). */
 const WIDE_PREFIX = 7;
@@ -36,7 +39,7 @@ export interface SemanticResult {
  * `raw` is the config as written, before the schema's defaults were filled in: "set by the
  * operator" (an ignored option, `http` on a tcp listener) cannot be told from a default afterwards.
  */
-export function checkSemantics(config: Config, raw: unknown = config): SemanticResult {
+export function checkSemantics(config: Config, raw: unknown = config, baseDir: string | null = null): SemanticResult {
   const problems: string[] = [];
   const warnings: string[] = [];
   const rawListeners = rawArray(rawObject(raw)?.listeners);
@@ -52,20 +55,53 @@ export function checkSemantics(config: Config, raw: unknown = config): SemanticR
     });
   };
 
-  // Entries may be written as a bare CIDR string; normalise to {cidr} so the rest sees one shape.
-  for (const [name, list] of Object.entries(config.allowlists)) {
-    const raw = list as unknown[];
-    config.allowlists[name] = raw.map((item, i): AllowEntryConfig => {
+  // Each list to one shape (AllowlistConfig); entries may be written as a bare CIDR string and
+  // are normalised to {cidr} so the rest sees one shape.
+  const validEntries = (at: string, items: unknown[]): AllowEntryConfig[] => {
+    const out: AllowEntryConfig[] = [];
+    const seen = new Map<string, number>();
+    items.forEach((item, i) => {
       const candidate = typeof item === 'string' ? { cidr: item } : item;
       const r = validateEntry(candidate);
       if (!r.ok) {
-        const path = typeof item === 'string' ? `allowlists.${name}[${i}]` : `allowlists.${name}[${i}].${r.field}`;
-        const value = typeof item === 'string' ? item : (candidate as Record<string, unknown>)[r.field];
-        problems.push(problem(path, value, r.message));
-        return candidate as AllowEntryConfig;
+        const p = typeof item === 'string' || r.field === '' ? `${at}[${i}]` : `${at}[${i}].${r.field}`;
+        const value = typeof item === 'string' ? item : isRecord(candidate) ? candidate[r.field] ?? candidate : candidate;
+        problems.push(problem(p, value, r.message));
+        return;
       }
-      return r.entry;
+      const dup = seen.get(r.entry.cidr);
+      if (dup !== undefined) {
+        problems.push(problem(`${at}[${i}].cidr`, r.entry.cidr, `is listed twice (also ${at}[${dup}]); one CIDR has one action`));
+        return;
+      }
+      seen.set(r.entry.cidr, i);
+      out.push(r.entry);
     });
+    return out;
+  };
+  for (const [name, value] of Object.entries(config.allowlists as Record<string, unknown>)) {
+    const at = `allowlists.${name}`;
+    if (Array.isArray(value)) {
+      config.allowlists[name] = { source: 'store', entries: validEntries(at, value), file: null, allowTemporary: false };
+      continue;
+    }
+    const v = value as { source: 'config' | 'store'; entries?: unknown[]; file?: string; allowTemporary?: boolean };
+    const list: AllowlistConfig = { source: v.source, entries: [], file: null, allowTemporary: v.allowTemporary ?? false };
+    if (v.file !== undefined) {
+      if (v.source !== 'config') problems.push(problem(`${at}.file`, v.file, 'is for source: config lists (a store list is edited through the admin API)'));
+      if (v.entries !== undefined) problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.file both given: keep the entries in one place`));
+      const file = path.resolve(baseDir ?? process.cwd(), v.file);
+      list.file = file;
+      const read = readListFile(file);
+      if (typeof read === 'string') problems.push(problem(`${at}.file`, v.file, read));
+      else list.entries = validEntries(`${at}.file(${v.file})`, read);
+    } else {
+      list.entries = validEntries(`${at}.entries`, v.entries ?? []);
+    }
+    if (v.allowTemporary !== undefined && v.source !== 'config') {
+      problems.push(problem(`${at}.allowTemporary`, v.allowTemporary, 'is for source: config lists (every entry of a store list can be edited through the admin API)'));
+    }
+    config.allowlists[name] = list;
   }
 
   checkCidrs('clusterNetworks', config.clusterNetworks);
@@ -108,6 +144,14 @@ export function checkSemantics(config: Config, raw: unknown = config): SemanticR
     }
   }
 
+  /** A field naming an allowlist (instead of CIDRs): the list must be defined. */
+  const checkListRef = (field: string, name: string): void => {
+    if (!Object.prototype.hasOwnProperty.call(config.allowlists, name)) {
+      const known = Object.keys(config.allowlists);
+      problems.push(problem(field, name, `names no allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists", or give CIDRs)`));
+    }
+  };
+
   const names = new Map<string, number>();
   config.listeners.forEach((l, i) => {
     const at = `listeners[${i}]`;
@@ -130,9 +174,10 @@ export function checkSemantics(config: Config, raw: unknown = config): SemanticR
           `is this listener's own address (${at}.listen ${JSON.stringify(l.listen)}): every connection would be forwarded back to ipgate, without end`));
       }
     });
-    checkCidrs(`${at}.proxyProtocol.trustedSources`, l.proxyProtocol.trustedSources,
-      'anyone there can send a PROXY header and choose the client address ipgate checks');
-    if (l.proxyProtocol.mode !== 'off' && l.proxyProtocol.trustedSources.length === 0) {
+    const ts = l.proxyProtocol.trustedSources;
+    if (typeof ts === 'string') checkListRef(`${at}.proxyProtocol.trustedSources`, ts);
+    else checkCidrs(`${at}.proxyProtocol.trustedSources`, ts, 'anyone there can send a PROXY header and choose the client address ipgate checks');
+    if (l.proxyProtocol.mode !== 'off' && Array.isArray(ts) && ts.length === 0) {
       problems.push(problem(`${at}.proxyProtocol.trustedSources`, [],
         `is empty, so no peer may send a PROXY header in mode "${l.proxyProtocol.mode}": list the load balancers' CIDRs`));
     }
@@ -149,8 +194,9 @@ export function checkSemantics(config: Config, raw: unknown = config): SemanticR
       }
       return;
     }
-    checkCidrs(`${at}.http.trustedProxies`, l.http.trustedProxies,
-      'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
+    const tp = l.http.trustedProxies;
+    if (typeof tp === 'string') checkListRef(`${at}.http.trustedProxies`, tp);
+    else checkCidrs(`${at}.http.trustedProxies`, tp, 'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
     const removed = REMOVED_ENGINES[l.http.engine];
     if (removed !== undefined) {
       warnings.push(problem(`${at}.http.engine`, l.http.engine,
@@ -158,6 +204,29 @@ export function checkSemantics(config: Config, raw: unknown = config): SemanticR
     }
   });
   return { problems, warnings };
+}
+
+/** The entries array of a list file (YAML or JSON), or why it cannot be used. */
+function readListFile(file: string): unknown[] | string {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    return `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+  }
+  let parsed: unknown;
+  try {
+    parsed = YAML.parse(text, { uniqueKeys: true });
+  } catch (err) {
+    return `${file} is not valid YAML/JSON: ${(err as Error).message.split('\n')[0]}`;
+  }
+  if (parsed === null || parsed === undefined) return [];
+  if (!Array.isArray(parsed)) return `${file} must hold an array of entries (CIDR strings or {cidr, action?, comment?, expiresAt?})`;
+  return parsed;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 function rawObject(v: unknown): Record<string, unknown> | null {

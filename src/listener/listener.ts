@@ -9,7 +9,8 @@
 import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../access-log/access-log';
-import { Matcher } from '../allowlist/matcher';
+import { denialReason } from '../allowlist/matcher';
+import { addressSet, type AddressLookup } from '../store/list-ref';
 import type { ListenerConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
@@ -69,7 +70,7 @@ export class Listener {
   readonly stats: ListenerStats;
   readonly connections = new Set<Connection>();
   private readonly server: net.Server;
-  private readonly trustedSources: Matcher;
+  private readonly trustedSources: AddressLookup;
   private readonly log: Logger;
   private bound: net.AddressInfo | null = null;
   private draining = false;
@@ -85,7 +86,7 @@ export class Listener {
     this.name = config.name;
     this.stats = deps.stats ?? new ListenerStats(config.name);
     this.log = deps.logger.child({ listener: config.name });
-    this.trustedSources = Matcher.compile(config.proxyProtocol.trustedSources.map((cidr) => ({ cidr })));
+    this.trustedSources = addressSet(config.proxyProtocol.trustedSources, deps.list.owner);
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -335,7 +336,7 @@ export class Listener {
     if (handler.decidesPerRequest?.(conn) !== true) {
       const entry = this.deps.list.matcher.match(conn.clientAddress);
       if (entry === null) {
-        ListenerStats.bump(this.stats.denied, 'not_allowlisted');
+        ListenerStats.bump(this.stats.denied, denialReason(this.deps.list.matcher, conn.clientAddress));
         // A deny is a decision, not an error: debug level (scans must not flood the log).
         this.log.debug({ conn: conn.id, client: conn.clientAddress, peer: conn.peerAddress, via: conn.via }, 'denied');
         this.close(conn, 'denied');

@@ -10,7 +10,7 @@ export class ListenerStats {
   active = 0;
   /** Closed connections by result: `ok`, `denied`, `pp_*`, `upstream_*`, `drain`, `revoked`, ... */
   readonly closed = new Map<string, number>();
-  /** Denials by reason (`not_allowlisted`, `pp_untrusted`, ...). */
+  /** Denials by reason (`denied_by_entry`, `not_allowlisted`, `pp_untrusted`, ...). */
   readonly denied = new Map<string, number>();
   /** PROXY header outcomes by `version/result`, e.g. `v2/ok`, `v1/ok`, `v2/local`, `none/none`, `v1/pp_bad_address`. */
   readonly proxyHeader = new Map<string, number>();

@@ -115,7 +115,7 @@ export class Metrics {
       help: 'Connections closed, by result: ok, denied, revoked, drain, pp_<code>, upstream_<code>, idle_timeout, HTTP parser errors.',
       collect: each((s, out) => byKey(s.closed, out, s.listener, 'result')) }).register(r);
     new Published({ name: 'ipgate_denied_total', type: 'counter',
-      help: 'Connections and HTTP requests refused, by reason: not_allowlisted, revoked, pp_<code> (PROXY header faults).',
+      help: 'Connections and HTTP requests refused, by reason: denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), revoked, pp_<code> (PROXY header faults).',
       collect: each((s, out) => byKey(s.denied, out, s.listener, 'reason')) }).register(r);
     new Published({ name: 'ipgate_proxy_header_total', type: 'counter',
       help: 'Inbound PROXY header outcomes by version (v1, v2, none, unknown) and result (ok, local, none, trusted_none, pp_<code>).',

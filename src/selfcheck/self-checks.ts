@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import { Matcher } from '../allowlist/matcher';
 import type { ListenerConfig } from '../config/schema';
 import type { ListenerStats } from '../metrics/listener-stats';
+import type { LiveLists } from '../store/live-lists';
 import { SourceNatCheck, SOURCE_NAT_DEFAULTS, type SourceNatOptions, type SourceNatState } from './source-nat-check';
 
 export interface SelfCheckOptions extends SourceNatOptions {
@@ -104,8 +105,8 @@ export class SelfChecks {
   }
 
   /** The observer a listener feeds with its peers. */
-  add(config: Readonly<ListenerConfig>, stats: ListenerStats): SourceNatCheck {
-    const check = new SourceNatCheck(config, this.clusterNetworks, this.options);
+  add(config: Readonly<ListenerConfig>, stats: ListenerStats, lists: LiveLists | null = null): SourceNatCheck {
+    const check = new SourceNatCheck(config, this.clusterNetworks, this.options, lists);
     const slots = Math.max(1, Math.ceil(this.options.trustWindowMs / this.options.evaluateMs));
     this.entries.push({ name: config.name, config, stats, check, loggedAt: 0, ticks: new Int32Array(slots * 3), tick: 0, last: trustCounts(stats) });
     return check;

@@ -23,6 +23,8 @@
  * Hot path cost: one matcher lookup per accepted connection (two for peers inside clusterNetworks),
  * a few integer operations, no allocation.
  */
+import { addressSet, type AddressLookup } from '../store/list-ref';
+import type { LiveLists } from '../store/live-lists';
 import { Matcher } from '../allowlist/matcher';
 import type { ListenerConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
@@ -71,16 +73,18 @@ export class SourceNatCheck {
   private fromCluster = 0;
   private trustedInCluster = 0;
   private lastPeer: string | null = null;
-  private readonly trusted: Matcher;
+  private readonly trusted: AddressLookup[];
 
   constructor(
     config: Readonly<ListenerConfig>,
     private readonly clusterNetworks: Matcher,
     private readonly options: Readonly<SourceNatOptions> = SOURCE_NAT_DEFAULTS,
+    /** Resolves trustedSources / trustedProxies given as a list name (null: such a name trusts nobody here). */
+    lists: LiveLists | null = null,
   ) {
     this.public = clusterNetworks.size > 0 && isPublicBind(config.listen);
-    const trusted = [...config.proxyProtocol.trustedSources, ...(config.mode === 'http' ? config.http.trustedProxies : [])];
-    this.trusted = Matcher.compile(trusted.map((cidr) => ({ cidr })));
+    const specs = [config.proxyProtocol.trustedSources, ...(config.mode === 'http' ? [config.http.trustedProxies] : [])];
+    this.trusted = specs.map((spec) => (typeof spec === 'string' ? (lists ? addressSet(spec, lists) : Matcher.EMPTY) : Matcher.compile(spec.map((cidr) => ({ cidr })))));
     this.ring = new Uint8Array(options.windowConnections);
   }
 
@@ -89,7 +93,7 @@ export class SourceNatCheck {
     if (!this.public) return;
     let bit = 0;
     if (this.clusterNetworks.lookup(peer) >= 0) {
-      if (this.trusted.lookup(peer) >= 0) {
+      if (this.trusted.some((t) => t.lookup(peer) >= 0)) {
         this.trustedInCluster++;
         return;
       }

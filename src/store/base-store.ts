@@ -5,7 +5,7 @@
 import type { AllowEntry } from '../allowlist/entry';
 import { makeList, revisionOf } from './document';
 import {
-  StoreConflictError, StoreUnknownListError,
+  StoreConflictError, StoreListExistsError, StoreUnknownListError,
   type AllowlistStore, type ExternalChange, type StoredList, type StoreRefusal, type StoreSnapshot,
 } from './store';
 
@@ -48,6 +48,37 @@ export abstract class BaseStore implements AllowlistStore {
       await this.persist(next);
       this.snapshot = next;
       return list;
+    });
+  }
+
+  /** Add a list (refused with StoreListExistsError when the name is taken). Durable on resolve. */
+  create(name: string, entries: readonly AllowEntry[]): Promise<StoredList> {
+    return this.serialise(async () => {
+      await this.refresh();
+      if (this.snapshot.lists.has(name)) throw new StoreListExistsError(name, this.snapshot.lists.get(name)!.version);
+      const list = makeList(name, entries, 1);
+      const lists = new Map(this.snapshot.lists);
+      lists.set(name, list);
+      const next: StoreSnapshot = { lists };
+      await this.persist(next);
+      this.snapshot = next;
+      return list;
+    });
+  }
+
+  /** Remove a list if its version is still `expectedVersion` (null: any). Durable on resolve. */
+  delete(name: string, expectedVersion: string | null): Promise<StoredList> {
+    return this.serialise(async () => {
+      await this.refresh();
+      const cur = this.snapshot.lists.get(name);
+      if (!cur) throw new StoreUnknownListError(name);
+      if (expectedVersion !== null && cur.version !== expectedVersion) throw new StoreConflictError(name, expectedVersion, cur.version);
+      const lists = new Map(this.snapshot.lists);
+      lists.delete(name);
+      const next: StoreSnapshot = { lists };
+      await this.persist(next);
+      this.snapshot = next;
+      return cur;
     });
   }
 

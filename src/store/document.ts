@@ -82,7 +82,8 @@ export function parseDocument(text: string): DocumentParse {
     if (value.entries.length > MAX_ENTRIES) return { ok: false, reason: `${at}.entries: more than ${MAX_ENTRIES} entries` };
     const entries: AllowEntry[] = [];
     for (const [i, e] of (value.entries as unknown[]).entries()) {
-      const r = validateEntry(e);
+      // A bare string is an allow entry with nothing else (the compact form, serializeDocument).
+      const r = validateEntry(typeof e === 'string' ? { cidr: e } : e);
       if (!r.ok) return { ok: false, reason: `${at}.entries[${i}]${r.field ? `.${r.field}` : ''}: ${r.message}` };
       entries.push(r.entry);
     }
@@ -93,13 +94,38 @@ export function parseDocument(text: string): DocumentParse {
   return { ok: true, lists };
 }
 
-export function serializeDocument(snapshot: StoreSnapshot): string {
-  const lists: Record<string, { revision: number; entries: readonly AllowEntry[] }> = {};
+/**
+ * The document text. `compact` (the Kubernetes store, whose ConfigMap holds at most 1 MiB): no
+ * indentation, and an allow entry with nothing but its CIDR written as the bare string
+ * (`"10.1.2.3/32"` instead of `{"cidr":"10.1.2.3/32"}`). Indented objects cost ~56 bytes per /32
+ * entry, compact objects ~27 (40,000 of them: 1.08 MB, over the limit), strings ~18 (720 kB):
+ * test/integration/store-kubernetes-capacity.test.ts measures it. Every reader accepts both forms
+ * (parseDocument); an ipgate older than this change refuses string entries, so roll back only to
+ * a build with it. The file store stays indented objects, one entry per line, for people to read.
+ */
+export function serializeDocument(snapshot: StoreSnapshot, compact = false): string {
+  const lists: Record<string, { revision: number; entries: ReadonlyArray<AllowEntry | string> }> = {};
   for (const name of [...snapshot.lists.keys()].sort()) {
     const l = snapshot.lists.get(name)!;
-    lists[name] = { revision: revisionOf(l.version), entries: l.entries };
+    lists[name] = { revision: revisionOf(l.version), entries: compact ? l.entries.map(compactEntry) : l.entries };
   }
-  return `${JSON.stringify({ format: DOCUMENT_FORMAT, lists }, null, 2)}\n`;
+  return `${compact ? JSON.stringify({ format: DOCUMENT_FORMAT, lists }) : JSON.stringify({ format: DOCUMENT_FORMAT, lists }, null, 2)}\n`;
+}
+
+/** An entry as the compact document writes it: the bare CIDR when that is all it has. */
+export function compactEntry(e: AllowEntry): AllowEntry | string {
+  return e.action === undefined && e.comment === undefined && e.expiresAt === undefined ? e.cidr : e;
+}
+
+/** Entries in a snapshot, and the bytes their JSON takes (for "how many would fit"). */
+export function entryBytes(snapshot: StoreSnapshot): { entries: number; bytes: number } {
+  let entries = 0;
+  let bytes = 0;
+  for (const l of snapshot.lists.values()) {
+    entries += l.entries.length;
+    for (const e of l.entries) bytes += Buffer.byteLength(JSON.stringify(compactEntry(e))) + 1;
+  }
+  return { entries, bytes };
 }
 
 /**

@@ -30,7 +30,7 @@ import { KubeError, KubeStatusError } from '../kube/errors';
 import { KubeClient, statusError, type Watch, type WatchEnd, type WatchEvent } from '../kube/kube-client';
 import type { KubeAccess } from '../kube/kubeconfig';
 import { BaseStore } from './base-store';
-import { parseDocument, seedList, serializeDocument } from './document';
+import { entryBytes, parseDocument, seedList, serializeDocument } from './document';
 import { resolveTarget } from './kubernetes-target';
 import { StoreError, StoreLoadError, type StoredList, type StoreSnapshot } from './store';
 
@@ -191,7 +191,7 @@ export class KubernetesStore extends BaseStore {
       this.watchRV = resourceVersion || rvOf(obj);
       return true;
     }
-    const res = await this.put(obj, serializeDocument(snapshot));
+    const res = await this.put(obj, serializeDocument(snapshot, true));
     if (res.status === 409) {
       this.log.info('allowlist store: another replica wrote the ConfigMap first; re-reading it');
       return false;
@@ -222,10 +222,17 @@ export class KubernetesStore extends BaseStore {
 
   /** Inside the write queue: PUT `next` on the ConfigMap as last seen. */
   protected async persist(next: StoreSnapshot): Promise<void> {
-    const text = serializeDocument(next);
-    const size = Buffer.byteLength(text) + Buffer.byteLength(JSON.stringify(this.obj?.data ?? {}));
+    const text = serializeDocument(next, true);
+    // The object limit covers every key: count the others (metadata is small and left out).
+    let others = 0;
+    for (const [k, v] of Object.entries(this.obj?.data ?? {})) if (k !== DATA_KEY) others += Buffer.byteLength(k) + Buffer.byteLength(String(v));
+    const size = Buffer.byteLength(text) + others;
     if (size > MAX_CONFIGMAP_BYTES) {
-      throw new StoreError('ERR_STORE_WRITE', `allowlist store ${this.location}: the document would be ${size} bytes; a ConfigMap holds at most ${MAX_CONFIGMAP_BYTES}`);
+      // How many entries of this shape fit: the limit less what is not entries, per entry's bytes.
+      const { entries, bytes } = entryBytes(next);
+      const fit = bytes === 0 ? 0 : Math.max(0, Math.floor(entries * (MAX_CONFIGMAP_BYTES - (size - bytes)) / bytes));
+      throw new StoreError('ERR_STORE_TOO_LARGE', `allowlist store ${this.location}: the document would be ${size} bytes with ${entries} entries; ` +
+        `a ConfigMap holds at most ${MAX_CONFIGMAP_BYTES} bytes (1 MiB): about ${fit} entries like these fit`);
     }
     const attempts = this.opts.writeAttempts ?? 6;
     for (let attempt = 1; ; attempt++) {

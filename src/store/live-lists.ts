@@ -14,7 +14,8 @@ export class LiveList {
   version = '0';
   /** When this list was last (re)compiled, ms epoch. */
   appliedAt = 0;
-  constructor(readonly name: string) {}
+  /** `owner`: the LiveLists holding it, so a listener given this list can resolve others by name (list-ref.ts). */
+  constructor(readonly name: string, readonly owner: LiveLists) {}
 }
 
 export interface ListChange {
@@ -37,7 +38,7 @@ export class LiveLists extends EventEmitter<{ change: [ListChange] }> {
   get(name: string): LiveList {
     let list = this.lists.get(name);
     if (!list) {
-      list = new LiveList(name);
+      list = new LiveList(name, this);
       this.lists.set(name, list);
     }
     return list;

@@ -63,6 +63,15 @@ export interface AllowlistStore {
    */
   write(name: string, entries: readonly AllowEntry[], expectedVersion: string): Promise<StoredList>;
 
+  /** Add a new list; StoreListExistsError when the name is taken. Resolves once durable. */
+  create(name: string, entries: readonly AllowEntry[]): Promise<StoredList>;
+
+  /**
+   * Remove a list when its version is still `expectedVersion` (null: whatever it is); resolves
+   * with the list as it was, once durable. StoreUnknownListError / StoreConflictError otherwise.
+   */
+  delete(name: string, expectedVersion: string | null): Promise<StoredList>;
+
   /** The last good snapshot (what load returned, plus every write and accepted external change). */
   current(): StoreSnapshot;
 
@@ -104,6 +113,13 @@ export class StoreUnknownListError extends StoreError {
   constructor(readonly list: string) {
     super('ERR_STORE_UNKNOWN_LIST', `no allowlist "${list}"`);
     this.name = 'StoreUnknownListError';
+  }
+}
+
+export class StoreListExistsError extends StoreError {
+  constructor(readonly list: string, readonly version: string) {
+    super('ERR_STORE_LIST_EXISTS', `allowlist "${list}" already exists (version ${version})`);
+    this.name = 'StoreListExistsError';
   }
 }
 

@@ -56,7 +56,7 @@ t.test('the config ConfigMap carries listener options through unchanged', async 
   t.equal(tls!.timeouts.idleMs, 300000);
   // values maps merge over values.yaml: the chart's empty `default` list stays alongside.
   t.same(Object.keys(config.allowlists).sort(), ['default', 'office', 'partners']);
-  t.equal(config.allowlists.partners![0]!.comment, 'partner A');
+  t.equal(config.allowlists.partners!.entries[0]!.comment, 'partner A');
 });
 
 t.test('admin.separateProcess reaches the config: false by default, true when set', async (t) => {

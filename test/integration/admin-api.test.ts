@@ -52,18 +52,19 @@ t.test('read, replace, add, remove, check: each write is in the file, enforced a
   t.same(doc.lists.main.entries, put.json.entries, 'the file holds the acknowledged list');
   t.equal(g.app.lists.get('main').version, put.json.version, 'the new matcher is in force');
 
-  const add = await g.api('POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr: '203.0.113.0/24', expiresAt: '2999-01-01T00:00:00Z' }, { cidr: '192.0.2.0/24', comment: 'docs v2' }] } });
+  // A CIDR already listed is replaced only on request (?replace=true; without: 409 entry_exists, admin-lists.test.ts).
+  const add = await g.api('POST', '/v1/allowlists/main/entries?replace=true', { body: { entries: [{ cidr: '203.0.113.0/24', expiresAt: '2999-01-01T00:00:00Z' }, { cidr: '192.0.2.0/24', comment: 'docs v2' }] } });
   t.equal(add.status, 200, add.text);
   t.same(add.json.entries.map((e: { cidr: string }) => e.cidr), ['192.0.2.0/24', '2001:db8::/32', '198.51.100.7/32', '203.0.113.0/24']);
   t.equal(add.json.entries[0].comment, 'docs v2', 'an entry with a listed CIDR replaces it');
 
   const chk = await g.api('GET', '/v1/allowlists/main/check?ip=192.0.2.55');
-  t.same(chk.json, { list: 'main', ip: '192.0.2.55', allowed: true, version: add.json.version, index: 0, entry: { cidr: '192.0.2.0/24', comment: 'docs v2' } });
+  t.same(chk.json, { list: 'main', ip: '192.0.2.55', allowed: true, version: add.json.version, index: 0, entry: { cidr: '192.0.2.0/24', comment: 'docs v2' }, reason: null });
   const mapped = await g.api('GET', `/v1/allowlists/main/check?ip=${encodeURIComponent('::ffff:198.51.100.7')}`);
   t.equal(mapped.json.ip, '198.51.100.7', 'mapped address checked as IPv4');
   t.equal(mapped.json.allowed, true);
   const no = await g.api('GET', '/v1/allowlists/main/check?ip=10.1.2.3');
-  t.same(no.json, { list: 'main', ip: '10.1.2.3', allowed: false, version: add.json.version, index: -1, entry: null });
+  t.same(no.json, { list: 'main', ip: '10.1.2.3', allowed: false, version: add.json.version, index: -1, entry: null, reason: 'not_allowlisted' });
 
   const del = await g.api('DELETE', `/v1/allowlists/main/entries/${encodeURIComponent('2001:db8::/32')}`);
   t.equal(del.status, 200, del.text);

@@ -15,6 +15,18 @@ rendered file with ipgate's parseConfig.
 {{- $ns := .Release.Namespace -}}
 {{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) -}}
 {{- $hosts = concat $hosts .Values.admin.extraAllowedHosts | uniq -}}
+{{- /* source: config lists point at their mounted file; their entries are not in config.yaml, so
+     an edit of them does not change this file or the pod template's checksum. */ -}}
+{{- $allowlists := dict -}}
+{{- range $name, $list := .Values.allowlists -}}
+{{- if and (kindIs "map" $list) (eq (toString $list.source) "config") -}}
+{{- $decl := dict "source" "config" "file" (printf "lists/%s.yaml" $name) -}}
+{{- if hasKey $list "allowTemporary" -}}{{- $_ := set $decl "allowTemporary" $list.allowTemporary -}}{{- end -}}
+{{- $_ := set $allowlists $name $decl -}}
+{{- else -}}
+{{- $_ := set $allowlists $name $list -}}
+{{- end -}}
+{{- end -}}
 {{- $config := dict
   "workers" .Values.config.workers
   "logging" .Values.config.logging
@@ -32,7 +44,7 @@ rendered file with ipgate's parseConfig.
   "revokeLive" .Values.config.revokeLive
   "shutdown" .Values.config.shutdown
   "clusterNetworks" .Values.config.clusterNetworks
-  "allowlists" .Values.allowlists
+  "allowlists" $allowlists
   "listeners" $listeners
 -}}
 # Rendered by the ipgate Helm chart from its values; edit the values, not this ConfigMap.

@@ -282,22 +282,35 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- if and (ne $ppMode "off") (not (dig "proxyProtocol" "trustedSources" list $l)) -}}
 {{- fail (printf "listeners[%d].proxyProtocol.trustedSources: is empty, so no peer may send a PROXY header in mode %q: list the load balancers' CIDRs" $i $ppMode) -}}
 {{- end -}}
-{{- range $j, $c := (dig "proxyProtocol" "trustedSources" list $l) -}}
-{{- include "ipgate.checkCidr" (list (printf "listeners[%d].proxyProtocol.trustedSources[%d]" $i $j) $c) -}}
+{{- /* trustedSources / trustedProxies: CIDRs, or the name of an allowlist (changes live). */ -}}
+{{- range $field := list (list "proxyProtocol" "trustedSources") (list "http" "trustedProxies") -}}
+{{- $v := dig (index $field 0) (index $field 1) list $l -}}
+{{- if kindIs "string" $v -}}
+{{- if not (hasKey $.Values.allowlists $v) -}}
+{{- fail (printf "listeners[%d].%s.%s: %q names no allowlist (defined: %s)" $i (index $field 0) (index $field 1) $v (keys $.Values.allowlists | sortAlpha | join ", ")) -}}
 {{- end -}}
-{{- range $j, $c := (dig "http" "trustedProxies" list $l) -}}
-{{- include "ipgate.checkCidr" (list (printf "listeners[%d].http.trustedProxies[%d]" $i $j) $c) -}}
+{{- else -}}
+{{- range $j, $c := $v -}}
+{{- include "ipgate.checkCidr" (list (printf "listeners[%d].%s.%s[%d]" $i (index $field 0) (index $field 1) $j) $c) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if not (hasKey $.Values.allowlists $l.allowlist) -}}
 {{- fail (printf "listeners[%d].allowlist: %q is not defined under allowlists (defined: %s)" $i $l.allowlist (keys $.Values.allowlists | sortAlpha | join ", ")) -}}
 {{- end -}}
 {{- end -}}
-{{- range $name, $entries := .Values.allowlists -}}
+{{- range $name, $list := .Values.allowlists -}}
+{{- $entries := $list -}}
+{{- $at := printf "allowlists.%s" $name -}}
+{{- if kindIs "map" $list -}}
+{{- $entries = $list.entries | default list -}}
+{{- $at = printf "allowlists.%s.entries" $name -}}
+{{- end -}}
 {{- range $j, $e := $entries -}}
 {{- if kindIs "string" $e -}}
-{{- include "ipgate.checkCidr" (list (printf "allowlists.%s[%d]" $name $j) $e) -}}
+{{- include "ipgate.checkCidr" (list (printf "%s[%d]" $at $j) $e) -}}
 {{- else -}}
-{{- include "ipgate.checkCidr" (list (printf "allowlists.%s[%d].cidr" $name $j) $e.cidr) -}}
+{{- include "ipgate.checkCidr" (list (printf "%s[%d].cidr" $at $j) $e.cidr) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -336,4 +349,19 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The `source: config` lists of the values (names, sorted): rendered into their own ConfigMap
+(allowlist-declared-configmap.yaml), mounted beside config.yaml as lists/<name>.yaml and watched by
+ipgate, so an edit of their entries reaches the pods without changing the pod template.
+*/}}
+{{- define "ipgate.declaredLists" -}}
+{{- $names := list -}}
+{{- range $name, $list := .Values.allowlists -}}
+{{- if and (kindIs "map" $list) (eq (toString $list.source) "config") -}}
+{{- $names = append $names $name -}}
+{{- end -}}
+{{- end -}}
+{{- $names | sortAlpha | join "," -}}
 {{- end -}}

@@ -8,7 +8,8 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
   annotations:
-    # Roll the pods when the rendered config changes (ipgate reads its config once, at start).
+    # Roll the pods when the rendered config changes (ipgate applies only allowlists live). The
+    # entries of source: config lists are in their own ConfigMap, outside this checksum.
     checksum/config: {{ include "ipgate.config" . | sha256sum }}
     {{- with .Values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
@@ -150,11 +151,31 @@ spec:
         {{- end }}
   volumes:
     - name: config
+      {{- $declared := include "ipgate.declaredLists" . }}
+      {{- if $declared }}
+      # config.yaml and, beside it, lists/<name>.yaml of each source: config list (their own
+      # ConfigMap, watched by ipgate: an edit of their entries does not roll the pods).
+      projected:
+        sources:
+          - configMap:
+              name: {{ include "ipgate.suffixed" (list . "config") }}
+              items:
+                - key: config.yaml
+                  path: config.yaml
+          - configMap:
+              name: {{ include "ipgate.suffixed" (list . "lists") }}
+              items:
+                {{- range $name := splitList "," $declared }}
+                - key: {{ $name }}.yaml
+                  path: lists/{{ $name }}.yaml
+                {{- end }}
+      {{- else }}
       configMap:
         name: {{ include "ipgate.suffixed" (list . "config") }}
         items:
           - key: config.yaml
             path: config.yaml
+      {{- end }}
     - name: data
       emptyDir:
         sizeLimit: 64Mi

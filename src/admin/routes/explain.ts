@@ -12,7 +12,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { parseAddress } from '../../allowlist/cidr';
-import { Matcher } from '../../allowlist/matcher';
+import { addressSet, type AddressLookup } from '../../store/list-ref';
 import { afterHeader, beforeHeader, type IdentityOutcome } from '../../identity/derive';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import type { Listener } from '../../listener/listener';
@@ -39,7 +39,8 @@ const bodySchema = {
 
 const entryOut = {
   type: ['object', 'null'], additionalProperties: false,
-  properties: { index: { type: 'integer' }, cidr: { type: 'string' }, comment: { type: 'string' }, expiresAt: { type: 'string' } },
+  description: 'the deciding entry (the most specific covering the client): an allow entry, a deny entry, or null',
+  properties: { index: { type: 'integer' }, cidr: { type: 'string' }, action: { type: 'string', enum: ['allow', 'deny'] }, comment: { type: 'string' }, expiresAt: { type: 'string' } },
 } as const;
 
 const responseSchema = {
@@ -59,7 +60,7 @@ const responseSchema = {
     allowlistVersion: { type: 'string' },
     entry: entryOut,
     decision: { enum: ['allow', 'deny', 'close'] },
-    reason: { type: 'string', description: 'close or deny reason code (log field and metric label)' },
+    reason: { type: 'string', description: 'close or deny reason code (log field and metric label): pp_<code>, denied_by_entry (a deny entry decided) or not_allowlisted (no entry covers the client)' },
     detail: { type: 'string' },
   },
 } as const;
@@ -88,11 +89,12 @@ export function headerBytes(text: string): Buffer {
 export type ExplainTarget = Pick<Listener, 'name' | 'config' | 'list'>;
 
 export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[] }> = async (app, { listeners }) => {
-  const trustedSources = new Map<string, Matcher>();
-  const trustedProxies = new Map<string, Matcher>();
+  // Named lists resolve to the live holders, as in the listener and the HTTP forwarder (list-ref.ts).
+  const trustedSources = new Map<string, AddressLookup>();
+  const trustedProxies = new Map<string, AddressLookup>();
   for (const l of listeners) {
-    trustedSources.set(l.name, Matcher.compile(l.config.proxyProtocol.trustedSources.map((cidr) => ({ cidr }))));
-    trustedProxies.set(l.name, Matcher.compile(l.config.http.trustedProxies.map((cidr) => ({ cidr }))));
+    trustedSources.set(l.name, addressSet(l.config.proxyProtocol.trustedSources, l.list.owner));
+    trustedProxies.set(l.name, addressSet(l.config.http.trustedProxies, l.list.owner));
   }
 
   app.post<{ Body: ExplainBody }>('/explain', {
@@ -143,14 +145,14 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
         client = walked;
       }
     }
-    const matcher = l.list.matcher;
-    const index = matcher.lookup(client);
-    const e = index >= 0 ? matcher.entries[index]! : null;
+    const d = l.list.matcher.decide(client);
+    const e = d.entry;
     return {
       ...base, proxyHeader: outcome.label, client, clientPort, via, trustedProxy,
-      entry: e === null ? null : { index, cidr: e.cidr, ...(e.comment !== undefined ? { comment: e.comment } : {}), ...(e.expiresAt !== undefined ? { expiresAt: e.expiresAt } : {}) },
-      decision: index >= 0 ? 'allow' : 'deny',
-      ...(index < 0 ? { reason: 'not_allowlisted' } : {}),
+      entry: e === null ? null : { index: d.index, cidr: e.cidr, action: e.action ?? 'allow', ...(e.comment !== undefined ? { comment: e.comment } : {}),
+        ...(e.expiresAt !== undefined ? { expiresAt: e.expiresAt } : {}) },
+      decision: d.allowed ? 'allow' : 'deny',
+      ...(d.reason !== null ? { reason: d.reason } : {}),
     };
   });
 };

@@ -21,7 +21,8 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import { Matcher } from '../../allowlist/matcher';
+import { denialReason } from '../../allowlist/matcher';
+import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { ListenerConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement } from '../../identity/forwarded-header';
@@ -56,7 +57,7 @@ interface Carrier {
 export class HttpForwarder implements ConnectionHandler, RelayHost {
   private readonly pool: UpstreamPool;
   private readonly relay: RelayPool;
-  private readonly trustedProxies: Matcher;
+  private readonly trustedProxies: AddressLookup;
   private readonly canned: CannedResponses;
   private readonly got = new ReceivedHeaders();
   private readonly log: Logger;
@@ -92,7 +93,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     const h = config.http;
     this.log = logger.child({ listener: config.name });
     this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
-    this.trustedProxies = Matcher.compile(h.trustedProxies.map((cidr) => ({ cidr })));
+    this.trustedProxies = addressSet(h.trustedProxies, list.owner);
     this.canned = new CannedResponses(h.deniedBody);
     this.strip = h.stripHeaders.length > 0 ? new Set(h.stripHeaders.map((n) => n.toLowerCase())) : null;
     this.xffAppend = h.xForwardedFor === 'append';
@@ -290,7 +291,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     ex.reason = ex.hc.revoked ? 'revoked' : 'denied';
     if (ex.hc.revoked) return; // counted once, as `revoked`, when the list change cut it
     // Every request refused counts, from a direct client as from a trusted proxy's clients.
-    ListenerStats.bump(this.stats.denied, 'not_allowlisted');
+    ListenerStats.bump(this.stats.denied, denialReason(this.list.matcher, ex.client));
     // A deny is a decision, not an error: debug (scans must not flood the log).
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({ conn: ex.hc.conn.id, client: ex.client, peer: ex.hc.conn.clientAddress, via: ex.via,

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { DOCUMENT_FORMAT, listVersion, parseDocument, revisionOf, seedList, serializeDocument } from '../../../src/store/document';
+import { DOCUMENT_FORMAT, listVersion, makeList, parseDocument, revisionOf, seedList, serializeDocument } from '../../../src/store/document';
 
 const doc = (lists: unknown): string => JSON.stringify({ format: DOCUMENT_FORMAT, lists });
 
@@ -40,7 +40,8 @@ t.test('refused documents, each with the reason', async (t) => {
     ['revision as string', doc({ a: { revision: '1', entries: [] } }), /lists\.a\.revision/],
     ['entries not an array', doc({ a: { revision: 1, entries: {} } }), /lists\.a\.entries: must be an array/],
     ['host bits set', doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.1/8' }] } }), /lists\.a\.entries\[0\]\.cidr/],
-    ['entry as a string', doc({ a: { revision: 1, entries: ['10.0.0.0/8'] } }), /lists\.a\.entries\[0\]: entry must be an object/],
+    ['entry as a string that is not a CIDR', doc({ a: { revision: 1, entries: ['10.0.0.0/33'] } }), /lists\.a\.entries\[0\]\.cidr/],
+    ['entry as a number', doc({ a: { revision: 1, entries: [5] } }), /lists\.a\.entries\[0\]: entry must be an object/],
     ['unknown entry field', doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.0/8', ttl: 5 }] } }), /unknown field "ttl"/],
     ['bad expiresAt', doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.0/8', expiresAt: 'tomorrow' }] } }), /expiresAt/],
     ['duplicate CIDR', doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.0/8' }, { cidr: '10.0.0.0/8' }] } }), /entries\[1\]\.cidr: 10\.0\.0\.0\/8 is listed twice/],
@@ -57,4 +58,17 @@ t.test('seeding from the config drops duplicates (first wins) and starts at revi
   t.same(l.entries, [{ cidr: '10.0.0.0/8', comment: 'first' }]);
   t.equal(revisionOf(l.version), 1);
   t.ok(Object.isFrozen(l) && Object.isFrozen(l.entries));
+});
+
+t.test('the compact form (Kubernetes store): bare CIDR strings for plain allow entries, read back the same', async (t) => {
+  const entries = [{ cidr: '10.0.0.1/32' }, { cidr: '10.0.0.0/8', action: 'deny' as const }, { cidr: '192.0.2.0/24', comment: 'docs' }];
+  const lists = new Map([['a', makeList('a', entries, 4)]]);
+  const text = serializeDocument({ lists }, true);
+  t.equal(text, '{"format":"ipgate.allowlists/v1","lists":{"a":{"revision":4,"entries":["10.0.0.1/32",{"cidr":"10.0.0.0/8","action":"deny"},{"cidr":"192.0.2.0/24","comment":"docs"}]}}}\n');
+  const back = parseDocument(text);
+  t.ok(back.ok);
+  if (back.ok) {
+    t.same(back.lists.get('a')!.entries, entries, 'same entries');
+    t.equal(back.lists.get('a')!.version, lists.get('a')!.version, 'same version as the indented form');
+  }
 });

@@ -58,7 +58,7 @@ t.test('an empty ConfigMap is filled from the config once, even with two replica
   t.ok(puts.filter((r) => r.status === 409).length <= 1, 'the other, if it raced, got 409 and re-read');
   t.same([...sa.lists.values()], [...sb.lists.values()], 'both hold the same lists and versions');
   t.same(stored(fake)?.get('main')?.entries, [{ cidr: '10.0.0.0/8' }]);
-  t.equal(fake.get(NS, CM)!.data![DATA_KEY], serializeDocument(sa), 'the document format of every backend');
+  t.equal(fake.get(NS, CM)!.data![DATA_KEY], serializeDocument(sa, true), 'the document format of every backend, in its compact form (bare CIDR strings, no indentation)');
   t.equal(a.s.status().resourceVersion, fake.resourceVersion, 'the applied resourceVersion is reported');
   t.same(fake.get(NS, CM)!.metadata.labels, { 'app.kubernetes.io/name': 'ipgate' }, 'the chart\'s metadata is kept');
   for (const r of fake.requests) {

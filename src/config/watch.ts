@@ -1,0 +1,124 @@
+/**
+ * Watches the config file (and the list files its `source: config` lists name) and hands every
+ * change, re-read and validated whole (loadConfigFile: schema, semantics, list files), to
+ * `onConfig`. A file that does not validate is refused: one error line per problem, each naming
+ * the field and quoting the value, and the lists in force stay (Caddy: "keep the last good").
+ *
+ * fs.watchFile (stat polling, `intervalMs`, default 500) rather than fs.watch: a Kubernetes
+ * ConfigMap volume replaces the file by swapping the `..data` symlink, which fs.watch on the file
+ * misses and stat (following the link) sees; the 500 ms poll keeps an edit within the 2 s the
+ * allowlist promises (test/integration/config-lists.test.ts). Only the allowlists are applied
+ * live; other changes are logged as needing a restart.
+ */
+import fs from 'node:fs';
+import type { Logger } from 'pino';
+import { ConfigError } from './errors';
+import { loadConfigFile } from './load';
+import type { Config } from './schema';
+
+export interface ConfigWatcherOptions {
+  file: string;
+  logger: Logger;
+  /** The config in force at start (its list files are watched too). */
+  initial: Config;
+  /** A new valid config. */
+  onConfig: (config: Config) => void | Promise<void>;
+  /** A change refused (its problems), or null once a valid file is in force again: /readyz shows it. */
+  onRefusal?: (problems: readonly string[] | null) => void;
+  intervalMs?: number;
+}
+
+export class ConfigWatcher {
+  private current: Config;
+  private watched = new Set<string>();
+  private readonly intervalMs: number;
+  private running = false;
+  private again = false;
+  private closed = false;
+  /** The last refusal (problems), or null when the file in force is the file on disk. */
+  lastRefusal: { problems: readonly string[]; at: number } | null = null;
+
+  constructor(private readonly opts: ConfigWatcherOptions) {
+    this.current = opts.initial;
+    this.intervalMs = opts.intervalMs ?? 500;
+  }
+
+  start(): void {
+    this.rewatch(this.current);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const f of this.watched) fs.unwatchFile(f, this.onChange);
+    this.watched.clear();
+  }
+
+  private readonly onChange = (cur: fs.Stats, prev: fs.Stats): void => {
+    if (cur.mtimeMs === prev.mtimeMs && cur.size === prev.size && cur.ino === prev.ino) return;
+    void this.reload();
+  };
+
+  private files(config: Config): string[] {
+    const files = [this.opts.file];
+    for (const l of Object.values(config.allowlists)) if (l.file !== null) files.push(l.file);
+    return files;
+  }
+
+  private rewatch(config: Config): void {
+    const want = new Set(this.files(config));
+    for (const f of this.watched) if (!want.has(f)) fs.unwatchFile(f, this.onChange);
+    for (const f of want) if (!this.watched.has(f)) fs.watchFile(f, { interval: this.intervalMs, persistent: false }, this.onChange);
+    this.watched = want;
+  }
+
+  /** Re-read now (also what a file change triggers). Changes during a reload run one more. */
+  async reload(): Promise<void> {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    try {
+      do {
+        this.again = false;
+        await this.reloadOnce();
+      } while (this.again && !this.closed);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async reloadOnce(): Promise<void> {
+    const log = this.opts.logger;
+    let next: Config;
+    try {
+      next = loadConfigFile(this.opts.file);
+    } catch (err) {
+      const problems = err instanceof ConfigError ? err.problems : [(err as Error).message];
+      this.lastRefusal = { problems, at: Date.now() };
+      this.opts.onRefusal?.(problems);
+      for (const p of problems) log.error({ config: this.opts.file, problem: p }, `config change refused, the lists in force stay: ${p}`);
+      return;
+    }
+    if (this.lastRefusal !== null) this.opts.onRefusal?.(null);
+    this.lastRefusal = null;
+    const restart = changedOutsideLists(this.current, next);
+    if (restart.length > 0) {
+      log.warn({ config: this.opts.file, fields: restart }, `config changed outside allowlists (${restart.join(', ')}): applied at the next restart; allowlists are applied now`);
+    }
+    this.current = next;
+    this.rewatch(next);
+    await this.opts.onConfig(next);
+  }
+}
+
+/** Top-level config fields other than `allowlists` whose value changed. */
+function changedOutsideLists(a: Config, b: Config): string[] {
+  const out: string[] = [];
+  for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    if (key === 'allowlists') continue;
+    if (JSON.stringify((a as unknown as Record<string, unknown>)[key]) !== JSON.stringify((b as unknown as Record<string, unknown>)[key])) out.push(key);
+  }
+  return out;
+}

@@ -1,0 +1,42 @@
+/**
+ * A set of addresses given in the config either as CIDRs or as the name of an allowlist
+ * (`proxyProtocol.trustedSources`, `http.trustedProxies`): CIDRs compile once into a Matcher; a
+ * name resolves to the list's LiveList holder, whose `.matcher` is read per lookup, so an edit of
+ * that list (admin API, config file, another replica) takes effect at the next connection or
+ * request, without a restart. A deny entry in such a list means "not trusted" (lookup < 0).
+ */
+import { Matcher } from '../allowlist/matcher';
+import type { LiveList, LiveLists } from './live-lists';
+
+/** What the identity stage needs of a set of trusted peers. */
+export interface AddressLookup {
+  /** >= 0: in the set; < 0: not (Matcher.lookup's sign). */
+  lookup(address: string): number;
+}
+
+/** A named list, read live. */
+export class ListRef implements AddressLookup {
+  constructor(readonly list: LiveList) {}
+
+  lookup(address: string): number {
+    return this.list.matcher.lookup(address);
+  }
+}
+
+/** CIDRs (compiled now) or a list name (read live from `lists`). */
+export function addressSet(spec: readonly string[] | string, lists: LiveLists): AddressLookup {
+  return typeof spec === 'string' ? new ListRef(lists.get(spec)) : Matcher.compile(spec.map((cidr) => ({ cidr })));
+}
+
+/** Config fields (`listeners[0].allowlist`, ...) that name the list `name`: DELETE refuses while any does. */
+export function listUsers(listeners: ReadonlyArray<{ name: string; allowlist: string; proxyProtocol: { trustedSources: readonly string[] | string };
+  http: { trustedProxies: readonly string[] | string }; mode: string }>, name: string): string[] {
+  const out: string[] = [];
+  listeners.forEach((l, i) => {
+    const at = `listeners[${i}] (${l.name})`;
+    if (l.allowlist === name) out.push(`${at}.allowlist`);
+    if (l.proxyProtocol.trustedSources === name) out.push(`${at}.proxyProtocol.trustedSources`);
+    if (l.http.trustedProxies === name) out.push(`${at}.http.trustedProxies`);
+  });
+  return out;
+}
