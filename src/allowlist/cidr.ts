@@ -23,11 +23,17 @@ export interface Cidr {
   readonly end: readonly number[];
 }
 
-export type CidrParse = { ok: true; cidr: Cidr } | { ok: false; message: string };
+/**
+ * A refusal: `message` quotes the offending text first (`"10.0.0.1/33": prefix length 33 out of
+ * range for IPv4`), so every 4xx and log line that carries it names the value (issue 20 item 5).
+ */
+export type ParseFailure = { ok: false; message: string };
+
+export type CidrParse = { ok: true; cidr: Cidr } | ParseFailure;
 
 export type AddressParse =
   | { ok: true; family: 4 | 6; /** canonical text */ address: string }
-  | { ok: false; message: string };
+  | ParseFailure;
 
 /**
  * Longest valid input is 49 characters (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128`).
@@ -47,39 +53,39 @@ const MAX_PREFIX = { 4: 32, 6: 128 } as const;
  */
 export function parseCidr(text: string): CidrParse {
   const pre = precheck(text, 'CIDR');
-  if (pre !== null) return fail(pre);
+  if (pre !== null) return pre;
   const slash = text.indexOf('/');
   const addrText = slash < 0 ? text : text.slice(0, slash);
-  const addr = parseAddressPart(addrText);
-  if (!addr.ok) return addr;
+  const addr = parseAddressPart(addrText, slash < 0);
+  if (typeof addr === 'string') return fail(text, addr);
   const max = MAX_PREFIX[addr.family];
   let prefix: number = max;
   if (slash >= 0) {
     const prefixText = text.slice(slash + 1);
-    if (prefixText.length === 0) return fail(`missing prefix length after "/" in ${q(text)}`);
-    if (prefixText.includes('/')) return fail(`more than one "/" in ${q(text)}`);
+    if (prefixText.length === 0) return fail(text, 'missing prefix length after "/"');
+    if (prefixText.includes('/')) return fail(text, 'more than one "/"');
     if (!/^[0-9]+$/.test(prefixText)) {
-      return fail(`prefix length ${q(prefixText)} is not a decimal number`);
+      return fail(text, `prefix length ${q(prefixText)} is not a decimal number`);
     }
     if (prefixText.length > 1 && prefixText.charCodeAt(0) === 48 /* 0 */) {
-      return fail(`prefix length ${q(prefixText)} has a leading zero; write ${Number(prefixText)}`);
+      return fail(text, `prefix length ${q(prefixText)} has a leading zero; write ${Number(prefixText)}`);
     }
     prefix = Number(prefixText);
-    if (prefix > max) return fail(`prefix length ${prefixText} out of range for IPv${addr.family}`);
+    if (prefix > max) return fail(text, `prefix length ${prefixText} out of range for IPv${addr.family}`);
   }
 
   if (addr.family === 6 && isMapped(addr.words) && prefix >= 96) {
     // The matcher sees an IPv4 client as IPv4 (identity canonicalises ::ffff:a.b.c.d), so a
     // mapped CIDR would never match anything: refuse it and say what to write instead.
     const v4 = maskWords([addr.words[3]!], prefix - 96);
-    return fail(`IPv4-mapped IPv6 CIDR ${q(text)} is not allowed: write it as IPv4 ` +
-      `${formatV4(v4[0]!)}/${prefix - 96}`);
+    return fail(text, 'an IPv4-mapped IPv6 CIDR is not allowed (ipgate sees IPv4 clients as IPv4): ' +
+      `write it as IPv4 ${formatV4(v4[0]!)}/${prefix - 96}`);
   }
 
   const start = maskWords(addr.words, prefix);
   if (!sameWords(start, addr.words)) {
     const suggestion = `${formatWords(addr.family, start)}/${prefix}`;
-    return fail(`host bits set in ${q(text)}: did you mean ${suggestion}?`);
+    return fail(text, `host bits set: did you mean ${suggestion}?`);
   }
   const end = lastWords(start, prefix);
   return {
@@ -100,10 +106,10 @@ export function parseCidr(text: string): CidrParse {
  */
 export function parseAddress(text: string): AddressParse {
   const pre = precheck(text, 'address');
-  if (pre !== null) return fail(pre);
-  if (text.includes('/')) return fail(`${q(text)} is a CIDR, not an address`);
-  const addr = parseAddressPart(text);
-  if (!addr.ok) return addr;
+  if (pre !== null) return pre;
+  if (text.includes('/')) return fail(text, 'a CIDR, not an address');
+  const addr = parseAddressPart(text, true);
+  if (typeof addr === 'string') return fail(text, addr);
   if (addr.family === 6 && isMapped(addr.words)) {
     return { ok: true, family: 4, address: formatV4(addr.words[3]!) };
   }
@@ -112,13 +118,13 @@ export function parseAddress(text: string): AddressParse {
 
 // ---------------------------------------------------------------------------------------------
 
-type Failure = { ok: false; message: string };
-type AddressPart =
-  | { ok: true; family: 4 | 6; words: number[]; canonical: string }
-  | Failure;
+/** An address part, or the reason (a string) it is not one. */
+type AddressPart = { family: 4 | 6; words: number[]; canonical: string } | string;
 
-function fail(message: string): Failure {
-  return { ok: false, message };
+/** The refusal of `text`: the text quoted (bounded, see MAX_CIDR_TEXT), then the reason. */
+function fail(text: string, reason: string): ParseFailure {
+  const shown = text.length > MAX_CIDR_TEXT ? `${q(text.slice(0, MAX_CIDR_TEXT))}...` : q(text);
+  return { ok: false, message: `${shown}: ${reason}` };
 }
 
 /** Quote operator input for a message; JSON escaping keeps control characters out of logs. */
@@ -127,34 +133,36 @@ function q(text: string): string {
 }
 
 /** Checks shared by CIDRs and addresses; null when the text may go on to the real parse. */
-function precheck(text: unknown, what: string): string | null {
-  if (typeof text !== 'string') return `${what} must be a string`;
-  if (text.length === 0) return `empty ${what}`;
+function precheck(text: unknown, what: string): ParseFailure | null {
+  if (typeof text !== 'string') return { ok: false, message: `${what} must be a string, got ${text === null ? 'null' : typeof text}` };
+  if (text.length === 0) return fail(text, `empty ${what}`);
   if (text.length > MAX_CIDR_TEXT) {
-    return `${what} too long (${text.length} characters, at most ${MAX_CIDR_TEXT})`;
+    return fail(text, `${what} too long (${text.length} characters, at most ${MAX_CIDR_TEXT})`);
   }
-  if (/\s/.test(text)) return `${what} ${q(text)} contains whitespace`;
+  if (/\s/.test(text)) return fail(text, `${what} contains whitespace`);
   const pct = text.indexOf('%');
   if (pct >= 0) {
     const zone = text.slice(pct).split('/')[0]!;
-    return `zone id ${q(zone)} is not allowed in ${q(text)}: an allowlist entry cannot name an interface`;
+    return fail(text, `zone id ${q(zone)} is not allowed: an allowlist entry cannot name an interface`);
   }
   return null;
 }
 
-function parseAddressPart(text: string): AddressPart {
-  if (text.length === 0) return fail('missing address before "/"');
-  return text.includes(':') ? parseV6Part(text) : parseV4Part(text);
+/** The address before any "/"; reasons name the part only when it is not the whole text. */
+function parseAddressPart(text: string, whole: boolean): AddressPart {
+  if (text.length === 0) return 'missing address before "/"';
+  return text.includes(':') ? parseV6Part(text, whole ? '' : ` ${q(text)}`) : parseV4Part(text, whole ? '' : ` ${q(text)}`);
 }
 
-function parseV4Part(text: string): AddressPart {
+/** `named`: the part quoted with a leading space, or '' when the part is the whole text (already quoted). */
+function parseV4Part(text: string, named: string): AddressPart {
   const bad = /[^0-9.]/.exec(text);
   if (bad !== null) {
-    return fail(`invalid IPv4 address ${q(text)}: unexpected character ${q(bad[0])}`);
+    return `invalid IPv4 address${named}: unexpected character ${q(bad[0])}`;
   }
   const word = dottedQuad(text);
-  if (typeof word === 'string') return fail(`invalid IPv4 address ${q(text)}: ${word}`);
-  return { ok: true, family: 4, words: [word], canonical: formatV4(word) };
+  if (typeof word === 'string') return `invalid IPv4 address${named}: ${word}`;
+  return { family: 4, words: [word], canonical: formatV4(word) };
 }
 
 /**
@@ -181,29 +189,29 @@ function dottedQuad(text: string): number | string {
   return value;
 }
 
-function parseV6Part(text: string): AddressPart {
+function parseV6Part(text: string, named: string): AddressPart {
   const bad = /[^0-9a-fA-F:.]/.exec(text);
   if (bad !== null) {
-    return fail(`invalid IPv6 address ${q(text)}: unexpected character ${q(bad[0])}`);
+    return `invalid IPv6 address${named}: unexpected character ${q(bad[0])}`;
   }
   const lastColon = text.lastIndexOf(':');
   const tail = text.slice(lastColon + 1);
   if (tail.includes('.')) {
     const v4 = dottedQuad(tail);
-    if (typeof v4 === 'string') return fail(`invalid IPv6 address ${q(text)}: embedded IPv4 ${q(tail)}: ${v4}`);
+    if (typeof v4 === 'string') return `invalid IPv6 address${named}: embedded IPv4 ${q(tail)}: ${v4}`;
     if (lastColon === 1 && text.startsWith('::')) {
       // RFC 4291 2.5.5.1 deprecated "IPv4-compatible" form. RFC parsers read ::1.2.3.4 as
       // ::102:304, ipaddr.js reads it as ::ffff:1.2.3.4: two meanings, so accept neither.
       const hex = formatWords(6, [0, 0, 0, v4]);
-      return fail(`${q(text)} is the deprecated IPv4-compatible form (RFC 4291 2.5.5.1), read ` +
-        `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`);
+      return `the deprecated IPv4-compatible form${named} (RFC 4291 2.5.5.1), read ` +
+        `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`;
     }
   }
-  if (!ipaddr.IPv6.isValid(text)) return fail(`invalid IPv6 address ${q(text)}`);
+  if (!ipaddr.IPv6.isValid(text)) return `invalid IPv6 address${named}`;
   const ip = ipaddr.IPv6.parse(text);
   const p = ip.parts;
   const words = [0, 2, 4, 6].map((i) => ((p[i]! << 16) | p[i + 1]!) >>> 0);
-  return { ok: true, family: 6, words, canonical: ip.toString() };
+  return { family: 6, words, canonical: ip.toString() };
 }
 
 function isMapped(words: readonly number[]): boolean {

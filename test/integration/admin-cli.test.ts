@@ -89,10 +89,10 @@ t.test('clear errors and exit codes (the binary for one, the same function in pr
   const admin = ['--admin-url', g.base];
   const before = fs.readFileSync(g.file);
   const rows: Array<[string, string[], NodeJS.ProcessEnv | undefined, number, RegExp]> = [
-    ['bad CIDR', ['add', 'main', '10.0.0.1/8', ...admin], undefined, 3, /HTTP 400: invalid_entry: .*host bits.*\(field entries\[0\]\.cidr\)/i],
+    ['bad CIDR', ['add', 'main', '10.0.0.1/8', ...admin], undefined, 3, /HTTP 400: invalid_entry: "10\.0\.0\.1\/8": host bits set: did you mean 10\.0\.0\.0\/8\? \(field entries\[0\]\.cidr\)/],
     ['unknown list', ['get', 'nope', ...admin], undefined, 3, /HTTP 404: unknown_list: no allowlist "nope"/],
     ['entry not listed', ['rm', 'main', '192.0.2.0/24', ...admin], undefined, 3, /HTTP 404: entry_not_found/],
-    ['bad address', ['check', 'main', 'ten', ...admin], undefined, 3, /HTTP 400: invalid_request: .*\(field ip\)/],
+    ['bad address', ['check', 'main', 'ten', ...admin], undefined, 3, /HTTP 400: invalid_request: "ten": invalid IPv4 address: unexpected character "t" \(field ip\)/],
     ['wrong token', ['ls', ...admin], { IPGATE_ADMIN_TOKEN: 'not-the-token-0123456789' }, 3, /HTTP 403: forbidden/],
     ['no token', ['ls', ...admin], {}, 2, /no admin token: pass --token-file FILE or set IPGATE_ADMIN_TOKEN/],
     ['unknown command', ['list', ...admin], undefined, 2, /unknown command "list"/],
@@ -211,7 +211,7 @@ t.test('replace -f: a file of CIDRs or the JSON that get prints; the diff; --dry
   // A bad file is refused before anything is sent: the line and the value are named.
   const before2 = fs.readFileSync(g.file);
   const rows: Array<[string, string, RegExp]> = [
-    ['a bad CIDR', '10.0.0.0/8\n10.0.0.1/33 # typo\n', /main-bad\.txt line 2: .*prefix length 33 out of range for IPv4/],
+    ['a bad CIDR', '10.0.0.0/8\n10.0.0.1/33 # typo\n', /main-bad\.txt line 2: "10\.0\.0\.1\/33": prefix length 33 out of range for IPv4/],
     ['a line that is not an entry', '10.0.0.0/8 office\n', /line 1: "10\.0\.0\.0\/8 office": expected "CIDR", "allow CIDR" or "deny CIDR"/],
     ['a CIDR twice', '10.0.0.0/8\n10.0.0.0/8 # again\n', /line 2: 10\.0\.0\.0\/8 is listed twice \(also at line 1\)/],
     ['JSON with a misspelt field', '{"entries":[{"cidr":"10.0.0.0/8","expires_at":"x"}]}', /entries\[0\]: unknown field "expires_at"/],
