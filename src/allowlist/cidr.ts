@@ -1,16 +1,18 @@
 /**
  * Strict CIDR and address parsing for allowlist entries, trusted-source lists and the admin API.
  *
- * ipaddr.js does the IPv6 structure work, but only behind strict pre-checks (which parse IPv4
- * completely): on its own it accepts forms an operator may not mean (`10` = 0.0.0.10, `10.1` =
- * 10.0.0.1, `010.0.0.1` = 8.0.0.1 octal, `0x0a.0.0.1`, zone ids, `::1.2.3.4` read as
- * IPv4-mapped). Every rejection carries a sentence an operator can act on; the admin API
- * returns it as the 4xx reason.
+ * The address is read by the shared scanner (address/scan.ts) and spelt by the shared canonical
+ * form (address/canonical.ts), the same as the PROXY decoder, identity and the matcher's lookup.
+ * What this file adds is the CIDR (prefix length, host bits, mapped CIDRs) and, when the scanner
+ * refuses a text, the sentence saying why: forms an operator may not mean (`10` = 0.0.0.10 and
+ * `10.1` = 10.0.0.1 elsewhere, `010.0.0.1` = 8.0.0.1 octal, `0x0a.0.0.1`, zone ids, `::1.2.3.4`
+ * read as IPv4-mapped by some parsers). The admin API returns it as the 4xx reason.
  *
  * Parse results are returned values, never exceptions: config loading and the admin API decide
  * what a bad entry means for them.
  */
-import ipaddr from 'ipaddr.js';
+import { formatV4, formatV6Words } from '../address/canonical';
+import { isMappedWords, scanAddress } from '../address/scan';
 
 export interface Cidr {
   readonly family: 4 | 6;
@@ -74,7 +76,7 @@ export function parseCidr(text: string): CidrParse {
     if (prefix > max) return fail(text, `prefix length ${prefixText} out of range for IPv${addr.family}`);
   }
 
-  if (addr.family === 6 && isMapped(addr.words) && prefix >= 96) {
+  if (addr.family === 6 && isMappedWords(addr.words) && prefix >= 96) {
     // The matcher sees an IPv4 client as IPv4 (identity canonicalises ::ffff:a.b.c.d), so a
     // mapped CIDR would never match anything: refuse it and say what to write instead.
     const v4 = maskWords([addr.words[3]!], prefix - 96);
@@ -110,7 +112,7 @@ export function parseAddress(text: string): AddressParse {
   if (text.includes('/')) return fail(text, 'a CIDR, not an address');
   const addr = parseAddressPart(text, true);
   if (typeof addr === 'string') return fail(text, addr);
-  if (addr.family === 6 && isMapped(addr.words)) {
+  if (addr.family === 6 && isMappedWords(addr.words)) {
     return { ok: true, family: 4, address: formatV4(addr.words[3]!) };
   }
   return { ok: true, family: addr.family, address: addr.canonical };
@@ -148,27 +150,43 @@ function precheck(text: unknown, what: string): ParseFailure | null {
   return null;
 }
 
-/** The address before any "/"; reasons name the part only when it is not the whole text. */
+// Scanner output; parsing is synchronous, so one is enough.
+const scanned = new Uint32Array(4);
+
+/**
+ * The address before any "/", read by the shared scanner; when the scanner refuses it, the
+ * reason. Reasons name the part only when it is not the whole text.
+ */
 function parseAddressPart(text: string, whole: boolean): AddressPart {
   if (text.length === 0) return 'missing address before "/"';
-  return text.includes(':') ? parseV6Part(text, whole ? '' : ` ${q(text)}`) : parseV4Part(text, whole ? '' : ` ${q(text)}`);
+  const family = scanAddress(text, scanned);
+  if (family === 4) return { family, words: [scanned[0]!], canonical: formatV4(scanned[0]!) };
+  if (family === 6) {
+    const words = Array.from(scanned);
+    // Mapped words are spelt in IPv6 here: the callers refuse or convert them with a message.
+    return { family, words, canonical: isMappedWords(words) ? `::ffff:${formatV4(words[3]!)}` : formatV6Words(words) };
+  }
+  const named = whole ? '' : ` ${q(text)}`;
+  return text.includes(':') ? whyNotV6(text, named) : whyNotV4(text, named);
 }
 
-/** `named`: the part quoted with a leading space, or '' when the part is the whole text (already quoted). */
-function parseV4Part(text: string, named: string): AddressPart {
+/**
+ * Why the scanner refused `text` as IPv4. `named`: the part quoted with a leading space, or ''
+ * when the part is the whole text (already quoted).
+ */
+function whyNotV4(text: string, named: string): string {
   const bad = /[^0-9.]/.exec(text);
   if (bad !== null) {
     return `invalid IPv4 address${named}: unexpected character ${q(bad[0])}`;
   }
   const word = dottedQuad(text);
-  if (typeof word === 'string') return `invalid IPv4 address${named}: ${word}`;
-  return { family: 4, words: [word], canonical: formatV4(word) };
+  return `invalid IPv4 address${named}${typeof word === 'string' ? `: ${word}` : ''}`;
 }
 
 /**
  * Exactly four decimal octets 0-255 without leading zeros. Returns the unsigned 32-bit value,
- * or the reason (a string) it is not one. This is complete for IPv4, so ipaddr.js is not needed
- * (and its lenient IPv4 parser is exactly what the checks exist to avoid).
+ * or the reason (a string) it is not one. Only the explanation of a refusal uses it: the
+ * scanner decides (and the unit tests check that the two agree).
  */
 function dottedQuad(text: string): number | string {
   const parts = text.split('.');
@@ -189,7 +207,8 @@ function dottedQuad(text: string): number | string {
   return value;
 }
 
-function parseV6Part(text: string, named: string): AddressPart {
+/** Why the scanner refused `text` as IPv6 (see whyNotV4). */
+function whyNotV6(text: string, named: string): string {
   const bad = /[^0-9a-fA-F:.]/.exec(text);
   if (bad !== null) {
     return `invalid IPv6 address${named}: unexpected character ${q(bad[0])}`;
@@ -207,16 +226,9 @@ function parseV6Part(text: string, named: string): AddressPart {
         `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`;
     }
   }
-  if (!ipaddr.IPv6.isValid(text)) return `invalid IPv6 address${named}`;
-  const ip = ipaddr.IPv6.parse(text);
-  const p = ip.parts;
-  const words = [0, 2, 4, 6].map((i) => ((p[i]! << 16) | p[i + 1]!) >>> 0);
-  return { family: 6, words, canonical: ip.toString() };
+  return `invalid IPv6 address${named}`;
 }
 
-function isMapped(words: readonly number[]): boolean {
-  return words[0] === 0 && words[1] === 0 && words[2] === 0xffff;
-}
 
 /** Words with every bit after `prefix` cleared. */
 function maskWords(words: readonly number[], prefix: number): number[] {
@@ -239,13 +251,6 @@ function sameWords(a: readonly number[], b: readonly number[]): boolean {
   return a.every((w, i) => w === b[i]);
 }
 
-export function formatV4(word: number): string {
-  return `${word >>> 24}.${(word >>> 16) & 255}.${(word >>> 8) & 255}.${word & 255}`;
-}
-
 function formatWords(family: 4 | 6, words: readonly number[]): string {
-  if (family === 4) return formatV4(words[0]!);
-  const parts: number[] = [];
-  for (const w of words) parts.push(w >>> 16, w & 0xffff);
-  return new ipaddr.IPv6(parts).toString();
+  return family === 4 ? formatV4(words[0]!) : formatV6Words(words);
 }
