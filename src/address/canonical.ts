@@ -8,7 +8,7 @@
  *   groups, the first one on a tie, written "::".
  * Cross-checked against ipaddr.js in test/unit/proxy-protocol/ip-text.test.ts.
  */
-import { isMappedWords, scanAddress } from './scan';
+import { isMappedWords, scanAddress, scanIPv4 } from './scan';
 
 /** Dotted-quad text of an unsigned 32-bit IPv4 value. */
 export function formatV4(word: number): string {
@@ -96,7 +96,19 @@ function writeWords(w: Uint32Array, out: Uint8Array, off: number): void {
  * client it is. Nothing is written for a refused text.
  */
 export function addressBytes(text: string, out: Uint8Array, off: number): 0 | 4 | 6 {
-  const family = scanAddress(text, words);
+  const n = text.length;
+  let family: 0 | 4 | 6;
+  if (n >= 7 && n <= 15 && (text.charCodeAt(1) === 46 || text.charCodeAt(2) === 46 || text.charCodeAt(3) === 46)) {
+    // A dotted quad has its first '.' at index 1-3, where no IPv6 text the scanner accepts has
+    // one (as in Matcher.lookup): straight to the IPv4 scan. The outbound PROXY encoder's common
+    // case (bench/micro/pp-decode.ts "encode v2 IPv4").
+    const v4 = scanIPv4(text, 0, n);
+    if (v4 < 0) return 0;
+    words[0] = v4;
+    family = 4;
+  } else {
+    family = scanAddress(text, words);
+  }
   if (family === 0) return 0;
   if (family === 4 || isMappedWords(words)) {
     const v4 = family === 4 ? words[0]! : words[3]!;
