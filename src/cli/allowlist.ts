@@ -14,7 +14,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { parseCidr } from '../allowlist/cidr';
 import {
-  ADMIN_OPTIONS, ADMIN_OPTIONS_USAGE, adminUrl, outputFormat, parseCommandLine, renderDocument, table, tokenFromFile, UsageError,
+  ADMIN_OPTIONS, adminOptionsUsage, adminUrl, outputFormat, parseCommandLine, renderDocument, table, tokenFromFile, UsageError,
   type OutputFormat,
 } from './common';
 
@@ -42,7 +42,7 @@ Commands:
                                     the client address, how it was derived, the entry, the decision
 
 Options (the same names in every command and in \`ipgate doctor\`):
-${ADMIN_OPTIONS_USAGE}  --admin URL            old name of --admin-url
+${adminOptionsUsage(true, "the API's answer")}  --admin URL            old name of --admin-url
 
 Flags take their value as --flag=value or --flag value.
 

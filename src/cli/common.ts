@@ -22,13 +22,18 @@ export const ADMIN_OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
 
-/** The usage lines for ADMIN_OPTIONS, the same text in every command's help. */
-export const ADMIN_OPTIONS_USAGE = `  --admin-url URL        admin API (default $IPGATE_ADMIN_URL or http://127.0.0.1:9901); a host name
-                         other than localhost must be listed in the server's admin.allowedHosts
-  --token-file FILE      file holding the admin bearer token (default: $IPGATE_ADMIN_TOKEN)
-  -o, --output FORMAT    table (default, for people), json or yaml (the API's answer); --json = --output json
+/**
+ * The usage lines for ADMIN_OPTIONS, the same text in every command's help. `defaults`: the
+ * command falls back to $IPGATE_ADMIN_URL / $IPGATE_ADMIN_TOKEN; `machine`: what json/yaml print.
+ */
+export function adminOptionsUsage(defaults: boolean, machine: string): string {
+  return `  --admin-url URL        admin API${defaults ? ' (default $IPGATE_ADMIN_URL or http://127.0.0.1:9901)' : ''}; a host name other
+                         than localhost must be listed in the server's admin.allowedHosts
+  --token-file FILE      file holding the admin bearer token${defaults ? ' (default: $IPGATE_ADMIN_TOKEN)' : ''}
+  -o, --output FORMAT    table (default, for people), json or yaml (${machine}); --json = --output json
   -h, --help             this text
 `;
+}
 
 export type OutputFormat = 'table' | 'json' | 'yaml';
 

@@ -4,7 +4,7 @@
  * Kubernetes API unreachable or refusing).
  */
 import YAML from 'yaml';
-import { ADMIN_OPTIONS, ADMIN_OPTIONS_USAGE, outputFormat, parseCommandLine, tokenFromFile } from '../cli/common';
+import { ADMIN_OPTIONS, adminOptionsUsage, outputFormat, parseCommandLine, tokenFromFile } from '../cli/common';
 import { fetchReadyz } from './admin-readyz';
 import { analyse } from './analyse';
 import { collectSnapshot } from './collect';
@@ -26,7 +26,7 @@ Checks how client addresses reach ipgate in this cluster and prints findings wit
 
 Options shared with \`ipgate allowlist\` (with --admin-url, ipgate's /readyz detail is reported;
 without it the admin API is not asked):
-${ADMIN_OPTIONS_USAGE.replace(/ \(default \$IPGATE_ADMIN_URL[^)]*\)/, '').replace(/ \(default: \$IPGATE_ADMIN_TOKEN\)/, '')}
+${adminOptionsUsage(false, 'the report')}
 Flags take their value as --flag=value or --flag value.
 
 exit code: 0 no errors, 1 error findings, 2 could not read the Kubernetes API (or bad flags)
