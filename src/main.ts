@@ -23,12 +23,15 @@ Usage:
   ipgate echo [--tcp ADDR] [--http ADDR]
                                      the demo backend: reports the client address it learned
   ipgate doctor [...]                check a Kubernetes cluster for ways the client IP gets lost
-  ipgate allowlist ls|get|add|rm|check [...]
+  ipgate allowlist ls|get|add|deny|rm|check|replace|create|delete|explain [...]
                                      edit the allowlists through the admin API (ipgate allowlist --help)
   ipgate --version | --help
 `;
 
+/** `--name value` or `--name=value` (as the subcommands' node:util parseArgs accept them). */
 function flag(args: string[], name: string): string | undefined {
+  const joined = args.findIndex((a) => a.startsWith(`${name}=`));
+  if (joined >= 0) return args.splice(joined, 1)[0]!.slice(name.length + 1);
   const i = args.indexOf(name);
   if (i < 0) return undefined;
   const v = args[i + 1];

@@ -1,16 +1,18 @@
 /**
  * Strict CIDR and address parsing for allowlist entries, trusted-source lists and the admin API.
  *
- * ipaddr.js does the IPv6 structure work, but only behind strict pre-checks (which parse IPv4
- * completely): on its own it accepts forms an operator may not mean (`10` = 0.0.0.10, `10.1` =
- * 10.0.0.1, `010.0.0.1` = 8.0.0.1 octal, `0x0a.0.0.1`, zone ids, `::1.2.3.4` read as
- * IPv4-mapped). Every rejection carries a sentence an operator can act on; the admin API
- * returns it as the 4xx reason.
+ * The address is read by the shared scanner (address/scan.ts) and spelt by the shared canonical
+ * form (address/canonical.ts), the same as the PROXY decoder, identity and the matcher's lookup.
+ * What this file adds is the CIDR (prefix length, host bits, mapped CIDRs) and, when the scanner
+ * refuses a text, the sentence saying why: forms an operator may not mean (`10` = 0.0.0.10 and
+ * `10.1` = 10.0.0.1 elsewhere, `010.0.0.1` = 8.0.0.1 octal, `0x0a.0.0.1`, zone ids, `::1.2.3.4`
+ * read as IPv4-mapped by some parsers). The admin API returns it as the 4xx reason.
  *
  * Parse results are returned values, never exceptions: config loading and the admin API decide
  * what a bad entry means for them.
  */
-import ipaddr from 'ipaddr.js';
+import { formatV4, formatV6Words } from '../address/canonical';
+import { isMappedWords, scanAddress } from '../address/scan';
 
 export interface Cidr {
   readonly family: 4 | 6;
@@ -23,11 +25,17 @@ export interface Cidr {
   readonly end: readonly number[];
 }
 
-export type CidrParse = { ok: true; cidr: Cidr } | { ok: false; message: string };
+/**
+ * A refusal: `message` quotes the offending text first (`"10.0.0.1/33": prefix length 33 out of
+ * range for IPv4`), so every 4xx and log line that carries it names the value (issue 20 item 5).
+ */
+export type ParseFailure = { ok: false; message: string };
+
+export type CidrParse = { ok: true; cidr: Cidr } | ParseFailure;
 
 export type AddressParse =
   | { ok: true; family: 4 | 6; /** canonical text */ address: string }
-  | { ok: false; message: string };
+  | ParseFailure;
 
 /**
  * Longest valid input is 49 characters (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128`).
@@ -47,39 +55,39 @@ const MAX_PREFIX = { 4: 32, 6: 128 } as const;
  */
 export function parseCidr(text: string): CidrParse {
   const pre = precheck(text, 'CIDR');
-  if (pre !== null) return fail(pre);
+  if (pre !== null) return pre;
   const slash = text.indexOf('/');
   const addrText = slash < 0 ? text : text.slice(0, slash);
-  const addr = parseAddressPart(addrText);
-  if (!addr.ok) return addr;
+  const addr = parseAddressPart(addrText, slash < 0);
+  if (typeof addr === 'string') return fail(text, addr);
   const max = MAX_PREFIX[addr.family];
   let prefix: number = max;
   if (slash >= 0) {
     const prefixText = text.slice(slash + 1);
-    if (prefixText.length === 0) return fail(`missing prefix length after "/" in ${q(text)}`);
-    if (prefixText.includes('/')) return fail(`more than one "/" in ${q(text)}`);
+    if (prefixText.length === 0) return fail(text, 'missing prefix length after "/"');
+    if (prefixText.includes('/')) return fail(text, 'more than one "/"');
     if (!/^[0-9]+$/.test(prefixText)) {
-      return fail(`prefix length ${q(prefixText)} is not a decimal number`);
+      return fail(text, `prefix length ${q(prefixText)} is not a decimal number`);
     }
     if (prefixText.length > 1 && prefixText.charCodeAt(0) === 48 /* 0 */) {
-      return fail(`prefix length ${q(prefixText)} has a leading zero; write ${Number(prefixText)}`);
+      return fail(text, `prefix length ${q(prefixText)} has a leading zero; write ${Number(prefixText)}`);
     }
     prefix = Number(prefixText);
-    if (prefix > max) return fail(`prefix length ${prefixText} out of range for IPv${addr.family}`);
+    if (prefix > max) return fail(text, `prefix length ${prefixText} out of range for IPv${addr.family}`);
   }
 
-  if (addr.family === 6 && isMapped(addr.words) && prefix >= 96) {
+  if (addr.family === 6 && isMappedWords(addr.words) && prefix >= 96) {
     // The matcher sees an IPv4 client as IPv4 (identity canonicalises ::ffff:a.b.c.d), so a
     // mapped CIDR would never match anything: refuse it and say what to write instead.
     const v4 = maskWords([addr.words[3]!], prefix - 96);
-    return fail(`IPv4-mapped IPv6 CIDR ${q(text)} is not allowed: write it as IPv4 ` +
-      `${formatV4(v4[0]!)}/${prefix - 96}`);
+    return fail(text, 'an IPv4-mapped IPv6 CIDR is not allowed (ipgate sees IPv4 clients as IPv4): ' +
+      `write it as IPv4 ${formatV4(v4[0]!)}/${prefix - 96}`);
   }
 
   const start = maskWords(addr.words, prefix);
   if (!sameWords(start, addr.words)) {
     const suggestion = `${formatWords(addr.family, start)}/${prefix}`;
-    return fail(`host bits set in ${q(text)}: did you mean ${suggestion}?`);
+    return fail(text, `host bits set: did you mean ${suggestion}?`);
   }
   const end = lastWords(start, prefix);
   return {
@@ -100,11 +108,11 @@ export function parseCidr(text: string): CidrParse {
  */
 export function parseAddress(text: string): AddressParse {
   const pre = precheck(text, 'address');
-  if (pre !== null) return fail(pre);
-  if (text.includes('/')) return fail(`${q(text)} is a CIDR, not an address`);
-  const addr = parseAddressPart(text);
-  if (!addr.ok) return addr;
-  if (addr.family === 6 && isMapped(addr.words)) {
+  if (pre !== null) return pre;
+  if (text.includes('/')) return fail(text, 'a CIDR, not an address');
+  const addr = parseAddressPart(text, true);
+  if (typeof addr === 'string') return fail(text, addr);
+  if (addr.family === 6 && isMappedWords(addr.words)) {
     return { ok: true, family: 4, address: formatV4(addr.words[3]!) };
   }
   return { ok: true, family: addr.family, address: addr.canonical };
@@ -112,13 +120,13 @@ export function parseAddress(text: string): AddressParse {
 
 // ---------------------------------------------------------------------------------------------
 
-type Failure = { ok: false; message: string };
-type AddressPart =
-  | { ok: true; family: 4 | 6; words: number[]; canonical: string }
-  | Failure;
+/** An address part, or the reason (a string) it is not one. */
+type AddressPart = { family: 4 | 6; words: number[]; canonical: string } | string;
 
-function fail(message: string): Failure {
-  return { ok: false, message };
+/** The refusal of `text`: the text quoted (bounded, see MAX_CIDR_TEXT), then the reason. */
+function fail(text: string, reason: string): ParseFailure {
+  const shown = text.length > MAX_CIDR_TEXT ? `${q(text.slice(0, MAX_CIDR_TEXT))}...` : q(text);
+  return { ok: false, message: `${shown}: ${reason}` };
 }
 
 /** Quote operator input for a message; JSON escaping keeps control characters out of logs. */
@@ -127,40 +135,58 @@ function q(text: string): string {
 }
 
 /** Checks shared by CIDRs and addresses; null when the text may go on to the real parse. */
-function precheck(text: unknown, what: string): string | null {
-  if (typeof text !== 'string') return `${what} must be a string`;
-  if (text.length === 0) return `empty ${what}`;
+function precheck(text: unknown, what: string): ParseFailure | null {
+  if (typeof text !== 'string') return { ok: false, message: `${what} must be a string, got ${text === null ? 'null' : typeof text}` };
+  if (text.length === 0) return fail(text, `empty ${what}`);
   if (text.length > MAX_CIDR_TEXT) {
-    return `${what} too long (${text.length} characters, at most ${MAX_CIDR_TEXT})`;
+    return fail(text, `${what} too long (${text.length} characters, at most ${MAX_CIDR_TEXT})`);
   }
-  if (/\s/.test(text)) return `${what} ${q(text)} contains whitespace`;
+  if (/\s/.test(text)) return fail(text, `${what} contains whitespace`);
   const pct = text.indexOf('%');
   if (pct >= 0) {
     const zone = text.slice(pct).split('/')[0]!;
-    return `zone id ${q(zone)} is not allowed in ${q(text)}: an allowlist entry cannot name an interface`;
+    return fail(text, `zone id ${q(zone)} is not allowed: an allowlist entry cannot name an interface`);
   }
   return null;
 }
 
-function parseAddressPart(text: string): AddressPart {
-  if (text.length === 0) return fail('missing address before "/"');
-  return text.includes(':') ? parseV6Part(text) : parseV4Part(text);
+// Scanner output; parsing is synchronous, so one is enough.
+const scanned = new Uint32Array(4);
+
+/**
+ * The address before any "/", read by the shared scanner; when the scanner refuses it, the
+ * reason. Reasons name the part only when it is not the whole text.
+ */
+function parseAddressPart(text: string, whole: boolean): AddressPart {
+  if (text.length === 0) return 'missing address before "/"';
+  const family = scanAddress(text, scanned);
+  if (family === 4) return { family, words: [scanned[0]!], canonical: formatV4(scanned[0]!) };
+  if (family === 6) {
+    const words = Array.from(scanned);
+    // Mapped words are spelt in IPv6 here: the callers refuse or convert them with a message.
+    return { family, words, canonical: isMappedWords(words) ? `::ffff:${formatV4(words[3]!)}` : formatV6Words(words) };
+  }
+  const named = whole ? '' : ` ${q(text)}`;
+  return text.includes(':') ? whyNotV6(text, named) : whyNotV4(text, named);
 }
 
-function parseV4Part(text: string): AddressPart {
+/**
+ * Why the scanner refused `text` as IPv4. `named`: the part quoted with a leading space, or ''
+ * when the part is the whole text (already quoted).
+ */
+function whyNotV4(text: string, named: string): string {
   const bad = /[^0-9.]/.exec(text);
   if (bad !== null) {
-    return fail(`invalid IPv4 address ${q(text)}: unexpected character ${q(bad[0])}`);
+    return `invalid IPv4 address${named}: unexpected character ${q(bad[0])}`;
   }
   const word = dottedQuad(text);
-  if (typeof word === 'string') return fail(`invalid IPv4 address ${q(text)}: ${word}`);
-  return { ok: true, family: 4, words: [word], canonical: formatV4(word) };
+  return `invalid IPv4 address${named}${typeof word === 'string' ? `: ${word}` : ''}`;
 }
 
 /**
  * Exactly four decimal octets 0-255 without leading zeros. Returns the unsigned 32-bit value,
- * or the reason (a string) it is not one. This is complete for IPv4, so ipaddr.js is not needed
- * (and its lenient IPv4 parser is exactly what the checks exist to avoid).
+ * or the reason (a string) it is not one. Only the explanation of a refusal uses it: the
+ * scanner decides (and the unit tests check that the two agree).
  */
 function dottedQuad(text: string): number | string {
   const parts = text.split('.');
@@ -181,34 +207,28 @@ function dottedQuad(text: string): number | string {
   return value;
 }
 
-function parseV6Part(text: string): AddressPart {
+/** Why the scanner refused `text` as IPv6 (see whyNotV4). */
+function whyNotV6(text: string, named: string): string {
   const bad = /[^0-9a-fA-F:.]/.exec(text);
   if (bad !== null) {
-    return fail(`invalid IPv6 address ${q(text)}: unexpected character ${q(bad[0])}`);
+    return `invalid IPv6 address${named}: unexpected character ${q(bad[0])}`;
   }
   const lastColon = text.lastIndexOf(':');
   const tail = text.slice(lastColon + 1);
   if (tail.includes('.')) {
     const v4 = dottedQuad(tail);
-    if (typeof v4 === 'string') return fail(`invalid IPv6 address ${q(text)}: embedded IPv4 ${q(tail)}: ${v4}`);
+    if (typeof v4 === 'string') return `invalid IPv6 address${named}: embedded IPv4 ${q(tail)}: ${v4}`;
     if (lastColon === 1 && text.startsWith('::')) {
       // RFC 4291 2.5.5.1 deprecated "IPv4-compatible" form. RFC parsers read ::1.2.3.4 as
       // ::102:304, ipaddr.js reads it as ::ffff:1.2.3.4: two meanings, so accept neither.
       const hex = formatWords(6, [0, 0, 0, v4]);
-      return fail(`${q(text)} is the deprecated IPv4-compatible form (RFC 4291 2.5.5.1), read ` +
-        `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`);
+      return `the deprecated IPv4-compatible form${named} (RFC 4291 2.5.5.1), read ` +
+        `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`;
     }
   }
-  if (!ipaddr.IPv6.isValid(text)) return fail(`invalid IPv6 address ${q(text)}`);
-  const ip = ipaddr.IPv6.parse(text);
-  const p = ip.parts;
-  const words = [0, 2, 4, 6].map((i) => ((p[i]! << 16) | p[i + 1]!) >>> 0);
-  return { ok: true, family: 6, words, canonical: ip.toString() };
+  return `invalid IPv6 address${named}`;
 }
 
-function isMapped(words: readonly number[]): boolean {
-  return words[0] === 0 && words[1] === 0 && words[2] === 0xffff;
-}
 
 /** Words with every bit after `prefix` cleared. */
 function maskWords(words: readonly number[], prefix: number): number[] {
@@ -231,13 +251,6 @@ function sameWords(a: readonly number[], b: readonly number[]): boolean {
   return a.every((w, i) => w === b[i]);
 }
 
-export function formatV4(word: number): string {
-  return `${word >>> 24}.${(word >>> 16) & 255}.${(word >>> 8) & 255}.${word & 255}`;
-}
-
 function formatWords(family: 4 | 6, words: readonly number[]): string {
-  if (family === 4) return formatV4(words[0]!);
-  const parts: number[] = [];
-  for (const w of words) parts.push(w >>> 16, w & 0xffff);
-  return new ipaddr.IPv6(parts).toString();
+  return family === 4 ? formatV4(words[0]!) : formatV6Words(words);
 }

@@ -28,7 +28,8 @@
  */
 import { parseCidr } from './cidr';
 import { parseRfc3339, type AllowEntry } from './entry';
-import { scanAddress, scanCidr, scanIPv4, wordMask } from './address-scan';
+import { scanAddress, scanIPv4 } from '../address/scan';
+import { scanCidr, wordMask } from './address-scan';
 
 /** Thrown by `compile` for an entry that did not pass `validateEntry`: a caller bug or bad store. */
 export class AllowlistCompileError extends Error {

@@ -18,7 +18,9 @@ export class ConfigError extends Error {
 
 /** `listeners[1].allowlist[0]: "10.0.0.1/33": prefix length 33 out of range for IPv4` */
 export function problem(path: string, value: unknown, message: string): string {
-  return `${path}: ${formatValue(value)}: ${message}`;
+  const shown = formatValue(value);
+  // Address and CIDR refusals (allowlist/cidr.ts) already begin with the quoted value.
+  return message.startsWith(`${shown}: `) ? `${path}: ${message}` : `${path}: ${shown}: ${message}`;
 }
 
 function formatValue(value: unknown): string {

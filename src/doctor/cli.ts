@@ -3,7 +3,8 @@
  * Exit codes: 0 no error findings, 1 error findings, 2 could not run (bad flags, no credentials,
  * Kubernetes API unreachable or refusing).
  */
-import { parseArgs } from 'node:util';
+import YAML from 'yaml';
+import { ADMIN_OPTIONS, adminOptionsUsage, outputFormat, parseCommandLine, tokenFromFile } from '../cli/common';
 import { fetchReadyz } from './admin-readyz';
 import { analyse } from './analyse';
 import { collectSnapshot } from './collect';
@@ -21,10 +22,12 @@ Checks how client addresses reach ipgate in this cluster and prints findings wit
   --context NAME          kubeconfig context (default: current-context)
   --namespace NS          namespace of the ipgate Service (default: the context's, else "default")
   --service NAME          ipgate Service name (default: ipgate)
-  --admin-url URL         ipgate admin API base URL; its /readyz detail is reported
-  --admin-token-env NAME  environment variable holding the admin bearer token
-  --json                  print JSON instead of text
-  -h, --help              this text
+  --admin-token-env NAME  environment variable holding the admin bearer token (instead of --token-file)
+
+Options shared with \`ipgate allowlist\` (with --admin-url, ipgate's /readyz detail is reported;
+without it the admin API is not asked):
+${adminOptionsUsage(false, 'the report')}
+Flags take their value as --flag=value or --flag value.
 
 exit code: 0 no errors, 1 error findings, 2 could not read the Kubernetes API (or bad flags)
 `;
@@ -45,8 +48,15 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
   const env = deps.env ?? process.env;
 
   let values: ReturnType<typeof parse>['values'];
+  let format: ReturnType<typeof outputFormat>;
+  let fileToken: string | null;
   try {
     values = parse(argv).values;
+    format = outputFormat(values);
+    if (values['token-file'] !== undefined && values['admin-token-env'] !== undefined) {
+      throw new Error('--token-file and --admin-token-env: give one of them');
+    }
+    fileToken = values.help ? null : tokenFromFile(values['token-file']);
   } catch (err) {
     stderr.write(`ipgate doctor: ${(err as Error).message}\n\n${DOCTOR_USAGE}`);
     return 2;
@@ -55,7 +65,8 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
     stdout.write(DOCTOR_USAGE);
     return 0;
   }
-  const json = values.json === true;
+  const json = format !== 'table';
+  const doc = (jsonText: string): string => (format === 'yaml' ? YAML.stringify(JSON.parse(jsonText)) : jsonText);
 
   let client: KubeClient | undefined;
   try {
@@ -72,7 +83,7 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
     let admin = null;
     if (values['admin-url']) {
       const tokenEnv = values['admin-token-env'];
-      const token = tokenEnv ? env[tokenEnv] : undefined;
+      const token = fileToken ?? (tokenEnv ? env[tokenEnv] : undefined);
       admin = fetchReadyz({
         adminUrl: values['admin-url'],
         ...(token ? { token } : {}),
@@ -83,12 +94,12 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
     const findings = analyse(snapshot);
     const code = exitCodeFor(findings);
     const header = { service: `${namespace}/${serviceName}`, source: access.source, server: access.server.origin };
-    stdout.write(json ? renderJson(header, findings, code) : renderText(header, findings));
+    stdout.write(json ? doc(renderJson(header, findings, code)) : renderText(header, findings));
     return code;
   } catch (err) {
     const failure = asDoctorError(err);
     if (!failure) throw err;
-    if (json) stdout.write(renderFailureJson(failure.code, failure.message));
+    if (json) stdout.write(doc(renderFailureJson(failure.code, failure.message)));
     else stderr.write(`ipgate doctor: ${failure.message}\n`);
     return 2;
   } finally {
@@ -97,19 +108,12 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
 }
 
 function parse(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      kubeconfig: { type: 'string' },
-      context: { type: 'string' },
-      namespace: { type: 'string', short: 'n' },
-      service: { type: 'string' },
-      'admin-url': { type: 'string' },
-      'admin-token-env': { type: 'string' },
-      json: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  return parseCommandLine(argv, {
+    ...ADMIN_OPTIONS,
+    kubeconfig: { type: 'string' },
+    context: { type: 'string' },
+    namespace: { type: 'string', short: 'n' },
+    service: { type: 'string' },
+    'admin-token-env': { type: 'string' },
+  }, false);
 }

@@ -3,15 +3,17 @@
  *
  * One spelling per address everywhere (allowlist checks, logs, headers, outbound PROXY headers):
  * an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, what a dual-stack `[::]` listener reports for an
- * IPv4 peer) is the IPv4 address; IPv6 is lower-case RFC 5952 text as Node reports it.
+ * IPv4 peer) is the IPv4 address; IPv6 is lower-case RFC 5952 text as Node reports it. The same
+ * canonical form as address/canonical.ts, which spells addresses read from text.
  */
-import net from 'node:net';
+import { scanAddress, scanIPv4 } from '../address/scan';
 
 const MAPPED_PREFIX = '::ffff:';
+const words = new Uint32Array(4);
 
-/** Family of a canonical address: 4 or 6 (0 when the text is not an IP address). */
+/** Family of an address by the shared scanner's rules (address/scan.ts): 4 or 6, 0 when it refuses it. */
 export function addressFamily(address: string): 0 | 4 | 6 {
-  return net.isIPv4(address) ? 4 : net.isIPv6(address) ? 6 : 0;
+  return scanAddress(address, words);
 }
 
 /**
@@ -22,7 +24,7 @@ export function canonicalAddress(address: string): string {
   if (address.length > 7 && address.charCodeAt(0) === 58 /* : */ &&
       address.toLowerCase().startsWith(MAPPED_PREFIX)) {
     const rest = address.slice(MAPPED_PREFIX.length);
-    if (net.isIPv4(rest)) return rest;
+    if (scanIPv4(rest, 0, rest.length) >= 0) return rest;
   }
   return address;
 }

@@ -23,10 +23,10 @@
  * - When every entry is a trusted proxy, the leftmost one is the client (nginx does the same).
  *
  * Cost: the walk reads only the entries it needs from the right end, without splitting the header;
- * IPv4 entries are validated by the allocation-free scanner, IPv6 ones by the strict parser.
+ * entries are read by the shared scanner (address/scan.ts), IPv4 ones without allocating.
  */
-import { scanIPv4 } from '../allowlist/address-scan';
-import { parseAddress } from '../allowlist/cidr';
+import { canonicalText } from '../address/canonical';
+import { scanIPv4 } from '../address/scan';
 
 /** What the walk needs of a matcher (the compiled trustedProxies). */
 export interface AddressSet {
@@ -71,8 +71,7 @@ export function forwardedForEntry(text: string, s: number, e: number): string | 
     }
   }
   if (!colon) return null;
-  const r = parseAddress(text.slice(s, e));
-  return r.ok ? r.address : null;
+  return canonicalText(text.slice(s, e));
 }
 
 function isSpace(c: number): boolean {

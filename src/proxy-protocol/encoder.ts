@@ -23,7 +23,7 @@ import {
   V2_VERSION,
 } from './constants';
 import type { ProxyAddress, Tlv } from './header';
-import { formatIPv4, parseIp } from './ip-text';
+import { addressBytes, formatIPv4 } from '../address/canonical';
 import { tlvsLength, writeTlvs } from './tlv';
 
 const VER_CMD_PROXY = (V2_VERSION << 4) | V2_CMD_PROXY;
@@ -61,9 +61,9 @@ let lastDstFamily: 0 | 4 | 6 = 0;
 
 function parseOrThrow(address: string, off: number, which: string): 4 | 6 {
   if (off === 0 ? address === lastSrc : address === lastDst) return off === 0 ? lastSrcFamily as 4 | 6 : lastDstFamily as 4 | 6;
-  const family = typeof address === 'string' ? parseIp(address, scratch, off) : 0;
+  const family = typeof address === 'string' ? addressBytes(address, scratch, off) : 0;
   if (family === 0) {
-    // parseIp may have written part of the slot: forget what it held.
+    // Forget the slot's last address (kept in step with the slot's bytes).
     if (off === 0) lastSrc = '';
     else lastDst = '';
     throw new ProxyEncodeError(`PROXY encoder: ${which} address ${JSON.stringify(address)} is not an IP address`);

@@ -15,7 +15,8 @@
 import { V1_MAX_LENGTH, V1_SIGNATURE } from './constants';
 import { fail, MORE, NONE } from './header';
 import type { DecodeResult, ProxyHeader } from './header';
-import { formatIPv6, IPV4_TEXT_MAX, IPV6_TEXT_MAX, parseIPv4, parseIPv6 } from './ip-text';
+import { formatV6Words } from '../address/canonical';
+import { IPV4_TEXT_MAX, IPV6_TEXT_MAX, scanAddress, scanIPv4 } from '../address/scan';
 
 const SP = 0x20;
 const CR = 0x0d;
@@ -41,8 +42,8 @@ const FAMILY_WORDS = [FAMILY_TCP4, FAMILY_TCP6, FAMILY_UNKNOWN];
 const MAX_PORT_DIGITS = 5;
 const MAX_PORT = 65535;
 
-// Scratch for address parsing; safe to share because decoding is synchronous.
-const scratch = new Uint8Array(16);
+// Scanner output (address/scan.ts); safe to share because decoding is synchronous.
+const scratch = new Uint32Array(4);
 
 function isDigit(c: number): boolean {
   return c >= ZERO && c <= NINE;
@@ -233,11 +234,11 @@ export function decodeV1(buf: Buffer): DecodeResult {
         let canonical: string;
         if (family === 4) {
           // Strictly valid dotted-quad text is already canonical.
-          if (!parseIPv4(text, 0, text.length, scratch, 0)) return addressError(4, buf, start, pos, field);
+          if (scanIPv4(text, 0, text.length) < 0) return addressError(4, buf, start, pos, field);
           canonical = text;
         } else {
-          if (!parseIPv6(text, 0, text.length, scratch, 0)) return addressError(6, buf, start, pos, field);
-          canonical = formatIPv6(scratch, 0);
+          if (scanAddress(text, scratch) !== 6) return addressError(6, buf, start, pos, field);
+          canonical = formatV6Words(scratch);
         }
         if (field === FIELD_SRC_ADDR) source = canonical;
         else destination = canonical;

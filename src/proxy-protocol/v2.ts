@@ -45,7 +45,7 @@ import {
 } from './constants';
 import { fail, MORE, NONE } from './header';
 import type { DecodeResult, ProxyHeader } from './header';
-import { formatIPv4, formatIPv6 } from './ip-text';
+import { formatIPv4, formatIPv6 } from '../address/canonical';
 import { walkTlvs } from './tlv';
 
 const OFFSET_VER_CMD = 12;

@@ -44,15 +44,15 @@ t.test('parseCidr rejects with a message an operator can act on', async (t) => {
     ['an octet above 255', '10.0.0.256/32', /octet "256" is greater than 255/],
     ['a hex IPv4 octet', '0x0a.0.0.0/8', /unexpected character "x"/],
     ['a zone id', 'fe80::1%eth0/64', /zone id "%eth0" is not allowed/],
-    ['host bits set in IPv4 suggest the network', '10.0.0.1/8', /^host bits set in "10\.0\.0\.1\/8": did you mean 10\.0\.0\.0\/8\?$/],
+    ['host bits set in IPv4 suggest the network', '10.0.0.1/8', /^"10\.0\.0\.1\/8": host bits set: did you mean 10\.0\.0\.0\/8\?$/],
     ['host bits set in IPv6 suggest the network', '2001:db8::1/32', /did you mean 2001:db8::\/32\?/],
-    ['an IPv4-mapped CIDR is written as IPv4', '::ffff:10.0.0.0/104', /IPv4-mapped IPv6 CIDR.*write it as IPv4 10\.0\.0\.0\/8$/],
+    ['an IPv4-mapped CIDR is written as IPv4', '::ffff:10.0.0.0/104', /^"::ffff:10\.0\.0\.0\/104": an IPv4-mapped IPv6 CIDR is not allowed.*write it as IPv4 10\.0\.0\.0\/8$/],
     ['a mapped CIDR in hex is written as IPv4 too', '::ffff:a00:0/104', /write it as IPv4 10\.0\.0\.0\/8$/],
     ['a mapped host address is written as IPv4', '::ffff:1.2.3.4', /write it as IPv4 1\.2\.3\.4\/32$/],
     ['the deprecated IPv4-compatible form is ambiguous', '::1.2.3.4/128', /deprecated IPv4-compatible.*write IPv4 1\.2\.3\.4, or ::102:304/],
-    ['IPv4 prefix 33', '10.0.0.0/33', /^prefix length 33 out of range for IPv4$/],
-    ['IPv6 prefix 129', '::/129', /^prefix length 129 out of range for IPv6$/],
-    ['a huge prefix is quoted as written', '10.0.0.0/99999999999999999999', /^prefix length 99999999999999999999 out of range for IPv4$/],
+    ['IPv4 prefix 33', '10.0.0.0/33', /^"10\.0\.0\.0\/33": prefix length 33 out of range for IPv4$/],
+    ['IPv6 prefix 129', '::/129', /^"::\/129": prefix length 129 out of range for IPv6$/],
+    ['a huge prefix is quoted as written', '10.0.0.0/99999999999999999999', /^"10\.0\.0\.0\/99999999999999999999": prefix length 99999999999999999999 out of range for IPv4$/],
     ['an empty prefix after the slash', '10.0.0.0/', /missing prefix length after "\/"/],
     ['a negative prefix', '10.0.0.0/-8', /prefix length "-8" is not a decimal number/],
     ['a plus sign in the prefix', '10.0.0.0/+8', /prefix length "\+8" is not a decimal number/],
@@ -63,14 +63,14 @@ t.test('parseCidr rejects with a message an operator can act on', async (t) => {
     ['leading whitespace', ' 10.0.0.0/8', /contains whitespace/],
     ['trailing newline', '10.0.0.0/8\n', /contains whitespace/],
     ['inner space', '10.0.0.0 /8', /contains whitespace/],
-    ['empty text', '', /^empty CIDR$/],
+    ['empty text', '', /^"": empty CIDR$/],
     ['a name, not an address', 'localhost/32', /unexpected character "l"/],
     ['a triple colon', ':::/0', /invalid IPv6 address/],
     ['two double colons', '1::2::3/128', /invalid IPv6 address/],
     ['nine IPv6 groups', '1:2:3:4:5:6:7:8:9/128', /invalid IPv6 address/],
     ['a five-digit IPv6 group', '12345::/16', /invalid IPv6 address/],
     ['a leading zero in an embedded IPv4 tail', '64:ff9b::01.2.3.4/128', /embedded IPv4.*leading zero/],
-    ['overlong input is refused before parsing', `${'1'.repeat(80)}/8`, /too long \(82 characters, at most 64\)/],
+    ['overlong input is refused before parsing', `${'1'.repeat(80)}/8`, /^"1{64}"\.\.\.: CIDR too long \(82 characters, at most 64\)$/],
   ];
   for (const [desc, input, message] of rows) {
     const r = parseCidr(input);
@@ -79,9 +79,20 @@ t.test('parseCidr rejects with a message an operator can act on', async (t) => {
   }
 });
 
+t.test('every refusal begins with the offending text, quoted (what a 4xx or config error shows)', async (t) => {
+  const inputs = ['10.0.0.1/33', '10.0.0.1/8', '2001:db8::1/32', '::ffff:10.0.0.0/104', '10.0.0.x/8', 'ten', '10/8', '010.0.0.0/8',
+    '1::2::3/128', '::1.2.3.4/128', 'fe80::1%eth0/64', ' 10.0.0.0/8', '10.0.0.0/', '10.0.0.0/8/8', '/8', '10.0.0.0/08', '10.0.0.0/x', 'a"b\n'];
+  for (const input of inputs) {
+    for (const [name, r] of [['parseCidr', parseCidr(input)], ['parseAddress', parseAddress(input)]] as const) {
+      t.notOk(r.ok, `${name} ${JSON.stringify(input)}: rejected`);
+      if (!r.ok) t.ok(r.message.startsWith(`${JSON.stringify(input)}: `), `${name}: ${r.message}`);
+    }
+  }
+});
+
 t.test('parseCidr survives non-string input from untyped callers', async (t) => {
   const r = parseCidr(42 as unknown as string);
-  t.same(r, { ok: false, message: 'CIDR must be a string' });
+  t.same(r, { ok: false, message: 'CIDR must be a string, got number' });
 });
 
 t.test('parseAddress: same rules, mapped IPv6 becomes IPv4', async (t) => {
@@ -96,12 +107,12 @@ t.test('parseAddress: same rules, mapped IPv6 becomes IPv4', async (t) => {
     t.same(parseAddress(input), { ok: true, family, address }, desc);
   }
   const bad: Array<[desc: string, input: string, message: RegExp]> = [
-    ['a CIDR is not an address', '10.0.0.0/8', /is a CIDR, not an address/],
+    ['a CIDR is not an address', '10.0.0.0/8', /^"10\.0\.0\.0\/8": a CIDR, not an address$/],
     ['leading zero', '010.0.0.1', /leading zero/],
     ['short form', '10.1', /four decimal octets/],
     ['zone id', 'fe80::1%eth0', /zone id "%eth0"/],
     ['whitespace', '1.2.3.4 ', /whitespace/],
-    ['empty', '', /^empty address$/],
+    ['empty', '', /^"": empty address$/],
     ['deprecated IPv4-compatible', '::1.2.3.4', /deprecated IPv4-compatible/],
   ];
   for (const [desc, input, message] of bad) {

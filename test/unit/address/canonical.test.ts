@@ -1,17 +1,24 @@
 import t from 'tap';
 import ipaddr from 'ipaddr.js';
 import net from 'node:net';
-import { formatIPv6, parseIp, parseIPv4, parseIPv6 } from '../../../src/proxy-protocol/ip-text';
+import { addressBytes, canonicalText, formatIPv6, formatV6Words, ipv6Bytes } from '../../../src/address/canonical';
+import { scanAddress, scanIPv4 } from '../../../src/address/scan';
+
+// The address scanner and canonical form shared by the PROXY decoder and encoder, identity and
+// the allowlist (src/address/). These vectors were the PROXY decoder's own (ip-text.ts) before
+// the three parsers became one; they hold for the one scanner unchanged.
 
 function v6(text: string): string | null {
   const out = new Uint8Array(16);
-  return parseIPv6(text, 0, text.length, out, 0) ? Buffer.from(out).toString('hex') : null;
+  return ipv6Bytes(text, out, 0) ? Buffer.from(out).toString('hex') : null;
 }
 
 function v4(text: string): string | null {
-  const out = new Uint8Array(4);
-  return parseIPv4(text, 0, text.length, out, 0) ? Array.from(out).join('.') : null;
+  const v = scanIPv4(text, 0, text.length);
+  return v < 0 ? null : [v >>> 24, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join('.');
 }
+
+const parseIp = addressBytes;
 
 /** mulberry32: small, seeded, good enough to pick test addresses. */
 function prng(seed: number): () => number {
@@ -100,6 +107,9 @@ t.test('RFC 5952 formatting matches ipaddr.js; v4-mapped becomes IPv4', async (t
       bytes[2 * w + 1] = Math.floor(rand() * 256);
     }
     const ours = formatIPv6(bytes, 0);
+    const w = new Uint32Array(4);
+    for (let i = 0; i < 4; i++) w[i] = ((bytes[4 * i]! << 24) | (bytes[4 * i + 1]! << 16) | (bytes[4 * i + 2]! << 8) | bytes[4 * i + 3]!) >>> 0;
+    if (formatV6Words(w) !== ours) mismatches++;
     const parsed = ipaddr.fromByteArray(Array.from(bytes)) as ipaddr.IPv6;
     const theirs = parsed.isIPv4MappedAddress() ? parsed.toIPv4Address().toString() : parsed.toRFC5952String();
     if (ours !== theirs) mismatches++;
@@ -128,4 +138,18 @@ t.test('parseIp never accepts what Node rejects', async (t) => {
   }
   t.equal(unsound, 0, 'every accepted string is an IP address for node:net');
   t.ok(accepted > 0, `some random strings are valid (${accepted}), so the check is not vacuous`);
+});
+
+t.test('the deprecated IPv4-compatible ::a.b.c.d is refused everywhere (the strictest rule of the three former parsers)', async (t) => {
+  for (const text of ['::1.2.3.4', '::0.0.0.1']) {
+    t.equal(v6(text), null, `${text}: not IPv6 for PROXY`);
+    t.equal(canonicalText(text), null, `${text}: no canonical form`);
+  }
+  t.equal(canonicalText('::ffff:1.2.3.4'), '1.2.3.4', 'mapped is the IPv4 address');
+  t.equal(canonicalText('0:0:0:0:0:FFFF:0102:0304'), '1.2.3.4', 'mapped in hex too');
+  t.equal(canonicalText('2001:DB8:0:0:0:0:0:1'), '2001:db8::1');
+  t.equal(canonicalText('64:ff9b::1.2.3.4'), '64:ff9b::102:304', 'a dotted tail that is not mapped is spelt in hex (RFC 5952)');
+  const out = new Uint32Array(4);
+  t.equal(scanAddress('1.2.3.4', out), 4);
+  t.equal(v6('1.2.3.4'), null, 'a dotted quad is not IPv6 text');
 });
