@@ -26,6 +26,7 @@
  * - An address with a zone id (fe80::1%eth0) never matches: entries cannot name an interface, and
  *   the same link-local address on two interfaces is two different hosts.
  */
+import type { AllowlistRefusal } from '../reasons';
 import { parseCidr } from './cidr';
 import { parseRfc3339, type AllowEntry } from './entry';
 import { scanAddress, scanIPv4 } from '../address/scan';
@@ -54,7 +55,8 @@ function labelOf(e: AllowEntry, index: number): number {
 }
 
 /** Why an address is refused, as the `ipgate_denied_total` reason: which kind of entry decided. */
-export type DenialReason = 'denied_by_entry' | 'not_allowlisted';
+/** Why the matcher refuses an address (src/reasons.ts has the sentences). */
+export type DenialReason = AllowlistRefusal;
 interface Ranges<K> { starts: K[]; ends: K[]; labels: number[] }
 
 /**

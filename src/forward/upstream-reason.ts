@@ -3,7 +3,9 @@
  * (`ipgate_upstream_errors_total{reason}`), shared by the TCP and HTTP forwarders so both name a
  * failure the same way.
  */
-export function upstreamReason(err: NodeJS.ErrnoException): string {
+import type { UpstreamReason } from '../reasons';
+
+export function upstreamReason(err: NodeJS.ErrnoException): UpstreamReason {
   switch (err.code) {
     case 'ECONNREFUSED':
       return 'upstream_refused';

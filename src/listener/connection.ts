@@ -1,6 +1,7 @@
 import type net from 'node:net';
 import type { AllowEntry } from '../allowlist/entry';
 import type { Tlv } from '../proxy-protocol/decoder';
+import type { Reason } from '../reasons';
 import type { RawSocket } from './raw-socket';
 
 /**
@@ -38,7 +39,7 @@ export class Connection {
   upstreamSocket: Endpoint | null = null;
   readonly startedAt = Date.now();
   /** Close result label (`ok`, `denied`, `pp_timeout`, `upstream_refused`, `revoked`, ...). */
-  result: string | null = null;
+  result: Reason | null = null;
   /** Set when an allowlist change no longer allows the client: the forwarder must stop. */
   revoked = false;
   /** For HTTP listeners: called to close the connection gracefully or at once (revocation, drain). */

@@ -9,16 +9,18 @@
 import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../access-log/access-log';
-import { denialReason } from '../allowlist/matcher';
 import { addressSet, type AddressLookup } from '../store/list-ref';
 import type { ListenerConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
 import { afterHeader, beforeHeader, type IdentityOutcome } from '../identity/derive';
 import { ListenerStats } from '../metrics/listener-stats';
+import type { PpReason } from '../proxy-protocol/codes';
 import { decodeProxyHeader } from '../proxy-protocol/decoder';
+import type { Reason } from '../reasons';
 import type { LiveList } from '../store/live-lists';
 import { AcceptErrors } from './accept-errors';
+import { Admission } from './admission';
 import { Connection } from './connection';
 import { RawSocket } from './raw-socket';
 
@@ -72,6 +74,8 @@ export class Listener {
   private readonly server: net.Server;
   private readonly trustedSources: AddressLookup;
   private readonly log: Logger;
+  /** The allowlist decision for connection-level handlers (TCP): decide, count, log. */
+  private readonly admission: Admission;
   private bound: net.AddressInfo | null = null;
   private draining = false;
   /** Accepting libuv handles as RawSockets (handler.rawSockets, where available). */
@@ -86,6 +90,7 @@ export class Listener {
     this.name = config.name;
     this.stats = deps.stats ?? new ListenerStats(config.name);
     this.log = deps.logger.child({ listener: config.name });
+    this.admission = new Admission(deps.list, this.stats, this.log);
     this.trustedSources = addressSet(config.proxyProtocol.trustedSources, deps.list.owner);
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
@@ -168,12 +173,12 @@ export class Listener {
     if (this.server.listening) this.server.close();
   }
 
-  destroyAll(result: string): void {
+  destroyAll(result: Reason): void {
     for (const conn of this.connections) this.close(conn, result);
   }
 
   /** Close a connection with a result label (idempotent). */
-  close(conn: Connection, result: string): void {
+  close(conn: Connection, result: Reason): void {
     if (conn.result === null) conn.result = result;
     conn.socket.destroy();
     conn.upstreamSocket?.destroy();
@@ -185,7 +190,6 @@ export class Listener {
    * re-check themselves through onRevoke.
    */
   revokeDenied(): number {
-    const matcher = this.deps.list.matcher;
     let closed = 0;
     for (const conn of this.connections) {
       if (conn.entry === null && conn.onRevoke === null) continue; // not yet admitted
@@ -193,12 +197,12 @@ export class Listener {
         conn.onRevoke(conn);
         continue;
       }
-      const entry = matcher.match(conn.clientAddress);
+      const entry = this.admission.match(conn.clientAddress);
       if (entry !== null) {
         conn.entry = entry;
       } else {
         conn.revoked = true;
-        ListenerStats.bump(this.stats.denied, 'revoked');
+        this.admission.revoked(conn);
         this.close(conn, 'revoked');
         closed++;
       }
@@ -334,11 +338,9 @@ export class Listener {
   private admit(conn: Connection, leftover: Buffer): void {
     const handler = this.deps.handler;
     if (handler.decidesPerRequest?.(conn) !== true) {
-      const entry = this.deps.list.matcher.match(conn.clientAddress);
+      const entry = this.admission.match(conn.clientAddress);
       if (entry === null) {
-        ListenerStats.bump(this.stats.denied, denialReason(this.deps.list.matcher, conn.clientAddress));
-        // A deny is a decision, not an error: debug level (scans must not flood the log).
-        this.log.debug({ conn: conn.id, client: conn.clientAddress, peer: conn.peerAddress, via: conn.via }, 'denied');
+        this.admission.refused(conn.clientAddress, conn, conn.via);
         this.close(conn, 'denied');
         return;
       }
@@ -347,7 +349,7 @@ export class Listener {
     handler.handle(conn, leftover);
   }
 
-  private reject(conn: Connection, reason: string, version: string): void {
+  private reject(conn: Connection, reason: PpReason, version: string): void {
     ListenerStats.bump(this.stats.proxyHeader, `${version}/${reason}`);
     ListenerStats.bump(this.stats.denied, reason);
     this.log.debug({ conn: conn.id, peer: conn.peerAddress, reason }, 'PROXY header rejected');

@@ -1,3 +1,4 @@
+import type { ClientReason, DeniedLabel, Reason, UpstreamReason } from '../reasons';
 import { CONNECT_BUCKETS, FixedHistogram, HTTP_DURATION_BUCKETS } from './fixed-histogram';
 
 /**
@@ -9,13 +10,13 @@ export class ListenerStats {
   accepted = 0;
   active = 0;
   /** Closed connections by result: `ok`, `denied`, `pp_*`, `upstream_*`, `drain`, `revoked`, ... */
-  readonly closed = new Map<string, number>();
+  readonly closed = new Map<Reason | 'ok', number>();
   /** Denials by reason (`denied_by_entry`, `not_allowlisted`, `pp_untrusted`, ...). */
-  readonly denied = new Map<string, number>();
+  readonly denied = new Map<DeniedLabel, number>();
   /** PROXY header outcomes by `version/result`, e.g. `v2/ok`, `v1/ok`, `v2/local`, `none/none`, `v1/pp_bad_address`. */
   readonly proxyHeader = new Map<string, number>();
   /** Upstream failures by reason. */
-  readonly upstreamErrors = new Map<string, number>();
+  readonly upstreamErrors = new Map<UpstreamReason, number>();
   /** Accepts that failed or were refused at the open-file limit, by code (listener/accept-errors.ts). */
   acceptErrorsEmfile = 0;
   acceptErrorsEnfile = 0;
@@ -29,7 +30,7 @@ export class ListenerStats {
   /** HTTP listeners: finished requests by status class `1xx`..`5xx`, `none` (the client left first). */
   readonly httpResponses = new Map<string, number>();
   /** HTTP listeners: requests rejected by the parser: `bad_request`, `header_timeout`, `header_too_large`. */
-  readonly httpClientErrors = new Map<string, number>();
+  readonly httpClientErrors = new Map<ClientReason, number>();
   /** HTTP listeners: request duration, seconds (ipgate_http_request_duration_seconds). */
   readonly httpDuration = new FixedHistogram(HTTP_DURATION_BUCKETS);
   /** Upstream connect time of new upstream connections, seconds (ipgate_upstream_connect_seconds). */
@@ -40,7 +41,7 @@ export class ListenerStats {
 
   constructor(readonly listener: string) {}
 
-  static bump(map: Map<string, number>, key: string): void {
+  static bump<K>(map: Map<K, number>, key: K): void {
     map.set(key, (map.get(key) ?? 0) + 1);
   }
 
@@ -51,7 +52,7 @@ export class ListenerStats {
   }
 
   /** An upstream failure: the listener's count and the target's. */
-  upstreamFailed(label: string | null | undefined, reason: string): void {
+  upstreamFailed(label: string | null | undefined, reason: UpstreamReason): void {
     ListenerStats.bump(this.upstreamErrors, reason);
     if (label !== null && label !== undefined) ListenerStats.bump(this.upstream(label).failures, reason);
   }
@@ -69,7 +70,7 @@ export class UpstreamStats {
   /** HTTP response heads received, by status class: index 1..5 (0: outside 100-599). */
   readonly responses = [0, 0, 0, 0, 0, 0];
   /** Failures by reason (upstream_refused, upstream_timeout, upstream_reset, ...). */
-  readonly failures = new Map<string, number>();
+  readonly failures = new Map<UpstreamReason, number>();
   /** Time from the request sent to the response head, seconds (nginx $upstream_header_time). */
   readonly responseTime = new FixedHistogram(HTTP_DURATION_BUCKETS);
 }

@@ -167,9 +167,9 @@ t.test('closed while its upstream is still connecting: the connect timer goes wi
   const c = await connect({ port: g.port() });
   await waitFor(() => l.stats.active === 1, 5000, 'accepted');
   await new Promise((r) => setTimeout(r, 100)); // dialling now
-  l.destroyAll('drain_timeout');
+  l.destroyAll('drain');
   await closed(c, 5000);
   await new Promise((r) => setTimeout(r, 700)); // past the connect timeout
-  t.equal(l.stats.closed.get('drain_timeout'), 1, 'closed with the drain result');
+  t.equal(l.stats.closed.get('drain'), 1, 'closed with the drain result');
   t.same([...l.stats.upstreamErrors], [], 'no upstream error counted');
 });

@@ -4,6 +4,7 @@
  * address it learned. Distinct clients are sockets bound to distinct 127.0.0.x addresses.
  */
 import net from 'node:net';
+import type { PpReason } from '../../src/proxy-protocol/codes';
 import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
@@ -164,7 +165,7 @@ t.test('malformed headers close that one connection with the reason code', async
     upstreams: [`127.0.0.1:${backend}`],
     proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
   }, ['0.0.0.0/0']);
-  const bad: Array<[string, string]> = [
+  const bad: Array<[string, PpReason]> = [
     ['PROXY TCP4 256.1.1.1 127.0.0.1 1 2\r\n', 'pp_bad_address'],
     ['PROXY TCP4 1.1.1.1 127.0.0.1 1 65536\r\n', 'pp_bad_port'],
     [`PROXY TCP4 1.1.1.1 127.0.0.1 1 2${' '.repeat(10)}\r\n`, 'pp_bad_syntax'],

@@ -6,6 +6,7 @@
 import type net from 'node:net';
 import type { AllowEntry } from '../../allowlist/entry';
 import type { Connection, Via } from '../../listener/connection';
+import type { Reason } from '../../reasons';
 import type { Upstream } from '../tcp/tcp-forwarder';
 
 /** One client connection handed to the HTTP forwarder. */
@@ -60,7 +61,7 @@ export class Exchange {
   host: string | null = null;
   userAgent: string | null = null;
   /** Failure / result reason (`upstream_refused`, `upstream_timeout`, `denied`, `client_abort`, ...). */
-  reason: string | null = null;
+  reason: Reason | null = null;
   readonly startedAt: number;
   readonly bytesAtStart: number;
   /** The client sent no body (no Content-Length > 0, no Transfer-Encoding): safe to retry. */

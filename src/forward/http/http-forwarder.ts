@@ -21,24 +21,25 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import { denialReason } from '../../allowlist/matcher';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { ListenerConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement } from '../../identity/forwarded-header';
 import type { Connection } from '../../listener/connection';
+import { Admission } from '../../listener/admission';
 import type { ConnectionHandler } from '../../listener/listener';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { LiveList } from '../../store/live-lists';
 import { parseUpstreams, UpstreamPool } from '../tcp/tcp-forwarder';
+import type { ClientReason } from '../../reasons';
 import { upstreamReason } from '../upstream-reason';
 import { Canned, CannedResponses } from './canned';
 import { Exchange, HttpConn } from './exchange';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
 import { newRequestId, validRequestId } from './request-id';
 import type { RequestHead } from './relay/llhttp-parser';
-import { RelayConn, type Admission, type RelayHost } from './relay/relay-conn';
+import { RelayConn, type Admitted, type RelayHost } from './relay/relay-conn';
 import { RelayPool } from './relay/upstream-pool';
 import { WaitSweep } from './relay/wait-sweep';
 import { DnsCache } from './upstream-dns';
@@ -58,6 +59,8 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
   private readonly pool: UpstreamPool;
   private readonly relay: RelayPool;
   private readonly trustedProxies: AddressLookup;
+  /** The allowlist decision, shared with the TCP path (listener/admission.ts): decide, count, log. */
+  private readonly admission: Admission;
   private readonly canned: CannedResponses;
   private readonly got = new ReceivedHeaders();
   private readonly log: Logger;
@@ -92,6 +95,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
   ) {
     const h = config.http;
     this.log = logger.child({ listener: config.name });
+    this.admission = new Admission(list, stats, this.log);
     this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
     this.trustedProxies = addressSet(h.trustedProxies, list.owner);
     this.canned = new CannedResponses(h.deniedBody);
@@ -125,7 +129,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     const trusted = this.trustedProxies.lookup(conn.clientAddress) >= 0;
     const hc = new HttpConn(conn, trusted, this);
     if (!trusted) {
-      hc.entry = this.list.matcher.match(conn.clientAddress);
+      hc.entry = this.admission.match(conn.clientAddress);
       conn.entry = hc.entry;
       // Decided once for the connection: each of its requests is answered 403 (and counted).
       if (hc.entry === null) conn.result = 'denied';
@@ -155,7 +159,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
 
   // --- the engine's host (RelayHost) ------------------------------------------------------------
 
-  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): Admission | null {
+  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): Admitted | null {
     if (hc.closing && this.draining) return null;
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
@@ -195,7 +199,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     return this.canned.requestTimeout;
   }
 
-  relayClientError(hc: HttpConn, reason: string): void {
+  relayClientError(hc: HttpConn, reason: ClientReason): void {
     ListenerStats.bump(this.stats.httpClientErrors, reason);
     if (hc.conn.result === null) hc.conn.result = reason;
     this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason }, 'bad request');
@@ -246,7 +250,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     if (hc.trusted) {
       const client = clientFromForwardedFor(got.xForwardedFor, conn.clientAddress, this.trustedProxies);
       ex = new Exchange(hc, head.method, head.url, socket, client, client === conn.clientAddress ? conn.via : 'xff', Date.now(), !got.hasBody);
-      ex.entry = this.list.matcher.match(client);
+      ex.entry = this.admission.match(client);
     } else {
       ex = new Exchange(hc, head.method, head.url, socket, conn.clientAddress, conn.via, Date.now(), !got.hasBody);
       ex.entry = hc.entry;
@@ -291,12 +295,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     ex.reason = ex.hc.revoked ? 'revoked' : 'denied';
     if (ex.hc.revoked) return; // counted once, as `revoked`, when the list change cut it
     // Every request refused counts, from a direct client as from a trusted proxy's clients.
-    ListenerStats.bump(this.stats.denied, denialReason(this.list.matcher, ex.client));
-    // A deny is a decision, not an error: debug (scans must not flood the log).
-    if (this.log.isLevelEnabled('debug')) {
-      this.log.debug({ conn: ex.hc.conn.id, client: ex.client, peer: ex.hc.conn.clientAddress, via: ex.via,
-        method: ex.method, url: ex.url }, 'denied');
-    }
+    this.admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url);
   }
 
   /** Count one finished request (status class, duration) and write its access-log line. */
@@ -354,8 +353,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     hc.revoked = true;
     conn.revoked = true;
     conn.result = 'revoked';
-    ListenerStats.bump(this.stats.denied, 'revoked');
-    this.log.debug({ conn: conn.id, client: conn.clientAddress }, 'revoked');
+    this.admission.revoked(conn);
     if (hc.upgraded !== null || hc.open.length === 0) {
       conn.socket.destroy();
       return;

@@ -18,6 +18,7 @@ import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../listener/raw-socket';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
+import type { UpstreamReason } from '../../reasons';
 import { upstreamReason } from '../upstream-reason';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
@@ -276,7 +277,7 @@ export class TcpForwarder implements ConnectionHandler {
     return mode === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
   }
 
-  private fail(conn: Connection, reason: string): void {
+  private fail(conn: Connection, reason: 'idle_timeout' | UpstreamReason): void {
     if (conn.result === null) conn.result = reason;
     if (reason !== 'idle_timeout') this.stats.upstreamFailed(conn.upstream, reason);
     conn.socket.destroy();

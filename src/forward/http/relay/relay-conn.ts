@@ -35,6 +35,7 @@
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import type net from 'node:net';
+import type { ClientReason } from '../../../reasons';
 import type { Upstream } from '../../tcp/tcp-forwarder';
 import type { Canned } from '../canned';
 import { requestTarget } from '../request-target';
@@ -45,7 +46,7 @@ import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstr
 import type { Waiter, WaitSweep } from './wait-sweep';
 
 /** One admitted or refused request, as the policy made it. */
-export interface Admission {
+export interface Admitted {
   ex: Exchange;
   /** The upstream head's headers (rewritten); unused when denied. */
   headers: OutgoingHttpHeaders;
@@ -61,7 +62,7 @@ export interface RelayHost {
    * when the connection is closing. `authority`: an absolute-form target's, which replaces the
    * Host header (RFC 9112 3.2.2).
    */
-  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): Admission | null;
+  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): Admitted | null;
   forbidden(accept: string | null): Canned;
   readonly badRequest: Canned;
   readonly headersTooLarge: Canned;
@@ -77,7 +78,7 @@ export interface RelayHost {
   readonly upstreamIdleTimeoutMs: number;
   readonly maxRequestsPerConnection: number;
   /** Count a client error (`bad_request`, `header_too_large`, `header_timeout`) on its connection. */
-  relayClientError(hc: HttpConn, reason: string): void;
+  relayClientError(hc: HttpConn, reason: ClientReason): void;
   /** Count and log an upstream failure (`upstream_refused`, ...); `retrying`: the next target follows. */
   relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void;
   /** The upstream's response head (status, time since `ex.sentAt`), counted per target. */

@@ -1,0 +1,48 @@
+/**
+ * The allowlist decision, one step for the TCP and the HTTP paths alike: match the client against
+ * the list in force, and for a refusal count it (`ipgate_denied_total{reason}`: `not_allowlisted`,
+ * or `denied_by_entry` when a deny entry decided) and log it at debug: a deny is a decision, not an
+ * error, and scans must not flood the log (a rate-limited summary reaches info,
+ * access-log/denial-summary.ts). Revocations (an open connection cut by a list change) are counted
+ * and logged here too. The Listener uses it for connection-level decisions (TCP), HttpForwarder
+ * for its per-connection and per-request ones.
+ */
+import type { Logger } from 'pino';
+import type { AllowEntry } from '../allowlist/entry';
+import { denialReason } from '../allowlist/matcher';
+import { ListenerStats } from '../metrics/listener-stats';
+import type { AllowlistRefusal } from '../reasons';
+import type { LiveList } from '../store/live-lists';
+import type { Connection, Via } from './connection';
+
+export class Admission {
+  constructor(
+    private readonly list: LiveList,
+    private readonly stats: ListenerStats,
+    private readonly log: Logger,
+  ) {}
+
+  /** The entry that admits `client` now (canonical address), or null: refused. */
+  match(client: string): AllowEntry | null {
+    return this.list.matcher.match(client);
+  }
+
+  /**
+   * Count and log one refusal of `client` on `conn` (an HTTP request's `method` and `url` too). No
+   * object is built unless debug is on: this runs once per denied request.
+   */
+  refused(client: string, conn: Connection, via: Via, method: string | null = null, url: string | null = null): AllowlistRefusal {
+    const reason = denialReason(this.list.matcher, client);
+    ListenerStats.bump(this.stats.denied, reason);
+    if (this.log.isLevelEnabled('debug')) {
+      this.log.debug({ conn: conn.id, client, peer: conn.peerAddress, via, reason, ...(method !== null ? { method, url } : {}) }, 'denied');
+    }
+    return reason;
+  }
+
+  /** Count and log one revocation of `conn`. */
+  revoked(conn: Connection): void {
+    ListenerStats.bump(this.stats.denied, 'revoked');
+    if (this.log.isLevelEnabled('debug')) this.log.debug({ conn: conn.id, client: conn.clientAddress }, 'revoked');
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * One catalogue of the reasons a connection or a request ends other than `ok`: each code is at
+ * once the access log's `result` / `reason` field and a metric label (`ipgate_connections_closed_total
+ * {result}`, `ipgate_denied_total{reason}`, `ipgate_http_client_errors_total{reason}`,
+ * `ipgate_upstream_errors_total{reason}`), so the set is closed and small, and each has one
+ * sentence (HAProxy's `conn_err_code_str` and fastify's lib/errors.js are the models). The PROXY
+ * stage's codes live beside its decoder (proxy-protocol/codes.ts) and are part of this set.
+ * docs/architecture.md "The data path" says where each stage produces its codes.
+ */
+import { PP_REASONS, type PpReason } from './proxy-protocol/codes';
+
+/** Why a client was refused (`ipgate_denied_total{reason}`, with the PROXY stage's refusals). */
+export const DENIAL_REASONS = Object.freeze({
+  not_allowlisted: 'No entry of the allowlist covers the client address.',
+  denied_by_entry: 'A deny entry is the most specific entry covering the client address.',
+  revoked: 'An allowlist change no longer admits the client of an open connection; it was closed.',
+});
+export type DenialReason = keyof typeof DENIAL_REASONS;
+/** The allowlist's own verdict on an address (matcher.ts): a refusal without the revocation. */
+export type AllowlistRefusal = Exclude<DenialReason, 'revoked'>;
+
+/** An HTTP client's fault or departure (`ipgate_http_client_errors_total{reason}` for the first three). */
+export const CLIENT_REASONS = Object.freeze({
+  bad_request: 'The request could not be parsed, or is one ipgate refuses (HTTP/0.9, 2.x, no Host, a body on an upgrade, CONNECT).',
+  header_timeout: 'The request head was not complete within http.requestHeaderTimeoutMs (408).',
+  header_too_large: 'The request head exceeded http.maxHeaderBytes (431).',
+  client_abort: 'The client closed the connection before its response was complete.',
+  idle_timeout: 'Nothing moved in either direction for timeouts.idleMs.',
+});
+export type ClientReason = keyof typeof CLIENT_REASONS;
+
+/** An upstream's fault (`ipgate_upstream_errors_total{reason}`, `ipgate_upstream_failures_total`). */
+export const UPSTREAM_REASONS = Object.freeze({
+  upstream_refused: 'The upstream refused the connection (ECONNREFUSED).',
+  upstream_timeout: 'The upstream did not connect, or send a response head, in time (HTTP: 504).',
+  upstream_dns: 'The upstream name did not resolve.',
+  upstream_reset: 'The upstream reset or closed the connection mid-exchange (HTTP: 502 before the head).',
+  upstream_error: 'Any other upstream socket error.',
+});
+export type UpstreamReason = keyof typeof UPSTREAM_REASONS;
+
+/** How a connection ended, besides the reasons above (`ipgate_connections_closed_total{result}`). */
+export const END_REASONS = Object.freeze({
+  denied: 'The client was refused: a TCP connection is closed; an HTTP one is answered 403 per request.',
+  drain: 'Still open when shutdown.drainTimeoutMs ran out after SIGTERM; closed.',
+});
+export type EndReason = keyof typeof END_REASONS;
+
+/** Every code a connection or request can end with, `ok` aside. */
+export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason;
+
+/** Each code with its sentence (docs and `ipgate doctor` read it). */
+export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
+  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS,
+});
+
+/** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */
+export type DeniedLabel = DenialReason | PpReason;
