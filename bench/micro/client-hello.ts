@@ -11,6 +11,7 @@
  */
 import { readClientHello } from '../../src/tls/client-hello';
 import { alpnExt, ext, handshake, helloBody, records, sniExt, versionsExt } from '../../test/fixtures/tls/client-hello-vectors';
+import { measure as measureLoop, type Measured } from './lib/measure';
 
 const WARMUP = 100_000;
 const ITERATIONS = 300_000;
@@ -54,22 +55,8 @@ const CASES: [string, () => void][] = [
   ['plain HTTP (tls_not_handshake)', () => { sink += readClientHello(plain).kind.length; }],
 ];
 
-/** Median wall ns/op, min..max across runs, and the median process CPU ns/op (less skewed by other load). */
-function measure(fn: () => void): { median: number; min: number; max: number; cpu: number } {
-  for (let k = 0; k < WARMUP; k++) fn();
-  const perOp: number[] = [];
-  const cpuPerOp: number[] = [];
-  for (let run = 0; run < RUNS; run++) {
-    const cpu0 = process.cpuUsage();
-    const start = process.hrtime.bigint();
-    for (let k = 0; k < ITERATIONS; k++) fn();
-    perOp.push(Number(process.hrtime.bigint() - start) / ITERATIONS);
-    const cpu = process.cpuUsage(cpu0);
-    cpuPerOp.push(((cpu.user + cpu.system) * 1000) / ITERATIONS);
-  }
-  perOp.sort((a, b) => a - b);
-  cpuPerOp.sort((a, b) => a - b);
-  return { median: perOp[Math.floor(RUNS / 2)]!, min: perOp[0]!, max: perOp[RUNS - 1]!, cpu: cpuPerOp[Math.floor(RUNS / 2)]! };
+function measure(fn: () => void): Measured {
+  return measureLoop(fn, WARMUP, ITERATIONS, RUNS);
 }
 
 console.log(`node ${process.version}, ${process.arch}; ${WARMUP} warmup, ${RUNS} runs x ${ITERATIONS} ops; median ns/op`);

@@ -17,6 +17,7 @@
 import { RouteTable } from '../../src/route/route-table';
 import type { RouteSpec } from '../../src/route/route-table';
 import { prng } from '../../test/helpers/prng';
+import { measure as measureLoop, type Measured } from './lib/measure';
 
 const WARMUP = 200_000;
 const ITERATIONS = 500_000;
@@ -57,22 +58,8 @@ function requests(n: number, make: (i: number) => [string, string], distinct = n
 
 let sink = 0;
 
-/** Median wall ns/op, min..max across runs, and the median process CPU ns/op (less skewed by other load). */
-function measure(fn: () => void): { median: number; min: number; max: number; cpu: number } {
-  for (let k = 0; k < WARMUP; k++) fn();
-  const perOp: number[] = [];
-  const cpuPerOp: number[] = [];
-  for (let run = 0; run < RUNS; run++) {
-    const cpu0 = process.cpuUsage();
-    const start = process.hrtime.bigint();
-    for (let k = 0; k < ITERATIONS; k++) fn();
-    perOp.push(Number(process.hrtime.bigint() - start) / ITERATIONS);
-    const cpu = process.cpuUsage(cpu0);
-    cpuPerOp.push(((cpu.user + cpu.system) * 1000) / ITERATIONS);
-  }
-  perOp.sort((a, b) => a - b);
-  cpuPerOp.sort((a, b) => a - b);
-  return { median: perOp[Math.floor(RUNS / 2)]!, min: perOp[0]!, max: perOp[RUNS - 1]!, cpu: cpuPerOp[Math.floor(RUNS / 2)]! };
+function measure(fn: () => void): Measured {
+  return measureLoop(fn, WARMUP, ITERATIONS, RUNS);
 }
 
 function row(name: string, fn: () => void): void {
