@@ -6,7 +6,7 @@
  *   outbound PROXY headers alike;
  * - other IPv6: RFC 5952 section 4: lower case, no leading zeros, the longest run (>= 2) of zero
  *   groups, the first one on a tie, written "::".
- * Cross-checked against ipaddr.js in test/unit/proxy-protocol/ip-text.test.ts.
+ * Cross-checked against ipaddr.js in test/unit/address/canonical.test.ts.
  */
 import { isMappedWords, scanAddress, scanIPv4 } from './scan';
 

@@ -12,7 +12,7 @@
  * IPv4-compatible `::a.b.c.d` (read as ::102:304 by RFC parsers and as ::ffff:1.2.3.4 by
  * ipaddr.js: two meanings, so neither). Unit tests: test/unit/allowlist/address-scan.test.ts
  * (differential against parseAddress, random and mutated input) and
- * test/unit/proxy-protocol/ip-text.test.ts (against ipaddr.js and node:net).
+ * test/unit/address/canonical.test.ts (against ipaddr.js and node:net).
  *
  * Allocation-free for the lookup hot path (one call per connection/request): char codes in,
  * caller-owned storage out; no substrings, no regexes, no exceptions.
