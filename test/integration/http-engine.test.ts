@@ -263,3 +263,19 @@ t.test('a tunnel passes half-close both ways and keeps 4 MiB intact under backpr
   await closed(c, 3000);
   await waitFor(() => g.app.listeners[0]!.stats.active === 0, 3000, 'the connection is closed on both sides');
 });
+
+t.test('a 101 to a request that asked for no upgrade is a 502, and that upstream socket is not reused', async (t) => {
+  const b = await backend(t, (sock, head) => {
+    if (head.startsWith('GET /switch ')) sock.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\nRAW BYTES');
+    else sock.write(ok('fine\n'));
+  });
+  const g = await gate(t, `127.0.0.1:${b.port}`);
+  const r = await get(g.port(), '/switch');
+  t.match(r.text, /^HTTP\/1\.1 502 /, 'the client gets 502, not the 101');
+  t.notMatch(r.text, /RAW BYTES|Switching/, 'nothing of the upstream\'s other protocol reaches the client');
+  r.sock.destroy();
+  const next = await get(g.port(), '/after');
+  t.match(next.text, /^HTTP\/1\.1 200 [^]*fine\n$/, 'the next request is answered normally');
+  next.sock.destroy();
+  t.equal(b.connections, 2, 'on a new upstream connection: the switched one was dropped');
+});

@@ -499,6 +499,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   responseDone(up: UpstreamConn, keepAlive: boolean): void {
     if (this.upgrading && this.ex !== null && this.ex.status === 101) return; // the tunnel follows
+    // A message completed without a final head we took: a 101 refused in responseHead (the
+    // request asked for no upgrade). Its socket is being destroyed; the close answers 502.
+    if (!this.responseStarted) return;
     if (this.resChunked) this.out.push('0\r\n\r\n');
     this.flush();
     this.up = null;
