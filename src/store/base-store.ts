@@ -42,13 +42,18 @@ export abstract class BaseStore implements AllowlistStore {
       if (!cur) throw new StoreUnknownListError(name);
       if (cur.version !== expectedVersion) throw new StoreConflictError(name, expectedVersion, cur.version);
       const list = makeList(name, entries, revisionOf(cur.version) + 1);
-      const lists = new Map(this.snapshot.lists);
-      lists.set(name, list);
-      const next: StoreSnapshot = { lists };
-      await this.persist(next);
-      this.snapshot = next;
-      return list;
+      return this.commit(name, list);
     });
+  }
+
+  /** Persist the snapshot with `list` set under `name`, then make it current (inside serialise). */
+  private async commit(name: string, list: StoredList): Promise<StoredList> {
+    const lists = new Map(this.snapshot.lists);
+    lists.set(name, list);
+    const next: StoreSnapshot = { lists };
+    await this.persist(next);
+    this.snapshot = next;
+    return list;
   }
 
   /** Add a list (refused with StoreListExistsError when the name is taken). Durable on resolve. */
@@ -57,12 +62,7 @@ export abstract class BaseStore implements AllowlistStore {
       await this.refresh();
       if (this.snapshot.lists.has(name)) throw new StoreListExistsError(name, this.snapshot.lists.get(name)!.version);
       const list = makeList(name, entries, 1);
-      const lists = new Map(this.snapshot.lists);
-      lists.set(name, list);
-      const next: StoreSnapshot = { lists };
-      await this.persist(next);
-      this.snapshot = next;
-      return list;
+      return this.commit(name, list);
     });
   }
 

@@ -143,6 +143,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private queued: Upstream | null = null;
   /** The client connection's own upstream socket (outbound PROXY header), kept between requests. */
   private dedicated: UpstreamConn | null = null;
+  /** The upstream socket of an open tunnel (closed with the client). */
+  private tunnelSocket: net.Socket | null = null;
   /**
    * The relay has ended its side (after a close-delimited answer, a 400/408, a denial): what the
    * client still sends is read and dropped, never parsed (a parser stopped mid-message must not be
@@ -542,9 +544,6 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.host.relayUpgraded(ex, up.socket);
     new Tunnel(this.socket, up.socket, early).start();
   }
-
-  /** The upstream socket of an open tunnel (closed with the client). */
-  private tunnelSocket: net.Socket | null = null;
 
   /** Write what this read produced for the client, in one write. */
   flush(): void {
