@@ -5,6 +5,7 @@
  * everywhere so a misspelt key is an error rather than a silently ignored option; semantic checks
  * (CIDRs, addresses, cross references) follow in `validate.ts`. The resulting object is frozen.
  */
+import { listenerRouteProperties, type RouteConfig, type SniConfig } from './schema-routes';
 
 /** One listener: a public data port. */
 export interface ListenerConfig {
@@ -17,7 +18,10 @@ export interface ListenerConfig {
   /** Name of the allowlist this listener enforces (a key of `allowlists`). */
   allowlist: string;
   proxyProtocol: InboundProxyConfig;
-  /** Upstream targets `host:port`; several are used round robin, the next one on connect failure. */
+  /**
+   * Upstream targets `host:port`; several are used round robin, the next one on connect failure.
+   * Required unless every route has its own. Default `[]`.
+   */
   upstreams: string[];
   /**
    * PROXY header written to the upstream before any payload: `none` | `v1` | `v2`. Default `none`.
@@ -30,6 +34,10 @@ export interface ListenerConfig {
   timeouts: TimeoutsConfig;
   /** HTTP listener options (mode `http` only). */
   http: HttpConfig;
+  /** Host / path / SNI routes (schema-routes.ts). Absent: one upstream group, one allowlist. */
+  routes?: RouteConfig[];
+  /** TCP listeners with routes: the ClientHello read (schema-routes.ts). */
+  sni?: SniConfig;
 }
 
 export interface InboundProxyConfig {
@@ -398,7 +406,7 @@ export const configSchema = {
       items: {
         type: 'object',
         additionalProperties: false,
-        required: ['name', 'listen', 'allowlist', 'upstreams'],
+        required: ['name', 'listen', 'allowlist'],
         properties: {
           name: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$' },
           mode: { enum: ['tcp', 'http'], default: 'tcp' },
@@ -415,7 +423,8 @@ export const configSchema = {
               maxV2Length: { type: 'integer', minimum: 232, maximum: 65_551, default: 4_096 },
             },
           },
-          upstreams: { type: 'array', minItems: 1, items: { type: 'string' } },
+          upstreams: { type: 'array', items: { type: 'string' }, default: [] },
+          ...listenerRouteProperties,
           outboundProxyProtocol: { enum: ['none', 'v1', 'v2'], default: 'none' },
           timeouts: {
             type: 'object',

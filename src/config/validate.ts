@@ -16,6 +16,7 @@ import { validateEntry } from '../allowlist/entry';
 import { problem } from './errors';
 import { bindCollision, loopsToItself } from './addresses';
 import { parseHostPort, type HostPort } from './host-port';
+import { checkRoutes } from './validate-routes';
 import type { AllowEntryConfig, AllowlistConfig, Config } from './schema';
 
 /** A CIDR this short trusts a large part of the internet (/8 is already 16 million addresses). */
@@ -174,6 +175,11 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
           `is this listener's own address (${at}.listen ${JSON.stringify(l.listen)}): every connection would be forwarded back to ipgate, without end`));
       }
     });
+    checkRoutes(l, {
+      at, listen: hp,
+      hasList: (n) => Object.prototype.hasOwnProperty.call(config.allowlists, n),
+      listNames: () => Object.keys(config.allowlists),
+    }, problems);
     const ts = l.proxyProtocol.trustedSources;
     if (typeof ts === 'string') checkListRef(`${at}.proxyProtocol.trustedSources`, ts);
     else checkCidrs(`${at}.proxyProtocol.trustedSources`, ts, 'anyone there can send a PROXY header and choose the client address ipgate checks');
