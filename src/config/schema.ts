@@ -37,11 +37,11 @@ export const ConfigSchema = Section({
    * one process runs everything unless `admin.separateProcess` is true.
    */
   workers: Type.Union([Type.Integer({ minimum: 1, maximum: 256 }), Type.Unsafe<'auto'>({ const: 'auto' })], { default: 1 }),
-  /** Logs (LoggingSchema). */
+  /** Logs: level, format, the access log, denial summaries. */
   logging: LoggingSchema,
-  /** The admin API (AdminSchema). */
+  /** The admin API: address, tokens, audit history. */
   admin: AdminSchema,
-  /** The allowlist store (StoreSchema). */
+  /** Where API-managed allowlists are kept (`source: store` lists). */
   store: StoreSchema,
   /** Close live connections whose client a list change no longer allows. */
   revokeLive: Type.Boolean({ default: true }),
@@ -52,9 +52,12 @@ export const ConfigSchema = Section({
   }, { default: {} }),
   /** Pod, node and service CIDRs: peers from these on a public listener suggest source NAT. */
   clusterNetworks: Type.Array(Type.String(), { default: [] }),
-  /** Named allowlists and who owns each (schema/allowlist.ts). */
+  /**
+   * Named allowlists: list name -> an array of entries, or `{source, entries | file, allowTemporary}`.
+   * An entry is a CIDR string (allow) or `{cidr, action, comment, expiresAt}`.
+   */
   allowlists: AllowlistsSchema({ default: {} }),
-  /** The data ports (ListenerSchema). */
+  /** The data ports: what each binds, enforces and forwards to. */
   listeners: Type.Array(ListenerSchema, { minItems: 1 }),
   /** Built-in echo backend (demo only); null: none. */
   echo: Nullable(EchoSchema, { default: null }),
