@@ -1,14 +1,54 @@
 /**
- * The few building blocks every config section is written with, so each option is one TypeBox
+ * The building blocks every config section is written with, so each option is one TypeBox
  * expression: its JSON Schema (what Ajv checks, with the default it fills in) and its TypeScript
  * type (`Static<>`) come from that one expression, and its doc comment sits on it.
+ *
+ * `Type` here is TypeBox's `Type` for the builders the config needs (Object, String, Integer,
+ * Number, Boolean, Array, Union, Literal, Null, Optional, Unsafe), with TypeBox's own signatures
+ * and the very objects TypeBox builds (test/unit/config/schema-kit.test.ts compares them). Only
+ * TypeBox's types are imported: its package is ~200 modules, which cost every process start
+ * 2.7 MiB of RSS and 70-150 ms of CPU (docs/architecture.md "Config") to build one schema that Ajv
+ * then compiles on its own. A section may use `@sinclair/typebox`'s `Type` instead and mixes
+ * freely (same objects), at that start-up cost.
  *
  * Import these from here, not from `../schema` (the entry re-exports the sections, and a section
  * importing the entry would be a cycle).
  */
-import { OptionalKind, Type, type ObjectOptions, type SchemaOptions, type Static, type TInteger, type TObject, type TProperties, type TSchema, type TUnsafe } from '@sinclair/typebox';
+import type {
+  ArrayOptions, IntegerOptions, NumberOptions, ObjectOptions, SchemaOptions, Static, StringOptions, TArray, TBoolean,
+  TInteger, TLiteral, TLiteralValue, TNull, TNumber, TObject, TOptional, TProperties, TSchema, TString, TUnion, TUnsafe,
+} from '@sinclair/typebox';
 
-export { Type, type Static };
+export type { Static, TObject, TProperties, TSchema };
+
+/** TypeBox's symbols (registered with Symbol.for, so these are the very same). */
+export const Kind = Symbol.for('TypeBox.Kind');
+export const OptionalKind = Symbol.for('TypeBox.Optional');
+
+/** TypeBox's CreateType in its default instance mode: options first, the schema's own keys win. */
+function create<T>(schema: object, options: object | undefined): T {
+  return (options !== undefined ? { ...options, ...schema } : schema) as T;
+}
+
+export const Type = {
+  Object<P extends TProperties>(properties: P, options?: ObjectOptions): TObject<P> {
+    const required = globalThis.Object.keys(properties).filter((key) => !(OptionalKind in properties[key]!));
+    return create(required.length > 0
+      ? { [Kind]: 'Object', type: 'object', required, properties }
+      : { [Kind]: 'Object', type: 'object', properties }, options);
+  },
+  String: (options?: StringOptions): TString => create({ [Kind]: 'String', type: 'string' }, options),
+  Integer: (options?: IntegerOptions): TInteger => create({ [Kind]: 'Integer', type: 'integer' }, options),
+  Number: (options?: NumberOptions): TNumber => create({ [Kind]: 'Number', type: 'number' }, options),
+  Boolean: (options?: SchemaOptions): TBoolean => create({ [Kind]: 'Boolean', type: 'boolean' }, options),
+  Null: (options?: SchemaOptions): TNull => create({ [Kind]: 'Null', type: 'null' }, options),
+  Array: <T extends TSchema>(items: T, options?: ArrayOptions): TArray<T> => create({ [Kind]: 'Array', type: 'array', items }, options),
+  Literal: <V extends TLiteralValue>(value: V, options?: SchemaOptions): TLiteral<V> => create({ [Kind]: 'Literal', const: value, type: typeof value }, options),
+  /** At least two alternatives (TypeBox turns fewer into the type itself or Never). */
+  Union: <T extends [TSchema, TSchema, ...TSchema[]]>(types: [...T], options?: SchemaOptions): TUnion<T> => create({ [Kind]: 'Union', anyOf: types }, options),
+  Optional: <T extends TSchema>(schema: T): TOptional<T> => ({ ...schema, [OptionalKind]: 'Optional' }) as TOptional<T>,
+  Unsafe: <T>(options: SchemaOptions = {}): TUnsafe<T> => create({ [Kind]: (options as { [Kind]?: string })[Kind] ?? 'Unsafe' }, options),
+};
 
 /**
  * A config section: unknown keys refused (a misspelt option is an error, not a silently ignored
