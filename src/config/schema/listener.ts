@@ -1,8 +1,12 @@
 /**
  * A listener (a public data port) and its sections: inbound PROXY protocol, timeouts, HTTP options.
  *
- * Another file adds an optional listener option with one property in `ListenerSchema` below (its
- * schema defined and documented in that file; see src/config/schema.ts).
+ * A section defined in a file of its own (src/config/schema-NAME.ts, built with ./kit, never
+ * importing ../schema) becomes an optional listener option with one line at the end of
+ * `ListenerSchema`, `/** what it is (schema-NAME.ts); null: none. *\/ name: NameProperty,` (plus
+ * its import), where `NameProperty` carries a `default` (e.g. `Nullable(NameSchema, { default:
+ * null })`) or is `Type.Optional(...)`. test/unit/config/schema-docs.test.ts then asks for the
+ * regenerated docs/config-reference.md and the option in the chart's values.schema.json.
  */
 import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
 
