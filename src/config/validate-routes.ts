@@ -1,5 +1,5 @@
 /**
- * Semantic checks of a listener's `routes` (schema-routes.ts): what the schema cannot say. The
+ * Semantic checks of a listener's `routes` (schema/routes.ts): what the schema cannot say. The
  * hosts and paths go through the route table's own compile step (route/route-table.ts), so the
  * config cannot accept a table the data path would refuse; references (allowlists), upstream
  * addresses and HTTP-only fields on TCP listeners are checked here. Every problem names the path

@@ -16,8 +16,8 @@ import { validateEntry } from '../allowlist/entry';
 import { problem } from './errors';
 import { bindCollision, loopsToItself } from './addresses';
 import { parseHostPort, type HostPort } from './host-port';
+import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from './schema';
 import { checkRoutes } from './validate-routes';
-import type { AllowEntryConfig, AllowlistConfig, Config } from './schema';
 
 /** A CIDR this short trusts a large part of the internet (/8 is already 16 million addresses). */
 const WIDE_PREFIX = 7;
@@ -83,11 +83,12 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
   for (const [name, value] of Object.entries(config.allowlists as Record<string, unknown>)) {
     const at = `allowlists.${name}`;
     if (Array.isArray(value)) {
-      config.allowlists[name] = { source: 'store', entries: validEntries(at, value), file: null, allowTemporary: false };
+      config.allowlists[name] = { source: 'store', entries: validEntries(at, value), file: null, allowTemporary: allowlistDefault('allowTemporary') };
       continue;
     }
-    const v = value as { source: 'config' | 'store'; entries?: unknown[]; file?: string; allowTemporary?: boolean };
-    const list: AllowlistConfig = { source: v.source, entries: [], file: null, allowTemporary: v.allowTemporary ?? false };
+    // As written (Ajv fills in no default inside the allowlists' anyOf): the schema's defaults here.
+    const v = value as Partial<AllowlistObjectInput> & Pick<AllowlistObjectInput, 'source'>;
+    const list: AllowlistConfig = { source: v.source, entries: [], file: null, allowTemporary: v.allowTemporary ?? allowlistDefault('allowTemporary') };
     if (v.file !== undefined) {
       if (v.source !== 'config') problems.push(problem(`${at}.file`, v.file, 'is for source: config lists (a store list is edited through the admin API)'));
       if (v.entries !== undefined) problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.file both given: keep the entries in one place`));

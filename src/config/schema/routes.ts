@@ -1,10 +1,9 @@
 /**
  * A listener's `routes`: one port, many backends, an allowlist per route (docs/routes-and-sni.md).
  * The same shape serves HTTP listeners (host, then path) and TCP listeners routing on the TLS
- * ClientHello's SNI (hosts only). Written once with TypeBox: the JSON Schema Ajv checks and the
- * TypeScript type come from the same definition. Semantic checks (hosts, paths in normal form,
- * references, each host + path once) are validate-routes.ts's, through the route table's own
- * compile step, so the config cannot accept a table the data path would refuse.
+ * ClientHello's SNI (hosts only). Semantic checks (hosts, paths in normal form, references, each
+ * host + path once) are validate-routes.ts's, through the route table's own compile step, so the
+ * config cannot accept a table the data path would refuse.
  *
  * ```yaml
  * listeners:
@@ -20,18 +19,16 @@
  *         upstreams: [api-v1:8080]
  *         allowlist: api-clients
  *         http: {upstreamTimeoutMs: 5000, requestHeaders: {X-Route: api}}
- *       - name: default
+ *       - name: other
  *         hosts: ["*"]
  * ```
  */
-import { Type, type Static } from '@sinclair/typebox';
+import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
 
-/** A route's name: a bounded log and metric label (as listener names are). */
-const ROUTE_NAME = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$';
 /** An HTTP header field name (RFC 9110 token). */
 const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$';
 
-export const RoutePathSchema = Type.Object({
+export const RoutePathSchema = Section({
   /** The path, in normal form (`/a/../b` is refused with "write `/b`"); the query is not part of it. */
   path: Type.String({ minLength: 1, maxLength: 2048 }),
   /**
@@ -39,11 +36,11 @@ export const RoutePathSchema = Type.Object({
    * `/api/`, `/api/v1`, never `/apix`); `exact`: the path only. Exact wins over prefix, then the
    * longest prefix wins.
    */
-  match: Type.Union([Type.Literal('prefix'), Type.Literal('exact')], { default: 'prefix' }),
-}, { additionalProperties: false });
+  match: Enum(['prefix', 'exact'], { default: 'prefix' }),
+});
 
 /** Per-route HTTP settings (HTTP listeners only); each replaces the listener's `http` one. */
-export const RouteHttpSchema = Type.Object({
+export const RouteHttpSchema = Section({
   /** Time to wait for this route's upstream response headers before answering 504 (replaces `http.upstreamTimeoutMs`). */
   upstreamTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
   /**
@@ -51,18 +48,20 @@ export const RouteHttpSchema = Type.Object({
    * same name), e.g. `{X-Route: api}`. Client-IP headers (X-Forwarded-*, X-Real-IP, Forwarded)
    * cannot be set here: ipgate writes those.
    */
-  requestHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), Type.String({ maxLength: 8192 }), { maxProperties: 64 })),
+  requestHeaders: Type.Optional(Type.Unsafe<Record<string, string>>({
+    type: 'object', propertyNames: { pattern: HEADER_NAME }, additionalProperties: { type: 'string', maxLength: 8192 }, maxProperties: 64,
+  })),
   /** Body of the 403 a client denied by this route gets (replaces `http.deniedBody`). */
   deniedBody: Type.Optional(Type.String({ maxLength: 65_536 })),
-}, { additionalProperties: false });
+});
 
-export const RouteSchema = Type.Object({
+export const RouteSchema = Section({
   /** Unique within the listener: the `route` label of metrics and the access log. */
-  name: Type.String({ pattern: ROUTE_NAME }),
+  name: Type.String({ pattern: NAME_PATTERN }),
   /**
    * `api.example.com` (exact), `*.example.com` (any name ending in `.example.com`, never
-   * `example.com` itself), or `*` (the default route). Exact, then the longest wildcard, then the
-   * default; the host found decides (no fallback to a less specific host).
+   * `example.com` itself), or `*` (the catch-all). Exact, then the longest wildcard, then `*`;
+   * the host found decides (no fallback to a less specific host).
    */
   hosts: Type.Array(Type.String({ minLength: 1, maxLength: 255 }), { minItems: 1, maxItems: 1024 }),
   /** HTTP listeners only. Absent: every path (the prefix `/`). */
@@ -71,27 +70,15 @@ export const RouteSchema = Type.Object({
   upstreams: Type.Optional(Type.Array(Type.String(), { minItems: 1 })),
   /** The allowlist this route enforces (a key of `allowlists`). Absent: the listener's `allowlist`. */
   allowlist: Type.Optional(Type.String()),
-  /** HTTP listeners only. */
+  /** HTTP settings of this route (HTTP listeners only). */
   http: Type.Optional(RouteHttpSchema),
-}, { additionalProperties: false });
+});
 
 /** TCP listeners with routes: how the ClientHello is read (tls/client-hello.ts). */
-export const SniSchema = Type.Object({
+export const SniSchema = Section({
   /** A ClientHello not complete within this time closes the connection (`tls_timeout`). */
-  helloTimeoutMs: Type.Integer({ minimum: 1, maximum: 86_400_000, default: 5000 }),
-}, { additionalProperties: false });
-
-/**
- * The listener properties this file adds. `routes` absent: the listener has one upstream group
- * and one allowlist, exactly as before routes existed. On a TCP listener, `routes` turns on SNI
- * routing: the ClientHello is read (after any PROXY header) and forwarded untouched.
- */
-export const listenerRouteProperties = {
-  /** Host (and path) routes; see the file comment. Absent: no routing. */
-  routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
-  /** TCP listeners with `routes` only. */
-  sni: Type.Optional(SniSchema),
-};
+  helloTimeoutMs: Ms({ default: 5000 }),
+});
 
 export type RoutePathConfig = Static<typeof RoutePathSchema>;
 export type RouteHttpConfig = Static<typeof RouteHttpSchema>;

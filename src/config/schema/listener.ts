@@ -1,0 +1,152 @@
+/**
+ * A listener (a public data port) and its sections: inbound PROXY protocol, timeouts, HTTP options.
+ *
+ * A section defined in a file of its own (src/config/schema-NAME.ts, built with ./kit, never
+ * importing ../schema) becomes an optional listener option with one line at the end of
+ * `ListenerSchema`, `/** what it is (schema-NAME.ts); null: none. *\/ name: NameProperty,` (plus
+ * its import), where `NameProperty` carries a `default` (e.g. `Nullable(NameSchema, { default:
+ * null })`) or is `Type.Optional(...)`. test/unit/config/schema-docs.test.ts then asks for the
+ * regenerated docs/config-reference.md and the option in the chart's values.schema.json.
+ */
+import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
+import { RouteSchema, SniSchema } from './routes';
+
+/** CIDRs (trusted peers), or the name of an allowlist holding them (so they can change live). */
+function CidrsOrList() {
+  return Type.Union([Type.Array(Type.String()), Type.String({ pattern: NAME_PATTERN })], { default: [] });
+}
+
+export const InboundProxySchema = Section({
+  /**
+   * `off`: no PROXY header is read; the socket address is the client.
+   * `optional`: a peer in `trustedSources` may send a header; plain connections keep the socket address.
+   * `required`: a peer in `trustedSources` must send one; everyone else is closed.
+   * Anyone outside `trustedSources` who sends a header is closed (`pp_untrusted`): the spec forbids
+   * believing a header from a peer that any client can impersonate.
+   */
+  mode: Enum(['off', 'optional', 'required'], { default: 'off' }),
+  /**
+   * CIDRs allowed to send a PROXY header (load balancers), or the name of an allowlist holding
+   * them (a key of `allowlists`): a list named here changes live, like any allowlist (e.g. a
+   * balancer's published ranges kept through the admin API). `[]`: nobody.
+   */
+  trustedSources: CidrsOrList(),
+  /** A header not complete within this time closes the connection (`pp_timeout`). */
+  headerTimeoutMs: Ms({ default: 5_000 }),
+  /** Largest v2 header accepted, bytes (signature + address block + TLVs). */
+  maxV2Length: Type.Integer({ minimum: 232, maximum: 65_551, default: 4_096 }),
+}, { default: {} });
+
+export const TimeoutsSchema = Section({
+  /** Upstream connect timeout, per target. */
+  connectMs: Ms({ default: 5_000 }),
+  /** A TCP stream (or HTTP keep-alive connection) idle this long in both directions is closed. */
+  idleMs: Ms({ default: 600_000 }),
+}, { default: {} });
+
+export const HttpSchema = Section({
+  /**
+   * CIDRs of proxies in front of ipgate whose X-Forwarded-For is believed, or the name of an
+   * allowlist holding them (changes live). `[]`: nobody's.
+   */
+  trustedProxies: CidrsOrList(),
+  /** `append`: X-Forwarded-For = trusted chain + client; `replace`: the client only. */
+  xForwardedFor: Enum(['append', 'replace'], { default: 'append' }),
+  /** Also send an RFC 7239 `Forwarded` header. */
+  forwarded: Type.Boolean({ default: false }),
+  /** Body of the 403 response to a denied client (text; JSON clients get `{"error":...}`). */
+  deniedBody: Type.String({ maxLength: 65_536, default: 'Forbidden\n' }),
+  /** What happens to a denied client's connection. */
+  denied: Section({
+    /**
+     * A denied client's connection stays open after its 403 (keep-alive, limits and timeouts as
+     * for an allowed one; its further requests are answered 403 too), as nginx and HAProxy do.
+     * `false`: `Connection: close` after the 403.
+     */
+    keepAlive: Type.Boolean({ default: true }),
+  }, { default: {} }),
+  /**
+   * Send `X-Request-ID` upstream: a trusted proxy's as received, else a new 32-hex id (in the
+   * access line either way, as `requestId`).
+   */
+  requestId: Type.Boolean({ default: true }),
+  /**
+   * More request header names removed from untrusted peers, case-insensitive, besides the
+   * built-in client-IP headers (X-Forwarded-*, X-Real-IP, Forwarded, True-Client-IP, X-Client-IP,
+   * X-Cluster-Client-IP, CF-Connecting-IP, X-Original-Forwarded-For, Fastly-Client-IP,
+   * X-Envoy-External-Address, Client-IP, X-ProxyUser-Ip, and any of them spelt with `_`).
+   */
+  stripHeaders: Type.Array(Type.String({ pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }), { default: [] }),
+  /** Time allowed to receive the complete request headers. */
+  requestHeaderTimeoutMs: Ms({ default: 10_000 }),
+  /** Largest request header block, bytes. */
+  maxHeaderBytes: Type.Integer({ minimum: 1024, maximum: 1_048_576, default: 16_384 }),
+  /** Idle time between keep-alive requests from the client. */
+  keepAliveTimeoutMs: Ms({ default: 60_000 }),
+  /** Requests served on one client connection before it is closed; 0 = unlimited. */
+  maxRequestsPerConnection: Type.Integer({ minimum: 0, default: 1000 }),
+  /** Time to wait for the upstream's response headers before answering 504. */
+  upstreamTimeoutMs: Ms({ default: 60_000 }),
+  /**
+   * Upstream keep-alive pool: sockets per target, busy and idle together; a request that finds
+   * them all busy waits for one (its upstreamTimeoutMs runs meanwhile). Upgrades and outbound-PROXY
+   * connections (one per client connection) are outside it.
+   */
+  upstreamMaxSockets: Type.Integer({ minimum: 1, maximum: 65_536, default: 128 }),
+  /** Upstream keep-alive pool: idle socket lifetime; keep it below the backend's. */
+  upstreamIdleTimeoutMs: Ms({ default: 4_000 }),
+  /**
+   * Upstream names (not IP literals) are resolved at most once per this long and the addresses
+   * kept; a failed connect tries the next address (src/forward/http/upstream-dns.ts).
+   */
+  upstreamDnsTtlMs: Ms({ default: 10_000 }),
+  /**
+   * The engine: only `relay` remains (src/forward/http/relay/, docs/http-engines.md). `undici` and
+   * `http-proxy` are accepted for old configs and run the relay, with a warning naming the field:
+   * both engines were removed (docs/http-engines.md says why).
+   */
+  engine: Enum(['relay', 'http-proxy', 'undici'], { default: 'relay' }),
+}, { default: {} });
+
+export const ListenerSchema = Section({
+  /** Unique name; the metric and log label. */
+  name: Type.String({ pattern: NAME_PATTERN }),
+  /** `tcp` forwards byte streams; `http` proxies HTTP/1.1 (and upgrades). */
+  mode: Enum(['tcp', 'http'], { default: 'tcp' }),
+  /** `host:port` to bind, e.g. `0.0.0.0:8443`, `[::]:8443` (dual stack). Port 0 picks a free port. */
+  listen: Type.String(),
+  /** Name of the allowlist this listener enforces (a key of `allowlists`). */
+  allowlist: Type.String(),
+  /** Inbound PROXY protocol: whether a header is read, and from whom it is believed. */
+  proxyProtocol: InboundProxySchema,
+  /**
+   * Upstream targets `host:port`; several are used round robin, the next one on connect failure.
+   * May be left empty when every route has its own.
+   */
+  upstreams: Type.Array(Type.String(), { default: [] }),
+  /**
+   * PROXY header written to the upstream before any payload: `none` | `v1` | `v2`.
+   * HTTP listeners (for backends listening with `proxy_protocol`): each client connection then gets
+   * its own upstream connection (kept alive for that client's requests, never pooled: a pooled
+   * connection would attribute every later request to the first client). The header carries the
+   * connection's client (the peer, or the PROXY source from a balancer), not X-Forwarded-For.
+   */
+  outboundProxyProtocol: Enum(['none', 'v1', 'v2'], { default: 'none' }),
+  /** Upstream connect and idle timeouts. */
+  timeouts: TimeoutsSchema,
+  /** HTTP listener options (mode `http` only). */
+  http: HttpSchema,
+  /**
+   * Host / path routes (HTTP) or SNI routes (TCP, the ClientHello read and forwarded untouched):
+   * src/config/schema/routes.ts. Absent: one upstream group and one allowlist.
+   */
+  routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
+  /** How a TCP listener with routes reads the ClientHello. */
+  sni: Type.Optional(SniSchema),
+});
+
+export type InboundProxyConfig = Static<typeof InboundProxySchema>;
+export type TimeoutsConfig = Static<typeof TimeoutsSchema>;
+export type HttpConfig = Static<typeof HttpSchema>;
+/** One listener: a public data port. */
+export type ListenerConfig = Static<typeof ListenerSchema>;
