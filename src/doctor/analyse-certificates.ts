@@ -98,6 +98,19 @@ function analyseOne(c: CertificateRead, now: Date, findings: Finding[]): void {
       });
     }
   }
+  if (c.key !== null && c.key.state !== 'ok') {
+    problem = true;
+    findings.push({
+      id: c.key.state === 'mismatch' ? 'tls.key.mismatch' : 'tls.key.unreadable',
+      severity: 'error',
+      subject,
+      statement: `key of ${where}: ${c.key.reason}: the listener cannot serve this pair`,
+      fix: c.key.state === 'mismatch'
+        ? 'point key at the private key the certificate was issued for (a Secret\'s tls.key beside its tls.crt)'
+        : 'point tls.certificates[].key at a readable, unencrypted PEM private key',
+      check: `openssl pkey -in ${c.keyFile ?? '<key>'} -pubout | openssl sha256; openssl x509 -in ${c.file} -noout -pubkey | openssl sha256`,
+    });
+  }
   if (!c.info.chainOrdered) {
     problem = true;
     findings.push({

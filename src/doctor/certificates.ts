@@ -7,11 +7,12 @@
  * config the loader would refuse for another reason still gets its certificates checked, and a
  * doctor built before a field existed reads what it can. The `tls` block's shape is docs/tls.md's:
  * `listeners[].tls.certificates[]` of `{cert, key}` PEM paths, the first being the default.
+ * Each certificate file is read whole (leaf and chain) and its key checked against the leaf.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { CertInfoError, readCertFile, type CertFileInfo } from '../tls/cert-info';
+import { CertInfoError, keyMatches, readCertFile, readKeyFile, type CertFileInfo } from '../tls/cert-info';
 import { DoctorError } from './errors';
 
 export interface CertificateRef {
@@ -22,10 +23,15 @@ export interface CertificateRef {
   readonly configured: string;
   /** Resolved against the config file's directory (as an allowlist's `file` is). */
   readonly file: string;
+  /** The pair's `key`, resolved the same way; null when the entry names none. */
+  readonly keyFile: string | null;
 }
 
+/** The private key beside a readable certificate: fine, or what is wrong with it. */
+export type KeyRead = { readonly state: 'ok' } | { readonly state: 'unreadable' | 'mismatch'; readonly reason: string };
+
 export type CertificateRead =
-  | (CertificateRef & { readonly state: 'ok'; readonly info: CertFileInfo })
+  | (CertificateRef & { readonly state: 'ok'; readonly info: CertFileInfo; readonly key: KeyRead | null })
   | (CertificateRef & { readonly state: 'unreadable'; readonly reason: string });
 
 export interface CertificatesView {
@@ -74,16 +80,29 @@ export function collectCertificates(configFile: string, checkedAt: Date = new Da
         malformed.push(`listeners[${i}].tls.certificates[${j}].cert (listener ${name}): ${JSON.stringify(cert ?? null)}: expected a file path`);
         return;
       }
-      refs.push({ listener: name, index: j, configured: cert, file: path.resolve(baseDir, cert) });
+      const key = isObj(c) && typeof c.key === 'string' && c.key !== '' ? path.resolve(baseDir, c.key) : null;
+      refs.push({ listener: name, index: j, configured: cert, file: path.resolve(baseDir, cert), keyFile: key });
     });
   });
   const certificates = refs.map((ref): CertificateRead => {
     try {
-      return { ...ref, state: 'ok', info: readCertFile(ref.file) };
+      const info = readCertFile(ref.file);
+      return { ...ref, state: 'ok', info, key: ref.keyFile === null ? null : checkKey(info, ref.keyFile) };
     } catch (err) {
       if (err instanceof CertInfoError) return { ...ref, state: 'unreadable', reason: err.message };
       throw err;
     }
   });
   return { configFile, checkedAt, tlsListeners, certificates, malformed };
+}
+
+function checkKey(info: CertFileInfo, keyFile: string): KeyRead {
+  try {
+    return keyMatches(info, readKeyFile(keyFile))
+      ? { state: 'ok' }
+      : { state: 'mismatch', reason: `${keyFile}: this private key is not the certificate's (its public key differs)` };
+  } catch (err) {
+    if (err instanceof CertInfoError) return { state: 'unreadable', reason: err.message };
+    throw err;
+  }
 }

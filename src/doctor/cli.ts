@@ -18,15 +18,17 @@ import { renderFailureJson, renderJson, renderText } from './report';
 
 export const DOCTOR_USAGE = `usage: ipgate doctor [flags]
 
-Checks how client addresses reach ipgate in this cluster and prints findings with fixes.
+Checks how client addresses reach ipgate in this cluster and prints findings with fixes
+(with --config, also the TLS listeners' certificates).
 
   --kubeconfig PATH       kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)
   --context NAME          kubeconfig context (default: current-context)
   --namespace NS          namespace of the ipgate Service (default: the context's, else "default")
   --service NAME          ipgate Service name (default: ipgate)
   --admin-token-env NAME  environment variable holding the admin bearer token (instead of --token-file)
-  --config FILE           also check the certificates FILE's TLS listeners name (tls.certificates[].cert),
-                          read from this machine: expired, not yet valid, expiring within 14 days, unreadable
+  --config FILE           also check the certificates FILE's TLS listeners name (tls.certificates[]),
+                          read from this machine: expired, not yet valid, expiring within 14 days,
+                          unreadable, a key that is not the certificate's
   --no-cluster            skip the Kubernetes checks (with --config: e.g. inside the pod, where the
                           certificate files are mounted and the service account may not read Services)
 

@@ -8,13 +8,15 @@
  * certificate, a block that does not parse), the way a config error names the field: the caller
  * turns it into a finding or a log line.
  */
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 
 export type CertInfoErrorCode =
   | 'IPGATE_CERT_UNREADABLE' // the file cannot be read (missing, permissions, a directory)
   | 'IPGATE_CERT_NO_PEM' // no "-----BEGIN CERTIFICATE-----" block in it (empty, DER, a key file)
-  | 'IPGATE_CERT_INVALID'; // a CERTIFICATE block that does not parse as X.509
+  | 'IPGATE_CERT_INVALID' // a CERTIFICATE block that does not parse as X.509
+  | 'IPGATE_KEY_UNREADABLE' // the private key file cannot be read
+  | 'IPGATE_KEY_INVALID'; // not an unencrypted PEM private key
 
 export class CertInfoError extends Error {
   constructor(
@@ -65,6 +67,8 @@ export interface CertFileInfo {
    * in the wrong order or with a foreign certificate; true when there is no chain.
    */
   readonly chainOrdered: boolean;
+  /** The leaf's PEM block, for checks against it (keyMatches). */
+  readonly leafPem: string;
 }
 
 /**
@@ -109,7 +113,40 @@ export function describePem(text: string, source: string): CertFileInfo {
     if (!issuedBy(certs[i]!, certs[i + 1]!)) chainOrdered = false;
   }
   const [leaf, ...chain] = certs.map(facts);
-  return { file: source, leaf: leaf!, chain, chainOrdered };
+  return { file: source, leaf: leaf!, chain, chainOrdered, leafPem: blocks[0]! };
+}
+
+/**
+ * Read a PEM private key file (PKCS#8, PKCS#1 or SEC1). An encrypted key is refused: a listener's
+ * key is read without a passphrase. Throws CertInfoError naming the file.
+ */
+export function readKeyFile(file: string): KeyObject {
+  let pem: Buffer;
+  try {
+    pem = fs.readFileSync(file);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw new CertInfoError('IPGATE_KEY_UNREADABLE', file, `cannot read private key file: ${e.code ?? e.message}`, { cause: err });
+  }
+  if (!pem.includes('PRIVATE KEY-----')) {
+    throw new CertInfoError('IPGATE_KEY_INVALID', file, pem.includes('-----BEGIN CERTIFICATE-----')
+      ? 'not a private key: it holds a certificate' : 'not a PEM private key: no "-----BEGIN ... PRIVATE KEY-----" block');
+  }
+  // PKCS#8 `ENCRYPTED PRIVATE KEY`, or a traditional key with `Proc-Type: 4,ENCRYPTED`: OpenSSL's
+  // error without a passphrase differs between Node versions, the label does not.
+  if (pem.includes('ENCRYPTED PRIVATE KEY-----') || pem.includes('Proc-Type: 4,ENCRYPTED')) {
+    throw new CertInfoError('IPGATE_KEY_INVALID', file, 'not a usable private key: the key is encrypted (a listener key must be unencrypted)');
+  }
+  try {
+    return createPrivateKey({ key: pem, format: 'pem' });
+  } catch (err) {
+    throw new CertInfoError('IPGATE_KEY_INVALID', file, `not a usable private key: does not parse: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Whether `key` is the private half of the file's leaf certificate. */
+export function keyMatches(info: CertFileInfo, key: KeyObject): boolean {
+  return new X509Certificate(info.leafPem).checkPrivateKey(key);
 }
 
 function issuedBy(cert: X509Certificate, issuer: X509Certificate): boolean {

@@ -5,6 +5,7 @@
  * finding, its severity and the exit code. Then the same checks beside the cluster checks (a
  * loopback API server), and the ways the run itself cannot happen (exit 2).
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -37,7 +38,10 @@ const weakChain = path.join(dir, 'weak-chain.crt');
 fs.writeFileSync(weakChain, fs.readFileSync(C.valid.cert, 'utf8') + fs.readFileSync(shortInter.cert, 'utf8'));
 const garbage = path.join(dir, 'garbage.crt');
 fs.writeFileSync(garbage, 'not a certificate\n');
+const encryptedKey = path.join(dir, 'encrypted.key');
+execFileSync('openssl', ['pkey', '-in', C.valid.key, '-aes256', '-passout', 'pass:secret', '-out', encryptedKey]);
 
+/** A bare path: a `cert` with no `key`; an issued pair: both. */
 type Cert = string | { cert?: unknown; key?: string };
 
 function writeConfig(name: string, listeners: Array<{ name: string; tls?: unknown; certs?: Cert[] }>): string {
@@ -47,7 +51,7 @@ function writeConfig(name: string, listeners: Array<{ name: string; tls?: unknow
       name: l.name,
       mode: 'http',
       listen: '127.0.0.1:0',
-      ...(l.certs ? { tls: { certificates: l.certs.map((c) => (typeof c === 'string' ? { cert: c, key: `${c}.key` } : c)) } } : {}),
+      ...(l.certs ? { tls: { certificates: l.certs.map((c) => (typeof c === 'string' ? { cert: c } : { cert: c.cert, key: c.key })) } } : {}),
       ...(l.tls !== undefined ? { tls: l.tls } : {}),
     })),
   };
@@ -72,56 +76,56 @@ interface Row {
 const rows: Row[] = [
   {
     name: 'valid ECDSA and RSA certificates: ok, with names, key and end date',
-    listeners: [{ name: 'web', certs: [C.valid.cert, C.validRsa.cert] }],
+    listeners: [{ name: 'web', certs: [C.valid, C.validRsa] }],
     exit: 0,
     has: [
       { id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /certificate 0 .*valid\.crt: web\.example\.com, \*\.example\.com; EC prime256v1; issued by CN=ipgate test root CA; valid until 20\d\d-.*Z \(90 days left\)/ },
       { id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /certificate 1 .*valid-rsa\.crt: .*RSA 2048/ },
     ],
-    lacks: ['tls.certificate.expiring', 'tls.certificate.expired'],
+    lacks: ['tls.certificate.expiring', 'tls.certificate.expired', 'tls.key.mismatch', 'tls.key.unreadable'],
   },
   {
     name: 'expires within 14 days: a warning, exit 0',
-    listeners: [{ name: 'web', certs: [C.expiring.cert] }],
+    listeners: [{ name: 'web', certs: [C.expiring] }],
     exit: 0,
     has: [{ id: 'tls.certificate.expiring', severity: 'warn', subject: 'listener/web', says: /expiring\.crt expires .*, in 7 days \(warning at 14 days\)/ }],
     lacks: ['tls.certificate.ok'],
   },
   {
     name: '15 days left: still ok',
-    listeners: [{ name: 'web', certs: [C.justOutside.cert] }],
+    listeners: [{ name: 'web', certs: [C.justOutside] }],
     exit: 0,
     has: [{ id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /\(15 days left\)/ }],
     lacks: ['tls.certificate.expiring'],
   },
   {
     name: 'expired: an error, exit 1',
-    listeners: [{ name: 'api', certs: [C.expired.cert] }],
+    listeners: [{ name: 'api', certs: [C.expired] }],
     exit: 1,
     has: [{ id: 'tls.certificate.expired', severity: 'error', subject: 'listener/api', says: /expired\.crt expired 20\d\d-.*Z \(3 days ago\): clients refuse it/ }],
   },
   {
     name: 'not yet valid: an error, exit 1',
-    listeners: [{ name: 'api', certs: [C.notYet.cert] }],
+    listeners: [{ name: 'api', certs: [C.notYet] }],
     exit: 1,
     has: [{ id: 'tls.certificate.not-yet-valid', severity: 'error', subject: 'listener/api', says: /not-yet\.crt is not valid until .* \(in 2 days\)/ }],
   },
   {
     name: 'a valid leaf whose intermediate expires in 5 days: a warning about the chain certificate',
-    listeners: [{ name: 'web', certs: [weakChain] }],
+    listeners: [{ name: 'web', certs: [{ cert: weakChain, key: C.valid.key }] }],
     exit: 0,
     has: [{ id: 'tls.certificate.expiring', severity: 'warn', subject: 'listener/web', says: /chain certificate 2 \(CN=short-lived intermediate\) in .*weak-chain\.crt expires .*, in 5 days/ }],
     lacks: ['tls.certificate.ok'],
   },
   {
     name: 'leaf + intermediate in order: ok with the chain counted',
-    listeners: [{ name: 'web', certs: [chained.chain] }],
+    listeners: [{ name: 'web', certs: [{ cert: chained.chain, key: chained.key }] }],
     exit: 0,
     has: [{ id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /issued by CN=ipgate test issuing; .*\(60 days left\); 1 chain certificate\(s\)/ }],
   },
   {
     name: 'chain out of order: a warning',
-    listeners: [{ name: 'web', certs: [reversed] }],
+    listeners: [{ name: 'web', certs: [{ cert: reversed, key: interCA.key }] }],
     exit: 0,
     has: [{ id: 'tls.certificate.chain-order', severity: 'warn', subject: 'listener/web', says: /not each the issuer of the one before/ }],
   },
@@ -135,14 +139,35 @@ const rows: Row[] = [
     ],
   },
   {
+    name: 'the key of another certificate: an error, exit 1',
+    listeners: [{ name: 'web', certs: [{ cert: C.valid.cert, key: C.validRsa.key }] }],
+    exit: 1,
+    has: [{ id: 'tls.key.mismatch', severity: 'error', subject: 'listener/web', says: /key of certificate 0 .*valid\.crt: .*valid-rsa\.key: this private key is not the certificate's/ }],
+    lacks: ['tls.certificate.ok'],
+  },
+  {
+    name: 'a missing, an encrypted and a certificate-as-key key file: errors naming each',
+    listeners: [{ name: 'web', certs: [
+      { cert: C.valid.cert, key: path.join(dir, 'gone.key') },
+      { cert: C.valid.cert, key: encryptedKey },
+      { cert: C.valid.cert, key: C.valid.cert },
+    ] }],
+    exit: 1,
+    has: [
+      { id: 'tls.key.unreadable', severity: 'error', subject: 'listener/web', says: /key of certificate 0 .*gone\.key: cannot read private key file: ENOENT/ },
+      { id: 'tls.key.unreadable', severity: 'error', subject: 'listener/web', says: /key of certificate 1 .*encrypted\.key: not a usable private key: the key is encrypted/ },
+      { id: 'tls.key.unreadable', severity: 'error', subject: 'listener/web', says: /key of certificate 2 .*valid\.crt: not a private key: it holds a certificate/ },
+    ],
+  },
+  {
     name: 'a relative path is resolved against the config file\'s directory',
-    listeners: [{ name: 'web', certs: [path.relative(dir, C.valid.cert)] }],
+    listeners: [{ name: 'web', certs: [{ cert: path.relative(dir, C.valid.cert), key: path.relative(dir, C.valid.key) }] }],
     exit: 0,
     has: [{ id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: new RegExp(`certificate 0 ${C.valid.cert.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:`) }],
   },
   {
     name: 'several listeners: each certificate its own finding; plain listeners ignored',
-    listeners: [{ name: 'plain' }, { name: 'web', certs: [C.valid.cert] }, { name: 'api', certs: [C.expired.cert] }],
+    listeners: [{ name: 'plain' }, { name: 'web', certs: [C.valid] }, { name: 'api', certs: [C.expired] }],
     exit: 1,
     has: [
       { id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /valid\.crt/ },
@@ -192,7 +217,7 @@ rows.forEach((row, i) => {
 });
 
 t.test('analysis is judged at the view\'s instant: the same file, read at three moments', async (t) => {
-  const config = writeConfig('instants', [{ name: 'web', certs: [C.valid.cert] }]);
+  const config = writeConfig('instants', [{ name: 'web', certs: [C.valid] }]);
   const ids = (at: Date): string[] => analyseCertificates(collectCertificates(config, at)).map((f) => `${f.severity} ${f.id}`);
   t.same(ids(new Date()), ['ok tls.certificate.ok']);
   t.same(ids(days(80)), ['warn tls.certificate.expiring'], '10 days before the end');
@@ -201,7 +226,7 @@ t.test('analysis is judged at the view\'s instant: the same file, read at three 
 });
 
 t.test('human text: the certificate lines and the summary', async (t) => {
-  const config = writeConfig('text', [{ name: 'web', certs: [C.expiring.cert] }, { name: 'api', certs: [C.expired.cert] }]);
+  const config = writeConfig('text', [{ name: 'web', certs: [C.expiring] }, { name: 'api', certs: [C.expired] }]);
   const r = await runDoctor(['--config', config, '--no-cluster']);
   t.equal(r.code, 1);
   t.match(r.stdout, new RegExp(`^ipgate doctor: --no-cluster, --config ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\n`));
@@ -222,7 +247,7 @@ t.test('with the cluster: certificate findings come after the cluster findings',
   const api = await startFakeApi(routes);
   t.teardown(() => api.close());
   const kubeconfig = writeKubeconfig(t.testdir(), api.url, 'doctor-token');
-  const config = writeConfig('cluster', [{ name: 'web', certs: [C.expiring.cert] }]);
+  const config = writeConfig('cluster', [{ name: 'web', certs: [C.expiring] }]);
   const r = await runDoctor(['--kubeconfig', kubeconfig, '--config', config, '--json']);
   t.equal(r.code, 0, r.stderr);
   const findings = (JSON.parse(r.stdout) as { findings: Finding[] }).findings;

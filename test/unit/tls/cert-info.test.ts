@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { CertInfoError, describeKey, parseSubjectAltName, readCertFile, type CertFileInfo, type KeyInfo } from '../../../src/tls/cert-info';
+import { CertInfoError, describeKey, keyMatches, parseSubjectAltName, readCertFile, readKeyFile, type CertFileInfo, type KeyInfo } from '../../../src/tls/cert-info';
 import { TestCA, days } from '../../helpers/openssl-certs';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-cert-info-'));
@@ -155,3 +155,48 @@ for (const row of sanRows) {
     t.same(parseSubjectAltName(row.text), { dns: row.dns, ip: row.ip });
   });
 }
+
+const encrypted = path.join(dir, 'encrypted.key');
+execFileSync('openssl', ['pkey', '-in', ec.key, '-aes256', '-passout', 'pass:secret', '-out', encrypted]);
+const pkcs1 = path.join(dir, 'pkcs1.key');
+execFileSync('openssl', ['pkey', '-in', rsa.key, '-traditional', '-out', pkcs1]);
+const encryptedTraditional = path.join(dir, 'encrypted-traditional.key');
+execFileSync('openssl', ['pkey', '-in', rsa.key, '-traditional', '-aes256', '-passout', 'pass:secret', '-out', encryptedTraditional]);
+const truncatedKey = path.join(dir, 'truncated.key');
+const keyText = fs.readFileSync(ec.key, 'utf8');
+fs.writeFileSync(truncatedKey, keyText.slice(0, 60) + keyText.slice(keyText.indexOf('-----END')));
+
+const keyRows: Array<{ name: string; cert: string; key: string; matches?: boolean; code?: CertInfoError['code']; says?: RegExp }> = [
+  { name: 'the RSA pair (PKCS#8)', cert: rsa.cert, key: rsa.key, matches: true },
+  { name: 'the RSA key as PKCS#1 (BEGIN RSA PRIVATE KEY)', cert: rsa.cert, key: pkcs1, matches: true },
+  { name: 'the ECDSA pair', cert: ec.cert, key: ec.key, matches: true },
+  { name: 'the leaf of a chain file with its key', cert: chained.chain, key: chained.key, matches: true },
+  { name: 'an ECDSA certificate with another ECDSA key', cert: ec.cert, key: chained.key, matches: false },
+  { name: 'an RSA certificate with an ECDSA key', cert: rsa.cert, key: ec.key, matches: false },
+  { name: 'a missing key file', cert: ec.cert, key: path.join(dir, 'nope.key'), code: 'IPGATE_KEY_UNREADABLE', says: /cannot read private key file: ENOENT/ },
+  { name: 'an encrypted key (PKCS#8)', cert: ec.cert, key: encrypted, code: 'IPGATE_KEY_INVALID', says: /the key is encrypted/ },
+  { name: 'an encrypted key (traditional, Proc-Type)', cert: rsa.cert, key: encryptedTraditional, code: 'IPGATE_KEY_INVALID', says: /the key is encrypted/ },
+  { name: 'a truncated key block', cert: ec.cert, key: truncatedKey, code: 'IPGATE_KEY_INVALID', says: /not a usable private key: does not parse/ },
+  { name: 'a certificate given as the key', cert: ec.cert, key: ec.cert, code: 'IPGATE_KEY_INVALID', says: /not a private key: it holds a certificate/ },
+  { name: 'a text file given as the key', cert: ec.cert, key: garbage, code: 'IPGATE_KEY_INVALID', says: /no "-----BEGIN \.\.\. PRIVATE KEY-----" block/ },
+];
+for (const row of keyRows) {
+  t.test(`private key: ${row.name}`, async (t) => {
+    const info = readCertFile(row.cert);
+    if (row.code === undefined) {
+      t.equal(keyMatches(info, readKeyFile(row.key)), row.matches);
+      return;
+    }
+    let err: unknown;
+    try {
+      readKeyFile(row.key);
+    } catch (e) {
+      err = e;
+    }
+    t.type(err, CertInfoError);
+    t.equal((err as CertInfoError).code, row.code);
+    t.ok((err as CertInfoError).message.startsWith(`${row.key}: `), 'the message names the file first');
+    t.match((err as CertInfoError).message, row.says!);
+  });
+}
+
