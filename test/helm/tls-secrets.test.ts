@@ -9,7 +9,6 @@ import { createHash } from 'node:crypto';
 import t from 'tap';
 import YAML from 'yaml';
 import { parseConfig } from '../../src/config/load';
-import { configSchema } from '../../src/config/schema';
 import { HTTP_LISTENER, lint, render, renderError, validateObject, type K8sObject } from '../helpers/helm';
 
 const WEB_TLS = {
@@ -78,13 +77,21 @@ t.test('the listener tls block reaches config.yaml unchanged', async (t) => {
   t.equal(raw.listeners[0]!.listen, '0.0.0.0:8443');
 });
 
-// The termination work (issue 18) adds `tls` to ipgate's config schema; from then on the rendered
-// file must also pass ipgate's own loader.
-const configKnowsTls = 'tls' in (configSchema as { properties: { listeners: { items: { properties: Record<string, unknown> } } } }).properties.listeners.items.properties;
-t.test('ipgate\'s own loader accepts the rendered tls block', { skip: configKnowsTls ? false : 'ipgate\'s config schema has no listener tls block yet' }, async (t) => {
-  const text = render(values()).one('ConfigMap', '-config').data['config.yaml'] as string;
-  const config = parseConfig(text, 'config.yaml') as unknown as { listeners: Array<{ tls: { certificates: unknown } }> };
-  t.same(config.listeners[0]!.tls.certificates, WEB_TLS.certificates);
+// The termination work (issue 18) teaches ipgate's config loader the listener `tls` block; from then
+// on the rendered file must also pass the loader. Until then the loader refuses the key itself,
+// and only that refusal skips this test (any other error fails it).
+const loaderCheck = ((): { skip: string | false; error: unknown } => {
+  try {
+    parseConfig(render(values()).one('ConfigMap', '-config').data['config.yaml'] as string, 'config.yaml');
+    return { skip: false, error: null };
+  } catch (err) {
+    return /listeners\[0\]\.tls: .*unknown key/.test((err as Error).message)
+      ? { skip: 'ipgate\'s config loader has no listener tls block yet (refuses the key)', error: null }
+      : { skip: false, error: err };
+  }
+})();
+t.test('ipgate\'s own loader accepts the rendered tls block', { skip: loaderCheck.skip }, async (t) => {
+  t.equal(loaderCheck.error, null, loaderCheck.error ? (loaderCheck.error as Error).message : 'parsed');
 });
 
 t.test('a Secret renewal cannot roll the pods: the pod template depends on config.yaml and the Secret names only', async (t) => {

@@ -1,6 +1,6 @@
 /**
- * Certificates made by the real `openssl` CLI in a temp dir, for tests (and the TLS load
- * benchmark): a CA, intermediates, leaves with RSA or ECDSA keys and any validity window.
+ * Certificates made by the real `openssl` CLI in a temp dir, for tests: a CA, intermediates,
+ * leaves with RSA or ECDSA keys and any validity window.
  *
  * Validity windows in the past or future come from `openssl ca -startdate/-enddate` (OpenSSL 3.0,
  * Debian 12, has no `x509 -not_before`), so no clock faking is needed.
