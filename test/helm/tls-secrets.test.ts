@@ -8,7 +8,11 @@
 import { createHash } from 'node:crypto';
 import t from 'tap';
 import YAML from 'yaml';
-import { parseConfig } from '../../src/config/load';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfigFile } from '../../src/config/load';
+import { TestCA } from '../helpers/openssl-certs';
 import { HTTP_LISTENER, lint, render, renderError, validateObject, type K8sObject } from '../helpers/helm';
 
 const WEB_TLS = {
@@ -77,21 +81,45 @@ t.test('the listener tls block reaches config.yaml unchanged', async (t) => {
   t.equal(raw.listeners[0]!.listen, '0.0.0.0:8443');
 });
 
-// The termination work (issue 18) teaches ipgate's config loader the listener `tls` block; from then
-// on the rendered file must also pass the loader. Until then the loader refuses the key itself,
-// and only that refusal skips this test (any other error fails it).
-const loaderCheck = ((): { skip: string | false; error: unknown } => {
+// The termination work (issue 18) teaches ipgate's config loader the listener `tls` block, and the
+// loader reads the files. So the rendered config.yaml is written into a directory laid out as the
+// pod's /etc/ipgate (config.yaml, tls/<name>/tls.crt, tls.key, ca.crt made by openssl), with the
+// listener naming its files relative to config.yaml, and loaded there. Until the loader knows
+// `tls` it refuses the key itself, and only that refusal skips the test (any other error fails it).
+const podDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-helm-tls-'));
+t.teardown(() => fs.rmSync(podDir, { recursive: true, force: true }));
+const RELATIVE_TLS = {
+  certificates: [{ cert: 'tls/web/tls.crt', key: 'tls/web/tls.key' }, { cert: 'tls/api/tls.crt', key: 'tls/api/tls.key' }],
+  clientCA: 'tls/clients/ca.crt',
+  clientCertificate: 'optional',
+};
+const loaderCheck = ((): { skip: string | false; error: unknown; text: string } => {
+  const text = render(values({ listeners: [{ ...HTTP_LISTENER, port: 8443, tls: RELATIVE_TLS }] })).one('ConfigMap', '-config').data['config.yaml'] as string;
+  const ca = TestCA.root(path.join(podDir, 'ca'));
+  for (const name of ['web', 'api', 'clients']) {
+    const issued = ca.issue({ name, dns: [`${name}.example.com`] });
+    const secretDir = path.join(podDir, 'tls', name);
+    fs.mkdirSync(secretDir, { recursive: true });
+    fs.copyFileSync(issued.cert, path.join(secretDir, 'tls.crt'));
+    fs.copyFileSync(issued.key, path.join(secretDir, 'tls.key'));
+    fs.copyFileSync(ca.cert, path.join(secretDir, 'ca.crt'));
+  }
+  fs.writeFileSync(path.join(podDir, 'config.yaml'), text);
   try {
-    parseConfig(render(values()).one('ConfigMap', '-config').data['config.yaml'] as string, 'config.yaml');
-    return { skip: false, error: null };
+    loadConfigFile(path.join(podDir, 'config.yaml'), {});
+    return { skip: false, error: null, text };
   } catch (err) {
     return /listeners\[0\]\.tls: .*unknown key/.test((err as Error).message)
-      ? { skip: 'ipgate\'s config loader has no listener tls block yet (refuses the key)', error: null }
-      : { skip: false, error: err };
+      ? { skip: 'ipgate\'s config loader has no listener tls block yet (refuses the key)', error: null, text }
+      : { skip: false, error: err, text };
   }
 })();
-t.test('ipgate\'s own loader accepts the rendered tls block', { skip: loaderCheck.skip }, async (t) => {
-  t.equal(loaderCheck.error, null, loaderCheck.error ? (loaderCheck.error as Error).message : 'parsed');
+t.test('ipgate\'s own loader accepts the rendered tls block, files laid out as in the pod', { skip: loaderCheck.skip }, async (t) => {
+  t.equal(loaderCheck.error, null, loaderCheck.error ? (loaderCheck.error as Error).message : 'loaded');
+});
+
+t.test('relative paths are accepted and checked against /etc/ipgate/tls/<name>/', async (t) => {
+  t.same((YAML.parse(loaderCheck.text) as { listeners: Array<{ tls: unknown }> }).listeners[0]!.tls, RELATIVE_TLS);
 });
 
 t.test('a Secret renewal cannot roll the pods: the pod template depends on config.yaml and the Secret names only', async (t) => {
@@ -150,7 +178,13 @@ const REFUSED: { what: string; values: Record<string, unknown>; message: RegExp 
   { what: 'defaultMode above 0777', values: { tls: { defaultMode: 512 } }, message: /at '\/tls\/defaultMode': maximum: got 512, want 511/ },
   { what: 'a tls block without certificates', values: withTls({ minVersion: 'TLSv1.2' }), message: /at '\/listeners\/0\/tls'/ },
   { what: 'a certificate without its key', values: withTls({ certificates: [{ cert: '/etc/ipgate/tls/web/tls.crt' }] }), message: /at '\/listeners\/0\/tls'/ },
-  { what: 'a relative certificate path', values: withTls({ certificates: [{ cert: 'tls.crt', key: 'tls.key' }] }), message: /at '\/listeners\/0\/tls'/ },
+  {
+    what: 'a relative path (resolved against /etc/ipgate) into an unmounted directory',
+    values: withTls({ certificates: [{ cert: 'tls/wbe/tls.crt', key: 'tls/web/tls.key' }] }),
+    message: /listeners\[0\]\.tls\.certificates\[0\]\.cert: "tls\/wbe\/tls\.crt" is in \/etc\/ipgate\/tls\/wbe\//,
+  },
+  { what: 'handshakeTimeoutMs above 300000', values: withTls({ certificates: WEB_TLS.certificates, handshakeTimeoutMs: 300001 }), message: /at '\/listeners\/0\/tls'/ },
+  { what: 'an empty certificate path', values: withTls({ certificates: [{ cert: '', key: '/etc/ipgate/tls/web/tls.key' }] }), message: /at '\/listeners\/0\/tls'/ },
   { what: 'minVersion TLSv1.1', values: withTls({ certificates: WEB_TLS.certificates, minVersion: 'TLSv1.1' }), message: /at '\/listeners\/0\/tls'/ },
   { what: 'unknown tls key (typo)', values: withTls({ certificates: WEB_TLS.certificates, sessionTicket: true }), message: /at '\/listeners\/0\/tls'/ },
 ];

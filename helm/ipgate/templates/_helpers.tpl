@@ -336,11 +336,13 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- $paths = append $paths (list (printf "listeners[%d].tls.clientCA" $i) $l.tls.clientCA) -}}
 {{- end -}}
 {{- range $p := $paths -}}
-{{- $file := toString (index $p 1) -}}
+{{- $written := toString (index $p 1) -}}
+{{- /* ipgate resolves a relative path against config.yaml's directory, /etc/ipgate. */ -}}
+{{- $file := ternary $written (printf "/etc/ipgate/%s" (trimPrefix "./" $written)) (hasPrefix "/" $written) -}}
 {{- if hasPrefix "/etc/ipgate/tls/" $file -}}
 {{- $dir := first (splitList "/" (trimPrefix "/etc/ipgate/tls/" $file)) -}}
 {{- if not (hasKey $tlsDirs $dir) -}}
-{{- fail (printf "%s: %q is in /etc/ipgate/tls/%s/, but tls.secrets mounts no Secret named %q there (mounted: %s)" (index $p 0) $file $dir $dir (keys $tlsDirs | sortAlpha | join ", " | default "none")) -}}
+{{- fail (printf "%s: %q is in /etc/ipgate/tls/%s/, but tls.secrets mounts no Secret named %q there (mounted: %s)" (index $p 0) $written $dir $dir (keys $tlsDirs | sortAlpha | join ", " | default "none")) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
