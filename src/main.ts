@@ -23,6 +23,7 @@ Usage:
   ipgate echo [--tcp ADDR] [--http ADDR]
                                      the demo backend: reports the client address it learned
   ipgate doctor [...]                check a Kubernetes cluster for ways the client IP gets lost
+                                     (--config FILE: and the TLS listeners' certificates)
   ipgate allowlist ls|get|add|deny|rm|check|replace|create|delete|explain [...]
                                      edit the allowlists through the admin API (ipgate allowlist --help)
   ipgate --version | --help

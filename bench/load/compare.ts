@@ -3,6 +3,7 @@
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/compare.js [--rounds 3] [--duration 6]
  *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,http-rate,tcp,tcp-ppin,bulk,idle]
+ *       (TLS, not in the default set: https-handshake-ecdsa, https-handshake-rsa, https-keepalive)
  *       [--rate 3000]   (http-rate: offered requests/s, via hey)
  *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
  *       [--baseline /other/checkout/dist/src/main.js]   (A/B: that build runs as proxy "base")
@@ -33,14 +34,25 @@
  * ratios of interleaved runs are what count). Work per proxy CPU-second comes from /proc/<pid>/stat
  * (utime + stime of the proxy process and its children, i.e. every worker).
  *
- * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3 hey
+ * TLS workloads (opt-in with --workloads): the proxies terminate TLS with one certificate made by
+ * the openssl CLI at start (ECDSA P-256 and RSA 2048, self-signed, the same files for all three)
+ * and forward plaintext to the HTTP backend as in `http`. nginx (`listen ... ssl`) and HAProxy
+ * (`bind ... ssl crt`) run at their TLS defaults (protocols, ciphers, session cache / tickets:
+ * nothing set). `https-handshake-*`: the connection driver in TLS mode, every connection a full
+ * handshake (no session offered) and one request with `Connection: close` (see runDriver for why
+ * neither wrk nor `openssl s_time`); `https-keepalive`: wrk over https with keep-alive on the
+ * ECDSA listener (after the handshake the key type does not matter). A build whose config has no listener `tls` block refuses to start, and the run stops
+ * saying so: no numbers are made up for it.
+ *
+ * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3 hey openssl
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import nodeTls from 'node:tls';
 import { descendants } from './proc';
 
 const ROOT = path.resolve(__dirname, '../../..');
@@ -148,7 +160,15 @@ const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay
 /** TCP-only minimal forwarders: two Node sockets and pipe() (bench/load/tcp-min.ts), or the
  * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
 const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
-const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5 } as const;
+const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5, httpsEcdsa: 6, httpsRsa: 7 } as const;
+/** TLS workloads: the listener each uses and whether every request opens a new connection. */
+const TLS_WORKLOADS: Record<string, { listener: number; handshakes: boolean }> = {
+  'https-handshake-ecdsa': { listener: L.httpsEcdsa, handshakes: true },
+  'https-handshake-rsa': { listener: L.httpsRsa, handshakes: true },
+  'https-keepalive': { listener: L.httpsEcdsa, handshakes: false },
+};
+/** The name in the certificates and the SNI the TLS driver sends. */
+const TLS_NAME = 'bench.ipgate.test';
 /** The admin API's port, per ipgate proxy: base + this. */
 const ADMIN_OFFSET = 90;
 
@@ -173,6 +193,23 @@ function makeCidrs(n: number): { allow: string[]; deny: string[] } {
   const allow = out.slice();
   allow.splice(Math.floor(allow.length / 2), 0, '127.0.0.1/32');
   return { allow, deny };
+}
+
+/** One certificate + key per key type, the same files for every proxy (HAProxy: both in one file). */
+interface TlsFiles { ecdsa: { cert: string; key: string; pem: string }; rsa: { cert: string; key: string; pem: string } }
+
+/** Self-signed server certificates made by the openssl CLI (wrk does not verify them). */
+function makeCertificates(dir: string): TlsFiles {
+  const one = (name: string, keyArgs: string[]): { cert: string; key: string; pem: string } => {
+    const cert = path.join(dir, `${name}.crt`);
+    const key = path.join(dir, `${name}.key`);
+    execFileSync('openssl', ['req', '-x509', '-newkey', ...keyArgs, '-nodes', '-sha256', '-days', '30', '-subj', `/CN=${TLS_NAME}`,
+      '-addext', `subjectAltName=DNS:${TLS_NAME},IP:127.0.0.1`, '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    const pem = path.join(dir, `${name}.pem`);
+    fs.writeFileSync(pem, fs.readFileSync(cert, 'utf8') + fs.readFileSync(key, 'utf8'));
+    return { cert, key, pem };
+  };
+  return { ecdsa: one('ecdsa-p256', ['ec', '-pkeyopt', 'ec_paramgen_curve:P-256']), rsa: one('rsa-2048', ['rsa:2048']) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,7 +303,12 @@ stream {
 `;
 }
 
-function nginxConfig(dir: string, p: number): string {
+function nginxConfig(dir: string, p: number, tls: TlsFiles | null): string {
+  // nginx's TLS defaults (1.22: ssl_protocols TLSv1 - TLSv1.3, ssl_ciphers HIGH:!aNULL:!MD5, no
+  // shared session cache, tickets on): only the certificate is set.
+  const https = (port: number, f: { cert: string; key: string }): string =>
+    `  server { listen 127.0.0.1:${port} ssl; ssl_certificate ${f.cert}; ssl_certificate_key ${f.key}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }\n`;
+  const tlsServers = tls === null ? '' : https(p + L.httpsEcdsa, tls.ecdsa) + https(p + L.httpsRsa, tls.rsa);
   return `load_module /usr/lib/nginx/modules/ngx_stream_module.so;
 daemon off; master_process off; worker_processes 1; pid ${dir}/nginx.pid;
 error_log ${dir}/nginx-error.log error;
@@ -286,7 +328,7 @@ http {
   proxy_set_header X-Forwarded-Proto $scheme;
   server { listen 127.0.0.1:${p + L.http}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }
   server { listen 127.0.0.1:${p + L.httpDenied}; location / { if ($allowed_denied = 0) { return 403; } proxy_pass http://backend; } }
-}
+${tlsServers}}
 stream {
   server { listen 127.0.0.1:${p + L.tcp}; include ${dir}/allow.access; proxy_protocol on; proxy_pass 127.0.0.1:${BACKEND.pp}; }
   server { listen 127.0.0.1:${p + L.tcpPpin} proxy_protocol; set_real_ip_from 127.0.0.0/8; include ${dir}/allow.access; proxy_protocol on; proxy_pass 127.0.0.1:${BACKEND.pp}; }
@@ -296,7 +338,17 @@ stream {
 `;
 }
 
-function haproxyConfig(dir: string, p: number): string {
+function haproxyConfig(dir: string, p: number, tls: TlsFiles | null): string {
+  // HAProxy's TLS defaults (2.6: TLSv1.2 minimum, OpenSSL's ciphers, its session cache and
+  // tickets): only the certificate (cert + key in one PEM, its usual form) is set.
+  const https = (name: string, port: number, pem: string): string => `frontend ${name}
+  bind 127.0.0.1:${port} ssl crt ${pem}
+  http-request deny deny_status 403 unless { src -f ${dir}/allow.lst }
+  http-request set-header X-Real-IP %[src]
+  option forwardfor
+  default_backend be_http
+`;
+  const tlsFrontends = tls === null ? '' : https('https_ecdsa', p + L.httpsEcdsa, tls.ecdsa.pem) + https('https_rsa', p + L.httpsRsa, tls.rsa.pem);
   return `global
   nbthread 1
   maxconn 9900
@@ -320,7 +372,7 @@ frontend http_denied
   http-request set-header X-Real-IP %[src]
   option forwardfor
   default_backend be_http
-backend be_http
+${tlsFrontends}backend be_http
   http-reuse always
   server s1 127.0.0.1:${BACKEND.http}
 listen tcp
@@ -347,7 +399,12 @@ listen idle
 }
 
 function ipgateConfig(p: number, allow: string[], deny: string[], workers: string, engine: string | null, admin: boolean,
-  separate: boolean | null): Record<string, unknown> {
+  separate: boolean | null, tls: TlsFiles | null): Record<string, unknown> {
+  // The listener `tls` block of docs/tls.md, at its defaults but for the certificate.
+  const https = (name: string, port: number, f: { cert: string; key: string }): Record<string, unknown> => ({
+    name, mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], ...http,
+    tls: { certificates: [{ cert: f.cert, key: f.key }] },
+  });
   const http = engine === null ? {} : { http: { engine } }; // null: the build's default
   const tcp = (name: string, port: number, upstream: number, out: string, ppin: boolean): Record<string, unknown> => ({
     name, mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${upstream}`],
@@ -367,6 +424,7 @@ function ipgateConfig(p: number, allow: string[], deny: string[], workers: strin
       tcp('tcp-ppin', p + L.tcpPpin, BACKEND.pp, 'v2', true),
       tcp('bulk', p + L.bulk, BACKEND.iperf, 'none', false),
       tcp('idle', p + L.idle, BACKEND.hold, 'none', false),
+      ...(tls === null ? [] : [https('https-ecdsa', p + L.httpsEcdsa, tls.ecdsa), https('https-rsa', p + L.httpsRsa, tls.rsa)]),
     ],
   };
 }
@@ -389,11 +447,19 @@ interface Sample {
   p50ms: number | null;
   p99ms: number | null;
   errors: number;
+  /** TLS driver: the protocol and cipher the proxy chose (each peer at its own defaults). */
+  tls?: string;
 }
 
-function wrk(port: number, o: Options): Promise<Sample> {
+/**
+ * wrk; `https`: keep-alive over TLS (wrk 4.1 negotiates TLS 1.2 with every server here). Not used
+ * for new handshakes: with `Connection: close` wrk reconnects with SSL_clear() and resumes the
+ * previous session (nginx's `$ssl_session_reused` said `r` for 613 of 615 connections), so it
+ * measures resumptions; the TLS driver below makes full ones.
+ */
+function wrk(port: number, o: Options, https = false): Promise<Sample> {
   return new Promise((resolve, reject) => {
-    const c = spawn('taskset', ['-c', o.loadCpus, 'wrk', '-t1', `-c${o.connections}`, `-d${o.duration}s`, '--latency', `http://127.0.0.1:${port}/`]);
+    const c = spawn('taskset', ['-c', o.loadCpus, 'wrk', '-t1', `-c${o.connections}`, `-d${o.duration}s`, '--latency', `${https ? 'https' : 'http'}://127.0.0.1:${port}/`]);
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -442,9 +508,11 @@ function hey(port: number, o: Options): Promise<Sample> {
 }
 
 /** The short-connection driver runs in a child pinned to the load CPUs (this file with `--driver`). */
-function driver(port: number, o: Options, ppin: boolean): Promise<Sample> {
+type DriverMode = 'plain' | 'ppin' | 'tls';
+
+function driver(port: number, o: Options, mode: DriverMode): Promise<Sample> {
   return new Promise((resolve, reject) => {
-    const c = spawn('taskset', ['-c', o.loadCpus, process.execPath, __filename, '--driver', String(port), String(o.duration), String(o.connections), ppin ? '1' : '0']);
+    const c = spawn('taskset', ['-c', o.loadCpus, process.execPath, __filename, '--driver', String(port), String(o.duration), String(o.connections), mode]);
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -464,7 +532,19 @@ const PPV2 = Buffer.concat([
   Buffer.from([127, 0, 0, 1, 127, 0, 0, 1, 0x9c, 0x40, 0x01, 0xbb]),
 ]);
 
-function runDriver(port: number, seconds: number, concurrency: number, ppin: boolean): void {
+/**
+ * `tls`: each connection is a new TLS connection with a full handshake (Node's client offers no
+ * session unless given one; TLS 1.3 by default, SNI bench.ipgate.test), then one
+ * `GET / HTTP/1.1` with `Connection: close` through the proxy to the backend; it counts when the
+ * answer is a 200. The same client for every proxy. Not `openssl s_time -new`: it runs one
+ * connection at a time (the proxy mostly idles) and its `-www` request has no Host header, which
+ * ipgate answers 400 without a trip upstream, so the proxies would not do the same job.
+ */
+const TLS_REQUEST = Buffer.from(`GET / HTTP/1.1\r\nHost: ${TLS_NAME}\r\nConnection: close\r\n\r\n`);
+const HTTP_200 = Buffer.from('HTTP/1.1 200 ');
+
+function runDriver(port: number, seconds: number, concurrency: number, mode: DriverMode): void {
+  let negotiated: string | undefined;
   const lat: number[] = [];
   let errors = 0;
   let done = 0;
@@ -475,10 +555,24 @@ function runDriver(port: number, seconds: number, concurrency: number, ppin: boo
       return;
     }
     const t0 = process.hrtime.bigint();
-    const s = net.connect({ port, host: '127.0.0.1' });
     let got = false;
-    if (ppin) s.write(PPV2);
-    s.on('data', () => { got = true; });
+    let s: net.Socket;
+    if (mode === 'tls') {
+      const t = nodeTls.connect({ port, host: '127.0.0.1', servername: TLS_NAME, rejectUnauthorized: false }, () => {
+        negotiated = `${t.getProtocol() ?? '?'} ${t.getCipher().name}`;
+        t.write(TLS_REQUEST);
+      });
+      s = t;
+      let first = true;
+      s.on('data', (d: Buffer) => {
+        if (first) got = d.subarray(0, HTTP_200.length).equals(HTTP_200);
+        first = false;
+      });
+    } else {
+      s = net.connect({ port, host: '127.0.0.1' });
+      if (mode === 'ppin') s.write(PPV2);
+      s.on('data', () => { got = true; });
+    }
     s.on('error', () => { errors++; });
     s.on('end', () => s.destroy());
     s.on('close', () => {
@@ -496,7 +590,7 @@ function runDriver(port: number, seconds: number, concurrency: number, ppin: boo
     lat.sort((a, b) => a - b);
     const pct = (q: number): number | null => (lat.length === 0 ? null : lat[Math.min(lat.length - 1, Math.floor(q * lat.length))]!);
     const secs = (Date.now() - t0) / 1000;
-    process.stdout.write(`${JSON.stringify({ rate: done / secs, p50ms: pct(0.5), p99ms: pct(0.99), errors })}\n`);
+    process.stdout.write(`${JSON.stringify({ rate: done / secs, p50ms: pct(0.5), p99ms: pct(0.99), errors, tls: negotiated })}\n`);
   };
   for (let i = 0; i < concurrency; i++) one();
 }
@@ -550,7 +644,8 @@ async function idle(port: number, pid: number, n: number): Promise<{ held: numbe
 
 interface Result { proxy: string; workload: string; round: number; sample: Sample; cpu: number }
 
-const UNITS: Record<string, string> = { http: 'req/s', 'http-rate': 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s' };
+const UNITS: Record<string, string> = { http: 'req/s', 'http-rate': 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s',
+  'https-handshake-ecdsa': 'handshake/s', 'https-handshake-rsa': 'handshake/s', 'https-keepalive': 'req/s' };
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
@@ -563,6 +658,8 @@ async function main(): Promise<void> {
   fs.writeFileSync(path.join(dir, 'deny.geo'), deny.map((c) => `${c} 1;`).join('\n'));
   fs.writeFileSync(path.join(dir, 'allow.access'), `${allow.map((c) => `allow ${c};`).join('\n')}\ndeny all;\n`);
   process.on('exit', () => { for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL'); });
+  const tlsRun = o.workloads.some((w) => w in TLS_WORKLOADS);
+  const tls = tlsRun ? makeCertificates(dir) : null;
 
   // Backends on the load CPUs.
   fs.writeFileSync(path.join(dir, 'backend.conf'), backendNginx(dir));
@@ -576,7 +673,7 @@ async function main(): Promise<void> {
   for (const name of o.proxies) {
     const p = PROXY_BASE[name]!;
     if (name === 'nginx') {
-      fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, p));
+      fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, p, tls));
       proxies[name] = start(name, 'nginx', ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'nginx-error.log')], pcpus);
     } else if (HTTP_ONLY.has(name)) {
       const args = name === 'relay-min'
@@ -590,7 +687,7 @@ async function main(): Promise<void> {
       await waitPort(p + L.tcpPpin, proxies[name]!);
       continue;
     } else if (name === 'haproxy') {
-      fs.writeFileSync(path.join(dir, 'haproxy.cfg'), haproxyConfig(dir, p));
+      fs.writeFileSync(path.join(dir, 'haproxy.cfg'), haproxyConfig(dir, p, tls));
       proxies[name] = start(name, 'haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], pcpus);
     } else {
       const file = path.join(dir, `${name}.json`);
@@ -601,14 +698,23 @@ async function main(): Promise<void> {
       const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : name === 'ipgate-relay' ? 'relay'
         : name === 'base' ? o.baseEngine : null;
       const workers = name === 'base' && o.baseWorkers !== null ? o.baseWorkers : o.workers;
-      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine, o.admin, name === 'base' ? o.baseSeparate : o.separate)));
+      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine, o.admin, name === 'base' ? o.baseSeparate : o.separate, tls)));
       const main = name === 'base' ? o.baseline! : MAIN;
       const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
       const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN };
       proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...env, ...o.baseEnv } : env);
     }
-    await waitPort(p + L.http, proxies[name]!);
-    await waitPort(p + L.idle, proxies[name]!);
+    try {
+      await waitPort(p + L.http, proxies[name]!);
+      await waitPort(p + L.idle, proxies[name]!);
+      if (tls !== null) await waitPort(p + L.httpsRsa, proxies[name]!);
+    } catch (err) {
+      if (tls !== null && name !== 'nginx' && name !== 'haproxy') {
+        throw new Error(`${name} did not start with its TLS listeners (a build without TLS termination, issue 18, refuses ` +
+          `the listener "tls" key): no TLS numbers for it; run the TLS workloads with --proxies nginx,haproxy to see the peers alone.\n${(err as Error).message}`);
+      }
+      throw err;
+    }
   }
 
   const results: Result[] = [];
@@ -631,15 +737,22 @@ async function main(): Promise<void> {
           case 'http': sample = await wrk(p + L.http, o); break;
           case 'http-denied': sample = await wrk(p + L.httpDenied, o); break;
           case 'http-rate': sample = await hey(p + L.http, o); break;
-          case 'tcp': sample = await driver(p + L.tcp, o, false); break;
-          case 'tcp-ppin': sample = await driver(p + L.tcpPpin, o, true); break;
+          case 'tcp': sample = await driver(p + L.tcp, o, 'plain'); break;
+          case 'tcp-ppin': sample = await driver(p + L.tcpPpin, o, 'ppin'); break;
           case 'bulk': sample = await iperf(p + L.bulk, o); break;
+          case 'https-handshake-ecdsa':
+          case 'https-handshake-rsa':
+          case 'https-keepalive': {
+            const w = TLS_WORKLOADS[workload]!;
+            sample = w.handshakes ? await driver(p + w.listener, o, 'tls') : await wrk(p + w.listener, o, true);
+            break;
+          }
           default: throw new Error(`unknown workload ${workload}`);
         }
         if (scraper !== null) clearInterval(scraper);
         const cpu = cpuSeconds(pid) - c0;
         results.push({ proxy, workload, round, sample, cpu });
-        process.stderr.write(`round ${round} ${workload.padEnd(11)} ${proxy.padEnd(7)} ${fmtRate(workload, sample.rate).padStart(10)} ${UNITS[workload]}  cpu ${cpu.toFixed(2)} s  p50 ${fmtMs(sample.p50ms)} p99 ${fmtMs(sample.p99ms)}  errors ${sample.errors}\n`);
+        process.stderr.write(`round ${round} ${workload.padEnd(11)} ${proxy.padEnd(7)} ${fmtRate(workload, sample.rate).padStart(10)} ${UNITS[workload]}  cpu ${cpu.toFixed(2)} s  p50 ${fmtMs(sample.p50ms)} p99 ${fmtMs(sample.p99ms)}  errors ${sample.errors}${sample.tls ? `  ${sample.tls}` : ''}\n`);
         await sleep(500);
       }
     }
@@ -751,7 +864,7 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
 }
 
 if (process.argv[2] === '--driver') {
-  runDriver(Number(process.argv[3]), Number(process.argv[4]), Number(process.argv[5]), process.argv[6] === '1');
+  runDriver(Number(process.argv[3]), Number(process.argv[4]), Number(process.argv[5]), process.argv[6] as DriverMode);
 } else if (process.argv[2] === '--hold') {
   runHold(Number(process.argv[3]));
 } else if (require.main === module) {

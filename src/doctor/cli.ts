@@ -7,6 +7,8 @@ import YAML from 'yaml';
 import { ADMIN_OPTIONS, adminOptionsUsage, outputFormat, parseCommandLine, tokenFromFile } from '../cli/common';
 import { fetchReadyz } from './admin-readyz';
 import { analyse } from './analyse';
+import { analyseCertificates } from './analyse-certificates';
+import { collectCertificates } from './certificates';
 import { collectSnapshot } from './collect';
 import { asDoctorError } from './errors';
 import { exitCodeFor } from './finding';
@@ -16,20 +18,26 @@ import { renderFailureJson, renderJson, renderText } from './report';
 
 export const DOCTOR_USAGE = `usage: ipgate doctor [flags]
 
-Checks how client addresses reach ipgate in this cluster and prints findings with fixes.
+Checks how client addresses reach ipgate in this cluster and prints findings with fixes
+(with --config, also the TLS listeners' certificates).
 
   --kubeconfig PATH       kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)
   --context NAME          kubeconfig context (default: current-context)
   --namespace NS          namespace of the ipgate Service (default: the context's, else "default")
   --service NAME          ipgate Service name (default: ipgate)
   --admin-token-env NAME  environment variable holding the admin bearer token (instead of --token-file)
+  --config FILE           also check the certificates FILE's TLS listeners name (tls.certificates[]),
+                          read from this machine: expired, not yet valid, expiring within 14 days,
+                          unreadable, a key that is not the certificate's
+  --no-cluster            skip the Kubernetes checks (with --config: e.g. inside the pod, where the
+                          certificate files are mounted and the service account may not read Services)
 
 Options shared with \`ipgate allowlist\` (with --admin-url, ipgate's /readyz detail is reported;
 without it the admin API is not asked):
 ${adminOptionsUsage(false, 'the report')}
 Flags take their value as --flag=value or --flag value.
 
-exit code: 0 no errors, 1 error findings, 2 could not read the Kubernetes API (or bad flags)
+exit code: 0 no errors, 1 error findings, 2 could not read the Kubernetes API or --config (or bad flags)
 `;
 
 /** Injection points for tests; the defaults are the process's own. */
@@ -56,6 +64,9 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
     if (values['token-file'] !== undefined && values['admin-token-env'] !== undefined) {
       throw new Error('--token-file and --admin-token-env: give one of them');
     }
+    if (values['no-cluster'] === true && values.config === undefined) {
+      throw new Error('--no-cluster leaves nothing to check without --config');
+    }
     fileToken = values.help ? null : tokenFromFile(values['token-file']);
   } catch (err) {
     stderr.write(`ipgate doctor: ${(err as Error).message}\n\n${DOCTOR_USAGE}`);
@@ -70,6 +81,14 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
 
   let client: KubeClient | undefined;
   try {
+    // Read first: a --config that cannot be read ends the run before any API request.
+    const certFindings = values.config !== undefined ? analyseCertificates(collectCertificates(values.config)) : [];
+    if (values['no-cluster'] === true) {
+      const code = exitCodeFor(certFindings);
+      const header = { service: '-', source: `--no-cluster, --config ${values.config}`, server: '-' };
+      stdout.write(json ? doc(renderJson(header, certFindings, code)) : renderText(header, certFindings));
+      return code;
+    }
     const access = resolveKubeAccess({
       kubeconfig: values.kubeconfig,
       context: values.context,
@@ -91,7 +110,7 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
       });
     }
     const snapshot = await collectSnapshot(client, { namespace, serviceName, admin });
-    const findings = analyse(snapshot);
+    const findings = [...analyse(snapshot), ...certFindings];
     const code = exitCodeFor(findings);
     const header = { service: `${namespace}/${serviceName}`, source: access.source, server: access.server.origin };
     stdout.write(json ? doc(renderJson(header, findings, code)) : renderText(header, findings));
@@ -115,5 +134,7 @@ function parse(argv: string[]) {
     namespace: { type: 'string', short: 'n' },
     service: { type: 'string' },
     'admin-token-env': { type: 'string' },
+    config: { type: 'string' },
+    'no-cluster': { type: 'boolean' },
   }, false);
 }

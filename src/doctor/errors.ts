@@ -13,7 +13,8 @@ export type DoctorErrorCode =
   | 'IPGATE_DOCTOR_USAGE' // bad flags
   | 'IPGATE_DOCTOR_KUBECONFIG' // no usable kubeconfig / in-cluster credentials
   | 'IPGATE_DOCTOR_API_UNREACHABLE' // TCP/TLS failure or timeout talking to the API server
-  | 'IPGATE_DOCTOR_API_STATUS'; // the API answered, but not with what we asked for (401, 403, 5xx)
+  | 'IPGATE_DOCTOR_API_STATUS' // the API answered, but not with what we asked for (401, 403, 5xx)
+  | 'IPGATE_DOCTOR_CONFIG'; // --config names a file that cannot be read or is not an ipgate config
 
 export class DoctorError extends Error {
   constructor(

@@ -317,6 +317,37 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 {{- range $j, $c := .Values.config.clusterNetworks -}}
 {{- include "ipgate.checkCidr" (list (printf "config.clusterNetworks[%d]" $j) $c) -}}
 {{- end -}}
+{{- /* TLS: each Secret its own directory; a listener path under /etc/ipgate/tls/ must be in one. */ -}}
+{{- $tlsDirs := dict -}}
+{{- range $j, $s := .Values.tls.secrets -}}
+{{- if hasKey $tlsDirs $s.name -}}
+{{- fail (printf "tls.secrets[%d].name: %q is used twice; each Secret is mounted at its own /etc/ipgate/tls/<name>/" $j $s.name) -}}
+{{- end -}}
+{{- $_ := set $tlsDirs $s.name true -}}
+{{- end -}}
+{{- range $i, $l := .Values.listeners -}}
+{{- if $l.tls -}}
+{{- $paths := list -}}
+{{- range $j, $c := $l.tls.certificates -}}
+{{- $paths = append $paths (list (printf "listeners[%d].tls.certificates[%d].cert" $i $j) $c.cert) -}}
+{{- $paths = append $paths (list (printf "listeners[%d].tls.certificates[%d].key" $i $j) $c.key) -}}
+{{- end -}}
+{{- if $l.tls.clientCA -}}
+{{- $paths = append $paths (list (printf "listeners[%d].tls.clientCA" $i) $l.tls.clientCA) -}}
+{{- end -}}
+{{- range $p := $paths -}}
+{{- $written := toString (index $p 1) -}}
+{{- /* ipgate resolves a relative path against config.yaml's directory, /etc/ipgate. */ -}}
+{{- $file := ternary $written (printf "/etc/ipgate/%s" (trimPrefix "./" $written)) (hasPrefix "/" $written) -}}
+{{- if hasPrefix "/etc/ipgate/tls/" $file -}}
+{{- $dir := first (splitList "/" (trimPrefix "/etc/ipgate/tls/" $file)) -}}
+{{- if not (hasKey $tlsDirs $dir) -}}
+{{- fail (printf "%s: %q is in /etc/ipgate/tls/%s/, but tls.secrets mounts no Secret named %q there (mounted: %s)" (index $p 0) $written $dir $dir (keys $tlsDirs | sortAlpha | join ", " | default "none")) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.hostNetwork (eq .Values.kind "Deployment") (gt (int .Values.replicaCount) 1) (not .Values.affinity) -}}
 {{- fail "hostNetwork: two pods of a Deployment on one node would fight over the same host ports; use kind: DaemonSet, or set affinity (pod anti-affinity per node)" -}}
 {{- end -}}

@@ -146,6 +146,14 @@ spec:
           mountPath: /var/lib/ipgate
         - name: tmp
           mountPath: /tmp
+        {{- /* Each TLS Secret's directory, never a subPath (a subPath mount is never updated): a
+               renewal swaps the volume's ..data link and ipgate reloads the changed files. Nested in
+               the config volume's /etc/ipgate: the kubelet creates the mount point there. */}}
+        {{- range .Values.tls.secrets }}
+        - name: tls-{{ .name }}
+          mountPath: /etc/ipgate/tls/{{ .name }}
+          readOnly: true
+        {{- end }}
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -183,6 +191,12 @@ spec:
       emptyDir:
         medium: Memory
         sizeLimit: 16Mi
+    {{- range .Values.tls.secrets }}
+    - name: tls-{{ .name }}
+      secret:
+        secretName: {{ .secretName }}
+        defaultMode: {{ int $.Values.tls.defaultMode }}
+    {{- end }}
     {{- with .Values.extraVolumes }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
