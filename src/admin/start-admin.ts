@@ -38,7 +38,7 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
   // found once at start-up (AllowlistService.checkSeeds), shown until the next start.
   for (const w of service.startWarnings) checks.push({ name: 'allowlist_seed', status: 'warn', message: w.message });
   if (service.configRefusal !== null) {
-    checks.push({ name: 'config', status: 'warn', message: `the config file's last change was refused, the lists in force stay: ${service.configRefusal.join('; ')}` });
+    checks.push({ name: 'config', status: 'warn', message: `the last change to the config file or its lists was refused, the lists in force stay: ${service.configRefusal.join('; ')}` });
   }
   // Self-checks (source NAT suspected, PROXY trust) warn but never make ipgate unready.
   if (selfChecks !== null) checks.push(...selfChecks.readinessChecks());

@@ -6,6 +6,7 @@
  * (CIDRs, addresses, cross references) follow in `validate.ts`. The resulting object is frozen.
  */
 import { listenerRouteProperties, type RouteConfig, type SniConfig } from './schema-routes';
+import { ListConfigMapSchema, type ListConfigMap } from './list-configmap';
 
 /** One listener: a public data port. */
 export interface ListenerConfig {
@@ -179,6 +180,8 @@ export interface AllowlistConfig {
    * After loading, `entries` holds the file's entries and `file` its absolute path.
    */
   file: string | null;
+  /** `source: config` only: the entries in a ConfigMap key, watched through the API (list-configmap.ts). Default null. */
+  configMap: ListConfigMap | null;
   /**
    * `source: config` only: the admin API may add temporary entries, each with an `expiresAt` in
    * the future (an incident-time overlay that cannot outlive its expiry), kept in the store and
@@ -394,6 +397,7 @@ export const configSchema = {
               source: { enum: ['config', 'store'] },
               entries: { type: 'array', items: entry },
               file: { type: 'string', minLength: 1 },
+              configMap: ListConfigMapSchema,
               allowTemporary: { type: 'boolean' },
             },
           },
