@@ -215,7 +215,8 @@ t.test('a ConfigMap list ipgate cannot use stops the start with the reason', asy
     { description: 'no RBAC on it', data: { [KEY]: '[]' }, allowed: false,
       stderr: /cannot read ConfigMap edge\/edge-ipgate-lists: .*403.*the Role needs get, list, watch on configmaps with resourceNames \[edge-ipgate-lists\]/ },
   ];
-  for (const c of cases) {
+  // All at once: each is a process start that fails fast.
+  await Promise.all(cases.map(async (c) => {
     const fake = await new FakeKubeApi({ allowedNames: c.allowed ? [STORE_CM, LISTS_CM] : [STORE_CM] }).start();
     t.teardown(() => fake.close());
     fake.create(NS, STORE_CM);
@@ -232,5 +233,5 @@ t.test('a ConfigMap list ipgate cannot use stops the start with the reason', asy
     const code = await g.exited;
     t.equal(code, 1, `${c.description}: exit 1`);
     t.match(g.stderr(), c.stderr, `${c.description}: ${g.stderr().trim()}`);
-  }
+  }));
 });
