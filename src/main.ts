@@ -102,6 +102,7 @@ async function run(args: string[]): Promise<number> {
   const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config, configMaps,
     onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); },
     onRefusal: (problems) => { started.service.configRefusal = problems; } });
+  started.service.declaredWatches = () => configMaps.status();
   watcher.start();
   return new Promise<number>((resolve) => {
     let signals = 0;

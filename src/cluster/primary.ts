@@ -170,6 +170,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config, configMaps,
     onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
     onRefusal: (problems) => { service.configRefusal = problems; } });
+  if (configMaps) service.declaredWatches = () => configMaps.status();
   watcher?.start();
 
   return new Promise<number>((resolve) => {

@@ -158,7 +158,7 @@ export interface AllowEntryConfig {
  *       - {cidr: 203.0.113.66/32, action: deny, comment: compromised}
  *   balancers:
  *     source: config
- *     file: lists/balancers.yaml   # the entries in their own file (a mounted ConfigMap)
+ *     file: lists/balancers.yaml   # the entries in their own file (or configMap: {name, key})
  * ```
  */
 export interface AllowlistConfig {
@@ -175,8 +175,8 @@ export interface AllowlistConfig {
   entries: AllowEntryConfig[];
   /**
    * `source: config` only: a YAML or JSON file holding the entries array (relative paths are
-   * relative to the config file), watched like the config itself. The chart mounts its
-   * declarative lists this way, so an edit does not change the pod template. Default null.
+   * relative to the config file), watched like the config itself (polled: outside Kubernetes; in
+   * it, `configMap` is applied within a second, a mounted file after the kubelet's sync). Default null.
    * After loading, `entries` holds the file's entries and `file` its absolute path.
    */
   file: string | null;

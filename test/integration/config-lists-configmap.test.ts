@@ -157,7 +157,7 @@ t.test('a list in a ConfigMap key, workers: 2: an edit in every worker within 2 
   t.notOk((await a.api('GET', '/readyz')).json.checks.some((x: { name: string }) => x.name === 'config'), '/readyz clears the refusal');
 });
 
-t.test('the watch survives a dropped connection and 410 Gone', async (t) => {
+t.test('the watch survives a dropped connection, 410 Gone and the API away (/readyz says so)', async (t) => {
   // No bookmarks during the test: a bookmark would move the resume point past the compaction.
   const s = await setup(t, '- 127.0.0.5/32\n', 600_000);
   const a = await gate(t, s, 'one', {}, 1);
@@ -178,6 +178,19 @@ t.test('the watch survives a dropped connection and 410 Gone', async (t) => {
   await inForce([a], '127.0.0.8', true, 8000, 'applied through 410 Gone and a relist');
   t.equal(await admittedCount(a.port, '127.0.0.6', 1), 0, 'the old entry is gone');
   t.ok(logLines(a.g.stdout()).some((l) => l.configMap === `${NS}/${LISTS_CM}` && /410 Gone/.test(String(l.msg))), 'the lists watch logged the relist');
+
+  // The API away: /readyz says the lists watch is failing, the lists in force stay; back: watched.
+  const listsCheck = async (): Promise<{ status: string; message: string } | undefined> =>
+    (await a.api('GET', '/readyz')).json.checks.find((c: { name: string }) => c.name === 'config_lists');
+  t.match(await listsCheck(), { status: 'ok', message: `ConfigMap ${NS}/${LISTS_CM} watched` });
+  await s.fake.down();
+  // The first failure is the stream's end; the retries then find the port closed.
+  await waitFor(async () => /ECONNREFUSED/.test((await listsCheck())?.message ?? ''), 8000, '/readyz warns while the API is away');
+  t.match(await listsCheck(), { status: 'warn', message: /ECONNREFUSED.*the lists in force stay/ });
+  t.equal(await admittedCount(a.port, '127.0.0.8', 1), 1, 'the list in force stays while the API is away');
+  await s.fake.up();
+  await waitFor(async () => (await listsCheck())?.message === `ConfigMap ${NS}/${LISTS_CM} watched`, 8000, 'watched again');
+  t.equal((await listsCheck())!.status, 'ok');
 
   const after = watches();
   s.fake.setData(NS, LISTS_CM, KEY, '- 127.0.0.9/32\n');
