@@ -3,7 +3,8 @@
  * resourceVersion, and call `onObject` each time a newer version (or its absence) is seen. Read
  * only: for the declarative allowlists kept in a ConfigMap (config/configmap-lists.ts).
  *
- * The same protocol as the ConfigMap store (store/kubernetes-store.ts):
+ * The same protocol as the ConfigMap store (store/kubernetes-store.ts; the supervision of the watch,
+ * kube/watch-loop.ts, is shared with it):
  * - list and watch carry `fieldSelector=metadata.name=<name>`: the API server applies a Role's
  *   `resourceNames` to list and watch only with it, so get/list/watch on that one name suffices;
  * - bookmarks keep the resume point fresh; a stream the server ends (timeoutSeconds, spread by
@@ -16,8 +17,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { backoffDelay, type BackoffPolicy } from './backoff';
-import { KubeError, KubeStatusError } from './errors';
+import { isNewerVersion, isTransient, KubeStatusError } from './errors';
 import type { KubeClient, WatchEnd, WatchEvent, Watch } from './kube-client';
+import { runWatchLoop } from './watch-loop';
 
 export interface ConfigMapObject {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string; [k: string]: unknown };
@@ -113,45 +115,21 @@ export class ConfigMapWatch {
     await this.loop;
   }
 
-  private async run(): Promise<void> {
-    let failures = 0;
-    let relist = false;
-    while (!this.closed) {
-      if (relist) {
-        try {
-          await this.relist(true);
-          relist = false;
-        } catch (err) {
-          this.noteError(err, 'relist');
-          await this.pause(backoffDelay(this.backoff, failures++));
-          continue;
-        }
-      }
-      this.streamError = null;
-      const startedAt = Date.now();
-      const end = await this.watchOnce();
-      const streamError = this.streamError as { code: number; message: string } | null;
-      this.watchConnected = false;
-      if (this.closed || end.kind === 'stopped') break;
-      if (streamError?.code === 410 || (end.kind === 'status' && end.error.status === 410)) {
-        this.log.info({ resourceVersion: this.watchRV }, 'declarative lists: watch expired (410 Gone); relisting');
-        relist = true;
-        if (failures > 0) await this.pause(backoffDelay(this.backoff, failures - 1));
-        failures++;
-        continue;
-      }
-      // A stream that ends at once with nothing in it (a proxy cutting it) is a failure, not a timeout.
-      if (end.kind === 'closed' && streamError === null && (end.events > 0 || Date.now() - startedAt >= 1000)) {
-        failures = 0;
-        await this.pause(Math.round(Math.random() * 50));
-        continue;
-      }
-      if (end.kind !== 'status' && end.events > 0) failures = 0;
-      const err = streamError ? new Error(`watch ERROR event ${streamError.code}: ${streamError.message}`)
-        : end.kind === 'closed' ? new Error('watch ended') : end.error;
-      this.noteError(err, 'watch');
-      await this.pause(backoffDelay(this.backoff, failures++));
-    }
+  private run(): Promise<void> {
+    return runWatchLoop({
+      backoff: this.backoff,
+      closed: () => this.closed,
+      relist: () => this.relist(true),
+      watchOnce: async () => {
+        this.streamError = null;
+        const end = await this.watchOnce();
+        this.watchConnected = false;
+        return { end, streamError: this.streamError as { code: number; message: string } | null };
+      },
+      expired: () => this.log.info({ resourceVersion: this.watchRV }, 'declarative lists: watch expired (410 Gone); relisting'),
+      noteError: (err, during) => this.noteError(err, during),
+      pause: (ms) => this.pause(ms),
+    });
   }
 
   private watchOnce(): Promise<WatchEnd> {
@@ -198,7 +176,7 @@ export class ConfigMapWatch {
   private see(obj: ConfigMapObject | null, rv: string): void {
     const key = obj === null ? '' : rv;
     if (key === this.seenRV) return;
-    if (obj !== null && this.seenRV !== null && this.seenRV !== '' && !isNewer(rv, this.seenRV)) return;
+    if (obj !== null && this.seenRV !== null && this.seenRV !== '' && !isNewerVersion(rv, this.seenRV)) return;
     this.seenRV = key;
     this.opts.onObject(obj);
   }
@@ -217,21 +195,6 @@ export class ConfigMapWatch {
   private listPath(): string {
     return `/api/v1/namespaces/${encodeURIComponent(this.opts.namespace)}/configmaps?fieldSelector=${encodeURIComponent(`metadata.name=${this.opts.name}`)}`;
   }
-}
-
-/**
- * resourceVersions are opaque, but the API server's are etcd revisions (decimal, increasing): compare
- * them as numbers when they are, else any difference is news.
- */
-function isNewer(a: string, b: string): boolean {
-  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return BigInt(a) > BigInt(b);
-  return a !== b;
-}
-
-/** Worth retrying: no answer at all, or the API server overloaded or failing. */
-export function isTransient(err: unknown): boolean {
-  if (err instanceof KubeStatusError) return err.status === 429 || err.status >= 500;
-  return err instanceof KubeError && err.code === 'IPGATE_KUBE_UNREACHABLE';
 }
 
 /** A failure as an operator can act on it. */
