@@ -52,24 +52,36 @@ async function flushed(logger: ReturnType<typeof createLogger>, code: number): P
 async function run(args: string[]): Promise<number> {
   const file = flag(args, '--config') ?? process.env.IPGATE_CONFIG ?? DEMO_CONFIG;
   if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
-  const config = loadConfigFile(file);
-  const logger = createLogger(config.logging);
+  const loaded = loadConfigFile(file);
+  const logger = createLogger(loaded.logging);
   // Cluster mode (processModel): this process is the primary (store, admin API) or one of its
   // workers (listeners). Each side loads only its own code: the worker never loads fastify, the
   // primary never loads the forwarders (bench/README.md "Admin API in its own process").
   if (cluster.isWorker) {
     const { runWorker } = require('./cluster/worker') as typeof import('./cluster/worker');
-    return flushed(logger, await runWorker(config, logger.child({ worker: cluster.worker?.id })));
+    return flushed(logger, await runWorker(loaded, logger.child({ worker: cluster.worker?.id })));
+  }
+  // Lists kept in a ConfigMap key (allowlists.<name>.configMap) are read from the API before
+  // anything starts, checked like a list file (a bad one is a config error), and watched from
+  // then on (config/configmap-lists.ts). Workers get them from the primary.
+  const { ConfigMapLists } = require('./config/configmap-lists') as typeof import('./config/configmap-lists');
+  const configMaps = new ConfigMapLists({ logger });
+  let config: typeof loaded;
+  try {
+    config = await configMaps.fill(loaded);
+  } catch (err) {
+    await configMaps.close();
+    throw err instanceof ConfigError && err.file === undefined ? new ConfigError(err.problems, file) : err;
   }
   // The admin token is checked before anything starts, so a bad one is a config error on one
   // line (main's handler below) rather than a fatal log with a stack after the workers forked.
   if (config.admin.listen !== null) loadTokens(config.admin);
   logger.info({ version: VERSION, config: file, node: process.version }, 'starting');
-  for (const warning of configWarnings(config)) logger.warn({ config: file, warning }, `config: ${warning}`);
+  for (const warning of configWarnings(loaded)) logger.warn({ config: file, warning }, `config: ${warning}`);
   const model = processModel(config);
   if (model.kind === 'cluster') {
     const { runPrimary } = require('./cluster/primary') as typeof import('./cluster/primary');
-    return flushed(logger, await runPrimary(config, logger, model.workers, model.reason, path.resolve(file)));
+    return flushed(logger, await runPrimary(config, logger, model.workers, model.reason, path.resolve(file), configMaps));
   }
   logger.info({ workers: 1, reason: model.reason }, 'running as one process');
   const { startApp } = require('./app') as typeof import('./app');
@@ -78,6 +90,7 @@ async function run(args: string[]): Promise<number> {
     app = await startApp(config, { logger, configFile: path.resolve(file) });
   } catch (err) {
     logger.fatal({ err }, (err as Error).message);
+    await configMaps.close();
     logger.flush();
     await new Promise((r) => setTimeout(r, 50));
     return 1;
@@ -87,9 +100,10 @@ async function run(args: string[]): Promise<number> {
   const { ConfigWatcher } = require('./config/watch') as typeof import('./config/watch');
   const { declaredLists } = require('./store/start-service') as typeof import('./store/start-service');
   const started = app;
-  const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config,
+  const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config, configMaps,
     onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); },
     onRefusal: (problems) => { started.service.configRefusal = problems; } });
+  started.service.declaredWatches = () => configMaps.status();
   watcher.start();
   return new Promise<number>((resolve) => {
     let signals = 0;
@@ -137,6 +151,9 @@ async function main(argv: string[]): Promise<number> {
       const config = loadConfigFile(file);
       for (const warning of configWarnings(config)) process.stderr.write(`ipgate: warning: ${file}: ${warning}\n`);
       process.stdout.write(`${file}: valid (${config.listeners.length} listener(s), ${Object.keys(config.allowlists).length} allowlist(s))\n`);
+      // Their entries come from the API when ipgate runs, checked then as a list file is here.
+      const fromApi = Object.entries(config.allowlists).filter(([, l]) => l.configMap !== null).map(([name]) => name);
+      if (fromApi.length > 0) process.stdout.write(`${file}: not checked here: the entries of ${fromApi.join(', ')} (read from a ConfigMap when ipgate runs)\n`);
       return 0;
     }
     case 'echo': {

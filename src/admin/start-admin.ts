@@ -38,7 +38,13 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
   // found once at start-up (AllowlistService.checkSeeds), shown until the next start.
   for (const w of service.startWarnings) checks.push({ name: 'allowlist_seed', status: 'warn', message: w.message });
   if (service.configRefusal !== null) {
-    checks.push({ name: 'config', status: 'warn', message: `the config file's last change was refused, the lists in force stay: ${service.configRefusal.join('; ')}` });
+    checks.push({ name: 'config', status: 'warn', message: `the last change to the config file or its lists was refused, the lists in force stay: ${service.configRefusal.join('; ')}` });
+  }
+  // A failing watch of a lists ConfigMap: the lists in force stay, but edits are not arriving.
+  for (const [where, w] of Object.entries(service.declaredWatches?.() ?? {})) {
+    checks.push(w.lastError === null
+      ? { name: 'config_lists', status: 'ok', message: `ConfigMap ${where} watched${w.watchConnected ? '' : ' (re-watching)'}` }
+      : { name: 'config_lists', status: 'warn', message: `ConfigMap ${where}: ${w.lastError}; the lists in force stay until the API answers again` });
   }
   // Self-checks (source NAT suspected, PROXY trust) warn but never make ipgate unready.
   if (selfChecks !== null) checks.push(...selfChecks.readinessChecks());

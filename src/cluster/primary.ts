@@ -46,6 +46,7 @@ import { Metrics } from '../metrics/metrics';
 import { AllowlistService, type ChangeResult, type Precondition } from '../store/allowlist-service';
 import { createStore } from '../store/create-store';
 import { declaredLists, listSources } from '../store/start-service';
+import type { ConfigMapLists } from '../config/configmap-lists';
 import { ConfigWatcher } from '../config/watch';
 import { LiveLists } from '../store/live-lists';
 import type { AllowlistStore } from '../store/store';
@@ -93,7 +94,8 @@ export class ClusterAllowlistService extends AllowlistService {
 }
 
 /** Run the primary with `n` workers until it is stopped; resolves with the exit code. */
-export async function runPrimary(config: Config, logger: Logger, n: number, reason = `workers: ${n}`, configFile: string | null = null): Promise<number> {
+export async function runPrimary(config: Config, logger: Logger, n: number, reason = `workers: ${n}`, configFile: string | null = null,
+  configMaps: ConfigMapLists | null = null): Promise<number> {
   // Read by node:cluster at the first fork; the environment variable, when set, has already chosen.
   if (process.env.NODE_CLUSTER_SCHED_POLICY === undefined) {
     cluster.schedulingPolicy = schedulingFor(n) === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
@@ -159,13 +161,16 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
     await echo?.close();
     await service.close();
     lists.close();
+    await configMaps?.close();
     return 1;
   }
   logger.info({ workers: n }, 'ready');
-  // source: config lists follow the file: applied here, sent to every worker like any list change.
-  const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config,
+  // source: config lists follow the file (and the ConfigMaps it names): applied here, sent to every
+  // worker like any list change. One watch per pod, not per worker.
+  const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config, configMaps,
     onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
     onRefusal: (problems) => { service.configRefusal = problems; } });
+  if (configMaps) service.declaredWatches = () => configMaps.status();
   watcher?.start();
 
   return new Promise<number>((resolve) => {

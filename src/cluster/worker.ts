@@ -51,7 +51,7 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
     // enforce them from their first connection; the primary's versions are then set on top.
     const allowlists: Config['allowlists'] = {};
     // Every list is a plain store list here: the primary owns the sources and sends the result.
-    for (const l of first) allowlists[l.name] = { source: 'store', entries: l.entries.map((e) => ({ ...e })), file: null, allowTemporary: false };
+    for (const l of first) allowlists[l.name] = { source: 'store', entries: l.entries.map((e) => ({ ...e })), file: null, configMap: null, allowTemporary: false };
     const own: Config = { ...config, allowlists, store: { ...config.store, type: 'memory' }, admin: { ...config.admin, listen: null }, echo: null };
     try {
       app = await startApp(own, { logger });

@@ -22,6 +22,7 @@ export * from './schema/listener';
 export * from './schema/logging';
 export * from './schema/store';
 export * from './schema/routes';
+export * from './schema/list-configmap';
 
 /** The built-in echo backends (demos and tests), started in this process. */
 export const EchoSchema = Section({

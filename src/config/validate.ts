@@ -58,38 +58,24 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
 
   // Each list to one shape (AllowlistConfig); entries may be written as a bare CIDR string and
   // are normalised to {cidr} so the rest sees one shape.
-  const validEntries = (at: string, items: unknown[]): AllowEntryConfig[] => {
-    const out: AllowEntryConfig[] = [];
-    const seen = new Map<string, number>();
-    items.forEach((item, i) => {
-      const candidate = typeof item === 'string' ? { cidr: item } : item;
-      const r = validateEntry(candidate);
-      if (!r.ok) {
-        const p = typeof item === 'string' || r.field === '' ? `${at}[${i}]` : `${at}[${i}].${r.field}`;
-        const value = typeof item === 'string' ? item : isRecord(candidate) ? candidate[r.field] ?? candidate : candidate;
-        problems.push(problem(p, value, r.message));
-        return;
-      }
-      const dup = seen.get(r.entry.cidr);
-      if (dup !== undefined) {
-        problems.push(problem(`${at}[${i}].cidr`, r.entry.cidr, `is listed twice (also ${at}[${dup}]); one CIDR has one action`));
-        return;
-      }
-      seen.set(r.entry.cidr, i);
-      out.push(r.entry);
-    });
-    return out;
-  };
+  const validEntries = (at: string, items: unknown[]): AllowEntryConfig[] => validateListEntries(at, items, problems);
   for (const [name, value] of Object.entries(config.allowlists as Record<string, unknown>)) {
     const at = `allowlists.${name}`;
     if (Array.isArray(value)) {
-      config.allowlists[name] = { source: 'store', entries: validEntries(at, value), file: null, allowTemporary: allowlistDefault('allowTemporary') };
+      config.allowlists[name] = { source: 'store', entries: validEntries(at, value), file: null, configMap: null, allowTemporary: allowlistDefault('allowTemporary') };
       continue;
     }
     // As written (Ajv fills in no default inside the allowlists' anyOf): the schema's defaults here.
     const v = value as Partial<AllowlistObjectInput> & Pick<AllowlistObjectInput, 'source'>;
-    const list: AllowlistConfig = { source: v.source, entries: [], file: null, allowTemporary: v.allowTemporary ?? allowlistDefault('allowTemporary') };
-    if (v.file !== undefined) {
+    const list: AllowlistConfig = { source: v.source, entries: [], file: null, configMap: null, allowTemporary: v.allowTemporary ?? allowlistDefault('allowTemporary') };
+    if (v.configMap !== undefined) {
+      // The entries come from the API when ipgate runs (config/configmap-lists.ts fills them in
+      // with the same checks as a file's); loading the file alone (check-config, workers) cannot read them.
+      if (v.source !== 'config') problems.push(problem(`${at}.configMap`, v.configMap, 'is for source: config lists (a store list is edited through the admin API)'));
+      if (v.entries !== undefined) problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.configMap both given: keep the entries in one place`));
+      if (v.file !== undefined) problems.push(problem(`${at}.file`, v.file, `and ${at}.configMap both given: keep the entries in one place`));
+      list.configMap = { name: v.configMap.name, key: v.configMap.key, namespace: v.configMap.namespace ?? null };
+    } else if (v.file !== undefined) {
       if (v.source !== 'config') problems.push(problem(`${at}.file`, v.file, 'is for source: config lists (a store list is edited through the admin API)'));
       if (v.entries !== undefined) problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.file both given: keep the entries in one place`));
       const file = path.resolve(baseDir ?? process.cwd(), v.file);
@@ -221,15 +207,51 @@ function readListFile(file: string): unknown[] | string {
   } catch (err) {
     return `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
   }
+  const r = parseListText(text);
+  return typeof r === 'string' ? `${file} ${r}` : r;
+}
+
+/**
+ * The entries array of a list document (a list file, a ConfigMap key: YAML or JSON), or why it
+ * cannot be used.
+ */
+export function parseListText(text: string): unknown[] | string {
   let parsed: unknown;
   try {
     parsed = YAML.parse(text, { uniqueKeys: true });
   } catch (err) {
-    return `${file} is not valid YAML/JSON: ${(err as Error).message.split('\n')[0]}`;
+    return `is not valid YAML/JSON: ${(err as Error).message.split('\n')[0]}`;
   }
   if (parsed === null || parsed === undefined) return [];
-  if (!Array.isArray(parsed)) return `${file} must hold an array of entries (CIDR strings or {cidr, action?, comment?, expiresAt?})`;
+  if (!Array.isArray(parsed)) return 'must hold an array of entries (CIDR strings or {cidr, action?, comment?, expiresAt?})';
   return parsed;
+}
+
+/**
+ * A list's entries checked one by one (validateEntry) and normalised to {cidr, ...}: each bad or
+ * repeated entry adds a problem `<at>[i]...: value: why` to `problems` and is left out.
+ */
+export function validateListEntries(at: string, items: readonly unknown[], problems: string[]): AllowEntryConfig[] {
+  const out: AllowEntryConfig[] = [];
+  const seen = new Map<string, number>();
+  items.forEach((item, i) => {
+    const candidate = typeof item === 'string' ? { cidr: item } : item;
+    const r = validateEntry(candidate);
+    if (!r.ok) {
+      const p = typeof item === 'string' || r.field === '' ? `${at}[${i}]` : `${at}[${i}].${r.field}`;
+      const value = typeof item === 'string' ? item : isRecord(candidate) ? candidate[r.field] ?? candidate : candidate;
+      problems.push(problem(p, value, r.message));
+      return;
+    }
+    const dup = seen.get(r.entry.cidr);
+    if (dup !== undefined) {
+      problems.push(problem(`${at}[${i}].cidr`, r.entry.cidr, `is listed twice (also ${at}[${dup}]); one CIDR has one action`));
+      return;
+    }
+    seen.set(r.entry.cidr, i);
+    out.push(r.entry);
+  });
+  return out;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

@@ -9,9 +9,14 @@
  * misses and stat (following the link) sees; the 500 ms poll keeps an edit within the 2 s the
  * allowlist promises (test/integration/config-lists.test.ts). Only the allowlists are applied
  * live; other changes are logged as needing a restart.
+ *
+ * Lists kept in a ConfigMap key (`configMap`) are filled in by `configMaps` (configmap-lists.ts) on
+ * every reload, and a change to a watched ConfigMap runs a reload: the same path, the same
+ * all-or-nothing validation, the same refusal as an edit of the file.
  */
 import fs from 'node:fs';
 import type { Logger } from 'pino';
+import type { ConfigMapLists } from './configmap-lists';
 import { ConfigError } from './errors';
 import { loadConfigFile } from './load';
 import type { Config } from './schema';
@@ -26,6 +31,8 @@ export interface ConfigWatcherOptions {
   /** A change refused (its problems), or null once a valid file is in force again: /readyz shows it. */
   onRefusal?: (problems: readonly string[] | null) => void;
   intervalMs?: number;
+  /** Fills in the lists kept in ConfigMaps (the initial config is already filled); closed with the watcher. */
+  configMaps?: ConfigMapLists | null;
 }
 
 export class ConfigWatcher {
@@ -45,10 +52,16 @@ export class ConfigWatcher {
 
   start(): void {
     this.rewatch(this.current);
+    const cm = this.opts.configMaps;
+    if (cm) {
+      cm.onChange = () => void this.reload();
+      cm.start();
+    }
   }
 
   close(): void {
     this.closed = true;
+    void this.opts.configMaps?.close();
     for (const f of this.watched) fs.unwatchFile(f, this.onChange);
     this.watched.clear();
   }
@@ -94,6 +107,7 @@ export class ConfigWatcher {
     let next: Config;
     try {
       next = loadConfigFile(this.opts.file);
+      if (this.opts.configMaps) next = await this.opts.configMaps.fill(next);
     } catch (err) {
       const problems = err instanceof ConfigError ? err.problems : [(err as Error).message];
       this.lastRefusal = { problems, at: Date.now() };
@@ -101,6 +115,7 @@ export class ConfigWatcher {
       for (const p of problems) log.error({ config: this.opts.file, problem: p }, `config change refused, the lists in force stay: ${p}`);
       return;
     }
+    if (this.closed) return;
     if (this.lastRefusal !== null) this.opts.onRefusal?.(null);
     this.lastRefusal = null;
     const restart = changedOutsideLists(this.current, next);

@@ -30,3 +30,19 @@ export class KubeStatusError extends KubeError {
     this.name = 'KubeStatusError';
   }
 }
+
+/** Worth retrying: no answer at all, or the API server overloaded or failing. */
+export function isTransient(err: unknown): boolean {
+  if (err instanceof KubeStatusError) return err.status === 429 || err.status >= 500;
+  return err instanceof KubeError && err.code === 'IPGATE_KUBE_UNREACHABLE';
+}
+
+/**
+ * Whether resourceVersion `a` is newer than `b`. They are opaque, but the API server's are etcd
+ * revisions (decimal, increasing; KEP-5504 makes that a contract): compared as numbers when they
+ * are, else any difference is news.
+ */
+export function isNewerVersion(a: string, b: string): boolean {
+  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return BigInt(a) > BigInt(b);
+  return a !== b;
+}

@@ -125,6 +125,11 @@ export class AllowlistService {
   private users: (name: string) => string[] = () => [];
   /** The config file's last change that was refused (config/watch.ts), or null: /readyz warns. */
   configRefusal: readonly string[] | null = null;
+  /**
+   * The watches of ConfigMaps holding `source: config` lists (config/configmap-lists.ts), by
+   * `namespace/name`: /readyz warns while one is failing. Null: none.
+   */
+  declaredWatches: (() => Record<string, { readonly watchConnected: boolean; readonly lastError: string | null }>) | null = null;
   /** Seed/store mismatches and ignored store entries found at start-up (/readyz). */
   readonly startWarnings: SeedWarning[] = [];
 

@@ -26,8 +26,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
 import { backoffDelay, type BackoffPolicy } from '../kube/backoff';
-import { KubeError, KubeStatusError } from '../kube/errors';
+import { isNewerVersion, isTransient, KubeStatusError } from '../kube/errors';
 import { KubeClient, statusError, type Watch, type WatchEnd, type WatchEvent } from '../kube/kube-client';
+import { runWatchLoop } from '../kube/watch-loop';
 import type { KubeAccess } from '../kube/kubeconfig';
 import { BaseStore } from './base-store';
 import { entryBytes, parseDocument, seedList, serializeDocument } from './document';
@@ -285,47 +286,22 @@ export class KubernetesStore extends BaseStore {
 
   // --- watch ------------------------------------------------------------------------------------
 
-  private async runWatch(): Promise<void> {
-    let failures = 0;
-    let relist = false;
-    while (!this.closed) {
-      if (relist) {
-        try {
-          await this.serialise(() => this.relist(true));
-          relist = false;
-        } catch (err) {
-          this.noteError(err, 'relist');
-          await this.pause(backoffDelay(this.backoff, failures++));
-          continue;
-        }
-      }
-      this.streamError = null;
-      const startedAt = Date.now();
-      const end = await this.watchOnce();
-      const streamError = this.streamError as { code: number; message: string } | null;
-      this.watchConnected = false;
-      if (this.closed || end.kind === 'stopped') break;
-      if (streamError?.code === 410 || (end.kind === 'status' && end.error.status === 410)) {
-        // The resourceVersion is older than the API server keeps: list again, watch from the list.
-        this.log.info({ resourceVersion: this.watchRV }, 'allowlist store: watch expired (410 Gone); relisting');
-        relist = true;
-        if (failures > 0) await this.pause(backoffDelay(this.backoff, failures - 1));
-        failures++;
-        continue;
-      }
-      // A stream that ends at once with nothing in it (a proxy cutting it) is a failure, not a timeout.
-      if (end.kind === 'closed' && streamError === null && (end.events > 0 || Date.now() - startedAt >= 1000)) {
-        // The server ended a healthy stream (timeoutSeconds): resume from the last resourceVersion.
-        failures = 0;
-        await this.pause(Math.round(Math.random() * 50));
-        continue;
-      }
-      if (end.kind !== 'status' && end.events > 0) failures = 0;
-      const err = streamError ? new Error(`watch ERROR event ${streamError.code}: ${streamError.message}`)
-        : end.kind === 'closed' ? new Error('watch ended') : end.error;
-      this.noteError(err, 'watch');
-      await this.pause(backoffDelay(this.backoff, failures++));
-    }
+  private runWatch(): Promise<void> {
+    return runWatchLoop({
+      backoff: this.backoff,
+      closed: () => this.closed,
+      relist: () => this.serialise(() => this.relist(true)),
+      watchOnce: async () => {
+        this.streamError = null;
+        const end = await this.watchOnce();
+        this.watchConnected = false;
+        return { end, streamError: this.streamError as { code: number; message: string } | null };
+      },
+      // The resourceVersion is older than the API server keeps: list again, watch from the list.
+      expired: () => this.log.info({ resourceVersion: this.watchRV }, 'allowlist store: watch expired (410 Gone); relisting'),
+      noteError: (err, during) => this.noteError(err, during),
+      pause: (ms) => this.pause(ms),
+    });
   }
 
   private watchOnce(): Promise<WatchEnd> {
@@ -388,7 +364,7 @@ export class KubernetesStore extends BaseStore {
    */
   private examine(obj: ConfigMap, source: string): boolean {
     const rv = rvOf(obj);
-    if (this.obj !== null && !isNewer(rv, rvOf(this.obj))) return false; // ours, or older than what we hold
+    if (this.obj !== null && !isNewerVersion(rv, rvOf(this.obj))) return false; // ours, or older than what we hold
     this.obj = obj;
     const text = dataText(obj);
     if (text === this.lastText) {
@@ -494,21 +470,6 @@ function dataText(obj: ConfigMap): string | null {
 
 function rvOf(obj: ConfigMap): string {
   return obj.metadata?.resourceVersion ?? '';
-}
-
-/**
- * resourceVersions are opaque, but the API server's are etcd revisions (decimal, increasing; KEP-5504
- * makes that a contract): compare them as numbers when they are, else any difference is news.
- */
-function isNewer(a: string, b: string): boolean {
-  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return BigInt(a) > BigInt(b);
-  return a !== b;
-}
-
-/** Worth retrying: no answer at all, or the API server overloaded or failing. */
-function isTransient(err: unknown): boolean {
-  if (err instanceof KubeStatusError) return err.status === 429 || err.status >= 500;
-  return err instanceof KubeError && err.code === 'IPGATE_KUBE_UNREACHABLE';
 }
 
 /** A failure as an operator can act on it. */

@@ -12,6 +12,8 @@ export interface TargetOptions {
   namespace: string | null;
   env: NodeJS.ProcessEnv;
   serviceAccountDir?: string;
+  /** The option `namespace` came from, for messages. Default `store.namespace`. */
+  namespaceField?: string;
   /** Resolved access (tests); otherwise $KUBECONFIG, ~/.kube/config, then in-cluster, as kubectl. */
   access?: KubeAccess;
 }
@@ -37,7 +39,7 @@ export function resolveTarget(opts: TargetOptions): Target {
   }
   const saFile = path.join(opts.serviceAccountDir ?? SERVICE_ACCOUNT_DIR, 'namespace');
   const candidates: Array<[string | undefined | null, string]> = [
-    [opts.namespace, 'store.namespace'],
+    [opts.namespace, opts.namespaceField ?? 'store.namespace'],
     [opts.env.POD_NAMESPACE, 'POD_NAMESPACE'],
     [readTrimmed(saFile), saFile],
     [access.namespace, 'the kubeconfig context'],
@@ -47,7 +49,7 @@ export function resolveTarget(opts: TargetOptions): Target {
     if (value.length > 63 || !DNS_LABEL.test(value)) throw new Error(`namespace ${JSON.stringify(value)} (from ${source}) is not a valid namespace name`);
     return { namespace: value, namespaceSource: source, access };
   }
-  throw new Error(`no namespace: set store.namespace, or POD_NAMESPACE (the chart sets it from the downward API), or run in a pod (${saFile})`);
+  throw new Error(`no namespace: set ${opts.namespaceField ?? 'store.namespace'}, or POD_NAMESPACE (the chart sets it from the downward API), or run in a pod (${saFile})`);
 }
 
 function readTrimmed(file: string): string | undefined {

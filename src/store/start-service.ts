@@ -27,7 +27,8 @@ export function declaredLists(config: Pick<Config, 'allowlists'>, configFile: st
   for (const [name, l] of Object.entries(config.allowlists)) {
     if (l.source !== 'config') continue;
     const managedIn = l.file !== null ? `${l.file} (allowlists.${name}.file of ${configFile ?? 'the config'})`
-      : `${configFile ?? 'the config file'} (allowlists.${name})`;
+      : l.configMap !== null ? `ConfigMap ${l.configMap.namespace ?? '(pod namespace)'}/${l.configMap.name} key ${l.configMap.key} (allowlists.${name}.configMap of ${configFile ?? 'the config'})`
+        : `${configFile ?? 'the config file'} (allowlists.${name})`;
     declared.set(name, { entries: l.entries as AllowEntry[], allowTemporary: l.allowTemporary, managedIn });
   }
   return declared;

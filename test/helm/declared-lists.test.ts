@@ -1,15 +1,19 @@
 /**
  * Declarative (`source: config`) allowlists in the chart: their entries are rendered into their own
- * ConfigMap and mounted beside config.yaml (lists/<name>.yaml), which ipgate's own loader reads; a
- * change of the entries changes that ConfigMap only, not the pod template (no checksum change, no
- * roll); the values schema and the chart's checks refuse what ipgate would.
+ * ConfigMap, which config.yaml names key by key (allowlists.<name>.configMap) and ipgate reads and
+ * watches through the API server (the Role grants get/list/watch on that name only; nothing is
+ * mounted); a change of the entries changes that ConfigMap only, not the pod template (no checksum
+ * change, no roll); the values schema and the chart's checks refuse what ipgate would.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import pino from 'pino';
 import t from 'tap';
+import { ConfigMapLists } from '../../src/config/configmap-lists';
 import { loadConfigFile } from '../../src/config/load';
+import { FakeKubeApi } from '../helpers/fake-kube-api';
 import { tmpDir } from '../helpers/ipgate';
-import { render, renderError } from '../helpers/helm';
+import { NAMESPACE, render, renderError } from '../helpers/helm';
 
 const listener = (extra: Record<string, unknown> = {}): Record<string, unknown> =>
   ({ name: 'http', port: 8080, allowlist: 'partners', upstreams: ['backend:8080'], ...extra });
@@ -25,26 +29,42 @@ const values = (partners: unknown[]): Record<string, unknown> => ({
 
 const PARTNERS = ['203.0.113.0/24', { cidr: '203.0.113.66/32', action: 'deny', comment: 'compromised' }];
 
-t.test('source: config lists render into their own ConfigMap, mounted beside config.yaml, and ipgate loads them', async (t) => {
+t.test('source: config lists render into their own ConfigMap, named in config.yaml, readable through the Role', async (t) => {
   const out = render(values(PARTNERS));
   const lists = out.one('ConfigMap', '-lists');
   t.same(Object.keys(lists.data).sort(), ['balancers.yaml', 'partners.yaml'], 'one key per declarative list, store lists left out');
   const text = out.one('ConfigMap', '-config').data['config.yaml'] as string;
   t.notOk(text.includes('203.0.113'), 'the entries are not in config.yaml');
   const vol = out.podSpec().volumes.find((v: { name: string }) => v.name === 'config');
-  t.same(vol.projected.sources.map((s: { configMap: { name: string } }) => s.configMap.name), [out.one('ConfigMap', '-config').metadata.name, lists.metadata.name]);
-  t.same(vol.projected.sources[1].configMap.items, [{ key: 'balancers.yaml', path: 'lists/balancers.yaml' }, { key: 'partners.yaml', path: 'lists/partners.yaml' }]);
+  t.same(vol.configMap.items, [{ key: 'config.yaml', path: 'config.yaml' }], 'only config.yaml is mounted: the lists are read through the API');
+  t.same(out.one('Role').rules[1], { apiGroups: [''], resources: ['configmaps'], resourceNames: [lists.metadata.name], verbs: ['get', 'list', 'watch'] },
+    'the Role reads the lists ConfigMap by name, and cannot write it');
 
-  // What the pod sees at /etc/ipgate, loaded by ipgate itself.
+  // What the pod does: ipgate loads config.yaml, then reads the keys through the API with the
+  // Role's names only (the fake API enforces resourceNames as RBAC does).
+  const names = (out.one('Role').rules as { resourceNames: string[] }[]).flatMap((r) => r.resourceNames);
+  const fake = await new FakeKubeApi({ allowedNames: names }).start();
+  t.teardown(() => fake.close());
+  fake.create(NAMESPACE, lists.metadata.name, lists.data as Record<string, string>);
   const dir = tmpDir('ipgate-helm-lists-');
-  fs.mkdirSync(path.join(dir, 'lists'));
   fs.writeFileSync(path.join(dir, 'config.yaml'), text);
-  for (const [k, v] of Object.entries(lists.data as Record<string, string>)) fs.writeFileSync(path.join(dir, 'lists', k), v);
-  const config = loadConfigFile(path.join(dir, 'config.yaml'));
-  t.match(config.allowlists.partners, { source: 'config', allowTemporary: true, file: path.join(dir, 'lists/partners.yaml'),
+  const cms = new ConfigMapLists({ logger: pino({ level: 'silent' }), env: { KUBECONFIG: fake.writeKubeconfig(dir), POD_NAMESPACE: NAMESPACE } });
+  t.teardown(() => cms.close());
+  const config = await cms.fill(loadConfigFile(path.join(dir, 'config.yaml')));
+  t.match(config.allowlists.partners, { source: 'config', allowTemporary: true, file: null,
+    configMap: { name: lists.metadata.name, key: 'partners.yaml', namespace: NAMESPACE },
     entries: [{ cidr: '203.0.113.0/24' }, { cidr: '203.0.113.66/32', action: 'deny', comment: 'compromised' }] });
-  t.match(config.allowlists.office, { source: 'store', entries: [{ cidr: '192.0.2.0/24' }] }, 'the array form stays a store seed');
+  t.match(config.allowlists.balancers, { entries: [{ cidr: '10.0.0.0/8' }] });
+  t.match(config.allowlists.office, { source: 'store', configMap: null, entries: [{ cidr: '192.0.2.0/24' }] }, 'the array form stays a store seed');
   t.equal(config.listeners[0]!.proxyProtocol.trustedSources, 'balancers', 'trustedSources may name a list');
+});
+
+t.test('without declarative lists the Role grants nothing on a lists ConfigMap', async (t) => {
+  t.equal(render({}).one('Role').rules.length, 1);
+});
+
+t.test('a store ConfigMap named like the lists ConfigMap is refused', async (t) => {
+  t.match(renderError({ ...values(PARTNERS), store: { configMapName: 'edge-ipgate-lists' } }), /store\.configMapName: "edge-ipgate-lists" is the declarative lists' ConfigMap/);
 });
 
 t.test('changing a declarative list\'s entries does not change the pod template (no roll)', async (t) => {
@@ -58,10 +78,10 @@ t.test('changing a declarative list\'s entries does not change the pod template 
     (template(a) as { metadata: { annotations: Record<string, string> } }).metadata.annotations['checksum/config'], 'a seed in config.yaml still does');
 });
 
-t.test('without declarative lists: no lists ConfigMap, the plain config volume', async (t) => {
+t.test('without declarative lists: no lists ConfigMap', async (t) => {
   const out = render({});
   t.equal(out.all('ConfigMap').filter((o) => o.metadata.name.endsWith('-lists')).length, 0);
-  t.ok(out.podSpec().volumes.find((v: { name: string }) => v.name === 'config').configMap, 'configMap volume');
+  t.notOk((out.one('ConfigMap', '-config').data['config.yaml'] as string).includes('-lists'), 'config.yaml names none');
 });
 
 t.test('values refused: unknown source, bad entry, trustedSources naming no list', async (t) => {

@@ -15,12 +15,13 @@ rendered file with ipgate's parseConfig.
 {{- $ns := .Release.Namespace -}}
 {{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) -}}
 {{- $hosts = concat $hosts .Values.admin.extraAllowedHosts | uniq -}}
-{{- /* source: config lists point at their mounted file; their entries are not in config.yaml, so
-     an edit of them does not change this file or the pod template's checksum. */ -}}
+{{- /* source: config lists point at their key of the lists ConfigMap, which ipgate watches through
+     the API; their entries are not in config.yaml, so an edit of them does not change this file or
+     the pod template's checksum. configMap.namespace null: the pod's own (POD_NAMESPACE). */ -}}
 {{- $allowlists := dict -}}
 {{- range $name, $list := .Values.allowlists -}}
 {{- if and (kindIs "map" $list) (eq (toString $list.source) "config") -}}
-{{- $decl := dict "source" "config" "file" (printf "lists/%s.yaml" $name) -}}
+{{- $decl := dict "source" "config" "configMap" (dict "name" (include "ipgate.listsConfigMapName" $) "key" (printf "%s.yaml" $name) "namespace" nil) -}}
 {{- if hasKey $list "allowTemporary" -}}{{- $_ := set $decl "allowTemporary" $list.allowTemporary -}}{{- end -}}
 {{- $_ := set $allowlists $name $decl -}}
 {{- else -}}

@@ -59,6 +59,11 @@ app.kubernetes.io/part-of: ipgate
 {{- default (include "ipgate.suffixed" (list . "allowlists")) .Values.store.configMapName -}}
 {{- end -}}
 
+{{- /* The ConfigMap of the source: config lists (allowlist-declared-configmap.yaml). */ -}}
+{{- define "ipgate.listsConfigMapName" -}}
+{{- include "ipgate.suffixed" (list . "lists") -}}
+{{- end -}}
+
 {{- define "ipgate.adminSecretName" -}}
 {{- default (include "ipgate.suffixed" (list . "admin-token")) .Values.admin.existingSecret -}}
 {{- end -}}
@@ -384,8 +389,8 @@ Checks values.schema.json cannot express (cross-field rules). Each failure names
 
 {{/*
 The `source: config` lists of the values (names, sorted): rendered into their own ConfigMap
-(allowlist-declared-configmap.yaml), mounted beside config.yaml as lists/<name>.yaml and watched by
-ipgate, so an edit of their entries reaches the pods without changing the pod template.
+(allowlist-declared-configmap.yaml), one key <name>.yaml each, which ipgate reads and watches through
+the API, so an edit of their entries reaches the pods without changing the pod template.
 */}}
 {{- define "ipgate.declaredLists" -}}
 {{- $names := list -}}

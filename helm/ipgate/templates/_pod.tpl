@@ -158,32 +158,14 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
   volumes:
+    # config.yaml only: the entries of source: config lists are read and watched through the API
+    # (allowlist-declared-configmap.yaml), not mounted.
     - name: config
-      {{- $declared := include "ipgate.declaredLists" . }}
-      {{- if $declared }}
-      # config.yaml and, beside it, lists/<name>.yaml of each source: config list (their own
-      # ConfigMap, watched by ipgate: an edit of their entries does not roll the pods).
-      projected:
-        sources:
-          - configMap:
-              name: {{ include "ipgate.suffixed" (list . "config") }}
-              items:
-                - key: config.yaml
-                  path: config.yaml
-          - configMap:
-              name: {{ include "ipgate.suffixed" (list . "lists") }}
-              items:
-                {{- range $name := splitList "," $declared }}
-                - key: {{ $name }}.yaml
-                  path: lists/{{ $name }}.yaml
-                {{- end }}
-      {{- else }}
       configMap:
         name: {{ include "ipgate.suffixed" (list . "config") }}
         items:
           - key: config.yaml
             path: config.yaml
-      {{- end }}
     - name: data
       emptyDir:
         sizeLimit: 64Mi

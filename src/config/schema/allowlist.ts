@@ -19,6 +19,7 @@
  * Ajv fills in no default inside `anyOf`, so validate.ts turns both forms into `AllowlistConfig`,
  * taking the defaults from `AllowlistObjectSchema` (`allowlistDefault`).
  */
+import { ListConfigMapSchema, type ListConfigMap } from './list-configmap';
 import { Enum, NAME_PATTERN, Section, Type, type Static } from './kit';
 
 /** One entry written as an object (a bare CIDR string is an allow entry). */
@@ -58,6 +59,12 @@ export const AllowlistObjectSchema = Section({
    */
   file: Type.Optional(Type.String({ minLength: 1 })),
   /**
+   * `source: config` only: the entries in a ConfigMap key, read and watched through the API
+   * (list-configmap.ts; in force within a second, where a mounted file waits for the kubelet's
+   * sync). Left out: none. Once loaded, null when not given.
+   */
+  configMap: Type.Optional(ListConfigMapSchema),
+  /**
    * `source: config` only: the admin API may add temporary entries, each with an `expiresAt` in
    * the future (an incident-time overlay that cannot outlive its expiry), kept in the store and
    * shown apart (`temporary`) from the declared ones.
@@ -95,7 +102,8 @@ export type AllowEntryConfig = Static<typeof AllowEntrySchema>;
 export type AllowlistObjectInput = Static<typeof AllowlistObjectSchema>;
 
 /** One list, after loading: every form becomes this, the fields as `AllowlistObjectSchema` documents them. */
-export type AllowlistConfig = Omit<AllowlistObjectInput, 'entries' | 'file'> & {
+export type AllowlistConfig = Omit<AllowlistObjectInput, 'entries' | 'file' | 'configMap'> & {
   entries: AllowEntryConfig[];
   file: string | null;
+  configMap: ListConfigMap | null;
 };

@@ -30,7 +30,7 @@ t.test('a minimal config gets every default and is frozen', async (t) => {
   t.equal(c.admin.listen, '127.0.0.1:9901', 'admin API on loopback by default');
   t.equal(c.admin.separateProcess, false, 'one process by default (the admin API beside the listeners)');
   t.equal(c.revokeLive, true);
-  t.same(c.allowlists.main, { source: 'store', entries: [{ cidr: '10.0.0.0/8' }], file: null, allowTemporary: false }, 'the array form is a store list; bare CIDR strings normalised to entries');
+  t.same(c.allowlists.main, { source: 'store', entries: [{ cidr: '10.0.0.0/8' }], file: null, configMap: null, allowTemporary: false }, 'the array form is a store list; bare CIDR strings normalised to entries');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.listeners[0]) && Object.isFrozen(c.listeners[0]!.proxyProtocol), 'deeply frozen');
   t.throws(() => { (c.listeners[0] as { name: string }).name = 'x'; }, TypeError, 'mutation throws (strict mode)');
 });

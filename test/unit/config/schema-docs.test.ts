@@ -149,7 +149,10 @@ const MIRRORS: { chart: J; ipgate: J; at: string; omit: Record<string, string> }
   },
   {
     chart: chart.properties!.allowlists!.additionalProperties as J, ipgate: ipgate.properties!.allowlists!.additionalProperties as J, at: 'allowlists.<name>',
-    omit: { file: 'the chart writes it for `source: config` lists (their own mounted ConfigMap)' },
+    omit: {
+      file: 'the chart writes no list files (its declarative lists are read through the API)',
+      configMap: 'the chart writes it for `source: config` lists (the <fullname>-lists ConfigMap, watched through the API)',
+    },
   },
 ];
 
