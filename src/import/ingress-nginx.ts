@@ -1,0 +1,640 @@
+/**
+ * ingress-nginx Ingress objects (and the controller ConfigMap) -> an ipgate config, with a report
+ * of everything that could not be carried over. Pure: the objects come in, the config and the
+ * report go out; reading files or the cluster is the CLI's (cli/import.ts).
+ *
+ * What maps to what, and why, is docs/migrating-from-ingress-nginx.md. The rules that decide
+ * which Ingress wins follow ingress-nginx's controller (v1.15): Ingresses sorted by
+ * creationTimestamp, oldest first, ties by "namespace/name" descending (store.go
+ * sortIngressSlice); the first Ingress to claim a host + path keeps it; canary Ingresses claim
+ * nothing; `ingressClassName` is looked at before the `kubernetes.io/ingress.class` annotation.
+ */
+import crypto from 'node:crypto';
+import { hostNameProblem } from '../route/host-name';
+import { configPathProblem } from '../route/path';
+import type { Cidr } from '../allowlist/cidr';
+import { isRecord, objectKey, str, type KubeObject } from './objects';
+import { mergeRanges, parseSourceRange, type RangeEntry } from './source-ranges';
+
+export interface ImportOptions {
+  /** Ingresses of this class are converted (ingress-nginx's --ingress-class). Default `nginx`. */
+  ingressClass: string;
+  /** Also Ingresses that name no class (ingress-nginx's --watch-ingress-without-class). Default false. */
+  withoutClass: boolean;
+  /** ingress-nginx's --annotations-prefix. Default `nginx.ingress.kubernetes.io`. */
+  annotationsPrefix: string;
+  /** Service DNS suffix. Default `cluster.local`. */
+  clusterDomain: string;
+  /** The plaintext listener's address. Default `0.0.0.0:8080`. */
+  httpListen: string;
+  /** The HTTPS listener's address (with `tls`). Default `0.0.0.0:8443`. */
+  httpsListen: string;
+  /** Emit an HTTPS listener with the Ingresses' TLS certificates. Default false. */
+  tls: boolean;
+  /** Where the Helm chart mounts TLS Secrets. Default `/etc/ipgate/tls`. */
+  tlsDir: string;
+}
+
+export const DEFAULT_OPTIONS: ImportOptions = {
+  ingressClass: 'nginx', withoutClass: false, annotationsPrefix: 'nginx.ingress.kubernetes.io', clusterDomain: 'cluster.local',
+  httpListen: '0.0.0.0:8080', httpsListen: '0.0.0.0:8443', tls: false, tlsDir: '/etc/ipgate/tls',
+};
+
+export interface ImportInput {
+  ingresses: readonly KubeObject[];
+  /** Services known to the importer, for named ports. */
+  services: readonly KubeObject[];
+  /** The ingress-nginx controller ConfigMap, or null (ingress-nginx's defaults). */
+  configMap: KubeObject | null;
+  /** Where the Services come from, for the message about a named port that cannot be resolved. */
+  servicesFrom: 'file' | 'cluster';
+}
+
+/** One thing the report names: where it came from, what, its value, and why. */
+export interface Finding {
+  /** `Ingress ns/name` or `ConfigMap ns/name`. */
+  source: string;
+  /** An annotation or ConfigMap key, `spec.rules[0].http.paths[1]`, `spec.tls[0]`, ... */
+  item: string;
+  value?: string;
+  reason: string;
+}
+
+export interface ImportReport {
+  ingresses: { read: number; converted: number; skipped: number };
+  routes: number;
+  allowlists: number;
+  /** ingress-nginx behaviour that the config does not reproduce. */
+  unconverted: Finding[];
+  /** Converted, but with a difference worth knowing. */
+  notes: Finding[];
+  /** Ingresses not converted at all (another class, canary). */
+  skipped: Finding[];
+  /** Annotations that are not ingress-nginx settings (cert-manager, kubectl, ...): nothing to convert. */
+  ignored: Finding[];
+}
+
+export interface ImportResult {
+  /** The config, or null when no route could be made (nothing to serve). */
+  config: Record<string, unknown> | null;
+  report: ImportReport;
+  /** Per listener, per route: the Ingress and rule it came from (a comment in the YAML output). */
+  routeSources: string[][];
+}
+
+type Json = Record<string, unknown>;
+
+const CLASS_ANNOTATION = 'kubernetes.io/ingress.class';
+/** strconv.ParseBool, which ingress-nginx uses for boolean annotations and ConfigMap keys. */
+const TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
+const FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
+/** Regular-expression syntax: a path holding one of these is a regex under use-regex. */
+const REGEX_CHARS = /[\^$*+?()[\]{}|\\]/;
+const NAME_MAX = 63;
+const DEFAULT_LIST = 'ingress-nginx-default';
+
+interface PathClaim { owner: string; where: string }
+
+interface RouteDraft {
+  host: string;
+  upstream: string;
+  paths: Array<{ path: string; match: 'exact' | 'prefix' }> | null;
+  from: string[];
+}
+
+interface IngressPlan {
+  ing: KubeObject;
+  key: string;
+  source: string;
+  ann: Record<string, string>;
+  /** Route allowlist name, or undefined: the listener's. */
+  allowlist?: string;
+  drafts: RouteDraft[];
+}
+
+export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DEFAULT_OPTIONS): ImportResult {
+  const report: ImportReport = {
+    ingresses: { read: input.ingresses.length, converted: 0, skipped: 0 }, routes: 0, allowlists: 0,
+    unconverted: [], notes: [], skipped: [], ignored: [],
+  };
+  const prefix = `${opts.annotationsPrefix}/`;
+  const allowlists: Record<string, Json> = {};
+  const listNames = new Set<string>([DEFAULT_LIST]);
+  const routeNames = new Set<string>();
+
+  // ---- the controller ConfigMap: listener settings and the default (global) source ranges
+  const cm = configMapSettings(input.configMap, report);
+  const defaultList = mergeRanges(cm.allow, cm.deny, {
+    allow: 'ConfigMap whitelist-source-range',
+    deny: 'ConfigMap denylist-source-range',
+    everyone: 'ingress-nginx admitted every client where no whitelist-source-range applied',
+  });
+  if (defaultList.shadowed.length > 0) {
+    report.notes.push({ source: cm.source, item: 'whitelist-source-range', reason: `left out: ${defaultList.shadowed.join(', ')}: ingress-nginx checks deny lines first, so these never admitted anyone` });
+  }
+  allowlists[DEFAULT_LIST] = { source: 'config', entries: defaultList.entries };
+
+  // ---- which Ingresses are ours, in ingress-nginx's order
+  const ours: IngressPlan[] = [];
+  for (const ing of input.ingresses) {
+    const key = objectKey(ing);
+    const source = `Ingress ${key}`;
+    const ann = annotationsOf(ing);
+    const spec = isRecord(ing.spec) ? ing.spec : {};
+    const className = str(spec.ingressClassName);
+    const classAnn = ann[CLASS_ANNOTATION];
+    let mine: boolean;
+    let why = '';
+    if (className !== undefined) {
+      mine = className === opts.ingressClass;
+      why = `spec.ingressClassName is ${JSON.stringify(className)}, not ${JSON.stringify(opts.ingressClass)} (--ingress-class): another controller serves it`;
+      if (classAnn !== undefined && classAnn !== className) {
+        report.notes.push({ source, item: CLASS_ANNOTATION, value: classAnn, reason: `ignored: spec.ingressClassName (${JSON.stringify(className)}) is looked at first, as ingress-nginx does` });
+      }
+    } else if (classAnn !== undefined) {
+      mine = classAnn === opts.ingressClass;
+      why = `annotation ${CLASS_ANNOTATION} is ${JSON.stringify(classAnn)}, not ${JSON.stringify(opts.ingressClass)} (--ingress-class): another controller serves it`;
+    } else {
+      mine = opts.withoutClass;
+      why = 'names no ingress class: ingress-nginx ignores it unless started with --watch-ingress-without-class (pass --ingress-without-class to convert it)';
+    }
+    if (!mine) {
+      report.skipped.push({ source, item: 'ingress class', reason: why });
+      continue;
+    }
+    if (isTrue(ann[`${prefix}canary`])) {
+      report.skipped.push({ source, item: `${prefix}canary`, reason: 'a canary Ingress: ipgate has no traffic splitting, so its share of the traffic goes to the primary Ingress\'s backend' });
+      for (const [name, value] of Object.entries(ann)) {
+        if (name.startsWith(prefix)) report.unconverted.push({ source, item: name, value, reason: name === `${prefix}canary` ? 'canary Ingress: no traffic splitting in ipgate' : 'on a canary Ingress (not converted)' });
+        else if (name !== CLASS_ANNOTATION) report.ignored.push({ source, item: name, reason: 'not an ingress-nginx annotation' });
+      }
+      continue;
+    }
+    ours.push({ ing, key, source, ann, drafts: [] });
+  }
+  report.ingresses.skipped = report.skipped.length;
+  ours.sort(compareIngresses);
+  const noTimestamp = ours.filter((p) => timestamp(p.ing) === null).map((p) => p.key);
+
+  // ---- hosts whose paths ingress-nginx reads as regular expressions (use-regex or rewrite-target
+  // on any location of the host turns every location of that server into `~* "^path"`).
+  const regexHosts = new Map<string, string>();
+  for (const p of ours) {
+    const regex = isTrue(p.ann[`${prefix}use-regex`]) || (p.ann[`${prefix}rewrite-target`] ?? '') !== '';
+    if (!regex) continue;
+    for (const host of ruleHosts(p.ing)) if (!regexHosts.has(host)) regexHosts.set(host, p.key);
+  }
+
+  const services = new Map(input.services.map((s) => [objectKey(s), s]));
+  const claims = new Map<string, PathClaim>();
+  const hostOwner = new Map<string, string>();
+  const certificates = new Map<string, { dir: string; from: string[] }>();
+  const secretDirs = new Map<string, Set<string>>();
+
+  for (const p of ours) {
+    const { ing, key, source, ann } = p;
+    const spec = isRecord(ing.spec) ? ing.spec : {};
+    const ns = str(ing.metadata?.namespace) ?? 'default';
+
+    // annotations: what is converted, what is not
+    const consumed = new Set<string>();
+    for (const [name, value] of Object.entries(ann)) {
+      if (name === CLASS_ANNOTATION) continue;
+      if (!name.startsWith(prefix)) {
+        report.ignored.push({ source, item: name, reason: 'not an ingress-nginx annotation' });
+        continue;
+      }
+      const short = name.slice(prefix.length);
+      const why = annotationVerdict(short, value);
+      if (why === null) consumed.add(short);
+      else report.unconverted.push({ source, item: name, value, reason: why });
+    }
+
+    // allowlist / denylist (each falls back to the ConfigMap's when absent, as in ingress-nginx)
+    const allowName = (ann[`${prefix}allowlist-source-range`] ?? '') !== '' ? 'allowlist-source-range'
+      : (ann[`${prefix}whitelist-source-range`] ?? '') !== '' ? 'whitelist-source-range' : null;
+    if (allowName === 'allowlist-source-range' && (ann[`${prefix}whitelist-source-range`] ?? '') !== '') {
+      report.notes.push({ source, item: `${prefix}whitelist-source-range`, value: ann[`${prefix}whitelist-source-range`], reason: 'not used: allowlist-source-range is set, and ingress-nginx reads its old name only when it is empty' });
+    }
+    const denyText = ann[`${prefix}denylist-source-range`] ?? '';
+    if (allowName !== null || denyText !== '') {
+      let allow: Cidr[] | null = cm.allow;
+      let deny: Cidr[] | null = cm.deny;
+      let broken: string | null = null;
+      const read = (short: string, text: string): Cidr[] | null => {
+        const r = parseSourceRange(text);
+        if (!r.ok) {
+          broken = `${prefix}${short}`;
+          report.unconverted.push({ source, item: `${prefix}${short}`, value: text, reason: `invalid: ${r.message}. ingress-nginx refused every request on these paths (503); the route gets an empty allowlist, so ipgate refuses them all (403)` });
+          return null;
+        }
+        if (r.rewritten.length > 0) report.notes.push({ source, item: `${prefix}${short}`, value: text, reason: `written as ipgate reads it: ${r.rewritten.join(', ')} (ingress-nginx masks host bits too)` });
+        return r.cidrs;
+      };
+      if (allowName !== null) allow = read(allowName, ann[`${prefix}${allowName}`]!);
+      if (denyText !== '') deny = read('denylist-source-range', denyText);
+      const name = uniqueName(`${ns}-${str(ing.metadata?.name) ?? 'ingress'}`, `list:${key}`, listNames);
+      if (broken !== null) {
+        allowlists[name] = { source: 'config', entries: [] };
+      } else {
+        const merged = mergeRanges(allow, deny, {
+          allow: `${source} ${allowName ?? 'ConfigMap whitelist-source-range'}`,
+          deny: `${source} ${denyText !== '' ? 'denylist-source-range' : 'ConfigMap denylist-source-range'}`,
+          everyone: `${source}: a denylist alone admits everyone else`,
+        });
+        if (merged.shadowed.length > 0) {
+          report.notes.push({ source, item: `${prefix}${allowName ?? 'denylist-source-range'}`, reason: `allow entries left out: ${merged.shadowed.join(', ')}: ingress-nginx checks the denylist first, so they never admitted anyone (ipgate's most specific entry would have)` });
+        }
+        allowlists[name] = { source: 'config', entries: merged.entries };
+      }
+      p.allowlist = name;
+    }
+
+    // rules and paths
+    const rules = Array.isArray(spec.rules) ? spec.rules : [];
+    const implementationSpecific: string[] = [];
+    const regexPrefixes: string[] = [];
+    rules.forEach((rule: unknown, ri: number) => {
+      const at = `spec.rules[${ri}]`;
+      if (!isRecord(rule)) {
+        report.unconverted.push({ source, item: at, reason: 'not a mapping' });
+        return;
+      }
+      const host = hostOf(rule);
+      const hostWhy = host === '*' ? null : host.startsWith('*.') ? hostNameProblem(host.slice(2)) : hostNameProblem(host);
+      if (hostWhy !== null) {
+        report.unconverted.push({ source, item: `${at}.host`, value: host, reason: `${hostWhy}: not a host name ipgate can route` });
+        return;
+      }
+      if (!hostOwner.has(host)) hostOwner.set(host, key);
+      const http = isRecord(rule.http) ? rule.http : null;
+      const paths = http !== null && Array.isArray(http.paths) ? http.paths : [];
+      paths.forEach((entry: unknown, pi: number) => {
+        const pat = `${at}.http.paths[${pi}]`;
+        if (!isRecord(entry)) {
+          report.unconverted.push({ source, item: pat, reason: 'not a mapping' });
+          return;
+        }
+        const raw = str(entry.path) ?? '';
+        const rawPath = raw === '' ? '/' : raw;
+        const pathType = str(entry.pathType) ?? 'ImplementationSpecific';
+        let match: 'exact' | 'prefix';
+        const regexFrom = regexHosts.get(host);
+        if (regexFrom !== undefined) {
+          if (REGEX_CHARS.test(rawPath)) {
+            report.unconverted.push({ source, item: pat, value: rawPath, reason: `a regular expression (use-regex or rewrite-target on host ${host}, Ingress ${regexFrom}): ipgate routes exact paths and prefixes only` });
+            return;
+          }
+          match = 'prefix';
+          regexPrefixes.push(rawPath);
+        } else if (pathType === 'Exact') match = 'exact';
+        else if (pathType === 'Prefix') match = 'prefix';
+        else if (pathType === 'ImplementationSpecific') {
+          match = 'prefix';
+          implementationSpecific.push(rawPath);
+        } else {
+          report.unconverted.push({ source, item: `${pat}.pathType`, value: pathType, reason: 'unknown pathType (Exact, Prefix or ImplementationSpecific)' });
+          return;
+        }
+        const pathWhy = configPathProblem(rawPath);
+        if (pathWhy !== null) {
+          report.unconverted.push({ source, item: `${pat}.path`, value: rawPath, reason: `${pathWhy}: not a path ipgate can route` });
+          return;
+        }
+        const upstream = backendUpstream(entry.backend, ns, services, input.servicesFrom, opts, source, `${pat}.backend`, report);
+        if (upstream === null) return;
+        const claimKey = `${host}\0${match}\0${match === 'prefix' && rawPath.length > 1 ? rawPath.replace(/\/$/, '') : rawPath}`;
+        const prior = claims.get(claimKey);
+        if (prior !== undefined) {
+          report.unconverted.push({ source, item: pat, value: `${host}${rawPath}`, reason: `${match} path already routed by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest Ingress's path${prior.owner === source ? ' (the first one in the same Ingress)' : ''}` });
+          return;
+        }
+        claims.set(claimKey, { owner: source, where: pat });
+        addDraft(p, host, upstream, { path: rawPath, match }, pat);
+      });
+      if (paths.length === 0 && !isRecord(spec.defaultBackend)) {
+        report.notes.push({ source, item: at, value: host, reason: 'a rule without paths: nothing to route for it (ingress-nginx served its default backend, a 404)' });
+      }
+    });
+    if (implementationSpecific.length > 0) {
+      report.notes.push({ source, item: 'pathType ImplementationSpecific', value: implementationSpecific.join(', '), reason: 'converted to prefix: ingress-nginx matched it as a plain string prefix (/foo also took /foobar), ipgate matches on "/" boundaries (/foo, /foo/...)' });
+    }
+    if (regexPrefixes.length > 0) {
+      report.notes.push({ source, item: 'regex paths', value: regexPrefixes.join(', '), reason: 'converted to prefix: ingress-nginx matched them as case-insensitive regular expressions anchored at the start (use-regex/rewrite-target on the host); they hold no regex syntax, and ipgate matches them case-sensitively on "/" boundaries' });
+    }
+
+    // defaultBackend: the catch-all route (no rules), or "/" on the Ingress's own hosts (rules)
+    if (spec.defaultBackend !== undefined) {
+      const at = 'spec.defaultBackend';
+      const hosts = rules.length === 0 ? ['*'] : [...new Set(rules.filter(isRecord).map(hostOf))].filter((h) => hostOwner.get(h) === key);
+      const upstream = hosts.length > 0 ? backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts, source, at, report) : null;
+      if (upstream !== null) {
+        for (const host of hosts) {
+          const claimKey = `${host}\0prefix\0/`;
+          const prior = claims.get(claimKey);
+          if (prior !== undefined) {
+            if (rules.length === 0) report.unconverted.push({ source, item: at, value: host, reason: `the catch-all route is already taken by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest` });
+            continue;
+          }
+          claims.set(claimKey, { owner: source, where: at });
+          addDraft(p, host, upstream, null, at);
+        }
+      }
+    }
+
+    // TLS
+    const tls = Array.isArray(spec.tls) ? spec.tls : [];
+    const redirected: string[] = [];
+    tls.forEach((t: unknown, ti: number) => {
+      const at = `spec.tls[${ti}]`;
+      const secret = isRecord(t) ? str(t.secretName) : undefined;
+      const hosts = isRecord(t) && Array.isArray(t.hosts) ? t.hosts.filter((h): h is string => typeof h === 'string') : [];
+      redirected.push(...hosts);
+      if (secret === undefined || secret === '') {
+        report.unconverted.push({ source, item: at, value: hosts.join(','), reason: 'no secretName: ingress-nginx served its default certificate; give ipgate a certificate for these hosts' });
+        return;
+      }
+      if (!opts.tls) {
+        report.unconverted.push({ source, item: at, value: `${secret} (${hosts.join(', ')})`, reason: 'TLS is written only with --tls (an HTTPS listener with the certificate from the Secret, mounted by the chart)' });
+        return;
+      }
+      const dirs = secretDirs.get(secret) ?? new Set<string>();
+      dirs.add(ns);
+      secretDirs.set(secret, dirs);
+      const id = `${ns}/${secret}`;
+      const c = certificates.get(id) ?? { dir: secret, from: [] };
+      c.from.push(source);
+      certificates.set(id, c);
+    });
+    if (redirected.length > 0 && !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') && !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')) {
+      report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; ipgate has no redirect: its plaintext listener serves them' });
+    }
+    void consumed;
+  }
+
+  // ---- routes, named `<namespace>-<name>-<index>` (hashed when long or taken)
+  const routes: Json[] = [];
+  const sources: string[] = [];
+  for (const p of ours) {
+    if (p.drafts.length > 0) report.ingresses.converted++;
+    p.drafts.forEach((d, i) => {
+      const ns = str(p.ing.metadata?.namespace) ?? 'default';
+      const name = uniqueName(`${ns}-${str(p.ing.metadata?.name) ?? 'ingress'}-${i}`, `route:${p.key}#${i}`, routeNames);
+      const route: Json = { name, hosts: [d.host] };
+      if (d.paths !== null) route.paths = d.paths;
+      route.upstreams = [d.upstream];
+      if (p.allowlist !== undefined) route.allowlist = p.allowlist;
+      routes.push(route);
+      sources.push(`${p.source} ${d.from.join(', ')}`);
+    });
+  }
+  if (noTimestamp.length > 0 && noTimestamp.length < ours.length) {
+    report.notes.push({ source: 'input', item: 'metadata.creationTimestamp', value: noTimestamp.join(', '), reason: 'missing: these Ingresses are taken as the newest when two claim the same host and path' });
+  }
+  const used = new Set(routes.map((r) => r.allowlist).filter((n): n is string => typeof n === 'string'));
+  used.add(DEFAULT_LIST);
+  for (const name of Object.keys(allowlists)) if (!used.has(name)) delete allowlists[name];
+  report.routes = routes.length;
+  report.allowlists = Object.keys(allowlists).length;
+  if (routes.length === 0) return { config: null, report, routeSources: [] };
+
+  const listener = (name: string, listen: string): Json => {
+    const l: Json = { name, mode: 'http', listen, allowlist: DEFAULT_LIST };
+    // Copies, not shared references: the YAML writer would print shared ones as anchors and aliases.
+    if (cm.proxyProtocol !== null) l.proxyProtocol = { mode: 'required', trustedSources: [...cm.proxyProtocol] };
+    const http: Json = {};
+    if (cm.trustedProxies !== null) http.trustedProxies = [...cm.trustedProxies];
+    http.xForwardedFor = cm.xForwardedFor;
+    l.http = http;
+    l.routes = structuredClone(routes);
+    return l;
+  };
+  const listeners: Json[] = [listener('http', opts.httpListen)];
+  if (opts.tls && certificates.size > 0) {
+    const https = listener('https', opts.httpsListen);
+    const list: Json[] = [];
+    for (const [id, c] of certificates) {
+      const [ns, secret] = id.split('/') as [string, string];
+      // One directory per Secret name; the same name in two namespaces is two Secrets.
+      const dir = (secretDirs.get(secret)?.size ?? 1) > 1 ? `${ns}.${secret}` : secret;
+      list.push({ cert: `${opts.tlsDir}/${dir}/tls.crt`, key: `${opts.tlsDir}/${dir}/tls.key` });
+      report.notes.push({ source: c.from.join(', '), item: 'TLS Secret', value: id, reason: `read from ${opts.tlsDir}/${dir}/: copy the Secret into ipgate's namespace${dir !== secret ? ` as ${dir}` : ''} and list it in the chart's TLS Secrets` });
+    }
+    https.tls = { certificates: list };
+    listeners.push(https);
+  }
+  return { config: { allowlists, listeners }, report, routeSources: listeners.map(() => sources) };
+}
+
+function addDraft(p: IngressPlan, host: string, upstream: string, path: { path: string; match: 'exact' | 'prefix' } | null, from: string): void {
+  // Paths of one Ingress to the same host and backend share a route.
+  const d = path === null ? undefined : p.drafts.find((x) => x.host === host && x.upstream === upstream && x.paths !== null);
+  if (d !== undefined) {
+    d.paths!.push(path!);
+    d.from.push(from);
+    return;
+  }
+  p.drafts.push({ host, upstream, paths: path === null ? null : [path], from: [from] });
+}
+
+/** null when the annotation is carried over (or has nothing to carry), else why not. */
+function annotationVerdict(short: string, value: string): string | null {
+  switch (short) {
+    case 'allowlist-source-range':
+    case 'whitelist-source-range':
+    case 'denylist-source-range':
+      return null; // converted (or reported as invalid) with the allowlist
+    case 'use-regex':
+      return null; // decides how the host's paths are read
+    case 'service-upstream':
+      return null; // ipgate always sends to the Service address, as service-upstream: "true" does
+    case 'ssl-redirect':
+    case 'force-ssl-redirect':
+      return FALSE.has(value) ? null : 'ipgate has no HTTP-to-HTTPS redirect';
+    case 'backend-protocol':
+      return value.toUpperCase() === 'HTTP' ? null : `ipgate speaks plain HTTP/1.1 to upstreams; ${JSON.stringify(value)} backends are not supported`;
+    case 'rewrite-target':
+      return 'ipgate does not rewrite paths: the upstream receives the request path as sent';
+    case 'configuration-snippet':
+    case 'server-snippet':
+    case 'stream-snippet':
+      return 'raw nginx configuration has no ipgate equivalent';
+    default:
+      if (short.startsWith('auth-')) return 'ipgate has no external or basic authentication';
+      if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
+      if (short.startsWith('affinity') || short.startsWith('session-cookie')) return 'ipgate has no session affinity (the Service address balances)';
+      if (short.startsWith('limit-')) return 'ipgate has no rate or connection limits per route';
+      if (short.includes('cors')) return 'ipgate adds no CORS headers';
+      return 'no ipgate equivalent';
+  }
+}
+
+interface ConfigMapSettings {
+  source: string;
+  allow: Cidr[] | null;
+  deny: Cidr[] | null;
+  proxyProtocol: string[] | null;
+  trustedProxies: string[] | null;
+  xForwardedFor: 'append' | 'replace';
+}
+
+/** The controller ConfigMap's keys that ipgate has an equivalent for; every other key is listed. */
+function configMapSettings(cm: KubeObject | null, report: ImportReport): ConfigMapSettings {
+  const source = cm === null ? 'ConfigMap (none)' : `ConfigMap ${objectKey(cm)}`;
+  const out: ConfigMapSettings = { source, allow: null, deny: null, proxyProtocol: null, trustedProxies: null, xForwardedFor: 'replace' };
+  if (cm === null) return out;
+  const data: Record<string, string> = {};
+  if (isRecord(cm.data)) for (const [k, v] of Object.entries(cm.data)) data[k] = typeof v === 'string' ? v : String(v);
+  const ranges = (key: string): Cidr[] | null => {
+    const text = data[key];
+    if (text === undefined || text.trim() === '') return null;
+    const r = parseSourceRange(text);
+    if (!r.ok) {
+      report.unconverted.push({ source, item: key, value: text, reason: `invalid: ${r.message}; the default allowlist is left empty (every route without its own list refuses everyone)` });
+      return [];
+    }
+    if (r.rewritten.length > 0) report.notes.push({ source, item: key, value: text, reason: `written as ipgate reads it: ${r.rewritten.join(', ')}` });
+    return r.cidrs;
+  };
+  const used = new Set(['whitelist-source-range', 'denylist-source-range', 'use-proxy-protocol', 'proxy-real-ip-cidr', 'use-forwarded-headers', 'enable-real-ip', 'forwarded-for-header', 'compute-full-forwarded-for']);
+  out.allow = ranges('whitelist-source-range');
+  out.deny = ranges('denylist-source-range');
+  const pp = TRUE.has(data['use-proxy-protocol'] ?? '');
+  const xff = TRUE.has(data['use-forwarded-headers'] ?? '') || TRUE.has(data['enable-real-ip'] ?? '');
+  let realIp: string[] | null = null;
+  if (pp || xff) {
+    const text = data['proxy-real-ip-cidr'];
+    if (text === undefined || text.trim() === '') {
+      realIp = ['0.0.0.0/0'];
+      report.notes.push({ source, item: 'proxy-real-ip-cidr', reason: 'not set: ingress-nginx\'s default 0.0.0.0/0 is written, which trusts every IPv4 peer\'s PROXY header / X-Forwarded-For; list your load balancers\' CIDRs instead' });
+    } else {
+      const r = parseSourceRange(text);
+      if (!r.ok) report.unconverted.push({ source, item: 'proxy-real-ip-cidr', value: text, reason: `invalid: ${r.message}; no peer is trusted` });
+      else realIp = r.cidrs.map((c) => c.text);
+    }
+  }
+  if (pp && realIp !== null) out.proxyProtocol = realIp;
+  if (xff && realIp !== null) {
+    const header = data['forwarded-for-header'] ?? 'X-Forwarded-For';
+    if (header.toLowerCase() === 'x-forwarded-for') out.trustedProxies = realIp;
+    else report.unconverted.push({ source, item: 'forwarded-for-header', value: header, reason: 'ipgate reads the client address from X-Forwarded-For only; no proxy is trusted' });
+  } else if (data['forwarded-for-header'] !== undefined && !pp) {
+    report.notes.push({ source, item: 'forwarded-for-header', value: data['forwarded-for-header'], reason: 'has no effect without use-forwarded-headers or enable-real-ip (nothing to carry over)' });
+  }
+  if (TRUE.has(data['compute-full-forwarded-for'] ?? '')) out.xForwardedFor = 'append';
+  for (const [k, v] of Object.entries(data)) {
+    if (!used.has(k)) report.unconverted.push({ source, item: k, value: v, reason: 'no ipgate equivalent' });
+  }
+  return out;
+}
+
+function backendUpstream(backend: unknown, ns: string, services: Map<string, KubeObject>, from: 'file' | 'cluster', opts: ImportOptions,
+  source: string, at: string, report: ImportReport): string | null {
+  if (!isRecord(backend)) {
+    report.unconverted.push({ source, item: at, reason: 'no backend' });
+    return null;
+  }
+  let name: string | undefined;
+  let port: unknown;
+  if (isRecord(backend.service)) {
+    name = str(backend.service.name);
+    const p = backend.service.port;
+    port = isRecord(p) ? (p.number ?? p.name) : undefined;
+  } else if (backend.serviceName !== undefined) {
+    // networking.k8s.io/v1beta1 and extensions/v1beta1 (removed in Kubernetes 1.22)
+    name = str(backend.serviceName);
+    port = backend.servicePort;
+  } else if (isRecord(backend.resource)) {
+    report.unconverted.push({ source, item: at, value: `${str(backend.resource.kind) ?? '?'} ${str(backend.resource.name) ?? '?'}`, reason: 'a resource backend: ipgate forwards to Services (host:port) only' });
+    return null;
+  }
+  if (name === undefined || name === '') {
+    report.unconverted.push({ source, item: at, reason: 'no service name' });
+    return null;
+  }
+  let number: number | null = typeof port === 'number' ? port : typeof port === 'string' && /^[0-9]+$/.test(port) ? Number(port) : null;
+  if (number === null) {
+    if (typeof port !== 'string' || port === '') {
+      report.unconverted.push({ source, item: at, value: name, reason: 'no service port' });
+      return null;
+    }
+    const svc = services.get(`${ns}/${name}`);
+    if (svc === undefined) {
+      report.unconverted.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: from === 'file'
+        ? `a named port cannot be resolved without the Service: add Service ${ns}/${name} to the input (or read the cluster)`
+        : `Service ${ns}/${name} was not found` });
+      return null;
+    }
+    const ports = isRecord(svc.spec) && Array.isArray(svc.spec.ports) ? svc.spec.ports : [];
+    const found = ports.find((sp: unknown) => isRecord(sp) && sp.name === port) as Record<string, unknown> | undefined;
+    if (found === undefined || typeof found.port !== 'number') {
+      report.unconverted.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: `Service ${ns}/${name} has no port named ${JSON.stringify(port)}` });
+      return null;
+    }
+    number = found.port;
+    report.notes.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: `resolved through Service ${ns}/${name} to port ${number}` });
+  }
+  if (number < 1 || number > 65535) {
+    report.unconverted.push({ source, item: at, value: `${name}:${number}`, reason: 'port out of range' });
+    return null;
+  }
+  return `${name}.${ns}.svc.${opts.clusterDomain}:${number}`;
+}
+
+function annotationsOf(ing: KubeObject): Record<string, string> {
+  const a = ing.metadata?.annotations;
+  const out: Record<string, string> = {};
+  if (isRecord(a)) for (const [k, v] of Object.entries(a)) out[k] = typeof v === 'string' ? v : String(v);
+  return out;
+}
+
+function hostOf(rule: Record<string, unknown>): string {
+  const h = str(rule.host);
+  return h === undefined || h === '' ? '*' : h;
+}
+
+function ruleHosts(ing: KubeObject): string[] {
+  const spec = isRecord(ing.spec) ? ing.spec : {};
+  return Array.isArray(spec.rules) ? spec.rules.filter(isRecord).map(hostOf) : [];
+}
+
+function isTrue(v: string | undefined): boolean {
+  return v !== undefined && TRUE.has(v);
+}
+
+function timestamp(ing: KubeObject): number | null {
+  const t = str(ing.metadata?.creationTimestamp) ?? (ing.metadata?.creationTimestamp instanceof Date ? (ing.metadata.creationTimestamp as Date).toISOString() : undefined);
+  if (t === undefined) return null;
+  const ms = Date.parse(t);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+/** ingress-nginx's order: oldest first; equal times by "namespace/name" descending. No time: newest. */
+function compareIngresses(a: IngressPlan, b: IngressPlan): number {
+  const ta = timestamp(a.ing) ?? Infinity;
+  const tb = timestamp(b.ing) ?? Infinity;
+  if (ta !== tb) return ta < tb ? -1 : 1;
+  return a.key === b.key ? 0 : a.key > b.key ? -1 : 1;
+}
+
+/**
+ * A route or list name from `base` (a bounded label: letters, digits, `.`, `_`, `-`, at most 63):
+ * when too long or already taken, cut and followed by 8 hex digits of the SHA-256 of `key`
+ * (which is unique), so names stay stable from one import to the next.
+ */
+export function uniqueName(base: string, key: string, taken: Set<string>): string {
+  let clean = base.replace(/[^A-Za-z0-9_.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '');
+  if (clean === '') clean = 'x';
+  let name = clean;
+  if (name.length > NAME_MAX || taken.has(name)) {
+    const hash = crypto.createHash('sha256').update(key).digest('hex');
+    for (let n = 8; n <= 32; n += 4) {
+      name = `${clean.slice(0, NAME_MAX - n - 1).replace(/[^A-Za-z0-9]+$/, '')}-${hash.slice(0, n)}`;
+      if (!taken.has(name)) break;
+    }
+  }
+  taken.add(name);
+  return name;
+}
+
+export type { RangeEntry };
