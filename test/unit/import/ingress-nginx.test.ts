@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { buildConfig } from '../../../src/config/load';
 import type { Config } from '../../../src/config/schema';
 import { convertIngressNginx, DEFAULT_OPTIONS, uniqueName, type ImportOptions, type ImportResult } from '../../../src/import/ingress-nginx';
@@ -37,7 +37,7 @@ interface Row {
   /** `source item`, exactly, in report order. */
   unconverted: string[];
   skipped?: string[];
-  check: (t: Tap.Test, c: Config, r: ImportResult) => void;
+  check: (t: Test, c: Config, r: ImportResult) => void;
 }
 
 const rows: Row[] = [
