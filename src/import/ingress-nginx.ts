@@ -191,13 +191,31 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
   const certificates = new Map<string, { dir: string; from: string[] }>();
   const secretDirs = new Map<string, Set<string>>();
 
+  // defaultBackend without rules: the catch-all server's root, set before any path is added, so
+  // no Ingress's "/" path on the default host replaces it (the oldest such Ingress wins).
+  for (const p of ours) {
+    const spec = isRecord(p.ing.spec) ? p.ing.spec : {};
+    if (spec.defaultBackend === undefined || (Array.isArray(spec.rules) && spec.rules.length > 0)) continue;
+    const ns = str(p.ing.metadata?.namespace) ?? 'default';
+    const upstream = backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts, p.source, 'spec.defaultBackend', report);
+    if (upstream === null) continue;
+    const prior = claims.get('*\0prefix\0/');
+    if (prior !== undefined) {
+      report.unconverted.push({ source: p.source, item: 'spec.defaultBackend', value: '*', reason: `the catch-all route is already taken by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest` });
+      continue;
+    }
+    claims.set('*\0prefix\0/', { owner: p.source, where: 'spec.defaultBackend' });
+    addDraft(p, '*', upstream, null, 'spec.defaultBackend');
+  }
+  const defaultRoots: Array<{ p: IngressPlan; host: string; upstream: string }> = [];
+  const withUnusedDefault = new Set<IngressPlan>();
+
   for (const p of ours) {
     const { ing, key, source, ann } = p;
     const spec = isRecord(ing.spec) ? ing.spec : {};
     const ns = str(ing.metadata?.namespace) ?? 'default';
 
     // annotations: what is converted, what is not
-    const consumed = new Set<string>();
     for (const [name, value] of Object.entries(ann)) {
       if (name === CLASS_ANNOTATION) continue;
       if (!name.startsWith(prefix)) {
@@ -206,8 +224,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       }
       const short = name.slice(prefix.length);
       const why = annotationVerdict(short, value);
-      if (why === null) consumed.add(short);
-      else report.unconverted.push({ source, item: name, value, reason: why });
+      if (why !== null) report.unconverted.push({ source, item: name, value, reason: why });
     }
 
     // allowlist / denylist (each falls back to the ConfigMap's when absent, as in ingress-nginx)
@@ -323,23 +340,14 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       report.notes.push({ source, item: 'regex paths', value: regexPrefixes.join(', '), reason: 'converted to prefix: ingress-nginx matched them as case-insensitive regular expressions anchored at the start (use-regex/rewrite-target on the host); they hold no regex syntax, and ipgate matches them case-sensitively on "/" boundaries' });
     }
 
-    // defaultBackend: the catch-all route (no rules), or "/" on the Ingress's own hosts (rules)
-    if (spec.defaultBackend !== undefined) {
-      const at = 'spec.defaultBackend';
-      const hosts = rules.length === 0 ? ['*'] : [...new Set(rules.filter(isRecord).map(hostOf))].filter((h) => hostOwner.get(h) === key);
-      const upstream = hosts.length > 0 ? backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts, source, at, report) : null;
-      if (upstream !== null) {
-        for (const host of hosts) {
-          const claimKey = `${host}\0prefix\0/`;
-          const prior = claims.get(claimKey);
-          if (prior !== undefined) {
-            if (rules.length === 0) report.unconverted.push({ source, item: at, value: host, reason: `the catch-all route is already taken by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest` });
-            continue;
-          }
-          claims.set(claimKey, { owner: source, where: at });
-          addDraft(p, host, upstream, null, at);
-        }
-      }
+    // defaultBackend with rules: "/" on the hosts this Ingress was the first to name, claimed after
+    // every explicit path (ingress-nginx's root location of a new server is replaced by any
+    // Ingress's own "/" path, whatever its age).
+    if (spec.defaultBackend !== undefined && rules.length > 0) {
+      const hosts = [...new Set(rules.filter(isRecord).map(hostOf))].filter((h) => hostOwner.get(h) === key);
+      const upstream = hosts.length > 0 ? backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts, source, 'spec.defaultBackend', report) : null;
+      if (upstream !== null) for (const host of hosts) defaultRoots.push({ p, host, upstream });
+      if (hosts.length === 0) withUnusedDefault.add(p);
     }
 
     // TLS
@@ -369,7 +377,19 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     if (redirected.length > 0 && !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') && !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')) {
       report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; ipgate has no redirect: its plaintext listener serves them' });
     }
-    void consumed;
+  }
+
+  const usedDefault = new Set<IngressPlan>();
+  for (const { p, host, upstream } of defaultRoots) {
+    const claimKey = `${host}\0prefix\0/`;
+    withUnusedDefault.add(p);
+    if (claims.has(claimKey)) continue; // an Ingress routes "/" on this host itself
+    claims.set(claimKey, { owner: p.source, where: 'spec.defaultBackend' });
+    addDraft(p, host, upstream, null, 'spec.defaultBackend');
+    usedDefault.add(p);
+  }
+  for (const p of withUnusedDefault) {
+    if (!usedDefault.has(p)) report.notes.push({ source: p.source, item: 'spec.defaultBackend', reason: 'not used, as in ingress-nginx: an older Ingress named each of its hosts first, or an Ingress routes "/" on them itself' });
   }
 
   // ---- routes, named `<namespace>-<name>-<index>` (hashed when long or taken)

@@ -287,3 +287,38 @@ t.test('long namespace and Ingress names still make valid, distinct route names'
   t.equal(new Set(names).size, 2);
   for (const n of names) t.ok(n.length <= 63, `${n} is at most 63 characters`);
 });
+
+t.test('defaultBackend with rules: "/" on the hosts the Ingress was first to name, unless an Ingress routes "/" there', async (t) => {
+  const backend = (name: string): Record<string, unknown> => ({ service: { name, port: { number: 80 } } });
+  const ing = (name: string, created: string, spec: Record<string, unknown>): Record<string, unknown> =>
+    ({ kind: 'Ingress', metadata: { name, namespace: 'ns', creationTimestamp: created }, spec: { ingressClassName: 'nginx', ...spec } });
+  const path = (p: string, svc: string): Record<string, unknown> => ({ path: p, pathType: 'Prefix', backend: backend(svc) });
+  const r = convertIngressNginx({
+    ingresses: [
+      // oldest: names a.example and b.example first, with a defaultBackend
+      ing('old', '2020-01-01T00:00:00Z', { defaultBackend: backend('old-default'), rules: [
+        { host: 'a.example', http: { paths: [path('/api', 'old-api')] } },
+        { host: 'b.example', http: { paths: [path('/x', 'old-x')] } },
+      ] }),
+      // younger: routes "/" on b.example itself (replaces the root), and has a defaultBackend of its own
+      ing('young', '2021-01-01T00:00:00Z', { defaultBackend: backend('young-default'), rules: [
+        { host: 'b.example', http: { paths: [path('/', 'young-root')] } },
+      ] }),
+      // a catch-all (no rules) younger than a host-less "/" path: the catch-all still takes "*"
+      ing('hostless', '2019-01-01T00:00:00Z', { rules: [{ http: { paths: [path('/', 'hostless')] } }] }),
+      ing('catch-all', '2022-01-01T00:00:00Z', { defaultBackend: backend('catch-all') }),
+    ],
+    services: [], configMap: null, servicesFrom: 'file',
+  });
+  const c = buildConfig(r.config!);
+  t.same(routesOf(c).map((s) => s.replace(/\.ns\.svc\.cluster\.local/, '')), [
+    'ns-old-0 a.example prefix:/api -> old-api:80',
+    'ns-old-1 b.example prefix:/x -> old-x:80',
+    'ns-old-2 a.example (every path) -> old-default:80',
+    'ns-young-0 b.example prefix:/ -> young-root:80',
+    'ns-catch-all-0 * (every path) -> catch-all:80',
+  ]);
+  t.same(r.report.unconverted.map((f) => `${f.source} ${f.item}`), ['Ingress ns/hostless spec.rules[0].http.paths[0]'],
+    'the host-less "/" path loses to the catch-all Ingress, as in ingress-nginx (the catch-all is set before paths)');
+  t.same(r.report.notes.filter((n) => n.item === 'spec.defaultBackend').map((n) => n.source), ['Ingress ns/young'], 'the unused defaultBackend is a note');
+});
