@@ -157,3 +157,37 @@ t.test('from the cluster: no controller ConfigMap is a note (defaults assumed); 
   t.match(d.err.join(''), /^ipgate import: GET \/apis\/networking\.k8s\.io\/v1\/namespaces\/shop\/ingresses: HTTP 403/);
   t.same(d.out, [], 'no config written');
 });
+
+t.test('--configmap chooses the controller ConfigMap in files (or none); --annotations-prefix', async (t) => {
+  const f10 = path.join(FIXTURES, '10-controller-configmap.yaml');
+  const run = async (args: string[]): Promise<{ code: number; config: { listeners: Array<Record<string, unknown>> } | null; report: ImportReport }> => {
+    const c = capture();
+    const code = await importMain(['ingress-nginx', ...args, '--report=json'], c.io);
+    return { code, config: c.out.length > 0 ? YAML.parse(c.out.join('')) as { listeners: Array<Record<string, unknown>> } : null, report: JSON.parse(c.err.join('')) as ImportReport };
+  };
+  const none = await run(['-f', f10, '--configmap', 'none']);
+  t.equal(none.code, 0);
+  t.equal(none.config!.listeners[0]!.proxyProtocol, undefined, 'no ConfigMap: no PROXY protocol');
+  t.same(none.report.unconverted, [], 'no ConfigMap keys listed');
+  t.same(none.report.notes.map((n) => n.source), ['ConfigMap ingress-nginx/ingress-nginx-controller', 'ConfigMap shop/app-settings'], 'both ConfigMaps named as ignored');
+
+  const other = await run(['-f', f10, '--configmap=shop/app-settings']);
+  t.same(other.report.unconverted.map((f) => `${f.source} ${f.item}`), ['ConfigMap shop/app-settings FEATURE_X'], 'the chosen ConfigMap\'s keys are read (and listed)');
+
+  const file = path.join(tmp, 'prefixed.yaml');
+  fs.writeFileSync(file, `kind: Ingress
+metadata:
+  name: app
+  namespace: corp
+  annotations:
+    ingress.corp.example/whitelist-source-range: 10.9.0.0/16
+    nginx.ingress.kubernetes.io/whitelist-source-range: 0.0.0.0/0
+spec:
+  ingressClassName: nginx
+  rules: [{host: app.corp.example, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: app, port: {number: 80}}}}]}}]
+`);
+  const prefixed = await run(['-f', file, '--annotations-prefix', 'ingress.corp.example']);
+  t.equal(prefixed.code, 0);
+  t.same((prefixed.config as unknown as { allowlists: Record<string, { entries: Array<{ cidr: string }> }> }).allowlists['corp-app']!.entries.map((e) => e.cidr), ['10.9.0.0/16']);
+  t.same(prefixed.report.ignored.map((f) => f.item), ['nginx.ingress.kubernetes.io/whitelist-source-range'], 'the default prefix is another controller\'s then');
+});
