@@ -610,7 +610,8 @@ function annotationsOf(ing: KubeObject): Record<string, string> {
 
 function hostOf(rule: Record<string, unknown>): string {
   const h = str(rule.host);
-  return h === undefined || h === '' ? '*' : h;
+  // Lower-cased as the route table keys hosts, so two spellings are one claim.
+  return h === undefined || h === '' ? '*' : h.toLowerCase();
 }
 
 function ruleHosts(ing: KubeObject): string[] {

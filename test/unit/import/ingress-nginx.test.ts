@@ -322,3 +322,38 @@ t.test('defaultBackend with rules: "/" on the hosts the Ingress was first to nam
     'the host-less "/" path loses to the catch-all Ingress, as in ingress-nginx (the catch-all is set before paths)');
   t.same(r.report.notes.filter((n) => n.item === 'spec.defaultBackend').map((n) => n.source), ['Ingress ns/young'], 'the unused defaultBackend is a note');
 });
+
+t.test('malformed Ingresses are reported, never thrown, and the rest still converts', async (t) => {
+  const good = { kind: 'Ingress', metadata: { name: 'good', namespace: 'ns' }, spec: { ingressClassName: 'nginx',
+    rules: [{ host: 'good.example', http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'g', port: { number: 80 } } } }] } }] } };
+  const bad = (name: string, spec: unknown, annotations: unknown = {}): Record<string, unknown> =>
+    ({ kind: 'Ingress', metadata: { name, namespace: 'ns', annotations }, spec: { ingressClassName: 'nginx', ...(spec as object) } });
+  const path = (extra: Record<string, unknown>): Record<string, unknown> => ({ host: 'bad.example', http: { paths: [{ path: '/', pathType: 'Prefix', ...extra }] } });
+  const rows: Array<{ name: string; ing: Record<string, unknown>; item: RegExp }> = [
+    { name: 'a rule that is not a mapping', ing: bad('r1', { rules: ['x'] }), item: /^spec\.rules\[0\]$/ },
+    { name: 'a path entry that is null', ing: bad('r2', { rules: [{ host: 'bad.example', http: { paths: [null] } }] }), item: /^spec\.rules\[0\]\.http\.paths\[0\]$/ },
+    { name: 'no backend', ing: bad('r3', { rules: [path({})] }), item: /\.backend$/ },
+    { name: 'port 0', ing: bad('r4', { rules: [path({ backend: { service: { name: 's', port: { number: 0 } } } })] }), item: /\.backend$/ },
+    { name: 'port 70000', ing: bad('r5', { rules: [path({ backend: { service: { name: 's', port: { number: 70000 } } } })] }), item: /\.backend$/ },
+    { name: 'no service name', ing: bad('r6', { rules: [path({ backend: { service: { port: { number: 80 } } } })] }), item: /\.backend$/ },
+    { name: 'an unknown pathType', ing: bad('r7', { rules: [{ host: 'bad.example', http: { paths: [{ path: '/', pathType: 'Regex', backend: { service: { name: 's', port: { number: 80 } } } }] } }] }), item: /\.pathType$/ },
+    { name: 'a path not in normal form', ing: bad('r8', { rules: [{ host: 'bad.example', http: { paths: [{ path: '/a/../b', pathType: 'Prefix', backend: { service: { name: 's', port: { number: 80 } } } }] } }] }), item: /\.path$/ },
+    { name: 'an IP address as host', ing: bad('r9', { rules: [{ host: '192.0.2.1', http: { paths: [] } }] }), item: /^spec\.rules\[0\]\.host$/ },
+    { name: 'a TLS block without secretName', ing: bad('r10', { tls: [{ hosts: ['bad.example'] }], rules: [path({ backend: { service: { name: 's', port: { number: 80 } } } })] }), item: /^spec\.tls\[0\]$/ },
+  ];
+  for (const row of rows) {
+    const r = convertIngressNginx({ ingresses: [good, row.ing], services: [], configMap: null, servicesFrom: 'file' });
+    t.ok(r.report.unconverted.some((f) => f.source === `Ingress ns/${String((row.ing.metadata as { name: string }).name)}` && row.item.test(f.item)), `${row.name}: listed`);
+    t.doesNotThrow(() => buildConfig(r.config!), `${row.name}: the rest converts to a valid config`);
+  }
+  const weird = convertIngressNginx({ ingresses: [good, { kind: 'Ingress', metadata: { name: 'w', annotations: { 'nginx.ingress.kubernetes.io/use-regex': true } }, spec: 'nonsense' }, { kind: 'Ingress' }], services: [], configMap: { kind: 'ConfigMap', data: 'x' }, servicesFrom: 'file' });
+  t.equal(weird.report.routes, 1, 'a spec that is not a mapping, an Ingress without metadata, a ConfigMap without data: nothing thrown');
+});
+
+t.test('host names are matched case-insensitively, as the route table does', async (t) => {
+  const ing = (name: string, host: string, created: string): Record<string, unknown> => ({ kind: 'Ingress', metadata: { name, namespace: 'ns', creationTimestamp: created },
+    spec: { ingressClassName: 'nginx', rules: [{ host, http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name, port: { number: 80 } } } }] } }] } });
+  const r = convertIngressNginx({ ingresses: [ing('a', 'App.Example.com', '2020-01-01T00:00:00Z'), ing('b', 'app.example.com', '2021-01-01T00:00:00Z')], services: [], configMap: null, servicesFrom: 'file' });
+  t.same(r.report.unconverted.map((f) => f.source), ['Ingress ns/b'], 'one host: the younger claim is listed');
+  t.doesNotThrow(() => buildConfig(r.config!));
+});
