@@ -109,6 +109,8 @@ interface IngressPlan {
   ann: Record<string, string>;
   /** Route allowlist name, or undefined: the listener's. */
   allowlist?: string;
+  /** From proxy-read-timeout: the route's http.upstreamTimeoutMs. */
+  upstreamTimeoutMs?: number;
   drafts: RouteDraft[];
 }
 
@@ -267,6 +269,12 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       p.allowlist = name;
     }
 
+    const timeout = readTimeout(ann[`${prefix}proxy-read-timeout`]);
+    if (timeout !== null) {
+      p.upstreamTimeoutMs = timeout;
+      report.notes.push({ source, item: `${prefix}proxy-read-timeout`, value: ann[`${prefix}proxy-read-timeout`], reason: READ_TIMEOUT_NOTE });
+    }
+
     // rules and paths
     const rules = Array.isArray(spec.rules) ? spec.rules : [];
     const implementationSpecific: string[] = [];
@@ -404,6 +412,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       if (d.paths !== null) route.paths = d.paths;
       route.upstreams = [d.upstream];
       if (p.allowlist !== undefined) route.allowlist = p.allowlist;
+      if (p.upstreamTimeoutMs !== undefined) route.http = { upstreamTimeoutMs: p.upstreamTimeoutMs };
       routes.push(route);
       sources.push(`${p.source} ${d.from.join(', ')}`);
     });
@@ -425,6 +434,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const http: Json = {};
     if (cm.trustedProxies !== null) http.trustedProxies = [...cm.trustedProxies];
     http.xForwardedFor = cm.xForwardedFor;
+    if (cm.upstreamTimeoutMs !== null) http.upstreamTimeoutMs = cm.upstreamTimeoutMs;
     l.http = http;
     l.routes = structuredClone(routes);
     return l;
@@ -468,6 +478,8 @@ function annotationVerdict(short: string, value: string): string | null {
       return null; // decides how the host's paths are read
     case 'service-upstream':
       return null; // ipgate always sends to the Service address, as service-upstream: "true" does
+    case 'proxy-read-timeout':
+      return readTimeout(value) !== null ? null : 'not a whole number of seconds from 1 to 86400';
     case 'ssl-redirect':
     case 'force-ssl-redirect':
       return FALSE.has(value) ? null : 'ipgate has no HTTP-to-HTTPS redirect';
@@ -496,12 +508,13 @@ interface ConfigMapSettings {
   proxyProtocol: string[] | null;
   trustedProxies: string[] | null;
   xForwardedFor: 'append' | 'replace';
+  upstreamTimeoutMs: number | null;
 }
 
 /** The controller ConfigMap's keys that ipgate has an equivalent for; every other key is listed. */
 function configMapSettings(cm: KubeObject | null, report: ImportReport): ConfigMapSettings {
   const source = cm === null ? 'ConfigMap (none)' : `ConfigMap ${objectKey(cm)}`;
-  const out: ConfigMapSettings = { source, allow: null, deny: null, proxyProtocol: null, trustedProxies: null, xForwardedFor: 'replace' };
+  const out: ConfigMapSettings = { source, allow: null, deny: null, proxyProtocol: null, trustedProxies: null, xForwardedFor: 'replace', upstreamTimeoutMs: null };
   if (cm === null) return out;
   const data: Record<string, string> = {};
   if (isRecord(cm.data)) for (const [k, v] of Object.entries(cm.data)) data[k] = typeof v === 'string' ? v : String(v);
@@ -516,7 +529,8 @@ function configMapSettings(cm: KubeObject | null, report: ImportReport): ConfigM
     if (r.rewritten.length > 0) report.notes.push({ source, item: key, value: text, reason: `written as ipgate reads it: ${r.rewritten.join(', ')}` });
     return r.cidrs;
   };
-  const used = new Set(['whitelist-source-range', 'denylist-source-range', 'use-proxy-protocol', 'proxy-real-ip-cidr', 'use-forwarded-headers', 'enable-real-ip', 'forwarded-for-header', 'compute-full-forwarded-for']);
+  const used = new Set(['whitelist-source-range', 'denylist-source-range', 'use-proxy-protocol', 'proxy-real-ip-cidr', 'use-forwarded-headers',
+    'enable-real-ip', 'forwarded-for-header', 'compute-full-forwarded-for', 'proxy-read-timeout']);
   out.allow = ranges('whitelist-source-range');
   out.deny = ranges('denylist-source-range');
   const pp = TRUE.has(data['use-proxy-protocol'] ?? '');
@@ -542,6 +556,11 @@ function configMapSettings(cm: KubeObject | null, report: ImportReport): ConfigM
     report.notes.push({ source, item: 'forwarded-for-header', value: data['forwarded-for-header'], reason: 'has no effect without use-forwarded-headers or enable-real-ip (nothing to carry over)' });
   }
   if (TRUE.has(data['compute-full-forwarded-for'] ?? '')) out.xForwardedFor = 'append';
+  if (data['proxy-read-timeout'] !== undefined) {
+    out.upstreamTimeoutMs = readTimeout(data['proxy-read-timeout']);
+    if (out.upstreamTimeoutMs === null) report.unconverted.push({ source, item: 'proxy-read-timeout', value: data['proxy-read-timeout'], reason: 'not a whole number of seconds from 1 to 86400' });
+    else report.notes.push({ source, item: 'proxy-read-timeout', value: data['proxy-read-timeout'], reason: READ_TIMEOUT_NOTE });
+  }
   for (const [k, v] of Object.entries(data)) {
     if (!used.has(k)) report.unconverted.push({ source, item: k, value: v, reason: 'no ipgate equivalent' });
   }
@@ -599,6 +618,15 @@ function backendUpstream(backend: unknown, ns: string, services: Map<string, Kub
     return null;
   }
   return `${name}.${ns}.svc.${opts.clusterDomain}:${number}`;
+}
+
+const READ_TIMEOUT_NOTE = 'as http.upstreamTimeoutMs: ipgate waits this long for the response headers; nginx\'s proxy_read_timeout also bounded each later read of the body (ipgate: the listener\'s timeouts.idleMs)';
+
+/** proxy-read-timeout (whole seconds, as ingress-nginx's parser reads it) in ms, or null. */
+function readTimeout(v: string | undefined): number | null {
+  if (v === undefined || !/^[0-9]{1,5}$/.test(v.trim())) return null;
+  const s = Number(v.trim());
+  return s >= 1 && s <= 86_400 ? s * 1000 : null;
 }
 
 function annotationsOf(ing: KubeObject): Record<string, string> {

@@ -101,6 +101,7 @@ const rows: Row[] = [
     check: (t, c) => {
       t.equal(routesOf(c).length, 2);
       t.same(entries(c, 'monitoring-grafana'), ['10.20.0.0/16']);
+      t.same(c.listeners[0]!.routes!.map((r) => r.http), [{ upstreamTimeoutMs: 3_600_000 }, { upstreamTimeoutMs: 3_600_000 }], 'proxy-read-timeout: "3600" on both routes');
     },
   },
   {
@@ -177,6 +178,7 @@ const rows: Row[] = [
       t.same(l.proxyProtocol.trustedSources, ['10.0.0.0/16', '2001:db8:1b::/48']);
       t.same(l.http.trustedProxies, ['10.0.0.0/16', '2001:db8:1b::/48']);
       t.equal(l.http.xForwardedFor, 'append', 'compute-full-forwarded-for: "true"');
+      t.equal(l.http.upstreamTimeoutMs, 120_000, 'proxy-read-timeout: "120"');
       t.same(entries(c, 'ingress-nginx-default'), ['198.51.100.0/24', '2001:db8:cafe::/48']);
       t.same(routesOf(c), [
         'shop-store-0 store.example.com prefix:/ -> store.shop.svc.cluster.local:80',
@@ -339,6 +341,7 @@ t.test('malformed Ingresses are reported, never thrown, and the rest still conve
     { name: 'an unknown pathType', ing: bad('r7', { rules: [{ host: 'bad.example', http: { paths: [{ path: '/', pathType: 'Regex', backend: { service: { name: 's', port: { number: 80 } } } }] } }] }), item: /\.pathType$/ },
     { name: 'a path not in normal form', ing: bad('r8', { rules: [{ host: 'bad.example', http: { paths: [{ path: '/a/../b', pathType: 'Prefix', backend: { service: { name: 's', port: { number: 80 } } } }] } }] }), item: /\.path$/ },
     { name: 'an IP address as host', ing: bad('r9', { rules: [{ host: '192.0.2.1', http: { paths: [] } }] }), item: /^spec\.rules\[0\]\.host$/ },
+    { name: 'proxy-read-timeout with a unit (ingress-nginx wants whole seconds)', ing: bad('r11', { rules: [path({ backend: { service: { name: 's', port: { number: 80 } } } })] }, { 'nginx.ingress.kubernetes.io/proxy-read-timeout': '10s' }), item: /proxy-read-timeout$/ },
     { name: 'a TLS block without secretName', ing: bad('r10', { tls: [{ hosts: ['bad.example'] }], rules: [path({ backend: { service: { name: 's', port: { number: 80 } } } })] }), item: /^spec\.tls\[0\]$/ },
   ];
   for (const row of rows) {
