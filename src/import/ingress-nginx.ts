@@ -9,12 +9,19 @@
  * sortIngressSlice); the first Ingress to claim a host + path keeps it; canary Ingresses claim
  * nothing; `ingressClassName` is looked at before the `kubernetes.io/ingress.class` annotation.
  */
-import crypto from 'node:crypto';
 import { hostNameProblem } from '../route/host-name';
 import { configPathProblem } from '../route/path';
 import type { Cidr } from '../allowlist/cidr';
+import { annotationsOf, annotationVerdict } from './annotations';
+import { backendUpstream } from './backend';
+import { configMapSettings, FALSE, READ_TIMEOUT_NOTE, readTimeout, TRUE } from './controller-configmap';
+import { uniqueName } from './names';
 import { isRecord, objectKey, str, type KubeObject } from './objects';
+import type { Finding, ImportReport } from './report';
 import { mergeRanges, parseSourceRange, type RangeEntry } from './source-ranges';
+
+export type { Finding, ImportReport };
+export { uniqueName };
 
 export interface ImportOptions {
   /** Ingresses of this class are converted (ingress-nginx's --ingress-class). Default `nginx`. */
@@ -50,30 +57,6 @@ export interface ImportInput {
   servicesFrom: 'file' | 'cluster';
 }
 
-/** One thing the report names: where it came from, what, its value, and why. */
-export interface Finding {
-  /** `Ingress ns/name` or `ConfigMap ns/name`. */
-  source: string;
-  /** An annotation or ConfigMap key, `spec.rules[0].http.paths[1]`, `spec.tls[0]`, ... */
-  item: string;
-  value?: string;
-  reason: string;
-}
-
-export interface ImportReport {
-  ingresses: { read: number; converted: number; skipped: number };
-  routes: number;
-  allowlists: number;
-  /** ingress-nginx behaviour that the config does not reproduce. */
-  unconverted: Finding[];
-  /** Converted, but with a difference worth knowing. */
-  notes: Finding[];
-  /** Ingresses not converted at all (another class, canary). */
-  skipped: Finding[];
-  /** Annotations that are not ingress-nginx settings (cert-manager, kubectl, ...): nothing to convert. */
-  ignored: Finding[];
-}
-
 export interface ImportResult {
   /** The config, or null when no route could be made (nothing to serve). */
   config: Record<string, unknown> | null;
@@ -85,12 +68,8 @@ export interface ImportResult {
 type Json = Record<string, unknown>;
 
 const CLASS_ANNOTATION = 'kubernetes.io/ingress.class';
-/** strconv.ParseBool, which ingress-nginx uses for boolean annotations and ConfigMap keys. */
-const TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
-const FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
 /** Regular-expression syntax: a path holding one of these is a regex under use-regex. */
 const REGEX_CHARS = /[\^$*+?()[\]{}|\\]/;
-const NAME_MAX = 63;
 const DEFAULT_LIST = 'ingress-nginx-default';
 
 interface PathClaim { owner: string; where: string }
@@ -199,7 +178,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const spec = isRecord(p.ing.spec) ? p.ing.spec : {};
     if (spec.defaultBackend === undefined || (Array.isArray(spec.rules) && spec.rules.length > 0)) continue;
     const ns = str(p.ing.metadata?.namespace) ?? 'default';
-    const upstream = backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts, p.source, 'spec.defaultBackend', report);
+    const upstream = backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts.clusterDomain, p.source, 'spec.defaultBackend', report);
     if (upstream === null) continue;
     const prior = claims.get('*\0prefix\0/');
     if (prior !== undefined) {
@@ -326,7 +305,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           report.unconverted.push({ source, item: `${pat}.path`, value: rawPath, reason: `${pathWhy}: not a path ipgate can route` });
           return;
         }
-        const upstream = backendUpstream(entry.backend, ns, services, input.servicesFrom, opts, source, `${pat}.backend`, report);
+        const upstream = backendUpstream(entry.backend, ns, services, input.servicesFrom, opts.clusterDomain, source, `${pat}.backend`, report);
         if (upstream === null) return;
         const claimKey = `${host}\0${match}\0${match === 'prefix' && rawPath.length > 1 ? rawPath.replace(/\/$/, '') : rawPath}`;
         const prior = claims.get(claimKey);
@@ -353,7 +332,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     // Ingress's own "/" path, whatever its age).
     if (spec.defaultBackend !== undefined && rules.length > 0) {
       const hosts = [...new Set(rules.filter(isRecord).map(hostOf))].filter((h) => hostOwner.get(h) === key);
-      const upstream = hosts.length > 0 ? backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts, source, 'spec.defaultBackend', report) : null;
+      const upstream = hosts.length > 0 ? backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts.clusterDomain, source, 'spec.defaultBackend', report) : null;
       if (upstream !== null) for (const host of hosts) defaultRoots.push({ p, host, upstream });
       if (hosts.length === 0) withUnusedDefault.add(p);
     }
@@ -467,175 +446,6 @@ function addDraft(p: IngressPlan, host: string, upstream: string, path: { path: 
   p.drafts.push({ host, upstream, paths: path === null ? null : [path], from: [from] });
 }
 
-/** null when the annotation is carried over (or has nothing to carry), else why not. */
-function annotationVerdict(short: string, value: string): string | null {
-  switch (short) {
-    case 'allowlist-source-range':
-    case 'whitelist-source-range':
-    case 'denylist-source-range':
-      return null; // converted (or reported as invalid) with the allowlist
-    case 'use-regex':
-      return null; // decides how the host's paths are read
-    case 'service-upstream':
-      return null; // ipgate always sends to the Service address, as service-upstream: "true" does
-    case 'proxy-read-timeout':
-      return readTimeout(value) !== null ? null : 'not a whole number of seconds from 1 to 86400';
-    case 'ssl-redirect':
-    case 'force-ssl-redirect':
-      return FALSE.has(value) ? null : 'ipgate has no HTTP-to-HTTPS redirect';
-    case 'backend-protocol':
-      return value.toUpperCase() === 'HTTP' ? null : `ipgate speaks plain HTTP/1.1 to upstreams; ${JSON.stringify(value)} backends are not supported`;
-    case 'rewrite-target':
-      return 'ipgate does not rewrite paths: the upstream receives the request path as sent';
-    case 'configuration-snippet':
-    case 'server-snippet':
-    case 'stream-snippet':
-      return 'raw nginx configuration has no ipgate equivalent';
-    default:
-      if (short.startsWith('auth-')) return 'ipgate has no external or basic authentication';
-      if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
-      if (short.startsWith('affinity') || short.startsWith('session-cookie')) return 'ipgate has no session affinity (the Service address balances)';
-      if (short.startsWith('limit-')) return 'ipgate has no rate or connection limits per route';
-      if (short.includes('cors')) return 'ipgate adds no CORS headers';
-      return 'no ipgate equivalent';
-  }
-}
-
-interface ConfigMapSettings {
-  source: string;
-  allow: Cidr[] | null;
-  deny: Cidr[] | null;
-  proxyProtocol: string[] | null;
-  trustedProxies: string[] | null;
-  xForwardedFor: 'append' | 'replace';
-  upstreamTimeoutMs: number | null;
-}
-
-/** The controller ConfigMap's keys that ipgate has an equivalent for; every other key is listed. */
-function configMapSettings(cm: KubeObject | null, report: ImportReport): ConfigMapSettings {
-  const source = cm === null ? 'ConfigMap (none)' : `ConfigMap ${objectKey(cm)}`;
-  const out: ConfigMapSettings = { source, allow: null, deny: null, proxyProtocol: null, trustedProxies: null, xForwardedFor: 'replace', upstreamTimeoutMs: null };
-  if (cm === null) return out;
-  const data: Record<string, string> = {};
-  if (isRecord(cm.data)) for (const [k, v] of Object.entries(cm.data)) data[k] = typeof v === 'string' ? v : String(v);
-  const ranges = (key: string): Cidr[] | null => {
-    const text = data[key];
-    if (text === undefined || text.trim() === '') return null;
-    const r = parseSourceRange(text);
-    if (!r.ok) {
-      report.unconverted.push({ source, item: key, value: text, reason: `invalid: ${r.message}; the default allowlist is left empty (every route without its own list refuses everyone)` });
-      return [];
-    }
-    if (r.rewritten.length > 0) report.notes.push({ source, item: key, value: text, reason: `written as ipgate reads it: ${r.rewritten.join(', ')}` });
-    return r.cidrs;
-  };
-  const used = new Set(['whitelist-source-range', 'denylist-source-range', 'use-proxy-protocol', 'proxy-real-ip-cidr', 'use-forwarded-headers',
-    'enable-real-ip', 'forwarded-for-header', 'compute-full-forwarded-for', 'proxy-read-timeout']);
-  out.allow = ranges('whitelist-source-range');
-  out.deny = ranges('denylist-source-range');
-  const pp = TRUE.has(data['use-proxy-protocol'] ?? '');
-  const xff = TRUE.has(data['use-forwarded-headers'] ?? '') || TRUE.has(data['enable-real-ip'] ?? '');
-  let realIp: string[] | null = null;
-  if (pp || xff) {
-    const text = data['proxy-real-ip-cidr'];
-    if (text === undefined || text.trim() === '') {
-      realIp = ['0.0.0.0/0'];
-      report.notes.push({ source, item: 'proxy-real-ip-cidr', reason: 'not set: ingress-nginx\'s default 0.0.0.0/0 is written, which trusts every IPv4 peer\'s PROXY header / X-Forwarded-For; list your load balancers\' CIDRs instead' });
-    } else {
-      const r = parseSourceRange(text);
-      if (!r.ok) report.unconverted.push({ source, item: 'proxy-real-ip-cidr', value: text, reason: `invalid: ${r.message}; no peer is trusted` });
-      else realIp = r.cidrs.map((c) => c.text);
-    }
-  }
-  if (pp && realIp !== null) out.proxyProtocol = realIp;
-  if (xff && realIp !== null) {
-    const header = data['forwarded-for-header'] ?? 'X-Forwarded-For';
-    if (header.toLowerCase() === 'x-forwarded-for') out.trustedProxies = realIp;
-    else report.unconverted.push({ source, item: 'forwarded-for-header', value: header, reason: 'ipgate reads the client address from X-Forwarded-For only; no proxy is trusted' });
-  } else if (data['forwarded-for-header'] !== undefined && !pp) {
-    report.notes.push({ source, item: 'forwarded-for-header', value: data['forwarded-for-header'], reason: 'has no effect without use-forwarded-headers or enable-real-ip (nothing to carry over)' });
-  }
-  if (TRUE.has(data['compute-full-forwarded-for'] ?? '')) out.xForwardedFor = 'append';
-  if (data['proxy-read-timeout'] !== undefined) {
-    out.upstreamTimeoutMs = readTimeout(data['proxy-read-timeout']);
-    if (out.upstreamTimeoutMs === null) report.unconverted.push({ source, item: 'proxy-read-timeout', value: data['proxy-read-timeout'], reason: 'not a whole number of seconds from 1 to 86400' });
-    else report.notes.push({ source, item: 'proxy-read-timeout', value: data['proxy-read-timeout'], reason: READ_TIMEOUT_NOTE });
-  }
-  for (const [k, v] of Object.entries(data)) {
-    if (!used.has(k)) report.unconverted.push({ source, item: k, value: v, reason: 'no ipgate equivalent' });
-  }
-  return out;
-}
-
-function backendUpstream(backend: unknown, ns: string, services: Map<string, KubeObject>, from: 'file' | 'cluster', opts: ImportOptions,
-  source: string, at: string, report: ImportReport): string | null {
-  if (!isRecord(backend)) {
-    report.unconverted.push({ source, item: at, reason: 'no backend' });
-    return null;
-  }
-  let name: string | undefined;
-  let port: unknown;
-  if (isRecord(backend.service)) {
-    name = str(backend.service.name);
-    const p = backend.service.port;
-    port = isRecord(p) ? (p.number ?? p.name) : undefined;
-  } else if (backend.serviceName !== undefined) {
-    // networking.k8s.io/v1beta1 and extensions/v1beta1 (removed in Kubernetes 1.22)
-    name = str(backend.serviceName);
-    port = backend.servicePort;
-  } else if (isRecord(backend.resource)) {
-    report.unconverted.push({ source, item: at, value: `${str(backend.resource.kind) ?? '?'} ${str(backend.resource.name) ?? '?'}`, reason: 'a resource backend: ipgate forwards to Services (host:port) only' });
-    return null;
-  }
-  if (name === undefined || name === '') {
-    report.unconverted.push({ source, item: at, reason: 'no service name' });
-    return null;
-  }
-  let number: number | null = typeof port === 'number' ? port : typeof port === 'string' && /^[0-9]+$/.test(port) ? Number(port) : null;
-  if (number === null) {
-    if (typeof port !== 'string' || port === '') {
-      report.unconverted.push({ source, item: at, value: name, reason: 'no service port' });
-      return null;
-    }
-    const svc = services.get(`${ns}/${name}`);
-    if (svc === undefined) {
-      report.unconverted.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: from === 'file'
-        ? `a named port cannot be resolved without the Service: add Service ${ns}/${name} to the input (or read the cluster)`
-        : `Service ${ns}/${name} was not found` });
-      return null;
-    }
-    const ports = isRecord(svc.spec) && Array.isArray(svc.spec.ports) ? svc.spec.ports : [];
-    const found = ports.find((sp: unknown) => isRecord(sp) && sp.name === port) as Record<string, unknown> | undefined;
-    if (found === undefined || typeof found.port !== 'number') {
-      report.unconverted.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: `Service ${ns}/${name} has no port named ${JSON.stringify(port)}` });
-      return null;
-    }
-    number = found.port;
-    report.notes.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: `resolved through Service ${ns}/${name} to port ${number}` });
-  }
-  if (number < 1 || number > 65535) {
-    report.unconverted.push({ source, item: at, value: `${name}:${number}`, reason: 'port out of range' });
-    return null;
-  }
-  return `${name}.${ns}.svc.${opts.clusterDomain}:${number}`;
-}
-
-const READ_TIMEOUT_NOTE = 'as http.upstreamTimeoutMs: ipgate waits this long for the response headers; nginx\'s proxy_read_timeout also bounded each later read of the body (ipgate: the listener\'s timeouts.idleMs)';
-
-/** proxy-read-timeout (whole seconds, as ingress-nginx's parser reads it) in ms, or null. */
-function readTimeout(v: string | undefined): number | null {
-  if (v === undefined || !/^[0-9]{1,5}$/.test(v.trim())) return null;
-  const s = Number(v.trim());
-  return s >= 1 && s <= 86_400 ? s * 1000 : null;
-}
-
-function annotationsOf(ing: KubeObject): Record<string, string> {
-  const a = ing.metadata?.annotations;
-  const out: Record<string, string> = {};
-  if (isRecord(a)) for (const [k, v] of Object.entries(a)) out[k] = typeof v === 'string' ? v : String(v);
-  return out;
-}
-
 function hostOf(rule: Record<string, unknown>): string {
   const h = str(rule.host);
   // Lower-cased as the route table keys hosts, so two spellings are one claim.
@@ -664,26 +474,6 @@ function compareIngresses(a: IngressPlan, b: IngressPlan): number {
   const tb = timestamp(b.ing) ?? Infinity;
   if (ta !== tb) return ta < tb ? -1 : 1;
   return a.key === b.key ? 0 : a.key > b.key ? -1 : 1;
-}
-
-/**
- * A route or list name from `base` (a bounded label: letters, digits, `.`, `_`, `-`, at most 63):
- * when too long or already taken, cut and followed by 8 hex digits of the SHA-256 of `key`
- * (which is unique), so names stay stable from one import to the next.
- */
-export function uniqueName(base: string, key: string, taken: Set<string>): string {
-  let clean = base.replace(/[^A-Za-z0-9_.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '');
-  if (clean === '') clean = 'x';
-  let name = clean;
-  if (name.length > NAME_MAX || taken.has(name)) {
-    const hash = crypto.createHash('sha256').update(key).digest('hex');
-    for (let n = 8; n <= 32; n += 4) {
-      name = `${clean.slice(0, NAME_MAX - n - 1).replace(/[^A-Za-z0-9]+$/, '')}-${hash.slice(0, n)}`;
-      if (!taken.has(name)) break;
-    }
-  }
-  taken.add(name);
-  return name;
 }
 
 export type { RangeEntry };
