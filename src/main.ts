@@ -26,6 +26,8 @@ Usage:
                                      (--config FILE: and the TLS listeners' certificates)
   ipgate allowlist ls|get|add|deny|rm|check|replace|create|delete|explain [...]
                                      edit the allowlists through the admin API (ipgate allowlist --help)
+  ipgate import ingress-nginx [-f FILE]... [...]
+                                     write an ipgate config from Ingress objects (ipgate import --help)
   ipgate --version | --help
 `;
 
@@ -133,8 +135,8 @@ async function run(args: string[]): Promise<number> {
 async function main(argv: string[]): Promise<number> {
   const args = argv.slice();
   const command = args[0] !== undefined && !args[0].startsWith('-') ? args.shift()! : 'run';
-  // `ipgate allowlist --help` and `ipgate doctor --help` are the subcommands' own help.
-  if (command !== 'allowlist' && command !== 'doctor' && (args.includes('--help') || args.includes('-h') || command === 'help')) {
+  // `ipgate allowlist --help`, `ipgate doctor --help` and `ipgate import --help` are the subcommands' own help.
+  if (command !== 'allowlist' && command !== 'doctor' && command !== 'import' && (args.includes('--help') || args.includes('-h') || command === 'help')) {
     process.stdout.write(USAGE);
     return 0;
   }
@@ -176,6 +178,11 @@ async function main(argv: string[]): Promise<number> {
       // Loaded on demand, like doctor: an admin API client, not part of the proxy.
       const { allowlistMain } = require('./cli/allowlist') as { allowlistMain: (a: string[]) => Promise<number> };
       return allowlistMain(args);
+    }
+    case 'import': {
+      // Loaded on demand: a migration tool, not part of the proxy.
+      const { importMain } = require('./cli/import') as { importMain: (a: string[]) => Promise<number> };
+      return importMain(args);
     }
     default:
       throw new UsageError(`unknown command "${command}"`);

@@ -18,6 +18,9 @@
  *
  * Faults: `compact()`, `dropWatches()`, `failNext(n, status)`, `down()`/`up()` (connections
  * refused), `pauseWatches()` (events held back from open watches).
+ *
+ * Other resources, read-only (for `ipgate import ingress-nginx`): `serve(path, body)` answers GET
+ * on that exact path (a list or one object), with the same token check; nothing else of them.
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -75,6 +78,7 @@ export class FakeKubeApi {
   private revision = 100;
   private compactedRV = 0;
   private readonly watches = new Set<OpenWatch>();
+  private readonly served = new Map<string, unknown>();
   private paused = false;
   private failures: Array<{ status: number; match: (r: { method: string; watch: boolean }) => boolean }> = [];
   private readonly allowed: Set<string>;
@@ -174,6 +178,11 @@ export class FakeKubeApi {
     return String(this.revision);
   }
 
+  /** Answer GET `apiPath` (the path without the query) with `body`: Ingress and Service lists or objects. */
+  serve(apiPath: string, body: unknown): void {
+    this.served.set(apiPath, body);
+  }
+
   // --- faults -----------------------------------------------------------------------------------
 
   /** Forget history up to now: a watch from an older resourceVersion gets 410 Gone. */
@@ -263,6 +272,10 @@ export class FakeKubeApi {
       // Drain the body first so the connection stays usable.
       req.resume();
       req.on('end', () => reply(status, statusBody(status, status === 429 ? 'TooManyRequests' : 'InternalError', 'injected fault')));
+      return;
+    }
+    if (method === 'GET' && !watch && this.served.has(url.pathname)) {
+      reply(200, this.served.get(url.pathname));
       return;
     }
     const one = /^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/.exec(url.pathname);

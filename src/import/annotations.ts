@@ -1,0 +1,48 @@
+/**
+ * ingress-nginx annotations: which ones ipgate carries over (or has nothing to carry for), and
+ * for each other one, why not, in one sentence for the report.
+ */
+import { FALSE, readTimeout } from './controller-configmap';
+import { isRecord, type KubeObject } from './objects';
+
+/** null when the annotation is carried over (or has nothing to carry), else why not. */
+export function annotationVerdict(short: string, value: string): string | null {
+  switch (short) {
+    case 'allowlist-source-range':
+    case 'whitelist-source-range':
+    case 'denylist-source-range':
+      return null; // converted (or reported as invalid) with the allowlist
+    case 'use-regex':
+      return null; // decides how the host's paths are read
+    case 'service-upstream':
+      return null; // ipgate always sends to the Service address, as service-upstream: "true" does
+    case 'proxy-read-timeout':
+      return readTimeout(value) !== null ? null : 'not a whole number of seconds from 1 to 86400';
+    case 'ssl-redirect':
+    case 'force-ssl-redirect':
+      return FALSE.has(value) ? null : 'ipgate has no HTTP-to-HTTPS redirect';
+    case 'backend-protocol':
+      return value.toUpperCase() === 'HTTP' ? null : `ipgate speaks plain HTTP/1.1 to upstreams; ${JSON.stringify(value)} backends are not supported`;
+    case 'rewrite-target':
+      return 'ipgate does not rewrite paths: the upstream receives the request path as sent';
+    case 'configuration-snippet':
+    case 'server-snippet':
+    case 'stream-snippet':
+      return 'raw nginx configuration has no ipgate equivalent';
+    default:
+      if (short.startsWith('auth-')) return 'ipgate has no external or basic authentication';
+      if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
+      if (short.startsWith('affinity') || short.startsWith('session-cookie')) return 'ipgate has no session affinity (the Service address balances)';
+      if (short.startsWith('limit-')) return 'ipgate has no rate or connection limits per route';
+      if (short.includes('cors')) return 'ipgate adds no CORS headers';
+      return 'no ipgate equivalent';
+  }
+}
+
+/** The annotations as strings (a YAML `true` written unquoted is `"true"`, as the API server would refuse it anyway). */
+export function annotationsOf(ing: KubeObject): Record<string, string> {
+  const a = ing.metadata?.annotations;
+  const out: Record<string, string> = {};
+  if (isRecord(a)) for (const [k, v] of Object.entries(a)) out[k] = typeof v === 'string' ? v : String(v);
+  return out;
+}

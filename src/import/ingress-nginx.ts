@@ -1,0 +1,479 @@
+/**
+ * ingress-nginx Ingress objects (and the controller ConfigMap) -> an ipgate config, with a report
+ * of everything that could not be carried over. Pure: the objects come in, the config and the
+ * report go out; reading files or the cluster is the CLI's (cli/import.ts).
+ *
+ * What maps to what, and why, is docs/migrating-from-ingress-nginx.md. The rules that decide
+ * which Ingress wins follow ingress-nginx's controller (v1.15): Ingresses sorted by
+ * creationTimestamp, oldest first, ties by "namespace/name" descending (store.go
+ * sortIngressSlice); the first Ingress to claim a host + path keeps it; canary Ingresses claim
+ * nothing; `ingressClassName` is looked at before the `kubernetes.io/ingress.class` annotation.
+ */
+import { hostNameProblem } from '../route/host-name';
+import { configPathProblem } from '../route/path';
+import type { Cidr } from '../allowlist/cidr';
+import { annotationsOf, annotationVerdict } from './annotations';
+import { backendUpstream } from './backend';
+import { configMapSettings, FALSE, READ_TIMEOUT_NOTE, readTimeout, TRUE } from './controller-configmap';
+import { uniqueName } from './names';
+import { isRecord, objectKey, str, type KubeObject } from './objects';
+import type { Finding, ImportReport } from './report';
+import { mergeRanges, parseSourceRange, type RangeEntry } from './source-ranges';
+
+export type { Finding, ImportReport };
+export { uniqueName };
+
+export interface ImportOptions {
+  /** Ingresses of this class are converted (ingress-nginx's --ingress-class). Default `nginx`. */
+  ingressClass: string;
+  /** Also Ingresses that name no class (ingress-nginx's --watch-ingress-without-class). Default false. */
+  withoutClass: boolean;
+  /** ingress-nginx's --annotations-prefix. Default `nginx.ingress.kubernetes.io`. */
+  annotationsPrefix: string;
+  /** Service DNS suffix. Default `cluster.local`. */
+  clusterDomain: string;
+  /** The plaintext listener's address. Default `0.0.0.0:8080`. */
+  httpListen: string;
+  /** The HTTPS listener's address (with `tls`). Default `0.0.0.0:8443`. */
+  httpsListen: string;
+  /** Emit an HTTPS listener with the Ingresses' TLS certificates. Default false. */
+  tls: boolean;
+  /** Where the Helm chart mounts TLS Secrets. Default `/etc/ipgate/tls`. */
+  tlsDir: string;
+}
+
+export const DEFAULT_OPTIONS: ImportOptions = {
+  ingressClass: 'nginx', withoutClass: false, annotationsPrefix: 'nginx.ingress.kubernetes.io', clusterDomain: 'cluster.local',
+  httpListen: '0.0.0.0:8080', httpsListen: '0.0.0.0:8443', tls: false, tlsDir: '/etc/ipgate/tls',
+};
+
+export interface ImportInput {
+  ingresses: readonly KubeObject[];
+  /** Services known to the importer, for named ports. */
+  services: readonly KubeObject[];
+  /** The ingress-nginx controller ConfigMap, or null (ingress-nginx's defaults). */
+  configMap: KubeObject | null;
+  /** Where the Services come from, for the message about a named port that cannot be resolved. */
+  servicesFrom: 'file' | 'cluster';
+}
+
+export interface ImportResult {
+  /** The config, or null when no route could be made (nothing to serve). */
+  config: Record<string, unknown> | null;
+  report: ImportReport;
+  /** Per listener, per route: the Ingress and rule it came from (a comment in the YAML output). */
+  routeSources: string[][];
+}
+
+type Json = Record<string, unknown>;
+
+const CLASS_ANNOTATION = 'kubernetes.io/ingress.class';
+/** Regular-expression syntax: a path holding one of these is a regex under use-regex. */
+const REGEX_CHARS = /[\^$*+?()[\]{}|\\]/;
+const DEFAULT_LIST = 'ingress-nginx-default';
+
+interface PathClaim { owner: string; where: string }
+
+interface RouteDraft {
+  host: string;
+  upstream: string;
+  paths: Array<{ path: string; match: 'exact' | 'prefix' }> | null;
+  from: string[];
+}
+
+interface IngressPlan {
+  ing: KubeObject;
+  key: string;
+  source: string;
+  ann: Record<string, string>;
+  /** Route allowlist name, or undefined: the listener's. */
+  allowlist?: string;
+  /** From proxy-read-timeout: the route's http.upstreamTimeoutMs. */
+  upstreamTimeoutMs?: number;
+  drafts: RouteDraft[];
+}
+
+export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DEFAULT_OPTIONS): ImportResult {
+  const report: ImportReport = {
+    ingresses: { read: input.ingresses.length, converted: 0, skipped: 0 }, routes: 0, allowlists: 0,
+    unconverted: [], notes: [], skipped: [], ignored: [],
+  };
+  const prefix = `${opts.annotationsPrefix}/`;
+  const allowlists: Record<string, Json> = {};
+  const listNames = new Set<string>([DEFAULT_LIST]);
+  const routeNames = new Set<string>();
+
+  // ---- the controller ConfigMap: listener settings and the default (global) source ranges
+  const cm = configMapSettings(input.configMap, report);
+  const defaultList = mergeRanges(cm.allow, cm.deny, {
+    allow: 'ConfigMap whitelist-source-range',
+    deny: 'ConfigMap denylist-source-range',
+    everyone: 'ingress-nginx admitted every client where no whitelist-source-range applied',
+  });
+  if (defaultList.shadowed.length > 0) {
+    report.notes.push({ source: cm.source, item: 'whitelist-source-range', reason: `left out: ${defaultList.shadowed.join(', ')}: ingress-nginx checks deny lines first, so these never admitted anyone` });
+  }
+  allowlists[DEFAULT_LIST] = { source: 'config', entries: defaultList.entries };
+
+  // ---- which Ingresses are ours, in ingress-nginx's order
+  const ours: IngressPlan[] = [];
+  for (const ing of input.ingresses) {
+    const key = objectKey(ing);
+    const source = `Ingress ${key}`;
+    const ann = annotationsOf(ing);
+    const spec = isRecord(ing.spec) ? ing.spec : {};
+    const className = str(spec.ingressClassName);
+    const classAnn = ann[CLASS_ANNOTATION];
+    let mine: boolean;
+    let why = '';
+    if (className !== undefined) {
+      mine = className === opts.ingressClass;
+      why = `spec.ingressClassName is ${JSON.stringify(className)}, not ${JSON.stringify(opts.ingressClass)} (--ingress-class): another controller serves it`;
+      if (classAnn !== undefined && classAnn !== className) {
+        report.notes.push({ source, item: CLASS_ANNOTATION, value: classAnn, reason: `ignored: spec.ingressClassName (${JSON.stringify(className)}) is looked at first, as ingress-nginx does` });
+      }
+    } else if (classAnn !== undefined) {
+      mine = classAnn === opts.ingressClass;
+      why = `annotation ${CLASS_ANNOTATION} is ${JSON.stringify(classAnn)}, not ${JSON.stringify(opts.ingressClass)} (--ingress-class): another controller serves it`;
+    } else {
+      mine = opts.withoutClass;
+      why = 'names no ingress class: ingress-nginx ignores it unless started with --watch-ingress-without-class (pass --ingress-without-class to convert it)';
+    }
+    if (!mine) {
+      report.skipped.push({ source, item: 'ingress class', reason: why });
+      continue;
+    }
+    if (isTrue(ann[`${prefix}canary`])) {
+      report.skipped.push({ source, item: `${prefix}canary`, reason: 'a canary Ingress: ipgate has no traffic splitting, so its share of the traffic goes to the primary Ingress\'s backend' });
+      for (const [name, value] of Object.entries(ann)) {
+        if (name.startsWith(prefix)) report.unconverted.push({ source, item: name, value, reason: name === `${prefix}canary` ? 'canary Ingress: no traffic splitting in ipgate' : 'on a canary Ingress (not converted)' });
+        else if (name !== CLASS_ANNOTATION) report.ignored.push({ source, item: name, reason: 'not an ingress-nginx annotation' });
+      }
+      continue;
+    }
+    ours.push({ ing, key, source, ann, drafts: [] });
+  }
+  report.ingresses.skipped = report.skipped.length;
+  ours.sort(compareIngresses);
+  const noTimestamp = ours.filter((p) => timestamp(p.ing) === null).map((p) => p.key);
+
+  // ---- hosts whose paths ingress-nginx reads as regular expressions (use-regex or rewrite-target
+  // on any location of the host turns every location of that server into `~* "^path"`).
+  const regexHosts = new Map<string, string>();
+  for (const p of ours) {
+    const regex = isTrue(p.ann[`${prefix}use-regex`]) || (p.ann[`${prefix}rewrite-target`] ?? '') !== '';
+    if (!regex) continue;
+    for (const host of ruleHosts(p.ing)) if (!regexHosts.has(host)) regexHosts.set(host, p.key);
+  }
+
+  const services = new Map(input.services.map((s) => [objectKey(s), s]));
+  const claims = new Map<string, PathClaim>();
+  const hostOwner = new Map<string, string>();
+  const certificates = new Map<string, { dir: string; from: string[] }>();
+  const secretDirs = new Map<string, Set<string>>();
+
+  // defaultBackend without rules: the catch-all server's root, set before any path is added, so
+  // no Ingress's "/" path on the default host replaces it (the oldest such Ingress wins).
+  for (const p of ours) {
+    const spec = isRecord(p.ing.spec) ? p.ing.spec : {};
+    if (spec.defaultBackend === undefined || (Array.isArray(spec.rules) && spec.rules.length > 0)) continue;
+    const ns = str(p.ing.metadata?.namespace) ?? 'default';
+    const upstream = backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts.clusterDomain, p.source, 'spec.defaultBackend', report);
+    if (upstream === null) continue;
+    const prior = claims.get('*\0prefix\0/');
+    if (prior !== undefined) {
+      report.unconverted.push({ source: p.source, item: 'spec.defaultBackend', value: '*', reason: `the catch-all route is already taken by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest` });
+      continue;
+    }
+    claims.set('*\0prefix\0/', { owner: p.source, where: 'spec.defaultBackend' });
+    addDraft(p, '*', upstream, null, 'spec.defaultBackend');
+  }
+  const defaultRoots: Array<{ p: IngressPlan; host: string; upstream: string }> = [];
+  const withUnusedDefault = new Set<IngressPlan>();
+
+  for (const p of ours) {
+    const { ing, key, source, ann } = p;
+    const spec = isRecord(ing.spec) ? ing.spec : {};
+    const ns = str(ing.metadata?.namespace) ?? 'default';
+
+    // annotations: what is converted, what is not
+    for (const [name, value] of Object.entries(ann)) {
+      if (name === CLASS_ANNOTATION) continue;
+      if (!name.startsWith(prefix)) {
+        report.ignored.push({ source, item: name, reason: 'not an ingress-nginx annotation' });
+        continue;
+      }
+      const short = name.slice(prefix.length);
+      const why = annotationVerdict(short, value);
+      if (why !== null) report.unconverted.push({ source, item: name, value, reason: why });
+    }
+
+    // allowlist / denylist (each falls back to the ConfigMap's when absent, as in ingress-nginx)
+    const allowName = (ann[`${prefix}allowlist-source-range`] ?? '') !== '' ? 'allowlist-source-range'
+      : (ann[`${prefix}whitelist-source-range`] ?? '') !== '' ? 'whitelist-source-range' : null;
+    if (allowName === 'allowlist-source-range' && (ann[`${prefix}whitelist-source-range`] ?? '') !== '') {
+      report.notes.push({ source, item: `${prefix}whitelist-source-range`, value: ann[`${prefix}whitelist-source-range`], reason: 'not used: allowlist-source-range is set, and ingress-nginx reads its old name only when it is empty' });
+    }
+    const denyText = ann[`${prefix}denylist-source-range`] ?? '';
+    if (allowName !== null || denyText !== '') {
+      let allow: Cidr[] | null = cm.allow;
+      let deny: Cidr[] | null = cm.deny;
+      let broken: string | null = null;
+      const read = (short: string, text: string): Cidr[] | null => {
+        const r = parseSourceRange(text);
+        if (!r.ok) {
+          broken = `${prefix}${short}`;
+          report.unconverted.push({ source, item: `${prefix}${short}`, value: text, reason: `invalid: ${r.message}. ingress-nginx refused every request on these paths (503); the route gets an empty allowlist, so ipgate refuses them all (403)` });
+          return null;
+        }
+        if (r.rewritten.length > 0) report.notes.push({ source, item: `${prefix}${short}`, value: text, reason: `written as ipgate reads it: ${r.rewritten.join(', ')} (ingress-nginx masks host bits too)` });
+        return r.cidrs;
+      };
+      if (allowName !== null) allow = read(allowName, ann[`${prefix}${allowName}`]!);
+      if (denyText !== '') deny = read('denylist-source-range', denyText);
+      const name = uniqueName(`${ns}-${str(ing.metadata?.name) ?? 'ingress'}`, `list:${key}`, listNames);
+      if (broken !== null) {
+        allowlists[name] = { source: 'config', entries: [] };
+      } else {
+        const merged = mergeRanges(allow, deny, {
+          allow: `${source} ${allowName ?? 'ConfigMap whitelist-source-range'}`,
+          deny: `${source} ${denyText !== '' ? 'denylist-source-range' : 'ConfigMap denylist-source-range'}`,
+          everyone: `${source}: a denylist alone admits everyone else`,
+        });
+        if (merged.shadowed.length > 0) {
+          report.notes.push({ source, item: `${prefix}${allowName ?? 'denylist-source-range'}`, reason: `allow entries left out: ${merged.shadowed.join(', ')}: ingress-nginx checks the denylist first, so they never admitted anyone (ipgate's most specific entry would have)` });
+        }
+        allowlists[name] = { source: 'config', entries: merged.entries };
+      }
+      p.allowlist = name;
+    }
+
+    const timeout = readTimeout(ann[`${prefix}proxy-read-timeout`]);
+    if (timeout !== null) {
+      p.upstreamTimeoutMs = timeout;
+      report.notes.push({ source, item: `${prefix}proxy-read-timeout`, value: ann[`${prefix}proxy-read-timeout`], reason: READ_TIMEOUT_NOTE });
+    }
+
+    // rules and paths
+    const rules = Array.isArray(spec.rules) ? spec.rules : [];
+    const implementationSpecific: string[] = [];
+    const regexPrefixes: string[] = [];
+    rules.forEach((rule: unknown, ri: number) => {
+      const at = `spec.rules[${ri}]`;
+      if (!isRecord(rule)) {
+        report.unconverted.push({ source, item: at, reason: 'not a mapping' });
+        return;
+      }
+      const host = hostOf(rule);
+      const hostWhy = host === '*' ? null : host.startsWith('*.') ? hostNameProblem(host.slice(2)) : hostNameProblem(host);
+      if (hostWhy !== null) {
+        report.unconverted.push({ source, item: `${at}.host`, value: host, reason: `${hostWhy}: not a host name ipgate can route` });
+        return;
+      }
+      if (!hostOwner.has(host)) hostOwner.set(host, key);
+      const http = isRecord(rule.http) ? rule.http : null;
+      const paths = http !== null && Array.isArray(http.paths) ? http.paths : [];
+      paths.forEach((entry: unknown, pi: number) => {
+        const pat = `${at}.http.paths[${pi}]`;
+        if (!isRecord(entry)) {
+          report.unconverted.push({ source, item: pat, reason: 'not a mapping' });
+          return;
+        }
+        const raw = str(entry.path) ?? '';
+        const rawPath = raw === '' ? '/' : raw;
+        const pathType = str(entry.pathType) ?? 'ImplementationSpecific';
+        let match: 'exact' | 'prefix';
+        const regexFrom = regexHosts.get(host);
+        if (regexFrom !== undefined) {
+          if (REGEX_CHARS.test(rawPath)) {
+            report.unconverted.push({ source, item: pat, value: rawPath, reason: `a regular expression (use-regex or rewrite-target on host ${host}, Ingress ${regexFrom}): ipgate routes exact paths and prefixes only` });
+            return;
+          }
+          match = 'prefix';
+          regexPrefixes.push(rawPath);
+        } else if (pathType === 'Exact') match = 'exact';
+        else if (pathType === 'Prefix') match = 'prefix';
+        else if (pathType === 'ImplementationSpecific') {
+          match = 'prefix';
+          implementationSpecific.push(rawPath);
+        } else {
+          report.unconverted.push({ source, item: `${pat}.pathType`, value: pathType, reason: 'unknown pathType (Exact, Prefix or ImplementationSpecific)' });
+          return;
+        }
+        const pathWhy = configPathProblem(rawPath);
+        if (pathWhy !== null) {
+          report.unconverted.push({ source, item: `${pat}.path`, value: rawPath, reason: `${pathWhy}: not a path ipgate can route` });
+          return;
+        }
+        const upstream = backendUpstream(entry.backend, ns, services, input.servicesFrom, opts.clusterDomain, source, `${pat}.backend`, report);
+        if (upstream === null) return;
+        const claimKey = `${host}\0${match}\0${match === 'prefix' && rawPath.length > 1 ? rawPath.replace(/\/$/, '') : rawPath}`;
+        const prior = claims.get(claimKey);
+        if (prior !== undefined) {
+          report.unconverted.push({ source, item: pat, value: `${host}${rawPath}`, reason: `${match} path already routed by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest Ingress's path${prior.owner === source ? ' (the first one in the same Ingress)' : ''}` });
+          return;
+        }
+        claims.set(claimKey, { owner: source, where: pat });
+        addDraft(p, host, upstream, { path: rawPath, match }, pat);
+      });
+      if (paths.length === 0 && !isRecord(spec.defaultBackend)) {
+        report.notes.push({ source, item: at, value: host, reason: 'a rule without paths: nothing to route for it (ingress-nginx served its default backend, a 404)' });
+      }
+    });
+    if (implementationSpecific.length > 0) {
+      report.notes.push({ source, item: 'pathType ImplementationSpecific', value: implementationSpecific.join(', '), reason: 'converted to prefix: ingress-nginx matched it as a plain string prefix (/foo also took /foobar), ipgate matches on "/" boundaries (/foo, /foo/...)' });
+    }
+    if (regexPrefixes.length > 0) {
+      report.notes.push({ source, item: 'regex paths', value: regexPrefixes.join(', '), reason: 'converted to prefix: ingress-nginx matched them as case-insensitive regular expressions anchored at the start (use-regex/rewrite-target on the host); they hold no regex syntax, and ipgate matches them case-sensitively on "/" boundaries' });
+    }
+
+    // defaultBackend with rules: "/" on the hosts this Ingress was the first to name, claimed after
+    // every explicit path (ingress-nginx's root location of a new server is replaced by any
+    // Ingress's own "/" path, whatever its age).
+    if (spec.defaultBackend !== undefined && rules.length > 0) {
+      const hosts = [...new Set(rules.filter(isRecord).map(hostOf))].filter((h) => hostOwner.get(h) === key);
+      const upstream = hosts.length > 0 ? backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts.clusterDomain, source, 'spec.defaultBackend', report) : null;
+      if (upstream !== null) for (const host of hosts) defaultRoots.push({ p, host, upstream });
+      if (hosts.length === 0) withUnusedDefault.add(p);
+    }
+
+    // TLS
+    const tls = Array.isArray(spec.tls) ? spec.tls : [];
+    const redirected: string[] = [];
+    tls.forEach((t: unknown, ti: number) => {
+      const at = `spec.tls[${ti}]`;
+      const secret = isRecord(t) ? str(t.secretName) : undefined;
+      const hosts = isRecord(t) && Array.isArray(t.hosts) ? t.hosts.filter((h): h is string => typeof h === 'string') : [];
+      redirected.push(...hosts);
+      if (secret === undefined || secret === '') {
+        report.unconverted.push({ source, item: at, value: hosts.join(','), reason: 'no secretName: ingress-nginx served its default certificate; give ipgate a certificate for these hosts' });
+        return;
+      }
+      if (!opts.tls) {
+        report.unconverted.push({ source, item: at, value: `${secret} (${hosts.join(', ')})`, reason: 'TLS is written only with --tls (an HTTPS listener with the certificate from the Secret, mounted by the chart)' });
+        return;
+      }
+      const dirs = secretDirs.get(secret) ?? new Set<string>();
+      dirs.add(ns);
+      secretDirs.set(secret, dirs);
+      const id = `${ns}/${secret}`;
+      const c = certificates.get(id) ?? { dir: secret, from: [] };
+      c.from.push(source);
+      certificates.set(id, c);
+    });
+    if (redirected.length > 0 && !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') && !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')) {
+      report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; ipgate has no redirect: its plaintext listener serves them' });
+    }
+  }
+
+  const usedDefault = new Set<IngressPlan>();
+  for (const { p, host, upstream } of defaultRoots) {
+    const claimKey = `${host}\0prefix\0/`;
+    withUnusedDefault.add(p);
+    if (claims.has(claimKey)) continue; // an Ingress routes "/" on this host itself
+    claims.set(claimKey, { owner: p.source, where: 'spec.defaultBackend' });
+    addDraft(p, host, upstream, null, 'spec.defaultBackend');
+    usedDefault.add(p);
+  }
+  for (const p of withUnusedDefault) {
+    if (!usedDefault.has(p)) report.notes.push({ source: p.source, item: 'spec.defaultBackend', reason: 'not used, as in ingress-nginx: an older Ingress named each of its hosts first, or an Ingress routes "/" on them itself' });
+  }
+
+  // ---- routes, named `<namespace>-<name>-<index>` (hashed when long or taken)
+  const routes: Json[] = [];
+  const sources: string[] = [];
+  for (const p of ours) {
+    if (p.drafts.length > 0) report.ingresses.converted++;
+    p.drafts.forEach((d, i) => {
+      const ns = str(p.ing.metadata?.namespace) ?? 'default';
+      const name = uniqueName(`${ns}-${str(p.ing.metadata?.name) ?? 'ingress'}-${i}`, `route:${p.key}#${i}`, routeNames);
+      const route: Json = { name, hosts: [d.host] };
+      if (d.paths !== null) route.paths = d.paths;
+      route.upstreams = [d.upstream];
+      if (p.allowlist !== undefined) route.allowlist = p.allowlist;
+      if (p.upstreamTimeoutMs !== undefined) route.http = { upstreamTimeoutMs: p.upstreamTimeoutMs };
+      routes.push(route);
+      sources.push(`${p.source} ${d.from.join(', ')}`);
+    });
+  }
+  if (noTimestamp.length > 0 && noTimestamp.length < ours.length) {
+    report.notes.push({ source: 'input', item: 'metadata.creationTimestamp', value: noTimestamp.join(', '), reason: 'missing: these Ingresses are taken as the newest when two claim the same host and path' });
+  }
+  const used = new Set(routes.map((r) => r.allowlist).filter((n): n is string => typeof n === 'string'));
+  used.add(DEFAULT_LIST);
+  for (const name of Object.keys(allowlists)) if (!used.has(name)) delete allowlists[name];
+  report.routes = routes.length;
+  report.allowlists = Object.keys(allowlists).length;
+  if (routes.length === 0) return { config: null, report, routeSources: [] };
+
+  const listener = (name: string, listen: string): Json => {
+    const l: Json = { name, mode: 'http', listen, allowlist: DEFAULT_LIST };
+    // Copies, not shared references: the YAML writer would print shared ones as anchors and aliases.
+    if (cm.proxyProtocol !== null) l.proxyProtocol = { mode: 'required', trustedSources: [...cm.proxyProtocol] };
+    const http: Json = {};
+    if (cm.trustedProxies !== null) http.trustedProxies = [...cm.trustedProxies];
+    http.xForwardedFor = cm.xForwardedFor;
+    if (cm.upstreamTimeoutMs !== null) http.upstreamTimeoutMs = cm.upstreamTimeoutMs;
+    l.http = http;
+    l.routes = structuredClone(routes);
+    return l;
+  };
+  const listeners: Json[] = [listener('http', opts.httpListen)];
+  if (opts.tls && certificates.size > 0) {
+    const https = listener('https', opts.httpsListen);
+    const list: Json[] = [];
+    for (const [id, c] of certificates) {
+      const [ns, secret] = id.split('/') as [string, string];
+      // One directory per Secret name; the same name in two namespaces is two Secrets.
+      const dir = (secretDirs.get(secret)?.size ?? 1) > 1 ? `${ns}.${secret}` : secret;
+      list.push({ cert: `${opts.tlsDir}/${dir}/tls.crt`, key: `${opts.tlsDir}/${dir}/tls.key` });
+      report.notes.push({ source: c.from.join(', '), item: 'TLS Secret', value: id, reason: `read from ${opts.tlsDir}/${dir}/: copy the Secret into ipgate's namespace${dir !== secret ? ` as ${dir}` : ''} and list it in the chart's TLS Secrets` });
+    }
+    https.tls = { certificates: list };
+    listeners.push(https);
+  }
+  return { config: { allowlists, listeners }, report, routeSources: listeners.map(() => sources) };
+}
+
+function addDraft(p: IngressPlan, host: string, upstream: string, path: { path: string; match: 'exact' | 'prefix' } | null, from: string): void {
+  // Paths of one Ingress to the same host and backend share a route.
+  const d = path === null ? undefined : p.drafts.find((x) => x.host === host && x.upstream === upstream && x.paths !== null);
+  if (d !== undefined) {
+    d.paths!.push(path!);
+    d.from.push(from);
+    return;
+  }
+  p.drafts.push({ host, upstream, paths: path === null ? null : [path], from: [from] });
+}
+
+function hostOf(rule: Record<string, unknown>): string {
+  const h = str(rule.host);
+  // Lower-cased as the route table keys hosts, so two spellings are one claim.
+  return h === undefined || h === '' ? '*' : h.toLowerCase();
+}
+
+function ruleHosts(ing: KubeObject): string[] {
+  const spec = isRecord(ing.spec) ? ing.spec : {};
+  return Array.isArray(spec.rules) ? spec.rules.filter(isRecord).map(hostOf) : [];
+}
+
+function isTrue(v: string | undefined): boolean {
+  return v !== undefined && TRUE.has(v);
+}
+
+function timestamp(ing: KubeObject): number | null {
+  const t = str(ing.metadata?.creationTimestamp) ?? (ing.metadata?.creationTimestamp instanceof Date ? (ing.metadata.creationTimestamp as Date).toISOString() : undefined);
+  if (t === undefined) return null;
+  const ms = Date.parse(t);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+/** ingress-nginx's order: oldest first; equal times by "namespace/name" descending. No time: newest. */
+function compareIngresses(a: IngressPlan, b: IngressPlan): number {
+  const ta = timestamp(a.ing) ?? Infinity;
+  const tb = timestamp(b.ing) ?? Infinity;
+  if (ta !== tb) return ta < tb ? -1 : 1;
+  return a.key === b.key ? 0 : a.key > b.key ? -1 : 1;
+}
+
+export type { RangeEntry };
