@@ -56,7 +56,7 @@ export const TLS_HANDSHAKE_REASONS = Object.freeze({
   tls_not_handshake: TLS_REASONS.tls_not_handshake,
   tls_version: 'The client offered no protocol version between tls.minVersion and tls.maxVersion.',
   tls_unknown_sni: 'The client asked for a name no certificate serves, or for none, and tls.unknownSni is refuse.',
-  tls_client_cert_missing: 'tls.clientCertificate is required and the client sent no certificate.',
+  tls_client_cert_missing: 'The client sent no certificate where tls.clientCertificate is required.',
   tls_client_cert_invalid: 'The client certificate does not verify against tls.clientCA (unknown issuer, expired, bad signature).',
   tls_handshake_aborted: 'The client closed or reset the connection during the handshake.',
   tls_handshake_failed: 'The handshake failed otherwise (no common cipher or ALPN protocol, a bad message, an alert from the client).',
