@@ -16,6 +16,7 @@ import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, freePort, waitFor } from '../helpers/net';
 import { missing, nginxHttpPreamble, startHaproxy, startNginx } from '../helpers/peers';
 import type { TlsTerminator } from '../../src/tls/terminate';
+import { encodeProxyV2 } from '../../src/proxy-protocol/encoder';
 
 const skip = missing('openssl') || missing('curl');
 
@@ -378,4 +379,26 @@ backend b
   t.equal(headers['x-forwarded-for'], '127.0.0.5');
   t.equal(headers['x-forwarded-proto'], 'https');
   t.equal(handshakes(g)['ok/TLSv1.3'], 1, 'the handshake after the PROXY header succeeded');
+});
+
+t.test('a PROXY v2 header and the ClientHello in one segment: the bytes after the header reach the handshake', { skip }, async (t) => {
+  const g = await gate(t, fourCerts(), { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.1/32'] } }, ['198.51.100.0/24']);
+  const port = g.port();
+  const header = encodeProxyV2({ address: '198.51.100.23', port: 40001 }, { address: '203.0.113.1', port: 443 });
+  const raw = net.connect({ port, host: '127.0.0.1' });
+  await new Promise((r) => raw.once('connect', r));
+  // Corked: the header and the ClientHello the TLS client writes go out in one writev.
+  raw.cork();
+  raw.write(header);
+  const s = tls.connect({ socket: raw, servername: 'ec.test', ca: certs!.read('ca.crt') });
+  process.nextTick(() => raw.uncork());
+  await new Promise<void>((resolve, reject) => { s.once('secureConnect', () => resolve()); s.once('error', reject); });
+  s.write('GET /one-segment HTTP/1.1\r\nHost: ec.test\r\nConnection: close\r\n\r\n');
+  let body = '';
+  s.on('data', (d: Buffer) => { body += d.toString(); });
+  await new Promise((r) => s.once('close', r));
+  const headers = JSON.parse(body.slice(body.indexOf('\r\n\r\n') + 4)) as Record<string, string>;
+  t.equal(headers['x-real-ip'], '198.51.100.23', 'the client is the PROXY header\'s source');
+  t.equal(headers['x-forwarded-port'], '443', 'X-Forwarded-Port is the port the client connected to (the header\'s destination)');
+  t.equal(headers['x-forwarded-proto'], 'https');
 });
