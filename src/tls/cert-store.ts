@@ -105,7 +105,7 @@ export class CertStore {
     return null;
   }
 
-  /** Whether a lookup miss is served by the default certificate (`unknownSni: default`). */
+  /** Whether a lookup miss is served by the first certificate (`unknownSni: first`). */
   get hasFallback(): boolean {
     return this.table.fallback !== null;
   }
@@ -226,7 +226,7 @@ export class CertStore {
         }
       }
     }
-    const fallback = this.config.unknownSni === 'default' ? this.entries[0]!.context : null;
+    const fallback = this.config.unknownSni === 'first' ? this.entries[0]!.context : null;
     // With `refuse`, a handshake without a matching name goes on with a context holding no
     // certificate, and OpenSSL fails it (handshake_failure alert): no certificate, so no name, is
     // shown to a client that did not ask for one we serve (nginx `ssl_reject_handshake on`).

@@ -37,7 +37,7 @@ t.test('defaults: plaintext without tls; with tls every option filled in', async
   const c = buildConfig(http({ certificates: [{ cert: ec.cert, key: ec.key }] }));
   t.same(c.listeners[0]!.tls, {
     certificates: [{ cert: ec.cert, key: ec.key, hosts: null, name: null }],
-    unknownSni: 'default', minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
+    unknownSni: 'first', minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
     handshakeTimeoutMs: 10_000, sessionTickets: true, reloadIntervalMs: 2000,
   });
 });

@@ -19,7 +19,7 @@ const w = certs.issue('w', { cn: 'w', dns: ['*.w.test'] });
 const b = certs.issue('b', { cn: 'b.test', dns: ['a.test', 'b.test'] });
 const log = pino({ level: 'silent' });
 
-function store(unknownSni: 'default' | 'refuse', extra: Partial<TlsConfig['certificates'][number]> = {}): CertStore {
+function store(unknownSni: 'first' | 'refuse', extra: Partial<TlsConfig['certificates'][number]> = {}): CertStore {
   return new CertStore('web', {
     certificates: [
       { cert: a.cert, key: a.key, hosts: null, name: 'a' },
@@ -32,7 +32,7 @@ function store(unknownSni: 'default' | 'refuse', extra: Partial<TlsConfig['certi
 }
 
 t.test('lookup', async (t) => {
-  const s = store('default');
+  const s = store('first');
   const ctx = (i: number): tls.SecureContext => (s as unknown as { entries: { context: tls.SecureContext }[] }).entries[i]!.context;
   const rows: { desc: string; name: string; want: number | null }[] = [
     { desc: 'exact', name: 'a.test', want: 0 },
@@ -56,14 +56,14 @@ t.test('lookup', async (t) => {
   const r = store('refuse');
   t.equal(r.hasFallback, false, 'refuse: no fallback');
   t.not(r.initial, (r as unknown as { entries: { context: tls.SecureContext }[] }).entries[0]!.context, 'refuse: the initial context has no certificate');
-  const hosts = store('default', { hosts: ['only.test'] });
+  const hosts = store('first', { hosts: ['only.test'] });
   t.equal(hosts.lookup('b.test'), null, 'configured hosts replace the certificate\'s names');
   t.not(hosts.lookup('only.test'), null, 'and are served');
   t.same(s.expiries().map((e) => e.label), ['a', 'w', 'b'], 'expiry per pair, labelled by name');
 });
 
 t.test('the verify result is where peer-verify.ts reads it (fails on a Node that moved it)', async (t) => {
-  const s = store('default');
+  const s = store('first');
   let seen: boolean | null = null;
   const server = net.createServer((raw) => {
     const sock = new tls.TLSSocket(raw, { isServer: true, secureContext: s.initial, requestCert: true });
