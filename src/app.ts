@@ -16,6 +16,9 @@ import { startAllowlistService } from './store/start-service';
 import type { AdminServer } from './admin/admin-server';
 import { VERSION } from './version';
 import { SelfChecks } from './selfcheck/self-checks';
+import { CertStore } from './tls/cert-store';
+import { TlsTerminator } from './tls/terminate';
+import { TlsStats } from './metrics/tls-stats';
 
 export interface App {
   readonly config: Config;
@@ -52,6 +55,7 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
   metrics.setSelfChecks(selfChecks);
   const access = config.logging.access ? new AccessLog(logger, config.logging) : null;
   const listeners: Listener[] = [];
+  const certStores: CertStore[] = [];
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
     metrics.addListener(stats, lc.mode);
@@ -59,7 +63,14 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
     else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
-    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog }));
+    let tls: TlsTerminator | null = null;
+    if (lc.tls !== null) {
+      const store = new CertStore(lc.name, lc.tls, logger);
+      certStores.push(store);
+      tls = new TlsTerminator(lc.tls, store, new TlsStats(lc.name), logger);
+      metrics.addTls(tls.stats, store);
+    }
+    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog, tls }));
   }
 
   if (config.revokeLive) {
@@ -81,6 +92,10 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
         // TCP listeners: libuv handles, or net.Sockets (upstream names, IPGATE_TCP_HANDLES=0, a Node without them)
         ...(l.config.mode === 'tcp' ? { sockets: l.rawSockets ? 'handles' : 'net' } : {}) }, 'listening');
     }
+    for (const s of certStores) {
+      s.start();
+      logger.info({ listener: s.listener, certificates: s.describe() }, 'TLS certificates loaded');
+    }
     selfChecks.start();
     access?.start();
     if (config.admin.listen !== null) {
@@ -90,6 +105,7 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
       admin = await startAdmin(config, service, listeners, logger, selfChecks, metrics);
     }
   } catch (err) {
+    for (const s of certStores) s.stop();
     selfChecks.stop();
     access?.stop();
     await service.close();
@@ -104,6 +120,7 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
       await admin?.close();
       selfChecks.stop();
       for (const l of listeners) l.stopAccepting();
+      for (const s of certStores) s.stop();
       const deadline = Date.now() + drainTimeoutMs;
       const open = (): number => listeners.reduce((n, l) => n + l.connections.size, 0);
       while (open() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));

@@ -8,6 +8,7 @@
  * docs/architecture.md "The data path" says where each stage produces its codes.
  */
 import { PP_REASONS, type PpReason } from './proxy-protocol/codes';
+import { TLS_REASONS } from './tls/codes';
 
 /** Why a client was refused (`ipgate_denied_total{reason}`, with the PROXY stage's refusals). */
 export const DENIAL_REASONS = Object.freeze({
@@ -46,12 +47,28 @@ export const END_REASONS = Object.freeze({
 });
 export type EndReason = keyof typeof END_REASONS;
 
+/**
+ * Why a TLS handshake on a terminating listener failed (`ipgate_tls_handshakes_total{result}`, and
+ * the connection's close result). docs/tls.md "Handshake failures".
+ */
+export const TLS_HANDSHAKE_REASONS = Object.freeze({
+  tls_handshake_timeout: 'The TLS handshake did not finish within tls.handshakeTimeoutMs (a silent client, or half a ClientHello).',
+  tls_not_handshake: TLS_REASONS.tls_not_handshake,
+  tls_version: 'The client offered no protocol version between tls.minVersion and tls.maxVersion.',
+  tls_unknown_sni: 'The client asked for a name no certificate serves, or for none, and tls.unknownSni is refuse.',
+  tls_client_cert_missing: 'The client sent no certificate where tls.clientCertificate is required.',
+  tls_client_cert_invalid: 'The client certificate does not verify against tls.clientCA (unknown issuer, expired, bad signature).',
+  tls_handshake_aborted: 'The client closed or reset the connection during the handshake.',
+  tls_handshake_failed: 'The handshake failed otherwise (no common cipher or ALPN protocol, a bad message, an alert from the client).',
+});
+export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS;
+
 /** Every code a connection or request can end with, `ok` aside. */
-export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason;
+export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason | TlsHandshakeReason;
 
 /** Each code with its sentence (docs and `ipgate doctor` read it). */
 export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
-  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS,
+  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS, ...TLS_HANDSHAKE_REASONS,
 });
 
 /** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */

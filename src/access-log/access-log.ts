@@ -23,6 +23,8 @@
  *   requestId  HTTP: the X-Request-ID sent upstream (a trusted proxy's, or ipgate's)
  *   bytesIn, bytesOut  bytes from / to the client (HTTP: bytesOut only, response bytes on the wire)
  *   durationMs from accept (TCP) or request head (HTTP) to close
+ *   tls        HTTP over a terminating listener: {version, sni, cipher, resumed, clientCert?}
+ *              (the connection's handshake; src/tls/facts.ts); absent on plaintext
  *
  * Levels: allowed connections and requests at info; denials and rejections at debug, each also
  * counted into the DenialSummary line at info ("N denials from M addresses in the last 10 s"), so a
@@ -46,6 +48,11 @@ import type { Connection } from '../listener/connection';
 import { type DenialReason } from '../allowlist/matcher';
 import type { LiveList } from '../store/live-lists';
 import { DenialSummary } from './denial-summary';
+import type { TlsFacts } from '../tls/facts';
+
+function tlsFields(t: TlsFacts): Record<string, unknown> {
+  return { version: t.version, sni: t.sni, cipher: t.cipher, resumed: t.resumed, ...(t.clientCert !== null ? { clientCert: t.clientCert } : {}) };
+}
 
 const MAX_PATH = 256;
 
@@ -181,7 +188,7 @@ export class ListenerAccessLog {
         // Worst case per character: a 6-byte \u escape; a line too long for a block is a string.
         if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)
-          + len(host) + len(ua) + len(ex.requestId)))) {
+          + len(host) + len(ua) + len(ex.requestId)) + (conn.tls !== null ? 3 * conn.tls.json.length : 0))) {
           w.fragment('{"level":"info"');
           w.time();
           w.fragment(raw.bindings);
@@ -202,6 +209,7 @@ export class ListenerAccessLog {
           w.fragment(',"requestId":'); w.jsonString(ex.requestId);
           w.fragment(',"bytesOut":'); w.number(bytesOut);
           w.fragment(',"durationMs":'); w.number(now - ex.startedAt);
+          if (conn.tls !== null) w.fragment(conn.tls.json);
           w.fragment(',"msg":"access"}\n');
           w.end();
           return;
@@ -212,7 +220,7 @@ export class ListenerAccessLog {
           + `,"path":${str(path)},"status":${num(ex.status)},"upstreamStatus":${num(upstreamStatus)}`
           + `,"upstreamMs":${num(ex.upstreamMs)},"host":${str(host)},"userAgent":${str(ua)},"requestId":${str(ex.requestId)}`
           + `,"bytesOut":${num(bytesOut)}`
-          + `,"durationMs":${num(now - ex.startedAt)},"msg":"access"}\n`);
+          + `,"durationMs":${num(now - ex.startedAt)}${conn.tls !== null ? conn.tls.json : ''},"msg":"access"}\n`);
         return;
       }
       this.log.info({
@@ -220,7 +228,7 @@ export class ListenerAccessLog {
         result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.method, path, status: ex.status,
         upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
-        durationMs: now - ex.startedAt,
+        durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
       }, 'access');
       return;
     }
@@ -231,7 +239,7 @@ export class ListenerAccessLog {
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason, ...(entry !== null ? { entry } : {}),
         result: ex.reason, upstream: null, method: ex.method, path, status: ex.status, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
-        durationMs: now - ex.startedAt,
+        durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
       }, 'access');
     }
   }

@@ -18,6 +18,7 @@ import { bindCollision, loopsToItself } from './addresses';
 import { parseHostPort, type HostPort } from './host-port';
 import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from './schema';
 import { checkRoutes } from './validate-routes';
+import { checkTls } from './validate-tls';
 
 /** A CIDR this short trusts a large part of the internet (/8 is already 16 million addresses). */
 const WIDE_PREFIX = 7;
@@ -180,6 +181,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
         if (key in rawPp) warnings.push(problem(`${at}.proxyProtocol.${key}`, rawPp[key], 'is ignored: proxyProtocol.mode is "off" (no PROXY header is read)'));
       }
     }
+    checkTls(at, l, rawListener?.tls, baseDir, problems, warnings);
     const rawHttp = rawObject(rawListener?.http);
     if (l.mode === 'tcp') {
       for (const key of Object.keys(rawHttp ?? {})) {

@@ -2,6 +2,7 @@ import type net from 'node:net';
 import type { AllowEntry } from '../allowlist/entry';
 import type { Tlv } from '../proxy-protocol/decoder';
 import type { Reason } from '../reasons';
+import type { TlsFacts } from '../tls/facts';
 import type { RawSocket } from './raw-socket';
 
 /**
@@ -44,11 +45,14 @@ export class Connection {
   revoked = false;
   /** For HTTP listeners: called to close the connection gracefully or at once (revocation, drain). */
   onRevoke: ((conn: Connection) => void) | null = null;
+  /** A TLS listener's handshake result (the access log's `tls`), null on plaintext. */
+  tls: TlsFacts | null = null;
 
   constructor(
     readonly id: number,
     readonly listener: string,
-    readonly socket: Endpoint,
+    /** The client side: the accepted socket, replaced by its TLSSocket once a TLS listener's handshake is done. */
+    public socket: Endpoint,
     peerAddress: string,
     peerPort: number,
     localAddress: string,

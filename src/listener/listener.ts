@@ -1,7 +1,8 @@
 /**
  * One public data port. Every connection walks the same stages, in order, once:
  *
- *   accept -> PROXY header decode -> client identity -> allowlist -> handler (tcp or http forward)
+ *   accept -> PROXY header decode -> TLS handshake (http listeners with tls) -> client identity
+ *     -> allowlist -> handler (tcp or http forward)
  *
  * Failures before the handler are decisions, not exceptions: the connection is closed with a reason
  * code that is both the log field and the metric label. Nothing a peer sends can throw out of here.
@@ -19,6 +20,7 @@ import type { PpReason } from '../proxy-protocol/codes';
 import { decodeProxyHeader } from '../proxy-protocol/decoder';
 import type { Reason } from '../reasons';
 import type { LiveList } from '../store/live-lists';
+import type { TlsStageResult, TlsTerminator } from '../tls/terminate';
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
 import { Connection } from './connection';
@@ -57,6 +59,8 @@ export interface ListenerDeps {
   selfCheck?: PeerObserver | null;
   /** The access log: a line per closed connection (null: logging.access off). */
   accessLog?: ListenerAccessLog | null;
+  /** HTTP listeners with `tls`: the TLS stage, run after the PROXY header (src/tls/terminate.ts). */
+  tls?: TlsTerminator | null;
 }
 
 /** Sees the peer address of every accepted connection (src/selfcheck). */
@@ -82,6 +86,16 @@ export class Listener {
   private raw = false;
   /** Failed accepts: counted, logged once per interval, refused just below the fd limit. */
   private readonly acceptErrors: AcceptErrors;
+  /** The TLS stage, or null (plaintext: the leftover bytes go straight to the handler). */
+  private readonly tls: TlsTerminator | null;
+  /** What the TLS stage calls back with. */
+  private readonly tlsResult: TlsStageResult = {
+    done: (conn, socket) => {
+      conn.socket = socket;
+      this.admit(conn, EMPTY);
+    },
+    failed: (conn, reason) => this.close(conn, reason),
+  };
 
   constructor(
     readonly config: Readonly<ListenerConfig>,
@@ -92,6 +106,7 @@ export class Listener {
     this.log = deps.logger.child({ listener: config.name });
     this.admission = new Admission(deps.list, this.stats, this.log);
     this.trustedSources = addressSet(config.proxyProtocol.trustedSources, deps.list.owner);
+    this.tls = deps.tls ?? null;
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -332,7 +347,10 @@ export class Listener {
     conn.via = outcome.via;
     conn.tlvs = outcome.tlvs;
     const n = outcome.headerLength;
-    this.admit(conn, n === 0 ? buf : n === buf.length ? EMPTY : buf.subarray(n));
+    const leftover = n === 0 ? buf : n === buf.length ? EMPTY : buf.subarray(n);
+    // TLS after the PROXY header: a balancer's header precedes the ClientHello.
+    if (this.tls !== null) this.tls.start(conn, conn.socket as net.Socket, leftover, this.tlsResult);
+    else this.admit(conn, leftover);
   }
 
   private admit(conn: Connection, leftover: Buffer): void {

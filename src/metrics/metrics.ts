@@ -17,6 +17,14 @@ import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
 import { histogramSamples, Published } from './published';
 import type { ListenerStats } from './listener-stats';
+import type { TlsStats } from './tls-stats';
+
+/** What the metrics read from a TLS listener's certificates (src/tls/cert-store.ts). */
+export interface CertSource {
+  readonly listener: string;
+  readonly reloads: { readonly ok: number; readonly refused: number };
+  expiries(): { label: string; notAfter: number }[];
+}
 
 /** What the metrics read from the live lists (src/store/live-lists.ts). */
 export interface ListsSource {
@@ -73,6 +81,8 @@ export class Metrics {
   private readonly listeners: ListenerStats[] = [];
   /** The subset of `listeners` in mode `http`. */
   private readonly httpListeners: ListenerStats[] = [];
+  /** TLS-terminating listeners: handshake counters and their certificates. */
+  private readonly tls: { stats: TlsStats; certs: CertSource }[] = [];
   private lists: ListsSource | null = null;
   private store: StoreSource | null = null;
   private selfChecks: SelfCheckSource | null = null;
@@ -174,6 +184,41 @@ export class Metrics {
       help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution).',
       collect: eachHttp((s, out) => histogramSamples(out, 'ipgate_http_request_duration_seconds', { listener: s.listener }, s.httpDuration)) }).register(r);
 
+    // --- TLS termination (docs/tls.md) -----------------------------------------------------------
+    new Published({ name: 'ipgate_tls_handshakes_total', type: 'counter',
+      help: 'TLS handshakes on terminating listeners, by result (ok, or the tls_<code> that closed the connection) and protocol version (TLSv1.2, TLSv1.3, unknown).',
+      collect: (out) => {
+        for (const { stats } of this.tls) {
+          for (const [k, v] of stats.handshakes) {
+            const slash = k.lastIndexOf('/');
+            out.push({ labels: { listener: stats.listener, result: k.slice(0, slash), version: k.slice(slash + 1) }, value: v });
+          }
+        }
+      } }).register(r);
+    new Published({ name: 'ipgate_tls_handshake_duration_seconds', type: 'histogram',
+      help: 'TLS handshake time, from the first byte after any PROXY header to the handshake finished or failed.',
+      collect: (out) => {
+        for (const { stats } of this.tls) histogramSamples(out, 'ipgate_tls_handshake_duration_seconds', { listener: stats.listener }, stats.duration);
+      } }).register(r);
+    new Published({ name: 'ipgate_tls_resumed_sessions_total', type: 'counter',
+      help: 'TLS handshakes that resumed a session with a ticket (no certificate sent, no key exchange signature).',
+      collect: (out) => {
+        for (const { stats } of this.tls) out.push({ labels: { listener: stats.listener }, value: stats.resumed });
+      } }).register(r);
+    new Published({ name: 'ipgate_tls_certificate_expiry_timestamp_seconds', type: 'gauge', aggregator: 'min',
+      help: 'notAfter of the leaf certificate in force, seconds since the epoch, per listener and certificate (its tls.certificates name or index).',
+      collect: (out) => {
+        for (const { certs } of this.tls) for (const e of certs.expiries()) out.push({ labels: { listener: certs.listener, certificate: e.label }, value: e.notAfter });
+      } }).register(r);
+    new Published({ name: 'ipgate_tls_certificate_reloads_total', type: 'counter',
+      help: 'Certificate file changes seen, by result: ok (new handshakes use the new pair), refused (the file was bad; the pair in force stays; the log names the file).',
+      collect: (out) => {
+        for (const { certs } of this.tls) {
+          out.push({ labels: { listener: certs.listener, result: 'ok' }, value: certs.reloads.ok });
+          out.push({ labels: { listener: certs.listener, result: 'refused' }, value: certs.reloads.refused });
+        }
+      } }).register(r);
+
     // --- self-checks -----------------------------------------------------------------------------
     new Published({ name: 'ipgate_source_nat_suspected', type: 'gauge',
       help: '1 when most recent peers of a public listener come from clusterNetworks (client addresses rewritten before ipgate; docs/real-ip.md).',
@@ -256,6 +301,11 @@ export class Metrics {
   addListener(stats: ListenerStats, mode: 'tcp' | 'http'): void {
     this.listeners.push(stats);
     if (mode === 'http') this.httpListeners.push(stats);
+  }
+
+  /** Publish a TLS-terminating listener's handshake counters and certificates. */
+  addTls(stats: TlsStats, certs: CertSource): void {
+    this.tls.push({ stats, certs });
   }
 
   /** Publish the allowlists in force and the store's state (primary or single process). */

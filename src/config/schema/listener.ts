@@ -10,6 +10,7 @@
  */
 import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
 import { RouteSchema, SniSchema } from './routes';
+import { ListenerTlsProperty } from '../schema-tls';
 
 /** CIDRs (trusted peers), or the name of an allowlist holding them (so they can change live). */
 function CidrsOrList() {
@@ -143,6 +144,8 @@ export const ListenerSchema = Section({
   routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
+  /** TLS termination on an HTTP listener (schema-tls.ts, docs/tls.md); null: none (plaintext). */
+  tls: ListenerTlsProperty,
 });
 
 export type InboundProxyConfig = Static<typeof InboundProxySchema>;

@@ -66,6 +66,8 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
   private readonly log: Logger;
   private readonly xffAppend: boolean;
   private readonly forwarded: boolean;
+  /** `https` on a listener that terminates TLS, else `http` (X-Forwarded-Proto, Forwarded proto). */
+  private readonly proto: 'http' | 'https';
   readonly upstreamTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
   readonly idleTimeoutMs: number;
@@ -104,6 +106,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     this.requestIdHeader = h.requestId;
     this.deniedKeepAlive = h.denied.keepAlive;
     this.forwarded = h.forwarded;
+    this.proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
     this.upstreamTimeoutMs = h.upstreamTimeoutMs;
     this.upstreamIdleTimeoutMs = h.upstreamIdleTimeoutMs;
     this.idleTimeoutMs = config.timeouts.idleMs;
@@ -267,8 +270,8 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
    * `$proxy_add_x_forwarded_for` = `$http_x_forwarded_for, $remote_addr`; each hop appends the
    * address it received the request from, so a backend trusting ipgate and the same proxies can
    * walk it right to left too); from an untrusted peer, just the client. Replace mode: the client.
-   * Proto/Host/Port from a trusted proxy are kept (it may terminate TLS); else ours: `http`
-   * (ipgate does not terminate TLS), the Host header, the port the client connected to.
+   * Proto/Host/Port from a trusted proxy are kept (it may terminate TLS); else ours: `https` on a
+   * listener that terminates TLS, else `http`; the Host header; the port the client connected to.
    */
   private identityHeaders(headers: OutgoingHttpHeaders, hc: HttpConn, ex: Exchange, got: ReceivedHeaders): void {
     const peer = hc.conn.clientAddress;
@@ -280,13 +283,13 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     } else {
       headers['x-forwarded-for'] = client;
     }
-    headers['x-forwarded-proto'] = hc.trusted && got.xForwardedProto !== null ? got.xForwardedProto : 'http';
+    headers['x-forwarded-proto'] = hc.trusted && got.xForwardedProto !== null ? got.xForwardedProto : this.proto;
     const host = hc.trusted && got.xForwardedHost !== null ? got.xForwardedHost : got.host;
     if (host !== null) headers['x-forwarded-host'] = host;
     headers['x-forwarded-port'] = hc.trusted && got.xForwardedPort !== null ? got.xForwardedPort : hc.destPortText;
     if (this.forwarded) {
       // RFC 7239: one element per hop, `for` = the node this hop received the request from.
-      const element = forwardedElement(this.xffAppend ? peer : client, 'http', got.host);
+      const element = forwardedElement(this.xffAppend ? peer : client, this.proto, got.host);
       headers.forwarded = this.xffAppend && hc.trusted && got.forwarded !== null ? `${got.forwarded}, ${element}` : element;
     }
   }

@@ -10,6 +10,7 @@ import t, { type Test } from 'tap';
 import { ListenerAccessLog } from '../../../src/access-log/access-log';
 import type { Exchange } from '../../../src/forward/http/exchange';
 import type { Connection } from '../../../src/listener/connection';
+import { tlsFacts } from '../../../src/tls/facts';
 import { BlockWriter, createLogger, levelLabel, rawLineTarget } from '../../../src/log';
 
 const ENTRY = Object.freeze({ cidr: '10.0.0.0/8' });
@@ -26,7 +27,7 @@ function pair(mode: 'tcp' | 'http'): { fast: string[]; slow: string[]; logs: [Li
 
 function conn(over: Partial<Record<string, unknown>> = {}): Connection {
   return { id: 17, clientAddress: '10.1.2.3', clientPort: 40123, via: 'proxy-v2', peerAddress: '127.0.0.1', result: null,
-    entry: ENTRY, onRevoke: null, upstream: '127.0.0.1:7100', socket: { bytesRead: 1234, bytesWritten: 5678 }, startedAt: Date.now() - 5, ...over } as unknown as Connection;
+    entry: ENTRY, onRevoke: null, upstream: '127.0.0.1:7100', socket: { bytesRead: 1234, bytesWritten: 5678 }, startedAt: Date.now() - 5, tls: null, ...over } as unknown as Connection;
 }
 
 function exchange(url: string | undefined, over: Partial<Record<string, unknown>> = {}): Exchange {
@@ -97,7 +98,15 @@ t.test('HTTP lines: text-built equals pino, paths with anything in them stay val
   p.logs[0].request(ex, now);
   p.logs[1].request(ex, now);
   compare(t, p.fast[0]!, p.slow[0]!, 'an upstream timeout');
+  const overTls = pair('http');
+  const exTls = exchange('/tls', { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } });
+  overTls.logs[0].request(exTls, now);
+  overTls.logs[1].request(exTls, now);
+  compare(t, overTls.fast[0]!, overTls.slow[0]!, 'a request over TLS');
+  t.same((JSON.parse(overTls.fast[0]!) as { tls: unknown }).tls, { version: 'TLSv1.3', sni: 'app.example', cipher: 'TLS_AES_128_GCM_SHA256', resumed: true, clientCert: 'CN=ü "client", O=x' }, 'the TLS facts');
 });
+
+const TLS_FACTS = tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', true, 'CN=ü "client", O=x');
 
 t.test('level: nothing is written when info is off', async (t) => {
   const lines: string[] = [];
@@ -126,7 +135,7 @@ t.test('HTTP lines written field by field into a BlockWriter: the bytes of the t
     '/ünïcödé/😀', '/lone\ud800surrogate', 'x'.repeat(300), '\u00ff'.repeat(256), undefined];
   const rows: Array<Partial<Record<string, unknown>>> = [{}, { reason: 'upstream_timeout', status: 504, upstream: null },
     { client: '2001:db8::1', via: 'proxy-v2', entry: { cidr: '2001:db8::/32' } }, { url: '/m', method: undefined }, { status: 0 },
-    { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }];
+    { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }, { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } }];
   for (const p of paths) for (const over of rows) {
     const ex = exchange(p, over);
     direct.request(ex, fixed);

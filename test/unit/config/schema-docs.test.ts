@@ -145,7 +145,9 @@ const MIRRORS: { chart: J; ipgate: J; at: string; omit: Record<string, string> }
   },
   {
     chart: chart.properties!.listeners!.items!, ipgate: ipgate.properties!.listeners!.items!, at: 'listeners[]',
-    omit: { listen: 'the chart writes it from `listenAddress` and `port`' },
+    omit: {
+      listen: 'the chart writes it from `listenAddress` and `port`',
+    },
   },
   {
     chart: chart.properties!.allowlists!.additionalProperties as J, ipgate: ipgate.properties!.allowlists!.additionalProperties as J, at: 'allowlists.<name>',

@@ -4,9 +4,9 @@
  */
 import t from 'tap';
 import { PP_REASONS } from '../../../src/proxy-protocol/codes';
-import { CLIENT_REASONS, DENIAL_REASONS, END_REASONS, REASONS, UPSTREAM_REASONS } from '../../../src/reasons';
+import { CLIENT_REASONS, DENIAL_REASONS, END_REASONS, REASONS, TLS_HANDSHAKE_REASONS, UPSTREAM_REASONS } from '../../../src/reasons';
 
-const GROUPS = { DENIAL_REASONS, CLIENT_REASONS, UPSTREAM_REASONS, END_REASONS, PP_REASONS } as const;
+const GROUPS = { DENIAL_REASONS, CLIENT_REASONS, UPSTREAM_REASONS, END_REASONS, PP_REASONS, TLS_HANDSHAKE_REASONS } as const;
 
 t.test('each code is in exactly one group, and REASONS holds them all', async (t) => {
   const seen = new Map<string, string>();

@@ -1,0 +1,216 @@
+/**
+ * The TLS stage of an HTTP listener (docs/architecture.md "The data path", docs/tls.md): after the
+ * PROXY header (a balancer's header precedes the ClientHello), before identity, the allowlist and
+ * the HTTP engine. The accepted net.Socket is wrapped in a server tls.TLSSocket; the bytes the
+ * PROXY stage read past its header are handed back to the socket first (`unshift`: TLSSocket feeds
+ * a wrapped socket's buffered bytes to OpenSSL before reading more). The engine then gets the
+ * TLSSocket, a net.Socket like a plaintext one, and its code is the same for both.
+ *
+ * Result: `done(conn, tlsSocket)` once the handshake finished, or `failed(conn, reason)` after the
+ * socket was destroyed. A failure is the peer's fault: counted (ipgate_tls_handshakes_total
+ * {result}), logged at debug, never thrown.
+ */
+import type net from 'node:net';
+import tls from 'node:tls';
+import type { Logger } from 'pino';
+import type { TlsConfig } from '../config/schema-tls';
+import type { Connection } from '../listener/connection';
+import type { TlsHandshakeReason } from '../reasons';
+import type { TlsStats } from '../metrics/tls-stats';
+import type { CertStore } from './cert-store';
+import { tlsFacts } from './facts';
+import { peerVerifyError } from './peer-verify';
+
+export interface TlsStageResult {
+  done(conn: Connection, socket: tls.TLSSocket): void;
+  failed(conn: Connection, reason: TlsHandshakeReason): void;
+}
+
+/** ALPN: the engine speaks HTTP/1.1 only; a client that offers h2 too gets http/1.1. */
+const ALPN = ['http/1.1'];
+
+/**
+ * OpenSSL error codes (Node's `ERR_SSL_*`) by what they say about the peer. Anything else is
+ * `tls_handshake_failed`.
+ */
+const BY_CODE: Readonly<Record<string, TlsHandshakeReason>> = {
+  ERR_SSL_WRONG_VERSION_NUMBER: 'tls_not_handshake',
+  ERR_SSL_HTTP_REQUEST: 'tls_not_handshake',
+  ERR_SSL_HTTPS_PROXY_REQUEST: 'tls_not_handshake',
+  ERR_SSL_UNKNOWN_PROTOCOL: 'tls_not_handshake',
+  ERR_SSL_PACKET_LENGTH_TOO_LONG: 'tls_not_handshake',
+  ERR_SSL_RECORD_LENGTH_MISMATCH: 'tls_not_handshake',
+  ERR_SSL_UNSUPPORTED_PROTOCOL: 'tls_version',
+  ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION: 'tls_version',
+  ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE: 'tls_client_cert_missing',
+  ERR_SSL_CERTIFICATE_VERIFY_FAILED: 'tls_client_cert_invalid',
+  ECONNRESET: 'tls_handshake_aborted',
+  EPIPE: 'tls_handshake_aborted',
+};
+
+/** One handshake in progress: the state its event handlers share. */
+export class Handshake {
+  timer: NodeJS.Timeout | null = null;
+  /** The client asked for a name no certificate serves (SNICallback found none). */
+  sniMiss = false;
+  /** The client sent SNI at all (SNICallback ran). */
+  sniSeen = false;
+  settled = false;
+
+  constructor(
+    readonly stage: TlsTerminator,
+    readonly conn: Connection,
+    readonly raw: net.Socket,
+    readonly socket: tls.TLSSocket,
+    readonly result: TlsStageResult,
+    readonly startedAt: number,
+  ) {}
+}
+
+export class TlsTerminator {
+  private readonly requestCert: boolean;
+  private readonly rejectUnauthorized: boolean;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly config: Readonly<TlsConfig>,
+    readonly store: CertStore,
+    readonly stats: TlsStats,
+    logger: Logger,
+  ) {
+    this.requestCert = config.clientCertificate !== 'none';
+    this.rejectUnauthorized = config.clientCertificate === 'required';
+    this.log = logger.child({ listener: stats.listener });
+  }
+
+  /** Handshake on `raw` (paused); `leftover`: bytes read past the PROXY header. */
+  start(conn: Connection, raw: net.Socket, leftover: Buffer, result: TlsStageResult): void {
+    if (leftover.length > 0) raw.unshift(leftover);
+    const store = this.store;
+    let hs: Handshake | null = null;
+    const socket = new tls.TLSSocket(raw, {
+      isServer: true,
+      secureContext: store.initial,
+      ALPNProtocols: ALPN,
+      requestCert: this.requestCert,
+      // `required`: OpenSSL fails a handshake without a client certificate; whether one that was
+      // sent verifies is checked at `secure` (peer-verify.ts), for `optional` too.
+      rejectUnauthorized: this.rejectUnauthorized,
+      SNICallback: (servername, cb) => {
+        const ctx = store.lookup(servername);
+        if (hs !== null) {
+          hs.sniSeen = true;
+          hs.sniMiss = ctx === null;
+        }
+        // No context: the handshake goes on with `initial` (the default certificate, or none).
+        cb(null, ctx ?? undefined);
+      },
+    });
+    hs = new Handshake(this, conn, raw, socket, result, performance.now());
+    hs.timer = setTimeout(onTimeout, this.config.handshakeTimeoutMs, hs);
+    socket.once('secure', onSecure.bind(hs));
+    socket.on('error', onHandshakeError.bind(hs));
+    socket.once('close', onCloseEarly.bind(hs));
+    // The accepted socket allows half-open connections; a client that ends its side before the
+    // handshake is done can never finish it (it must still send its Finished).
+    socket.once('end', onEndEarly.bind(hs));
+    // A wrapped socket accepted paused (pauseOnConnect) must be read for the handshake to run.
+    socket.resume();
+  }
+
+  /** The handshake finished: verify the client certificate, record the facts, hand over. */
+  secured(hs: Handshake): void {
+    const socket = hs.socket;
+    const version = socket.getProtocol() ?? 'unknown';
+    let clientCert: string | null = null;
+    if (this.requestCert) {
+      const peer = socket.getPeerX509Certificate();
+      if (peer !== undefined) {
+        const why = peerVerifyError(socket);
+        if (why !== null) {
+          this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, reason: 'tls_client_cert_invalid', detail: why, subject: oneLine(peer.subject) }, 'TLS handshake failed');
+          this.fail(hs, 'tls_client_cert_invalid', version);
+          return;
+        }
+        clientCert = oneLine(peer.subject);
+      } else if (this.rejectUnauthorized) {
+        this.fail(hs, 'tls_client_cert_missing', version); // OpenSSL refuses this first; kept as a guard
+        return;
+      }
+    }
+    if (!hs.sniSeen && !this.store.hasFallback) {
+      // unknownSni: refuse, and no SNI: the empty initial context cannot finish a handshake, so
+      // this is a guard only.
+      this.fail(hs, 'tls_unknown_sni', version);
+      return;
+    }
+    this.settle(hs);
+    const resumed = socket.isSessionReused();
+    if (resumed) this.stats.resumed++;
+    this.stats.handshake('ok', version, (performance.now() - hs.startedAt) / 1000);
+    const servername = (socket as tls.TLSSocket & { servername?: string | false }).servername;
+    const cipher = socket.getCipher();
+    hs.conn.tls = tlsFacts(version, typeof servername === 'string' ? servername : null, cipher.standardName ?? cipher.name, resumed, clientCert);
+    // Errors after the handshake (a reset, a bad record) end this connection only.
+    socket.on('error', onLaterError);
+    hs.result.done(hs.conn, socket);
+  }
+
+  errored(hs: Handshake, err: NodeJS.ErrnoException): void {
+    let reason: TlsHandshakeReason = BY_CODE[err.code ?? ''] ?? 'tls_handshake_failed';
+    // With `refuse`, OpenSSL fails a handshake it has no certificate for as any other failure
+    // (no suitable signature algorithm / no shared cipher): the SNI lookup says why.
+    if (reason === 'tls_handshake_failed' && !this.store.hasFallback && (hs.sniMiss || !hs.sniSeen)) reason = 'tls_unknown_sni';
+    this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, reason, err: err.code ?? err.message }, 'TLS handshake failed');
+    // Before the versions are agreed, getProtocol() names the server's highest: not the client's.
+    const agreed = reason !== 'tls_not_handshake' && reason !== 'tls_handshake_aborted' && reason !== 'tls_handshake_failed';
+    this.fail(hs, reason, agreed ? hs.socket.getProtocol() ?? 'unknown' : 'unknown');
+  }
+
+  fail(hs: Handshake, reason: TlsHandshakeReason, version: string): void {
+    if (hs.settled) return;
+    this.settle(hs);
+    this.stats.handshake(reason, version === 'unknown' || version === null ? 'unknown' : version, (performance.now() - hs.startedAt) / 1000);
+    hs.socket.on('error', onLaterError);
+    hs.socket.destroy();
+    hs.raw.destroy();
+    hs.result.failed(hs.conn, reason);
+  }
+
+  private settle(hs: Handshake): void {
+    hs.settled = true;
+    if (hs.timer !== null) clearTimeout(hs.timer);
+    hs.timer = null;
+  }
+}
+
+function onTimeout(hs: Handshake): void {
+  hs.stage.fail(hs, 'tls_handshake_timeout', 'unknown');
+}
+
+function onSecure(this: Handshake): void {
+  if (!this.settled) this.stage.secured(this);
+}
+
+function onHandshakeError(this: Handshake, err: NodeJS.ErrnoException): void {
+  if (!this.settled) this.stage.errored(this, err);
+}
+
+function onCloseEarly(this: Handshake): void {
+  // Closed before `secure` without an error event: the client went away mid-handshake.
+  if (!this.settled) this.stage.fail(this, 'tls_handshake_aborted', 'unknown');
+  else this.raw.destroy(); // the TLS socket closed: make sure the accepted one does (the listener's close)
+}
+
+function onEndEarly(this: Handshake): void {
+  if (!this.settled) this.stage.fail(this, 'tls_handshake_aborted', 'unknown');
+}
+
+function onLaterError(): void {
+  // The listener's debug line for the accepted socket covers it; the 'close' that follows ends it.
+}
+
+/** `CN=a\nO=b` -> `CN=a, O=b`. */
+function oneLine(subject: string): string {
+  return subject.replace(/\n/g, ', ');
+}

@@ -1,0 +1,85 @@
+/**
+ * The certificate store's SNI lookup (src/tls/cert-store.ts): exact names, `*.` wildcards covering
+ * one label (RFC 6125, not the route table's rule), the default or a refusal, configured hosts
+ * over the certificate's names, the first pair winning a shared name. And the peer-verify door
+ * (src/tls/peer-verify.ts) still finds what it reads on this Node.
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import pino from 'pino';
+import t from 'tap';
+import { CertStore } from '../../../src/tls/cert-store';
+import { verifyErrorAvailable } from '../../../src/tls/peer-verify';
+import type { TlsConfig } from '../../../src/config/schema-tls';
+import { CertDir } from '../../helpers/certs';
+
+const certs = new CertDir();
+const a = certs.issue('a', { cn: 'a.test', dns: ['a.test', 'www.a.test'] });
+const w = certs.issue('w', { cn: 'w', dns: ['*.w.test'] });
+const b = certs.issue('b', { cn: 'b.test', dns: ['a.test', 'b.test'] });
+const log = pino({ level: 'silent' });
+
+function store(unknownSni: 'first' | 'refuse', extra: Partial<TlsConfig['certificates'][number]> = {}): CertStore {
+  return new CertStore('web', {
+    certificates: [
+      { cert: a.cert, key: a.key, hosts: null, name: 'a' },
+      { cert: w.cert, key: w.key, hosts: null, name: 'w' },
+      { cert: b.cert, key: b.key, hosts: null, name: 'b', ...extra },
+    ],
+    unknownSni, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
+    handshakeTimeoutMs: 1000, sessionTickets: true, reloadIntervalMs: 1000,
+  }, log);
+}
+
+t.test('lookup', async (t) => {
+  const s = store('first');
+  const ctx = (i: number): tls.SecureContext => (s as unknown as { entries: { context: tls.SecureContext }[] }).entries[i]!.context;
+  const rows: { desc: string; name: string; want: number | null }[] = [
+    { desc: 'exact', name: 'a.test', want: 0 },
+    { desc: 'exact, second SAN', name: 'www.a.test', want: 0 },
+    { desc: 'a name in two certificates: the first in the config', name: 'a.test', want: 0 },
+    { desc: 'only the third has it', name: 'b.test', want: 2 },
+    { desc: 'case-insensitive', name: 'B.TEST', want: 2 },
+    { desc: 'one trailing dot', name: 'b.test.', want: 2 },
+    { desc: 'wildcard: one label', name: 'x.w.test', want: 1 },
+    { desc: 'wildcard: not two labels', name: 'y.x.w.test', want: null },
+    { desc: 'wildcard: not the parent', name: 'w.test', want: null },
+    { desc: 'wildcard: not an empty label', name: '.w.test', want: null },
+    { desc: 'unknown', name: 'c.test', want: null },
+  ];
+  for (const row of rows) {
+    const got = s.lookup(row.name);
+    t.equal(got, row.want === null ? null : ctx(row.want), row.desc);
+  }
+  t.equal(s.hasFallback, true, 'default: a miss gets the first certificate');
+  t.equal(s.initial, ctx(0), 'the initial context is the default pair\'s');
+  const r = store('refuse');
+  t.equal(r.hasFallback, false, 'refuse: no fallback');
+  t.not(r.initial, (r as unknown as { entries: { context: tls.SecureContext }[] }).entries[0]!.context, 'refuse: the initial context has no certificate');
+  const hosts = store('first', { hosts: ['only.test'] });
+  t.equal(hosts.lookup('b.test'), null, 'configured hosts replace the certificate\'s names');
+  t.not(hosts.lookup('only.test'), null, 'and are served');
+  t.same(s.expiries().map((e) => e.label), ['a', 'w', 'b'], 'expiry per pair, labelled by name');
+});
+
+t.test('the verify result is where peer-verify.ts reads it (fails on a Node that moved it)', async (t) => {
+  const s = store('first');
+  let seen: boolean | null = null;
+  const server = net.createServer((raw) => {
+    const sock = new tls.TLSSocket(raw, { isServer: true, secureContext: s.initial, requestCert: true });
+    sock.on('error', () => {});
+    sock.once('secure', () => {
+      seen = verifyErrorAvailable(sock);
+      sock.destroy();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => {
+    const c = tls.connect({ port, host: '127.0.0.1', rejectUnauthorized: false });
+    c.on('error', () => {});
+    c.once('close', () => resolve());
+  });
+  await new Promise<void>((r) => server.close(() => r()));
+  t.equal(seen, true, 'the TLSWrap handle has verifyError() after the handshake');
+});
