@@ -10,6 +10,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { Duplex } from 'node:stream';
 import t, { type Test } from 'tap';
+import { rawSocketsAvailable } from '../../src/listener/raw-socket';
 import { SniRoutes } from '../../src/route/sni-routes';
 import { clientHello, handshake, helloBody, records, sniExt } from '../fixtures/tls/client-hello-vectors';
 import { startIpgate, type Started } from '../helpers/ipgate';
@@ -19,7 +20,10 @@ import { curlTls, readPem, sClient, startTlsBackends, type TlsBackends } from '.
 
 const skip = missing('nginx') || missing('curl') || missing('openssl');
 
-async function setup(t: Test, extra: { helloTimeoutMs?: number } = {}): Promise<{ g: Started; b: TlsBackends }> {
+/** Both socket paths of a TCP listener: libuv handles (the default) and net.Sockets. */
+const PATHS = [{ desc: 'handles', env: undefined }, { desc: 'net.Socket', env: '0' }] as const;
+
+async function setup(t: Test, extra: { helloTimeoutMs?: number; handles?: boolean } = {}): Promise<{ g: Started; b: TlsBackends }> {
   const b = await startTlsBackends([
     { id: 'a', names: ['a.example'] },
     { id: 'b', names: ['b.example'] },
@@ -28,7 +32,10 @@ async function setup(t: Test, extra: { helloTimeoutMs?: number } = {}): Promise<
   ]);
   t.teardown(b.nginx.stop);
   const up = (id: string): string => `127.0.0.1:${b.port[id]}`;
-  const g = await startIpgate({
+  // IPGATE_TCP_HANDLES is read when a listener is built (raw-socket.ts rawSocketsWanted).
+  const saved = process.env.IPGATE_TCP_HANDLES;
+  if (extra.handles === false) process.env.IPGATE_TCP_HANDLES = '0';
+  const started = startIpgate({
     allowlists: {
       all: ['127.0.0.1/32', '127.0.0.2/32', '127.0.0.3/32'],
       'a-clients': ['127.0.0.1/32', '127.0.0.2/32'],
@@ -52,7 +59,12 @@ async function setup(t: Test, extra: { helloTimeoutMs?: number } = {}): Promise<
       },
     ],
   });
+  const g = await started.finally(() => {
+    if (saved === undefined) delete process.env.IPGATE_TCP_HANDLES;
+    else process.env.IPGATE_TCP_HANDLES = saved;
+  });
   t.teardown(() => g.app.shutdown(0));
+  t.equal(listener(g, 'sni').rawSockets, extra.handles !== false && rawSocketsAvailable, `the listener runs on ${extra.handles === false ? 'net.Sockets' : 'handles'}`);
   return { g, b };
 }
 
@@ -60,8 +72,8 @@ function listener(g: Started, name: string): import('../../src/listener/listener
   return g.app.listeners.find((l) => l.name === name)!;
 }
 
-t.test('routes by SNI to the backend of that name, each route with its own allowlist', { skip }, async (t) => {
-  const { g, b } = await setup(t);
+for (const path of PATHS) t.test(`routes by SNI to the backend of that name, each route with its own allowlist (${path.desc})`, { skip }, async (t) => {
+  const { g, b } = await setup(t, { handles: path.env === undefined });
   const port = g.port('sni');
   const cases = [
     { desc: 'exact a.example from 127.0.0.2 (on a-clients): backend a', name: 'a.example', ca: 'a', source: '127.0.0.2', answer: 'backend=a sni=a.example' },
@@ -140,8 +152,8 @@ t.test('no route and no default: closed route_no_host, counted', { skip }, async
   t.match(line, { decision: 'reject', route: null, sni: 'b.example' }, 'access line: rejected, with the SNI asked for');
 });
 
-t.test('bad hellos are closed with their reason and counted', { skip }, async (t) => {
-  const { g } = await setup(t, { helloTimeoutMs: 400 });
+for (const path of PATHS) t.test(`bad hellos are closed with their reason and counted (${path.desc})`, { skip }, async (t) => {
+  const { g } = await setup(t, { helloTimeoutMs: 400, handles: path.env === undefined });
   const port = g.port('sni');
   const hello = clientHello({ extensions: [sniExt('a.example')] });
   const cases: { desc: string; send: Buffer; end: boolean; reason: string }[] = [
@@ -209,8 +221,8 @@ class OneByteFirstFlight extends Duplex {
   }
 }
 
-t.test('a ClientHello split into 1-byte TCP writes still routes', { skip }, async (t) => {
-  const { g, b } = await setup(t);
+for (const path of PATHS) t.test(`a ClientHello split into 1-byte TCP writes still routes (${path.desc})`, { skip }, async (t) => {
+  const { g, b } = await setup(t, { handles: path.env === undefined });
   const l = listener(g, 'sni');
   const socket = await connect({ port: g.port('sni'), localAddress: '127.0.0.2' });
   socket.setNoDelay(true);
