@@ -44,7 +44,8 @@ export class Admission {
     ListenerStats.bump(this.stats.denied, reason);
     if (route !== null) ListenerStats.bump(route.counts.denied, reason);
     if (this.log.isLevelEnabled('debug')) {
-      this.log.debug({ conn: conn.id, client, peer: conn.peerAddress, via, reason, ...(method !== null ? { method, url } : {}) }, 'denied');
+      this.log.debug({ conn: conn.id, client, peer: conn.peerAddress, via, reason, ...(method !== null ? { method, url } : {}),
+        ...(route !== null ? { route: route.name, sni: conn.sni } : {}) }, 'denied');
     }
     return reason;
   }

@@ -10,6 +10,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { Duplex } from 'node:stream';
 import t, { type Test } from 'tap';
+import { liveConnections } from '../../src/admin/routes/connections';
 import { rawSocketsAvailable } from '../../src/listener/raw-socket';
 import { SniRoutes } from '../../src/route/sni-routes';
 import { clientHello, handshake, helloBody, records, sniExt } from '../fixtures/tls/client-hello-vectors';
@@ -131,7 +132,9 @@ t.test('openssl s_client: the backend presents its own certificate; no SNI takes
     t.match(r.stderr, `CN = ${c.cn}`, `${c.desc}: certificate CN = ${c.cn} (the backend's, not ipgate's)`);
   }
   await waitFor(() => listener(g, 'sni').connections.size === 0, 10_000, 'connections closed');
-  t.equal(listener(g, 'sni').stats.routes.get('default')?.closed.get('ok'), 2, 'two connections on the default route');
+  // How each ended (ok, or upstream_reset when nginx resets after its answer) is not the point here.
+  const ended = [...(listener(g, 'sni').stats.routes.get('default')?.closed.values() ?? [])].reduce((a, b) => a + b, 0);
+  t.equal(ended, 2, 'two connections on the default route');
 });
 
 t.test('no route and no default: closed route_no_host, counted', { skip }, async (t) => {
@@ -300,6 +303,12 @@ t.test('revocation uses the route\'s list; replaceRoutes closes connections whos
   const b3 = await open('b.example', '127.0.0.3');
   const w2 = await open('x.w.example', '127.0.0.2');
   await waitFor(() => [...l.connections].filter((c) => c.entry !== null).length === 3, 5000, 'three admitted');
+  const views = liveConnections([l], undefined, 10).connections.map((c) => ({ client: c.client.split(':')[0], route: c.route, sni: c.sni }));
+  t.same(views, [
+    { client: '127.0.0.2', route: 'a', sni: 'a.example' },
+    { client: '127.0.0.3', route: 'b', sni: 'b.example' },
+    { client: '127.0.0.2', route: 'wild', sni: 'x.w.example' },
+  ], 'GET /v1/connections shows each connection\'s route and SNI');
 
   // a-clients drops 127.0.0.2: only the connection route a took from 127.0.0.2 is cut; the
   // wildcard connection from the same client (listener list "all") stays.
