@@ -401,19 +401,9 @@ export class Listener implements HelloSink {
       throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
     }
     this.routes = next;
-    let closed = 0;
-    for (const conn of this.connections) {
-      const old = conn.route;
-      if (old === null) continue;
-      const d = next.decide(conn.sni);
-      if (d.kind === 'route' && d.route.name === old.name) {
-        conn.route = d.route;
-        continue;
-      }
-      this.close(conn, 'route_removed');
-      closed++;
-    }
-    return closed;
+    const gone = next.adopt(this.connections);
+    for (const conn of gone) this.close(conn, 'route_removed');
+    return gone.length;
   }
 
   private admit(conn: Connection, leftover: Buffer): void {

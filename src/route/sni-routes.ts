@@ -11,7 +11,7 @@
  */
 import type { RouteConfig } from '../config/schema-routes';
 import { parseUpstreams, UpstreamPool } from '../forward/upstream-group';
-import type { ConnectionRoute } from '../listener/connection';
+import type { Connection, ConnectionRoute } from '../listener/connection';
 import type { ListenerStats, RouteCounts } from '../metrics/listener-stats';
 import type { LiveList } from '../store/live-lists';
 import { RouteTable, type RouteMatch, type RouteMiss } from './route-table';
@@ -69,6 +69,23 @@ export class SniRoutes {
     const m = this.table.lookupHost(sni);
     if (m.kind === 'miss') return m;
     return { kind: 'route', route: this.routes[m.routeIndex]!, match: m };
+  }
+
+  /**
+   * A reload: move the open connections routed by older routes to this table's route of the same
+   * name when their SNI still reaches one; return those it does not (their route is gone: the
+   * listener closes them, `route_removed`). Connections not routed yet are left alone.
+   */
+  adopt(connections: Iterable<Connection>): Connection[] {
+    const gone: Connection[] = [];
+    for (const conn of connections) {
+      const old = conn.route;
+      if (old === null) continue;
+      const d = this.decide(conn.sni);
+      if (d.kind === 'route' && d.route.name === old.name) conn.route = d.route;
+      else gone.push(conn);
+    }
+    return gone;
   }
 
   /** Whether every upstream of every route is an IP literal (a listener on libuv handles needs that). */
