@@ -59,7 +59,7 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
     metrics.addListener(stats, lc.mode);
-    const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist)) ?? null;
+    const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist), lc.mode === 'tcp' && lc.routes !== undefined) ?? null;
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
     else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
@@ -76,7 +76,7 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
   if (config.revokeLive) {
     lists.on('change', ({ list }) => {
       for (const l of listeners) {
-        if (l.list !== list) continue;
+        if (!l.enforces(list)) continue;
         const closed = l.revokeDenied();
         if (closed > 0) logger.info({ listener: l.name, list: list.name, closed }, 'closed connections no longer allowed');
       }

@@ -4,11 +4,14 @@
  * {result}`, `ipgate_denied_total{reason}`, `ipgate_http_client_errors_total{reason}`,
  * `ipgate_upstream_errors_total{reason}`), so the set is closed and small, and each has one
  * sentence (HAProxy's `conn_err_code_str` and fastify's lib/errors.js are the models). The PROXY
- * stage's codes live beside its decoder (proxy-protocol/codes.ts) and are part of this set.
+ * stage's codes live beside its decoder (proxy-protocol/codes.ts), the ClientHello stage's beside
+ * its reader (tls/codes.ts) and the route stage's beside the route table (route/codes.ts); all
+ * are part of this set.
  * docs/architecture.md "The data path" says where each stage produces its codes.
  */
 import { PP_REASONS, type PpReason } from './proxy-protocol/codes';
-import { TLS_REASONS } from './tls/codes';
+import { ROUTE_MISS_REASONS, type RouteMissReason } from './route/codes';
+import { TLS_REASONS, type TlsReason } from './tls/codes';
 
 /** Why a client was refused (`ipgate_denied_total{reason}`, with the PROXY stage's refusals). */
 export const DENIAL_REASONS = Object.freeze({
@@ -44,6 +47,7 @@ export type UpstreamReason = keyof typeof UPSTREAM_REASONS;
 export const END_REASONS = Object.freeze({
   denied: 'The client was refused: a TCP connection is closed; an HTTP one is answered 403 per request.',
   drain: 'Still open when shutdown.drainTimeoutMs ran out after SIGTERM; closed.',
+  route_removed: 'A routes reload left the route of an open connection out (or sent its SNI to another route); it was closed.',
 });
 export type EndReason = keyof typeof END_REASONS;
 
@@ -53,7 +57,6 @@ export type EndReason = keyof typeof END_REASONS;
  */
 export const TLS_HANDSHAKE_REASONS = Object.freeze({
   tls_handshake_timeout: 'The TLS handshake did not finish within tls.handshakeTimeoutMs (a silent client, or half a ClientHello).',
-  tls_not_handshake: TLS_REASONS.tls_not_handshake,
   tls_version: 'The client offered no protocol version between tls.minVersion and tls.maxVersion.',
   tls_unknown_sni: 'The client asked for a name no certificate serves, or for none, and tls.unknownSni is refuse.',
   tls_client_cert_missing: 'The client sent no certificate where tls.clientCertificate is required.',
@@ -61,14 +64,15 @@ export const TLS_HANDSHAKE_REASONS = Object.freeze({
   tls_handshake_aborted: 'The client closed or reset the connection during the handshake.',
   tls_handshake_failed: 'The handshake failed otherwise (no common cipher or ALPN protocol, a bad message, an alert from the client).',
 });
-export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS;
+/** tls_not_handshake is the ClientHello reader's code (tls/codes.ts), shared by both TLS stages. */
+export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS | 'tls_not_handshake';
 
 /** Every code a connection or request can end with, `ok` aside. */
-export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason | TlsHandshakeReason;
+export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
 
 /** Each code with its sentence (docs and `ipgate doctor` read it). */
 export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
-  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS, ...TLS_HANDSHAKE_REASONS,
+  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
 });
 
 /** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */

@@ -8,13 +8,16 @@
  *   client     the real client address (canonical), `clientPort` for TCP
  *   via        how it was learned: socket | proxy-v1 | proxy-v2 | xff
  *   peer       the socket peer (a load balancer, a trusted proxy, or the client itself)
- *   decision   allow | deny (allowlist; reason denied_by_entry, not_allowlisted or revoked) | reject (PROXY header, reason pp_<code>)
+ *   decision   allow | deny (allowlist; reason denied_by_entry, not_allowlisted or revoked) | reject (PROXY header
+ *              pp_<code>, ClientHello tls_<code>, no route route_no_host)
  *   entry      the allowlist entry (CIDR) that decided: the allow entry that admits the client
  *              (decision allow), or the deny entry that refused it (reason denied_by_entry)
  *   reason     why it was denied or rejected (= the ipgate_denied_total reason)
  *   result     TCP: how it closed (= the ipgate_connections_closed_total result: ok, upstream_refused, ...);
  *              HTTP: ok, or the failure (upstream_refused, upstream_timeout, client_abort, ...)
  *   upstream   `host:port` chosen, or null
+ *   route, sni TCP listeners with routes only: the route's name (null: none chosen) and the
+ *              ClientHello's SNI (null: none sent, or no hello read); the SNI is never a metric label
  *   status     HTTP status sent (0: none)
  *   upstreamStatus  HTTP: the upstream's own status (null: ipgate answered, or no answer)
  *   upstreamMs HTTP: milliseconds from the request sent upstream to its response head (null: none)
@@ -63,6 +66,8 @@ export class ListenerAccessLog {
   private readonly raw: { stream: { write(line: string): unknown }; bindings: string } | null;
   /** The raw target when it is a BlockWriter: lines are then written into its block field by field. */
   private readonly direct: BlockWriter | null;
+  /** A TCP listener with routes: its lines carry `route` and `sni`. */
+  private readonly routed: boolean;
 
   constructor(
     readonly listener: string,
@@ -71,8 +76,10 @@ export class ListenerAccessLog {
     private readonly summary: DenialSummary | null,
     /** The list the listener enforces: a denial line names the deny entry that decided (null: not known). */
     private readonly list: LiveList | null = null,
+    routed = false,
   ) {
     this.http = mode === 'http';
+    this.routed = routed;
     this.log = logger.child({ listener, kind: mode });
     this.raw = rawLineTarget(this.log);
     this.direct = this.raw !== null && this.raw.stream instanceof BlockWriter ? this.raw.stream : null;
@@ -92,11 +99,11 @@ export class ListenerAccessLog {
     let denyEntry: string | null = null;
     if (result === 'denied') {
       decision = 'deny';
-      ({ reason, entry: denyEntry } = this.denial(conn.clientAddress));
+      ({ reason, entry: denyEntry } = this.denial(conn.clientAddress, conn.route?.list ?? this.list));
     } else if (result === 'revoked') {
       decision = 'deny';
       reason = 'revoked';
-    } else if (conn.entry === null && result.startsWith('pp_')) {
+    } else if ((conn.entry === null && (result.startsWith('pp_') || result.startsWith('tls_') || result.startsWith('route_')))) {
       decision = 'reject';
       reason = result;
     } else if (conn.entry === null) {
@@ -114,7 +121,7 @@ export class ListenerAccessLog {
         const w = this.direct;
         // Field by field into the block, as for HTTP below. Worst case per character: a 6-byte \u escape.
         if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
-          + len(conn.peerAddress) + len(entry) + len(result) + len(conn.upstream)))) {
+          + len(conn.peerAddress) + len(entry) + len(result) + len(conn.upstream) + len(conn.route?.name) + len(conn.sni)))) {
           w.fragment('{"level":"info"');
           w.time();
           w.fragment(raw.bindings);
@@ -126,6 +133,10 @@ export class ListenerAccessLog {
           w.fragment(',"decision":"allow","entry":'); w.jsonString(entry);
           w.fragment(',"result":'); w.jsonString(result);
           w.fragment(',"upstream":'); w.jsonString(conn.upstream);
+          if (this.routed) {
+            w.fragment(',"route":'); w.jsonString(conn.route?.name ?? null);
+            w.fragment(',"sni":'); w.jsonString(conn.sni);
+          }
           w.fragment(',"bytesIn":'); w.number(bytesIn);
           w.fragment(',"bytesOut":'); w.number(bytesOut);
           w.fragment(',"durationMs":'); w.number(durationMs);
@@ -136,13 +147,15 @@ export class ListenerAccessLog {
         raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(conn.clientAddress)}`
           + `,"clientPort":${num(conn.clientPort)},"via":${str(conn.via)},"peer":${str(conn.peerAddress)},"decision":"allow"`
           + `,"entry":${str(entry)},"result":${str(result)},"upstream":${str(conn.upstream)}`
+          + (this.routed ? `,"route":${str(conn.route?.name ?? null)},"sni":${str(conn.sni)}` : '')
           + `,"bytesIn":${num(bytesIn)},"bytesOut":${num(bytesOut)}`
           + `,"durationMs":${num(durationMs)},"msg":"access"}\n`);
         return;
       }
       this.log.info({
         conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-        decision, entry, result, upstream: conn.upstream, bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
+        decision, entry, result, upstream: conn.upstream, ...(this.routed ? { route: conn.route?.name ?? null, sni: conn.sni } : {}),
+        bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
       }, 'access');
       return;
     }
@@ -150,7 +163,8 @@ export class ListenerAccessLog {
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
         conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-        decision, reason, ...(denyEntry !== null ? { entry: denyEntry } : {}), result, upstream: conn.upstream, bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
+        decision, reason, ...(denyEntry !== null ? { entry: denyEntry } : {}), result, upstream: conn.upstream,
+        ...(this.routed ? { route: conn.route?.name ?? null, sni: conn.sni } : {}), bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
       }, 'access');
     }
   }
@@ -159,9 +173,9 @@ export class ListenerAccessLog {
    * Why `client` was denied and by which entry: the list in force decides again (the decision was
    * moments ago; a list change in between is what revokeLive handles). Denial path only.
    */
-  private denial(client: string): { reason: DenialReason; entry: string | null } {
-    if (this.list === null) return { reason: 'not_allowlisted', entry: null };
-    const d = this.list.matcher.decide(client);
+  private denial(client: string, list: LiveList | null): { reason: DenialReason; entry: string | null } {
+    if (list === null) return { reason: 'not_allowlisted', entry: null };
+    const d = list.matcher.decide(client);
     return d.reason === 'denied_by_entry' ? { reason: 'denied_by_entry', entry: d.entry!.cidr } : { reason: 'not_allowlisted', entry: null };
   }
 
@@ -232,7 +246,7 @@ export class ListenerAccessLog {
       }, 'access');
       return;
     }
-    const { reason, entry } = ex.reason === 'denied' ? this.denial(ex.client) : { reason: 'revoked', entry: null };
+    const { reason, entry } = ex.reason === 'denied' ? this.denial(ex.client, this.list) : { reason: 'revoked', entry: null };
     this.summary?.add(this.listener, ex.client, reason, entry);
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
@@ -293,8 +307,8 @@ export class AccessLog {
       : null;
   }
 
-  forListener(name: string, mode: 'tcp' | 'http', list: LiveList | null = null): ListenerAccessLog {
-    return new ListenerAccessLog(name, mode, this.logger, this.summary, list);
+  forListener(name: string, mode: 'tcp' | 'http', list: LiveList | null = null, routed = false): ListenerAccessLog {
+    return new ListenerAccessLog(name, mode, this.logger, this.summary, list, routed);
   }
 
   start(): void {

@@ -5,7 +5,8 @@
  * error, and scans must not flood the log (a rate-limited summary reaches info,
  * access-log/denial-summary.ts). Revocations (an open connection cut by a list change) are counted
  * and logged here too. The Listener uses it for connection-level decisions (TCP), HttpForwarder
- * for its per-connection and per-request ones.
+ * for its per-connection and per-request ones. A connection an SNI route took (`conn.route`) is
+ * decided by the route's list; every other by the listener's.
  */
 import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
@@ -27,15 +28,24 @@ export class Admission {
     return this.list.matcher.match(client);
   }
 
+  /** The entry that admits `conn`'s client now, by its route's list or the listener's; null: refused. */
+  matchConnection(conn: Connection): AllowEntry | null {
+    const route = conn.route;
+    return (route === null ? this.list : route.list).matcher.match(conn.clientAddress);
+  }
+
   /**
    * Count and log one refusal of `client` on `conn` (an HTTP request's `method` and `url` too). No
    * object is built unless debug is on: this runs once per denied request.
    */
   refused(client: string, conn: Connection, via: Via, method: string | null = null, url: string | null = null): AllowlistRefusal {
-    const reason = denialReason(this.list.matcher, client);
+    const route = conn.route;
+    const reason = denialReason((route === null ? this.list : route.list).matcher, client);
     ListenerStats.bump(this.stats.denied, reason);
+    if (route !== null) ListenerStats.bump(route.counts.denied, reason);
     if (this.log.isLevelEnabled('debug')) {
-      this.log.debug({ conn: conn.id, client, peer: conn.peerAddress, via, reason, ...(method !== null ? { method, url } : {}) }, 'denied');
+      this.log.debug({ conn: conn.id, client, peer: conn.peerAddress, via, reason, ...(method !== null ? { method, url } : {}),
+        ...(route !== null ? { route: route.name, sni: conn.sni } : {}) }, 'denied');
     }
     return reason;
   }
@@ -43,6 +53,7 @@ export class Admission {
   /** Count and log one revocation of `conn`. */
   revoked(conn: Connection): void {
     ListenerStats.bump(this.stats.denied, 'revoked');
+    if (conn.route !== null) ListenerStats.bump(conn.route.counts.denied, 'revoked');
     if (this.log.isLevelEnabled('debug')) this.log.debug({ conn: conn.id, client: conn.clientAddress }, 'revoked');
   }
 }

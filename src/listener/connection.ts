@@ -1,8 +1,11 @@
 import type net from 'node:net';
 import type { AllowEntry } from '../allowlist/entry';
+import type { UpstreamPool } from '../forward/upstream-group';
+import type { RouteCounts } from '../metrics/listener-stats';
 import type { Tlv } from '../proxy-protocol/decoder';
 import type { Reason } from '../reasons';
 import type { TlsFacts } from '../tls/facts';
+import type { LiveList } from '../store/live-lists';
 import type { RawSocket } from './raw-socket';
 
 /**
@@ -13,6 +16,21 @@ export type Endpoint = net.Socket | RawSocket;
 
 /** How the client address was learned: the access-log field `via`. */
 export type Via = 'socket' | 'proxy-v1' | 'proxy-v2' | 'xff';
+
+/**
+ * The route that took a connection (TCP listeners with routes: route/sni-routes.ts). The
+ * allowlist decision and revocation use its list; the forwarder dials its upstream group.
+ */
+export interface ConnectionRoute {
+  /** The route's name: the access log's `route` and the metric label. */
+  readonly name: string;
+  /** The list the route enforces (its own `allowlist`, or the listener's). */
+  readonly list: LiveList;
+  /** Its upstream group (its own round robin). */
+  readonly upstreams: UpstreamPool;
+  /** Its counters (ListenerStats.route(name): kept across reloads). */
+  readonly counts: RouteCounts;
+}
 
 /**
  * Everything known about one accepted connection. One object per connection, filled in stage by
@@ -35,6 +53,10 @@ export class Connection {
    * decision and when denied. A list change re-checks it (Listener.revokeDenied).
    */
   entry: AllowEntry | null = null;
+  /** TCP listeners with routes: the route chosen by SNI (null before, and on other listeners). */
+  route: ConnectionRoute | null = null;
+  /** TCP listeners with routes: the ClientHello's SNI (null: none sent, or not read yet). Logged, never a label. */
+  sni: string | null = null;
   /** `host:port` of the upstream, once chosen. */
   upstream: string | null = null;
   upstreamSocket: Endpoint | null = null;

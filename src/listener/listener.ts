@@ -4,6 +4,10 @@
  *   accept -> PROXY header decode -> TLS handshake (http listeners with tls) -> client identity
  *     -> allowlist -> handler (tcp or http forward)
  *
+ * A TCP listener with `routes` has two more stages between the PROXY header and the allowlist: the
+ * ClientHello (tls/hello-stage.ts) and the SNI route (route/sni-routes.ts), which gives the
+ * allowlist and the upstream group. A listener without routes never calls them.
+ *
  * Failures before the handler are decisions, not exceptions: the connection is closed with a reason
  * code that is both the log field and the metric label. Nothing a peer sends can throw out of here.
  */
@@ -21,6 +25,8 @@ import { decodeProxyHeader } from '../proxy-protocol/decoder';
 import type { Reason } from '../reasons';
 import type { LiveList } from '../store/live-lists';
 import type { TlsStageResult, TlsTerminator } from '../tls/terminate';
+import { SniRoutes } from '../route/sni-routes';
+import { readHello, type HelloSink, type HelloStageOptions, type HelloStageResult } from '../tls/hello-stage';
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
 import { Connection } from './connection';
@@ -71,7 +77,10 @@ export interface PeerObserver {
 const EMPTY = Buffer.alloc(0);
 let nextConnectionId = 1;
 
-export class Listener {
+/** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
+const DEFAULT_HELLO_TIMEOUT_MS = 5000;
+
+export class Listener implements HelloSink {
   readonly name: string;
   readonly stats: ListenerStats;
   readonly connections = new Set<Connection>();
@@ -96,6 +105,9 @@ export class Listener {
     },
     failed: (conn, reason) => this.close(conn, reason),
   };
+  /** TCP listeners with routes: the compiled SNI routes (swapped whole by replaceRoutes); else null. */
+  private routes: SniRoutes | null;
+  private readonly helloOptions: HelloStageOptions;
 
   constructor(
     readonly config: Readonly<ListenerConfig>,
@@ -107,6 +119,8 @@ export class Listener {
     this.admission = new Admission(deps.list, this.stats, this.log);
     this.trustedSources = addressSet(config.proxyProtocol.trustedSources, deps.list.owner);
     this.tls = deps.tls ?? null;
+    this.routes = config.mode === 'tcp' && config.routes !== undefined ? SniRoutes.compile(config, deps.list.owner, this.stats) : null;
+    this.helloOptions = { timeoutMs: config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS };
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -212,7 +226,7 @@ export class Listener {
         conn.onRevoke(conn);
         continue;
       }
-      const entry = this.admission.match(conn.clientAddress);
+      const entry = this.admission.matchConnection(conn);
       if (entry !== null) {
         conn.entry = entry;
       } else {
@@ -347,16 +361,73 @@ export class Listener {
     conn.via = outcome.via;
     conn.tlvs = outcome.tlvs;
     const n = outcome.headerLength;
-    const leftover = n === 0 ? buf : n === buf.length ? EMPTY : buf.subarray(n);
-    // TLS after the PROXY header: a balancer's header precedes the ClientHello.
-    if (this.tls !== null) this.tls.start(conn, conn.socket as net.Socket, leftover, this.tlsResult);
-    else this.admit(conn, leftover);
+    const rest = n === 0 ? buf : n === buf.length ? EMPTY : buf.subarray(n);
+    // TLS after the PROXY header: a balancer's header precedes the ClientHello (HTTP listeners
+    // with tls terminate it; TCP listeners with routes read it and pass it on untouched).
+    if (this.tls !== null) this.tls.start(conn, conn.socket as net.Socket, rest, this.tlsResult);
+    else if (this.routes === null) this.admit(conn, rest);
+    else readHello(conn, rest, this.helloOptions, this.stats, this);
+  }
+
+  /**
+   * The ClientHello stage's result (TCP listeners with routes): close with its reason, or route by
+   * SNI and go on to the allowlist with the route's list; the hello and what followed it are
+   * forwarded untouched.
+   */
+  helloRead(conn: Connection, r: HelloStageResult): void {
+    if (!r.ok) {
+      this.log.debug({ conn: conn.id, peer: conn.peerAddress, client: conn.clientAddress, reason: r.reason, detail: r.detail }, 'ClientHello rejected');
+      this.close(conn, r.reason);
+      return;
+    }
+    conn.sni = r.hello.sni;
+    const d = this.routes!.decide(conn.sni);
+    if (d.kind === 'miss') {
+      ListenerStats.bump(this.stats.routeMisses, d.reason);
+      this.log.debug({ conn: conn.id, client: conn.clientAddress, sni: conn.sni, reason: d.reason }, 'no route');
+      this.close(conn, d.reason);
+      return;
+    }
+    conn.route = d.route;
+    this.admit(conn, r.bytes);
+  }
+
+  /** Whether this listener decides on `list` (its own, or one of its routes'): revocation asks. */
+  enforces(list: LiveList): boolean {
+    return list === this.deps.list || (this.routes !== null && this.routes.routes.some((r) => r.list === list));
+  }
+
+  /** The SNI routes in force (TCP listeners with routes), or null. */
+  get sniRoutes(): SniRoutes | null {
+    return this.routes;
+  }
+
+  /**
+   * A reload's new routes (TCP listeners with routes), compiled with SniRoutes.compile: the table,
+   * the groups and the lists are swapped in one assignment, so a new connection sees the old
+   * routes or the new ones, never a mix. An open connection keeps going when its SNI still
+   * reaches a route of the same name (it then belongs to the new route: its list decides a later
+   * revocation, so call revokeDenied() after this when revokeLive is on); otherwise its route is
+   * gone and it is closed (`route_removed`). Connections still reading their hello use the new
+   * table. Returns the number closed. Throws, changing nothing, for a listener without routes or
+   * when this listener relays on libuv handles and a new upstream is a name (handles dial
+   * addresses only: a restart picks the net.Socket path).
+   */
+  replaceRoutes(next: SniRoutes): number {
+    if (this.routes === null) throw new Error(`listener "${this.name}" has no SNI routes (mode tcp with routes): nothing to replace`);
+    if (this.raw && !next.ipLiteralsOnly) {
+      throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
+    }
+    this.routes = next;
+    const gone = next.adopt(this.connections);
+    for (const conn of gone) this.close(conn, 'route_removed');
+    return gone.length;
   }
 
   private admit(conn: Connection, leftover: Buffer): void {
     const handler = this.deps.handler;
     if (handler.decidesPerRequest?.(conn) !== true) {
-      const entry = this.admission.match(conn.clientAddress);
+      const entry = this.admission.matchConnection(conn);
       if (entry === null) {
         this.admission.refused(conn.clientAddress, conn, conn.via);
         this.close(conn, 'denied');
@@ -379,6 +450,7 @@ export class Listener {
     this.stats.active--;
     const result = conn.result ?? 'ok';
     ListenerStats.bump(this.stats.closed, result);
+    if (conn.route !== null) ListenerStats.bump(conn.route.counts.closed, result);
     const bytesIn = conn.socket.bytesRead;
     const bytesOut = conn.socket.bytesWritten;
     this.stats.bytesFromClient += bytesIn;

@@ -36,6 +36,19 @@ export class ListenerStats {
   /** Upstream connect time of new upstream connections, seconds (ipgate_upstream_connect_seconds). */
   readonly upstreamConnect = new FixedHistogram(CONNECT_BUCKETS);
 
+  /**
+   * TCP listeners with routes: ClientHello reads by result, `ok` or `tls_<code>`
+   * (ipgate_sni_hellos_total).
+   */
+  readonly sniHellos = new Map<string, number>();
+  /** Connections and requests that matched no route, by reason (ipgate_route_misses_total). */
+  readonly routeMisses = new Map<string, number>();
+  /**
+   * Per route (the config's route names: a bounded set), created when a route table is compiled
+   * and kept across reloads so counters never go back. Only listeners with routes have any.
+   */
+  readonly routes = new Map<string, RouteCounts>();
+
   /** Per upstream target (`host:port` from the config: a bounded set), created on first use. */
   readonly upstreams = new Map<string, UpstreamStats>();
 
@@ -43,6 +56,13 @@ export class ListenerStats {
 
   static bump<K>(map: Map<K, number>, key: K): void {
     map.set(key, (map.get(key) ?? 0) + 1);
+  }
+
+  /** The counters of the route `name` (created on first use). */
+  route(name: string): RouteCounts {
+    let r = this.routes.get(name);
+    if (r === undefined) this.routes.set(name, (r = new RouteCounts()));
+    return r;
   }
 
   upstream(label: string): UpstreamStats {
@@ -73,4 +93,14 @@ export class UpstreamStats {
   readonly failures = new Map<UpstreamReason, number>();
   /** Time from the request sent to the response head, seconds (nginx $upstream_header_time). */
   readonly responseTime = new FixedHistogram(HTTP_DURATION_BUCKETS);
+}
+
+/**
+ * One route's share of its listener's connection counters: connections closed by result and
+ * refusals by reason, for those the route took (the listener's own maps count them too; the
+ * metrics publish the listener's remainder without a `route` label, docs/routes-and-sni.md).
+ */
+export class RouteCounts {
+  readonly closed = new Map<Reason | 'ok', number>();
+  readonly denied = new Map<DeniedLabel, number>();
 }

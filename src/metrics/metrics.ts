@@ -16,7 +16,7 @@ import { Registry } from 'prom-client';
 import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
 import { histogramSamples, Published } from './published';
-import type { ListenerStats } from './listener-stats';
+import type { ListenerStats, RouteCounts } from './listener-stats';
 import type { TlsStats } from './tls-stats';
 
 /** What the metrics read from a TLS listener's certificates (src/tls/cert-store.ts). */
@@ -106,6 +106,27 @@ export class Metrics {
     const byKey = (map: Map<string, number>, out: Sample[], listener: string, label: string): void => {
       for (const [k, v] of map) out.push({ labels: { listener, [label]: k }, value: v });
     };
+    /**
+     * A connection counter with a `route` label for the connections a route took (TCP listeners
+     * with routes): each route's counts with `route`, and the listener's remainder (closed before a
+     * route was chosen: PROXY, ClientHello, no route) without it. A listener without routes has no
+     * route counts, so its series are exactly those it had before routes existed. The remainder
+     * only grows, so a zero one is left out rather than published.
+     */
+    const byKeyAndRoute = (s: ListenerStats, map: Map<string, number>, pick: (r: RouteCounts) => Map<string, number>, out: Sample[], label: string): void => {
+      if (s.routes.size === 0) {
+        byKey(map, out, s.listener, label);
+        return;
+      }
+      const rest = new Map(map);
+      for (const [route, counts] of s.routes) {
+        for (const [k, v] of pick(counts)) {
+          out.push({ labels: { listener: s.listener, route, [label]: k }, value: v });
+          rest.set(k, (rest.get(k) ?? 0) - v);
+        }
+      }
+      for (const [k, v] of rest) if (v > 0) out.push({ labels: { listener: s.listener, [label]: k }, value: v });
+    };
 
     // --- connections -----------------------------------------------------------------------------
     new Published({ name: 'ipgate_connections_accepted_total', type: 'counter',
@@ -122,11 +143,17 @@ export class Metrics {
       help: 'Connections open now on a listener.',
       collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.active })) }).register(r);
     new Published({ name: 'ipgate_connections_closed_total', type: 'counter',
-      help: 'Connections closed, by result: ok, denied, revoked, drain, pp_<code>, upstream_<code>, idle_timeout, HTTP parser errors.',
-      collect: each((s, out) => byKey(s.closed, out, s.listener, 'result')) }).register(r);
+      help: 'Connections closed, by result: ok, denied, revoked, drain, pp_<code>, tls_<code>, route_<code>, upstream_<code>, idle_timeout, HTTP parser errors; `route` on those an SNI route took.',
+      collect: each((s, out) => byKeyAndRoute(s, s.closed, (c) => c.closed, out, 'result')) }).register(r);
     new Published({ name: 'ipgate_denied_total', type: 'counter',
-      help: 'Connections and HTTP requests refused, by reason: denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), revoked, pp_<code> (PROXY header faults).',
-      collect: each((s, out) => byKey(s.denied, out, s.listener, 'reason')) }).register(r);
+      help: 'Connections and HTTP requests refused, by reason: denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), revoked, pp_<code> (PROXY header faults); `route` on connections an SNI route took.',
+      collect: each((s, out) => byKeyAndRoute(s, s.denied, (c) => c.denied, out, 'reason')) }).register(r);
+    new Published({ name: 'ipgate_sni_hellos_total', type: 'counter',
+      help: 'TCP listeners with routes: ClientHello reads by result, ok or tls_<code> (the connection was closed: malformed, too large, not TLS, truncated, timeout).',
+      collect: each((s, out) => byKey(s.sniHellos, out, s.listener, 'result')) }).register(r);
+    new Published({ name: 'ipgate_route_misses_total', type: 'counter',
+      help: 'Connections (TCP: by SNI) and requests that matched no route, by reason: route_no_host, route_no_path, route_bad_path.',
+      collect: each((s, out) => byKey(s.routeMisses, out, s.listener, 'reason')) }).register(r);
     new Published({ name: 'ipgate_proxy_header_total', type: 'counter',
       help: 'Inbound PROXY header outcomes by version (v1, v2, none, unknown) and result (ok, local, none, trusted_none, pp_<code>).',
       collect: each((s, out) => {

@@ -26,6 +26,8 @@ const connection = {
     via: { type: 'string', description: 'socket | proxy-v1 | proxy-v2 | xff' },
     admitted: { type: 'boolean', description: 'past the allowlist (HTTP: decided per request)' },
     upstream: { type: ['string', 'null'] },
+    route: { type: 'string', description: 'TCP listeners with routes: the route that took the connection (absent: none yet)' },
+    sni: { type: 'string', description: 'TCP listeners with routes: the ClientHello\'s SNI (absent: none sent, or not read yet)' },
     ageMs: { type: 'integer' },
   },
 } as const;
@@ -39,6 +41,8 @@ export interface ConnectionView {
   via: string;
   admitted: boolean;
   upstream: string | null;
+  route?: string;
+  sni?: string;
   ageMs: number;
 }
 
@@ -71,6 +75,8 @@ export function liveConnections(listeners: readonly Listener[], listener: string
         via: c.via,
         admitted: c.entry !== null || c.onRevoke !== null,
         upstream: c.upstream,
+        ...(c.route !== null ? { route: c.route.name } : {}),
+        ...(c.sni !== null ? { sni: c.sni } : {}),
         ageMs: Math.max(0, now - c.startedAt),
       });
     }

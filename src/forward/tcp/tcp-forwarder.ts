@@ -11,43 +11,17 @@
 import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerConfig } from '../../config/schema';
-import { parseHostPort, type HostPort } from '../../config/host-port';
-import { formatHostPort } from '../../identity/address';
 import type { Connection, Endpoint } from '../../listener/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../listener/raw-socket';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';
+import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
 import { upstreamReason } from '../upstream-reason';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
-export interface Upstream extends HostPort {
-  /** `host:port` for logs. */
-  label: string;
-  /** 4 or 6 for an IP literal, 0 for a name (net.isIP, once here rather than per connection). */
-  family: 0 | 4 | 6;
-}
-
-export function parseUpstreams(list: readonly string[]): Upstream[] {
-  return list.map((text) => {
-    const hp = parseHostPort(text, false);
-    if (typeof hp === 'string') throw new Error(`upstream "${text}": ${hp}`);
-    return { ...hp, label: formatHostPort(hp.host, hp.port), family: net.isIP(hp.host) as 0 | 4 | 6 };
-  });
-}
-
-/** Round robin over targets; a failed connect moves to the next one, each tried at most once. */
-export class UpstreamPool {
-  private next = 0;
-  constructor(readonly targets: readonly Upstream[]) {}
-  /** Index of the first target to try for a new connection. */
-  start(): number {
-    const i = this.next;
-    this.next = (i + 1) % this.targets.length;
-    return i;
-  }
-}
+export { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
 
 /**
  * Socket buffer for both sides of a relay. Node's default (16 KiB writable) is below one 64 KiB
@@ -61,8 +35,8 @@ export class TcpForwarder implements ConnectionHandler {
   readonly socketHighWaterMark = RELAY_HIGH_WATER_MARK;
   /**
    * Relay on libuv handles (raw-socket.ts) where this Node has them, unless IPGATE_TCP_HANDLES=0,
-   * and when every upstream is an IP literal: a RawSocket connects to an address, not a name
-   * (names keep net.connect's lookup and the net.Socket path).
+   * and when every upstream (the listener's and its routes') is an IP literal: a RawSocket
+   * connects to an address, not a name (names keep net.connect's lookup and the net.Socket path).
    */
   readonly rawSockets: boolean;
   private readonly pool: UpstreamPool;
@@ -73,9 +47,11 @@ export class TcpForwarder implements ConnectionHandler {
     logger: Logger,
     private readonly stats: ListenerStats,
   ) {
+    // With routes the listener's own group may be empty: every route then has its own.
     this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
     this.log = logger.child({ listener: config.name });
-    this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => t.family !== 0);
+    const routeTargets = (config.routes ?? []).flatMap((r) => parseUpstreams(r.upstreams ?? []));
+    this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => t.family !== 0) && routeTargets.every((t) => t.family !== 0);
     if (!largeReadsEnabled()) this.log.debug('bulk relays use ordinary socket reads (large reads off or unsupported by this Node)');
   }
 
@@ -89,12 +65,13 @@ export class TcpForwarder implements ConnectionHandler {
     // Idle in both directions: any read or write on the client socket resets the timer, and
     // everything from the upstream is written to it.
     client.setTimeout(this.config.timeouts.idleMs, () => this.fail(conn, 'idle_timeout'));
-    const first = this.pool.start();
-    this.dial(conn, client, leftover, first, 0);
+    // A connection an SNI route took dials the route's group (its own round robin).
+    const pool = conn.route === null ? this.pool : conn.route.upstreams;
+    this.dial(conn, client, leftover, pool, pool.start(), 0);
   }
 
-  private dial(conn: Connection, client: net.Socket, leftover: Buffer, index: number, attempt: number): void {
-    const targets = this.pool.targets;
+  private dial(conn: Connection, client: net.Socket, leftover: Buffer, pool: UpstreamPool, index: number, attempt: number): void {
+    const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
     if (client.destroyed) return;
     const dialedAt = performance.now();
@@ -120,7 +97,7 @@ export class TcpForwarder implements ConnectionHandler {
         if (attempt + 1 < targets.length && !client.destroyed) {
           this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
           this.stats.upstreamFailed(target.label, upstreamReason(err));
-          this.dial(conn, client, leftover, index, attempt + 1);
+          this.dial(conn, client, leftover, pool, index, attempt + 1);
           return;
         }
         this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed');
@@ -156,11 +133,12 @@ export class TcpForwarder implements ConnectionHandler {
   private handleRaw(conn: Connection, client: RawSocket, leftover: Buffer): void {
     client.pause();
     watchIdle(conn, client, this.config.timeouts.idleMs, this);
-    this.dialRaw(conn, client, leftover, this.pool.start(), 0);
+    const pool = conn.route === null ? this.pool : conn.route.upstreams;
+    this.dialRaw(conn, client, leftover, pool, pool.start(), 0);
   }
 
-  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, index: number, attempt: number): void {
-    const targets = this.pool.targets;
+  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, pool: UpstreamPool, index: number, attempt: number): void {
+    const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
     if (client.destroyed) return;
     const dialedAt = performance.now();
@@ -171,7 +149,7 @@ export class TcpForwarder implements ConnectionHandler {
       if (attempt + 1 < targets.length && !client.destroyed) {
         this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed; trying next');
         this.stats.upstreamFailed(target.label, reason);
-        this.dialRaw(conn, client, leftover, index, attempt + 1);
+        this.dialRaw(conn, client, leftover, pool, index, attempt + 1);
         return;
       }
       this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed');
