@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
-import { denialReason } from '../allowlist/matcher';
+import { denialReason, type Decision } from '../allowlist/matcher';
 import { ListenerStats } from '../metrics/listener-stats';
 import type { AllowlistRefusal } from '../reasons';
 import type { LiveList } from '../store/live-lists';
@@ -28,11 +28,20 @@ export class Admission {
   }
 
   /**
-   * Count and log one refusal of `client` on `conn` (an HTTP request's `method` and `url` too). No
-   * object is built unless debug is on: this runs once per denied request.
+   * The decision for `client` now with the entry that made it: for a refusal, its reason and deny
+   * entry are carried with the connection, so its denied requests need no second lookup.
    */
-  refused(client: string, conn: Connection, via: Via, method: string | null = null, url: string | null = null): AllowlistRefusal {
-    const reason = denialReason(this.list.matcher, client);
+  decide(client: string): Decision {
+    return this.list.matcher.decide(client);
+  }
+
+  /**
+   * Count and log one refusal of `client` on `conn` (an HTTP request's `method` and `url` too). No
+   * object is built unless debug is on: this runs once per denied request. `reason`: the one
+   * carried from `decide` (else the list in force is asked again).
+   */
+  refused(client: string, conn: Connection, via: Via, method: string | null = null, url: string | null = null,
+    reason: AllowlistRefusal = denialReason(this.list.matcher, client)): AllowlistRefusal {
     ListenerStats.bump(this.stats.denied, reason);
     if (this.log.isLevelEnabled('debug')) {
       this.log.debug({ conn: conn.id, client, peer: conn.peerAddress, via, reason, ...(method !== null ? { method, url } : {}) }, 'denied');
