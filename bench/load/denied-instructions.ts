@@ -5,7 +5,11 @@
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/denied-instructions.js
  *     [--main other/dist/src/main.js] [--node /path/to/node] [--requests 4000] [--warmup 30000]
- *     [--connections 50] [--pipeline 1] [--access on|off] [--allowed]
+ *     [--connections 50] [--pipeline 1] [--access on|off] [--allowed] [--node-flags "--v8-flag ..."]
+ *     [--stat]            (no valgrind: user and system microseconds per request from /proc)
+ *     [--cpu-prof DIR]    (no valgrind: a V8 CPU profile of ipgate into DIR)
+ *   BENCH_KEEP=1 keeps the callgrind output (callgrind_annotate); BENCH_WRAP="cmd" runs ipgate
+ *   under cmd in --stat mode.
  *
  * ipgate (the build's main.js, or --main) runs under `valgrind --tool=callgrind --instr-atstart=no`
  * with the same job as compare.ts's http-denied workload (1,000-CIDR allowlist that excludes
@@ -134,7 +138,9 @@ async function main(): Promise<void> {
   const file = path.join(dir, 'ipgate.json');
   fs.writeFileSync(file, JSON.stringify(config));
   const out = path.join(dir, 'callgrind.out');
-  const argv = STAT ? [...(process.env.BENCH_WRAP ? process.env.BENCH_WRAP.split(' ') : []), NODE, ...NODE_FLAGS, MAIN, '--config', file] : CPU_PROF !== '' ? [NODE, ...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, MAIN, '--config', file]
+  const wrap = process.env.BENCH_WRAP ? process.env.BENCH_WRAP.split(' ') : [];
+  const argv = STAT ? [...wrap, NODE, ...NODE_FLAGS, MAIN, '--config', file]
+    : CPU_PROF !== '' ? [NODE, ...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, MAIN, '--config', file]
     : ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file];
   const child = spawn(argv[0]!, argv.slice(1),
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789' } });
