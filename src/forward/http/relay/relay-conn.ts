@@ -271,6 +271,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       }
       return;
     }
+    this.quickNext = false; // set only by a quick denial completed inside this execute
     let r = this.parser.execute(d);
     while (r.kind === 'paused' && this.quickNext) {
       // A quick denial done: pipelined requests behind it are parsed now, in order, and their
