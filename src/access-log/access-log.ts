@@ -179,6 +179,19 @@ export class ListenerAccessLog {
     return d.reason === 'denied_by_entry' ? { reason: 'denied_by_entry', entry: d.entry!.cidr } : { reason: 'not_allowlisted', entry: null };
   }
 
+  /** Debug is on: a denial gets its own line (so the HTTP path keeps the full exchange for it). */
+  wantsDenialLines(): boolean {
+    return this.log.isLevelEnabled('debug');
+  }
+
+  /**
+   * A denied HTTP request finished, with debug off (HttpForwarder.relayQuickRecord): what `request`
+   * does for it then, with the reason and deny entry carried from the connection's decision.
+   */
+  deniedRequest(client: string, reason: string, entry: string | null): void {
+    this.summary?.add(this.listener, client, reason, entry);
+  }
+
   /** An HTTP request finished (HttpForwarder.record); `now` = Date.now() at that moment. */
   request(ex: Exchange, now: number): void {
     const conn = ex.hc.conn;

@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
-import { denialReason } from '../allowlist/matcher';
+import { denialReason, type Decision } from '../allowlist/matcher';
 import { ListenerStats } from '../metrics/listener-stats';
 import type { AllowlistRefusal } from '../reasons';
 import type { LiveList } from '../store/live-lists';
@@ -35,12 +35,22 @@ export class Admission {
   }
 
   /**
-   * Count and log one refusal of `client` on `conn` (an HTTP request's `method` and `url` too). No
-   * object is built unless debug is on: this runs once per denied request.
+   * The decision for `client` now with the entry that made it: for a refusal, its reason and deny
+   * entry are carried with the connection, so its denied requests need no second lookup.
    */
-  refused(client: string, conn: Connection, via: Via, method: string | null = null, url: string | null = null): AllowlistRefusal {
+  decide(client: string): Decision {
+    return this.list.matcher.decide(client);
+  }
+
+  /**
+   * Count and log one refusal of `client` on `conn` (an HTTP request's `method` and `url` too). No
+   * object is built unless debug is on: this runs once per denied request. `reason`: the one
+   * carried from `decide` (else the list in force, its route's or the listener's, is asked again).
+   */
+  refused(client: string, conn: Connection, via: Via, method: string | null = null, url: string | null = null,
+    reason: AllowlistRefusal | null = null): AllowlistRefusal {
     const route = conn.route;
-    const reason = denialReason((route === null ? this.list : route.list).matcher, client);
+    if (reason === null) reason = denialReason((route === null ? this.list : route.list).matcher, client);
     ListenerStats.bump(this.stats.denied, reason);
     if (route !== null) ListenerStats.bump(route.counts.denied, reason);
     if (this.log.isLevelEnabled('debug')) {

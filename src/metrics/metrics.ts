@@ -12,7 +12,7 @@
  * merges them with `aggregateClusterMetrics` (cluster.ts), which is why each metric names its
  * aggregator and whether the primary owns it.
  */
-import { Registry } from 'prom-client';
+import { Registry } from './prom-registry';
 import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
 import { histogramSamples, Published } from './published';

@@ -5,6 +5,7 @@
  */
 import type net from 'node:net';
 import type { AllowEntry } from '../../allowlist/entry';
+import type { Decision } from '../../allowlist/matcher';
 import type { Connection, Via } from '../../listener/connection';
 import type { Reason } from '../../reasons';
 import type { Upstream } from '../tcp/tcp-forwarder';
@@ -15,6 +16,12 @@ export class HttpConn {
   readonly trusted: boolean;
   /** Connection-level decision for untrusted peers: the allowlist entry that admits it, null denied. */
   entry: AllowEntry | null = null;
+  /**
+   * For an untrusted peer that is refused: the decision (reason, deny entry) from the connection's
+   * lookup, carried so that its denied requests are counted and summarised without a lookup each
+   * (kept current by a list change's re-check, as `entry` is). Null otherwise.
+   */
+  denial: Decision | null = null;
   /** Exchanges whose response has not closed yet (pipelining can make it more than one). */
   readonly open: Exchange[] = [];
   /** The exchange that upgraded this connection (WebSocket), if any. */

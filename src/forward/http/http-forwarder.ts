@@ -132,7 +132,9 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     const trusted = this.trustedProxies.lookup(conn.clientAddress) >= 0;
     const hc = new HttpConn(conn, trusted, this);
     if (!trusted) {
-      hc.entry = this.admission.match(conn.clientAddress);
+      const d = this.admission.decide(conn.clientAddress);
+      hc.entry = d.allowed ? d.entry : null;
+      hc.denial = d.allowed ? null : d;
       conn.entry = hc.entry;
       // Decided once for the connection: each of its requests is answered 403 (and counted).
       if (hc.entry === null) conn.result = 'denied';
@@ -246,6 +248,28 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     this.countDenied(ex);
   }
 
+  /**
+   * The quick denial (relay-conn.ts `quickDeny`) applies: a direct client refused for the connection,
+   * not revoked or draining, and no debug line wanted (the debug lines need the full exchange).
+   */
+  quickDenial(hc: HttpConn): boolean {
+    return hc.denial !== null && hc.entry === null && !hc.trusted && !hc.revoked && !hc.closing
+      && !this.log.isLevelEnabled('debug') && (this.access === null || !this.access.wantsDenialLines());
+  }
+
+  relayQuickDenied(hc: HttpConn, method: string, url: string): void {
+    this.stats.httpRequests++;
+    const conn = hc.conn;
+    this.admission.refused(conn.clientAddress, conn, conn.via, method, url, hc.denial!.reason!);
+  }
+
+  relayQuickRecord(hc: HttpConn, startedAt: number): void {
+    ListenerStats.bump(this.stats.httpResponses, '4xx');
+    this.stats.httpDuration.observe((Date.now() - startedAt) / 1000);
+    const d = hc.denial!;
+    this.access?.deniedRequest(hc.conn.clientAddress, d.reason!, d.entry?.cidr ?? null);
+  }
+
   private exchange(hc: HttpConn, head: RequestHead, socket: net.Socket): Exchange {
     const conn = hc.conn;
     const got = this.got;
@@ -298,7 +322,9 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     ex.reason = ex.hc.revoked ? 'revoked' : 'denied';
     if (ex.hc.revoked) return; // counted once, as `revoked`, when the list change cut it
     // Every request refused counts, from a direct client as from a trusted proxy's clients.
-    this.admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url);
+    const carried = ex.hc.trusted ? null : ex.hc.denial;
+    if (carried !== null) this.admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url, carried.reason!);
+    else this.admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url);
   }
 
   /** Count one finished request (status class, duration) and write its access-log line. */
@@ -334,12 +360,14 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     const matcher = this.list.matcher;
     let denied = false;
     if (!hc.trusted) {
-      const entry = matcher.match(conn.clientAddress);
-      if (entry !== null) {
-        hc.entry = entry;
-        conn.entry = entry;
+      const d = matcher.decide(conn.clientAddress);
+      if (d.allowed) {
+        hc.entry = d.entry;
+        hc.denial = null;
+        conn.entry = d.entry;
         return;
       }
+      hc.denial = d; // the reason and deny entry its next denials are counted with
       if (hc.entry === null) return; // denied from the start: every request already gets 403
       hc.entry = null;
       conn.entry = null;

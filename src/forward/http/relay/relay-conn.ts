@@ -89,6 +89,12 @@ export interface RelayHost {
   relayRecord(ex: Exchange): void;
   /** Denied request bookkeeping (counts, debug line). */
   relayDenied(ex: Exchange): void;
+  /** This connection's requests are answered by `quickDeny` (a direct client refused, no debug lines). */
+  quickDenial(hc: HttpConn): boolean;
+  /** A quick denial's request: counted as relayExchange + relayDenied count one. */
+  relayQuickDenied(hc: HttpConn, method: string, url: string): void;
+  /** A quick denial done (its body read past): counted and summarised as relayRecord does a denial. */
+  relayQuickRecord(hc: HttpConn, startedAt: number): void;
   readonly maxHeaderBytes: number;
   /** The listener's sweep of keep-alive and header waits. */
   readonly waits: WaitSweep;
@@ -156,6 +162,15 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private readonly onDrainFn = (): void => { this.up?.socket.resume(); };
   private readonly onEndFn = (): void => { this.socket.destroy(); };
   private readonly onCloseFn = (): void => this.closed();
+  private readonly nextFn = (): void => this.next();
+  /**
+   * The current request is a quick denial (quickDeny): answered, no Exchange; `quickStart` is its
+   * Date.now(). `quickNext`: one is done and the connection goes on, so feed() parses the next
+   * request of the same read at once (its 403 joins the same write).
+   */
+  private quick = false;
+  private quickStart = 0;
+  private quickNext = false;
   /** Output collected during one read, written once. */
   private out: (string | Buffer)[] = [];
   private upOut: (string | Buffer)[] = [];
@@ -223,6 +238,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.ending = true;
     this.stopWaiting();
     if (this.backlog !== null) this.backlog = null;
+    this.flush(); // quick denials' answers gathered before this
     if (wire !== null) this.socket.end(wire);
     else this.socket.end();
     this.socket.resume(); // read and drop until the client's FIN
@@ -255,7 +271,20 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       }
       return;
     }
-    const r = this.parser.execute(d);
+    this.quickNext = false; // set only by a quick denial completed inside this execute
+    let r = this.parser.execute(d);
+    while (r.kind === 'paused' && this.quickNext) {
+      // A quick denial done: pipelined requests behind it are parsed now, in order, and their
+      // answers gathered into one write (the strict parser still frames each one).
+      this.quickNext = false;
+      this.parser.resume();
+      if (r.consumed >= d.length) {
+        r = { kind: 'ok' };
+        break;
+      }
+      d = d.subarray(r.consumed);
+      r = this.parser.execute(d);
+    }
     this.flushUp();
     this.flush(); // a 100 Continue
     if (r.kind === 'ok' || this.ending) return;
@@ -300,6 +329,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (target === null) {
       this.host.relayClientError(this.hc, 'bad_request');
       this.fail(this.host.badRequest);
+      return;
+    }
+    if (!head.upgrade && this.host.quickDenial(this.hc)) {
+      this.quickDeny(head);
       return;
     }
     const made = this.host.relayExchange(this.hc, head, this.socket, target.authority);
@@ -426,6 +459,40 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.up?.socket.destroy(); // upstreamClosed answers 504
   }
 
+  /**
+   * A request from a client refused for the whole connection (a direct peer; no debug lines
+   * wanted): the prebuilt 403 without an Exchange, upstream headers or request id, counted and
+   * summarised as a denial (the reason and deny entry carried from the connection's lookup). Its
+   * body, if any, is read past by the parser as for any denial; the framing is the strict
+   * parser's, so nothing differs in what a request is.
+   */
+  private quickDeny(head: RequestHead): void {
+    this.stopWaiting();
+    this.requests++;
+    this.requestDone = false;
+    this.quick = true;
+    this.quickStart = Date.now();
+    const max = this.host.maxRequestsPerConnection;
+    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || !this.host.deniedKeepAlive;
+    this.host.relayQuickDenied(this.hc, head.method, head.url);
+    const canned = this.host.forbidden(headerValue(head.rawHeaders, 'accept'));
+    // Written by feed() once the read is parsed (with the denials pipelined behind this one).
+    this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
+    if (this.closeAfter) this.quickDone();
+    else this.wait('idle'); // a body that stops is cut as between requests ("finding B")
+  }
+
+  private quickDone(): void {
+    this.quick = false;
+    this.host.relayQuickRecord(this.hc, this.quickStart);
+    if (this.closeAfter || this.hc.revoked || this.hc.closing) {
+      this.endConnection(null);
+      return;
+    }
+    this.quickNext = true;
+    this.wait('idle');
+  }
+
   onBody(chunk: Buffer): void {
     if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
@@ -434,6 +501,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onMessageComplete(): void {
     this.requestDone = true;
+    if (this.quick) {
+      this.quickDone();
+      return;
+    }
     if ((this.up !== null || this.queued !== null) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
     if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
   }
@@ -623,7 +694,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     }
     // Next request: resume parsing what was read meanwhile. Not from here: this runs inside a
     // parser callback (the response's or the request's), and parsers share one execute at a time.
-    queueMicrotask(() => this.next());
+    queueMicrotask(this.nextFn);
   }
 
   private next(): void {
@@ -663,6 +734,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.dedicated?.socket.destroy();
     this.dedicated = null;
     this.tunnelSocket?.destroy();
+    if (this.quick) {
+      this.quick = false; // a denied request whose body never came: recorded, as any exchange
+      this.host.relayQuickRecord(this.hc, this.quickStart);
+    }
     if (this.ex !== null) {
       if (this.ex.status !== 101) this.ex.reason ??= 'client_abort';
       this.forget(this.ex);
@@ -725,6 +800,15 @@ function expectsContinue(raw: readonly string[]): boolean {
     if (raw[i]!.length === 6 && raw[i]!.toLowerCase() === 'expect' && raw[i + 1]!.toLowerCase() === '100-continue') return true;
   }
   return false;
+}
+
+/** The header `lower` (a lower-case name): its values joined as scanRequestHeaders joins them, or null. */
+function headerValue(raw: readonly string[], lower: string): string | null {
+  let v: string | null = null;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (raw[i]!.length === lower.length && raw[i]!.toLowerCase() === lower) v = v === null ? raw[i + 1]! : `${v}, ${raw[i + 1]!}`;
+  }
+  return v;
 }
 
 function hasHost(raw: readonly string[]): boolean {

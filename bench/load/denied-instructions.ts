@@ -1,0 +1,203 @@
+/**
+ * Instructions per denied HTTP request, counted by valgrind (callgrind): noise-free on a shared
+ * machine, where CPU-seconds drift 2x between minutes. Results: bench/README.md "2026-12-02: denials
+ * at a fraction of the work".
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/load/denied-instructions.js
+ *     [--main other/dist/src/main.js] [--node /path/to/node] [--requests 4000] [--warmup 30000]
+ *     [--connections 50] [--pipeline 1] [--access on|off] [--allowed] [--node-flags "--v8-flag ..."]
+ *     [--stat]            (no valgrind: user and system microseconds per request from /proc)
+ *     [--cpu-prof DIR]    (no valgrind: a V8 CPU profile of ipgate into DIR)
+ *   BENCH_KEEP=1 keeps the callgrind output (callgrind_annotate); BENCH_WRAP="cmd" runs ipgate
+ *   under cmd in --stat mode.
+ *
+ * ipgate (the build's main.js, or --main) runs under `valgrind --tool=callgrind --instr-atstart=no`
+ * with the same job as compare.ts's http-denied workload (1,000-CIDR allowlist that excludes
+ * 127.0.0.1, admin API on, logging at warn); this process is the client (not under valgrind): it
+ * sends `--warmup` keep-alive GETs uninstrumented (so V8 has optimised the path), then turns
+ * instrumentation on (`callgrind_control -i on`), sends `--requests` more over `--connections`
+ * connections (each one request at a time, as wrk; `--pipeline N`: N requests per write), turns it
+ * off and reads the total. Every response is checked (403, or 200 with `--allowed`, which uses an
+ * allowlist that admits 127.0.0.1 and a backend in this process). Printed: instructions per
+ * request for the whole process (every thread: GC helpers included).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, waitPort } from './ports';
+
+const ROOT = path.resolve(__dirname, '../../..');
+
+function arg(name: string, def: string): string {
+  const i = process.argv.indexOf(name);
+  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1]! : def;
+}
+
+const MAIN = arg('--main', path.join(ROOT, 'dist/src/main.js'));
+const NODE = arg('--node', process.execPath);
+const REQUESTS = Number(arg('--requests', '4000'));
+const WARMUP = Number(arg('--warmup', '30000'));
+const CONNECTIONS = Number(arg('--connections', '50'));
+const PIPELINE = Number(arg('--pipeline', '1'));
+const ACCESS = arg('--access', 'off') === 'on';
+const ALLOWED = process.argv.includes('--allowed');
+/** `--cpu-prof DIR`: no valgrind; ipgate writes a V8 CPU profile of the whole run into DIR instead. */
+const CPU_PROF = arg('--cpu-prof', '');
+/** `--stat`: no valgrind; user and system CPU microseconds per request from /proc (noisy, but splits the two). */
+const STAT = process.argv.includes('--stat');
+/** `--node-flags "--flag ..."`: V8/Node flags for ipgate (an A/B of a flag on one build). */
+const NODE_FLAGS = arg('--node-flags', '').split(' ').filter((f) => f !== '');
+
+function cpuTicks(pid: number): [number, number] {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return [Number(f[11]), Number(f[12])];
+}
+
+/** 1,000 CIDRs from 10.0.0.0/8 upwards, never 127.0.0.1 (denied), plus 127.0.0.1/32 when allowed. */
+function cidrs(allowLoopback: boolean): string[] {
+  const out: string[] = [];
+  for (let i = 0; out.length < 999; i++) out.push(`10.${(i >> 8) & 255}.${i & 255}.0/24`);
+  out.splice(500, 0, allowLoopback ? '127.0.0.1/32' : '11.0.0.0/24');
+  return out;
+}
+
+/**
+ * One client's loop: `n` requests, `pipeline` per write, each response read whole; a new connection
+ * when ipgate closes one (http.maxRequestsPerConnection), as wrk reconnects.
+ */
+async function drive(port: number, n: number, expect: number): Promise<void> {
+  let left = n;
+  while (left > 0) left = await connection(port, left, expect);
+}
+
+/** One connection: requests until `n` are answered or ipgate closes it; resolves with those left. */
+function connection(port: number, n: number, expect: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    const req = `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+    let left = n;
+    let inFlight = 0;
+    let buf = '';
+    const send = (): void => {
+      const k = Math.min(PIPELINE, left);
+      if (k === 0) {
+        s.end();
+        return;
+      }
+      inFlight = k;
+      s.write(req.repeat(k));
+    };
+    s.setEncoding('latin1');
+    s.on('data', (d: string) => {
+      buf += d;
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const status = Number(buf.slice(9, 12));
+        const m = /content-length: *(\d+)/i.exec(buf.slice(0, end));
+        const total = end + 4 + (m ? Number(m[1]) : 0);
+        if (buf.length < total) return;
+        if (status !== expect) {
+          s.destroy();
+          reject(new Error(`status ${status}, expected ${expect}: ${buf.slice(0, end)}`));
+          return;
+        }
+        buf = buf.slice(total);
+        left--;
+        if (--inFlight === 0) send();
+      }
+    });
+    s.once('connect', send);
+    s.once('error', reject);
+    s.once('close', () => resolve(left));
+  });
+}
+
+async function load(port: number, total: number, expect: number): Promise<void> {
+  const per = Math.floor(total / CONNECTIONS);
+  await Promise.all(Array.from({ length: CONNECTIONS }, () => drive(port, per, expect)));
+}
+
+async function main(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-instr-'));
+  const [listen, admin] = [await freePort(), await freePort()];
+  const backend = http.createServer({ keepAliveTimeout: 60_000 }, (_q, r) => r.end('ok'));
+  await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
+  const backendPort = (backend.address() as net.AddressInfo).port;
+  const config = {
+    logging: { level: 'warn', format: 'json', access: ACCESS },
+    admin: { listen: `127.0.0.1:${admin}` },
+    store: { type: 'memory' },
+    allowlists: { list: cidrs(ALLOWED) },
+    listeners: [{ name: 'http', mode: 'http', listen: `127.0.0.1:${listen}`, allowlist: 'list', upstreams: [`127.0.0.1:${backendPort}`] }],
+  };
+  const file = path.join(dir, 'ipgate.json');
+  fs.writeFileSync(file, JSON.stringify(config));
+  const out = path.join(dir, 'callgrind.out');
+  const wrap = process.env.BENCH_WRAP ? process.env.BENCH_WRAP.split(' ') : [];
+  const argv = STAT ? [...wrap, NODE, ...NODE_FLAGS, MAIN, '--config', file]
+    : CPU_PROF !== '' ? [NODE, ...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, MAIN, '--config', file]
+    : ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file];
+  const child = spawn(argv[0]!, argv.slice(1),
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789' } });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const expect = ALLOWED ? 200 : 403;
+  try {
+    const exited = new Promise<never>((_r, reject) => child.once('exit', (code) => reject(new Error(`ipgate exited (${code})`))));
+    exited.catch(() => undefined);
+    await Promise.race([waitPort(listen, 300_000), exited]);
+    await load(listen, WARMUP, expect);
+    if (STAT) {
+      const [u0, s0] = cpuTicks(child.pid!);
+      const t0 = Date.now();
+      await load(listen, REQUESTS, expect);
+      const [u1, s1] = cpuTicks(child.pid!);
+      const per = (t: number): string => ((t * 10_000) / REQUESTS).toFixed(1);
+      process.stdout.write(`${path.relative(ROOT, MAIN) || MAIN} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE}: `
+        + `${REQUESTS} requests in ${Date.now() - t0} ms, user ${per(u1 - u0)} us + system ${per(s1 - s0)} us per request\n`);
+      child.kill('SIGTERM');
+      return;
+    }
+    if (CPU_PROF !== '') {
+      await load(listen, REQUESTS, expect);
+      const gone = new Promise((r) => child.once('exit', r));
+      child.kill('SIGINT');
+      await gone;
+      return;
+    }
+    execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
+    const t0 = Date.now();
+    await load(listen, REQUESTS, expect);
+    execFileSync('callgrind_control', ['-i', 'off', String(child.pid)], { stdio: 'ignore' });
+    const ms = Date.now() - t0;
+    const sent = Math.floor(REQUESTS / CONNECTIONS) * CONNECTIONS;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await gone;
+    const text = fs.readFileSync(out, 'utf8');
+    const m = /^totals:\s+(\d+)/m.exec(text) ?? /^summary:\s+(\d+)/m.exec(text);
+    if (!m) throw new Error(`no totals in ${out}`);
+    const ir = Number(m[1]);
+    process.stdout.write(`${path.relative(ROOT, MAIN) || MAIN} node ${execFileSync(NODE, ['--version']).toString().trim()} `
+      + `${NODE_FLAGS.join(' ')} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE} access ${ACCESS ? 'on' : 'off'}: ${sent} requests, `
+      + `${(ir / sent).toFixed(0)} instructions/request (${ms} ms instrumented)\n`);
+  } catch (e) {
+    child.kill('SIGKILL');
+    process.stderr.write(err.slice(-2000));
+    throw e;
+  } finally {
+    backend.close();
+    if (process.env.BENCH_KEEP === undefined) fs.rmSync(dir, { recursive: true, force: true });
+    else process.stderr.write(`kept ${dir}\n`);
+  }
+}
+
+void main().catch((e: unknown) => {
+  process.stderr.write(`${String(e)}\n`);
+  process.exit(1);
+});
