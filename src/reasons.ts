@@ -4,11 +4,14 @@
  * {result}`, `ipgate_denied_total{reason}`, `ipgate_http_client_errors_total{reason}`,
  * `ipgate_upstream_errors_total{reason}`), so the set is closed and small, and each has one
  * sentence (HAProxy's `conn_err_code_str` and fastify's lib/errors.js are the models). The PROXY
- * stage's codes live beside its decoder (proxy-protocol/codes.ts) and are part of this set.
+ * stage's codes live beside its decoder (proxy-protocol/codes.ts) and are part of this set, as are
+ * the route stage's (route/codes.ts: `route_no_host`, `route_no_path` -> 404, `route_bad_path` -> 400,
+ * `ipgate_http_route_misses_total{reason}`).
  * docs/architecture.md "The data path" says where each stage produces its codes.
  */
 import { PP_REASONS, type PpReason } from './proxy-protocol/codes';
 import { TLS_REASONS } from './tls/codes';
+import { ROUTE_MISS_REASONS, type RouteMissReason } from './route/codes';
 
 /** Why a client was refused (`ipgate_denied_total{reason}`, with the PROXY stage's refusals). */
 export const DENIAL_REASONS = Object.freeze({
@@ -44,6 +47,7 @@ export type UpstreamReason = keyof typeof UPSTREAM_REASONS;
 export const END_REASONS = Object.freeze({
   denied: 'The client was refused: a TCP connection is closed; an HTTP one is answered 403 per request.',
   drain: 'Still open when shutdown.drainTimeoutMs ran out after SIGTERM; closed.',
+  route_removed: 'A config reload removed the route this connection was using; closed after its in-flight response.',
 });
 export type EndReason = keyof typeof END_REASONS;
 
@@ -64,11 +68,11 @@ export const TLS_HANDSHAKE_REASONS = Object.freeze({
 export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS;
 
 /** Every code a connection or request can end with, `ok` aside. */
-export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason | TlsHandshakeReason;
+export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason | TlsHandshakeReason | RouteMissReason;
 
 /** Each code with its sentence (docs and `ipgate doctor` read it). */
 export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
-  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS, ...TLS_HANDSHAKE_REASONS,
+  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS, ...TLS_HANDSHAKE_REASONS, ...ROUTE_MISS_REASONS,
 });
 
 /** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */

@@ -1,4 +1,5 @@
 import type { ClientReason, DeniedLabel, Reason, UpstreamReason } from '../reasons';
+import type { RouteMissReason } from '../route/codes';
 import { CONNECT_BUCKETS, FixedHistogram, HTTP_DURATION_BUCKETS } from './fixed-histogram';
 
 /**
@@ -36,6 +37,17 @@ export class ListenerStats {
   /** Upstream connect time of new upstream connections, seconds (ipgate_upstream_connect_seconds). */
   readonly upstreamConnect = new FixedHistogram(CONNECT_BUCKETS);
 
+  /**
+   * HTTP listeners with `routes`: responses and durations per route name (`""`: requests no route
+   * matched), published with a `route` label instead of the listener-wide series. null on a
+   * listener without routes: its series keep exactly their label set (docs/routes-and-sni.md
+   * "Metrics and logs"). Route names are config labels: a bounded set; a route removed by a reload
+   * keeps its (frozen) series until the restart, as counters must not go back.
+   */
+  routes: Map<string, RouteStats> | null = null;
+  /** HTTP listeners with routes: requests no route matched, by reason (ipgate_http_route_misses_total). */
+  readonly routeMisses = new Map<RouteMissReason, number>();
+
   /** Per upstream target (`host:port` from the config: a bounded set), created on first use. */
   readonly upstreams = new Map<string, UpstreamStats>();
 
@@ -43,6 +55,14 @@ export class ListenerStats {
 
   static bump<K>(map: Map<K, number>, key: K): void {
     map.set(key, (map.get(key) ?? 0) + 1);
+  }
+
+  /** The counters of route `name` (`""`: no route), created on first use. */
+  route(name: string): RouteStats {
+    const routes = (this.routes ??= new Map());
+    let r = routes.get(name);
+    if (r === undefined) routes.set(name, (r = new RouteStats()));
+    return r;
   }
 
   upstream(label: string): UpstreamStats {
@@ -73,4 +93,11 @@ export class UpstreamStats {
   readonly failures = new Map<UpstreamReason, number>();
   /** Time from the request sent to the response head, seconds (nginx $upstream_header_time). */
   readonly responseTime = new FixedHistogram(HTTP_DURATION_BUCKETS);
+}
+
+/** One route's request counters (ipgate_http_requests_total, ipgate_http_request_duration_seconds with `route`). */
+export class RouteStats {
+  /** Finished requests by status class (`1xx`..`5xx`, `none`). */
+  readonly responses = new Map<string, number>();
+  readonly duration = new FixedHistogram(HTTP_DURATION_BUCKETS);
 }

@@ -5,6 +5,11 @@
  * would send first (a PROXY header: v1 text, hex or base64) and, for HTTP listeners, request
  * headers. Output: the client address, how it was derived (socket / proxy-v1 / proxy-v2 / xff),
  * the allowlist entry that matched and the decision, or the reason the connection would be closed.
+ * On a listener with routes, `host` and `path` (or the Host header among `headers`; path default
+ * `/`) choose the route first, as the data path does (http-routes.ts, the same route table): the
+ * answer names the route, the host entry and how it matched, the path entry, the allowlist the
+ * route enforces and the entry that decided; no route: decision `no_route` with the reason
+ * (route_no_host, route_no_path: 404; route_bad_path: 400).
  *
  * The same functions as the data path decide: derive.ts (PROXY trust and header outcome, shared
  * with the listener), the PROXY decoder, forwarded-for.ts (the HTTP forwarder's X-Forwarded-For
@@ -18,6 +23,7 @@ import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import type { Listener } from '../../listener/listener';
 import { decodeProxyHeader } from '../../proxy-protocol/decoder';
 import { ApiError } from '../errors';
+import type { RoutesInForce } from '../../route/routes-in-force';
 import { AUTH_ERRORS, errorResponses } from '../openapi';
 
 const MAX_HEADER_TEXT = 16_384;
@@ -30,6 +36,8 @@ const bodySchema = {
     listener: { type: 'string', maxLength: 128, description: 'listener name' },
     peer: { type: 'string', maxLength: 64, description: 'the address that connects to ipgate (the socket peer)' },
     proxyHeader: { type: 'string', maxLength: MAX_HEADER_TEXT, description: 'the first bytes the peer sends: PROXY v1 text ("PROXY TCP4 ..."), hex or base64' },
+    host: { type: 'string', maxLength: 1024, description: 'HTTP listeners with routes: the request\'s Host (default: the Host header among `headers`)' },
+    path: { type: 'string', maxLength: 8192, description: 'HTTP listeners with routes: the request target (path and query; default "/")' },
     headers: {
       type: 'object', maxProperties: 64, description: 'HTTP request headers (HTTP listeners)',
       additionalProperties: { anyOf: [{ type: 'string', maxLength: 8192 }, { type: 'array', maxItems: 32, items: { type: 'string', maxLength: 8192 } }] },
@@ -59,8 +67,22 @@ const responseSchema = {
     allowlist: { type: 'string' },
     allowlistVersion: { type: 'string' },
     entry: entryOut,
-    decision: { enum: ['allow', 'deny', 'close'] },
-    reason: { type: 'string', description: 'close or deny reason code (log field and metric label): pp_<code>, denied_by_entry (a deny entry decided) or not_allowlisted (no entry covers the client)' },
+    route: {
+      type: ['object', 'null'], additionalProperties: false,
+      description: 'listeners with routes: the route that takes the request (null: none, see reason)',
+      properties: {
+        name: { type: 'string' },
+        host: { type: 'string', description: 'the host entry that matched, as configured (lower-case): a name, *.suffix or *' },
+        hostMatch: { type: 'string', enum: ['exact', 'wildcard', 'default'] },
+        path: { type: ['object', 'null'], additionalProperties: false, description: 'the path entry that matched (null: the route has no paths)',
+          properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] } } },
+        upstreams: { type: 'array', items: { type: 'string' } },
+      },
+    },
+    routesVersion: { type: 'string', description: 'hash of the routes in force' },
+    status: { type: 'integer', description: 'no_route: the status the client gets (404 or 400)' },
+    decision: { enum: ['allow', 'deny', 'close', 'no_route'] },
+    reason: { type: 'string', description: 'close, deny or no_route reason code (log field and metric label): pp_<code>, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path' },
     detail: { type: 'string' },
   },
 } as const;
@@ -70,6 +92,8 @@ interface ExplainBody {
   peer: string;
   proxyHeader?: string;
   headers?: Record<string, string | string[]>;
+  host?: string;
+  path?: string;
 }
 
 /** `PROXY ...` text (CRLF added when missing), else hex, else base64. */
@@ -88,7 +112,7 @@ export function headerBytes(text: string): Buffer {
  */
 export type ExplainTarget = Pick<Listener, 'name' | 'config' | 'list'>;
 
-export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[] }> = async (app, { listeners }) => {
+export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[]; routes?: RoutesInForce | null }> = async (app, { listeners, routes = null }) => {
   // Named lists resolve to the live holders, as in the listener and the HTTP forwarder (list-ref.ts).
   const trustedSources = new Map<string, AddressLookup>();
   const trustedProxies = new Map<string, AddressLookup>();
@@ -145,10 +169,32 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
         client = walked;
       }
     }
-    const d = l.list.matcher.decide(client);
+    // Routes: the route picks the allowlist (and the upstreams) before the decision.
+    let list = l.list;
+    let routeOut: Record<string, unknown> = {};
+    const lr = l.config.mode === 'http' ? routes?.get(l.name) : undefined;
+    if (lr !== undefined && lr.table !== null) {
+      const host = b.host ?? headerValue(b.headers, 'host');
+      if (host === null) throw new ApiError(400, 'missing_host', 'this listener routes by host: give "host" (or a Host header in "headers")', 'host');
+      const r = lr.table.lookup(host, b.path ?? '/');
+      const version = routes!.version.hash;
+      if (r.kind === 'miss') {
+        return { ...base, proxyHeader: outcome.label, client, clientPort, via, trustedProxy, entry: null, route: null, routesVersion: version,
+          decision: 'no_route', reason: r.reason, status: r.reason === 'route_bad_path' ? 400 : 404 };
+      }
+      const rc = lr.routes![r.routeIndex]!;
+      const allowlist = rc.allowlist ?? lr.allowlist;
+      list = l.list.owner.get(allowlist);
+      routeOut = {
+        allowlist, allowlistVersion: list.version, routesVersion: version,
+        route: { name: r.route, host: r.host, hostMatch: r.hostMatch, path: r.path === null ? null : { path: r.path.path, match: r.path.match },
+          upstreams: rc.upstreams ?? lr.upstreams },
+      };
+    }
+    const d = list.matcher.decide(client);
     const e = d.entry;
     return {
-      ...base, proxyHeader: outcome.label, client, clientPort, via, trustedProxy,
+      ...base, ...routeOut, proxyHeader: outcome.label, client, clientPort, via, trustedProxy,
       entry: e === null ? null : { index: d.index, cidr: e.cidr, action: e.action ?? 'allow', ...(e.comment !== undefined ? { comment: e.comment } : {}),
         ...(e.expiresAt !== undefined ? { expiresAt: e.expiresAt } : {}) },
       decision: d.allowed ? 'allow' : 'deny',
