@@ -77,7 +77,7 @@ export class ConfigWatcher {
 
   private readonly onChange = (cur: fs.Stats, prev: fs.Stats): void => {
     if (cur.mtimeMs === prev.mtimeMs && cur.size === prev.size && cur.ino === prev.ino) return;
-    void this.reload();
+    void this.reload('change');
   };
 
   private files(config: Config): string[] {
@@ -93,9 +93,13 @@ export class ConfigWatcher {
     this.watched = want;
   }
 
-  /** Re-read now (also what a file change triggers). Changes during a reload run one more. */
-  async reload(): Promise<void> {
+  /**
+   * Re-read now: `signal` (SIGHUP, main.ts and cluster/primary.ts) or a file `change`. Changes
+   * during a reload run one more.
+   */
+  async reload(trigger: 'signal' | 'change' = 'signal'): Promise<void> {
     if (this.closed) return;
+    this.opts.logger.info({ config: this.opts.file, trigger }, 'config file re-read');
     if (this.running) {
       this.again = true;
       return;

@@ -8,33 +8,16 @@
  */
 import http from 'node:http';
 import net from 'node:net';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
-import { freePort, readAll, stalledPort, waitFor } from '../helpers/net';
-import { missing, nginxHttpPreamble, startNginx } from '../helpers/peers';
+import { readAll, stalledPort, waitFor } from '../helpers/net';
+import { threeBackends } from '../helpers/routes';
+import { missing } from '../helpers/peers';
 import { request } from '../helpers/http';
 
 const skip = missing('nginx');
 
-/** One nginx, three servers: each answers its name, the target it received, X-Route and X-Real-IP. */
-export async function threeBackends(t: Test): Promise<{ a: number; b: number; c: number }> {
-  const [a, b, c] = [await freePort(), await freePort(), await freePort()];
-  const server = (name: string, port: number): string => `server {
-    listen 127.0.0.1:${port};
-    location / { return 200 "${name}|$request_uri|$http_x_route|$http_x_real_ip\\n"; }
-  }`;
-  const peer = await startNginx(`http {
-  ${nginxHttpPreamble()}
-  keepalive_timeout 75s;
-  ${server('A', a)}
-  ${server('B', b)}
-  ${server('C', c)}
-}`, [a, b, c]);
-  t.teardown(() => peer.stop());
-  return { a, b, c };
-}
-
-export function routedConfig(ports: { a: number; b: number; c: number }, stalled: number): Record<string, unknown> {
+function routedConfig(ports: { a: number; b: number; c: number }, stalled: number): Record<string, unknown> {
   return {
     allowlists: { everyone: ['127.0.0.0/8'], api: ['127.0.0.3/32', '127.0.0.5/32'], admin: ['127.0.0.5/32'] },
     listeners: [{
