@@ -55,6 +55,11 @@ t.test('routes follow the config file in every worker; bad changes are refused; 
     allowlists: { everyone: ['127.0.0.0/8'], few: ['127.0.0.5/32'] },
     listeners: [{ name: 'edge', mode: 'http', listen, allowlist: 'everyone', upstreams: [`127.0.0.1:${ports.c}`], routes }],
   });
+  // Written whole then renamed (as a ConfigMap volume swaps its files): the poll never reads half a file.
+  const put = (text: string): void => {
+    fs.writeFileSync(`${file}.tmp`, text);
+    fs.renameSync(`${file}.tmp`, file);
+  };
   const old = { name: 'old', hosts: ['old.example.com'], upstreams: [`127.0.0.1:${ports.b}`] };
   fs.writeFileSync(file, config([stable, old]));
   const g = spawnIpgate(['run', '--config', file]);
@@ -95,7 +100,7 @@ t.test('routes follow the config file in every worker; bad changes are refused; 
   })();
 
   // Reload 1 (file change): "old" removed, "new" added with its own allowlist.
-  fs.writeFileSync(file, config([stable, { name: 'new', hosts: ['new.example.com'], upstreams: [`127.0.0.1:${ports.b}`], allowlist: 'few' }]));
+  put(config([stable, { name: 'new', hosts: ['new.example.com'], upstreams: [`127.0.0.1:${ports.b}`], allowlist: 'few' }]));
   await waitFor(async () => (await statuses(port, 'old.example.com', '/')).every((s) => s === 404), 5000, 'old route gone in every worker');
   await waitFor(async () => (await statuses(port, 'new.example.com', '/')).every((s) => s === 403), 5000, 'new route (its allowlist) in every worker');
   t.equal((await get(port, 'new.example.com', '/y', '127.0.0.5')).status, 200, 'the new route admits its list');
@@ -107,7 +112,7 @@ t.test('routes follow the config file in every worker; bad changes are refused; 
   await waitFor(() => logLines(g.stdout()).some((l) => l.msg === 'routes reloaded' && l.routesVersion === after.json.version), 5000, 'reload logged with its version');
 
   // Reload 2: a bad file (a route with an encoded path, an unknown allowlist): refused, routes stay.
-  fs.writeFileSync(file, config([stable, { name: 'bad', hosts: ['bad.example.com'], paths: [{ path: '/a/../b', match: 'prefix' }], allowlist: 'nope' }]));
+  put(config([stable, { name: 'bad', hosts: ['bad.example.com'], paths: [{ path: '/a/../b', match: 'prefix' }], allowlist: 'nope' }]));
   await waitFor(() => logLines(g.stdout()).some((l) => l.level === 'error' && /config change refused/.test(String(l.msg))), 5000, 'refusal logged');
   const lines = logLines(g.stdout()).filter((l) => l.level === 'error' && /config change refused/.test(String(l.msg)));
   t.ok(lines.some((l) => /routes\[1\].*paths\[0\]\.path: "\/a\/\.\.\/b"/.test(String(l.msg))), 'names the path and quotes it');
@@ -118,13 +123,13 @@ t.test('routes follow the config file in every worker; bad changes are refused; 
   t.equal((await api('GET', '/v1/routes')).json.version, after.json.version, 'version unchanged');
 
   // Reload 3: a listen change needs a restart: refused with that message, routes stay.
-  fs.writeFileSync(file, config([stable, old], `127.0.0.1:${await freePort()}`));
+  put(config([stable, old], `127.0.0.1:${await freePort()}`));
   await waitFor(() => logLines(g.stdout()).some((l) => l.level === 'error' && /routes change refused.*needs a restart/.test(String(l.msg))), 5000, 'restart refusal logged');
   t.same(await statuses(port, 'old.example.com', '/', 4), [404, 404, 404, 404], 'still the routes in force (no "old")');
   t.match((await api('GET', '/readyz')).json.checks.find((c: { name: string }) => c.name === 'config'), { message: /listen.*needs a restart/ });
 
   // Back to a good file: applied, the refusal cleared.
-  fs.writeFileSync(file, config([stable, old]));
+  put(config([stable, old]));
   await waitFor(async () => (await statuses(port, 'old.example.com', '/', 4)).every((s) => s === 200), 5000, 'old back');
   t.equal((await api('GET', '/readyz')).json.checks.some((c: { name: string }) => c.name === 'config'), false, 'refusal cleared');
 
@@ -138,8 +143,11 @@ t.test('routes follow the config file in every worker; bad changes are refused; 
   const st = fs.statSync(file);
   const text = config([stable, { ...old, name: 'olx' }]);
   t.equal(Buffer.byteLength(text), st.size, 'same size');
-  fs.writeFileSync(file, text);
-  fs.utimesSync(file, 1_700_000_000, 1_700_000_000);
+  // Overwritten in place (no truncation: the size never changes), the mtime put back at once.
+  const fd = fs.openSync(file, 'r+');
+  fs.writeSync(fd, text, 0, 'utf8');
+  fs.futimesSync(fd, 1_700_000_000, 1_700_000_000);
+  fs.closeSync(fd);
   const now = fs.statSync(file);
   t.same([now.mtimeMs, now.size, now.ino], [st.mtimeMs, st.size, st.ino], 'the poll sees the same stat');
   const pollCount = rereads('change');
