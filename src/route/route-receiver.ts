@@ -6,7 +6,7 @@
  * (forward/http/http-routes.ts via HttpForwarder); a TCP listener routing on SNI implements the
  * same two calls with `kind: 'sni'` tables.
  */
-import type { RouteConfig } from '../config/schema-routes';
+import type { RouteConfig } from '../config/schema';
 
 /** Which routes are in force: a hash of the config's routes and when they were loaded. */
 export interface RoutesVersion {

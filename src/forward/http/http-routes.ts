@@ -20,8 +20,7 @@
  * as sent, with no copy.
  */
 import type { Logger } from 'pino';
-import type { ListenerConfig } from '../../config/schema';
-import type { RouteConfig } from '../../config/schema-routes';
+import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { Admission } from '../../listener/admission';
 import type { ListenerStats, RouteStats } from '../../metrics/listener-stats';
 import type { RouteMissReason } from '../../route/codes';
