@@ -740,7 +740,11 @@ async function main(): Promise<void> {
   const idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }> = [];
   const load = o.workloads.filter((w) => w !== 'idle');
   for (let round = 1; round <= o.rounds; round++) {
-    for (const workload of load) {
+    // The two routes workloads are compared with each other: which runs first alternates by round.
+    const a = load.indexOf('http-routes-1');
+    const b = load.indexOf('http-routes-100');
+    const inRound = round % 2 === 0 && a >= 0 && b >= 0 ? load.map((w, i) => (i === a ? load[b]! : i === b ? load[a]! : w)) : load;
+    for (const workload of inRound) {
       // Rotate the order per round so no proxy always runs first (page cache, thermal, neighbours).
       const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
       for (const proxy of order) {
