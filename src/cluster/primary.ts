@@ -174,7 +174,12 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config, configMaps,
     onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
     onRoutes: routeReloader(config, logger, (update) => {
-      routes.set(update);
+      // The tables compiled once already (config validation); a throw here must refuse, not crash.
+      try {
+        routes.set(update);
+      } catch (err) {
+        return { problems: [(err as Error).message], closed: {} };
+      }
       pool.setRoutes(update);
       return { problems: [], closed: {} };
     }),
