@@ -19,6 +19,9 @@ import { SelfChecks } from './selfcheck/self-checks';
 import { CertStore } from './tls/cert-store';
 import { TlsTerminator } from './tls/terminate';
 import { TlsStats } from './metrics/tls-stats';
+import { isRouteReceiver, type RouteReceiver } from './route/route-receiver';
+import { sniRouteReceiver } from './route/sni-receiver';
+import { RoutesInForce, routesVersion, swapRoutes, type RouteSwapResult, type RoutesUpdate } from './route/routes-in-force';
 
 export interface App {
   readonly config: Config;
@@ -32,6 +35,13 @@ export interface App {
   readonly selfChecks: SelfChecks;
   /** Every metric of this process (served at the admin API's /metrics). */
   readonly metrics: Metrics;
+  /** The listeners' routes in force (admin API: GET /v1/routes, explain). */
+  readonly routes: RoutesInForce;
+  /**
+   * Replace the listeners' routes (a config reload, already validated and planned:
+   * route/routes-in-force.ts): all listeners compile, then all swap; on problems nothing changes.
+   */
+  replaceRoutes(update: RoutesUpdate): RouteSwapResult;
   /** Stop accepting, wait up to `drainTimeoutMs` for open connections, then close the rest. */
   shutdown(drainTimeoutMs?: number): Promise<void>;
 }
@@ -56,6 +66,8 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
   const access = config.logging.access ? new AccessLog(logger, config.logging) : null;
   const listeners: Listener[] = [];
   const certStores: CertStore[] = [];
+  const receivers = new Map<string, RouteReceiver>();
+  const handlers = new Map<Listener, ConnectionHandler>();
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
     metrics.addListener(stats, lc.mode);
@@ -70,13 +82,26 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
       tls = new TlsTerminator(lc.tls, store, new TlsStats(lc.name), logger);
       metrics.addTls(tls.stats, store);
     }
-    listeners.push(new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog, tls }));
+    const listener = new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog, tls });
+    listeners.push(listener);
+    handlers.set(listener, handler);
+    if (isRouteReceiver(handler)) receivers.set(lc.name, handler);
+    else if (lc.mode === 'tcp') receivers.set(lc.name, sniRouteReceiver(listener, lists, stats, config.revokeLive));
   }
+  const routes = new RoutesInForce(config.listeners, routesVersion(config.listeners));
+  const replaceRoutes = (update: RoutesUpdate): RouteSwapResult => {
+    const r = swapRoutes(receivers, update);
+    if (r.problems.length === 0) routes.set(update);
+    return r;
+  };
 
   if (config.revokeLive) {
     lists.on('change', ({ list }) => {
       for (const l of listeners) {
-        if (!l.enforces(list)) continue;
+        // The listener's own list, one of its SNI routes' (Listener.enforces), or one an HTTP route
+        // of it enforces (HttpForwarder.usesList).
+        const h = handlers.get(l) as Partial<Pick<HttpForwarder, 'usesList'>> | undefined;
+        if (!l.enforces(list) && h?.usesList?.(list) !== true) continue;
         const closed = l.revokeDenied();
         if (closed > 0) logger.info({ listener: l.name, list: list.name, closed }, 'closed connections no longer allowed');
       }
@@ -102,7 +127,7 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
       // Loaded only when used: a cluster worker (admin.listen null) never loads fastify and the
       // admin routes, which keeps its memory down (bench/README.md "Admin API in its own process").
       const { startAdmin } = require('./admin/start-admin') as typeof import('./admin/start-admin');
-      admin = await startAdmin(config, service, listeners, logger, selfChecks, metrics);
+      admin = await startAdmin(config, service, listeners, logger, selfChecks, metrics, routes);
     }
   } catch (err) {
     for (const s of certStores) s.stop();
@@ -135,5 +160,5 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
     return shuttingDown;
   };
 
-  return { config, lists, listeners, service, admin, selfChecks, metrics, shutdown };
+  return { config, lists, listeners, service, admin, selfChecks, metrics, routes, replaceRoutes, shutdown };
 }

@@ -98,15 +98,20 @@ async function run(args: string[]): Promise<number> {
     return 1;
   }
   logger.info('ready');
-  // source: config lists follow the file (config/watch.ts); the rest of a change waits for a restart.
+  // source: config lists and routes follow the file (config/watch.ts); the rest of a change waits for a restart.
   const { ConfigWatcher } = require('./config/watch') as typeof import('./config/watch');
   const { declaredLists } = require('./store/start-service') as typeof import('./store/start-service');
   const started = app;
+  const { routeReloader } = require('./route/routes-in-force') as typeof import('./route/routes-in-force');
   const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config, configMaps,
     onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); },
+    // The listeners' routes follow the file too (validated whole first, swapped all at once).
+    onRoutes: routeReloader(config, logger, (update) => started.replaceRoutes(update)),
     onRefusal: (problems) => { started.service.configRefusal = problems; } });
   started.service.declaredWatches = () => configMaps.status();
   watcher.start();
+  // SIGHUP: re-read the config file now (as a change of it would).
+  process.on('SIGHUP', () => void watcher.reload());
   return new Promise<number>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals): void => {

@@ -47,7 +47,7 @@ export type UpstreamReason = keyof typeof UPSTREAM_REASONS;
 export const END_REASONS = Object.freeze({
   denied: 'The client was refused: a TCP connection is closed; an HTTP one is answered 403 per request.',
   drain: 'Still open when shutdown.drainTimeoutMs ran out after SIGTERM; closed.',
-  route_removed: 'A routes reload left the route of an open connection out (or sent its SNI to another route); it was closed.',
+  route_removed: 'A routes reload removed the route of an open connection (or sent its SNI to another route): an HTTP one is closed after its in-flight response, a TCP one at once.',
 });
 export type EndReason = keyof typeof END_REASONS;
 

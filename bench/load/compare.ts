@@ -4,6 +4,10 @@
  *   npx tsc -p tsconfig.json && node dist/bench/load/compare.js [--rounds 3] [--duration 6]
  *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,http-rate,tcp,tcp-ppin,bulk,idle]
  *       (TLS, not in the default set: https-handshake-ecdsa, https-handshake-rsa, https-keepalive)
+ *       (ipgate and base only: http-routes-1, http-routes-100: the http workload through a listener
+ *       with 1 route, and with 100 routes (exact and wildcard hosts, prefix and exact paths), the
+ *       same traffic (Host: app.example.com, one exact route without paths); their ratio is the
+ *       route table's cost at 100 routes, docs/routes-and-sni.md "Cost")
  *       [--rate 3000]   (http-rate: offered requests/s, via hey)
  *       [--cidrs 1000] [--workers 1|N|auto] [--proxy-cpus 0] [--load-cpus 1] [--idle 9000]
  *       [--baseline /other/checkout/dist/src/main.js]   (A/B: that build runs as proxy "base")
@@ -160,7 +164,7 @@ const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay
 /** TCP-only minimal forwarders: two Node sockets and pipe() (bench/load/tcp-min.ts), or the
  * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
 const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
-const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5, httpsEcdsa: 6, httpsRsa: 7 } as const;
+const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5, httpsEcdsa: 6, httpsRsa: 7, routes1: 8, routes100: 9 } as const;
 /** TLS workloads: the listener each uses and whether every request opens a new connection. */
 const TLS_WORKLOADS: Record<string, { listener: number; handshakes: boolean }> = {
   'https-handshake-ecdsa': { listener: L.httpsEcdsa, handshakes: true },
@@ -169,6 +173,18 @@ const TLS_WORKLOADS: Record<string, { listener: number; handshakes: boolean }> =
 };
 /** The name in the certificates and the SNI the TLS driver sends. */
 const TLS_NAME = 'bench.ipgate.test';
+/** The Host the routes workloads send: one exact route without paths, in both tables. */
+const ROUTED_HOST = 'app.example.com';
+
+/** `n` routes for the routes workloads: the traffic's route and n - 1 others of every kind. */
+function benchRoutes(n: number): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [{ name: 'app', hosts: [ROUTED_HOST] }];
+  for (let i = 1; i < n; i++) {
+    out.push({ name: `r${i}`, hosts: [`h${i}.example.com`, `*.t${i}.example.com`],
+      paths: [{ path: `/api${i}`, match: 'prefix' }, { path: '/health', match: 'exact' }] });
+  }
+  return out;
+}
 /** The admin API's port, per ipgate proxy: base + this. */
 const ADMIN_OFFSET = 90;
 
@@ -425,6 +441,8 @@ function ipgateConfig(p: number, allow: string[], deny: string[], workers: strin
       tcp('bulk', p + L.bulk, BACKEND.iperf, 'none', false),
       tcp('idle', p + L.idle, BACKEND.hold, 'none', false),
       ...(tls === null ? [] : [https('https-ecdsa', p + L.httpsEcdsa, tls.ecdsa), https('https-rsa', p + L.httpsRsa, tls.rsa)]),
+      { name: 'http-routes-1', mode: 'http', listen: `127.0.0.1:${p + L.routes1}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], routes: benchRoutes(1), ...http },
+      { name: 'http-routes-100', mode: 'http', listen: `127.0.0.1:${p + L.routes100}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], routes: benchRoutes(100), ...http },
     ],
   };
 }
@@ -457,9 +475,10 @@ interface Sample {
  * previous session (nginx's `$ssl_session_reused` said `r` for 613 of 615 connections), so it
  * measures resumptions; the TLS driver below makes full ones.
  */
-function wrk(port: number, o: Options, https = false): Promise<Sample> {
+function wrk(port: number, o: Options, https = false, host: string | null = null): Promise<Sample> {
   return new Promise((resolve, reject) => {
-    const c = spawn('taskset', ['-c', o.loadCpus, 'wrk', '-t1', `-c${o.connections}`, `-d${o.duration}s`, '--latency', `${https ? 'https' : 'http'}://127.0.0.1:${port}/`]);
+    const c = spawn('taskset', ['-c', o.loadCpus, 'wrk', '-t1', `-c${o.connections}`, `-d${o.duration}s`, '--latency',
+      ...(host === null ? [] : ['-H', `Host: ${host}`]), `${https ? 'https' : 'http'}://127.0.0.1:${port}/`]);
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -645,7 +664,7 @@ async function idle(port: number, pid: number, n: number): Promise<{ held: numbe
 interface Result { proxy: string; workload: string; round: number; sample: Sample; cpu: number }
 
 const UNITS: Record<string, string> = { http: 'req/s', 'http-rate': 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s',
-  'https-handshake-ecdsa': 'handshake/s', 'https-handshake-rsa': 'handshake/s', 'https-keepalive': 'req/s' };
+  'https-handshake-ecdsa': 'handshake/s', 'https-handshake-rsa': 'handshake/s', 'https-keepalive': 'req/s', 'http-routes-1': 'req/s', 'http-routes-100': 'req/s' };
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
@@ -721,12 +740,17 @@ async function main(): Promise<void> {
   const idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }> = [];
   const load = o.workloads.filter((w) => w !== 'idle');
   for (let round = 1; round <= o.rounds; round++) {
-    for (const workload of load) {
+    // The two routes workloads are compared with each other: which runs first alternates by round.
+    const a = load.indexOf('http-routes-1');
+    const b = load.indexOf('http-routes-100');
+    const inRound = round % 2 === 0 && a >= 0 && b >= 0 ? load.map((w, i) => (i === a ? load[b]! : i === b ? load[a]! : w)) : load;
+    for (const workload of inRound) {
       // Rotate the order per round so no proxy always runs first (page cache, thermal, neighbours).
       const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
       for (const proxy of order) {
         if (HTTP_ONLY.has(proxy) && workload !== 'http' && workload !== 'http-rate') continue;
         if (TCP_ONLY.has(proxy) && workload !== 'tcp' && workload !== 'tcp-ppin') continue;
+        if (workload.startsWith('http-routes') && proxy !== 'ipgate' && proxy !== 'base') continue;
         const p = PROXY_BASE[proxy]!;
         const pid = proxies[proxy]!.child.pid!;
         const c0 = cpuSeconds(pid);
@@ -736,6 +760,8 @@ async function main(): Promise<void> {
         switch (workload) {
           case 'http': sample = await wrk(p + L.http, o); break;
           case 'http-denied': sample = await wrk(p + L.httpDenied, o); break;
+          case 'http-routes-1': sample = await wrk(p + L.routes1, o, false, ROUTED_HOST); break;
+          case 'http-routes-100': sample = await wrk(p + L.routes100, o, false, ROUTED_HOST); break;
           case 'http-rate': sample = await hey(p + L.http, o); break;
           case 'tcp': sample = await driver(p + L.tcp, o, 'plain'); break;
           case 'tcp-ppin': sample = await driver(p + L.tcpPpin, o, 'ppin'); break;
@@ -851,6 +877,17 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
     }
     const what = o.baseWorkers === null ? '' : ` (ipgate workers ${o.workers}, base workers ${o.baseWorkers})`;
     if (rows.length > 0) lines.push('', `| workload | throughput ipgate / base per round${what} | median |`, '|---|---|---|', ...rows);
+  }
+  // 100 routes against 1 route, same proxy, same round: the route table's cost (target within 5%).
+  for (const proxy of o.proxies) {
+    const pairs = results.filter((r) => r.workload === 'http-routes-100' && r.proxy === proxy).flatMap((r) => {
+      const one = results.find((x) => x.proxy === proxy && x.workload === 'http-routes-1' && x.round === r.round);
+      return one && one.sample.rate > 0 && one.cpu > 0 && r.cpu > 0 ? [{ rate: r.sample.rate / one.sample.rate, work: (r.sample.rate / r.cpu) / (one.sample.rate / one.cpu) }] : [];
+    });
+    if (pairs.length === 0) continue;
+    const fmt = (xs: number[]): string => `${median(xs).toFixed(3)} (${Math.min(...xs).toFixed(3)}-${Math.max(...xs).toFixed(3)})`;
+    lines.push('', `| ${proxy}: 100 routes / 1 route, per round | throughput | work per CPU s |`, '|---|---|---|',
+      `| median (range), ${pairs.length} rounds | ${fmt(pairs.map((x) => x.rate))} | ${fmt(pairs.map((x) => x.work))} |`);
   }
   if (idleResults.length > 0) {
     lines.push('');

@@ -27,6 +27,8 @@ import { explainRoutes, type ExplainTarget } from './routes/explain';
 import { healthRoutes, type Readiness } from './routes/health';
 import { metricsRoutes, type MetricsEndpoint } from './routes/metrics';
 import { logLevelRoutes, type LogLevelControl } from './routes/log-level';
+import { routesRoutes } from './routes/routes';
+import type { RoutesInForce } from '../route/routes-in-force';
 import { setLogLevel } from '../log';
 
 declare module 'fastify' {
@@ -63,6 +65,8 @@ export interface AdminDeps {
   allowedHosts?: readonly string[];
   /** `PUT /v1/log-level` (default: this process's logger family; a cluster primary also tells its workers). */
   logLevel?: LogLevelControl;
+  /** The listeners' routes in force: `GET /v1/routes` and explain's host/path (none: no listener routes). */
+  routes?: RoutesInForce;
   /** Rate limit of the wrong-token log lines (tests shorten the interval). */
   authFailureLog?: AuthFailureOptions;
 }
@@ -139,7 +143,8 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   await app.register(auditRoutes, { service: deps.service, prefix: '/v1' });
   await app.register(logLevelRoutes, { prefix: '/v1', audit: deps.service.audit,
     control: deps.logLevel ?? { get: () => deps.logger.level, set: (level) => setLogLevel(deps.logger, level) } });
-  await app.register(explainRoutes, { listeners: deps.explainTargets ?? deps.listeners ?? [], prefix: '/v1' });
+  await app.register(explainRoutes, { listeners: deps.explainTargets ?? deps.listeners ?? [], routes: deps.routes ?? null, prefix: '/v1' });
+  if (deps.routes !== undefined) await app.register(routesRoutes, { routes: deps.routes, prefix: '/v1' });
   await app.register(connectionsRoutes, { source: deps.connections ?? localConnections(deps.listeners ?? []), prefix: '/v1' });
   app.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
   await app.ready();

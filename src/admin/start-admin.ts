@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema';
+import type { RoutesInForce } from '../route/routes-in-force';
 import type { Listener } from '../listener/listener';
 import type { SelfChecks } from '../selfcheck/self-checks';
 import type { AllowlistService } from '../store/allowlist-service';
@@ -38,7 +39,7 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
   // found once at start-up (AllowlistService.checkSeeds), shown until the next start.
   for (const w of service.startWarnings) checks.push({ name: 'allowlist_seed', status: 'warn', message: w.message });
   if (service.configRefusal !== null) {
-    checks.push({ name: 'config', status: 'warn', message: `the last change to the config file or its lists was refused, the lists in force stay: ${service.configRefusal.join('; ')}` });
+    checks.push({ name: 'config', status: 'warn', message: `the last change to the config file or its lists was refused, the lists and routes in force stay: ${service.configRefusal.join('; ')}` });
   }
   // A failing watch of a lists ConfigMap: the lists in force stay, but edits are not arriving.
   for (const [where, w] of Object.entries(service.declaredWatches?.() ?? {})) {
@@ -53,12 +54,13 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
 }
 
 export async function startAdmin(config: Config, service: AllowlistService, listeners: readonly Listener[], logger: Logger,
-  selfChecks: SelfChecks | null = null, metrics: MetricsEndpoint | null = null): Promise<AdminServer | null> {
+  selfChecks: SelfChecks | null = null, metrics: MetricsEndpoint | null = null, routes?: RoutesInForce): Promise<AdminServer | null> {
   if (config.admin.listen === null) return null;
   const tokens = loadTokens(config.admin);
   const app = await buildAdminApp({
     service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, listeners,
     readiness: () => readiness(service, listeners, selfChecks), metrics, allowedHosts: config.admin.allowedHosts,
+    ...(routes !== undefined ? { routes } : {}),
   });
   const server = await startAdminServer(app, config.admin.listen);
   logAdminListening(server, tokens, config, logger);

@@ -48,6 +48,7 @@ import { createStore } from '../store/create-store';
 import { declaredLists, listSources } from '../store/start-service';
 import type { ConfigMapLists } from '../config/configmap-lists';
 import { ConfigWatcher } from '../config/watch';
+import { routeReloader, RoutesInForce, routesVersion } from '../route/routes-in-force';
 import { LiveLists } from '../store/live-lists';
 import type { AllowlistStore } from '../store/store';
 import { VERSION } from '../version';
@@ -106,6 +107,8 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   const service = new ClusterAllowlistService(store, lists, new AuditLog(logger, config.admin.auditHistory), logger, pool);
   const metrics = new Metrics({ version: VERSION });
   metrics.setAllowlists(lists, store);
+  // The primary has no listeners: the admin API reads the routes here, the workers swap their own.
+  const routes = new RoutesInForce(config.listeners, routesVersion(config.listeners));
   let admin = null as AdminServer | null; // set by startAdminApi (a closure: no narrowing to null)
   // The demo echo backend runs once, here (workers start without it).
   let echo: EchoServers | null = null;
@@ -139,7 +142,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
           }
           return r;
         },
-        explainTargets: explainTargets(config, lists),
+        explainTargets: explainTargets(config, lists), routes,
         logLevel: { get: () => logger.level, set: (level) => { pool.setLogLevel(level); return setLogLevel(logger, level); } },
         connections: {
           names: config.listeners.map((l) => l.name),
@@ -166,12 +169,25 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   }
   logger.info({ workers: n }, 'ready');
   // source: config lists follow the file (and the ConfigMaps it names): applied here, sent to every
-  // worker like any list change. One watch per pod, not per worker.
+  // worker like any list change. One watch per pod, not per worker. Routes too: checked here against
+  // the listeners the workers bound, then sent to every worker.
   const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config, configMaps,
     onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
+    onRoutes: routeReloader(config, logger, (update) => {
+      // The tables compiled once already (config validation); a throw here must refuse, not crash.
+      try {
+        routes.set(update);
+      } catch (err) {
+        return { problems: [(err as Error).message], closed: {} };
+      }
+      pool.setRoutes(update);
+      return { problems: [], closed: {} };
+    }),
     onRefusal: (problems) => { service.configRefusal = problems; } });
   if (configMaps) service.declaredWatches = () => configMaps.status();
   watcher?.start();
+  // SIGHUP: re-read the config file now (as a change of it would).
+  process.on('SIGHUP', () => void watcher?.reload());
 
   return new Promise<number>((resolve) => {
     let signals = 0;

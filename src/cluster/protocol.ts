@@ -18,6 +18,8 @@
  *                                                  /v1/connections: this worker's live connections
  *   worker  -> primary  connections {id, page}     liveConnections() (admin/routes/connections.ts)
  *   primary -> worker   log-level {level}          PUT /v1/log-level: set this worker's loggers' level
+ *   primary -> worker   routes {update}            the listeners' routes after a config reload (also
+ *                                                  after hello, once any reload happened)
  *   primary -> worker   drain                      stop accepting, drain, exit 0
  *
  * `seq` counts the primary's broadcasts; an admin write is acknowledged once every live worker has
@@ -28,6 +30,7 @@ import type { AllowEntry } from '../allowlist/entry';
 import type { MetricJson } from '../metrics/published';
 import type { LogLevel } from '../log';
 import type { SelfCheckReadiness } from '../selfcheck/self-checks';
+import type { RoutesUpdate } from '../route/routes-in-force';
 
 export interface ListState {
   name: string;
@@ -42,6 +45,7 @@ export type ToWorker =
   | { t: 'ipgate:checks'; id: number }
   | { t: 'ipgate:connections'; id: number; listener: string | null; limit: number }
   | { t: 'ipgate:log-level'; level: LogLevel }
+  | { t: 'ipgate:routes'; update: RoutesUpdate }
   | { t: 'ipgate:drain' };
 
 export type ToPrimary =

@@ -11,6 +11,7 @@ import type { MetricJson } from '../metrics/published';
 import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 import type { LiveLists } from '../store/live-lists';
 import type { LogLevel } from '../log';
+import type { RoutesUpdate } from '../route/routes-in-force';
 import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 
 /** Replacement delay after a crash: 100 ms doubling to 10 s; reset once a worker lived a minute. */
@@ -48,6 +49,8 @@ export class WorkerPool {
   private crashes = 0;
   /** Set at runtime (PUT /v1/log-level): sent to each new worker too. null: the config's. */
   private logLevel: LogLevel | null = null;
+  /** The routes of the last config reload (null: none since the start). */
+  private routes: RoutesUpdate | null = null;
   private stopping = false;
   private readonly exitWaiters: Array<() => void> = [];
   private readyWaiter: { n: number; resolve: () => void; reject: (e: Error) => void } | null = null;
@@ -188,6 +191,8 @@ export class WorkerPool {
       case 'ipgate:hello':
         this.send(slot.worker, { t: 'ipgate:lists', seq: this.seq, lists: this.snapshot() });
         if (this.logLevel !== null) this.send(slot.worker, { t: 'ipgate:log-level', level: this.logLevel });
+        // A worker loads the config file at its start; the routes in force may be another version.
+        if (this.routes !== null) this.send(slot.worker, { t: 'ipgate:routes', update: this.routes });
         break;
       case 'ipgate:applied':
         slot.applied = Math.max(slot.applied, m.seq);
@@ -265,6 +270,15 @@ export class WorkerPool {
   setLogLevel(level: LogLevel): void {
     this.logLevel = level;
     this.broadcast({ t: 'ipgate:log-level', level });
+  }
+
+  /**
+   * The listeners' routes after a config reload, to every worker now and to those forked later.
+   * Not acknowledged: each worker compiles and swaps on its own (cluster/worker.ts).
+   */
+  setRoutes(update: RoutesUpdate): void {
+    this.routes = update;
+    this.broadcast({ t: 'ipgate:routes', update });
   }
 
   private broadcast(m: ToWorker): void {

@@ -12,6 +12,7 @@ import type { Config } from '../config/schema';
 import { workerMetricsJson } from '../metrics/cluster';
 import { setLogLevel } from '../log';
 import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
+import type { RoutesUpdate } from '../route/routes-in-force';
 
 /**
  * A message to the primary. If the primary is gone the channel is closed: with a callback the
@@ -33,6 +34,15 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
   let resolveExit: (code: number) => void = () => undefined;
   const exited = new Promise<number>((r) => (resolveExit = r));
   let stopping = false;
+  /** Routes that arrived while the app was starting: applied right after. */
+  let pendingRoutes: RoutesUpdate | null = null;
+  // The primary compiled these too (its config validation builds the same tables), so a refusal
+  // here is unexpected; the worker keeps its routes and says so.
+  const applyRoutes = (update: RoutesUpdate): void => {
+    const r = app!.replaceRoutes(update);
+    if (r.problems.length > 0) for (const p of r.problems) logger.error({ problem: p }, `routes not applied in this worker: ${p}`);
+    else logger.debug({ routesVersion: update.version.hash, closed: r.closed }, 'routes applied');
+  };
 
   const versions = (): Record<string, string> => {
     const out: Record<string, string> = {};
@@ -63,6 +73,8 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
     for (const l of first) app.lists.apply(l.name, l.entries, l.version);
     seq = firstSeq;
     for (const m of pending.splice(0)) applyList(m);
+    if (pendingRoutes !== null) applyRoutes(pendingRoutes);
+    pendingRoutes = null;
     send({ t: 'ipgate:applied', seq, versions: versions() });
     send({ t: 'ipgate:ready' });
     if (stopping) void drain();
@@ -104,6 +116,14 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
       case 'ipgate:log-level':
         setLogLevel(logger, m.level);
         break;
+      case 'ipgate:routes': {
+        if (app === null) {
+          pendingRoutes = m.update;
+          break;
+        }
+        applyRoutes(m.update);
+        break;
+      }
       case 'ipgate:drain':
         void drain();
         break;
@@ -117,6 +137,9 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
   // A signal to the whole process group (Ctrl-C) reaches the workers too: drain, as the primary asks.
   process.on('SIGTERM', () => void drain());
   process.on('SIGINT', () => void drain());
+  // SIGHUP to the process group reloads the config in the primary, which sends the routes here;
+  // Node's default for SIGHUP would end the worker.
+  process.on('SIGHUP', () => undefined);
   send({ t: 'ipgate:hello' });
   return exited;
 }

@@ -7,8 +7,12 @@
  * fs.watchFile (stat polling, `intervalMs`, default 500) rather than fs.watch: a Kubernetes
  * ConfigMap volume replaces the file by swapping the `..data` symlink, which fs.watch on the file
  * misses and stat (following the link) sees; the 500 ms poll keeps an edit within the 2 s the
- * allowlist promises (test/integration/config-lists.test.ts). Only the allowlists are applied
- * live; other changes are logged as needing a restart.
+ * allowlist promises (test/integration/config-lists.test.ts). SIGHUP calls `reload()` too (main.ts,
+ * cluster/primary.ts). The allowlists and the listeners' routes (`onRoutes`, after the lists, so
+ * a route can name a list the same edit added) are applied live; other changes are logged as
+ * needing a restart. A routes change `onRoutes` refuses (a listener's `listen` or `mode` changed,
+ * a table that does not compile) is logged like a bad file, one line per problem, and shown by
+ * /readyz; the routes in force stay, while the file's list changes still apply.
  *
  * Lists kept in a ConfigMap key (`configMap`) are filled in by `configMaps` (configmap-lists.ts) on
  * every reload, and a change to a watched ConfigMap runs a reload: the same path, the same
@@ -28,6 +32,11 @@ export interface ConfigWatcherOptions {
   initial: Config;
   /** A new valid config. */
   onConfig: (config: Config) => void | Promise<void>;
+  /**
+   * Apply the listeners' routes of a new valid config (route/routes-in-force.ts); returns the
+   * problems that refused them (empty: applied or unchanged).
+   */
+  onRoutes?: (config: Config) => readonly string[] | Promise<readonly string[]>;
   /** A change refused (its problems), or null once a valid file is in force again: /readyz shows it. */
   onRefusal?: (problems: readonly string[] | null) => void;
   intervalMs?: number;
@@ -68,7 +77,7 @@ export class ConfigWatcher {
 
   private readonly onChange = (cur: fs.Stats, prev: fs.Stats): void => {
     if (cur.mtimeMs === prev.mtimeMs && cur.size === prev.size && cur.ino === prev.ino) return;
-    void this.reload();
+    void this.reload('change');
   };
 
   private files(config: Config): string[] {
@@ -84,9 +93,13 @@ export class ConfigWatcher {
     this.watched = want;
   }
 
-  /** Re-read now (also what a file change triggers). Changes during a reload run one more. */
-  async reload(): Promise<void> {
+  /**
+   * Re-read now: `signal` (SIGHUP, main.ts and cluster/primary.ts) or a file `change`. Changes
+   * during a reload run one more.
+   */
+  async reload(trigger: 'signal' | 'change' = 'signal'): Promise<void> {
     if (this.closed) return;
+    this.opts.logger.info({ config: this.opts.file, trigger }, 'config file re-read');
     if (this.running) {
       this.again = true;
       return;
@@ -116,23 +129,35 @@ export class ConfigWatcher {
       return;
     }
     if (this.closed) return;
-    if (this.lastRefusal !== null) this.opts.onRefusal?.(null);
-    this.lastRefusal = null;
     const restart = changedOutsideLists(this.current, next);
     if (restart.length > 0) {
-      log.warn({ config: this.opts.file, fields: restart }, `config changed outside allowlists (${restart.join(', ')}): applied at the next restart; allowlists are applied now`);
+      log.warn({ config: this.opts.file, fields: restart }, `config changed outside allowlists and routes (${restart.join(', ')}): applied at the next restart; allowlists and routes are applied now`);
     }
     this.current = next;
     this.rewatch(next);
     await this.opts.onConfig(next);
+    const refused = this.opts.onRoutes === undefined ? [] : await this.opts.onRoutes(next);
+    if (refused.length > 0) {
+      this.lastRefusal = { problems: refused, at: Date.now() };
+      this.opts.onRefusal?.(refused);
+      for (const p of refused) log.error({ config: this.opts.file, problem: p }, `routes change refused, the routes in force stay: ${p}`);
+      return;
+    }
+    if (this.lastRefusal !== null) this.opts.onRefusal?.(null);
+    this.lastRefusal = null;
   }
 }
 
-/** Top-level config fields other than `allowlists` whose value changed. */
+/** Top-level config fields other than `allowlists` (and the listeners' `routes`) whose value changed. */
 function changedOutsideLists(a: Config, b: Config): string[] {
   const out: string[] = [];
+  const withoutRoutes = (c: Config): unknown => c.listeners.map(({ routes: _routes, ...rest }) => rest);
   for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
     if (key === 'allowlists') continue;
+    if (key === 'listeners') {
+      if (JSON.stringify(withoutRoutes(a)) !== JSON.stringify(withoutRoutes(b))) out.push(key);
+      continue;
+    }
     if (JSON.stringify((a as unknown as Record<string, unknown>)[key]) !== JSON.stringify((b as unknown as Record<string, unknown>)[key])) out.push(key);
   }
   return out;

@@ -41,13 +41,24 @@ export class ListenerStats {
    * (ipgate_sni_hellos_total).
    */
   readonly sniHellos = new Map<string, number>();
-  /** Connections and requests that matched no route, by reason (ipgate_route_misses_total). */
+  /**
+   * Connections (TCP, SNI) and requests (HTTP) that matched no route, by reason
+   * (ipgate_route_misses_total for TCP listeners, ipgate_http_route_misses_total for HTTP ones).
+   */
   readonly routeMisses = new Map<string, number>();
   /**
    * Per route (the config's route names: a bounded set), created when a route table is compiled
    * and kept across reloads so counters never go back. Only listeners with routes have any.
    */
   readonly routes = new Map<string, RouteCounts>();
+  /**
+   * HTTP listeners with `routes`: responses and durations per route name (`""`: requests no route
+   * matched), published with a `route` label instead of the listener-wide series. null on a
+   * listener without routes: its series keep exactly their label set (docs/routes-and-sni.md
+   * "Metrics and logs"). Route names are config labels: a bounded set; a route removed by a reload
+   * keeps its (frozen) series until the restart, as counters must not go back.
+   */
+  httpRoutes: Map<string, RouteStats> | null = null;
 
   /** Per upstream target (`host:port` from the config: a bounded set), created on first use. */
   readonly upstreams = new Map<string, UpstreamStats>();
@@ -62,6 +73,14 @@ export class ListenerStats {
   route(name: string): RouteCounts {
     let r = this.routes.get(name);
     if (r === undefined) this.routes.set(name, (r = new RouteCounts()));
+    return r;
+  }
+
+  /** HTTP listeners with routes: the request counters of route `name` (`""`: no route), created on first use. */
+  httpRoute(name: string): RouteStats {
+    const routes = (this.httpRoutes ??= new Map());
+    let r = routes.get(name);
+    if (r === undefined) routes.set(name, (r = new RouteStats()));
     return r;
   }
 
@@ -103,4 +122,11 @@ export class UpstreamStats {
 export class RouteCounts {
   readonly closed = new Map<Reason | 'ok', number>();
   readonly denied = new Map<DeniedLabel, number>();
+}
+
+/** One route's request counters (ipgate_http_requests_total, ipgate_http_request_duration_seconds with `route`). */
+export class RouteStats {
+  /** Finished requests by status class (`1xx`..`5xx`, `none`). */
+  readonly responses = new Map<string, number>();
+  readonly duration = new FixedHistogram(HTTP_DURATION_BUCKETS);
 }

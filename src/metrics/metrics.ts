@@ -152,8 +152,8 @@ export class Metrics {
       help: 'TCP listeners with routes: ClientHello reads by result, ok or tls_<code> (the connection was closed: malformed, too large, not TLS, truncated, timeout).',
       collect: each((s, out) => byKey(s.sniHellos, out, s.listener, 'result')) }).register(r);
     new Published({ name: 'ipgate_route_misses_total', type: 'counter',
-      help: 'Connections (TCP: by SNI) and requests that matched no route, by reason: route_no_host, route_no_path, route_bad_path.',
-      collect: each((s, out) => byKey(s.routeMisses, out, s.listener, 'reason')) }).register(r);
+      help: 'TCP listeners with routes: connections whose SNI matched no route (route_no_host); HTTP listeners count theirs in ipgate_http_route_misses_total.',
+      collect: each((s, out) => { if (!this.httpListeners.includes(s)) byKey(s.routeMisses, out, s.listener, 'reason'); }) }).register(r);
     new Published({ name: 'ipgate_proxy_header_total', type: 'counter',
       help: 'Inbound PROXY header outcomes by version (v1, v2, none, unknown) and result (ok, local, none, trusted_none, pp_<code>).',
       collect: each((s, out) => {
@@ -199,8 +199,13 @@ export class Metrics {
 
     // --- HTTP ------------------------------------------------------------------------------------
     new Published({ name: 'ipgate_http_requests_total', type: 'counter',
-      help: 'HTTP requests finished, by status class (1xx..5xx; none = the client left before a status).',
-      collect: eachHttp((s, out) => byKey(s.httpResponses, out, s.listener, 'code_class')) }).register(r);
+      help: 'HTTP requests finished, by status class (1xx..5xx; none = the client left before a status); on listeners with routes, by route too (route="" : no route matched).',
+      collect: eachHttp((s, out) => {
+        byKey(s.httpResponses, out, s.listener, 'code_class');
+        if (s.httpRoutes !== null) {
+          for (const [route, rs] of s.httpRoutes) for (const [k, v] of rs.responses) out.push({ labels: { listener: s.listener, route, code_class: k }, value: v });
+        }
+      }) }).register(r);
     new Published({ name: 'ipgate_http_upgrades_total', type: 'counter',
       help: 'HTTP upgrade requests (WebSocket, ...) received.',
       collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })) }).register(r);
@@ -208,8 +213,17 @@ export class Metrics {
       help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431).',
       collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
     new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
-      help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution).',
-      collect: eachHttp((s, out) => histogramSamples(out, 'ipgate_http_request_duration_seconds', { listener: s.listener }, s.httpDuration)) }).register(r);
+      help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
+      collect: eachHttp((s, out) => {
+        // A listener without routes keeps its one series; with routes, one per route name.
+        if (s.httpRoutes === null || s.httpDuration.count > 0) histogramSamples(out, 'ipgate_http_request_duration_seconds', { listener: s.listener }, s.httpDuration);
+        if (s.httpRoutes !== null) {
+          for (const [route, rs] of s.httpRoutes) histogramSamples(out, 'ipgate_http_request_duration_seconds', { listener: s.listener, route }, rs.duration);
+        }
+      }) }).register(r);
+    new Published({ name: 'ipgate_http_route_misses_total', type: 'counter',
+      help: 'HTTP requests on a listener with routes that no route matched, by reason: route_no_host, route_no_path (404), route_bad_path (400).',
+      collect: eachHttp((s, out) => byKey(s.routeMisses, out, s.listener, 'reason')) }).register(r);
 
     // --- TLS termination (docs/tls.md) -----------------------------------------------------------
     new Published({ name: 'ipgate_tls_handshakes_total', type: 'counter',

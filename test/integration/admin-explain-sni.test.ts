@@ -28,13 +28,13 @@ t.test('explain answers the route and the entry for an SNI', async (t) => {
   });
   const cases: { desc: string; body: Record<string, unknown>; want: Record<string, unknown> }[] = [
     { desc: 'an exact name: its route and the route\'s list (a partner is allowed)', body: { listener: 'sni', peer: '198.51.100.7', sni: 'api.example' },
-      want: { route: 'api', routeHost: 'api.example', hostMatch: 'exact', allowlist: 'api', decision: 'allow', entry: { cidr: '198.51.100.0/24', comment: 'partners' } } },
+      want: { route: { name: 'api', host: 'api.example', hostMatch: 'exact', path: null }, allowlist: 'api', decision: 'allow', entry: { cidr: '198.51.100.0/24', comment: 'partners' } } },
     { desc: 'the same name from the office: not on the route\'s list', body: { listener: 'sni', peer: '203.0.113.9', sni: 'API.example.' },
-      want: { sni: 'api.example', route: 'api', allowlist: 'api', decision: 'deny', reason: 'not_allowlisted', entry: null } },
+      want: { sni: 'api.example', route: { name: 'api' }, allowlist: 'api', decision: 'deny', reason: 'not_allowlisted', entry: null } },
     { desc: 'a wildcard: the listener\'s list', body: { listener: 'sni', peer: '203.0.113.9', sni: 'a.b.t.example' },
-      want: { route: 'tenants', routeHost: '*.t.example', hostMatch: 'wildcard', allowlist: 'main', decision: 'allow', entry: { comment: 'office' } } },
+      want: { route: { name: 'tenants', host: '*.t.example', hostMatch: 'wildcard', path: null }, allowlist: 'main', decision: 'allow', entry: { comment: 'office' } } },
     { desc: 'no SNI: the default route', body: { listener: 'sni', peer: '203.0.113.9' },
-      want: { sni: null, route: 'fallback', routeHost: '*', hostMatch: 'default', decision: 'allow' } },
+      want: { sni: null, route: { name: 'fallback', host: '*', hostMatch: 'default', path: null }, decision: 'allow' } },
     { desc: 'an IP literal as SNI: the reader refuses the hello', body: { listener: 'sni', peer: '203.0.113.9', sni: '192.0.2.1' },
       want: { decision: 'close', reason: 'tls_bad_sni', route: null } },
     { desc: 'no route and no default: closed', body: { listener: 'strict', peer: '127.0.0.1', sni: 'other.example' },

@@ -32,6 +32,7 @@ const expected: Record<string, { route: string; statuses: number[] }> = {
   listAuditRecords: { route: 'GET /v1/audit', statuses: [200, 400, 401, 403, 421] },
   explainDecision: { route: 'POST /v1/explain', statuses: [200, 400, 401, 403, 404, 413, 415, 421] },
   listConnections: { route: 'GET /v1/connections', statuses: [200, 400, 401, 403, 404, 421] },
+  listRoutes: { route: 'GET /v1/routes', statuses: [200, 400, 401, 403, 404, 421] },
 };
 
 t.test('the OpenAPI document lints clean and documents every operation', async (t) => {

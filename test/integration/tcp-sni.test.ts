@@ -13,6 +13,7 @@ import t, { type Test } from 'tap';
 import { liveConnections } from '../../src/admin/routes/connections';
 import { rawSocketsAvailable } from '../../src/listener/raw-socket';
 import { SniRoutes } from '../../src/route/sni-routes';
+import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
 import { clientHello, handshake, helloBody, records, sniExt } from '../fixtures/tls/client-hello-vectors';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, freePort, waitFor } from '../helpers/net';
@@ -319,19 +320,24 @@ t.test('revocation uses the route\'s list; replaceRoutes closes connections whos
   t.equal(b3.destroyed, false, 'route b\'s connection stays');
   t.equal(w2.destroyed, false, 'the wildcard connection from the same client stays');
 
-  // A reload without route b, and with *.w.example moved to a route of another name.
+  // A reload (the app's, as a config change or SIGHUP makes it: every listener compiles, then
+  // swaps) without route b, and with *.w.example moved to a route of another name.
   const cfg = l.config;
-  const next = SniRoutes.compile({
-    name: cfg.name, allowlist: cfg.allowlist, upstreams: cfg.upstreams,
-    routes: cfg.routes!.filter((r) => r.name !== 'b').map((r) => (r.name === 'wild' ? { ...r, name: 'wild2' } : r)),
-  }, l.list.owner, l.stats);
-  const closedCount = l.replaceRoutes(next);
-  t.equal(closedCount, 2, 'two connections lost their route');
+  const listenersWith = (routes: typeof cfg.routes): typeof g.app.config.listeners =>
+    g.app.config.listeners.map((x) => (x.name === cfg.name ? { ...x, routes } : x));
+  const off = g.app.replaceRoutes(routesUpdate({ listeners: listenersWith(undefined) }, routesVersion(listenersWith(undefined))));
+  t.match(off.problems, [/SNI routing turned off for TCP listener "sni".*needs a restart/], 'turning SNI routing off is refused');
+  const reduced = listenersWith(cfg.routes!.filter((r) => r.name !== 'b').map((r) => (r.name === 'wild' ? { ...r, name: 'wild2' } : r)));
+  const swap = g.app.replaceRoutes(routesUpdate({ listeners: reduced }, routesVersion(reduced)));
+  t.same(swap.problems, [], 'the reload is applied');
+  t.equal(swap.closed.sni, 2, 'two connections lost their route');
+  const next = l.sniRoutes;
   await closed(b3 as unknown as net.Socket);
   await closed(w2 as unknown as net.Socket);
   t.equal(l.stats.routes.get('b')?.closed.get('route_removed'), 1, 'b: route_removed');
   t.equal(l.stats.routes.get('wild')?.closed.get('route_removed'), 1, 'wild: route_removed');
-  t.equal(l.sniRoutes, next, 'the new routes are in force');
+  t.same(l.sniRoutes!.routes.map((r) => r.name), ['a', 'wild2', 'default'], 'the new routes are in force');
+  t.not(next, null);
 
   // New connections use the new table.
   const r = await sClient(port, 'b.example', '127.0.0.3');

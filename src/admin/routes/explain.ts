@@ -5,9 +5,14 @@
  * would send first (a PROXY header: v1 text, hex or base64) and, for HTTP listeners, request
  * headers, and for TCP listeners with routes the ClientHello's SNI (`sni`; absent or null: the
  * client sends none). Output: the client address, how it was derived (socket / proxy-v1 /
- * proxy-v2 / xff), the route that takes the connection (name, host entry, how it matched), the
- * allowlist it enforces, the entry that matched and the decision, or the reason the connection
- * would be closed (tls_bad_sni for a name the ClientHello reader refuses, route_no_host).
+ * proxy-v2 / xff), the allowlist entry that matched and the decision, or the reason the
+ * connection would be closed. On a listener with routes the route is chosen first, as the data
+ * path does (the same route table): by `host` and `path` on an HTTP listener (or the Host header
+ * among `headers`; path `/` when left out), by `sni` on a TCP one (tls_bad_sni for a name the
+ * ClientHello reader refuses). The answer names the route (name, host entry and how it matched,
+ * path entry, upstreams), the allowlist the route enforces and the entry that decided; no route:
+ * HTTP decision `no_route` with the reason and status (route_no_host, route_no_path: 404;
+ * route_bad_path: 400), TCP decision `close` (route_no_host).
  *
  * The same functions as the data path decide: derive.ts (PROXY trust and header outcome, shared
  * with the listener), the PROXY decoder, forwarded-for.ts (the HTTP forwarder's X-Forwarded-For
@@ -24,6 +29,7 @@ import { decodeProxyHeader } from '../../proxy-protocol/decoder';
 import { asciiLower, hostNameProblem } from '../../route/host-name';
 import { RouteTable } from '../../route/route-table';
 import { ApiError } from '../errors';
+import type { RoutesInForce } from '../../route/routes-in-force';
 import { AUTH_ERRORS, errorResponses } from '../openapi';
 
 const MAX_HEADER_TEXT = 16_384;
@@ -37,6 +43,8 @@ const bodySchema = {
     peer: { type: 'string', maxLength: 64, description: 'the address that connects to ipgate (the socket peer)' },
     proxyHeader: { type: 'string', maxLength: MAX_HEADER_TEXT, description: 'the first bytes the peer sends: PROXY v1 text ("PROXY TCP4 ..."), hex or base64' },
     sni: { type: ['string', 'null'], maxLength: 300, description: 'TCP listeners with routes: the SNI of the ClientHello (absent or null: none sent)' },
+    host: { type: 'string', maxLength: 1024, description: 'HTTP listeners with routes: the request\'s Host (default: the Host header among `headers`)' },
+    path: { type: 'string', maxLength: 8192, description: 'HTTP listeners with routes: the request target (path and query; default "/")' },
     headers: {
       type: 'object', maxProperties: 64, description: 'HTTP request headers (HTTP listeners)',
       additionalProperties: { anyOf: [{ type: 'string', maxLength: 8192 }, { type: 'array', maxItems: 32, items: { type: 'string', maxLength: 8192 } }] },
@@ -64,14 +72,25 @@ const responseSchema = {
     via: { type: ['string', 'null'] },
     trustedProxy: { type: 'boolean', description: 'HTTP: the client after PROXY is in http.trustedProxies (X-Forwarded-For is walked)' },
     sni: { type: ['string', 'null'], description: 'TCP listeners with routes: the SNI as the router sees it (lower-cased, trailing dot cut)' },
-    route: { type: ['string', 'null'], description: 'TCP listeners with routes: the route that takes the connection (null: none)' },
-    routeHost: { type: 'string', description: 'the route\'s host entry that matched: a name, *.suffix or *' },
-    hostMatch: { type: 'string', enum: ['exact', 'wildcard', 'default'] },
     allowlist: { type: 'string', description: 'the list that decides: the route\'s, or the listener\'s' },
     allowlistVersion: { type: 'string' },
     entry: entryOut,
-    decision: { enum: ['allow', 'deny', 'close'] },
-    reason: { type: 'string', description: 'close or deny reason code (log field and metric label): pp_<code>, tls_bad_sni, route_no_host, denied_by_entry (a deny entry decided) or not_allowlisted (no entry covers the client)' },
+    route: {
+      type: ['object', 'null'], additionalProperties: false,
+      description: 'listeners with routes: the route that takes the request or (TCP, by SNI) the connection (null: none, see reason)',
+      properties: {
+        name: { type: 'string' },
+        host: { type: 'string', description: 'the host entry that matched, as configured (lower-case): a name, *.suffix or *' },
+        hostMatch: { type: 'string', enum: ['exact', 'wildcard', 'default'] },
+        path: { type: ['object', 'null'], additionalProperties: false, description: 'the path entry that matched (null: the route has no paths)',
+          properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] } } },
+        upstreams: { type: 'array', items: { type: 'string' } },
+      },
+    },
+    routesVersion: { type: 'string', description: 'hash of the routes in force' },
+    status: { type: 'integer', description: 'no_route: the status the client gets (404 or 400)' },
+    decision: { enum: ['allow', 'deny', 'close', 'no_route'] },
+    reason: { type: 'string', description: 'close, deny or no_route reason code (log field and metric label): pp_<code>, tls_bad_sni, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path' },
     detail: { type: 'string' },
   },
 } as const;
@@ -82,6 +101,8 @@ interface ExplainBody {
   proxyHeader?: string;
   sni?: string | null;
   headers?: Record<string, string | string[]>;
+  host?: string;
+  path?: string;
 }
 
 /** What explain reads of a TCP listener's SNI routes: the table and each route's name and list. */
@@ -122,7 +143,7 @@ function sniRouting(l: ExplainTarget, fromConfig: Map<string, SniRouting>): SniR
   return r;
 }
 
-export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[] }> = async (app, { listeners }) => {
+export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[]; routes?: RoutesInForce | null }> = async (app, { listeners, routes = null }) => {
   // Named lists resolve to the live holders, as in the listener and the HTTP forwarder (list-ref.ts).
   const trustedSources = new Map<string, AddressLookup>();
   const trustedProxies = new Map<string, AddressLookup>();
@@ -184,8 +205,10 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
         client = walked;
       }
     }
+    // Routes: the route picks the allowlist (and the upstreams) before the decision.
     let list = l.list;
-    let routeOut = {};
+    let routeOut: Record<string, unknown> = {};
+    const lr = l.config.mode === 'http' ? routes?.get(l.name) : undefined;
     if (routing !== null) {
       // The ClientHello reader's rule for the name (tls/client-hello.ts), then the route table.
       let sni = b.sni ?? null;
@@ -204,7 +227,28 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
       }
       const route = routing.routes[m.routeIndex]!;
       list = l.list.owner.get(route.allowlist);
-      routeOut = { sni, route: route.name, routeHost: m.host, hostMatch: m.hostMatch, allowlist: route.allowlist, allowlistVersion: list.version };
+      const rc = l.config.routes?.find((x) => x.name === route.name);
+      routeOut = {
+        sni, allowlist: route.allowlist, allowlistVersion: list.version,
+        route: { name: route.name, host: m.host, hostMatch: m.hostMatch, path: null, upstreams: rc?.upstreams ?? l.config.upstreams },
+      };
+    } else if (lr !== undefined && lr.table !== null) {
+      const host = b.host ?? headerValue(b.headers, 'host');
+      if (host === null) throw new ApiError(400, 'missing_host', 'this listener routes by host: give "host" (or a Host header in "headers")', 'host');
+      const r = lr.table.lookup(host, b.path ?? '/');
+      const version = routes!.version.hash;
+      if (r.kind === 'miss') {
+        return { ...base, proxyHeader: outcome.label, client, clientPort, via, trustedProxy, entry: null, route: null, routesVersion: version,
+          decision: 'no_route', reason: r.reason, status: r.reason === 'route_bad_path' ? 400 : 404 };
+      }
+      const rc = lr.routes![r.routeIndex]!;
+      const allowlist = rc.allowlist ?? lr.allowlist;
+      list = l.list.owner.get(allowlist);
+      routeOut = {
+        allowlist, allowlistVersion: list.version, routesVersion: version,
+        route: { name: r.route, host: r.host, hostMatch: r.hostMatch, path: r.path === null ? null : { path: r.path.path, match: r.path.match },
+          upstreams: rc.upstreams ?? lr.upstreams },
+      };
     }
     const d = list.matcher.decide(client);
     const e = d.entry;

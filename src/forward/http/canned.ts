@@ -35,6 +35,8 @@ export class CannedResponses {
   readonly forbiddenText: Canned;
   readonly forbiddenJson: Canned;
   readonly badRequest = text(400, 'Bad Request', 'Bad Request\n');
+  /** Listeners with routes: no route serves the request's host or path. */
+  readonly notFound = text(404, 'Not Found', 'Not Found\n');
   readonly requestTimeout = text(408, 'Request Timeout', 'Request Timeout\n');
   readonly headersTooLarge = text(431, 'Request Header Fields Too Large', 'Request Header Fields Too Large\n');
   readonly badGateway = text(502, 'Bad Gateway', 'Bad Gateway\n');

@@ -9,6 +9,7 @@ import type { Decision } from '../../allowlist/matcher';
 import type { Connection, Via } from '../../listener/connection';
 import type { Reason } from '../../reasons';
 import type { Upstream } from '../tcp/tcp-forwarder';
+import type { HttpRoute } from './http-routes';
 
 /** One client connection handed to the HTTP forwarder. */
 export class HttpConn {
@@ -34,6 +35,10 @@ export class HttpConn {
   revokeTimer: NodeJS.Timeout | null = null;
   /** conn.destPort as text, for X-Forwarded-Port. */
   readonly destPortText: string;
+  /** The listener had routes when this connection arrived: every request is routed (http-routes.ts). */
+  routed = false;
+  /** The route of this connection's latest request (a reload that removes it closes the connection). */
+  routeName: string | null = null;
 
   constructor(
     readonly conn: Connection,
@@ -67,6 +72,10 @@ export class Exchange {
   /** The request's Host (after an absolute-form target's authority replaced it) and User-Agent. */
   host: string | null = null;
   userAgent: string | null = null;
+  /** Routed listeners: the route that took this request (null: none matched, see `reason`). */
+  route: HttpRoute | null = null;
+  /** The request was routed (the access log and the metrics then carry `route`). */
+  routed = false;
   /** Failure / result reason (`upstream_refused`, `upstream_timeout`, `denied`, `client_abort`, ...). */
   reason: Reason | null = null;
   readonly startedAt: number;

@@ -22,7 +22,7 @@ import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
-import type { ListenerConfig } from '../../config/schema';
+import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement } from '../../identity/forwarded-header';
 import type { Connection } from '../../listener/connection';
@@ -31,6 +31,10 @@ import type { ConnectionHandler } from '../../listener/listener';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { LiveList } from '../../store/live-lists';
+import type { RouteReceiver, RoutesVersion } from '../../route/route-receiver';
+import { requestTarget } from './request-target';
+import { compileHttpRoutes, type HttpRoutes } from './http-routes';
+import { routesVersion } from '../../route/routes-in-force';
 import { parseUpstreams, UpstreamPool } from '../tcp/tcp-forwarder';
 import type { ClientReason } from '../../reasons';
 import { upstreamReason } from '../upstream-reason';
@@ -55,7 +59,14 @@ interface Carrier {
   [kHttpConn]?: HttpConn;
 }
 
-export class HttpForwarder implements ConnectionHandler, RelayHost {
+export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceiver<HttpRoutes | null> {
+  readonly routeKind = 'http';
+  /**
+   * The listener's routes in force (http-routes.ts), null without `routes`: then every request
+   * takes the listener's upstream group and allowlist exactly as before routes existed. Replaced
+   * whole by replaceRoutes (a reload).
+   */
+  routes: HttpRoutes | null = null;
   private readonly pool: UpstreamPool;
   private readonly relay: RelayPool;
   private readonly trustedProxies: AddressLookup;
@@ -116,7 +127,46 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     this.maxHeaderBytes = h.maxHeaderBytes;
     this.waits = new WaitSweep(Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs));
     const dns = this.pool.targets.some((t) => t.family === 0) ? new DnsCache(h.upstreamDnsTtlMs) : null;
-    this.relay = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, dns);
+    // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
+    const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
+    this.relay = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns);
+    if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
+  }
+
+  // --- routes (RouteReceiver: a reload compiles, then swaps) -------------------------------------
+
+  compileRoutes(routes: readonly RouteConfig[] | undefined, version: RoutesVersion): HttpRoutes | null {
+    if (routes === undefined) return null;
+    return compileHttpRoutes(routes, version, {
+      listener: this.config, lists: this.list.owner, stats: this.stats, log: this.log,
+      listenerGroup: this.pool, listenerCanned: this.canned, previous: this.routes,
+    });
+  }
+
+  /**
+   * Swap `next` in. Connections are not cut, except those whose route is gone: the latest
+   * request's route is not in `next`, or routing itself was turned on or off (a connection
+   * accepted under the other regime). They close after their in-flight response
+   * (`route_removed`); idle ones and tunnels at once.
+   */
+  replaceRoutes(next: HttpRoutes | null): number {
+    this.routes = next;
+    if (next !== null) this.stats.httpRoutes ??= new Map();
+    let marked = 0;
+    for (const hc of this.conns) {
+      const gone = hc.routed !== (next !== null) || (next !== null && hc.routeName !== null && !next.names.has(hc.routeName));
+      if (!gone || hc.closing) continue;
+      marked++;
+      hc.closing = true;
+      hc.conn.result = 'route_removed';
+      if (hc.upgraded !== null || hc.open.length === 0) hc.conn.socket.destroy();
+    }
+    return marked;
+  }
+
+  /** Whether a change of `list` concerns this listener's connections (a route enforces it). */
+  usesList(list: LiveList): boolean {
+    return list === this.list || (this.routes !== null && this.routes.lists.has(list));
   }
 
   // --- ConnectionHandler ------------------------------------------------------------------------
@@ -131,7 +181,11 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     const socket = conn.socket as net.Socket;
     const trusted = this.trustedProxies.lookup(conn.clientAddress) >= 0;
     const hc = new HttpConn(conn, trusted, this);
-    if (!trusted) {
+    if (this.routes !== null) {
+      // The route decides each request's allowlist: nothing to decide for the connection (and no
+      // quick denial: a client refused by one route may be allowed by another on this connection).
+      hc.routed = true;
+    } else if (!trusted) {
       const d = this.admission.decide(conn.clientAddress);
       hc.entry = d.allowed ? d.entry : null;
       hc.denial = d.allowed ? null : d;
@@ -175,9 +229,44 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
       got.host = authority;
     }
     if (got.upgrade !== null && head.upgrade) this.stats.httpUpgrades++;
-    const ex = this.exchange(hc, head, socket);
+    if (hc.routed) return this.routedExchange(hc, head, socket, authority, headers);
+    const ex = this.exchange(hc, head, socket, this.admission);
     if (ex.entry !== null) this.identityHeaders(headers, hc, ex, got);
     return { ex, headers, accept: got.accept, upgrade: got.upgrade };
+  }
+
+  /**
+   * A request on a listener with routes: Host + path pick the route, whose allowlist decides this
+   * request (a keep-alive connection can carry requests for two hosts, one allowed, one denied)
+   * and whose settings apply; no route: 404 (400 for a path that cannot be matched safely).
+   */
+  private routedExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null, headers: OutgoingHttpHeaders): Admitted | null {
+    const routes = this.routes;
+    if (routes === null) return null; // routing turned off by a reload: this connection closes (replaceRoutes)
+    const got = this.got;
+    // The absolute form's path (its authority already replaced Host); the engine checked the form.
+    const target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
+    const hit = routes.lookup(got.host ?? '', target);
+    if (typeof hit === 'string') {
+      const ex = this.exchange(hc, head, socket, null);
+      ex.routed = true;
+      ex.reason = hit;
+      ListenerStats.bump(this.stats.routeMisses, hit);
+      this.log.debug({ conn: hc.conn.id, client: ex.client, host: got.host, url: head.url, reason: hit }, 'no route');
+      // A TLS listener answers route_no_host with 421 (a name it does not serve): the TLS stage's hook.
+      return { ex, headers, accept: got.accept, upgrade: got.upgrade, answer: hit === 'route_bad_path' ? this.canned.badRequest : this.canned.notFound };
+    }
+    const route = hit.route;
+    const ex = this.exchange(hc, head, socket, route.admission);
+    ex.routed = true;
+    ex.route = route;
+    hc.routeName = route.name;
+    if (ex.entry !== null) {
+      this.identityHeaders(headers, hc, ex, got);
+      const extra = route.requestHeaders;
+      if (extra !== null) for (const [name, value] of extra) headers[name] = value;
+    }
+    return { ex, headers, accept: got.accept, upgrade: got.upgrade, route, path: hit.path };
   }
 
   forbidden(accept: string | null): Canned {
@@ -270,17 +359,22 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     this.access?.deniedRequest(hc.conn.clientAddress, d.reason!, d.entry?.cidr ?? null);
   }
 
-  private exchange(hc: HttpConn, head: RequestHead, socket: net.Socket): Exchange {
+  /**
+   * The request's identity and allowlist decision. `admission`: the list that decides (the
+   * listener's, or the route's); null on a route miss (no decision). A direct client of a listener
+   * without routes was decided once for its connection (hc.entry).
+   */
+  private exchange(hc: HttpConn, head: RequestHead, socket: net.Socket, admission: Admission | null): Exchange {
     const conn = hc.conn;
     const got = this.got;
     let ex: Exchange;
     if (hc.trusted) {
       const client = clientFromForwardedFor(got.xForwardedFor, conn.clientAddress, this.trustedProxies);
       ex = new Exchange(hc, head.method, head.url, socket, client, client === conn.clientAddress ? conn.via : 'xff', Date.now(), !got.hasBody);
-      ex.entry = this.admission.match(client);
+      ex.entry = admission === null ? null : admission.match(client);
     } else {
       ex = new Exchange(hc, head.method, head.url, socket, conn.clientAddress, conn.via, Date.now(), !got.hasBody);
-      ex.entry = hc.entry;
+      ex.entry = !hc.routed ? hc.entry : admission === null ? null : admission.match(conn.clientAddress);
     }
     ex.host = got.host;
     ex.userAgent = got.userAgent;
@@ -322,16 +416,25 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     ex.reason = ex.hc.revoked ? 'revoked' : 'denied';
     if (ex.hc.revoked) return; // counted once, as `revoked`, when the list change cut it
     // Every request refused counts, from a direct client as from a trusted proxy's clients.
-    const carried = ex.hc.trusted ? null : ex.hc.denial;
-    if (carried !== null) this.admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url, carried.reason!);
-    else this.admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url);
+    const admission = ex.route === null ? this.admission : ex.route.admission;
+    const carried = ex.hc.trusted || ex.route !== null ? null : ex.hc.denial;
+    if (carried !== null) admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url, carried.reason!);
+    else admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url);
   }
 
   /** Count one finished request (status class, duration) and write its access-log line. */
   private record(ex: Exchange): void {
-    ListenerStats.bump(this.stats.httpResponses, STATUS_CLASS[ex.status >= 100 && ex.status < 600 ? Math.floor(ex.status / 100) : 0]!);
+    const cls = STATUS_CLASS[ex.status >= 100 && ex.status < 600 ? Math.floor(ex.status / 100) : 0]!;
     const now = Date.now();
-    this.stats.httpDuration.observe((now - ex.startedAt) / 1000);
+    if (!ex.routed) {
+      ListenerStats.bump(this.stats.httpResponses, cls);
+      this.stats.httpDuration.observe((now - ex.startedAt) / 1000);
+    } else {
+      // Routed: the route's series (route="" for a miss), metrics/listener-stats.ts.
+      const rs = ex.route === null ? this.stats.httpRoute('') : ex.route.stats;
+      ListenerStats.bump(rs.responses, cls);
+      rs.duration.observe((now - ex.startedAt) / 1000);
+    }
     if (this.access !== null) this.access.request(ex, now);
     else if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
@@ -359,7 +462,13 @@ export class HttpForwarder implements ConnectionHandler, RelayHost {
     if (hc === undefined || conn.socket.destroyed || hc.revoked) return;
     const matcher = this.list.matcher;
     let denied = false;
-    if (!hc.trusted) {
+    if (hc.routed) {
+      // Decided per request by each one's route: re-check the requests in flight (and a tunnel)
+      // against their route's list; the next request is decided afresh anyway.
+      for (const ex of hc.open) if (ex.route !== null && ex.entry !== null && ex.route.list.matcher.lookup(ex.client) < 0) denied = true;
+      const up = hc.upgraded;
+      if (up !== null && up.route !== null && up.route.list.matcher.lookup(up.client) < 0) denied = true;
+    } else if (!hc.trusted) {
       const d = matcher.decide(conn.clientAddress);
       if (d.allowed) {
         hc.entry = d.entry;

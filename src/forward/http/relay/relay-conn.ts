@@ -53,6 +53,21 @@ export interface Admitted {
   accept: string | null;
   /** The Upgrade header's value (an upgrade request), or null. */
   upgrade: string | null;
+  /** Listeners with routes: the request's route (its upstream group, timeout and 403s). */
+  route?: RouteUse;
+  /** The request target sent upstream instead of the client's (routes: the normal form), or null. */
+  path?: string | null;
+  /** Answered by ipgate without going upstream (a route miss: 404 / 400). */
+  answer?: Canned;
+}
+
+/** What the engine takes from a route (forward/http/http-routes.ts HttpRoute). */
+export interface RouteUse {
+  readonly targets: readonly Upstream[];
+  /** Round robin: the first target to try. */
+  readonly pick: () => number;
+  readonly upstreamTimeoutMs: number;
+  readonly canned: { forbidden(accept: string | null): Canned };
 }
 
 /** What the engine needs from the policy (HttpForwarder): its decisions and its records. */
@@ -180,8 +195,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     private readonly pool: RelayPool,
     private readonly hc: HttpConn,
     private readonly socket: net.Socket,
-    private readonly targets: readonly Upstream[],
-    private readonly pick: () => number,
+    /** The listener's upstream group; a route's replaces them for its request (Admitted.route). */
+    private targets: readonly Upstream[],
+    private pick: () => number,
     /** The outbound PROXY header for this client connection, null when the listener sends none. */
     private readonly proxyHeader: Buffer | null,
   ) {
@@ -353,9 +369,16 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // be sending the new protocol's bytes, which are no HTTP request.
     this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || this.hc.revoked || this.hc.closing || upgrade;
     this.hc.open.push(ex);
+    if (made.answer !== undefined) {
+      // A route miss (404 / 400): answered here, as a denial is; nothing goes upstream.
+      this.cannedAnswer(made.answer);
+      if (!this.requestDone && !this.closeAfter) this.wait('idle');
+      return;
+    }
+    const route = made.route;
     if (ex.entry === null) {
       this.host.relayDenied(ex);
-      const canned = this.host.forbidden(accept);
+      const canned = route === undefined ? this.host.forbidden(accept) : route.canned.forbidden(accept);
       if (!this.hc.trusted && !this.host.deniedKeepAlive) this.closeAfter = true;
       this.cannedAnswer(canned);
       // Answered, the body (if any) still to read past: idle from here as between requests, so a
@@ -364,13 +387,21 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       if (!this.requestDone && !this.closeAfter) this.wait('idle');
       return;
     }
+    let upTimeoutMs = this.host.upstreamTimeoutMs;
+    let path = target.path;
+    if (route !== undefined) {
+      this.targets = route.targets;
+      this.pick = route.pick;
+      upTimeoutMs = route.upstreamTimeoutMs;
+      path = made.path ?? path;
+    }
     let text: string;
     if (upgrade) {
       this.upgrading = true;
-      text = `${head.method} ${target.path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${made.upgrade ?? ''}\r\n`;
+      text = `${head.method} ${path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${made.upgrade ?? ''}\r\n`;
     } else {
       // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
-      text = `${head.method} ${target.path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
+      text = `${head.method} ${path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
     }
     for (const name in headers) {
       const v = headers[name];
@@ -383,11 +414,13 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.out.push('HTTP/1.1 100 Continue\r\n\r\n');
     const d = this.dedicated;
     // A client connection's own upstream stays on one target while it lives.
-    this.first = d !== null && !upgrade && !d.socket.destroyed ? Math.max(0, this.targets.indexOf(d.target)) : this.pick();
+    // (A route's group may not hold it: then the group's round robin picks.)
+    const own = d !== null && !upgrade && !d.socket.destroyed ? this.targets.indexOf(d.target) : -1;
+    this.first = own >= 0 ? own : this.pick();
     this.attempt = 0;
     this.staleRetried = false;
     this.timedOut = false;
-    this.timer = setTimeout(() => this.onTimeout(), this.host.upstreamTimeoutMs);
+    this.timer = setTimeout(() => this.onTimeout(), upTimeoutMs);
     this.dispatch();
   }
 

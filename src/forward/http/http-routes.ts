@@ -1,0 +1,142 @@
+/**
+ * Routes on an HTTP listener (docs/routes-and-sni.md "On HTTP listeners"): the compiled host ->
+ * path table (route/route-table.ts) plus, per route, what the policy needs for each request it
+ * decides: the upstream group (round robin and failover over its own targets), the allowlist
+ * (the route's, or the listener's), and the per-route settings (`upstreamTimeoutMs`,
+ * `requestHeaders`, `deniedBody`). Built completely by compileHttpRoutes, never changed after:
+ * a reload builds a new HttpRoutes and HttpForwarder swaps the reference (route-receiver.ts).
+ *
+ * Upstream groups: one UpstreamPool (round robin) per distinct target list, shared by the routes
+ * that name the same list and kept across reloads (same list, same pool object and same Upstream
+ * objects, so the listener's RelayPool keeps its warm sockets to them). Routes without upstreams
+ * use the listener's own group.
+ *
+ * The request target: the table matches the path in normal form (route/path.ts), and the
+ * upstream receives that normal form (with the query as sent) whenever it differs from what the
+ * client sent. nginx's `proxy_pass` without a URI forwards the original; we do not, because the
+ * route (and so the allowlist) was decided on the normal form: a backend shared by two routes
+ * that does not resolve `%2e%2e` or `//` the same way would otherwise serve one route's path
+ * under the other route's decision. A path already in normal form (the usual case) is forwarded
+ * as sent, with no copy.
+ */
+import type { Logger } from 'pino';
+import type { ListenerConfig, RouteConfig } from '../../config/schema';
+import { Admission } from '../../listener/admission';
+import type { ListenerStats, RouteStats } from '../../metrics/listener-stats';
+import type { RouteMissReason } from '../../route/codes';
+import { normalizePath, plainPathEnd } from '../../route/path';
+import type { RoutesVersion } from '../../route/route-receiver';
+import { RouteTable } from '../../route/route-table';
+import type { LiveList, LiveLists } from '../../store/live-lists';
+import { parseUpstreams, UpstreamPool, type Upstream } from '../tcp/tcp-forwarder';
+import { CannedResponses } from './canned';
+
+/** One route as the data path uses it. */
+export class HttpRoute {
+  /** Round robin over the group: the first target to try. */
+  readonly pick: () => number;
+  readonly targets: readonly Upstream[];
+
+  constructor(
+    readonly name: string,
+    readonly index: number,
+    readonly config: Readonly<RouteConfig>,
+    /** The allowlist this route enforces (read live: `.matcher` per decision). */
+    readonly list: LiveList,
+    /** Decide, count and log against `list` (counters are the listener's). */
+    readonly admission: Admission,
+    readonly group: UpstreamPool,
+    /** `routes[].http.upstreamTimeoutMs`, else the listener's `http.upstreamTimeoutMs`. */
+    readonly upstreamTimeoutMs: number,
+    /** `routes[].http.requestHeaders`, names lower-cased; null without any. */
+    readonly requestHeaders: readonly (readonly [string, string])[] | null,
+    /** The 403s (`routes[].http.deniedBody`, else the listener's). */
+    readonly canned: CannedResponses,
+    readonly stats: RouteStats,
+  ) {
+    this.targets = group.targets;
+    this.pick = (): number => group.start();
+  }
+}
+
+/** A request's route, and the target the upstream receives (null: as the client sent it). */
+export interface RouteHit {
+  route: HttpRoute;
+  path: string | null;
+}
+
+export class HttpRoutes {
+  /** Route names in force: a connection whose route is not among them after a reload closes. */
+  readonly names: ReadonlySet<string>;
+  /** Every list a route enforces (a change to one re-checks this listener's connections). */
+  readonly lists: ReadonlySet<LiveList>;
+
+  constructor(
+    readonly table: RouteTable,
+    readonly routes: readonly HttpRoute[],
+    readonly version: RoutesVersion,
+    /** The upstream groups by target list (reused by the next compile). */
+    readonly groups: ReadonlyMap<string, UpstreamPool>,
+  ) {
+    this.names = new Set(routes.map((r) => r.name));
+    this.lists = new Set(routes.map((r) => r.list));
+  }
+
+  /**
+   * The route for a request's Host (header, or the absolute-form authority) and its target (path
+   * and query, origin form), or why none: route_no_host / route_no_path (404), route_bad_path (400).
+   */
+  lookup(host: string, target: string): RouteHit | RouteMissReason {
+    let path: string | null = null;
+    let lookupTarget = target;
+    if (plainPathEnd(target) < 0) {
+      const normal = normalizePath(target);
+      if (normal === null) return 'route_bad_path';
+      const q = target.indexOf('?');
+      path = q === -1 ? normal : normal + target.slice(q);
+      lookupTarget = path;
+    }
+    const r = this.table.lookup(host, lookupTarget);
+    if (r.kind === 'miss') return r.reason;
+    return { route: this.routes[r.routeIndex]!, path };
+  }
+}
+
+export interface HttpRouteDeps {
+  listener: Readonly<ListenerConfig>;
+  lists: LiveLists;
+  stats: ListenerStats;
+  log: Logger;
+  /** The listener's own group (routes without upstreams) and 403s (routes without deniedBody). */
+  listenerGroup: UpstreamPool;
+  listenerCanned: CannedResponses;
+  /** The groups of the routes in force (reused when a target list is unchanged), or null. */
+  previous: HttpRoutes | null;
+}
+
+/** Build every route of a listener (throws RouteTableError or Error, touching nothing in force). */
+export function compileHttpRoutes(routes: readonly RouteConfig[], version: RoutesVersion, deps: HttpRouteDeps): HttpRoutes {
+  const table = RouteTable.compile(routes, { kind: 'http', at: `listeners (${deps.listener.name}).routes` });
+  const groups = new Map<string, UpstreamPool>();
+  const prior = deps.previous?.groups;
+  const h = deps.listener.http;
+  const compiled = routes.map((rc, i) => {
+    let group = deps.listenerGroup;
+    if (rc.upstreams !== undefined) {
+      const key = rc.upstreams.join(',');
+      let g = groups.get(key) ?? prior?.get(key);
+      if (g === undefined) g = new UpstreamPool(parseUpstreams(rc.upstreams));
+      groups.set(key, g);
+      group = g;
+    }
+    const list = deps.lists.get(rc.allowlist ?? deps.listener.allowlist);
+    const headers = rc.http?.requestHeaders;
+    const requestHeaders = headers === undefined || Object.keys(headers).length === 0
+      ? null
+      : Object.freeze(Object.entries(headers).map(([k, v]) => Object.freeze([k.toLowerCase(), v] as const)));
+    const canned = rc.http?.deniedBody !== undefined ? new CannedResponses(rc.http.deniedBody) : deps.listenerCanned;
+    return new HttpRoute(rc.name, i, rc, list, new Admission(list, deps.stats, deps.log), group,
+      rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs, requestHeaders, canned, deps.stats.httpRoute(rc.name));
+  });
+  return new HttpRoutes(table, compiled, version, groups);
+}
