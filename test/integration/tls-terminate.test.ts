@@ -144,6 +144,19 @@ t.test('the allowlist is enforced per request over TLS: 403 for a denied client,
   t.equal(allowed.out, '200 1\n200 0\n', 'the allowed client gets 200s');
 });
 
+t.test('routes on a TLS listener: a Host no route serves gets 421, a path no route serves 404', { skip }, async (t) => {
+  const up = await backend(t);
+  const g = await gate(t, fourCerts(), { routes: [{ name: 'web', hosts: ['web.test'], paths: [{ path: '/app' }], upstreams: [`127.0.0.1:${up}`] }] });
+  const port = g.port();
+  const get = (host: string, path: string): Promise<Run> => run('curl', ['-sS', '--cacert', certs!.file('ca.crt'), '--resolve', `web.test:${port}:127.0.0.1`,
+    '-H', `Host: ${host}`, '-o', '/dev/null', '-w', '%{http_code}', `https://web.test:${port}${path}`]);
+  t.equal((await get('web.test', '/app/x')).out, '200', 'the route serves its host and path');
+  t.equal((await get('www.web.test', '/app/x')).out, '421', 'a host the listener routes nowhere: 421 Misdirected Request');
+  t.equal((await get('web.test', '/other')).out, '404', 'the host is served, the path is not: 404');
+  const misses = Object.fromEntries(g.app.listeners[0]!.stats.routeMisses);
+  t.same(misses, { route_no_host: 1, route_no_path: 1 }, 'both misses counted');
+});
+
 t.test('protocol versions, ALPN, unknown SNI refused', { skip }, async (t) => {
   const g = await gate(t, { ...fourCerts(), unknownSni: 'refuse' });
   const port = g.port();

@@ -37,6 +37,8 @@ export class CannedResponses {
   readonly badRequest = text(400, 'Bad Request', 'Bad Request\n');
   /** Listeners with routes: no route serves the request's host or path. */
   readonly notFound = text(404, 'Not Found', 'Not Found\n');
+  /** A TLS listener's answer to a Host no route serves (RFC 9110 15.5.20): the client may retry on another connection. */
+  readonly misdirected = text(421, 'Misdirected Request', 'Misdirected Request\n');
   readonly requestTimeout = text(408, 'Request Timeout', 'Request Timeout\n');
   readonly headersTooLarge = text(431, 'Request Header Fields Too Large', 'Request Header Fields Too Large\n');
   readonly badGateway = text(502, 'Bad Gateway', 'Bad Gateway\n');
