@@ -177,7 +177,10 @@ t.test('the watch survives a dropped connection, 410 Gone and the API away (/rea
   s.fake.dropWatches();
   await inForce([a], '127.0.0.8', true, 8000, 'applied through 410 Gone and a relist');
   t.equal(await admittedCount(a.port, '127.0.0.6', 1), 0, 'the old entry is gone');
-  t.ok(logLines(a.g.stdout()).some((l) => l.configMap === `${NS}/${LISTS_CM}` && /410 Gone/.test(String(l.msg))), 'the lists watch logged the relist');
+  // Log lines reach stdout in blocks (logging.flushIntervalMs): wait for the line, do not sample once.
+  const relisted = (): boolean => logLines(a.g.stdout()).some((l) => l.configMap === `${NS}/${LISTS_CM}` && /410 Gone/.test(String(l.msg)));
+  await waitFor(relisted, 5000, 'the lists watch logged the relist');
+  t.ok(relisted(), 'the lists watch logged the relist');
 
   // The API away: /readyz says the lists watch is failing, the lists in force stay; back: watched.
   const listsCheck = async (): Promise<{ status: string; message: string } | undefined> =>
