@@ -6,22 +6,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError } from '../../../src/config/errors';
+import { problemsOf } from '../../helpers/config-problems';
 import { buildConfig, loadConfigFile } from '../../../src/config/load';
 import { tmpDir } from '../../helpers/ipgate';
 
 const listener = (extra: Record<string, unknown> = {}): Record<string, unknown> =>
   ({ name: 'a', listen: '127.0.0.1:7000', allowlist: 'main', upstreams: ['127.0.0.1:7100'], ...extra });
-
-function problemsOf(raw: unknown): string[] {
-  try {
-    buildConfig(raw);
-  } catch (err) {
-    if (err instanceof ConfigError) return [...err.problems];
-    throw err;
-  }
-  return [];
-}
 
 t.test('both forms load into one shape, with the defaults', async (t) => {
   const c = buildConfig({

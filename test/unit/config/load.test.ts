@@ -3,21 +3,12 @@
  * refused, defaults applied, the result frozen.
  */
 import t from 'tap';
+import { problemsOf } from '../../helpers/config-problems';
 import { ConfigError } from '../../../src/config/errors';
 import { buildConfig, jsonPointerToPath, parseConfig } from '../../../src/config/load';
 
 const listener = { name: 'a', listen: '127.0.0.1:7000', allowlist: 'main', upstreams: ['127.0.0.1:7100'] };
 const base = () => ({ allowlists: { main: ['10.0.0.0/8'] }, listeners: [structuredClone(listener)] });
-
-function problemsOf(raw: unknown): string[] {
-  try {
-    buildConfig(raw);
-  } catch (err) {
-    if (err instanceof ConfigError) return [...err.problems];
-    throw err;
-  }
-  return [];
-}
 
 t.test('a minimal config gets every default and is frozen', async (t) => {
   const c = buildConfig(base());

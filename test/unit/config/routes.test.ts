@@ -3,23 +3,13 @@
  * defaults, and every refusal naming the field and quoting the value.
  */
 import t from 'tap';
-import { ConfigError } from '../../../src/config/errors';
+import { problemsOf } from '../../helpers/config-problems';
 import { buildConfig } from '../../../src/config/load';
 
 const base = (listener: Record<string, unknown>): Record<string, unknown> => ({
   allowlists: { main: ['10.0.0.0/8'], api: ['192.0.2.0/24'] },
   listeners: [{ name: 'edge', mode: 'http', listen: '127.0.0.1:7000', allowlist: 'main', ...listener }],
 });
-
-function problemsOf(raw: unknown): string[] {
-  try {
-    buildConfig(raw);
-  } catch (err) {
-    if (err instanceof ConfigError) return [...err.problems];
-    throw err;
-  }
-  return [];
-}
 
 t.test('routes load with their defaults; a listener without routes is unchanged', async (t) => {
   const c = buildConfig(base({
