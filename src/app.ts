@@ -17,6 +17,7 @@ import type { AdminServer } from './admin/admin-server';
 import { VERSION } from './version';
 import { SelfChecks } from './selfcheck/self-checks';
 import { CertStore } from './tls/cert-store';
+import type { TicketKeys } from './tls/session-tickets';
 import { TlsTerminator } from './tls/terminate';
 import { TlsStats } from './metrics/tls-stats';
 import { isRouteReceiver, type RouteReceiver } from './route/route-receiver';
@@ -50,9 +51,14 @@ export interface AppOptions {
   logger: Logger;
   /** The config file: watched for `source: config` lists, named in the 409 of an API write to one. */
   configFile?: string | null;
+  /**
+   * Session ticket keys by listener name, owned elsewhere (a cluster worker's, which the primary
+   * sends: tls/session-tickets.ts). A TLS listener not in it makes and rotates its own.
+   */
+  ticketKeys?: ReadonlyMap<string, TicketKeys>;
 }
 
-export async function startApp(config: Config, { logger, configFile = null }: AppOptions): Promise<App> {
+export async function startApp(config: Config, { logger, configFile = null, ticketKeys }: AppOptions): Promise<App> {
   const lists = new LiveLists();
   // The store is loaded and applied before any listener accepts.
   const service = await startAllowlistService(config, lists, logger, configFile);
@@ -77,7 +83,7 @@ export async function startApp(config: Config, { logger, configFile = null }: Ap
     else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
     let tls: TlsTerminator | null = null;
     if (lc.tls !== null) {
-      const store = new CertStore(lc.name, lc.tls, logger);
+      const store = new CertStore(lc.name, lc.tls, logger, ticketKeys?.get(lc.name));
       certStores.push(store);
       tls = new TlsTerminator(lc.tls, store, new TlsStats(lc.name), logger);
       metrics.addTls(tls.stats, store);

@@ -14,6 +14,9 @@
  * - An admin write is stored, applied here, sent to every worker, and acknowledged only once every
  *   live worker has acked it (ClusterAllowlistService). A worker that does not ack within
  *   APPLY_TIMEOUT_MS is killed and replaced; the replacement starts from the current lists.
+ * - The TLS listeners' session ticket keys are made and rotated here and sent to every worker, a
+ *   replacement included (tls/session-tickets.ts): a ticket resumes on any worker, whichever one
+ *   issued it.
  * - A crashed worker is replaced with backoff (worker-pool.ts).
  * - SIGTERM/SIGINT: the admin API closes, every worker drains (bounded by drainTimeoutMs), then the
  *   primary exits. A second signal kills the workers.
@@ -51,6 +54,7 @@ import { ConfigWatcher } from '../config/watch';
 import { routeReloader, RoutesInForce, routesVersion } from '../route/routes-in-force';
 import { LiveLists } from '../store/live-lists';
 import type { AllowlistStore } from '../store/store';
+import { ClusterTicketKeys, ROTATE_MS } from '../tls/session-tickets';
 import { VERSION } from '../version';
 import { setLogLevel } from '../log';
 import { explainTargets, mergeSelfChecks } from './diagnostics';
@@ -103,6 +107,14 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   }
   const lists = new LiveLists();
   const pool = new WorkerPool(lists, logger);
+  // The TLS listeners' session ticket keys are made and rotated here and handed to every worker
+  // (a replacement too), so a ticket resumes on whichever worker the client reaches next; nginx's
+  // master does the same for its workers (tls/session-tickets.ts, docs/tls.md "Session resumption").
+  const tickets = new ClusterTicketKeys(config.listeners.filter((l) => l.tls?.sessionTickets === true).map((l) => l.name), (keys) => {
+    pool.setTicketKeys(keys);
+    logger.info({ listeners: [...keys.keys()] }, 'TLS session ticket keys rotated and sent to the workers');
+  });
+  if (tickets.listeners.length > 0) pool.setTicketKeys(tickets.current());
   const store = createStore(config.store, logger);
   const service = new ClusterAllowlistService(store, lists, new AuditLog(logger, config.admin.auditHistory), logger, pool);
   const metrics = new Metrics({ version: VERSION });
@@ -117,6 +129,10 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
     await service.start(seed, options);
     if (config.echo) echo = await startEcho(config.echo);
     logger.info({ workers: n, reason, scheduling: cluster.schedulingPolicy === cluster.SCHED_RR ? 'rr' : 'none' }, 'starting workers');
+    if (tickets.listeners.length > 0) {
+      tickets.start();
+      logger.info({ listeners: tickets.listeners, rotateMs: ROTATE_MS }, 'TLS session ticket keys made here and shared by the workers');
+    }
     const startAdminApi = async (listen: string): Promise<void> => {
       const endpoint: MetricsEndpoint = {
         contentType: metrics.contentType,
@@ -159,6 +175,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
     for (const r of started) if (r.status === 'rejected') throw r.reason;
   } catch (err) {
     logger.fatal({ err }, (err as Error).message);
+    tickets.stop();
     pool.kill();
     await admin?.close();
     await echo?.close();
@@ -200,6 +217,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
       }
       logger.info({ signal, drainTimeoutMs: config.shutdown.drainTimeoutMs, workers: pool.size }, 'stopping: workers drain their connections');
       watcher?.close();
+      tickets.stop();
       void (async () => {
         await admin?.close();
         // Each worker closes what is left at drainTimeoutMs itself; the margin covers its exit.

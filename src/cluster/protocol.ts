@@ -20,6 +20,10 @@
  *   primary -> worker   log-level {level}          PUT /v1/log-level: set this worker's loggers' level
  *   primary -> worker   routes {update}            the listeners' routes after a config reload (also
  *                                                  after hello, once any reload happened)
+ *   primary -> worker   ticket-keys {keys}         the TLS listeners' session ticket keys (base64 by
+ *                                                  listener name): sent before `lists` in the answer
+ *                                                  to hello, so a worker binds with them, and again
+ *                                                  at each rotation (tls/session-tickets.ts)
  *   primary -> worker   drain                      stop accepting, drain, exit 0
  *
  * `seq` counts the primary's broadcasts; an admin write is acknowledged once every live worker has
@@ -46,6 +50,7 @@ export type ToWorker =
   | { t: 'ipgate:connections'; id: number; listener: string | null; limit: number }
   | { t: 'ipgate:log-level'; level: LogLevel }
   | { t: 'ipgate:routes'; update: RoutesUpdate }
+  | { t: 'ipgate:ticket-keys'; keys: Record<string, string> }
   | { t: 'ipgate:drain' };
 
 export type ToPrimary =
@@ -58,4 +63,22 @@ export type ToPrimary =
 
 export function isIpgateMessage<T extends { t: string }>(m: unknown): m is T {
   return typeof m === 'object' && m !== null && typeof (m as { t?: unknown }).t === 'string' && (m as { t: string }).t.startsWith('ipgate:');
+}
+
+/**
+ * Ticket keys for the channel: base64 text, since the channel is JSON (node:cluster's default
+ * serialization turns a Buffer into an array of numbers). The channel is the socket pair between
+ * the primary and its own child: the keys never leave the pod's processes.
+ */
+export function encodeTicketKeys(keys: ReadonlyMap<string, Buffer>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, key] of keys) out[name] = key.toString('base64');
+  return out;
+}
+
+/** The keys of a `ticket-keys` message, by listener name. */
+export function decodeTicketKeys(keys: Record<string, string>): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  for (const [name, text] of Object.entries(keys)) out.set(name, Buffer.from(text, 'base64'));
+  return out;
 }

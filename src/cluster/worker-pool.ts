@@ -1,7 +1,8 @@
 /**
  * The primary's view of its workers: forks them, replaces a crashed one (with backoff), sends every
- * allowlist change to all of them and knows which change each has applied, gathers their metrics,
- * self-checks and live connections for the admin API, and drains them.
+ * allowlist change to all of them and knows which change each has applied, hands them the TLS
+ * session ticket keys, gathers their metrics, self-checks and live connections for the admin API,
+ * and drains them.
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
@@ -12,7 +13,7 @@ import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 import type { LiveLists } from '../store/live-lists';
 import type { LogLevel } from '../log';
 import type { RoutesUpdate } from '../route/routes-in-force';
-import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
+import { encodeTicketKeys, isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 
 /** Replacement delay after a crash: 100 ms doubling to 10 s; reset once a worker lived a minute. */
 export const RESPAWN_BACKOFF: BackoffPolicy = { initialMs: 100, maxMs: 10_000 };
@@ -51,6 +52,8 @@ export class WorkerPool {
   private logLevel: LogLevel | null = null;
   /** The routes of the last config reload (null: none since the start). */
   private routes: RoutesUpdate | null = null;
+  /** The TLS listeners' session ticket keys in force (null: none, no listener has tickets). */
+  private ticketKeys: Record<string, string> | null = null;
   private stopping = false;
   private readonly exitWaiters: Array<() => void> = [];
   private readyWaiter: { n: number; resolve: () => void; reject: (e: Error) => void } | null = null;
@@ -189,6 +192,9 @@ export class WorkerPool {
     if (!isIpgateMessage<ToPrimary>(m)) return;
     switch (m.t) {
       case 'ipgate:hello':
+        // The keys first: the worker starts its listeners when the lists arrive, and the channel
+        // keeps the order, so its first handshake already uses the keys every other worker has.
+        if (this.ticketKeys !== null) this.send(slot.worker, { t: 'ipgate:ticket-keys', keys: this.ticketKeys });
         this.send(slot.worker, { t: 'ipgate:lists', seq: this.seq, lists: this.snapshot() });
         if (this.logLevel !== null) this.send(slot.worker, { t: 'ipgate:log-level', level: this.logLevel });
         // A worker loads the config file at its start; the routes in force may be another version.
@@ -279,6 +285,17 @@ export class WorkerPool {
   setRoutes(update: RoutesUpdate): void {
     this.routes = update;
     this.broadcast({ t: 'ipgate:routes', update });
+  }
+
+  /**
+   * The TLS listeners' session ticket keys, to every worker now and to those forked later
+   * (tls/session-tickets.ts ClusterTicketKeys calls it at start and at each rotation). Not
+   * acknowledged: a worker that misses a rotation (it was dying) is replaced and gets the keys
+   * at its hello.
+   */
+  setTicketKeys(keys: ReadonlyMap<string, Buffer>): void {
+    this.ticketKeys = encodeTicketKeys(keys);
+    this.broadcast({ t: 'ipgate:ticket-keys', keys: this.ticketKeys });
   }
 
   private broadcast(m: ToWorker): void {

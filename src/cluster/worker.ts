@@ -1,7 +1,8 @@
 /**
  * A worker process (node:cluster): the data path only. It binds the listeners (the primary shares
- * the sockets), enforces the lists the primary sends, answers metrics scrapes and the admin API's
- * diagnostics (self-checks for /readyz, live connections), and drains on request.
+ * the sockets), enforces the lists and uses the TLS session ticket keys the primary sends, answers
+ * metrics scrapes and the admin API's diagnostics (self-checks for /readyz, live connections), and
+ * drains on request.
  * No store, no admin API: the primary owns both, so a write is stored once and reaches every worker
  * over IPC before it is acknowledged (protocol.ts).
  */
@@ -11,7 +12,8 @@ import { startApp, type App } from '../app';
 import type { Config } from '../config/schema';
 import { workerMetricsJson } from '../metrics/cluster';
 import { setLogLevel } from '../log';
-import { isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
+import { TicketKeys } from '../tls/session-tickets';
+import { decodeTicketKeys, isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 import type { RoutesUpdate } from '../route/routes-in-force';
 
 /**
@@ -44,6 +46,27 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
     else logger.debug({ routesVersion: update.version.hash, closed: r.closed }, 'routes applied');
   };
 
+  // The TLS listeners' session ticket keys: the primary's (it sends them before the lists, so the
+  // listeners start with them, and again at each rotation). A listener it sends none for (the
+  // config file changed since the primary started) keeps making and rotating its own.
+  const ticketKeys = new Map<string, TicketKeys>();
+  for (const l of config.listeners) if (l.tls?.sessionTickets === true) ticketKeys.set(l.name, new TicketKeys());
+  const adoptTicketKeys = (keys: Record<string, string>): void => {
+    const adopted: string[] = [];
+    for (const [name, key] of decodeTicketKeys(keys)) {
+      const mine = ticketKeys.get(name);
+      if (mine === undefined) continue;
+      try {
+        mine.adopt(key);
+        adopted.push(name);
+      } catch (err) {
+        // The primary runs this same code, so this is our own fault; the key is not logged.
+        logger.error({ listener: name, err: (err as Error).message }, 'TLS session ticket key from the primary refused: this worker\'s own stays');
+      }
+    }
+    logger.debug({ listeners: adopted }, 'TLS session ticket keys from the primary in force');
+  };
+
   const versions = (): Record<string, string> => {
     const out: Record<string, string> = {};
     if (app) for (const name of app.lists.names()) if (app.lists.has(name)) out[name] = app.lists.get(name).version;
@@ -64,7 +87,7 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
     for (const l of first) allowlists[l.name] = { source: 'store', entries: l.entries.map((e) => ({ ...e })), file: null, configMap: null, allowTemporary: false };
     const own: Config = { ...config, allowlists, store: { ...config.store, type: 'memory' }, admin: { ...config.admin, listen: null }, echo: null };
     try {
-      app = await startApp(own, { logger });
+      app = await startApp(own, { logger, ticketKeys });
     } catch (err) {
       logger.fatal({ err }, (err as Error).message);
       resolveExit(1);
@@ -90,6 +113,9 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
   process.on('message', (m: unknown) => {
     if (!isIpgateMessage<ToWorker>(m)) return;
     switch (m.t) {
+      case 'ipgate:ticket-keys':
+        adoptTicketKeys(m.keys);
+        break;
       case 'ipgate:lists':
         if (app === null) void start(m.lists, m.seq);
         break;

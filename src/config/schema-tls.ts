@@ -75,7 +75,8 @@ export const TlsSchema = Section({
   handshakeTimeoutMs: Type.Integer({ minimum: 1, maximum: 300_000, default: 10_000 }),
   /**
    * Session resumption by tickets (RFC 5077 / RFC 8446 4.6.1), their keys generated in memory at
-   * start-up and replaced every hour (src/tls/session-tickets.ts). `false`: no tickets.
+   * start-up and replaced every hour (src/tls/session-tickets.ts); with several workers the
+   * primary makes them and every worker shares them. `false`: no tickets.
    */
   sessionTickets: Type.Boolean({ default: true }),
   /**

@@ -66,9 +66,14 @@ export class CertStore {
   private timer: NodeJS.Timeout | null = null;
   readonly reloads: ReloadCounts = { ok: 0, refused: 0 };
 
-  /** `config` has absolute paths (validate.ts resolved them). Throws CertStoreError on a bad pair. */
-  constructor(readonly listener: string, private readonly config: Readonly<TlsConfig>, private readonly log: Logger) {
-    this.tickets = config.sessionTickets ? new TicketKeys(() => this.rebuild('ticket key rotation')) : null;
+  /**
+   * `config` has absolute paths (validate.ts resolved them). Throws CertStoreError on a bad pair.
+   * `tickets`: the listener's ticket keys when another owns them (a cluster worker's, which the
+   * primary sends); without it the store makes and rotates its own (session-tickets.ts).
+   */
+  constructor(readonly listener: string, private readonly config: Readonly<TlsConfig>, private readonly log: Logger, tickets?: TicketKeys) {
+    this.tickets = config.sessionTickets ? tickets ?? new TicketKeys() : null;
+    this.tickets?.onChange(() => this.rebuild(this.tickets!.external ? 'ticket key from the primary' : 'ticket key rotation'));
     if (config.clientCA !== null) {
       const ca = loadCaBundle(config.clientCA);
       if (typeof ca === 'string') throw new CertStoreError(`listener "${listener}" tls.clientCA: ${ca}`);
@@ -120,7 +125,7 @@ export class CertStore {
     return this.entries.map((e) => ({ certificate: e.label, names: this.names(e), keyType: e.pair.keyType, chain: e.pair.chainLength, notAfter: e.pair.leaf.validTo }));
   }
 
-  /** Start watching the files (and rotating ticket keys). */
+  /** Start watching the files (and rotating ticket keys, when they are this store's own). */
   start(): void {
     this.tickets?.start();
     if (this.timer !== null) return;
