@@ -6,13 +6,17 @@ import type { Tlv } from '../proxy-protocol/decoder';
 import type { Reason } from '../reasons';
 import type { TlsFacts } from '../tls/facts';
 import type { LiveList } from '../store/live-lists';
-import type { RawSocket } from './raw-socket';
+import type { ByteSocket } from '../transport/byte-socket';
+import type { RawSocket } from '../transport/raw-socket';
 
 /**
- * A side of a connection: a net.Socket, or a RawSocket on TCP listeners that run on libuv handles
- * (raw-socket.ts). HTTP listeners always hand their handler net.Sockets.
+ * A side of a connection: a net.Socket, or a ByteSocket (transport/byte-socket.ts): a RawSocket
+ * on listeners that run on libuv handles (transport/raw-socket.ts), or an HTTP upgrade's upstream.
  */
-export type Endpoint = net.Socket | RawSocket;
+export type Endpoint = net.Socket | ByteSocket;
+
+/** The accepted side: a net.Socket (a TLSSocket after a handshake) or a RawSocket. */
+export type ClientSocket = net.Socket | RawSocket;
 
 /** How the client address was learned: the access-log field `via`. */
 export type Via = 'socket' | 'proxy-v1' | 'proxy-v2' | 'xff';
@@ -74,7 +78,7 @@ export class Connection {
     readonly id: number,
     readonly listener: string,
     /** The client side: the accepted socket, replaced by its TLSSocket once a TLS listener's handshake is done. */
-    public socket: Endpoint,
+    public socket: ClientSocket,
     peerAddress: string,
     peerPort: number,
     localAddress: string,

@@ -30,7 +30,7 @@ import { readHello, type HelloSink, type HelloStageOptions, type HelloStageResul
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
 import { Connection } from './connection';
-import { RawSocket } from './raw-socket';
+import { RawSocket } from '../transport/raw-socket';
 
 /** What a listener hands an admitted connection to. */
 export interface ConnectionHandler {

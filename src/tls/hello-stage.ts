@@ -13,7 +13,7 @@
  */
 import { ListenerStats } from '../metrics/listener-stats';
 import type { Connection } from '../listener/connection';
-import { RawSocket } from '../listener/raw-socket';
+import { RawSocket } from '../transport/raw-socket';
 import { readClientHello, type ClientHelloDone, type ReadOptions } from './client-hello';
 import type { TlsReason } from './codes';
 

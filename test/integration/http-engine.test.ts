@@ -11,6 +11,7 @@ import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readUntil, waitFor } from '../helpers/net';
 import { prng } from '../helpers/prng';
+import { rawSocketsWanted } from '../../src/transport/raw-socket';
 
 interface Backend {
   port: number;
@@ -278,4 +279,59 @@ t.test('a 101 to a request that asked for no upgrade is a 502, and that upstream
   t.match(next.text, /^HTTP\/1\.1 200 [^]*fine\n$/, 'the next request is answered normally');
   next.sock.destroy();
   t.equal(b.connections, 2, 'on a new upstream connection: the switched one was dropped');
+});
+
+t.test('a plaintext HTTP listener runs on libuv handles where Node has them (net.Sockets with IPGATE_TCP_HANDLES=0)', async (t) => {
+  const g = await gate(t, '127.0.0.1:9');
+  t.equal(g.app.listeners[0]!.rawSockets, rawSocketsWanted(), `rawSockets ${String(rawSocketsWanted())}`);
+});
+
+// The idle bounds are checked by the listener's sweep (RelayConn.check) and the pool's (RelayPool.sweep)
+// against each socket's last read or write, on handles and net.Sockets alike.
+const idleCases = [
+  { label: 'a pooled upstream socket', extra: {} },
+  { label: 'a client connection\'s own upstream socket (outbound PROXY)', extra: { outboundProxyProtocol: 'v1' } },
+];
+for (const { label, extra } of idleCases) {
+  t.test(`${label} idle for upstreamIdleTimeoutMs is closed, and the next request dials a new one`, async (t) => {
+    const b = await backend(t, (sock) => { sock.write(ok('hi\n')); });
+    const g = await gate(t, `127.0.0.1:${b.port}`, { upstreamIdleTimeoutMs: 400 }, extra);
+    const first = await get(g.port());
+    t.match(first.text, /^HTTP\/1\.1 200 [^]*hi\n$/);
+    const answeredAt = Date.now();
+    t.equal(b.open, 1, 'the upstream socket stays open after the response');
+    await waitFor(() => b.open === 0, 4000, 'the idle upstream socket is closed');
+    const idle = Date.now() - answeredAt;
+    t.ok(idle >= 300, `not before upstreamIdleTimeoutMs (closed after ${idle} ms)`);
+    t.ok(idle < 2400, `soon after it (${idle} ms)`);
+    const second = await get(g.port(), '/again', first.sock);
+    t.match(second.text, /^HTTP\/1\.1 200 [^]*hi\n$/, 'the client connection carries on');
+    t.equal(b.connections, 2, 'on a new upstream connection');
+    first.sock.destroy();
+  });
+}
+
+t.test('a silent tunnel is closed after timeouts.idleMs; one carrying bytes is not', async (t) => {
+  const b = await upgradeBackend(t);
+  const g = await gate(t, `127.0.0.1:${b.port}`, { keepAliveTimeoutMs: 1000 }, { timeouts: { idleMs: 600 } });
+  const silent = await upgrade(g.port());
+  const busy = await upgrade(g.port());
+  await readUntil(silent, '\r\n\r\n');
+  await readUntil(busy, '\r\n\r\n');
+  const openedAt = Date.now();
+  let echoed = 0;
+  busy.on('data', (d: Buffer) => { echoed += d.length; });
+  const ticker = setInterval(() => busy.write('.'), 100);
+  t.teardown(() => clearInterval(ticker));
+  await closed(silent, 4000);
+  const idle = Date.now() - openedAt;
+  t.ok(idle >= 500, `the silent one lasted idleMs (closed after ${idle} ms)`);
+  // Past idleMs from the start, the busy one is still relayed both ways.
+  await new Promise((r) => setTimeout(r, Math.max(0, 900 - idle)));
+  const before = echoed;
+  await waitFor(() => echoed > before, 2000, 'the busy tunnel still echoes');
+  t.notOk(busy.destroyed, 'the busy tunnel is open');
+  t.ok(echoed >= 5, `bytes went both ways (${echoed} echoed)`);
+  clearInterval(ticker);
+  busy.destroy();
 });

@@ -1,5 +1,5 @@
 /**
- * TCP listeners on libuv handles (src/listener/raw-socket.ts). The relay's behaviour (PROXY
+ * TCP listeners on libuv handles (src/transport/raw-socket.ts). The relay's behaviour (PROXY
  * headers, half-close, backpressure, timeouts, large reads) is the TCP path suites', run on handles
  * by default and on net.Sockets by tcp-sockets.test.ts. This file checks what is specific to
  * handles: that they are in use on the Node running the tests (CI: Node 20 and the image's Node 24;
@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import t, { type Test } from 'tap';
-import { rawSocketsAvailable, rawSocketsWanted } from '../../src/listener/raw-socket';
+import { rawSocketsAvailable, rawSocketsWanted } from '../../src/transport/raw-socket';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, readUntil, stalledPort, waitFor } from '../helpers/net';
 

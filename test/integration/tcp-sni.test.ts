@@ -11,7 +11,7 @@ import tls from 'node:tls';
 import { Duplex } from 'node:stream';
 import t, { type Test } from 'tap';
 import { liveConnections } from '../../src/admin/routes/connections';
-import { rawSocketsAvailable } from '../../src/listener/raw-socket';
+import { rawSocketsAvailable } from '../../src/transport/raw-socket';
 import { SniRoutes } from '../../src/route/sni-routes';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
 import { clientHello, handshake, helloBody, records, sniExt } from '../fixtures/tls/client-hello-vectors';

@@ -1,6 +1,6 @@
 /**
  * The TCP path and large-read suites again on net.Sockets (IPGATE_TCP_HANDLES=0): TCP listeners
- * run on libuv handles where Node has them (src/listener/raw-socket.ts), and net.Socket stays the
+ * run on libuv handles where Node has them (src/transport/raw-socket.ts), and net.Socket stays the
  * path for upstreams given by name, for a Node without the bindings, and for an operator who turns
  * handles off. Both must pass the same tests.
  */

@@ -3,11 +3,11 @@
  * hidden class each), engine-neutral (no node:http objects): what the policy decided and what the
  * engine (relay/relay-conn.ts) reports, read by the access log.
  */
-import type net from 'node:net';
 import type { AllowEntry } from '../../allowlist/entry';
 import type { Decision } from '../../allowlist/matcher';
 import type { Connection, Via } from '../../listener/connection';
 import type { Reason } from '../../reasons';
+import type { ByteSocket } from '../../transport/byte-socket';
 import type { Upstream } from '../tcp/tcp-forwarder';
 import type { HttpRoute } from './http-routes';
 
@@ -89,7 +89,7 @@ export class Exchange {
     readonly method: string,
     readonly url: string,
     /** The client socket (the access log reads the bytes written to it). */
-    readonly socket: net.Socket,
+    readonly socket: ByteSocket,
     client: string,
     via: Via,
     now: number,

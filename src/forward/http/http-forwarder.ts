@@ -18,14 +18,15 @@
  * client's after its 403; a revoked one always closes). The backend receives nothing.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement } from '../../identity/forwarded-header';
-import type { Connection } from '../../listener/connection';
+import type { Connection, Endpoint } from '../../listener/connection';
+import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
+import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import { Admission } from '../../listener/admission';
 import type { ConnectionHandler } from '../../listener/listener';
 import { ListenerStats } from '../../metrics/listener-stats';
@@ -79,6 +80,12 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
   private readonly forwarded: boolean;
   /** `https` on a listener that terminates TLS, else `http` (X-Forwarded-Proto, Forwarded proto). */
   private readonly proto: 'http' | 'https';
+  /**
+   * Plaintext listeners accept libuv handles (transport/raw-socket.ts) where this Node has them,
+   * unless IPGATE_TCP_HANDLES=0: no net.Socket stream layer under the engine (bench/README.md
+   * "HTTP on libuv handles"). TLS listeners accept net.Sockets (a TLSSocket wraps one).
+   */
+  readonly rawSockets: boolean;
   readonly upstreamTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
   readonly idleTimeoutMs: number;
@@ -125,11 +132,15 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     this.keepAliveTimeoutMs = h.keepAliveTimeoutMs;
     this.maxRequestsPerConnection = h.maxRequestsPerConnection;
     this.maxHeaderBytes = h.maxHeaderBytes;
-    this.waits = new WaitSweep(Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs));
+    // The sweep checks the waits between requests, the client's idle timeout and the idle bound
+    // of outbound-PROXY connections' own upstream sockets; the last counts at half, as it must
+    // run out before the backend's keep-alive timeout does (RelayConn.check).
+    this.waits = new WaitSweep(Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs, config.timeouts.idleMs, h.upstreamIdleTimeoutMs / 2));
     const dns = this.pool.targets.some((t) => t.family === 0) ? new DnsCache(h.upstreamDnsTtlMs) : null;
     // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
     const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
-    this.relay = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns);
+    this.rawSockets = rawSocketsWanted() && this.proto === 'http';
+    this.relay = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted());
     if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
   }
 
@@ -177,8 +188,19 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
   }
 
   handle(conn: Connection, leftover: Buffer): void {
-    // HTTP listeners accept net.Sockets (rawSockets is not set here).
-    const socket = conn.socket as net.Socket;
+    // A RawSocket on plaintext listeners (rawSockets); a TLSSocket after a handshake, or a
+    // net.Socket where handles are off, behind the same callbacks.
+    const client = conn.socket;
+    let socket: ByteSocket;
+    if (client instanceof RawSocket) {
+      socket = client;
+    } else {
+      // Nagle off: a response written as head + body must not wait for the client's delayed ACK
+      // (~40 ms per request on Linux; bench/README.md "HTTP path vs nginx"). The listener sets it
+      // on the RawSockets it accepts.
+      client.setNoDelay(true);
+      socket = new NetByteSocket(client);
+    }
     const trusted = this.trustedProxies.lookup(conn.clientAddress) >= 0;
     const hc = new HttpConn(conn, trusted, this);
     if (this.routes !== null) {
@@ -193,14 +215,11 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
       // Decided once for the connection: each of its requests is answered 403 (and counted).
       if (hc.entry === null) conn.result = 'denied';
     }
-    (socket as Carrier)[kHttpConn] = hc;
+    (client as Carrier)[kHttpConn] = hc;
     conn.onRevoke = this.onRevoke;
-    // Nagle off: a response written as head + body must not wait for the client's delayed ACK
-    // (~40 ms per request on Linux; bench/README.md "HTTP path vs nginx").
-    socket.setNoDelay(true);
     this.active++;
     this.conns.add(hc);
-    socket.once('close', onClientSocketClose);
+    socket.onClose(() => this.socketClosed(hc));
     const header = this.config.outboundProxyProtocol === 'none' ? null : this.proxyHeader(conn);
     new RelayConn(this, this.relay, hc, socket, this.pool.targets, () => this.pool.start(), header).start(leftover);
   }
@@ -218,7 +237,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
 
   // --- the engine's host (RelayHost) ------------------------------------------------------------
 
-  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): Admitted | null {
+  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null): Admitted | null {
     if (hc.closing && this.draining) return null;
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
@@ -240,7 +259,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
    * request (a keep-alive connection can carry requests for two hosts, one allowed, one denied)
    * and whose settings apply; no route: 404 (400 for a path that cannot be matched safely).
    */
-  private routedExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null, headers: OutgoingHttpHeaders): Admitted | null {
+  private routedExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null, headers: OutgoingHttpHeaders): Admitted | null {
     const routes = this.routes;
     if (routes === null) return null; // routing turned off by a reload: this connection closes (replaceRoutes)
     const got = this.got;
@@ -325,7 +344,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     this.upstreamAnswered(ex, status);
   }
 
-  relayUpgraded(ex: Exchange, upstream: net.Socket): void {
+  relayUpgraded(ex: Exchange, upstream: ByteSocket): void {
     const hc = ex.hc;
     hc.upgraded = ex;
     hc.conn.upstreamSocket = upstream;
@@ -367,7 +386,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
    * listener's, or the route's); null on a route miss (no decision). A direct client of a listener
    * without routes was decided once for its connection (hc.entry).
    */
-  private exchange(hc: HttpConn, head: RequestHead, socket: net.Socket, admission: Admission | null): Exchange {
+  private exchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, admission: Admission | null): Exchange {
     const conn = hc.conn;
     const got = this.got;
     let ex: Exchange;
@@ -503,7 +522,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     }
     // A response under way may finish (with Connection: close: the engine reads hc.revoked), for
     // at most REVOKE_GRACE_MS.
-    hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket as net.Socket);
+    hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket);
   }
 
   private proxyHeader(conn: Connection): Buffer {
@@ -517,13 +536,6 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
   }
 }
 
-// Shared event handlers: `this` is the emitter, the state hangs off it (no per-connection closures).
-
-function onClientSocketClose(this: net.Socket): void {
-  const hc = (this as Carrier)[kHttpConn];
-  if (hc !== undefined) (hc.forwarder as HttpForwarder).socketClosed(hc);
-}
-
-function destroySocket(socket: net.Socket): void {
+function destroySocket(socket: Endpoint): void {
   socket.destroy();
 }

@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { ListenerConfig } from '../../config/schema';
 import type { Connection, Endpoint } from '../../listener/connection';
 import type { ConnectionHandler } from '../../listener/listener';
-import { RawSocket, rawSocketsWanted } from '../../listener/raw-socket';
+import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';

@@ -34,8 +34,8 @@
  *   idempotent request without a body is sent once more on a new connection.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import type net from 'node:net';
 import type { ClientReason } from '../../../reasons';
+import type { ByteSocket } from '../../../transport/byte-socket';
 import type { Upstream } from '../../tcp/tcp-forwarder';
 import type { Canned } from '../canned';
 import { requestTarget } from '../request-target';
@@ -77,7 +77,7 @@ export interface RelayHost {
    * when the connection is closing. `authority`: an absolute-form target's, which replaces the
    * Host header (RFC 9112 3.2.2).
    */
-  relayExchange(hc: HttpConn, head: RequestHead, socket: net.Socket, authority: string | null): Admitted | null;
+  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null): Admitted | null;
   forbidden(accept: string | null): Canned;
   readonly badRequest: Canned;
   readonly headersTooLarge: Canned;
@@ -99,7 +99,7 @@ export interface RelayHost {
   /** The upstream's response head (status, time since `ex.sentAt`), counted per target. */
   relayUpstreamResponse(ex: Exchange, status: number): void;
   /** A 101 turned the connection into a tunnel to `upstream` (revocation and drain close it). */
-  relayUpgraded(ex: Exchange, upstream: net.Socket): void;
+  relayUpgraded(ex: Exchange, upstream: ByteSocket): void;
   /** Count and log one finished request. */
   relayRecord(ex: Exchange): void;
   /** Denied request bookkeeping (counts, debug line). */
@@ -120,7 +120,7 @@ export interface RelayHost {
 /** How long an ended connection reads and drops what the client still sends before it is closed. */
 export const LINGER_MS = 5000;
 
-function destroySocket(socket: net.Socket): void {
+function destroySocket(socket: ByteSocket): void {
   socket.destroy();
 }
 
@@ -165,7 +165,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   /** The client connection's own upstream socket (outbound PROXY header), kept between requests. */
   private dedicated: UpstreamConn | null = null;
   /** The upstream socket of an open tunnel (closed with the client). */
-  private tunnelSocket: net.Socket | null = null;
+  private tunnelSocket: ByteSocket | null = null;
   /**
    * The relay has ended its side (after a close-delimited answer, a 400/408, a denial): what the
    * client still sends is read and dropped, never parsed (a parser stopped mid-message must not be
@@ -194,7 +194,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     private readonly host: RelayHost,
     private readonly pool: RelayPool,
     private readonly hc: HttpConn,
-    private readonly socket: net.Socket,
+    private readonly socket: ByteSocket,
     /** The listener's upstream group; a route's replaces them for its request (Admitted.route). */
     private targets: readonly Upstream[],
     private pick: () => number,
@@ -202,17 +202,16 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     private readonly proxyHeader: Buffer | null,
   ) {
     this.parser = new HttpParser('request', this, { maxHeaderBytes: host.maxHeaderBytes });
-    socket.on('data', this.onDataFn);
-    socket.on('drain', this.onDrainFn);
-    socket.once('close', this.onCloseFn);
-    // The listener's sockets are allowHalfOpen: a client FIN would leave the connection half open.
-    // A client that stops sending is gone for HTTP's purposes (nginx: proxy_ignore_client_abort off).
-    socket.once('end', this.onEndFn);
-    // Silent in both directions for timeouts.idleMs: closed. Between requests the keep-alive and
-    // header timers decide sooner; this covers the rest (a body that stops half way after a 403, a
-    // client whose FIN a paused read never sees, a silent tunnel).
-    socket.setTimeout(host.idleTimeoutMs);
-    socket.once('timeout', this.onEndFn);
+    socket.onData = this.onDataFn;
+    socket.onDrain = this.onDrainFn;
+    socket.onClose(this.onCloseFn);
+    // Client sockets stay half open after a FIN unless closed: a client that stops sending is
+    // gone for HTTP's purposes (nginx: proxy_ignore_client_abort off).
+    socket.onEnd = this.onEndFn;
+    // Silent in both directions for timeouts.idleMs: closed (check(), from the listener's sweep).
+    // Between requests the keep-alive and header waits decide sooner; this covers the rest (a
+    // body that stops half way after a 403, a client whose FIN a paused read never sees, a silent
+    // tunnel).
   }
 
   start(leftover: Buffer): void {
@@ -235,8 +234,26 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.waitDeadline = 0;
   }
 
-  /** The sweep found the current wait run out. */
-  waitExpired(): void {
+  /**
+   * The listener's sweep (wait-sweep.ts), every interval: the wait between requests, the idle
+   * timeout (no byte either way on the client socket for timeouts.idleMs: the same rule as a
+   * net.Socket's setTimeout), and the idle bound of the connection's own upstream socket.
+   */
+  check(now: number): void {
+    if (this.waitDeadline !== 0 && now >= this.waitDeadline) {
+      this.waitExpired();
+      return;
+    }
+    if (now - this.socket.lastActive >= this.host.idleTimeoutMs) {
+      this.socket.destroy();
+      return;
+    }
+    const d = this.dedicated;
+    if (d !== null && d.owner === null && now - d.socket.lastActive >= this.host.upstreamIdleTimeoutMs) d.socket.destroy();
+  }
+
+  /** The current wait ran out. */
+  private waitExpired(): void {
     this.waitDeadline = 0;
     if (this.waiting === null) return;
     if (this.waiting === 'idle') {
@@ -255,8 +272,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.stopWaiting();
     if (this.backlog !== null) this.backlog = null;
     this.flush(); // quick denials' answers gathered before this
-    if (wire !== null) this.socket.end(wire);
-    else this.socket.end();
+    if (wire !== null) this.socket.write(wire);
+    this.socket.end();
     this.socket.resume(); // read and drop until the client's FIN
     this.lingerTimer = setTimeout(destroySocket, LINGER_MS, this.socket);
   }
@@ -465,7 +482,6 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private ownUpstream(target: Upstream, fresh: boolean): UpstreamConn {
     const d = this.dedicated;
     if (d !== null && !fresh && d.target === target && d.owner === null && !d.socket.destroyed && d.parser.state === 'active') {
-      d.socket.setTimeout(0);
       d.reused = true;
       d.received = false;
       return d;
@@ -613,8 +629,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.up = null;
     const reusable = keepAlive && this.requestDone && !this.upgrading;
     if (up === this.dedicated && reusable) {
-      up.owner = null;
-      up.socket.setTimeout(this.host.upstreamIdleTimeoutMs);
+      up.owner = null; // idle from here: check() closes it after upstreamIdleTimeoutMs
     } else if (reusable && up.pooled) {
       this.pool.release(up);
     } else {
@@ -641,9 +656,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // closes the upstream) and its idle timeout.
     this.stopWaiting();
     this.parser.free();
-    this.socket.off('data', this.onDataFn);
-    this.socket.off('drain', this.onDrainFn);
-    this.socket.off('end', this.onEndFn);
+    this.socket.onData = null;
+    this.socket.onDrain = null;
+    this.socket.onEnd = null;
     this.tunnelSocket = up.socket;
     this.host.relayUpgraded(ex, up.socket);
     new Tunnel(this.socket, up.socket, early).start();
@@ -858,10 +873,10 @@ function isConnectFailure(code: string): boolean {
  * bytes as latin1 strings, so a byte >= 0x80 in a value must go out as that one byte (a string
  * written as UTF-8, net's default, would turn it into two).
  */
-function writeParts(socket: net.Socket, parts: (string | Buffer)[]): boolean {
+function writeParts(socket: ByteSocket, parts: (string | Buffer)[]): boolean {
   if (parts.length !== 1) return socket.write(joinParts(parts));
   const p = parts[0]!;
-  return typeof p === 'string' ? socket.write(p, 'latin1') : socket.write(p);
+  return typeof p === 'string' ? socket.writeLatin1(p) : socket.write(p);
 }
 
 function joinParts(parts: (string | Buffer)[]): Buffer {

@@ -16,8 +16,12 @@
  *   follow client connections one to one, as TCP listeners' upstream connections do.
  * - Names are resolved through the listener's DnsCache (upstream-dns.ts): addresses cached for a
  *   TTL, each address tried in turn when a connect fails.
+ * - Sockets to IP literals are RawSockets (libuv handles, transport/raw-socket.ts) when the pool
+ *   is made with `handles`; names go through net.connect (its lookup) behind NetByteSocket.
  */
 import net from 'node:net';
+import { NetByteSocket, type ByteSocket } from '../../../transport/byte-socket';
+import { RawSocket } from '../../../transport/raw-socket';
 import type { Upstream } from '../../tcp/tcp-forwarder';
 import type { DnsCache } from '../upstream-dns';
 import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser';
@@ -56,6 +60,10 @@ interface TargetState {
 /** Pooled upstream sockets per target, LIFO, one request in flight on each, bounded per target. */
 export class RelayPool {
   private readonly targets = new Map<Upstream, TargetState>();
+  /** Closes idle sockets past idleMs; runs while any socket idles in the pool. */
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private idleCount = 0;
+  private readonly sweepMs: number;
 
   constructor(
     private readonly idleMs: number,
@@ -63,7 +71,13 @@ export class RelayPool {
     private readonly maxSockets: number,
     readonly connectTime: ConnectTimer,
     readonly dns: DnsCache | null,
-  ) {}
+    /** Connect to IP literals on libuv handles (RawSocket) instead of net.Sockets. */
+    readonly handles = false,
+  ) {
+    // An idle socket closes at most an eighth of idleMs late: idleMs sits below the backend's
+    // own keep-alive timeout, and the margin between them is what keeps reuse from racing it.
+    this.sweepMs = Math.max(25, Math.min(1000, Math.floor(idleMs / 8)));
+  }
 
   private state(target: Upstream): TargetState {
     let s = this.targets.get(target);
@@ -80,10 +94,15 @@ export class RelayPool {
     const s = this.state(target);
     if (!fresh) {
       const c = s.free.pop();
-      if (c !== undefined) return take(c);
+      if (c !== undefined) {
+        this.idleCount--;
+        return take(c);
+      }
     } else if (s.open >= this.maxSockets && s.free.length > 0) {
       // A fresh socket wanted at the bound: make room by closing the coldest idle one.
-      s.free.shift()!.socket.destroy();
+      const cold = s.free.shift()!;
+      this.idleCount--;
+      cold.socket.destroy();
     }
     if (s.open < this.maxSockets) {
       s.open++;
@@ -115,14 +134,36 @@ export class RelayPool {
       return;
     }
     s.free.push(c);
-    c.socket.setTimeout(this.idleMs);
+    this.idleCount++;
+    if (this.sweepTimer === null) {
+      this.sweepTimer = setInterval(sweepPool, this.sweepMs, this);
+      this.sweepTimer.unref();
+    }
+  }
+
+  /** Close the sockets idle for idleMs or more (the coldest are first in each free list). */
+  sweep(now = performance.now()): void {
+    for (const s of this.targets.values()) {
+      while (s.free.length > 0 && now - s.free[0]!.socket.lastActive >= this.idleMs) {
+        this.idleCount--;
+        s.free.shift()!.socket.destroy(); // closed() finds it off the free list already
+      }
+    }
+    if (this.idleCount <= 0 && this.sweepTimer !== null) {
+      this.idleCount = 0;
+      clearInterval(this.sweepTimer);
+      this.sweepTimer = null;
+    }
   }
 
   /** A pooled socket closed: off the free list, and its slot goes to the next waiter. */
   closed(c: UpstreamConn): void {
     const s = this.state(c.target);
     const i = s.free.indexOf(c);
-    if (i >= 0) s.free.splice(i, 1);
+    if (i >= 0) {
+      s.free.splice(i, 1);
+      this.idleCount--;
+    }
     s.open--;
     const w = s.waiters.shift();
     if (w !== undefined) {
@@ -133,9 +174,12 @@ export class RelayPool {
 
   close(): void {
     for (const s of this.targets.values()) {
-      for (const c of s.free) c.socket.destroy();
-      s.free.length = 0;
+      const free = s.free.splice(0);
+      for (const c of free) c.socket.destroy();
     }
+    this.idleCount = 0;
+    if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
   }
 
   /** Sockets per target, for tests and the pool-bound check. */
@@ -144,8 +188,11 @@ export class RelayPool {
   }
 }
 
+function sweepPool(pool: RelayPool): void {
+  pool.sweep();
+}
+
 function take(c: UpstreamConn): UpstreamConn {
-  c.socket.setTimeout(0);
   c.reused = true;
   c.received = false;
   return c;
@@ -153,7 +200,7 @@ function take(c: UpstreamConn): UpstreamConn {
 
 /** One upstream socket and its response parser. */
 export class UpstreamConn implements ParserSink<ResponseHead> {
-  readonly socket: net.Socket;
+  readonly socket: ByteSocket;
   readonly parser: HttpParser<'response'>;
   owner: UpstreamOwner | null = null;
   connected = false;
@@ -165,6 +212,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   error: string | null = null;
   /** A 101 turned it into a byte tunnel: the parser and the HTTP handlers are gone. */
   tunnelled = false;
+  private readonly dialedAt = performance.now();
   private readonly onDataFn = (d: Buffer): void => this.onData(d);
   private readonly onDrainFn = (): void => this.owner?.upstreamDrained();
 
@@ -177,29 +225,22 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     /** An upgrade's socket: half-open allowed, so a tunnel can pass a FIN each way. */
     tunnel: boolean,
   ) {
-    const dns = pool.dns;
-    this.socket = net.connect({
-      host: target.host, port: target.port, noDelay: true, allowHalfOpen: tunnel,
-      ...(target.family === 0 && dns !== null ? { lookup: dns.lookup } : {}),
-    });
-    // The outbound PROXY header goes first on every socket of a dedicated connection (net queues
-    // it until connected).
+    this.socket = pool.handles && target.family !== 0 ? this.dialHandle() : this.dialNet(tunnel);
+    // The outbound PROXY header goes first on every socket of a dedicated connection (both kinds
+    // of socket queue writes made before the connect completes).
     if (header !== null) this.socket.write(header);
     // Paused after each response, so bytes behind a complete response are seen (and the socket
     // dropped) instead of being parsed into a released socket's next message.
     this.parser = new HttpParser('response', this, { pauseAfterMessage: true });
-    this.socket.on('data', this.onDataFn);
-    const dialedAt = performance.now();
-    this.socket.once('connect', () => {
-      this.connected = true;
-      pool.connectTime.observe((performance.now() - dialedAt) / 1000);
-    });
-    this.socket.on('error', (err: NodeJS.ErrnoException) => { this.error ??= err.code ?? 'ECONNRESET'; });
-    this.socket.on('timeout', () => this.socket.destroy());
-    // An upgrade's socket is half-open capable for its tunnel; before a 101 (or on any other
-    // socket) the upstream's FIN ends the exchange, and the close handler below settles it.
-    if (tunnel) this.socket.once('end', () => { if (!this.tunnelled) this.socket.destroy(); });
-    this.socket.once('close', () => {
+    const socket = this.socket;
+    socket.onData = this.onDataFn;
+    socket.onDrain = this.onDrainFn;
+    socket.onError = (code) => { this.error ??= code; };
+    // Before a 101 (or on any socket but an upgrade's) the upstream's FIN ends the exchange: the
+    // socket is closed and the close hook below settles it (a body delimited by the close is
+    // completed there). A tunnel takes over onEnd to pass the FIN on.
+    socket.onEnd = () => { if (!this.tunnelled) socket.destroy(); };
+    socket.onClose(() => {
       if (this.pooled) this.pool.closed(this);
       const o = this.owner;
       this.owner = null;
@@ -208,7 +249,34 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
       o?.upstreamClosed(this);
       this.parser.free();
     });
-    this.socket.on('drain', this.onDrainFn);
+  }
+
+  private dialHandle(): ByteSocket {
+    const t = this.target;
+    const s = RawSocket.connect(t.host, t.port, t.family === 6 ? 6 : 4, (err) => {
+      if (err !== null) {
+        this.error ??= err; // the socket is destroyed: its close hook reports to the owner
+        return;
+      }
+      this.connected = true;
+      this.pool.connectTime.observe((performance.now() - this.dialedAt) / 1000);
+      s.resume(); // a RawSocket reads only when asked (net.Socket starts by itself)
+    });
+    return s;
+  }
+
+  private dialNet(tunnel: boolean): ByteSocket {
+    const t = this.target;
+    const dns = this.pool.dns;
+    const s = net.connect({
+      host: t.host, port: t.port, noDelay: true, allowHalfOpen: tunnel,
+      ...(t.family === 0 && dns !== null ? { lookup: dns.lookup } : {}),
+    });
+    s.once('connect', () => {
+      this.connected = true;
+      this.pool.connectTime.observe((performance.now() - this.dialedAt) / 1000);
+    });
+    return new NetByteSocket(s);
   }
 
   private onData(d: Buffer): void {
@@ -245,8 +313,8 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   /** After a 101: raw bytes from here on; the owner reads the socket itself. */
   tunnel(): void {
     this.tunnelled = true;
-    this.socket.off('data', this.onDataFn);
-    this.socket.off('drain', this.onDrainFn);
+    this.socket.onData = null;
+    this.socket.onDrain = null;
     this.parser.free();
   }
 

@@ -1,6 +1,7 @@
 /**
- * The waits between requests (keep-alive timeout, request-header timeout) checked by one periodic
- * sweep per listener instead of a timer per connection: a keep-alive connection changes its wait
+ * The waits between requests (keep-alive timeout, request-header timeout) and the idle timeouts
+ * (client connection, its own upstream socket) checked by one periodic sweep per listener instead
+ * of a timer per connection: a keep-alive connection changes its wait
  * twice per request (idle, then head), and a clearTimeout + setTimeout pair each time was ~2% of
  * the CPU samples of the denied workload (bench/README.md "2026-12-02: one HTTP engine, one
  * process"); here a wait is one number written. node:http enforces headersTimeout the same way
@@ -8,9 +9,8 @@
  * the interval is a quarter of the shorter timeout, between 50 ms and 1 s.
  */
 export interface Waiter {
-  /** performance.now() when the wait runs out; 0 when not waiting. */
-  waitDeadline: number;
-  waitExpired(): void;
+  /** Called every interval with performance.now(): act on whatever has run out by then. */
+  check(now: number): void;
 }
 
 export class WaitSweep {
@@ -38,9 +38,9 @@ export class WaitSweep {
     }
   }
 
-  /** Expire every wait whose deadline has passed (deleting from a Set while iterating it is safe). */
+  /** Check every waiter (deleting from a Set while iterating it is safe). */
   run(now = performance.now()): void {
-    for (const w of this.waiters) if (w.waitDeadline !== 0 && now >= w.waitDeadline) w.waitExpired();
+    for (const w of this.waiters) w.check(now);
   }
 }
 

@@ -6,8 +6,18 @@
 import t from 'tap';
 import { WaitSweep, type Waiter } from '../../../../src/forward/http/relay/wait-sweep';
 
+/** A waiter with one deadline, as RelayConn.check keeps its wait between requests (0: not waiting). */
 function waiter(deadline: number, onExpire: (w: Waiter) => void = () => undefined): Waiter & { expired: number } {
-  const w = { waitDeadline: deadline, expired: 0, waitExpired(): void { w.expired++; w.waitDeadline = 0; onExpire(w); } };
+  const w = {
+    waitDeadline: deadline,
+    expired: 0,
+    check(now: number): void {
+      if (w.waitDeadline === 0 || now < w.waitDeadline) return;
+      w.expired++;
+      w.waitDeadline = 0;
+      onExpire(w);
+    },
+  };
   return w;
 }
 

@@ -21,6 +21,7 @@
  * the forwarder), so one field per event is enough and costs no EventEmitter per connection.
  */
 import { getSystemErrorName } from 'node:util';
+import type { ByteSocket } from './byte-socket';
 
 /* The binding objects are untyped: what is used of them is declared here. */
 interface StreamHandle {
@@ -28,6 +29,7 @@ interface StreamHandle {
   readStart(): number;
   readStop(): number;
   writeBuffer(req: WriteReq, buf: Buffer): number;
+  writeLatin1String(req: WriteReq, text: string): number;
   shutdown(req: ShutdownReq): number;
   close(cb?: () => void): void;
   connect(req: ConnectReq, address: string, port: number): number;
@@ -100,7 +102,7 @@ function load(): Bindings | null {
       || typeof b.kReadBytesOrError !== 'number' || typeof b.kArrayBufferOffset !== 'number'
       || typeof b.kLastWriteWasAsync !== 'number') return null;
     const probe = new b.TCP(b.SOCKET);
-    const ok = ['readStart', 'readStop', 'writeBuffer', 'shutdown', 'close', 'connect', 'connect6', 'getpeername',
+    const ok = ['readStart', 'readStop', 'writeBuffer', 'writeLatin1String', 'shutdown', 'close', 'connect', 'connect6', 'getpeername',
       'getsockname', 'setNoDelay'].every((m) => typeof (probe as unknown as Record<string, unknown>)[m] === 'function');
     probe.close();
     return ok ? b : null;
@@ -131,7 +133,7 @@ export function errorCode(status: number): string {
   }
 }
 
-export class RawSocket {
+export class RawSocket implements ByteSocket {
   /** Called per read with a buffer the callee may keep (a fresh one per read). */
   onData: ((chunk: Buffer) => void) | null = null;
   /** The peer sent FIN (reads have stopped; writes may go on). */
@@ -261,23 +263,44 @@ export class RawSocket {
    */
   write(buf: Buffer): boolean {
     if (this.destroyed || this.writeEnded || buf.length === 0) return !this.destroyed;
-    const b = B!;
-    const req = new b.WriteWrap();
+    const req = this.writeReq(buf.length);
+    const err = this.handle.writeBuffer(req, buf);
+    return this.written(req, err, buf);
+  }
+
+  /**
+   * write() for a string whose chars are bytes (an HTTP head: the parser gives header bytes as
+   * latin1 strings). The binding copies what the kernel did not take, so the string is not held.
+   */
+  writeLatin1(text: string): boolean {
+    if (this.destroyed || this.writeEnded || text.length === 0) return !this.destroyed;
+    const req = this.writeReq(text.length);
+    const err = this.handle.writeLatin1String(req, text);
+    return this.written(req, err, null);
+  }
+
+  private writeReq(bytes: number): WriteReq {
+    const req = new B!.WriteWrap();
     req.handle = this.handle;
     req.owner = this;
     req.oncomplete = afterWrite;
     req.async = false;
-    req.bytes = buf.length;
-    const err = this.handle.writeBuffer(req, buf);
+    req.bytes = bytes;
+    return req;
+  }
+
+  /** After a write call: false (and the bytes counted as queued) when it went asynchronous. */
+  private written(req: WriteReq, err: number, buf: Buffer | null): boolean {
     if (err !== 0) {
       this.fail(err);
       return false;
     }
-    this.sentBytes += buf.length;
+    this.sentBytes += req.bytes;
     this.lastActive = performance.now();
+    const b = B!;
     if (b.streamBaseState[b.kLastWriteWasAsync] === 0) return true;
     req.buffer = buf;
-    this.queued += buf.length;
+    this.queued += req.bytes;
     return false;
   }
 

@@ -1,0 +1,135 @@
+/**
+ * One socket contract for the relays: what the HTTP engine (forward/http/relay/) and its tunnels
+ * use of a connection, whatever carries it. Two implementations:
+ * - RawSocket (raw-socket.ts): a TCP connection on its libuv handle, no net.Socket. Plaintext HTTP
+ *   listeners and upstreams given as IP literals run on it where Node has the bindings.
+ * - NetByteSocket (below): a net.Socket behind the same callbacks. TLS client connections (a
+ *   TLSSocket is a net.Socket), upstreams named by DNS (net.connect's lookup), and every socket
+ *   when handles are unavailable or turned off (IPGATE_TCP_HANDLES=0).
+ *
+ * Callbacks, not events: each socket has one owner at a time (the listener's stages, then the
+ * engine, then a tunnel), so one field per event is enough; the close hooks are a list because the
+ * listener, the engine and the forwarder each need to know.
+ */
+import type net from 'node:net';
+
+export interface ByteSocket {
+  /** Called per read with a buffer the callee may keep. */
+  onData: ((chunk: Buffer) => void) | null;
+  /** The peer sent FIN (reads have stopped; writes may go on). */
+  onEnd: (() => void) | null;
+  /** Everything written so far has been taken by the kernel, after a write() that returned false. */
+  onDrain: (() => void) | null;
+  /** A read, write or connect failed with this code; the socket is destroyed (or being destroyed). */
+  onError: ((code: string) => void) | null;
+  /** Our FIN went out (after every queued write). */
+  onFinish: (() => void) | null;
+  readonly destroyed: boolean;
+  /** The peer's FIN was read. */
+  readonly readEnded: boolean;
+  /** Our FIN went out. */
+  readonly writeFinished: boolean;
+  /** performance.now() of the last read or write (idle timeouts are checked against it). */
+  readonly lastActive: number;
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
+  /** Write `buf`. False when it could not all go out at once: stop the source until onDrain. */
+  write(buf: Buffer): boolean;
+  /** write() for a string whose chars are bytes (HTTP heads: the parser gives header bytes as latin1). */
+  writeLatin1(text: string): boolean;
+  /** Half-close: FIN after the queued writes. */
+  end(): void;
+  /** Close now (queued writes are dropped). Idempotent. */
+  destroy(): void;
+  pause(): void;
+  resume(): void;
+  /** Run `fn` once the socket is closed (every hook once, in the order added). */
+  onClose(fn: () => void): void;
+}
+
+/** A net.Socket (or TLSSocket) behind the ByteSocket callbacks. */
+export class NetByteSocket implements ByteSocket {
+  onData: ((chunk: Buffer) => void) | null = null;
+  onEnd: (() => void) | null = null;
+  onDrain: (() => void) | null = null;
+  onError: ((code: string) => void) | null = null;
+  onFinish: (() => void) | null = null;
+  readEnded = false;
+  writeFinished = false;
+  lastActive = performance.now();
+  private hooks: (() => void)[] = [];
+  private closed = false;
+
+  constructor(readonly socket: net.Socket) {
+    socket.on('data', (d: Buffer) => {
+      this.lastActive = performance.now();
+      this.onData?.(d);
+    });
+    socket.on('end', () => {
+      this.readEnded = true;
+      this.onEnd?.();
+    });
+    socket.on('drain', () => {
+      this.lastActive = performance.now();
+      this.onDrain?.();
+    });
+    socket.on('finish', () => {
+      this.writeFinished = true;
+      this.onFinish?.();
+    });
+    socket.on('error', (err: NodeJS.ErrnoException) => this.onError?.(err.code ?? 'ECONNRESET'));
+    socket.once('close', () => {
+      this.closed = true;
+      const hooks = this.hooks;
+      this.hooks = [];
+      for (const h of hooks) h();
+    });
+  }
+
+  get destroyed(): boolean {
+    return this.socket.destroyed;
+  }
+
+  get bytesRead(): number {
+    return this.socket.bytesRead;
+  }
+
+  get bytesWritten(): number {
+    return this.socket.bytesWritten;
+  }
+
+  write(buf: Buffer): boolean {
+    if (this.socket.destroyed) return false;
+    if (this.socket.writableEnded) return true; // dropped, as RawSocket drops writes after end()
+    this.lastActive = performance.now();
+    return this.socket.write(buf);
+  }
+
+  writeLatin1(text: string): boolean {
+    if (this.socket.destroyed) return false;
+    if (this.socket.writableEnded) return true;
+    this.lastActive = performance.now();
+    return this.socket.write(text, 'latin1');
+  }
+
+  end(): void {
+    if (!this.socket.destroyed) this.socket.end();
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    if (!this.socket.destroyed) this.socket.resume();
+  }
+
+  onClose(fn: () => void): void {
+    if (this.closed) queueMicrotask(fn);
+    else this.hooks.push(fn);
+  }
+}
