@@ -14,6 +14,8 @@ import type { ListenerConfig } from '../../config/schema';
 import type { Connection, Endpoint } from '../../listener/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
+import type { ByteSocket } from '../../transport/byte-socket';
+import { relayPair, type BulkSwitch } from '../../transport/relay-pair';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';
@@ -175,9 +177,8 @@ export class TcpForwarder implements ConnectionHandler {
   }
 
   /**
-   * relay() both ways for RawSockets, same contract: a write the kernel did not take at once
-   * stops reads from the other side until it drains; a FIN is passed on (end after the queued
-   * writes); both sockets close once both directions have ended. A socket error closes both.
+   * relay() both ways for RawSockets, same contract (transport/relay-pair.ts); a socket error
+   * on either side closes both.
    */
   private relayRaw(conn: Connection, client: RawSocket, upstream: RawSocket): void {
     if (upstream.destroyed) {
@@ -185,32 +186,6 @@ export class TcpForwarder implements ConnectionHandler {
       this.fail(conn, 'upstream_reset');
       return;
     }
-    const closeIfDone = (): void => {
-      if (client.readEnded && upstream.readEnded && client.writeFinished && upstream.writeFinished) {
-        client.destroy();
-        upstream.destroy();
-      }
-    };
-    client.onData = (chunk) => {
-      if (!upstream.write(chunk)) client.pause();
-      else if (chunk.length >= BULK_CHUNK_BYTES) switchRaw(client, upstream);
-    };
-    upstream.onData = (chunk) => {
-      if (!client.write(chunk)) upstream.pause();
-      else if (chunk.length >= BULK_CHUNK_BYTES) switchRaw(upstream, client);
-    };
-    upstream.onDrain = () => client.resume();
-    client.onDrain = () => upstream.resume();
-    client.onEnd = () => {
-      upstream.end();
-      closeIfDone();
-    };
-    upstream.onEnd = () => {
-      client.end();
-      closeIfDone();
-    };
-    client.onFinish = closeIfDone;
-    upstream.onFinish = closeIfDone;
     // The listener logs the client's error; either side failing ends the connection.
     const onClientError = client.onError;
     client.onError = (code) => {
@@ -221,8 +196,7 @@ export class TcpForwarder implements ConnectionHandler {
       this.log.debug({ conn: conn.id, upstream: conn.upstream, err: code }, 'upstream socket error');
       this.fail(conn, 'upstream_reset');
     };
-    client.resume();
-    upstream.resume();
+    relayPair(client, upstream, LARGE_READS);
   }
 
   /** @internal (watchIdle) */
@@ -306,7 +280,7 @@ function relayDrain(this: RelaySocket): void {
  * flow) switches `src` to large reads into a pooled buffer, which goes back to the pool once both
  * sockets are closed. relayRaw's pause-until-drain is the rule the reused buffer needs.
  */
-function switchRaw(src: RawSocket, dst: RawSocket): void {
+function switchRaw(src: RawSocket, dst: ByteSocket): void {
   if (src.largeReads || !largeReadsEnabled() || dst.destroyed) return;
   const buf = takeReadBuffer();
   if (!src.useLargeReads(buf)) {
@@ -321,6 +295,14 @@ function switchRaw(src: RawSocket, dst: RawSocket): void {
   src.onClose(closed);
   dst.onClose(closed);
 }
+
+/** relayPair's bulk switch for this relay's RawSockets. */
+const LARGE_READS: BulkSwitch = {
+  bytes: BULK_CHUNK_BYTES,
+  switch(src: ByteSocket, dst: ByteSocket): void {
+    if (src instanceof RawSocket) switchRaw(src, dst);
+  },
+};
 
 /**
  * The client socket's idle timeout for RawSockets: like net's socket.setTimeout, any read or write

@@ -1,6 +1,7 @@
 /**
  * After a 101 (WebSocket and other upgrades): the client connection and its upstream socket relay
- * bytes both ways, as a TCP listener's connection does (forward/tcp/tcp-forwarder.ts):
+ * bytes both ways, as a TCP listener's connection does (transport/relay-pair.ts, shared with
+ * forward/tcp/tcp-forwarder.ts):
  * - backpressure: a full socket pauses the other side's reads until it drains;
  * - half-close: a FIN from one side ends the other side's writes, while the other direction keeps
  *   flowing; when both directions have ended (both FINs read, both sent) the sockets close;
@@ -11,6 +12,7 @@
  *   (RelayConn.closed).
  */
 import type { ByteSocket } from '../../../transport/byte-socket';
+import { relayPair } from '../../../transport/relay-pair';
 
 export class Tunnel {
   constructor(
@@ -23,30 +25,6 @@ export class Tunnel {
   start(): void {
     const { client, upstream } = this;
     if (this.early !== null && this.early.length > 0) upstream.write(this.early);
-    const closeIfDone = (): void => {
-      if (client.readEnded && upstream.readEnded && client.writeFinished && upstream.writeFinished) {
-        client.destroy();
-        upstream.destroy();
-      }
-    };
-    client.onData = (d) => {
-      if (!upstream.write(d)) client.pause();
-    };
-    upstream.onData = (d) => {
-      if (!client.write(d)) upstream.pause();
-    };
-    upstream.onDrain = () => client.resume();
-    client.onDrain = () => upstream.resume();
-    client.onEnd = () => {
-      upstream.end();
-      closeIfDone();
-    };
-    upstream.onEnd = () => {
-      client.end();
-      closeIfDone();
-    };
-    client.onFinish = closeIfDone;
-    upstream.onFinish = closeIfDone;
     upstream.onClose(() => {
       // The upstream is gone: what it sent is flushed to the client, then the client closes.
       if (client.destroyed) return;
@@ -57,7 +35,6 @@ export class Tunnel {
       client.onFinish = () => client.destroy();
       client.end();
     });
-    client.resume();
-    upstream.resume();
+    relayPair(client, upstream);
   }
 }
