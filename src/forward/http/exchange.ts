@@ -8,7 +8,7 @@ import type { Decision } from '../../allowlist/matcher';
 import type { Connection, Via } from '../../listener/connection';
 import type { Reason } from '../../reasons';
 import type { ByteSocket } from '../../transport/byte-socket';
-import type { Upstream } from '../tcp/tcp-forwarder';
+import type { Upstream } from '../upstream-group';
 import type { HttpRoute } from './http-routes';
 
 /** One client connection handed to the HTTP forwarder. */

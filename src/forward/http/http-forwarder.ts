@@ -36,7 +36,7 @@ import type { RouteReceiver, RoutesVersion } from '../../route/route-receiver';
 import { requestTarget } from './request-target';
 import { compileHttpRoutes, type HttpRoutes } from './http-routes';
 import { routesVersion } from '../../route/routes-in-force';
-import { parseUpstreams, UpstreamPool } from '../tcp/tcp-forwarder';
+import { parseUpstreams, UpstreamPool } from '../upstream-group';
 import type { ClientReason } from '../../reasons';
 import { upstreamReason } from '../upstream-reason';
 import { Canned, CannedResponses } from './canned';

@@ -28,7 +28,7 @@ import { normalizePath, plainPathEnd } from '../../route/path';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { RouteTable } from '../../route/route-table';
 import type { LiveList, LiveLists } from '../../store/live-lists';
-import { parseUpstreams, UpstreamPool, type Upstream } from '../tcp/tcp-forwarder';
+import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
 import { CannedResponses } from './canned';
 
 /** One route as the data path uses it. */

@@ -23,8 +23,6 @@ import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
 import { upstreamReason } from '../upstream-reason';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
-export { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
-
 /**
  * Socket buffer for both sides of a relay. Node's default (16 KiB writable) is below one 64 KiB
  * read, so nearly every chunk of a bulk stream made write() return false: a pause (epoll_ctl) and

@@ -36,7 +36,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { ClientReason } from '../../../reasons';
 import type { ByteSocket } from '../../../transport/byte-socket';
-import type { Upstream } from '../../tcp/tcp-forwarder';
+import type { Upstream } from '../../upstream-group';
 import type { Canned } from '../canned';
 import { requestTarget } from '../request-target';
 import type { Exchange, HttpConn } from '../exchange';
