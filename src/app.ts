@@ -104,6 +104,12 @@ export async function startApp(config: Config, { logger, configFile = null, tick
   if (config.revokeLive) {
     lists.on('change', ({ list }) => {
       for (const l of listeners) {
+        // A named list of trusted peers (trustedSources, trustedProxies) that no longer trusts one:
+        // the connections it spoke for close (trust_revoked).
+        const fwd = handlers.get(l) as Partial<Pick<HttpForwarder, 'trustsBy' | 'revokeUntrusted'>> | undefined;
+        let untrusted = l.trustsBy(list) ? l.revokeUntrusted() : 0;
+        if (fwd?.trustsBy?.(list) === true) untrusted += fwd.revokeUntrusted!();
+        if (untrusted > 0) logger.info({ listener: l.name, list: list.name, closed: untrusted }, 'closed connections from peers no longer trusted');
         // The listener's own list, one of its SNI routes' (Listener.enforces), or one an HTTP route
         // of it enforces (HttpForwarder.usesList).
         const h = handlers.get(l) as Partial<Pick<HttpForwarder, 'usesList'>> | undefined;

@@ -47,6 +47,7 @@ export type UpstreamReason = keyof typeof UPSTREAM_REASONS;
 export const END_REASONS = Object.freeze({
   denied: 'The client was refused: a TCP connection is closed; an HTTP one is answered 403 per request.',
   drain: 'Still open when shutdown.drainTimeoutMs ran out after SIGTERM; closed.',
+  trust_revoked: 'A change of the list named by proxyProtocol.trustedSources or http.trustedProxies no longer trusts the peer whose PROXY header or X-Forwarded-For named the client of an open connection; it was closed (HTTP: after its in-flight response).',
   route_removed: 'A routes reload removed the route of an open connection (or sent its SNI to another route): an HTTP one is closed after its in-flight response, a TCP one at once.',
 });
 export type EndReason = keyof typeof END_REASONS;

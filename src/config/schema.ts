@@ -45,7 +45,11 @@ export const ConfigSchema = Section({
   admin: AdminSchema,
   /** Where API-managed allowlists are kept (`source: store` lists). */
   store: StoreSchema,
-  /** Close live connections whose client a list change no longer allows. */
+  /**
+   * Close live connections whose client a list change no longer allows, and those whose client a
+   * trusted peer named (PROXY header, X-Forwarded-For) when a change of the trusted list stops
+   * trusting that peer (`trust_revoked`).
+   */
   revokeLive: Type.Boolean({ default: true }),
   /** Shutdown after SIGTERM / SIGINT. */
   shutdown: Section({

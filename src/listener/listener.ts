@@ -14,7 +14,7 @@
 import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../access-log/access-log';
-import { addressSet, type AddressLookup } from '../store/list-ref';
+import { addressSet, readsList, type AddressLookup } from '../store/list-ref';
 import type { ListenerConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
@@ -211,6 +211,29 @@ export class Listener implements HelloSink {
     if (conn.result === null) conn.result = result;
     conn.socket.destroy();
     conn.upstreamSocket?.destroy();
+  }
+
+  /** Whether `list` is the named list behind proxyProtocol.trustedSources (read live). */
+  trustsBy(list: LiveList): boolean {
+    return readsList(this.trustedSources, list);
+  }
+
+  /**
+   * After a change of the trustedSources list: close every open connection whose PROXY header was
+   * believed from a peer the list no longer trusts (`trust_revoked`). Its client address came from
+   * that header, so nothing the connection does may be attributed to it any more; a new connection
+   * from the peer is treated as any untrusted one (docs/architecture.md "Inbound PROXY protocol").
+   */
+  revokeUntrusted(): number {
+    let closed = 0;
+    for (const conn of this.connections) {
+      if (conn.via !== 'proxy-v1' && conn.via !== 'proxy-v2') continue;
+      if (this.trustedSources.lookup(conn.peerAddress) >= 0) continue;
+      conn.revoked = true;
+      this.close(conn, 'trust_revoked');
+      closed++;
+    }
+    return closed;
   }
 
   /**

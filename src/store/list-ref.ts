@@ -23,6 +23,11 @@ export class ListRef implements AddressLookup {
   }
 }
 
+/** Whether `set` is the named list `list` read live (a change of it may withdraw trust). */
+export function readsList(set: AddressLookup, list: LiveList): boolean {
+  return set instanceof ListRef && set.list === list;
+}
+
 /** CIDRs (compiled now) or a list name (read live from `lists`). */
 export function addressSet(spec: readonly string[] | string, lists: LiveLists): AddressLookup {
   return typeof spec === 'string' ? new ListRef(lists.get(spec)) : Matcher.compile(spec.map((cidr) => ({ cidr })));

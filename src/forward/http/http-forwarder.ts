@@ -20,7 +20,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import { addressSet, type AddressLookup } from '../../store/list-ref';
+import { addressSet, readsList, type AddressLookup } from '../../store/list-ref';
 import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement } from '../../identity/forwarded-header';
@@ -511,11 +511,36 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
   };
 
   private revoke(hc: HttpConn): void {
+    this.admission.revoked(hc.conn);
+    this.cut(hc, 'revoked');
+  }
+
+  /** Whether `list` is the named list behind http.trustedProxies (read live). */
+  trustsBy(list: LiveList): boolean {
+    return readsList(this.trustedProxies, list);
+  }
+
+  /**
+   * After a change of the trustedProxies list: connections from a peer it no longer trusts, whose
+   * requests were attributed by X-Forwarded-For, close after their in-flight response
+   * (`trust_revoked`); the peer's next connection is an untrusted one (its own address decides).
+   */
+  revokeUntrusted(): number {
+    let n = 0;
+    for (const hc of this.conns) {
+      if (!hc.trusted || hc.revoked || hc.conn.socket.destroyed || this.trustedProxies.lookup(hc.conn.clientAddress) >= 0) continue;
+      this.cut(hc, 'trust_revoked');
+      n++;
+    }
+    return n;
+  }
+
+  /** End `hc` for `reason`: at once when idle or tunnelled, else after its in-flight response. */
+  private cut(hc: HttpConn, reason: 'revoked' | 'trust_revoked'): void {
     const conn = hc.conn;
     hc.revoked = true;
     conn.revoked = true;
-    conn.result = 'revoked';
-    this.admission.revoked(conn);
+    conn.result = reason;
     if (hc.upgraded !== null || hc.open.length === 0) {
       conn.socket.destroy();
       return;
