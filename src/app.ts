@@ -126,8 +126,8 @@ export async function startApp(config: Config, { logger, configFile = null, tick
       const addr = await l.listen();
       logger.info({ listener: l.name, mode: l.config.mode, address: addr.address, port: addr.port,
         allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode,
-        // TCP listeners: libuv handles, or net.Sockets (upstream names, IPGATE_TCP_HANDLES=0, a Node without them)
-        ...(l.config.mode === 'tcp' ? { sockets: l.rawSockets ? 'handles' : 'net' } : {}) }, 'listening');
+        // libuv handles, or net.Sockets (TLS, TCP upstream names, IPGATE_TCP_HANDLES=0, a Node without them)
+        sockets: l.rawSockets ? 'handles' : 'net' }, 'listening');
     }
     for (const s of certStores) {
       s.start();
