@@ -195,33 +195,17 @@ export class ListenerAccessLog {
     this.summary?.add(this.listener, client, reason, entry);
   }
 
-  /**
-   * A request on a listener with routes (allowed, or no route matched): through pino, with the
-   * `route` field. Not the text fast path above, which writes the unrouted line byte for byte.
-   */
-  private routedRequest(ex: Exchange, now: number, path: string | null): void {
-    if (!this.log.isLevelEnabled('info')) return;
-    const conn = ex.hc.conn;
-    const matched = ex.route !== null;
-    this.log.info({
-      conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: matched ? 'allow' : 'none', entry: ex.entry?.cidr ?? null,
-      route: ex.route?.name ?? null, result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.method, path, status: ex.status,
-      upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
-      userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
-      durationMs: now - ex.startedAt,
-    }, 'access');
-  }
-
   /** An HTTP request finished (HttpForwarder.record); `now` = Date.now() at that moment. */
   request(ex: Exchange, now: number): void {
     const conn = ex.hc.conn;
     const denied = ex.reason === 'denied' || ex.reason === 'revoked';
     const path = ex.url === undefined ? null : ex.url.length > MAX_PATH ? ex.url.slice(0, MAX_PATH) : ex.url;
-    if (ex.routed && !denied) {
-      this.routedRequest(ex, now, path);
-      return;
-    }
     if (!denied) {
+      // A listener with routes: the `route` field after `entry` (null when no route matched, the
+      // decision then `none`); a listener without routes writes neither.
+      const routed = ex.routed;
+      const route = routed ? ex.route?.name ?? null : null;
+      const decision = routed && ex.route === null ? 'none' : 'allow';
       const raw = this.raw;
       if (raw !== null) {
         if (!this.log.isLevelEnabled('info')) return;
@@ -239,7 +223,7 @@ export class ListenerAccessLog {
         // Worst case per character: a 6-byte \u escape; a line too long for a block is a string.
         if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)
-          + len(host) + len(ua) + len(ex.requestId)) + (conn.tls !== null ? 3 * conn.tls.json.length : 0))) {
+          + len(host) + len(ua) + len(ex.requestId) + len(route)) + (conn.tls !== null ? 3 * conn.tls.json.length : 0))) {
           w.fragment('{"level":"info"');
           w.time();
           w.fragment(raw.bindings);
@@ -247,7 +231,8 @@ export class ListenerAccessLog {
           w.fragment(',"client":'); w.jsonString(ex.client);
           w.fragment(',"via":'); w.jsonString(ex.via);
           w.fragment(',"peer":'); w.jsonString(conn.peerAddress);
-          w.fragment(',"decision":"allow","entry":'); w.jsonString(entry);
+          w.fragment(decision === 'allow' ? ',"decision":"allow","entry":' : ',"decision":"none","entry":'); w.jsonString(entry);
+          if (routed) { w.fragment(',"route":'); w.jsonString(route); }
           w.fragment(',"result":'); w.jsonString(result);
           w.fragment(',"upstream":'); w.jsonString(upstream);
           w.fragment(',"method":'); w.jsonString(method);
@@ -266,8 +251,8 @@ export class ListenerAccessLog {
           return;
         }
         raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(ex.client)}`
-          + `,"via":${str(ex.via)},"peer":${str(conn.peerAddress)},"decision":"allow","entry":${str(entry)}`
-          + `,"result":${str(result)},"upstream":${str(upstream)},"method":${str(method)}`
+          + `,"via":${str(ex.via)},"peer":${str(conn.peerAddress)},"decision":"${decision}","entry":${str(entry)}`
+          + `${routed ? `,"route":${str(route)}` : ''},"result":${str(result)},"upstream":${str(upstream)},"method":${str(method)}`
           + `,"path":${str(path)},"status":${num(ex.status)},"upstreamStatus":${num(upstreamStatus)}`
           + `,"upstreamMs":${num(ex.upstreamMs)},"host":${str(host)},"userAgent":${str(ua)},"requestId":${str(ex.requestId)}`
           + `,"bytesOut":${num(bytesOut)}`
@@ -275,8 +260,8 @@ export class ListenerAccessLog {
         return;
       }
       this.log.info({
-        conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'allow', entry: ex.entry?.cidr ?? null,
-        result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.method, path, status: ex.status,
+        conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision, entry: ex.entry?.cidr ?? null,
+        ...(routed ? { route } : {}), result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.method, path, status: ex.status,
         upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
         durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),

@@ -104,7 +104,30 @@ t.test('HTTP lines: text-built equals pino, paths with anything in them stay val
   overTls.logs[1].request(exTls, now);
   compare(t, overTls.fast[0]!, overTls.slow[0]!, 'a request over TLS');
   t.same((JSON.parse(overTls.fast[0]!) as { tls: unknown }).tls, { version: 'TLSv1.3', sni: 'app.example', cipher: 'TLS_AES_128_GCM_SHA256', resumed: true, clientCert: 'CN=ü "client", O=x' }, 'the TLS facts');
+  for (const [what, over] of ROUTED) {
+    const r = pair('http');
+    const exr = exchange('/v1/users', over);
+    r.logs[0].request(exr, now);
+    r.logs[1].request(exr, now);
+    compare(t, r.fast[0]!, r.slow[0]!, what);
+  }
+  const line = (over: Partial<Record<string, unknown>>): Record<string, unknown> => {
+    const r = pair('http');
+    r.logs[0].request(exchange('/v1/users', over), now);
+    return JSON.parse(r.fast[0]!) as Record<string, unknown>;
+  };
+  t.match(line(ROUTED[0]![1]), { decision: 'allow', route: 'api' }, 'a routed request names its route');
+  t.match(line(ROUTED[1]![1]), { decision: 'none', route: null, result: 'route_no_path', status: 404 }, 'no route matched: route null, decision none');
+  t.match(line(ROUTED[2]![1]), { route: 'api', tls: { version: 'TLSv1.3', sni: 'app.example' } }, 'a routed request over TLS carries the TLS facts');
+  t.notOk('route' in line({}), 'a listener without routes writes no route field');
 });
+
+/** Requests on a listener with routes: matched, missed, and matched over TLS. */
+const ROUTED: Array<[string, Partial<Record<string, unknown>>]> = [
+  ['a routed request', { routed: true, route: { name: 'api' } }],
+  ['a route miss', { routed: true, route: null, reason: 'route_no_path', status: 404, upstream: null, entry: null, upstreamStatus: 0 }],
+  ['a routed request over TLS', { routed: true, route: { name: 'api' }, hc: { conn: conn({ onRevoke: () => {}, tls: tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', false, null) }) } }],
+];
 
 const TLS_FACTS = tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', true, 'CN=ü "client", O=x');
 
@@ -135,7 +158,8 @@ t.test('HTTP lines written field by field into a BlockWriter: the bytes of the t
     '/ünïcödé/😀', '/lone\ud800surrogate', 'x'.repeat(300), '\u00ff'.repeat(256), undefined];
   const rows: Array<Partial<Record<string, unknown>>> = [{}, { reason: 'upstream_timeout', status: 504, upstream: null },
     { client: '2001:db8::1', via: 'proxy-v2', entry: { cidr: '2001:db8::/32' } }, { url: '/m', method: undefined }, { status: 0 },
-    { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }, { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } }];
+    { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }, { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } },
+    ...ROUTED.map(([, over]) => over)];
   for (const p of paths) for (const over of rows) {
     const ex = exchange(p, over);
     direct.request(ex, fixed);
