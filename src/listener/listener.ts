@@ -18,18 +18,19 @@ import { addressSet, readsList, type AddressLookup } from '../store/list-ref';
 import type { ListenerConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
-import { afterHeader, beforeHeader, type IdentityOutcome } from '../identity/derive';
+import { beforeHeader, type IdentityOutcome } from '../identity/derive';
 import { ListenerStats } from '../metrics/listener-stats';
 import type { PpReason } from '../proxy-protocol/codes';
-import { decodeProxyHeader } from '../proxy-protocol/decoder';
 import type { Reason } from '../reasons';
 import type { LiveList } from '../store/live-lists';
 import type { TlsStageResult, TlsTerminator } from '../tls/terminate';
 import { SniRoutes } from '../route/sni-routes';
-import { readHello, type HelloSink, type HelloStageOptions, type HelloStageResult } from '../tls/hello-stage';
+import { HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
 import { Connection } from './connection';
+import { gather } from './gather';
+import { HeaderStage, type HeaderSink } from './header-stage';
 import { RawSocket } from '../transport/raw-socket';
 
 /** What a listener hands an admitted connection to. */
@@ -80,7 +81,7 @@ let nextConnectionId = 1;
 /** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
 const DEFAULT_HELLO_TIMEOUT_MS = 5000;
 
-export class Listener implements HelloSink {
+export class Listener implements HeaderSink, HelloSink {
   readonly name: string;
   readonly stats: ListenerStats;
   readonly connections = new Set<Connection>();
@@ -107,7 +108,11 @@ export class Listener implements HelloSink {
   };
   /** TCP listeners with routes: the compiled SNI routes (swapped whole by replaceRoutes); else null. */
   private routes: SniRoutes | null;
-  private readonly helloOptions: HelloStageOptions;
+  /** The PROXY header stage, for peers in `trustedSources` and for the rest. */
+  private readonly headerTrusted: HeaderStage;
+  private readonly headerUntrusted: HeaderStage;
+  /** The ClientHello stage (TCP listeners with routes; unused otherwise). */
+  private readonly hello: HelloStage;
 
   constructor(
     readonly config: Readonly<ListenerConfig>,
@@ -120,7 +125,9 @@ export class Listener implements HelloSink {
     this.trustedSources = addressSet(config.proxyProtocol.trustedSources, deps.list.owner);
     this.tls = deps.tls ?? null;
     this.routes = config.mode === 'tcp' && config.routes !== undefined ? SniRoutes.compile(config, deps.list.owner, this.stats) : null;
-    this.helloOptions = { timeoutMs: config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS };
+    this.headerTrusted = new HeaderStage(config.proxyProtocol, true, this);
+    this.headerUntrusted = new HeaderStage(config.proxyProtocol, false, this);
+    this.hello = new HelloStage({ timeoutMs: config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS }, this.stats, this);
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -313,60 +320,16 @@ export class Listener implements HelloSink {
     const trusted = mode !== 'off' && this.trustedSources.lookup(conn.peerAddress) >= 0;
     // The decision is derive.ts's (shared with the admin API's explain).
     const early = beforeHeader(mode, trusted);
-    if (early === null) this.readHeader(conn, trusted);
-    else this.settle(conn, early, EMPTY);
+    // Nothing else happens for this connection until the header is read (no dial, no allowlist).
+    if (early === null) gather(conn, EMPTY, trusted ? this.headerTrusted : this.headerUntrusted);
+    else this.headerRead(conn, early, EMPTY);
   }
 
   /**
-   * Accumulate bytes until the decoder can say done / none / error. Nothing else happens for this
-   * connection until then (no dial, no allowlist), and a header timeout bounds the wait.
+   * The PROXY header stage's outcome (header-stage.ts; or beforeHeader's, with nothing read): close,
+   * or fill in the client and go on to the next stage.
    */
-  private readHeader(conn: Connection, trusted: boolean): void {
-    const socket = conn.socket;
-    const pp = this.config.proxyProtocol;
-    let buf: Buffer = EMPTY;
-    const timer = setTimeout(() => {
-      cleanup();
-      this.reject(conn, 'pp_timeout', buf.length === 0 ? 'none' : 'unknown');
-    }, pp.headerTimeoutMs);
-    const onData = (chunk: Buffer): void => {
-      buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-      const r = decodeProxyHeader(buf, { maxV2Length: pp.maxV2Length });
-      if (r.kind === 'more') return;
-      cleanup();
-      socket.pause();
-      this.settle(conn, afterHeader(r, buf[0]!, pp.mode, trusted), buf);
-    };
-    const onEnd = (): void => {
-      cleanup();
-      this.reject(conn, buf.length === 0 ? 'pp_missing' : 'pp_truncated', 'unknown');
-    };
-    let cleanup: () => void;
-    if (socket instanceof RawSocket) {
-      // Each read is a fresh buffer (raw-socket.ts), so keeping `chunk` is safe.
-      cleanup = (): void => {
-        clearTimeout(timer);
-        socket.onData = null;
-        socket.onEnd = null;
-      };
-      socket.onData = onData;
-      socket.onEnd = onEnd;
-      socket.onClose(cleanup);
-    } else {
-      cleanup = (): void => {
-        clearTimeout(timer);
-        socket.off('data', onData);
-        socket.off('end', onEnd);
-      };
-      socket.on('data', onData);
-      socket.once('end', onEnd);
-      socket.once('close', cleanup);
-    }
-    socket.resume();
-  }
-
-  /** Apply the identity outcome: close, or fill in the client and go on to the allowlist. */
-  private settle(conn: Connection, outcome: IdentityOutcome, buf: Buffer): void {
+  headerRead(conn: Connection, outcome: IdentityOutcome, buf: Buffer): void {
     if (!outcome.ok) {
       if (outcome.detail !== undefined) {
         this.log.debug({ conn: conn.id, peer: conn.peerAddress, reason: outcome.reason, detail: outcome.detail }, 'malformed PROXY header');
@@ -389,7 +352,7 @@ export class Listener implements HelloSink {
     // with tls terminate it; TCP listeners with routes read it and pass it on untouched).
     if (this.tls !== null) this.tls.start(conn, conn.socket as net.Socket, rest, this.tlsResult);
     else if (this.routes === null) this.admit(conn, rest);
-    else readHello(conn, rest, this.helloOptions, this.stats, this);
+    else this.hello.read(conn, rest);
   }
 
   /**

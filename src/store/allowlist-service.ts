@@ -52,6 +52,11 @@ export interface DeclaredList {
   readonly allowTemporary: boolean;
   /** Where it is edited, for the 409 message: `allowlists.NAME in /etc/ipgate/config.yaml`. */
   readonly managedIn: string;
+  /**
+   * Where its entries come from, as the audit's `who` of a change to them: `config file` (the
+   * config or a list file it names, re-read together), `configmap <namespace>/<name> key <key>`.
+   */
+  readonly changedBy: string;
 }
 
 /** One list as the API shows it. A GET answer can be PUT back as is (PUT ignores the read-only fields). */
@@ -105,6 +110,9 @@ export interface SeedWarning {
  * asked for no precondition, so a 412 would name one it never sent.
  */
 const CONFLICT_RETRIES = 5;
+
+/** The audit's `who` of a change the config file made. */
+export const CONFIG_FILE = 'config file';
 
 interface Declared extends DeclaredList {
   readonly hash: string;
@@ -320,9 +328,11 @@ export class AllowlistService {
   /**
    * The config file changed (validated whole): its `source: config` lists are now `declared`.
    * Lists whose declared entries changed are recompiled and swapped, and the change reaches the
-   * workers the way every list change does (LiveLists 'change' -> WorkerPool broadcast).
+   * workers the way every list change does (LiveLists 'change' -> WorkerPool broadcast). Each
+   * change is audited as its list's `changedBy`; a list the config no longer declares, as the
+   * config file.
    */
-  setDeclared(declared: ReadonlyMap<string, DeclaredList>, who = 'config file'): Promise<string[]> {
+  setDeclared(declared: ReadonlyMap<string, DeclaredList>): Promise<string[]> {
     return this.serial(async () => {
       const old = this.declared;
       this.declared = declaredMap(declared);
@@ -337,7 +347,8 @@ export class AllowlistService {
         const fromVersion = this.appliedVersion(name) ?? '0';
         if (!this.applyName(name)) continue;
         changed.push(name);
-        this.audit.record({ who, action: 'config', list: name, ...diffEntries(before, this.lists.entries(name)), fromVersion, version: this.appliedVersion(name) ?? '0' });
+        this.audit.record({ who: n?.changedBy ?? CONFIG_FILE, action: 'config', list: name, ...diffEntries(before, this.lists.entries(name)),
+          fromVersion, version: this.appliedVersion(name) ?? '0' });
       }
       return changed;
     });
@@ -488,7 +499,7 @@ function declaredMap(declared: ReadonlyMap<string, DeclaredList> | undefined): M
   const out = new Map<string, Declared>();
   for (const [name, d] of declared ?? []) {
     const hash = createHash('sha256').update(JSON.stringify([d.entries, d.allowTemporary])).digest('hex').slice(0, 12);
-    out.set(name, Object.freeze({ entries: Object.freeze([...d.entries]), allowTemporary: d.allowTemporary, managedIn: d.managedIn, hash }));
+    out.set(name, Object.freeze({ entries: Object.freeze([...d.entries]), allowTemporary: d.allowTemporary, managedIn: d.managedIn, changedBy: d.changedBy, hash }));
   }
   return out;
 }

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
 import { AuditLog } from '../audit/audit-log';
 import type { Config } from '../config/schema';
-import { AllowlistService, type DeclaredList, type ServiceStartOptions } from './allowlist-service';
+import { AllowlistService, CONFIG_FILE, type DeclaredList, type ServiceStartOptions } from './allowlist-service';
 import { createStore } from './create-store';
 import { listUsers } from './list-ref';
 import type { LiveLists } from './live-lists';
@@ -21,15 +21,23 @@ export function listSources(config: Pick<Config, 'allowlists' | 'listeners'>, co
   return { seed, options: { declared: declaredLists(config, configFile), users: (name) => listUsers(config.listeners, name) } };
 }
 
-/** The `source: config` lists of a config, with where each is managed (for the 409 message). */
+/**
+ * The `source: config` lists of a config, with where each is managed (for the 409 message) and
+ * where a change to it comes from (the audit's `who`).
+ */
 export function declaredLists(config: Pick<Config, 'allowlists'>, configFile: string | null): Map<string, DeclaredList> {
   const declared = new Map<string, DeclaredList>();
   for (const [name, l] of Object.entries(config.allowlists)) {
     if (l.source !== 'config') continue;
+    // A ConfigMap list's namespace is filled in once read (config/configmap-lists.ts): null only
+    // for a config not read through it.
+    const cm = l.file === null && l.configMap !== null
+      ? `${l.configMap.namespace ?? '(pod namespace)'}/${l.configMap.name} key ${l.configMap.key}` : null;
     const managedIn = l.file !== null ? `${l.file} (allowlists.${name}.file of ${configFile ?? 'the config'})`
-      : l.configMap !== null ? `ConfigMap ${l.configMap.namespace ?? '(pod namespace)'}/${l.configMap.name} key ${l.configMap.key} (allowlists.${name}.configMap of ${configFile ?? 'the config'})`
+      : cm !== null ? `ConfigMap ${cm} (allowlists.${name}.configMap of ${configFile ?? 'the config'})`
         : `${configFile ?? 'the config file'} (allowlists.${name})`;
-    declared.set(name, { entries: l.entries as AllowEntry[], allowTemporary: l.allowTemporary, managedIn });
+    const changedBy = cm !== null ? `configmap ${cm}` : CONFIG_FILE;
+    declared.set(name, { entries: l.entries as AllowEntry[], allowTemporary: l.allowTemporary, managedIn, changedBy });
   }
   return declared;
 }

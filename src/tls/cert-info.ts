@@ -1,6 +1,6 @@
 /**
- * Facts about a PEM certificate file (a leaf, optionally followed by its chain), read with
- * node:crypto's X509Certificate: who it is for, who issued it, when it is valid, what key it
+ * Facts about a PEM certificate file (a leaf, optionally followed by its chain), read with the
+ * PEM reader the listeners load certificates with (pem.ts): who it is for, who issued it, when it is valid, what key it
  * carries. Used by `ipgate doctor` (expiry findings, src/doctor/analyse-certificates.ts); no
  * data-path code depends on it.
  *
@@ -8,8 +8,8 @@
  * certificate, a block that does not parse), the way a config error names the field: the caller
  * turns it into a finding or a log line.
  */
-import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
-import fs from 'node:fs';
+import { X509Certificate, type KeyObject } from 'node:crypto';
+import { pemCertificates, pemPrivateKey, readPemFile, type KeyProblem } from './pem';
 
 export type CertInfoErrorCode =
   | 'IPGATE_CERT_UNREADABLE' // the file cannot be read (missing, permissions, a directory)
@@ -71,43 +71,27 @@ export interface CertFileInfo {
   readonly leafPem: string;
 }
 
-/**
- * A PEM block: the RFC 7468 "strict" textual encoding. Only CERTIFICATE blocks count; others
- * (a private key concatenated into the same file) are skipped.
- */
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
-
 /** Read and describe a PEM certificate file. Throws CertInfoError (naming the file) on failure. */
 export function readCertFile(file: string): CertFileInfo {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'latin1');
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    throw new CertInfoError('IPGATE_CERT_UNREADABLE', file, `cannot read certificate file: ${e.code ?? e.message}`, { cause: err });
+  const pem = readPemFile(file);
+  if (!Buffer.isBuffer(pem)) {
+    throw new CertInfoError('IPGATE_CERT_UNREADABLE', file, `cannot read certificate file: ${pem.unreadable}`, { cause: pem.cause });
   }
-  return describePem(text, file);
+  return describePem(pem.toString('latin1'), file);
 }
 
 /** Describe PEM text (`source` names it in errors). */
 export function describePem(text: string, source: string): CertFileInfo {
-  const blocks = text.match(PEM_CERTIFICATE) ?? [];
-  if (blocks.length === 0) {
+  const r = pemCertificates(text);
+  if (!r.ok && r.problem === 'no_pem') {
     const hint = text.length === 0 ? 'the file is empty' : text.includes('PRIVATE KEY-----') ? 'it holds a private key, not a certificate' : 'no "-----BEGIN CERTIFICATE-----" block';
     throw new CertInfoError('IPGATE_CERT_NO_PEM', source, `not a PEM certificate: ${hint}`);
   }
-  const certs = blocks.map((block, i) => {
-    try {
-      return new X509Certificate(block);
-    } catch (err) {
-      throw new CertInfoError(
-        'IPGATE_CERT_INVALID',
-        source,
-        `certificate ${i + 1} of ${blocks.length} does not parse as X.509: ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
-  });
+  if (!r.ok) {
+    throw new CertInfoError('IPGATE_CERT_INVALID', source,
+      `certificate ${r.index + 1} of ${r.count} does not parse as X.509: ${r.cause.message}`, { cause: r.cause });
+  }
+  const { blocks, certs } = r;
   let chainOrdered = true;
   for (let i = 0; i + 1 < certs.length; i++) {
     if (!issuedBy(certs[i]!, certs[i + 1]!)) chainOrdered = false;
@@ -121,28 +105,22 @@ export function describePem(text: string, source: string): CertFileInfo {
  * key is read without a passphrase. Throws CertInfoError naming the file.
  */
 export function readKeyFile(file: string): KeyObject {
-  let pem: Buffer;
-  try {
-    pem = fs.readFileSync(file);
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    throw new CertInfoError('IPGATE_KEY_UNREADABLE', file, `cannot read private key file: ${e.code ?? e.message}`, { cause: err });
+  const pem = readPemFile(file);
+  if (!Buffer.isBuffer(pem)) {
+    throw new CertInfoError('IPGATE_KEY_UNREADABLE', file, `cannot read private key file: ${pem.unreadable}`, { cause: pem.cause });
   }
-  if (!pem.includes('PRIVATE KEY-----')) {
-    throw new CertInfoError('IPGATE_KEY_INVALID', file, pem.includes('-----BEGIN CERTIFICATE-----')
-      ? 'not a private key: it holds a certificate' : 'not a PEM private key: no "-----BEGIN ... PRIVATE KEY-----" block');
-  }
-  // PKCS#8 `ENCRYPTED PRIVATE KEY`, or a traditional key with `Proc-Type: 4,ENCRYPTED`: OpenSSL's
-  // error without a passphrase differs between Node versions, the label does not.
-  if (pem.includes('ENCRYPTED PRIVATE KEY-----') || pem.includes('Proc-Type: 4,ENCRYPTED')) {
-    throw new CertInfoError('IPGATE_KEY_INVALID', file, 'not a usable private key: the key is encrypted (a listener key must be unencrypted)');
-  }
-  try {
-    return createPrivateKey({ key: pem, format: 'pem' });
-  } catch (err) {
-    throw new CertInfoError('IPGATE_KEY_INVALID', file, `not a usable private key: does not parse: ${(err as Error).message}`, { cause: err });
-  }
+  const r = pemPrivateKey(pem);
+  if (!r.ok) throw new CertInfoError('IPGATE_KEY_INVALID', file, `${KEY_PROBLEM[r.problem]}: ${r.says}`, { cause: r.cause });
+  return r.key;
 }
+
+/** What a key file is not, by its problem. */
+const KEY_PROBLEM: Readonly<Record<KeyProblem, string>> = {
+  certificate: 'not a private key',
+  no_pem: 'not a PEM private key',
+  encrypted: 'not a usable private key',
+  invalid: 'not a usable private key',
+};
 
 /** Whether `key` is the private half of the file's leaf certificate. */
 export function keyMatches(info: CertFileInfo, key: KeyObject): boolean {

@@ -5,9 +5,9 @@
  * is a config error) and by the certificate store (cert-store.ts: a bad file at reload is refused
  * and the old pair stays). Returns a result or the reason as a sentence; never throws.
  */
-import { createHash, createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
-import fs from 'node:fs';
+import { createHash, type X509Certificate } from 'node:crypto';
 import { asciiLower, hostNameProblem } from '../route/host-name';
+import { pemCertificates, pemPrivateKey, readPemFile } from './pem';
 
 /** A pair as read and checked: the bytes OpenSSL gets, and what the store and metrics need. */
 export interface CertPair {
@@ -27,29 +27,17 @@ export interface CertPair {
   hash: string;
 }
 
-const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
-
 /** The certificates of a PEM file, or why not. */
-export function parseCertificates(pem: Buffer, file: string): X509Certificate[] | string {
-  const blocks = pem.toString('latin1').match(PEM_CERT);
-  if (blocks === null) return `${file} holds no PEM certificate ("-----BEGIN CERTIFICATE-----")`;
-  const out: X509Certificate[] = [];
-  for (let i = 0; i < blocks.length; i++) {
-    try {
-      out.push(new X509Certificate(blocks[i]!));
-    } catch (err) {
-      return `${file}: certificate ${i + 1} does not parse (${(err as Error).message})`;
-    }
-  }
-  return out;
+function parseCertificates(pem: Buffer, file: string): readonly X509Certificate[] | string {
+  const r = pemCertificates(pem);
+  if (r.ok) return r.certs;
+  if (r.problem === 'no_pem') return `${file} holds no PEM certificate ("-----BEGIN CERTIFICATE-----")`;
+  return `${file}: certificate ${r.index + 1} does not parse (${r.cause.message})`;
 }
 
 function read(file: string): Buffer | string {
-  try {
-    return fs.readFileSync(file);
-  } catch (err) {
-    return `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
-  }
+  const r = readPemFile(file);
+  return Buffer.isBuffer(r) ? r : `cannot read ${file}: ${r.unreadable}`;
 }
 
 /** Read and check a pair; `certFile` / `keyFile` are absolute paths. */
@@ -60,12 +48,9 @@ export function loadCertPair(certFile: string, keyFile: string): CertPair | stri
   if (typeof keyPem === 'string') return keyPem;
   const certs = parseCertificates(certPem, certFile);
   if (typeof certs === 'string') return certs;
-  let key: KeyObject;
-  try {
-    key = createPrivateKey(keyPem);
-  } catch (err) {
-    return `${keyFile} is not a usable private key (PEM, unencrypted): ${(err as Error).message}`;
-  }
+  const k = pemPrivateKey(keyPem);
+  if (!k.ok) return `${keyFile} is not a usable private key (PEM, unencrypted): ${k.says}`;
+  const key = k.key;
   const leaf = certs[0]!;
   if (!leaf.checkPrivateKey(key)) {
     return `${keyFile} is not the private key of the certificate in ${certFile} (subject ${JSON.stringify(leaf.subject.replace(/\n/g, ', '))})`;

@@ -257,6 +257,11 @@ export class RawSocket implements ByteSocket {
     this.handle.readStop();
   }
 
+  /** Not reading (as net.Socket's isPaused: paused, or never resumed). */
+  isPaused(): boolean {
+    return !this.reading;
+  }
+
   /**
    * Write `buf`. Returns false when the kernel did not take it all at once: the caller should stop
    * reading its source until onDrain. Writes after destroy or shutdown are dropped.

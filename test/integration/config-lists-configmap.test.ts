@@ -133,8 +133,16 @@ t.test('a list in a ConfigMap key, workers: 2: an edit in every worker within 2 
   await inForce([a], '127.0.0.6', true, 2000, 'the edit in force in every worker');
   t.ok(Date.now() - edited < 2000, `in force in every worker ${Date.now() - edited} ms after the API write`);
   t.equal(await admittedCount(a.port, '127.0.0.5', 6), 0, 'the removed entry admits nowhere');
+  // Audited as the ConfigMap key the change came from, in the history and in the log line (the
+  // durable record; log lines reach stdout in blocks: wait for it).
+  const who = `configmap ${NS}/${LISTS_CM} key ${KEY}`;
   const audit = await a.api('GET', '/v1/audit?list=partners');
-  t.match(audit.json.records[0], { action: 'config', added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] }, 'audited');
+  t.match(audit.json.records[0], { who, action: 'config', added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] }, 'audited');
+  const auditLine = (): Record<string, unknown> | undefined =>
+    logLines(a.g.stdout()).find((l) => l.audit === true && l.list === 'partners' && l.action === 'config');
+  await waitFor(() => auditLine() !== undefined, 5000, 'the audit log line');
+  t.match(auditLine(), { msg: 'allowlist changed', who, added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] },
+    'the audit log line says which ConfigMap key changed');
 
   const cases = [
     { description: 'a prefix out of range', text: '- 127.0.0.6/32\n- 10.0.0.1/33\n',

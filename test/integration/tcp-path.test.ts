@@ -216,6 +216,33 @@ t.test('slow-loris: a header started then silent is closed at the header timeout
   await waitFor(() => g.app.listeners[0]!.stats.denied.get('pp_timeout') === 1);
 });
 
+t.test('a header that never completes: the reason and version label say how it ended', async (t) => {
+  // The PROXY stage's answers that are not the decoder's (listener/header-stage.ts): the timer, or
+  // the peer's FIN, with nothing or part of a header read.
+  const backend = await echoBackend(t);
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${backend}`],
+    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'], headerTimeoutMs: 300 },
+  }, ['0.0.0.0/0']);
+  const rows: { description: string; send: string; fin: boolean; label: string; reason: PpReason }[] = [
+    { description: 'nothing sent, then silence', send: '', fin: false, label: 'none/pp_timeout', reason: 'pp_timeout' },
+    { description: 'part of a v1 header, then silence', send: 'PROXY TCP4 ', fin: false, label: 'unknown/pp_timeout', reason: 'pp_timeout' },
+    { description: 'nothing sent, then FIN', send: '', fin: true, label: 'unknown/pp_missing', reason: 'pp_missing' },
+    { description: 'part of a v1 header, then FIN', send: 'PROXY TCP4 ', fin: true, label: 'unknown/pp_truncated', reason: 'pp_truncated' },
+  ];
+  const stats = g.app.listeners[0]!.stats;
+  for (const row of rows) {
+    const labelBefore = stats.proxyHeader.get(row.label) ?? 0;
+    const deniedBefore = stats.denied.get(row.reason) ?? 0;
+    const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+    if (row.fin) c.end(row.send);
+    else if (row.send !== '') c.write(row.send);
+    t.equal((await readAll(c)).length, 0, `${row.description}: closed, nothing sent back`);
+    await waitFor(() => stats.proxyHeader.get(row.label) === labelBefore + 1, 5000, `${row.description}: ${row.label}`);
+    t.equal(stats.denied.get(row.reason), deniedBefore + 1, `${row.description}: denied as ${row.reason}`);
+  }
+});
+
 t.test('500 half-sent headers at once do not stop a good client', async (t) => {
   const backend = await echoBackend(t);
   const g = await gate(t, {

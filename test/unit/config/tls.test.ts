@@ -3,6 +3,7 @@
  * relative to the config file, and every refusal naming the field and quoting the value. The
  * files are made by the openssl CLI (test/helpers/certs.ts).
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -15,6 +16,8 @@ const ec = certs.issue('ec', { cn: 'ec.test', dns: ['ec.test'] });
 const rsa = certs.issue('rsa', { cn: 'rsa.test', dns: ['rsa.test'], kind: 'rsa' });
 fs.writeFileSync(certs.file('garbage.crt'), '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n');
 fs.writeFileSync(certs.file('empty.crt'), 'hello\n');
+const encryptedKey = certs.file('encrypted.key');
+execFileSync('openssl', ['pkey', '-in', ec.key, '-aes256', '-passout', 'pass:secret', '-out', encryptedKey]);
 
 const http = (tls: unknown, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
   allowlists: { main: ['10.0.0.0/8'] }, admin: { listen: null },
@@ -69,7 +72,9 @@ const rows: { desc: string; raw: Record<string, unknown>; problem: string }[] = 
   { desc: 'a file without a certificate', raw: http({ certificates: [cert({ cert: certs.file('empty.crt') })] }),
     problem: `holds no PEM certificate` },
   { desc: 'a key file that is a certificate', raw: http({ certificates: [cert({ key: ec.cert })] }),
-    problem: `listeners[0].tls.certificates[0].key: ${JSON.stringify(ec.cert)}: ${ec.cert} is not a usable private key` },
+    problem: `listeners[0].tls.certificates[0].key: ${JSON.stringify(ec.cert)}: ${ec.cert} is not a usable private key (PEM, unencrypted): it holds a certificate` },
+  { desc: 'an encrypted key (said as such: the PEM reader doctor uses, src/tls/pem.ts)', raw: http({ certificates: [cert({ key: encryptedKey })] }),
+    problem: `listeners[0].tls.certificates[0].key: ${JSON.stringify(encryptedKey)}: ${encryptedKey} is not a usable private key (PEM, unencrypted): the key is encrypted` },
   { desc: 'required client certificates without clientCA', raw: http({ certificates: [cert()], clientCertificate: 'required' }),
     problem: 'listeners[0].tls.clientCertificate: "required": needs listeners[0].tls.clientCA' },
   { desc: 'a client CA file that is not PEM', raw: http({ certificates: [cert()], clientCA: certs.file('empty.crt'), clientCertificate: 'optional' }),
