@@ -36,7 +36,7 @@ export function declaredLists(config: Pick<Config, 'allowlists'>, configFile: st
     const managedIn = l.file !== null ? `${l.file} (allowlists.${name}.file of ${configFile ?? 'the config'})`
       : cm !== null ? `ConfigMap ${cm} (allowlists.${name}.configMap of ${configFile ?? 'the config'})`
         : `${configFile ?? 'the config file'} (allowlists.${name})`;
-    const changedBy = cm !== null ? `configmap ${cm}` : CONFIG_FILE;
+    const changedBy = cm !== null ? `configmap ${cm}` : l.file !== null ? `file ${l.file}` : CONFIG_FILE;
     declared.set(name, { entries: l.entries as AllowEntry[], allowTemporary: l.allowTemporary, managedIn, changedBy });
   }
   return declared;

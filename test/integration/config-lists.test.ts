@@ -217,4 +217,7 @@ t.test('two ipgate processes sharing a ConfigMap store and one config file: an e
   for (const port of ports) t.equal(await admittedCount(port, '127.0.0.5', 2), 0, 'the removed entry no longer admits');
   const b = await request(`http://127.0.0.1:${adminPorts[1]}`, 'GET', '/v1/allowlists/partners');
   t.match(b.json, { source: 'config', entries: [{ cidr: '127.0.0.6/32' }], temporary: [{ cidr: '127.0.0.7/32' }] });
+  const audit = await request(a, 'GET', '/v1/audit?list=partners');
+  t.match(audit.json.records.find((r: { action: string }) => r.action === 'config'), { who: `file ${listFile}`, added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] },
+    'the list file edit is audited as coming from that file');
 });
