@@ -8,6 +8,7 @@
 import { createHash, type X509Certificate } from 'node:crypto';
 import { asciiLower, hostNameProblem } from '../route/host-name';
 import { pemCertificates, pemPrivateKey, readPemFile } from './pem';
+import { parseSubjectAltName } from './subject-alt-name';
 
 /** A pair as read and checked: the bytes OpenSSL gets, and what the store and metrics need. */
 export interface CertPair {
@@ -81,13 +82,8 @@ export function loadCaBundle(file: string): { pem: Buffer; count: number; hash: 
  * are any, the CN is not looked at), else the subject's CN if it is a host name. Lower-case.
  */
 export function certificateNames(cert: X509Certificate): string[] {
-  const san = cert.subjectAltName;
-  const names: string[] = [];
-  if (san !== undefined) {
-    // "DNS:a.example, DNS:*.b.example, IP Address:10.0.0.1"; a name cannot hold ", " or '"'.
-    for (const part of san.split(', ')) if (part.startsWith('DNS:')) names.push(asciiLower(part.slice(4)));
-    if (names.length > 0) return names;
-  }
+  const names = parseSubjectAltName(cert.subjectAltName).dns.map(asciiLower);
+  if (names.length > 0) return names;
   const cn = /^CN=(.*)$/m.exec(cert.subject);
   if (cn !== null && hostPattern(asciiLower(cn[1]!)) === null) names.push(asciiLower(cn[1]!));
   return names;

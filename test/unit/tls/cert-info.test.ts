@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { CertInfoError, describeKey, keyMatches, parseSubjectAltName, readCertFile, readKeyFile, type CertFileInfo, type KeyInfo } from '../../../src/tls/cert-info';
+import { CertInfoError, describeKey, keyMatches, readCertFile, readKeyFile, type CertFileInfo, type KeyInfo } from '../../../src/tls/cert-info';
+import { parseSubjectAltName } from '../../../src/tls/subject-alt-name';
 import { TestCA, days } from '../../helpers/openssl-certs';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-cert-info-'));
