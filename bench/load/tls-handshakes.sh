@@ -3,7 +3,9 @@
 # vs a minimal Node tls.Server (tls-min-server.js), on the same certificate, ECDSA P-256 and RSA
 # 2048, TLS 1.3 (openssl s_time -new: a full handshake per connection, no request). The CPU is
 # each server process's utime+stime from /proc/PID/stat over the run. bench/README.md "TLS
-# termination" has the numbers. Env: KINDS ("ec rsa"), ROUNDS ("1 2 3"), SECS (6).
+# termination" has the numbers. Env: KINDS ("ec rsa"), ROUNDS ("1 2 3"), SECS (6), NODE (node: the
+# binary that runs ipgate and the Node server), BASE (another checkout with a dist/ build: run too,
+# as `ipgate-base`, for an A/B of two builds; the servers' order is reversed every other round).
 set -u
 REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
 D=${D:-$(mktemp -d /tmp/ipgate-tls-bench-XXXXXX)}
@@ -39,12 +41,25 @@ listeners:
      tls: {certificates: [{cert: $D/$kind.crt, key: $D/$kind.key}]}}
 IG
   nginx -p $D/ng -c $D/ng.conf -e $D/ng/logs/error.log & NGPID=$!
-  node $REPO/dist/src/main.js --config $D/ig.yaml > ig.log 2>&1 & IGPID=$!
-  node $D/min.js $kind & MNPID=$!
+  ${NODE:-node} $REPO/dist/src/main.js --config $D/ig.yaml > ig.log 2>&1 & IGPID=$!
+  ${NODE:-node} $D/min.js $kind & MNPID=$!
+  SERVERS="ipgate nginx node-tls-server"; BSPID=
+  if [ -n "${BASE:-}" ]; then
+    sed 's/127.0.0.1:18603/127.0.0.1:18605/' ig.yaml > ig-base.yaml
+    ${NODE:-node} $BASE/dist/src/main.js --config $D/ig-base.yaml > ig-base.log 2>&1 & BSPID=$!
+    SERVERS="ipgate ipgate-base nginx node-tls-server"
+    for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/18605) 2>/dev/null && break; sleep 0.2; done
+  fi
   for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/18603) 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/18601) 2>/dev/null && break; sleep 0.2; done
   for round in ${ROUNDS:-1 2 3}; do
-    for srv in ipgate nginx node-tls-server; do
-      if [ $srv = ipgate ]; then P=18603; PID=$IGPID; elif [ $srv = nginx ]; then P=18601; PID=$NGPID; else P=18604; PID=$MNPID; fi
+    order=$SERVERS; [ $((round % 2)) = 0 ] && order=$(echo $SERVERS | tr ' ' '\n' | tac | tr '\n' ' ')
+    for srv in $order; do
+      case $srv in
+        ipgate) P=18603; PID=$IGPID ;;
+        ipgate-base) P=18605; PID=$BSPID ;;
+        nginx) P=18601; PID=$NGPID ;;
+        *) P=18604; PID=$MNPID ;;
+      esac
       c0=$(cpu $PID)
       out=$(openssl s_time -connect 127.0.0.1:$P -new -time ${SECS:-6} 2>&1 | grep 'connections in' | head -1)
       c1=$(cpu $PID)
@@ -52,5 +67,5 @@ IG
       echo "$kind round=$round $srv handshakes=$n cpu_s=$(echo "($c1-$c0)/100" | bc -l | cut -c1-6) us_per_handshake=$(echo "($c1-$c0)*10000/$n" | bc -l | cut -c1-7) hs_per_cpu_s=$(echo "$n*100/($c1-$c0)" | bc -l | cut -c1-7)"
     done
   done
-  kill $IGPID $NGPID $MNPID; wait $IGPID $NGPID $MNPID 2>/dev/null
+  kill $IGPID $NGPID $MNPID $BSPID; wait $IGPID $NGPID $MNPID $BSPID 2>/dev/null
 done

@@ -70,7 +70,9 @@ export const TlsSchema = Section({
   clientCertificate: Enum(['none', 'optional', 'required'], { default: 'none' }),
   /**
    * The handshake (from the first byte after any PROXY header to the handshake's end) must finish
-   * within this time (ms), else the connection is closed (`tls_handshake_timeout`).
+   * within this time (ms), else the connection is closed (`tls_handshake_timeout`). Checked every
+   * quarter of it (at least every 50 ms, at most every second), so a stalled handshake is closed
+   * up to that much later.
    */
   handshakeTimeoutMs: Type.Integer({ minimum: 1, maximum: 300_000, default: 10_000 }),
   /**

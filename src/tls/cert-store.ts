@@ -110,6 +110,15 @@ export class CertStore {
     return null;
   }
 
+  /**
+   * Whether the SNI name can change what a handshake gets: false with one certificate that also
+   * serves unknown names (`unknownSni: first`), where every lookup gives `initial` (terminate.ts
+   * then sets no SNICallback).
+   */
+  get sniDecides(): boolean {
+    return this.entries.length > 1 || this.config.unknownSni !== 'first';
+  }
+
   /** Whether a lookup miss is served by the first certificate (`unknownSni: first`). */
   get hasFallback(): boolean {
     return this.table.fallback !== null;

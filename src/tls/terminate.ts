@@ -18,7 +18,8 @@ import type { Connection } from '../listener/connection';
 import type { TlsHandshakeReason } from '../reasons';
 import type { TlsStats } from '../metrics/tls-stats';
 import type { CertStore } from './cert-store';
-import { tlsFacts } from './facts';
+import { TlsFacts } from './facts';
+import { WaitSweep, type Waiter } from '../forward/http/relay/wait-sweep';
 import { peerVerifyError } from './peer-verify';
 
 export interface TlsStageResult {
@@ -26,8 +27,17 @@ export interface TlsStageResult {
   failed(conn: Connection, reason: TlsHandshakeReason): void;
 }
 
-/** ALPN: the engine speaks HTTP/1.1 only; a client that offers h2 too gets http/1.1. */
-const ALPN = ['http/1.1'];
+/**
+ * ALPN: the engine speaks HTTP/1.1 only; a client that offers h2 too gets http/1.1. Given to each
+ * TLSSocket in wire form (length-prefixed), which Node only copies: the list form is encoded per
+ * socket, ~5 us of a handshake's CPU on Node 20 (bench/README.md "2026-12-02: what ipgate adds to a
+ * new TLS handshake").
+ */
+const ALPN = Buffer.from('\x08http/1.1', 'latin1');
+
+/** The Handshake of a TLSSocket, for the event handlers (shared functions, not one closure each). */
+const kHandshake = Symbol('ipgate.tlsHandshake');
+type HsSocket = tls.TLSSocket & { [kHandshake]?: Handshake };
 
 /**
  * OpenSSL error codes (Node's `ERR_SSL_*`) by what they say about the peer. Anything else is
@@ -48,9 +58,11 @@ const BY_CODE: Readonly<Record<string, TlsHandshakeReason>> = {
   EPIPE: 'tls_handshake_aborted',
 };
 
-/** One handshake in progress: the state its event handlers share. */
-export class Handshake {
-  timer: NodeJS.Timeout | null = null;
+/**
+ * One handshake in progress: the state its event handlers share. A Waiter of the stage's sweep
+ * while it lasts: the handshake timeout is checked there, not by a timer per handshake.
+ */
+export class Handshake implements Waiter {
   /** The client asked for a name no certificate serves (SNICallback found none). */
   sniMiss = false;
   /** The client sent SNI at all (SNICallback ran). */
@@ -65,15 +77,28 @@ export class Handshake {
     readonly result: TlsStageResult,
     readonly startedAt: number,
   ) {}
+
+  check(now: number): void {
+    if (!this.settled && now - this.startedAt >= this.stage.timeoutMs) this.stage.fail(this, 'tls_handshake_timeout', 'unknown');
+  }
 }
 
 export class TlsTerminator {
   private readonly requestCert: boolean;
   private readonly rejectUnauthorized: boolean;
   private readonly log: Logger;
+  /** `handshakeTimeoutMs`. */
+  readonly timeoutMs: number;
+  /**
+   * The handshake timeouts: one periodic check per listener (a quarter of the timeout, 50 ms to
+   * 1 s) instead of a setTimeout + clearTimeout per handshake, ~7 us of a handshake's CPU on Node
+   * 20 (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake"). A handshake may
+   * so run up to one interval past the timeout before it is closed.
+   */
+  private readonly sweep: WaitSweep;
 
   constructor(
-    private readonly config: Readonly<TlsConfig>,
+    config: Readonly<TlsConfig>,
     readonly store: CertStore,
     readonly stats: TlsStats,
     logger: Logger,
@@ -81,6 +106,8 @@ export class TlsTerminator {
     this.requestCert = config.clientCertificate !== 'none';
     this.rejectUnauthorized = config.clientCertificate === 'required';
     this.log = logger.child({ listener: stats.listener });
+    this.timeoutMs = config.handshakeTimeoutMs;
+    this.sweep = new WaitSweep(config.handshakeTimeoutMs);
   }
 
   /** Handshake on `raw` (paused); `leftover`: bytes read past the PROXY header. */
@@ -88,7 +115,7 @@ export class TlsTerminator {
     if (leftover.length > 0) raw.unshift(leftover);
     const store = this.store;
     let hs: Handshake | null = null;
-    const socket = new tls.TLSSocket(raw, {
+    const socket: HsSocket = new tls.TLSSocket(raw, {
       isServer: true,
       secureContext: store.initial,
       ALPNProtocols: ALPN,
@@ -96,24 +123,33 @@ export class TlsTerminator {
       // `required`: OpenSSL fails a handshake without a client certificate; whether one that was
       // sent verifies is checked at `secure` (peer-verify.ts), for `optional` too.
       rejectUnauthorized: this.rejectUnauthorized,
-      SNICallback: (servername, cb) => {
-        const ctx = store.lookup(servername);
-        if (hs !== null) {
-          hs.sniSeen = true;
-          hs.sniMiss = ctx === null;
-        }
-        // No context: the handshake goes on with `initial` (the default certificate, or none).
-        cb(null, ctx ?? undefined);
-      },
+      // Only when the name can change the certificate: with an SNICallback, Node stops every
+      // handshake at OpenSSL's certificate callback to call into JS and back, even for a client
+      // that sent no name (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake").
+      // With one certificate that also serves unknown names, every lookup would give `initial`.
+      ...(store.sniDecides ? {
+        SNICallback: (servername: string, cb: (err: Error | null, ctx?: tls.SecureContext) => void): void => {
+          const ctx = store.lookup(servername);
+          if (hs !== null) {
+            hs.sniSeen = true;
+            hs.sniMiss = ctx === null;
+          }
+          // No context: the handshake goes on with `initial` (the default certificate, or none).
+          cb(null, ctx ?? undefined);
+        },
+      } : {}),
     });
     hs = new Handshake(this, conn, raw, socket, result, performance.now());
-    hs.timer = setTimeout(onTimeout, this.config.handshakeTimeoutMs, hs);
-    socket.once('secure', onSecure.bind(hs));
-    socket.on('error', onHandshakeError.bind(hs));
-    socket.once('close', onCloseEarly.bind(hs));
+    this.sweep.add(hs);
+    // Shared handlers finding the state on the socket, and `on` rather than `once` (which wraps
+    // each listener): fewer objects per handshake. Each acts once (`settled`).
+    socket[kHandshake] = hs;
+    socket.on('secure', onSecure);
+    socket.on('error', onHandshakeError);
+    socket.on('close', onCloseEarly);
     // The accepted socket allows half-open connections; a client that ends its side before the
     // handshake is done can never finish it (it must still send its Finished).
-    socket.once('end', onEndEarly.bind(hs));
+    socket.on('end', onEndEarly);
     // A wrapped socket accepted paused (pauseOnConnect) must be read for the handshake to run.
     socket.resume();
   }
@@ -150,7 +186,7 @@ export class TlsTerminator {
     this.stats.handshake('ok', version, (performance.now() - hs.startedAt) / 1000);
     const servername = (socket as tls.TLSSocket & { servername?: string | false }).servername;
     const cipher = socket.getCipher();
-    hs.conn.tls = tlsFacts(version, typeof servername === 'string' ? servername : null, cipher.standardName ?? cipher.name, resumed, clientCert);
+    hs.conn.tls = new TlsFacts(version, typeof servername === 'string' ? servername : null, cipher.standardName ?? cipher.name, resumed, clientCert);
     // Errors after the handshake (a reset, a bad record) end this connection only.
     socket.on('error', onLaterError);
     hs.result.done(hs.conn, socket);
@@ -179,31 +215,30 @@ export class TlsTerminator {
 
   private settle(hs: Handshake): void {
     hs.settled = true;
-    if (hs.timer !== null) clearTimeout(hs.timer);
-    hs.timer = null;
+    this.sweep.delete(hs);
   }
 }
 
-function onTimeout(hs: Handshake): void {
-  hs.stage.fail(hs, 'tls_handshake_timeout', 'unknown');
+function onSecure(this: HsSocket): void {
+  const hs = this[kHandshake]!;
+  if (!hs.settled) hs.stage.secured(hs);
 }
 
-function onSecure(this: Handshake): void {
-  if (!this.settled) this.stage.secured(this);
+function onHandshakeError(this: HsSocket, err: NodeJS.ErrnoException): void {
+  const hs = this[kHandshake]!;
+  if (!hs.settled) hs.stage.errored(hs, err);
 }
 
-function onHandshakeError(this: Handshake, err: NodeJS.ErrnoException): void {
-  if (!this.settled) this.stage.errored(this, err);
-}
-
-function onCloseEarly(this: Handshake): void {
+function onCloseEarly(this: HsSocket): void {
+  const hs = this[kHandshake]!;
   // Closed before `secure` without an error event: the client went away mid-handshake.
-  if (!this.settled) this.stage.fail(this, 'tls_handshake_aborted', 'unknown');
-  else this.raw.destroy(); // the TLS socket closed: make sure the accepted one does (the listener's close)
+  if (!hs.settled) hs.stage.fail(hs, 'tls_handshake_aborted', 'unknown');
+  else hs.raw.destroy(); // the TLS socket closed: make sure the accepted one does (the listener's close)
 }
 
-function onEndEarly(this: Handshake): void {
-  if (!this.settled) this.stage.fail(this, 'tls_handshake_aborted', 'unknown');
+function onEndEarly(this: HsSocket): void {
+  const hs = this[kHandshake]!;
+  if (!hs.settled) hs.stage.fail(hs, 'tls_handshake_aborted', 'unknown');
 }
 
 function onLaterError(): void {

@@ -133,6 +133,25 @@ t.test('curl over TLS: the backend sees https, the listener port and the real cl
   t.type((line.tls as { cipher: string }).cipher, 'string');
 });
 
+t.test('one certificate for every name (no SNI callback): any name or none is served, the name the client sent is logged', { skip }, async (t) => {
+  const g = await gate(t, { certificates: [{ cert: ec!.cert, key: ec!.key, name: 'ec' }] });
+  t.equal(stageOf(g).store.sniDecides, false, 'the name cannot change the certificate: the stage sets no SNICallback');
+  const port = g.port();
+  const rows: { desc: string; client: string; url: string; resolve: string | null; sni: string | null }[] = [
+    { desc: 'the certificate\'s own name', client: '127.0.0.21', url: `https://ec.test:${port}/a`, resolve: `ec.test:${port}:127.0.0.1`, sni: 'ec.test' },
+    { desc: 'a name it does not carry', client: '127.0.0.22', url: `https://other.test:${port}/b`, resolve: `other.test:${port}:127.0.0.1`, sni: 'other.test' },
+    { desc: 'no SNI (an IP literal)', client: '127.0.0.23', url: `https://127.0.0.1:${port}/c`, resolve: null, sni: null },
+  ];
+  for (const row of rows) {
+    const r = await run('curl', ['-sS', '-k', '--interface', row.client, ...(row.resolve !== null ? ['--resolve', row.resolve] : []), '-o', '/dev/null', '-w', '%{http_code}', row.url]);
+    t.equal(r.out, '200', `${row.desc}: served (${r.err})`);
+    await waitFor(() => g.logs.find((l) => l.msg === 'access' && l.client === row.client) !== undefined, 5000, `${row.desc}: access line`);
+    const line = g.logs.find((l) => l.msg === 'access' && l.client === row.client)!;
+    t.match(line.tls, { version: 'TLSv1.3', sni: row.sni, resumed: false }, `${row.desc}: the access line's sni is ${String(row.sni)}`);
+  }
+  t.equal(handshakes(g)['ok/TLSv1.3'], rows.length, 'every handshake counted ok/TLSv1.3');
+});
+
 t.test('the allowlist is enforced per request over TLS: 403 for a denied client, connection kept', { skip }, async (t) => {
   const g = await gate(t, fourCerts(), {}, ['127.0.0.2/32']);
   const port = g.port();

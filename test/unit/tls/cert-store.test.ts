@@ -62,6 +62,25 @@ t.test('lookup', async (t) => {
   t.same(s.expiries().map((e) => e.label), ['a', 'w', 'b'], 'expiry per pair, labelled by name');
 });
 
+t.test('whether the SNI name can change the certificate (terminate.ts sets an SNICallback only then)', async (t) => {
+  const one = (unknownSni: 'first' | 'refuse'): CertStore => new CertStore('web', {
+    certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
+    unknownSni, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
+    handshakeTimeoutMs: 1000, sessionTickets: false, reloadIntervalMs: 1000,
+  }, log);
+  const rows: { desc: string; store: CertStore; decides: boolean }[] = [
+    { desc: 'one pair, unknown names get it: every lookup gives the initial context', store: one('first'), decides: false },
+    { desc: 'one pair, unknown names refused: a miss must switch nothing and fail', store: one('refuse'), decides: true },
+    { desc: 'three pairs: the name picks one', store: store('first'), decides: true },
+    { desc: 'three pairs, refuse', store: store('refuse'), decides: true },
+  ];
+  for (const row of rows) t.equal(row.store.sniDecides, row.decides, row.desc);
+  const single = rows[0]!.store;
+  for (const name of ['a.test', 'www.a.test', 'unknown.test']) {
+    t.equal(single.lookup(name) ?? single.initial, single.initial, `one pair, first: ${name} ends on the initial context`);
+  }
+});
+
 t.test('the verify result is where peer-verify.ts reads it (fails on a Node that moved it)', async (t) => {
   const s = store('first');
   let seen: boolean | null = null;

@@ -62,3 +62,19 @@ t.test('the sweep timer runs while waiters exist and fires on its own', async (t
   await fired;
   t.pass('expired by the interval, not by a test call');
 });
+
+t.test('the timer outlives its last waiter by one interval, then stops; a new waiter restarts it', async (t) => {
+  const s = new WaitSweep(200); // 50 ms interval
+  const hold = setTimeout(() => undefined, 5000);
+  t.teardown(() => clearTimeout(hold));
+  const w = waiter(0);
+  s.add(w);
+  s.delete(w);
+  t.equal(s.running, true, 'still running right after the last waiter left (no clearInterval per connection)');
+  s.tick();
+  t.equal(s.running, false, 'the first sweep with no waiter stops it');
+  const fired = new Promise<void>((resolve) => s.add(waiter(performance.now() + 60, (x) => { s.delete(x); resolve(); })));
+  t.equal(s.running, true, 'a new waiter starts it again');
+  await fired;
+  t.pass('and it expires waits again');
+});
