@@ -21,7 +21,7 @@ import type { Logger } from 'pino';
 import type { TlsCertificateConfig, TlsConfig } from '../config/schema-tls';
 import { asciiLower } from '../route/host-name';
 import { loadCaBundle, loadCertPair, type CertPair } from './cert-pair';
-import { TicketKeys } from './session-tickets';
+import { SESSION_TIMEOUT_S, TicketKeys } from './session-tickets';
 
 /** One configured pair and the material in force for it. */
 interface Entry {
@@ -220,7 +220,7 @@ export class CertStore {
       minVersion: c.minVersion,
       maxVersion: c.maxVersion,
       ...(this.ca !== null ? { ca: this.ca.pem } : {}),
-      ...(this.tickets !== null ? { ticketKeys: this.tickets.current } : { secureOptions: constants.SSL_OP_NO_TICKET }),
+      ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : { secureOptions: constants.SSL_OP_NO_TICKET }),
     });
   }
 

@@ -5,12 +5,13 @@
  *
  * - One key per listener. Node's SecureContext takes one 48-byte key (`ticketKeys`), with no list
  *   of older keys that still decrypt, so a ticket issued before a rotation is not accepted after
- *   it: the client does a full handshake, nothing else. The contexts are built with
- *   createSecureContext, not a tls.Server, so a ticket's lifetime is OpenSSL's default, 7200 s
- *   (what s_client shows as the lifetime hint): longer than a key, so in practice a ticket is good
- *   until the next rotation. A key that never changes would let whoever reads it decrypt every
+ *   it: the client does a full handshake, nothing else. A ticket (a session) is good for
+ *   SESSION_TIMEOUT_S, nginx's `ssl_session_timeout` and HAProxy's `tune.ssl.lifetime` default
+ *   (cert-store.ts sets it: createSecureContext, unlike a tls.Server, would leave OpenSSL's
+ *   7200 s). A key that never changes would let whoever reads it decrypt every
  *   session it ever protected (forward secrecy is only as good as the ticket key's lifetime), so
- *   it is rotated; every hour, so each client holding a ticket pays one full handshake per hour.
+ *   it is rotated every hour; only tickets issued in the last SESSION_TIMEOUT_S before a rotation
+ *   are lost to it.
  * - Who makes them. One process: each listener's TicketKeys makes and rotates its own. Cluster
  *   (`workers` > 1, or the admin API in its own process): the primary makes and rotates them
  *   (ClusterTicketKeys) and sends them to every worker, at its start and at each rotation
@@ -19,6 +20,9 @@
  *   it is sent and stops rotating on its own.
  */
 import { randomBytes } from 'node:crypto';
+
+/** How long a session (its ticket) can be resumed, in seconds: nginx's and HAProxy's default, 300. */
+export const SESSION_TIMEOUT_S = 300;
 
 /** How long one ticket key is used. */
 export const ROTATE_MS = 3_600_000;

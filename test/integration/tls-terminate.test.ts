@@ -298,6 +298,14 @@ t.test('sessions resume with a ticket', { skip }, async (t) => {
   t.equal(second.reused, true, 'the ticket resumes the session');
   t.equal(stageOf(g).stats.resumed, 1, 'counted as resumed');
   t.match(await g.app.metrics.scrape(), /ipgate_tls_resumed_sessions_total\{listener="web"\} 1/);
+  // A ticket lasts nginx's and HAProxy's default session lifetime, not OpenSSL's 7200 s.
+  for (const version of ['-tls1_2', '-tls1_3']) {
+    // A request with Connection: close, and -ign_eof: s_client stays until ipgate closes, by which
+    // time the TLS 1.3 ticket (sent after the handshake) has arrived.
+    const r = await run('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'ec.test', version, '-ign_eof'],
+      'GET / HTTP/1.1\r\nHost: ec.test\r\nConnection: close\r\n\r\n');
+    t.match(r.out, /TLS session ticket lifetime hint: 300 \(seconds\)/, `${version}: lifetime hint 300 s`);
+  }
 });
 
 t.test('a certificate swapped in a Secret volume is used for new handshakes; open connections keep theirs; a bad one is refused', { skip }, async (t) => {
