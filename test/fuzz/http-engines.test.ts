@@ -38,7 +38,7 @@ import net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { childPids, MAIN, ROOT, tmpDir, type Spawned } from '../helpers/ipgate';
+import { childPids, killAtTeardown, MAIN, ROOT, tmpDir, type Spawned } from '../helpers/ipgate';
 import { freePort, waitFor, waitForListen } from '../helpers/net';
 import { prng } from '../helpers/prng';
 import { RawBackend, type Behaviour, type BehaviourKind, type SeenRequest } from '../helpers/raw-backend';
@@ -396,12 +396,7 @@ async function startGate(t: Test, engine: string, upstream: number): Promise<Gat
       timeouts: { connectMs: 1000, idleMs: IDLE_MS }, http: { engine, ...TIMEOUTS },
     }],
   });
-  t.teardown(async () => {
-    if (g.child.exitCode !== null || g.child.signalCode !== null) return;
-    for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-    g.child.kill('SIGKILL');
-    await g.exited;
-  });
+  killAtTeardown(t, g);
   await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'ipgate ready');
   if (g.child.exitCode !== null) throw new Error(`ipgate exited at start: ${g.stdout()} ${g.stderr()}`);
   await waitForListen(port);

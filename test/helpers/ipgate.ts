@@ -104,6 +104,19 @@ export function childPids(pid: number): number[] {
   return [...new Set(out)];
 }
 
+/**
+ * Kill `g` and its children (a cluster's workers) when the test ends, unless it already exited:
+ * SIGKILL, so a hung drain cannot hold the run up.
+ */
+export function killAtTeardown(t: { teardown(fn: () => Promise<void>): void }, g: Spawned): void {
+  t.teardown(async () => {
+    if (g.child.exitCode !== null || g.child.signalCode !== null) return;
+    for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    g.child.kill('SIGKILL');
+    await g.exited;
+  });
+}
+
 /** The JSON log lines written to stdout so far (a partial last line is left out). */
 export function logLines(text: string): Record<string, unknown>[] {
   const lines = text.split('\n');

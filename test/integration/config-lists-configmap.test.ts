@@ -15,7 +15,7 @@ import YAML from 'yaml';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { request, TOKEN } from '../helpers/admin-api';
 import { FakeKubeApi } from '../helpers/fake-kube-api';
-import { childPids, logLines, spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
+import { killAtTeardown, logLines, spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
 import { closed, connect, freePort, readLine, waitFor } from '../helpers/net';
 
 const NS = 'edge';
@@ -85,13 +85,7 @@ async function gate(t: Test, s: Setup, name: string, extra: Record<string, unkno
   }));
   // POD_NAMESPACE as the chart sets it: configMap.namespace null is the pod's own.
   const g = spawnIpgate(['run', '--config', file], undefined, { KUBECONFIG: s.kubeconfig, POD_NAMESPACE: NS });
-  t.teardown(async () => {
-    if (g.child.exitCode === null) {
-      for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-      g.child.kill('SIGKILL');
-      await g.exited;
-    }
-  });
+  killAtTeardown(t, g);
   await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 30_000, `${name} ready`);
   t.equal(g.child.exitCode, null, g.stderr());
   const base = `http://127.0.0.1:${adminPort}`;

@@ -14,7 +14,7 @@ import YAML from 'yaml';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { request, startAdminGate, TOKEN } from '../helpers/admin-api';
 import { FakeKubeApi } from '../helpers/fake-kube-api';
-import { childPids, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
+import { killAtTeardown, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
 import { closed, connect, freePort, readLine, waitFor } from '../helpers/net';
 
 async function tcpEcho(t: Test): Promise<number> {
@@ -55,13 +55,7 @@ t.test('a source: config list follows its file in every worker within 2 s; API w
   });
   fs.writeFileSync(file, config(['127.0.0.5/32']));
   const g = spawnIpgate(['run', '--config', file]);
-  t.teardown(async () => {
-    if (g.child.exitCode === null) {
-      for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-      g.child.kill('SIGKILL');
-      await g.exited;
-    }
-  });
+  killAtTeardown(t, g);
   await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 30_000, 'primary ready');
   t.equal(g.child.exitCode, null, g.stderr());
   const base = `http://127.0.0.1:${adminPort}`;
@@ -186,13 +180,7 @@ t.test('two ipgate processes sharing a ConfigMap store and one config file: an e
       listeners: [{ name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'partners', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1' }],
     }));
     const g = spawnIpgate(['run', '--config', own], undefined, { KUBECONFIG: kubeconfig });
-    t.teardown(async () => {
-      if (g.child.exitCode === null) {
-        for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-        g.child.kill('SIGKILL');
-        await g.exited;
-      }
-    });
+    killAtTeardown(t, g);
     return g;
   });
   for (const g of procs) {

@@ -12,7 +12,7 @@ import path from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
 import { request as adminRequest, TOKEN } from '../helpers/admin-api';
-import { childPids, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
+import { killAtTeardown, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
 import { freePort, waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { threeBackends } from '../helpers/routes';
@@ -63,13 +63,7 @@ t.test('routes follow the config file in every worker; bad changes are refused; 
   const old = { name: 'old', hosts: ['old.example.com'], upstreams: [`127.0.0.1:${ports.b}`] };
   fs.writeFileSync(file, config([stable, old]));
   const g = spawnIpgate(['run', '--config', file]);
-  t.teardown(async () => {
-    if (g.child.exitCode === null) {
-      for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-      g.child.kill('SIGKILL');
-      await g.exited;
-    }
-  });
+  killAtTeardown(t, g);
   await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 30_000, 'primary ready');
   t.equal(g.child.exitCode, null, g.stderr());
   const api = (m: string, u: string, body?: unknown): ReturnType<typeof adminRequest> =>

@@ -15,7 +15,7 @@ import type net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
-import { childPids, logLines, spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
+import { childPids, killAtTeardown, logLines, spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
 import { freePort, waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { startApp, type App } from '../../src/app';
@@ -73,12 +73,7 @@ async function startGate(t: Test): Promise<Gate> {
       upstreams: [`127.0.0.1:${(backend.address() as net.AddressInfo).port}`],
       tls: { certificates: [{ cert: pair!.cert, key: pair!.key }] } }],
   });
-  t.teardown(async () => {
-    if (g.child.exitCode !== null) return;
-    for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-    g.child.kill('SIGKILL');
-    await g.exited;
-  });
+  killAtTeardown(t, g);
   const url = `http://127.0.0.1:${admin}`;
   const ready = async (): Promise<boolean> => (await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) === 200;
   await waitFor(async () => g.child.exitCode !== null || await ready(), 30_000, 'both workers listening');

@@ -11,7 +11,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { request, TOKEN } from '../helpers/admin-api';
-import { spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
+import { childPids, killAtTeardown, spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
 import { closed, connect, freePort, readLine, waitFor } from '../helpers/net';
 
 async function tcpEcho(t: Test): Promise<number> {
@@ -19,21 +19,6 @@ async function tcpEcho(t: Test): Promise<number> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
   return (server.address() as net.AddressInfo).port;
-}
-
-/** Child pids of `pid` (the workers of a primary). */
-function children(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(d));
-    } catch {
-      // gone
-    }
-  }
-  return out;
 }
 
 interface Cluster {
@@ -58,13 +43,7 @@ async function startCluster(t: Test, extra: Record<string, unknown> = {}): Promi
     listeners: [{ name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1' }],
     ...extra,
   });
-  t.teardown(async () => {
-    if (g.child.exitCode === null) {
-      for (const pid of children(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-      g.child.kill('SIGKILL');
-      await g.exited;
-    }
-  });
+  killAtTeardown(t, g);
   await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'primary ready');
   if (g.child.exitCode !== null) throw new Error(`ipgate exited: ${g.stdout()} ${g.stderr()}`);
   const admin = `http://127.0.0.1:${adminPort}`;
@@ -90,7 +69,7 @@ async function denied(port: number, from: string): Promise<boolean> {
 
 t.test('two workers share the listener and report through one /metrics', async (t) => {
   const c = await startCluster(t);
-  t.equal(children(c.g.child.pid!).length, 2, 'two worker processes');
+  t.equal(childPids(c.g.child.pid!).length, 2, 'two worker processes');
   // Under SCHED_RR the primary accepts and passes each handle on: the workers take them as
   // RawSockets all the same (listener.ts acceptHandles).
   // (The workers' log lines may reach the pipe after the primary's "ready".)
@@ -134,10 +113,10 @@ t.test('a killed worker is replaced and the new one enforces the current lists',
   const c = await startCluster(t);
   const r = await c.api('POST', '/v1/allowlists/main/entries', { entries: [{ cidr: '127.0.0.6/32' }] });
   t.equal(r.status, 200, r.text);
-  const before = children(c.g.child.pid!);
+  const before = childPids(c.g.child.pid!);
   process.kill(before[0]!, 'SIGKILL');
   await waitFor(() => {
-    const now = children(c.g.child.pid!);
+    const now = childPids(c.g.child.pid!);
     return now.length === 2 && !now.includes(before[0]!);
   }, 10_000, 'replacement worker');
   await waitFor(async () => (await c.api('GET', '/readyz')).status === 200, 10_000, 'ready again');
@@ -149,7 +128,7 @@ t.test('a killed worker is replaced and the new one enforces the current lists',
 
 t.test('SIGTERM to the primary drains every worker, then the tree exits 0', async (t) => {
   const c = await startCluster(t, { shutdown: { drainTimeoutMs: 10_000 } });
-  const workers = children(c.g.child.pid!);
+  const workers = childPids(c.g.child.pid!);
   const open = await stream(c.port, '127.0.0.3');
   c.g.child.kill('SIGTERM');
   await waitFor(() => /stopping: workers drain/.test(c.g.stdout()), 5000, 'drain started');
