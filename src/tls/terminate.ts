@@ -19,7 +19,7 @@ import type { TlsHandshakeReason } from '../reasons';
 import type { TlsStats } from '../metrics/tls-stats';
 import type { CertStore } from './cert-store';
 import { TlsFacts } from './facts';
-import { WaitSweep, type Waiter } from '../forward/http/relay/wait-sweep';
+import { WaitSweep, type Waiter } from '../listener/wait-sweep';
 import { peerVerifyError } from './peer-verify';
 
 export interface TlsStageResult {

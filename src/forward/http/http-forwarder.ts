@@ -46,7 +46,7 @@ import { newRequestId, validRequestId } from './request-id';
 import type { RequestHead } from './relay/llhttp-parser';
 import { RelayConn, type Admitted, type RelayHost } from './relay/relay-conn';
 import { RelayPool } from './relay/upstream-pool';
-import { WaitSweep } from './relay/wait-sweep';
+import { WaitSweep } from '../../listener/wait-sweep';
 import { DnsCache } from './upstream-dns';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */

@@ -43,7 +43,7 @@ import type { Exchange, HttpConn } from '../exchange';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
 import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
-import type { Waiter, WaitSweep } from './wait-sweep';
+import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
 
 /** One admitted or refused request, as the policy made it. */
 export interface Admitted {
@@ -151,7 +151,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private timedOut = false;
   /**
    * Between requests: the keep-alive wait, then (first byte of a request) the header wait, checked
-   * by the listener's sweep (wait-sweep.ts); `waitDeadline` is when the current one runs out.
+   * by the listener's sweep (listener/wait-sweep.ts); `waitDeadline` is when the current one runs out.
    */
   private waiting: 'idle' | 'head' | null = null;
   waitDeadline = 0;
@@ -235,7 +235,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /**
-   * The listener's sweep (wait-sweep.ts), every interval: the wait between requests, the idle
+   * The listener's sweep (listener/wait-sweep.ts), every interval: the wait between requests, the idle
    * timeout (no byte either way on the client socket for timeouts.idleMs: the same rule as a
    * net.Socket's setTimeout), and the idle bound of the connection's own upstream socket.
    */

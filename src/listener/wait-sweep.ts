@@ -1,12 +1,13 @@
 /**
- * The waits between requests (keep-alive timeout, request-header timeout) and the idle timeouts
- * (client connection, its own upstream socket) checked by one periodic sweep per listener instead
- * of a timer per connection: a keep-alive connection changes its wait
- * twice per request (idle, then head), and a clearTimeout + setTimeout pair each time was ~2% of
- * the CPU samples of the denied workload (bench/README.md "2026-12-02: one HTTP engine, one
- * process"); here a wait is one number written. node:http enforces headersTimeout the same way
- * (a periodic check, `connectionsCheckingInterval`). A wait runs out at most one interval late;
- * the interval is a quarter of the shorter timeout, between 50 ms and 1 s.
+ * Deadlines of a listener's connections checked by one periodic sweep instead of a timer per
+ * connection: the HTTP engine's waits between requests (keep-alive, request header) and idle
+ * bounds (forward/http/relay/relay-conn.ts), and a TLS listener's handshake timeout
+ * (tls/terminate.ts). A keep-alive connection changes its wait twice per request (idle, then
+ * head), and a clearTimeout + setTimeout pair each time was ~2% of the CPU samples of the denied
+ * workload (bench/README.md "2026-12-02: one HTTP engine, one process"); here a wait is one number
+ * written. node:http enforces headersTimeout the same way (a periodic check,
+ * `connectionsCheckingInterval`). A deadline is acted on at most one interval late; the interval
+ * is a quarter of the shortest timeout, between 50 ms and 1 s.
  */
 export interface Waiter {
   /** Called every interval with performance.now(): act on whatever has run out by then. */
