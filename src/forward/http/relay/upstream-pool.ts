@@ -62,7 +62,6 @@ export class RelayPool {
   private readonly targets = new Map<Upstream, TargetState>();
   /** Closes idle sockets past idleMs; runs while any socket idles in the pool. */
   private sweepTimer: NodeJS.Timeout | null = null;
-  private idleCount = 0;
   private readonly sweepMs: number;
 
   constructor(
@@ -94,15 +93,10 @@ export class RelayPool {
     const s = this.state(target);
     if (!fresh) {
       const c = s.free.pop();
-      if (c !== undefined) {
-        this.idleCount--;
-        return take(c);
-      }
+      if (c !== undefined) return take(c);
     } else if (s.open >= this.maxSockets && s.free.length > 0) {
       // A fresh socket wanted at the bound: make room by closing the coldest idle one.
-      const cold = s.free.shift()!;
-      this.idleCount--;
-      cold.socket.destroy();
+      s.free.shift()!.socket.destroy();
     }
     if (s.open < this.maxSockets) {
       s.open++;
@@ -134,23 +128,24 @@ export class RelayPool {
       return;
     }
     s.free.push(c);
-    this.idleCount++;
     if (this.sweepTimer === null) {
       this.sweepTimer = setInterval(sweepPool, this.sweepMs, this);
       this.sweepTimer.unref();
     }
   }
 
-  /** Close the sockets idle for idleMs or more (the coldest are first in each free list). */
+  /**
+   * Close the sockets idle for idleMs or more (the coldest are first in each free list); the timer
+   * stops once no socket idles.
+   */
   sweep(now = performance.now()): void {
+    let idle = 0;
     for (const s of this.targets.values()) {
-      while (s.free.length > 0 && now - s.free[0]!.socket.lastActive >= this.idleMs) {
-        this.idleCount--;
-        s.free.shift()!.socket.destroy(); // closed() finds it off the free list already
-      }
+      // closed() finds a socket closed here off the free list already.
+      while (s.free.length > 0 && now - s.free[0]!.socket.lastActive >= this.idleMs) s.free.shift()!.socket.destroy();
+      idle += s.free.length;
     }
-    if (this.idleCount <= 0 && this.sweepTimer !== null) {
-      this.idleCount = 0;
+    if (idle === 0 && this.sweepTimer !== null) {
       clearInterval(this.sweepTimer);
       this.sweepTimer = null;
     }
@@ -160,10 +155,7 @@ export class RelayPool {
   closed(c: UpstreamConn): void {
     const s = this.state(c.target);
     const i = s.free.indexOf(c);
-    if (i >= 0) {
-      s.free.splice(i, 1);
-      this.idleCount--;
-    }
+    if (i >= 0) s.free.splice(i, 1);
     s.open--;
     const w = s.waiters.shift();
     if (w !== undefined) {
@@ -177,7 +169,6 @@ export class RelayPool {
       const free = s.free.splice(0);
       for (const c of free) c.socket.destroy();
     }
-    this.idleCount = 0;
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
   }
