@@ -6,19 +6,11 @@
  * trustedProxies change who is trusted without a restart.
  */
 import fs from 'node:fs';
-import net from 'node:net';
-import t, { type Test } from 'tap';
-import { createTcpEcho } from '../../src/echo/echo-server';
+import t from 'tap';
 import { startAdminGate } from '../helpers/admin-api';
 import { countingBackend } from '../helpers/http';
 import { closed, connect, readAll, readLine, waitFor } from '../helpers/net';
-
-async function tcpEcho(t: Test): Promise<number> {
-  const server = createTcpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  return (server.address() as net.AddressInfo).port;
-}
+import { tcpEcho } from '../helpers/echo';
 
 async function httpStatus(port: number, from: string, headers = ''): Promise<number> {
   const s = await connect({ port, localAddress: from });

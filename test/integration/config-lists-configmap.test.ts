@@ -8,27 +8,19 @@
  * start with the reason. Clients are real connections from 127.0.0.x.
  */
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { createTcpEcho } from '../../src/echo/echo-server';
 import { request, TOKEN } from '../helpers/admin-api';
 import { FakeKubeApi } from '../helpers/fake-kube-api';
 import { killAtTeardown, logLines, spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
 import { closed, connect, freePort, readLine, waitFor } from '../helpers/net';
+import { tcpEcho } from '../helpers/echo';
 
 const NS = 'edge';
 const STORE_CM = 'edge-ipgate-allowlists';
 const LISTS_CM = 'edge-ipgate-lists';
 const KEY = 'partners.yaml';
-
-async function tcpEcho(t: Test): Promise<number> {
-  const server = createTcpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  return (server.address() as net.AddressInfo).port;
-}
 
 async function admitted(port: number, from: string): Promise<boolean> {
   const s = await connect({ port, localAddress: from });

@@ -7,22 +7,14 @@
  * is reported once at start-up and in /readyz.
  */
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import YAML from 'yaml';
-import { createTcpEcho } from '../../src/echo/echo-server';
 import { request, startAdminGate, TOKEN } from '../helpers/admin-api';
 import { FakeKubeApi } from '../helpers/fake-kube-api';
 import { killAtTeardown, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
 import { closed, connect, freePort, readLine, waitFor } from '../helpers/net';
-
-async function tcpEcho(t: Test): Promise<number> {
-  const server = createTcpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  return (server.address() as net.AddressInfo).port;
-}
+import { tcpEcho } from '../helpers/echo';
 
 async function admitted(port: number, from: string): Promise<boolean> {
   const s = await connect({ port, localAddress: from });

@@ -10,27 +10,19 @@
  * generator in this process does not compete with it for the event loop and the numbers are ipgate's.
  */
 import http from 'node:http';
-import net from 'node:net';
-import t, { type Test } from 'tap';
-import { createTcpEcho } from '../../src/echo/echo-server';
+import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { request, TOKEN } from '../helpers/admin-api';
 import { countingBackend } from '../helpers/http';
 import { spawnIpgate, tmpDir } from '../helpers/ipgate';
 import { connect, freePort, readLine, readUntil, waitFor } from '../helpers/net';
+import { tcpEcho } from '../helpers/echo';
 
 const UPDATES = 100;
 const TCP_WORKERS = 6;
 const HTTP_WORKERS = 4;
 const VICTIM = '127.0.0.200';
-
-async function tcpEcho(t: Test): Promise<number> {
-  const server = createTcpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  return (server.address() as net.AddressInfo).port;
-}
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;

@@ -7,17 +7,10 @@
  */
 import net from 'node:net';
 import t, { type Test } from 'tap';
-import { createTcpEcho } from '../../src/echo/echo-server';
 import { startAdminGate, type AdminGate } from '../helpers/admin-api';
 import { countingBackend } from '../helpers/http';
 import { closed, connect, readAll, readLine, readUntil, waitFor } from '../helpers/net';
-
-async function tcpEcho(t: Test): Promise<number> {
-  const server = createTcpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  return (server.address() as net.AddressInfo).port;
-}
+import { tcpEcho } from '../helpers/echo';
 
 async function gate(t: Test): Promise<AdminGate> {
   const echo = await tcpEcho(t);

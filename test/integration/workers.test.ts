@@ -9,17 +9,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { createTcpEcho } from '../../src/echo/echo-server';
 import { request, TOKEN } from '../helpers/admin-api';
 import { childPids, killAtTeardown, spawnIpgate, tmpDir, type Spawned } from '../helpers/ipgate';
 import { closed, connect, freePort, readLine, waitFor } from '../helpers/net';
-
-async function tcpEcho(t: Test): Promise<number> {
-  const server = createTcpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  return (server.address() as net.AddressInfo).port;
-}
+import { tcpEcho } from '../helpers/echo';
 
 interface Cluster {
   g: Spawned;
