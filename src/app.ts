@@ -83,7 +83,7 @@ export async function startApp(config: Config, { logger, configFile = null, tick
     if (lc.tls !== null) {
       const store = new CertStore(lc.name, lc.tls, logger, ticketKeys?.get(lc.name));
       certStores.push(store);
-      tls = new TlsTerminator(lc.tls, store, new TlsStats(lc.name), logger);
+      tls = new TlsTerminator(lc.tls, store, new TlsStats(lc.name), logger, lc.http.http2.enabled);
       metrics.addTls(tls.stats, store);
     }
     const listener = new Listener(lc, {

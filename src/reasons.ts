@@ -30,6 +30,9 @@ export const CLIENT_REASONS = Object.freeze({
   header_too_large: 'The request head exceeded http.maxHeaderBytes (431).',
   client_abort: 'The client closed the connection before its response was complete.',
   idle_timeout: 'Nothing moved in either direction for timeouts.idleMs.',
+  h2_malformed: 'An HTTP/2 request broke RFC 9113 8.2 / 8.3 (a connection-specific, upper-case or pseudo header out of place, CR, LF or NUL in a value, a bad :method, :path or :authority, content-length against DATA): 400 or RST_STREAM, nothing upstream.',
+  h2_stream_timeout: 'An HTTP/2 stream moved no byte either way for http.http2.streamIdleTimeoutMs; it was reset (CANCEL).',
+  h2_required: 'An HTTP/1.1 request was routed to an upstream group that speaks HTTP/2 only (upstreamProtocol h2c or h2): 505.',
 });
 export type ClientReason = keyof typeof CLIENT_REASONS;
 
@@ -53,6 +56,19 @@ export const END_REASONS = Object.freeze({
 export type EndReason = keyof typeof END_REASONS;
 
 /**
+ * How an HTTP/2 connection ended other than after its client's GOAWAY or close
+ * (`ipgate_connections_closed_total{result}`; ipgate sent GOAWAY with the error code named).
+ * docs/http-engines.md "The HTTP/2 engine".
+ */
+export const H2_REASONS = Object.freeze({
+  h2_protocol_error: 'The client broke HTTP/2 framing, flow control or HPACK (a connection error): GOAWAY with the error nghttp2 found, closed.',
+  h2_rapid_reset: 'The client reset more streams before their response than http.http2.resets allows (CVE-2023-44487): GOAWAY ENHANCE_YOUR_CALM, closed.',
+  h2_control_flood: 'The client sent more PING and SETTINGS frames than http.http2.controlFrames allows: GOAWAY ENHANCE_YOUR_CALM, closed.',
+  h2_idle_timeout: 'An HTTP/2 connection had no open stream for http.keepAliveTimeoutMs (its first within http.requestHeaderTimeoutMs): GOAWAY, closed.',
+});
+export type H2Reason = keyof typeof H2_REASONS;
+
+/**
  * Why a TLS handshake on a terminating listener failed (`ipgate_tls_handshakes_total{result}`, and
  * the connection's close result). docs/tls.md "Handshake failures".
  */
@@ -69,11 +85,11 @@ export const TLS_HANDSHAKE_REASONS = Object.freeze({
 export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS | 'tls_not_handshake';
 
 /** Every code a connection or request can end with, `ok` aside. */
-export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
+export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | H2Reason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
 
 /** Each code with its sentence (docs and `ipgate doctor` read it). */
 export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
-  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
+  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...H2_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
 });
 
 /** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */

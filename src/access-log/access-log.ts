@@ -21,6 +21,7 @@
  *   status     HTTP status sent (0: none)
  *   upstreamStatus  HTTP: the upstream's own status (null: ipgate answered, or no answer)
  *   upstreamMs HTTP: milliseconds from the request sent upstream to its response head (null: none)
+ *   protocol   HTTP: `h1` (HTTP/1.x) or `h2` (an HTTP/2 stream)
  *   method, path  HTTP request line (path cut at 256 characters)
  *   host, userAgent  HTTP: the Host and User-Agent headers (cut at 256 characters)
  *   requestId  HTTP: the X-Request-ID sent upstream (a trusted proxy's, or ipgate's)
@@ -213,6 +214,7 @@ export class ListenerAccessLog {
         const result = ex.reason ?? 'ok';
         const upstream = ex.upstream?.label ?? null;
         const method = ex.method;
+        const protocol = ex.hc.protocol === 'h2' ? 'h2' : 'h1';
         const bytesOut = ex.bytesOut;
         const host = cut(ex.host);
         const ua = cut(ex.userAgent);
@@ -235,7 +237,7 @@ export class ListenerAccessLog {
           if (routed) { w.fragment(',"route":'); w.jsonString(route); }
           w.fragment(',"result":'); w.jsonString(result);
           w.fragment(',"upstream":'); w.jsonString(upstream);
-          w.fragment(',"method":'); w.jsonString(method);
+          w.fragment(protocol === 'h2' ? ',"protocol":"h2","method":' : ',"protocol":"h1","method":'); w.jsonString(method);
           w.fragment(',"path":'); w.jsonString(path);
           w.fragment(',"status":'); w.number(ex.status);
           w.fragment(',"upstreamStatus":'); w.number(upstreamStatus);
@@ -252,7 +254,7 @@ export class ListenerAccessLog {
         }
         raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(ex.client)}`
           + `,"via":${str(ex.via)},"peer":${str(conn.peerAddress)},"decision":"${decision}","entry":${str(entry)}`
-          + `${routed ? `,"route":${str(route)}` : ''},"result":${str(result)},"upstream":${str(upstream)},"method":${str(method)}`
+          + `${routed ? `,"route":${str(route)}` : ''},"result":${str(result)},"upstream":${str(upstream)},"protocol":"${protocol}","method":${str(method)}`
           + `,"path":${str(path)},"status":${num(ex.status)},"upstreamStatus":${num(upstreamStatus)}`
           + `,"upstreamMs":${num(ex.upstreamMs)},"host":${str(host)},"userAgent":${str(ua)},"requestId":${str(ex.requestId)}`
           + `,"bytesOut":${num(bytesOut)}`
@@ -261,7 +263,7 @@ export class ListenerAccessLog {
       }
       this.log.info({
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision, entry: ex.entry?.cidr ?? null,
-        ...(routed ? { route } : {}), result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.method, path, status: ex.status,
+        ...(routed ? { route } : {}), result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, protocol: ex.hc.protocol, method: ex.method, path, status: ex.status,
         upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.bytesOut,
         durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
@@ -274,7 +276,7 @@ export class ListenerAccessLog {
       this.log.debug({
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason, ...(entry !== null ? { entry } : {}),
         ...(ex.routed ? { route: ex.route?.name ?? null } : {}),
-        result: ex.reason, upstream: null, method: ex.method, path, status: ex.status, host: cut(ex.host),
+        result: ex.reason, upstream: null, protocol: ex.hc.protocol, method: ex.method, path, status: ex.status, host: cut(ex.host),
         userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.bytesOut,
         durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
       }, 'access');

@@ -19,6 +19,7 @@ import { parseHostPort, type HostPort } from './host-port';
 import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from './schema';
 import { checkRoutes } from './validate-routes';
 import { checkTls } from './validate-tls';
+import { checkHttp2 } from './validate-http2';
 
 /** A CIDR this short trusts a large part of the internet (/8 is already 16 million addresses). */
 const WIDE_PREFIX = 7;
@@ -192,6 +193,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     const tp = l.http.trustedProxies;
     if (typeof tp === 'string') checkListRef(`${at}.http.trustedProxies`, tp);
     else checkCidrs(`${at}.http.trustedProxies`, tp, 'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
+    checkHttp2(at, l, baseDir, problems, warnings);
     const removed = REMOVED_ENGINES[l.http.engine];
     if (removed !== undefined) {
       warnings.push(problem(`${at}.http.engine`, l.http.engine,

@@ -22,10 +22,25 @@ export function parseUpstreams(list: readonly string[]): Upstream[] {
   });
 }
 
+/**
+ * HTTP groups whose upstreams speak HTTP/2 (`upstreamProtocol` h2c or h2): streams go over a shared
+ * HTTP/2 connection per target (forward/http/h2/h2-upstream.ts) instead of the HTTP/1.1 pool.
+ */
+export interface Http2Upstream {
+  /** `h2`: over TLS, verified against `ca`; `h2c`: plaintext. */
+  readonly tls: boolean;
+  /** PEM of the CAs to trust (`upstreamCA`), null: Node's bundled CAs. */
+  readonly ca: Buffer | null;
+}
+
 /** Round robin over targets; a failed connect moves to the next one, each tried at most once. */
 export class UpstreamPool {
   private next = 0;
-  constructor(readonly targets: readonly Upstream[]) {}
+  constructor(
+    readonly targets: readonly Upstream[],
+    /** HTTP listeners: the group's upstreams speak HTTP/2 (null: HTTP/1.1, and every TCP group). */
+    readonly http2: Http2Upstream | null = null,
+  ) {}
   /** Index of the first target to try for a new connection. */
   start(): number {
     const i = this.next;

@@ -27,8 +27,19 @@ export class ListenerStats {
   httpRequests = 0;
   /** HTTP listeners: upgrade requests (WebSocket, ...). */
   httpUpgrades = 0;
-  /** HTTP listeners: finished requests by status class `1xx`..`5xx`, `none` (the client left first). */
+  /** HTTP listeners: finished HTTP/1.1 requests by status class `1xx`..`5xx`, `none` (the client left first). */
   readonly httpResponses = new Map<string, number>();
+  /** HTTP listeners: finished HTTP/2 streams by status class (ipgate_http_requests_total{protocol="h2"}). */
+  readonly httpResponsesH2 = new Map<string, number>();
+  /** HTTP/2 connections served (ALPN h2, or h2c with prior knowledge). */
+  h2Connections = 0;
+  /** HTTP/2 streams received (every one, refused and malformed ones too). */
+  h2Streams = 0;
+  /** RST_STREAM frames by direction: `received` (the client reset a stream before its response was done), `sent`. */
+  h2ResetsReceived = 0;
+  h2ResetsSent = 0;
+  /** GOAWAY frames by `direction/code` (`sent/NO_ERROR`, `sent/ENHANCE_YOUR_CALM`, `received/NO_ERROR`, ...). */
+  readonly h2Goaways = new Map<string, number>();
   /** HTTP listeners: requests rejected by the parser: `bad_request`, `header_timeout`, `header_too_large`. */
   readonly httpClientErrors = new Map<ClientReason, number>();
   /** HTTP listeners: request duration, seconds (ipgate_http_request_duration_seconds). */
@@ -126,7 +137,9 @@ export class RouteCounts {
 
 /** One route's request counters (ipgate_http_requests_total, ipgate_http_request_duration_seconds with `route`). */
 export class RouteStats {
-  /** Finished requests by status class (`1xx`..`5xx`, `none`). */
+  /** Finished HTTP/1.1 requests by status class (`1xx`..`5xx`, `none`). */
   readonly responses = new Map<string, number>();
+  /** Finished HTTP/2 streams by status class. */
+  readonly responsesH2 = new Map<string, number>();
   readonly duration = new FixedHistogram(HTTP_DURATION_BUCKETS);
 }

@@ -198,12 +198,39 @@ export class Metrics {
       collect: each((s, out) => histogramSamples(out, 'ipgate_upstream_connect_seconds', { listener: s.listener }, s.upstreamConnect)) }).register(r);
 
     // --- HTTP ------------------------------------------------------------------------------------
+    const byClass = (map: Map<string, number>, out: Sample[], labels: Labels, protocol: string): void => {
+      for (const [k, v] of map) out.push({ labels: { ...labels, code_class: k, protocol }, value: v });
+    };
     new Published({ name: 'ipgate_http_requests_total', type: 'counter',
-      help: 'HTTP requests finished, by status class (1xx..5xx; none = the client left before a status); on listeners with routes, by route too (route="" : no route matched).',
+      help: 'HTTP requests finished, by status class (1xx..5xx; none = the client left before a status) and protocol (h1, h2: one HTTP/2 stream each); on listeners with routes, by route too (route="" : no route matched).',
       collect: eachHttp((s, out) => {
-        byKey(s.httpResponses, out, s.listener, 'code_class');
+        byClass(s.httpResponses, out, { listener: s.listener }, 'h1');
+        byClass(s.httpResponsesH2, out, { listener: s.listener }, 'h2');
         if (s.httpRoutes !== null) {
-          for (const [route, rs] of s.httpRoutes) for (const [k, v] of rs.responses) out.push({ labels: { listener: s.listener, route, code_class: k }, value: v });
+          for (const [route, rs] of s.httpRoutes) {
+            byClass(rs.responses, out, { listener: s.listener, route }, 'h1');
+            byClass(rs.responsesH2, out, { listener: s.listener, route }, 'h2');
+          }
+        }
+      }) }).register(r);
+    new Published({ name: 'ipgate_http2_connections_total', type: 'counter',
+      help: 'HTTP/2 client connections served (ALPN h2 on a TLS listener, or h2c with prior knowledge).',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Connections })) }).register(r);
+    new Published({ name: 'ipgate_http2_streams_total', type: 'counter',
+      help: 'HTTP/2 streams received from clients, refused and malformed ones included.',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Streams })) }).register(r);
+    new Published({ name: 'ipgate_http2_resets_total', type: 'counter',
+      help: 'HTTP/2 RST_STREAM frames, by direction: received (the client reset a stream before its response was complete; the rapid-reset budget counts these), sent.',
+      collect: eachHttp((s, out) => {
+        out.push({ labels: { listener: s.listener, direction: 'received' }, value: s.h2ResetsReceived });
+        out.push({ labels: { listener: s.listener, direction: 'sent' }, value: s.h2ResetsSent });
+      }) }).register(r);
+    new Published({ name: 'ipgate_http2_goaways_total', type: 'counter',
+      help: 'HTTP/2 GOAWAY frames on client connections, by direction (sent, received) and error code (NO_ERROR, PROTOCOL_ERROR, ENHANCE_YOUR_CALM, ...); why ipgate sent one is the connection\'s close result (h2_<code>, drain, revoked).',
+      collect: eachHttp((s, out) => {
+        for (const [k, v] of s.h2Goaways) {
+          const slash = k.indexOf('/');
+          out.push({ labels: { listener: s.listener, direction: k.slice(0, slash), code: k.slice(slash + 1) }, value: v });
         }
       }) }).register(r);
     new Published({ name: 'ipgate_http_upgrades_total', type: 'counter',

@@ -28,12 +28,14 @@ export interface TlsStageResult {
 }
 
 /**
- * ALPN: the engine speaks HTTP/1.1 only; a client that offers h2 too gets http/1.1. Given to each
- * TLSSocket in wire form (length-prefixed), which Node only copies: the list form is encoded per
- * socket, ~5 us of a handshake's CPU on Node 20 (bench/README.md "2026-12-02: what ipgate adds to a
- * new TLS handshake").
+ * ALPN, in the server's order of preference (OpenSSL picks the first of ours the client offers):
+ * `h2` then `http/1.1` where the listener serves HTTP/2 (`http.http2.enabled`, docs/tls.md "ALPN"),
+ * else `http/1.1` alone. Given to each TLSSocket in wire form (length-prefixed), which Node only
+ * copies: the list form is encoded per socket, ~5 us of a handshake's CPU on Node 20
+ * (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake").
  */
-const ALPN = Buffer.from('\x08http/1.1', 'latin1');
+const ALPN_H1 = Buffer.from('\x08http/1.1', 'latin1');
+const ALPN_H2 = Buffer.from('\x02h2\x08http/1.1', 'latin1');
 
 /** The Handshake of a TLSSocket, for the event handlers (shared functions, not one closure each). */
 const kHandshake = Symbol('ipgate.tlsHandshake');
@@ -89,6 +91,8 @@ export class TlsTerminator {
   private readonly log: Logger;
   /** `handshakeTimeoutMs`. */
   readonly timeoutMs: number;
+  /** The ALPN list offered (wire form). */
+  private readonly alpn: Buffer;
   /**
    * The handshake timeouts: one periodic check per listener (a quarter of the timeout, 50 ms to
    * 1 s) instead of a setTimeout + clearTimeout per handshake, ~7 us of a handshake's CPU on Node
@@ -102,7 +106,10 @@ export class TlsTerminator {
     readonly store: CertStore,
     readonly stats: TlsStats,
     logger: Logger,
+    /** The listener serves HTTP/2 (ALPN `h2` first). */
+    h2 = false,
   ) {
+    this.alpn = h2 ? ALPN_H2 : ALPN_H1;
     this.requestCert = config.clientCertificate !== 'none';
     this.rejectUnauthorized = config.clientCertificate === 'required';
     this.log = logger.child({ listener: stats.listener });
@@ -118,7 +125,7 @@ export class TlsTerminator {
     const socket: HsSocket = new tls.TLSSocket(raw, {
       isServer: true,
       secureContext: store.initial,
-      ALPNProtocols: ALPN,
+      ALPNProtocols: this.alpn,
       requestCert: this.requestCert,
       // `required`: OpenSSL fails a handshake without a client certificate; whether one that was
       // sent verifies is checked at `secure` (peer-verify.ts), for `optional` too.

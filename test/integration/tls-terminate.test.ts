@@ -120,7 +120,7 @@ t.test('curl over TLS: the backend sees https, the listener port and the real cl
     '-w', '\n%{http_code} %{ssl_verify_result} %{http_version}', `https://web.test:${port}/x`]);
   t.equal(r.code, 0, `curl succeeded: ${r.err}`);
   const [body, status] = r.out.split('\n');
-  t.equal(status, '200 0 1.1', 'status 200, the chain verified against the CA, HTTP/1.1 (ALPN http/1.1 though curl offers h2)');
+  t.equal(status, '200 0 2', 'status 200, the chain verified against the CA, HTTP/2 (ALPN h2: curl offers it, the listener serves it by default)');
   const headers = JSON.parse(body!) as Record<string, string>;
   t.equal(headers['x-forwarded-proto'], 'https');
   t.equal(headers['x-forwarded-port'], String(port));
@@ -182,7 +182,8 @@ t.test('protocol versions, ALPN, unknown SNI refused', { skip }, async (t) => {
   const rows: { desc: string; args: string[]; ok: boolean; match?: RegExp; reason?: string; full?: boolean }[] = [
     { desc: 'TLS 1.3 works', args: ['-servername', 'ec.test', '-tls1_3'], ok: true, match: /Protocol version: TLSv1\.3/ },
     { desc: 'TLS 1.2 works', args: ['-servername', 'ec.test', '-tls1_2'], ok: true, match: /Protocol version: TLSv1\.2/ },
-    { desc: 'ALPN http/1.1 is chosen', args: ['-servername', 'ec.test', '-alpn', 'h2,http/1.1'], ok: true, match: /ALPN protocol: http\/1\.1/, full: true },
+    { desc: 'ALPN h2 is chosen from h2,http/1.1 (HTTP/2 on by default)', args: ['-servername', 'ec.test', '-alpn', 'h2,http/1.1'], ok: true, match: /ALPN protocol: h2/, full: true },
+    { desc: 'ALPN http/1.1 when the client offers only that', args: ['-servername', 'ec.test', '-alpn', 'http/1.1'], ok: true, match: /ALPN protocol: http\/1\.1/, full: true },
     { desc: 'TLS 1.1 is refused', args: ['-servername', 'ec.test', '-tls1_1', '-cipher', 'DEFAULT@SECLEVEL=0'], ok: false, reason: 'tls_version' },
     { desc: 'an unknown name is refused', args: ['-servername', 'nobody.test'], ok: false, reason: 'tls_unknown_sni' },
     { desc: 'no SNI is refused', args: ['-noservername'], ok: false, reason: 'tls_unknown_sni' },

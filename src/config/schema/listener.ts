@@ -8,7 +8,8 @@
  * null })`) or is `Type.Optional(...)`. test/unit/config/schema-docs.test.ts then asks for the
  * regenerated docs/config-reference.md and the option in the chart's values.schema.json.
  */
-import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
+import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
+import { Http2Schema } from './http2';
 import { RouteSchema, SniSchema } from './routes';
 import { ListenerTlsProperty } from '../schema-tls';
 
@@ -107,6 +108,29 @@ export const HttpSchema = Section({
    * both engines were removed (docs/http-engines.md says why).
    */
   engine: Enum(['relay', 'http-proxy', 'undici'], { default: 'relay' }),
+  /**
+   * What the upstreams speak: `http1` (HTTP/1.1 on the keep-alive pool), `h2c` (HTTP/2 without
+   * TLS, e.g. a gRPC server) or `h2` (HTTP/2 over TLS, its certificate verified against
+   * `upstreamCA`). An HTTP/2 upstream takes the streams of HTTP/2 clients over one shared
+   * connection per target (within its SETTINGS limits); an HTTP/1.1 request routed to one is
+   * answered 505 (`h2_required`). Routes may set their own.
+   */
+  upstreamProtocol: Enum(['http1', 'h2c', 'h2'], { default: 'http1' }),
+  /**
+   * `upstreamProtocol: h2`: PEM file of the CAs the upstreams' certificates must chain to
+   * (relative to the config file); null: Node's bundled CAs. The name checked is the target's
+   * host (an IP literal: its address).
+   */
+  upstreamCA: Nullable(Type.String({ minLength: 1 }), { default: null }),
+  /**
+   * HTTP/2 upstreams: a connection carrying streams is pinged this often and closed when a PING
+   * goes unanswered for 20 s (its streams reset towards their clients). Five minutes is the
+   * floor gRPC servers enforce out of the box (grpc-go and grpc-js answer more frequent pings from
+   * one client with GOAWAY ENHANCE_YOUR_CALM).
+   */
+  upstreamPingIntervalMs: Type.Integer({ minimum: 1000, maximum: 86_400_000, default: 300_000 }),
+  /** HTTP/2 from clients (schema/http2.ts, docs/http-engines.md "The HTTP/2 engine"). */
+  http2: Http2Schema,
 }, { default: {} });
 
 export const ListenerSchema = Section({

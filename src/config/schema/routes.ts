@@ -53,6 +53,10 @@ export const RouteHttpSchema = Section({
   })),
   /** Body of the 403 a client denied by this route gets (replaces `http.deniedBody`). */
   deniedBody: Type.Optional(Type.String({ maxLength: 65_536 })),
+  /** What this route's upstreams speak: `http1`, `h2c` or `h2` (replaces `http.upstreamProtocol`; gRPC: `h2c` or `h2`). */
+  upstreamProtocol: Type.Optional(Enum(['http1', 'h2c', 'h2'])),
+  /** `upstreamProtocol: h2`: PEM file of the CAs this route's upstreams must chain to (replaces `http.upstreamCA`). */
+  upstreamCA: Type.Optional(Type.String({ minLength: 1 })),
 });
 
 export const RouteSchema = Section({

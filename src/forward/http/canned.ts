@@ -43,6 +43,8 @@ export class CannedResponses {
   readonly headersTooLarge = text(431, 'Request Header Fields Too Large', 'Request Header Fields Too Large\n');
   readonly badGateway = text(502, 'Bad Gateway', 'Bad Gateway\n');
   readonly gatewayTimeout = text(504, 'Gateway Timeout', 'Gateway Timeout\n');
+  /** An HTTP/1.1 request routed to an upstream group that speaks HTTP/2 only (gRPC). */
+  readonly versionNotSupported = text(505, 'HTTP Version Not Supported', 'HTTP Version Not Supported: this route serves HTTP/2 only\n');
 
   constructor(deniedBody: string) {
     this.forbiddenText = text(403, 'Forbidden', deniedBody);

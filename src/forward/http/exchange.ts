@@ -10,8 +10,21 @@ import type { Reason } from '../../reasons';
 import type { Upstream } from '../upstream-group';
 import type { HttpRoute } from './http-routes';
 
+/**
+ * How a connection that multiplexes requests (HTTP/2) is ended: GOAWAY, then close once its open
+ * streams are done (forward/http/h2/h2-conn.ts). The forwarder's lifecycle (drain, revocation, a
+ * route removed) calls it where an HTTP/1.1 connection would close after its in-flight response.
+ */
+export interface GracefulEnd {
+  goaway(): void;
+}
+
 /** One client connection handed to the HTTP forwarder. */
 export class HttpConn {
+  /** `h1` or `h2`: the engine serving it (a bounded label of the metrics and the access line). */
+  protocol: 'h1' | 'h2' = 'h1';
+  /** HTTP/2: the engine's graceful end (GOAWAY); null for HTTP/1.1. */
+  h2: GracefulEnd | null = null;
   /** The peer is a trusted proxy: identity (and the allowlist decision) per request from XFF. */
   readonly trusted: boolean;
   /** Connection-level decision for untrusted peers: the allowlist entry that admits it, null denied. */
@@ -22,7 +35,7 @@ export class HttpConn {
    * (kept current by a list change's re-check, as `entry` is). Null otherwise.
    */
   denial: Decision | null = null;
-  /** Exchanges whose response has not closed yet (pipelining can make it more than one). */
+  /** Exchanges whose response has not closed yet (pipelining, or HTTP/2 streams, can make it more than one). */
   readonly open: Exchange[] = [];
   /** The exchange that upgraded this connection (WebSocket), if any. */
   upgraded: Exchange | null = null;

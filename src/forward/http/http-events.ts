@@ -72,7 +72,7 @@ export class HttpRecorder implements EngineEvents {
     const ex = d.ex;
     if (ex === null) {
       // A quick denial (http-policy.ts): no Exchange, the connection's decision says the rest.
-      ListenerStats.bump(this.stats.httpResponses, '4xx');
+      ListenerStats.bump(hc.protocol === 'h2' ? this.stats.httpResponsesH2 : this.stats.httpResponses, '4xx');
       this.stats.httpDuration.observe((Date.now() - startedAt) / 1000);
       const denial = hc.denial!;
       this.access?.deniedRequest(hc.conn.clientAddress, denial.reason!, denial.entry?.cidr ?? null);
@@ -85,19 +85,20 @@ export class HttpRecorder implements EngineEvents {
   private record(ex: Exchange): void {
     const cls = STATUS_CLASS[ex.status >= 100 && ex.status < 600 ? Math.floor(ex.status / 100) : 0]!;
     const now = Date.now();
+    const h2 = ex.hc.protocol === 'h2';
     if (!ex.routed) {
-      ListenerStats.bump(this.stats.httpResponses, cls);
+      ListenerStats.bump(h2 ? this.stats.httpResponsesH2 : this.stats.httpResponses, cls);
       this.stats.httpDuration.observe((now - ex.startedAt) / 1000);
     } else {
       // Routed: the route's series (route="" for a miss), metrics/listener-stats.ts.
       const rs = ex.route === null ? this.stats.httpRoute('') : ex.route.stats;
-      ListenerStats.bump(rs.responses, cls);
+      ListenerStats.bump(h2 ? rs.responsesH2 : rs.responses, cls);
       rs.duration.observe((now - ex.startedAt) / 1000);
     }
     if (this.access !== null) this.access.request(ex, now);
     else if (this.log.isLevelEnabled('debug')) {
       this.log.debug({
-        conn: ex.hc.conn.id, client: ex.client, via: ex.via, peer: ex.hc.conn.clientAddress, method: ex.method,
+        conn: ex.hc.conn.id, client: ex.client, via: ex.via, peer: ex.hc.conn.clientAddress, protocol: ex.hc.protocol, method: ex.method,
         url: ex.url, status: ex.status, reason: ex.reason, upstream: ex.upstream?.label ?? null,
         bytes: ex.bytesOut, ms: now - ex.startedAt,
       }, 'request');

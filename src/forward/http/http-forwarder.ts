@@ -11,6 +11,7 @@
  * spoke for (`trustChanged`), a reload swaps the routes (`replaceRoutes`) and closes connections
  * whose route is gone, and a drain stops new requests.
  */
+import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
 import type { ListenerConfig, RouteConfig } from '../../config/schema';
@@ -31,10 +32,14 @@ import { engineSettings } from './engine-settings';
 import { HttpConn } from './exchange';
 import { HttpRecorder } from './http-events';
 import { HttpPolicy } from './http-policy';
-import type { HttpRoutes } from './http-routes';
+import { http2Upstream, type HttpRoutes } from './http-routes';
 import { RelayConn, type RelayHost } from './relay/relay-conn';
 import { RelayPool } from './relay/upstream-pool';
 import { DnsCache } from './upstream-dns';
+import { H2Conn, type H2Host } from './h2/h2-conn';
+import { h2Settings } from './h2/h2-settings';
+import { H2Upstreams } from './h2/h2-upstream';
+import { sniffPreface } from './h2/h2c-preface';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
 export const REVOKE_GRACE_MS = 1000;
@@ -58,6 +63,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   readonly policy: HttpPolicy;
   /** What every connection's engine shares. */
   private readonly host: RelayHost;
+  /** The HTTP/2 engine's share (h2/h2-conn.ts): a TLS listener with http2.enabled, or http2.cleartext; else null. */
+  private readonly h2: H2Host | null;
   private readonly log: Logger;
   private draining = false;
   private active = 0;
@@ -75,19 +82,29 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     const h = config.http;
     this.log = logger.child({ listener: config.name });
     const canned = new CannedResponses(h.deniedBody);
-    const group = new UpstreamPool(parseUpstreams(config.upstreams));
+    const group = new UpstreamPool(parseUpstreams(config.upstreams), http2Upstream(h.upstreamProtocol, h.upstreamCA));
     this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access });
     const proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
     // The sweep checks the waits between requests, the client's idle timeout and the idle bound
     // of outbound-PROXY connections' own upstream sockets; the last counts at half, as it must
     // run out before the backend's keep-alive timeout does (RelayConn.check).
-    const waits = new WaitSweep(Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs, config.timeouts.idleMs, h.upstreamIdleTimeoutMs / 2));
+    const h2 = h2Settings(config);
+    const waits = new WaitSweep(Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs, config.timeouts.idleMs, h.upstreamIdleTimeoutMs / 2, h2.streamIdleTimeoutMs));
     const dns = group.targets.some((t) => t.family === 0) ? new DnsCache(h.upstreamDnsTtlMs) : null;
     // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
     const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
-    this.rawSockets = rawSocketsWanted() && proto === 'http';
+    // An h2c listener reads the first bytes of every connection to tell the preface from an
+    // HTTP/1.1 request, and node:http2 needs a net.Socket: no libuv handles there
+    // (docs/http-engines.md "h2c").
+    this.rawSockets = rawSocketsWanted() && proto === 'http' && !h2.cleartext;
     const pool = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted());
-    this.host = { settings: engineSettings(config, canned), policy: this.policy, events: new HttpRecorder(stats, this.log, access), waits, pool };
+    const settings = engineSettings(config, canned);
+    const events = new HttpRecorder(stats, this.log, access);
+    this.host = { settings, policy: this.policy, events, waits, pool };
+    this.h2 = (proto === 'https' && h.http2.enabled) || h2.cleartext
+      ? { settings, h2, policy: this.policy, events, waits, pool, stats, log: this.log,
+        upstreams: new H2Upstreams(h.upstreamIdleTimeoutMs, h.upstreamPingIntervalMs, routedDns, this.log) }
+      : null;
     if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
   }
 
@@ -113,7 +130,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       marked++;
       hc.closing = true;
       hc.conn.result = 'route_removed';
-      if (hc.upgraded !== null || hc.open.length === 0) hc.conn.socket.destroy();
+      if (hc.h2 !== null) hc.h2.goaway();
+      else if (hc.upgraded !== null || hc.open.length === 0) hc.conn.socket.destroy();
     }
     return marked;
   }
@@ -121,6 +139,50 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   // --- ConnectionHandler ------------------------------------------------------------------------
 
   handle(conn: Connection, leftover: Buffer): void {
+    const h2 = this.h2;
+    if (h2 !== null && !(conn.socket instanceof RawSocket)) {
+      const client = conn.socket;
+      if ((client as { alpnProtocol?: string | false }).alpnProtocol === 'h2') {
+        this.http2(conn, client, leftover);
+        return;
+      }
+      if (h2.h2.cleartext) {
+        // h2c with prior knowledge: the connection's first bytes say which engine serves it.
+        sniffPreface(client, leftover, this.config.http.requestHeaderTimeoutMs, (isH2, bytes) => {
+          if (isH2 === null) client.destroy();
+          else if (isH2) this.http2(conn, client, bytes);
+          else this.http1(conn, bytes);
+        });
+        return;
+      }
+    }
+    this.http1(conn, leftover);
+  }
+
+  /** An HTTP/2 connection (ALPN h2, or the h2c preface): the HTTP/2 engine. */
+  private http2(conn: Connection, client: net.Socket, leftover: Buffer): void {
+    const hc = this.open(conn, null);
+    if (leftover.length > 0) client.unshift(leftover);
+    new H2Conn(this.h2!, hc, client).start();
+  }
+
+  /**
+   * The connection's HttpConn, registered for the lifecycle (drain, revocation, route reloads);
+   * `socket`: the HTTP/1.1 engine's ByteSocket (its close hooks), null for HTTP/2 (the net.Socket's).
+   */
+  private open(conn: Connection, socket: ByteSocket | null): HttpConn {
+    const hc = new HttpConn(conn, this.policy.trusts(conn.clientAddress));
+    this.policy.open(hc);
+    (conn.socket as Carrier)[kHttpConn] = hc;
+    this.active++;
+    this.conns.add(hc);
+    if (socket !== null) socket.onClose(() => this.socketClosed(hc));
+    else (conn.socket as net.Socket).once('close', () => this.socketClosed(hc));
+    return hc;
+  }
+
+  /** An HTTP/1.x connection: the relay engine. */
+  private http1(conn: Connection, leftover: Buffer): void {
     // A RawSocket on plaintext listeners (rawSockets); a TLSSocket after a handshake, or a
     // net.Socket where handles are off, behind the same callbacks.
     const client = conn.socket;
@@ -137,12 +199,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       if (!(client as { encrypted?: boolean }).encrypted) client.setNoDelay(true);
       socket = new NetByteSocket(client);
     }
-    const hc = new HttpConn(conn, this.policy.trusts(conn.clientAddress));
-    this.policy.open(hc);
-    (client as Carrier)[kHttpConn] = hc;
-    this.active++;
-    this.conns.add(hc);
-    socket.onClose(() => this.socketClosed(hc));
+    const hc = this.open(conn, socket);
     const header = this.config.outboundProxyProtocol === 'none' ? null : this.proxyHeader(conn);
     new RelayConn(this.host, hc, socket, header).start(leftover);
   }
@@ -154,9 +211,11 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     for (const hc of this.conns) {
       hc.closing = true;
       hc.draining = true;
-      if (hc.open.length === 0 && hc.upgraded === null) hc.conn.socket.destroy();
+      // HTTP/2: GOAWAY, its streams in flight finish (h2/h2-conn.ts).
+      if (hc.h2 !== null) hc.h2.goaway();
+      else if (hc.open.length === 0 && hc.upgraded === null) hc.conn.socket.destroy();
     }
-    if (this.active === 0) this.host.pool.close();
+    if (this.active === 0) this.closePools();
   }
 
   /** Whether a change of `list` concerns this listener's connections beyond its own list (a route enforces it). */
@@ -204,7 +263,12 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     this.conns.delete(hc);
     if (hc.revokeTimer !== null) clearTimeout(hc.revokeTimer);
     hc.revokeTimer = null;
-    if (this.draining && this.active === 0) this.host.pool.close();
+    if (this.draining && this.active === 0) this.closePools();
+  }
+
+  private closePools(): void {
+    this.host.pool.close();
+    this.h2?.upstreams.close();
   }
 
   /** End `hc` for `reason`: at once when idle or tunnelled, else after its in-flight response. */
@@ -213,7 +277,11 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     hc.revoked = true;
     conn.revoked = true;
     conn.result = reason;
-    if (hc.upgraded !== null || hc.open.length === 0) {
+    if (hc.h2 !== null) {
+      // HTTP/2: GOAWAY now (no new stream); the streams in flight get the same grace as an
+      // HTTP/1.1 response in flight, then the connection is cut.
+      hc.h2.goaway();
+    } else if (hc.upgraded !== null || hc.open.length === 0) {
       conn.socket.destroy();
       return;
     }

@@ -19,6 +19,7 @@
  * under the other route's decision. A path already in normal form (the usual case) is forwarded
  * as sent, with no copy.
  */
+import fs from 'node:fs';
 import type { Logger } from 'pino';
 import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { Admission } from '../../listener/admission';
@@ -28,7 +29,7 @@ import { normalizePath, plainPathEnd } from '../../route/path';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { RouteTable } from '../../route/route-table';
 import type { LiveList, LiveLists } from '../../store/live-lists';
-import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
+import { parseUpstreams, UpstreamPool, type Http2Upstream, type Upstream } from '../upstream-group';
 import { CannedResponses } from './canned';
 
 /** One route as the data path uses it. */
@@ -122,10 +123,15 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
   const h = deps.listener.http;
   const compiled = routes.map((rc, i) => {
     let group = deps.listenerGroup;
-    if (rc.upstreams !== undefined) {
-      const key = rc.upstreams.join(',');
+    const protocol = rc.http?.upstreamProtocol;
+    if (rc.upstreams !== undefined || (protocol !== undefined && protocol !== h.upstreamProtocol) || rc.http?.upstreamCA !== undefined) {
+      // A group of its own: its targets, or the listener's spoken in another protocol.
+      const targets = rc.upstreams ?? deps.listener.upstreams;
+      const p = protocol ?? h.upstreamProtocol;
+      const ca = p === 'h2' ? rc.http?.upstreamCA ?? h.upstreamCA : null;
+      const key = `${p === 'http1' ? '' : `${p} ${ca ?? ''} `}${targets.join(',')}`;
       let g = groups.get(key) ?? prior?.get(key);
-      if (g === undefined) g = new UpstreamPool(parseUpstreams(rc.upstreams));
+      if (g === undefined) g = new UpstreamPool(parseUpstreams(targets), http2Upstream(p, ca));
       groups.set(key, g);
       group = g;
     }
@@ -139,4 +145,13 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
       rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs, requestHeaders, canned, deps.stats.httpRoute(rc.name));
   });
   return new HttpRoutes(table, compiled, version, groups);
+}
+
+/**
+ * An upstream group's HTTP/2 side (`upstreamProtocol`), or null for HTTP/1.1. The CA file was
+ * checked at config load (validate.ts); it is read here once per group built.
+ */
+export function http2Upstream(protocol: 'http1' | 'h2c' | 'h2', caFile: string | null): Http2Upstream | null {
+  if (protocol === 'http1') return null;
+  return Object.freeze({ tls: protocol === 'h2', ca: protocol === 'h2' && caFile !== null ? fs.readFileSync(caFile) : null });
 }

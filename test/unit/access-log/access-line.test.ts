@@ -32,9 +32,9 @@ function conn(over: Partial<Record<string, unknown>> = {}): Connection {
 
 function exchange(url: string | undefined, over: Partial<Record<string, unknown>> = {}): Exchange {
   const c = conn({ onRevoke: () => {} });
-  return { hc: { conn: c }, reason: null, url, method: 'GET', client: '10.9.9.9', via: 'xff', entry: ENTRY, upstream: { label: '127.0.0.1:7180' },
+  return { hc: { conn: c, protocol: 'h1' }, reason: null, url, method: 'GET', client: '10.9.9.9', via: 'xff', entry: ENTRY, upstream: { label: '127.0.0.1:7180' },
     status: 200, upstreamStatus: 200, upstreamMs: 2, host: 'app.example', userAgent: 'curl/8.5.0', requestId: '0123456789abcdef0123456789abcdef',
-    socket: { bytesWritten: 900 }, bytesAtStart: 100, startedAt: Date.now() - 3, ...over } as unknown as Exchange;
+    socket: { bytesWritten: 900 }, bytesAtStart: 100, bytesOut: 800, startedAt: Date.now() - 3, ...over } as unknown as Exchange;
 }
 
 function compare(t: Test, fast: string, slow: string, what: string): void {
@@ -99,7 +99,7 @@ t.test('HTTP lines: text-built equals pino, paths with anything in them stay val
   p.logs[1].request(ex, now);
   compare(t, p.fast[0]!, p.slow[0]!, 'an upstream timeout');
   const overTls = pair('http');
-  const exTls = exchange('/tls', { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } });
+  const exTls = exchange('/tls', { hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } });
   overTls.logs[0].request(exTls, now);
   overTls.logs[1].request(exTls, now);
   compare(t, overTls.fast[0]!, overTls.slow[0]!, 'a request over TLS');
@@ -126,7 +126,7 @@ t.test('HTTP lines: text-built equals pino, paths with anything in them stay val
 const ROUTED: Array<[string, Partial<Record<string, unknown>>]> = [
   ['a routed request', { routed: true, route: { name: 'api' } }],
   ['a route miss', { routed: true, route: null, reason: 'route_no_path', status: 404, upstream: null, entry: null, upstreamStatus: 0 }],
-  ['a routed request over TLS', { routed: true, route: { name: 'api' }, hc: { conn: conn({ onRevoke: () => {}, tls: tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', false, null) }) } }],
+  ['a routed request over TLS', { routed: true, route: { name: 'api' }, hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, tls: tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', false, null) }) } }],
 ];
 
 const TLS_FACTS = tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', true, 'CN=ü "client", O=x');
@@ -158,7 +158,7 @@ t.test('HTTP lines written field by field into a BlockWriter: the bytes of the t
     '/ünïcödé/😀', '/lone\ud800surrogate', 'x'.repeat(300), '\u00ff'.repeat(256), undefined];
   const rows: Array<Partial<Record<string, unknown>>> = [{}, { reason: 'upstream_timeout', status: 504, upstream: null },
     { client: '2001:db8::1', via: 'proxy-v2', entry: { cidr: '2001:db8::/32' } }, { url: '/m', method: undefined }, { status: 0 },
-    { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }, { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } },
+    { hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }, { hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } },
     ...ROUTED.map(([, over]) => over)];
   for (const p of paths) for (const over of rows) {
     const ex = exchange(p, over);

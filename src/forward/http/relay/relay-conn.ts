@@ -73,7 +73,7 @@ function destroySocket(socket: ByteSocket): void {
 }
 
 /** RFC 9110 9.2.2: a request the backend may receive twice without harm. */
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
 
@@ -348,6 +348,14 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     const group = d.group!;
+    if (group.http2 !== null) {
+      // An upstream group that speaks HTTP/2 only (gRPC: upstreamProtocol h2c or h2): an HTTP/1.1
+      // request does not reach it (docs/http-engines.md "The HTTP/2 engine").
+      ex.reason = 'h2_required';
+      this.cannedAnswer(this.host.settings.canned.versionNotSupported);
+      if (!this.requestDone && !this.closeAfter) this.wait('idle');
+      return;
+    }
     this.targets = group.targets;
     const path = d.path ?? target.path;
     const headers = d.headers!;
@@ -773,7 +781,7 @@ export function responseHeaderLines(raw: readonly string[], http10: boolean): st
 }
 
 /** Header names listed in Connection (RFC 9110 7.6.1: hop-by-hop too), lower-case; null without any. */
-function connectionTokens(raw: readonly string[]): Set<string> | null {
+export function connectionTokens(raw: readonly string[]): Set<string> | null {
   let out: Set<string> | null = null;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     if (raw[i]!.toLowerCase() !== 'connection') continue;
@@ -807,7 +815,8 @@ function hasHost(raw: readonly string[]): boolean {
   return false;
 }
 
-function isConnectFailure(code: string): boolean {
+/** A connect that failed before anything was sent: the next target may take the request. */
+export function isConnectFailure(code: string): boolean {
   return code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH';
 }
 

@@ -30,7 +30,8 @@ import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser'
 export interface UpstreamOwner {
   responseHead(head: ResponseHead): void;
   responseBody(chunk: Buffer): void;
-  responseDone(up: UpstreamConn, keepAlive: boolean): void;
+  /** The response is complete; `trailers`: a chunked body's trailer fields, [name, value, ...]. */
+  responseDone(up: UpstreamConn, keepAlive: boolean, trailers: readonly string[]): void;
   /** A 101 ended the HTTP part: `rest` is what the upstream sent after the 101's head. */
   responseUpgraded(up: UpstreamConn, rest: Buffer): void;
   /** The socket closed (or failed) while owned. */
@@ -317,9 +318,9 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     this.owner?.responseBody(chunk);
   }
 
-  onMessageComplete(keepAlive: boolean): void {
+  onMessageComplete(keepAlive: boolean, trailers: string[]): void {
     const o = this.owner;
     if (o === null) return;
-    o.responseDone(this, keepAlive);
+    o.responseDone(this, keepAlive, trailers);
   }
 }
