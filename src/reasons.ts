@@ -61,7 +61,7 @@ export type EndReason = keyof typeof END_REASONS;
  * docs/http-engines.md "The HTTP/2 engine".
  */
 export const H2_REASONS = Object.freeze({
-  h2_protocol_error: 'The client broke HTTP/2 framing, flow control or HPACK (a connection error): GOAWAY with the error nghttp2 found, closed.',
+  h2_protocol_error: 'The client broke HTTP/2 framing, flow control or HPACK, or went past a bound node:http2 keeps (streams, refused streams, session memory): GOAWAY with the error found, closed.',
   h2_rapid_reset: 'The client reset more streams before their response than http.http2.resets allows (CVE-2023-44487): GOAWAY ENHANCE_YOUR_CALM, closed.',
   h2_control_flood: 'The client sent more PING and SETTINGS frames than http.http2.controlFrames allows: GOAWAY ENHANCE_YOUR_CALM, closed.',
   h2_idle_timeout: 'An HTTP/2 connection had no open stream for http.keepAliveTimeoutMs (its first within http.requestHeaderTimeoutMs): GOAWAY, closed.',

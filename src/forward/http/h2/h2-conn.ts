@@ -41,7 +41,46 @@ import type { H2Upstreams } from './h2-upstream';
 import type { H2Settings } from './h2-settings';
 import { H2Stream } from './h2-stream';
 
-const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_FLAG_END_STREAM } = http2.constants;
+const {
+  NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_FLAG_END_STREAM, NGHTTP2_PROTOCOL_ERROR, NGHTTP2_STREAM_CLOSED, NGHTTP2_FRAME_SIZE_ERROR,
+  NGHTTP2_COMPRESSION_ERROR, NGHTTP2_FLOW_CONTROL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_INTERNAL_ERROR,
+} = http2.constants;
+
+/**
+ * An nghttp2 library error (NghttpError.errno; the values of nghttp2.h's nghttp2_error) -> the
+ * RFC 9113 code nghttp2 itself puts in its GOAWAY for it (nghttp2_session.c
+ * get_error_code_from_lib_error_code; a bad preface, SETTINGS_EXPECTED, is a PROTOCOL_ERROR by
+ * RFC 9113 3.4; a flood ENHANCE_YOUR_CALM).
+ */
+const LIB_ERRORS = new Map<number, number>([
+  [-505, NGHTTP2_PROTOCOL_ERROR], [-531, NGHTTP2_PROTOCOL_ERROR], [-532, NGHTTP2_PROTOCOL_ERROR], [-536, NGHTTP2_PROTOCOL_ERROR],
+  [-903, NGHTTP2_PROTOCOL_ERROR], [-510, NGHTTP2_STREAM_CLOSED], [-522, NGHTTP2_FRAME_SIZE_ERROR], [-523, NGHTTP2_COMPRESSION_ERROR],
+  [-524, NGHTTP2_FLOW_CONTROL_ERROR], [-533, NGHTTP2_REFUSED_STREAM], [-537, NGHTTP2_ENHANCE_YOUR_CALM], [-904, NGHTTP2_ENHANCE_YOUR_CALM],
+]);
+
+type Destroy = (this: http2.Http2Session, error?: Error | null, code?: number) => void;
+/** Http2Session.prototype.destroy (the one every session inherits), taken at the first session. */
+let baseDestroy: Destroy | null = null;
+
+/**
+ * A session's destroy(): node:http2 destroys a session whose peer broke the protocol with
+ * `destroy(new NghttpError(libCode))` and no code, so its GOAWAY says INTERNAL_ERROR for every
+ * fault (it goes out first; nghttp2's own, with the right code, is then dropped). With the
+ * library error mapped as nghttp2 maps it, the client is told what it did (PROTOCOL_ERROR,
+ * FLOW_CONTROL_ERROR, ...: test/integration/h2-conformance.test.ts). Where node:http2 stops
+ * calling destroy() this way, the GOAWAY is INTERNAL_ERROR again, nothing else changes.
+ */
+function destroyWithCode(this: http2.Http2Session, error?: Error | null, code?: number): void {
+  if (code === undefined && error instanceof Error) {
+    const errno = (error as { errno?: unknown }).errno;
+    const custom = (error as { code?: unknown }).code;
+    if (typeof errno === 'number') code = LIB_ERRORS.get(errno) ?? NGHTTP2_INTERNAL_ERROR;
+    if (custom === 'ERR_HTTP2_TOO_MANY_INVALID_FRAMES') code = NGHTTP2_ENHANCE_YOUR_CALM;
+    const c = (this as Session)[kConn];
+    if (c !== undefined && code !== undefined && !this.destroyed) ListenerStats.bump(c.host.stats.h2Goaways, `sent/${h2CodeName(code)}`);
+  }
+  baseDestroy!.call(this, error, code);
+}
 
 /** What every HTTP/2 connection of one listener shares (built once by HttpForwarder). */
 export interface H2Host {
@@ -137,6 +176,8 @@ export class H2Conn implements Waiter, GracefulEnd {
     }
     s[kConn] = this;
     this.session = s;
+    baseDestroy ??= s.destroy as Destroy;
+    s.destroy = destroyWithCode as http2.Http2Session['destroy'];
     s.on('stream', onStream);
     s.on('error', onSessionError);
     s.on('close', onSessionClose);
@@ -196,7 +237,7 @@ export class H2Conn implements Waiter, GracefulEnd {
     this.goingAway = true;
     // destroy(null, code): GOAWAY with `code`, then the socket closes (an Error here would be
     // re-emitted as the session's 'error').
-    (s.destroy as (error: Error | null, code: number) => void)(null, code);
+    baseDestroy!.call(s, null, code);
   }
 
   /** The listener's sweep: the idle and first-request waits, silent streams, the lingering close. */
@@ -239,7 +280,7 @@ export class H2Conn implements Waiter, GracefulEnd {
     const conn = this.hc.conn;
     const code = err.code ?? '';
     if (code.startsWith('ERR_HTTP2') && (conn.result === null || conn.result === 'denied')) conn.result = 'h2_protocol_error';
-    this.host.log.debug({ conn: conn.id, client: conn.clientAddress, err: code || err.message }, 'HTTP/2 session error');
+    this.host.log.debug({ conn: conn.id, client: conn.clientAddress, err: code || err.message, detail: err.message, errno: err.errno }, 'HTTP/2 session error');
   }
 }
 
