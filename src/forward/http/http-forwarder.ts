@@ -103,7 +103,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     this.host = { settings, policy: this.policy, events, waits, pool };
     this.h2 = (proto === 'https' && h.http2.enabled) || h2.cleartext
       ? { settings, h2, policy: this.policy, events, waits, pool, stats, log: this.log,
-        upstreams: new H2Upstreams(h.upstreamIdleTimeoutMs, h.upstreamPingIntervalMs, routedDns, this.log) }
+        upstreams: new H2Upstreams(h.upstreamIdleTimeoutMs, h.upstreamPingIntervalMs, routedDns, this.log, stats.upstreamConnect) }
       : null;
     if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
   }

@@ -22,6 +22,7 @@
 import http2 from 'node:http2';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
+import type { ConnectTimer } from '../relay/upstream-pool';
 import type { Http2Upstream, Upstream } from '../../upstream-group';
 import type { RequestDecision } from '../http-policy';
 import type { DnsCache } from '../upstream-dns';
@@ -70,6 +71,8 @@ export class H2Upstreams {
     private readonly pingIntervalMs: number,
     private readonly dns: DnsCache | null,
     private readonly log: Logger,
+    /** ipgate_upstream_connect_seconds: a new upstream connection counts when it is up. */
+    private readonly connectTime: ConnectTimer,
   ) {}
 
   /** A session to `target` with room for a stream (dialled if need be). */
@@ -87,7 +90,8 @@ export class H2Upstreams {
       ...(target.family === 0 && this.dns !== null ? { lookup: this.dns.lookup as never } : {}),
       ...(h2.tls ? { ALPNProtocols: ['h2'], ...(h2.ca !== null ? { ca: h2.ca } : {}), ...(target.family === 0 ? { servername: target.host } : {}) } : {}),
     };
-    const s: Tagged = http2.connect(authority, options);
+    const dialedAt = performance.now();
+    const s: Tagged = http2.connect(authority, options, () => this.connectTime.observe((performance.now() - dialedAt) / 1000));
     const u = new UpSession(s, target, this);
     s[kUp] = u;
     s.on('error', onUpSessionError);
@@ -200,6 +204,8 @@ export class H2Call {
   private up: CallStream | null = null;
   private u: UpSession | null = null;
   private trailerFields: OutgoingHttpHeaders | null = null;
+  /** The upstream stream's error code (its session's, when the connection failed). */
+  upError: string | null = null;
   private answered = false;
   private ended = false;
   private cancelled = false;
@@ -350,7 +356,7 @@ export class H2Call {
       // No response head: the connection failed, or the upstream refused or reset the stream.
       const host = front.conn.host;
       const ex = front.exchange;
-      host.events.upstreamFailed(ex, u?.error ?? 'ECONNRESET', false, false);
+      host.events.upstreamFailed(ex, this.upError ?? u?.error ?? 'ECONNRESET', false, false);
       front.answer(host.settings.canned.badGateway, false);
       return;
     }
@@ -411,8 +417,11 @@ function onUpStreamClose(this: CallStream): void {
   this[kCall]?.upClosed();
 }
 
-function onUpStreamError(): void {
-  // A reset or a failed session: 'close' follows and settles the call.
+function onUpStreamError(this: CallStream, err: NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException }): void {
+  // A reset or a failed session ('close' follows and settles the call): the connection's own
+  // error (ECONNREFUSED, a TLS verify failure) is the cause of the stream's.
+  const c = this[kCall];
+  if (c !== undefined) c.upError ??= err.cause?.code ?? err.code ?? null;
 }
 
 function onUpDrain(this: CallStream): void {
