@@ -21,8 +21,12 @@ export function annotationVerdict(short: string, value: string): string | null {
     case 'ssl-redirect':
     case 'force-ssl-redirect':
       return FALSE.has(value) ? null : 'ipgate has no HTTP-to-HTTPS redirect';
-    case 'backend-protocol':
-      return value.toUpperCase() === 'HTTP' ? null : `ipgate speaks plain HTTP/1.1 to upstreams; ${JSON.stringify(value)} backends are not supported`;
+    case 'backend-protocol': {
+      // GRPC / GRPCS: the route's http.upstreamProtocol (h2c / h2), ingress-nginx.ts.
+      const p = value.toUpperCase();
+      return p === 'HTTP' || p === 'GRPC' || p === 'GRPCS' ? null
+        : `ipgate speaks HTTP/1.1 to upstreams, or HTTP/2 for gRPC (GRPC, GRPCS); ${JSON.stringify(value)} backends are not supported`;
+    }
     case 'rewrite-target':
       return 'ipgate does not rewrite paths: the upstream receives the request path as sent';
     case 'configuration-snippet':

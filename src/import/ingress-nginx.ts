@@ -90,6 +90,8 @@ interface IngressPlan {
   allowlist?: string;
   /** From proxy-read-timeout: the route's http.upstreamTimeoutMs. */
   upstreamTimeoutMs?: number;
+  /** From backend-protocol GRPC / GRPCS: the route's http.upstreamProtocol. */
+  upstreamProtocol?: 'h2c' | 'h2';
   drafts: RouteDraft[];
 }
 
@@ -248,6 +250,13 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       p.allowlist = name;
     }
 
+    const backendProtocol = (ann[`${prefix}backend-protocol`] ?? '').toUpperCase();
+    if (backendProtocol === 'GRPC' || backendProtocol === 'GRPCS') {
+      p.upstreamProtocol = backendProtocol === 'GRPC' ? 'h2c' : 'h2';
+      report.notes.push({ source, item: `${prefix}backend-protocol`, value: ann[`${prefix}backend-protocol`], reason: backendProtocol === 'GRPC'
+        ? 'gRPC: the routes get http.upstreamProtocol h2c; HTTP/2 clients reach them on a TLS listener (--tls), as with ingress-nginx; an HTTP/1.1 request gets 505'
+        : 'gRPC over TLS: the routes get http.upstreamProtocol h2, and ipgate verifies the backend\'s certificate (ingress-nginx\'s grpcs did not, by default): set the routes\' http.upstreamCA to the CA that signed it' });
+    }
     const timeout = readTimeout(ann[`${prefix}proxy-read-timeout`]);
     if (timeout !== null) {
       p.upstreamTimeoutMs = timeout;
@@ -391,7 +400,10 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       if (d.paths !== null) route.paths = d.paths;
       route.upstreams = [d.upstream];
       if (p.allowlist !== undefined) route.allowlist = p.allowlist;
-      if (p.upstreamTimeoutMs !== undefined) route.http = { upstreamTimeoutMs: p.upstreamTimeoutMs };
+      const rh: Json = {};
+      if (p.upstreamTimeoutMs !== undefined) rh.upstreamTimeoutMs = p.upstreamTimeoutMs;
+      if (p.upstreamProtocol !== undefined) rh.upstreamProtocol = p.upstreamProtocol;
+      if (Object.keys(rh).length > 0) route.http = rh;
       routes.push(route);
       sources.push(`${p.source} ${d.from.join(', ')}`);
     });

@@ -210,6 +210,17 @@ const rows: Row[] = [
     check: () => { /* the HTTPS listener is checked in its own test below */ },
   },
   {
+    name: 'backend-protocol GRPC and GRPCS: routes to HTTP/2 upstreams (h2c, h2), with a note each',
+    file: '13-grpc.yaml',
+    unconverted: [],
+    check: (t, c, r) => {
+      const routes = c.listeners[0]!.routes!;
+      t.same(routes.map((x) => `${x.hosts[0]} ${x.http?.upstreamProtocol}`), ['orders.example.com h2c', 'payments.example.com h2']);
+      t.same(r.report.notes.filter((n) => n.item.endsWith('backend-protocol')).map((n) => n.value), ['GRPC', 'grpcs'], 'each noted');
+      t.match(r.report.notes.find((n) => n.value === 'grpcs')!.reason, /upstreamCA/, 'GRPCS: the CA to set is named');
+    },
+  },
+  {
     name: 'an invalid allowlist stays closed (empty list); a forwarded-for-header ipgate cannot read trusts no proxy',
     file: '12-invalid-whitelist.yaml',
     unconverted: ['ConfigMap ingress-nginx/ingress-nginx-controller forwarded-for-header', 'Ingress finance/payments nginx.ingress.kubernetes.io/whitelist-source-range'],
