@@ -25,7 +25,8 @@
  *   host, userAgent  HTTP: the Host and User-Agent headers (cut at 256 characters)
  *   requestId  HTTP: the X-Request-ID sent upstream (a trusted proxy's, or ipgate's)
  *   route      HTTP listeners with routes only: the route's name, null when none matched (then
- *              decision `none` and result route_no_host / route_no_path / route_bad_path); a
+ *              decision `none` and result route_no_host / route_no_path / route_bad_path /
+ *              route_path_params); a
  *              listener without routes writes no `route` field, its lines unchanged
  *   bytesIn, bytesOut  bytes from / to the client (HTTP: bytesOut only, response bytes on the wire)
  *   durationMs from accept (TCP) or request head (HTTP) to close

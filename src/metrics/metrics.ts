@@ -222,7 +222,7 @@ export class Metrics {
         }
       }) }).register(r);
     new Published({ name: 'ipgate_http_route_misses_total', type: 'counter',
-      help: 'HTTP requests on a listener with routes that no route matched, by reason: route_no_host, route_no_path (404), route_bad_path (400).',
+      help: 'HTTP requests on a listener with routes that no route matched, by reason: route_no_host, route_no_path (404), route_bad_path, route_path_params (400).',
       collect: eachHttp((s, out) => byKey(s.routeMisses, out, s.listener, 'reason')) }).register(r);
 
     // --- TLS termination (docs/tls.md) -----------------------------------------------------------

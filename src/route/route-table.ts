@@ -16,6 +16,9 @@
  *      "/api/v1", never "/apix"; nginx's `location /api` would also take "/apix"). A route
  *      without `paths` is the prefix "/". The cost is bounded by the host's own path count (a
  *      short scan) or, past 8 of a kind, by the number of distinct prefix lengths (hash lookups).
+ *      A path entry with `ignoreCase` is compared with the path ASCII-lower-cased (a case-
+ *      insensitive backend, Express's default, serves `/ADMIN` as `/admin`); only a host that
+ *      has such an entry lower-cases the path, so tables without one cost nothing more.
  * Host matching is case-insensitive (ASCII only: no Unicode case folding), ignores a ":port"
  * and one trailing dot; a Host with a character no host name has only reaches the default. Every answer is a frozen object built at compile time: a lookup
  * allocates nothing on a plain path (bench/micro/route-table.ts).
@@ -27,7 +30,7 @@
 import { problem } from '../config/errors';
 import type { RouteMissReason } from './codes';
 import { asciiLower, hostNameProblem } from './host-name';
-import { configPathProblem, normalizePath, plainPathEnd } from './path';
+import { configPathProblem, matchForm, normalizePath, plainPathEnd, type PathParameters } from './path';
 
 export type { RouteMissReason } from './codes';
 
@@ -35,6 +38,8 @@ export interface PathSpec {
   path: string;
   /** "exact": the path only. "prefix": the path and everything below it on a "/" boundary. */
   match: 'exact' | 'prefix';
+  /** Compare ASCII letters case-insensitively (`/ADMIN` matches `/admin`); absent: case-sensitive. */
+  ignoreCase?: boolean;
 }
 
 export interface RouteSpec {
@@ -51,6 +56,8 @@ export interface CompileOptions {
   kind?: 'http' | 'sni';
   /** Config path the routes live at, for error messages (default "routes"). */
   at?: string;
+  /** How ";" in a request path is read (route/path.ts; default "refuse"). HTTP tables only. */
+  pathParameters?: PathParameters;
 }
 
 export interface RouteMatch {
@@ -79,6 +86,7 @@ export class RouteTableError extends Error {
 const NO_HOST: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_host' });
 const NO_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_path' });
 const BAD_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_bad_path' });
+const PATH_PARAMS: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_path_params' });
 
 /**
  * Everything one host (exact, wildcard or default) routes. A host with a few paths (the usual
@@ -98,6 +106,8 @@ interface HostEntry {
   prefixLengths: number[];
   /** The prefix "/" (or a route without paths): matches every path. */
   root: RouteMatch | null;
+  /** The `ignoreCase` paths (lower-cased, same layout), null when the host has none. */
+  folded: HostEntry | null;
 }
 
 /** bench/micro/route-table.ts: below this many paths a scan beats hashing a fresh string. */
@@ -108,12 +118,15 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 export class RouteTable {
   readonly kind: 'http' | 'sni';
   readonly routeNames: readonly string[];
+  /** How ";" in a request path is read (route/path.ts). */
+  readonly pathParameters: PathParameters;
   private readonly exact: Map<string, HostEntry>;
   private readonly wildcard: Map<string, HostEntry>;
   private readonly fallback: HostEntry | null;
 
-  private constructor(kind: 'http' | 'sni', names: string[], exact: Map<string, HostEntry>, wildcard: Map<string, HostEntry>, fallback: HostEntry | null) {
+  private constructor(kind: 'http' | 'sni', names: string[], pathParameters: PathParameters, exact: Map<string, HostEntry>, wildcard: Map<string, HostEntry>, fallback: HostEntry | null) {
     this.kind = kind;
+    this.pathParameters = pathParameters;
     this.routeNames = Object.freeze(names);
     this.exact = exact;
     this.wildcard = wildcard;
@@ -181,7 +194,7 @@ export class RouteTable {
       else if (key.startsWith('*.')) wildcard.set(key.slice(2), entry);
       else exact.set(key, entry);
     }
-    return new RouteTable(kind, names, exact, wildcard, fallback);
+    return new RouteTable(kind, names, options.pathParameters ?? 'refuse', exact, wildcard, fallback);
   }
 
   /** HTTP: the route for a Host header value (any case, ":port", trailing dot) and a request target. */
@@ -192,35 +205,13 @@ export class RouteTable {
     let path = target;
     let end = plainPathEnd(target);
     if (end < 0) {
-      const normal = normalizePath(target);
-      if (normal === null) return BAD_PATH;
-      path = normal;
-      end = normal.length;
+      const normal = normalizePath(target, this.pathParameters);
+      if (typeof normal !== 'string') return normal.reason === 'route_path_params' ? PATH_PARAMS : BAD_PATH;
+      path = matchForm(normal);
+      end = path.length;
     }
-    const exactMap = entry.exactMap;
-    if (exactMap === null) {
-      const exactPaths = entry.exactPaths;
-      for (let k = 0; k < exactPaths.length; k++) {
-        const e = exactPaths[k]!;
-        if (e.length === end && path.startsWith(e)) return entry.exactMatches[k]!;
-      }
-    } else {
-      const m = exactMap.get(end === path.length ? path : path.slice(0, end));
-      if (m !== undefined) return m;
-    }
-    const prefixMap = entry.prefixMap;
-    if (prefixMap === null) {
-      const prefixPaths = entry.prefixPaths;
-      for (let k = 0; k < prefixPaths.length; k++) {
-        const pre = prefixPaths[k]!;
-        const l = pre.length;
-        if (l <= end && (l === end || path.charCodeAt(l) === 0x2f) && path.startsWith(pre)) return entry.prefixMatches[k]!;
-      }
-    } else {
-      const m = longestPrefix(prefixMap, entry.prefixLengths, path, end);
-      if (m !== null) return m;
-    }
-    return entry.root ?? NO_PATH;
+    if (entry.folded !== null) return lookupFolded(entry, entry.folded, path, end);
+    return lookupPath(entry, path, end) ?? entry.root ?? NO_PATH;
   }
 
   /** SNI (TCP listeners): the route for a server name; null SNI (none sent) takes the default. */
@@ -244,6 +235,50 @@ export class RouteTable {
     }
     return this.fallback;
   }
+}
+
+/** Precedence within one case rule: an exact path, then the longest prefix (not "/"); null: neither. */
+function lookupPath(entry: HostEntry, path: string, end: number): RouteMatch | null {
+  const exactMap = entry.exactMap;
+  if (exactMap === null) {
+    const exactPaths = entry.exactPaths;
+    for (let k = 0; k < exactPaths.length; k++) {
+      const e = exactPaths[k]!;
+      if (e.length === end && path.startsWith(e)) return entry.exactMatches[k]!;
+    }
+  } else {
+    const m = exactMap.get(end === path.length ? path : path.slice(0, end));
+    if (m !== undefined) return m;
+  }
+  const prefixMap = entry.prefixMap;
+  if (prefixMap === null) {
+    const prefixPaths = entry.prefixPaths;
+    for (let k = 0; k < prefixPaths.length; k++) {
+      const pre = prefixPaths[k]!;
+      const l = pre.length;
+      if (l <= end && (l === end || path.charCodeAt(l) === 0x2f) && path.startsWith(pre)) return entry.prefixMatches[k]!;
+    }
+  } else {
+    const m = longestPrefix(prefixMap, entry.prefixLengths, path, end);
+    if (m !== null) return m;
+  }
+  return null;
+}
+
+/**
+ * A host with `ignoreCase` paths: exact paths of either rule first (the case-sensitive one, then
+ * the folded one compared with the lower-cased path), then the longer of the two longest
+ * prefixes. Compile refuses two entries that are equal ignoring case when either ignores it, so
+ * the two rules never both claim one path at one length.
+ */
+function lookupFolded(entry: HostEntry, folded: HostEntry, path: string, end: number): RouteResult {
+  const lower = asciiLower(end === path.length ? path : path.slice(0, end));
+  const sensitive = lookupPath(entry, path, end);
+  if (sensitive !== null && sensitive.path!.match === 'exact') return sensitive;
+  const insensitive = lookupPath(folded, lower, lower.length);
+  if (insensitive === null) return sensitive ?? entry.root ?? NO_PATH;
+  if (insensitive.path!.match === 'exact' || sensitive === null) return insensitive;
+  return insensitive.path!.path.length > sensitive.path!.path.length ? insensitive : sensitive;
 }
 
 /** A host with many prefixes: one hash lookup per distinct prefix length that ends on a "/" boundary. */
@@ -327,9 +362,13 @@ function checkPaths(paths: unknown, here: string, kind: 'http' | 'sni', problems
       problems.push(problem(at, p, 'must be {path, match: "exact" | "prefix"}'));
       return;
     }
-    const { path, match } = p as { path: unknown; match: unknown };
+    const { path, match, ignoreCase } = p as { path: unknown; match: unknown; ignoreCase: unknown };
     if (match !== 'exact' && match !== 'prefix') {
       problems.push(problem(`${at}.match`, match, 'must be "exact" or "prefix"'));
+      return;
+    }
+    if (ignoreCase !== undefined && typeof ignoreCase !== 'boolean') {
+      problems.push(problem(`${at}.ignoreCase`, ignoreCase, 'must be true or false'));
       return;
     }
     if (typeof path !== 'string') {
@@ -343,15 +382,23 @@ function checkPaths(paths: unknown, here: string, kind: 'http' | 'sni', problems
     }
     // Gateway API: "a trailing / is ignored" for PathPrefix, so "/api/" and "/api" are one prefix.
     const normal = match === 'prefix' && path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-    out.push(Object.freeze({ path: normal, match }));
+    out.push(Object.freeze(ignoreCase === true ? { path: normal, match, ignoreCase } : { path: normal, match }));
   });
   return out;
 }
 
+type Claim = { m: RouteMatch; where: string };
+
 /** Collects one host's paths while compiling; reports a host+path that two entries claim. */
 class Builder {
-  private readonly exact = new Map<string, { m: RouteMatch; where: string }>();
-  private readonly prefix = new Map<string, { m: RouteMatch; where: string }>();
+  private readonly exact = new Map<string, Claim>();
+  private readonly prefix = new Map<string, Claim>();
+  /** `ignoreCase` paths by their lower-cased form. */
+  private readonly foldExact = new Map<string, Claim>();
+  private readonly foldPrefix = new Map<string, Claim>();
+  /** Case-sensitive paths by their lower-cased form (the first of each), to find a folded path's rival. */
+  private readonly lowerExact = new Map<string, Claim>();
+  private readonly lowerPrefix = new Map<string, Claim>();
   private readonly hostMatch: RouteMatch['hostMatch'];
 
   constructor(private readonly key: string) {
@@ -360,33 +407,50 @@ class Builder {
 
   add(p: PathSpec | null, routeIndex: number, route: string, where: string, host: unknown, problems: string[], at: string): void {
     const m: RouteMatch = Object.freeze({ kind: 'match', route, routeIndex, host: this.key, hostMatch: this.hostMatch, path: p });
-    const map = p !== null && p.match === 'exact' ? this.exact : this.prefix;
+    const isExact = p !== null && p.match === 'exact';
     const path = p === null ? '/' : p.path;
-    const prior = map.get(path);
+    const lower = asciiLower(path);
+    // A path without ASCII letters reads the same in any case: kept with the case-sensitive ones.
+    const fold = p !== null && p.ignoreCase === true && /[A-Za-z]/.test(path);
+    const map = fold ? (isExact ? this.foldExact : this.foldPrefix) : isExact ? this.exact : this.prefix;
+    const key = fold ? lower : path;
+    // Equal as written, or equal ignoring case where either entry ignores it: the same requests.
+    const prior = map.get(key) ?? (fold ? (isExact ? this.lowerExact : this.lowerPrefix).get(lower) : (isExact ? this.foldExact : this.foldPrefix).get(lower));
     if (prior !== undefined) {
-      const what = p === null ? 'every path (no paths)' : `${p.match} path ${JSON.stringify(p.path)}`;
-      const priorWhat = prior.m.path === null ? 'every path' : `${prior.m.path.match} ${JSON.stringify(prior.m.path.path)}`;
+      const what = p === null ? 'every path (no paths)' : `${p.match} path ${JSON.stringify(p.path)}${p.ignoreCase === true ? ' (ignoreCase)' : ''}`;
+      const priorWhat = prior.m.path === null ? 'every path' : `${prior.m.path.match} ${JSON.stringify(prior.m.path.path)}${prior.m.path.ignoreCase === true ? ', ignoreCase' : ''}`;
       problems.push(problem(where, host, `${what} on this host is already routed by ${prior.where} (${priorWhat}); ${at}: each host + path once`));
       return;
     }
-    map.set(path, { m, where: `${at}[${routeIndex}] (${JSON.stringify(route)})` });
+    const claim = { m, where: `${at}[${routeIndex}] (${JSON.stringify(route)})` };
+    map.set(key, claim);
+    if (!fold) {
+      const lowers = isExact ? this.lowerExact : this.lowerPrefix;
+      if (!lowers.has(lower)) lowers.set(lower, claim);
+    }
   }
 
   build(): HostEntry {
-    const exact = [...this.exact].map(([k, v]) => [k, v.m] as const);
-    const root = this.prefix.get('/')?.m ?? null;
-    const rest = [...this.prefix].filter(([k]) => k !== '/').map(([k, v]) => [k, v.m] as const).sort((a, b) => b[0].length - a[0].length);
-    const smallExact = exact.length <= SMALL;
-    const smallPrefix = rest.length <= SMALL;
-    return {
-      exactPaths: smallExact ? exact.map(([k]) => k) : [],
-      exactMatches: smallExact ? exact.map(([, m]) => m) : [],
-      exactMap: smallExact ? null : new Map(exact),
-      prefixPaths: smallPrefix ? rest.map(([k]) => k) : [],
-      prefixMatches: smallPrefix ? rest.map(([, m]) => m) : [],
-      prefixMap: smallPrefix ? null : new Map(rest),
-      prefixLengths: smallPrefix ? [] : [...new Set(rest.map(([k]) => k.length))], // rest is longest first
-      root,
-    };
+    const folded = this.foldExact.size + this.foldPrefix.size > 0 ? entryOf(this.foldExact, this.foldPrefix, null) : null;
+    return entryOf(this.exact, this.prefix, folded);
   }
+}
+
+function entryOf(exactClaims: Map<string, Claim>, prefixClaims: Map<string, Claim>, folded: HostEntry | null): HostEntry {
+  const exact = [...exactClaims].map(([k, v]) => [k, v.m] as const);
+  const root = prefixClaims.get('/')?.m ?? null;
+  const rest = [...prefixClaims].filter(([k]) => k !== '/').map(([k, v]) => [k, v.m] as const).sort((a, b) => b[0].length - a[0].length);
+  const smallExact = exact.length <= SMALL;
+  const smallPrefix = rest.length <= SMALL;
+  return {
+    exactPaths: smallExact ? exact.map(([k]) => k) : [],
+    exactMatches: smallExact ? exact.map(([, m]) => m) : [],
+    exactMap: smallExact ? null : new Map(exact),
+    prefixPaths: smallPrefix ? rest.map(([k]) => k) : [],
+    prefixMatches: smallPrefix ? rest.map(([, m]) => m) : [],
+    prefixMap: smallPrefix ? null : new Map(rest),
+    prefixLengths: smallPrefix ? [] : [...new Set(rest.map(([k]) => k.length))], // rest is longest first
+    root,
+    folded,
+  };
 }

@@ -12,7 +12,7 @@
  * ClientHello reader refuses). The answer names the route (name, host entry and how it matched,
  * path entry, upstreams), the allowlist the route enforces and the entry that decided; no route:
  * HTTP decision `no_route` with the reason and status (route_no_host, route_no_path: 404;
- * route_bad_path: 400), TCP decision `close` (route_no_host).
+ * route_bad_path, route_path_params: 400), TCP decision `close` (route_no_host).
  *
  * The same functions as the data path decide: derive.ts (PROXY trust and header outcome, shared
  * with the listener), the PROXY decoder, forwarded-for.ts (the HTTP forwarder's X-Forwarded-For
@@ -83,14 +83,14 @@ const responseSchema = {
         host: { type: 'string', description: 'the host entry that matched, as configured (lower-case): a name, *.suffix or *' },
         hostMatch: { type: 'string', enum: ['exact', 'wildcard', 'default'] },
         path: { type: ['object', 'null'], additionalProperties: false, description: 'the path entry that matched (null: the route has no paths)',
-          properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] } } },
+          properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] }, ignoreCase: { type: 'boolean', description: 'present (true) when the entry compares ASCII letters without case' } } },
         upstreams: { type: 'array', items: { type: 'string' } },
       },
     },
     routesVersion: { type: 'string', description: 'hash of the routes in force' },
     status: { type: 'integer', description: 'no_route: the status the client gets (404 or 400)' },
     decision: { enum: ['allow', 'deny', 'close', 'no_route'] },
-    reason: { type: 'string', description: 'close, deny or no_route reason code (log field and metric label): pp_<code>, tls_bad_sni, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path' },
+    reason: { type: 'string', description: 'close, deny or no_route reason code (log field and metric label): pp_<code>, tls_bad_sni, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path, route_path_params' },
     detail: { type: 'string' },
   },
 } as const;
@@ -239,14 +239,15 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
       const version = routes!.version.hash;
       if (r.kind === 'miss') {
         return { ...base, proxyHeader: outcome.label, client, clientPort, via, trustedProxy, entry: null, route: null, routesVersion: version,
-          decision: 'no_route', reason: r.reason, status: r.reason === 'route_bad_path' ? 400 : 404 };
+          decision: 'no_route', reason: r.reason, status: r.reason === 'route_bad_path' || r.reason === 'route_path_params' ? 400 : 404 };
       }
       const rc = lr.routes![r.routeIndex]!;
       const allowlist = rc.allowlist ?? lr.allowlist;
       list = l.list.owner.get(allowlist);
       routeOut = {
         allowlist, allowlistVersion: list.version, routesVersion: version,
-        route: { name: r.route, host: r.host, hostMatch: r.hostMatch, path: r.path === null ? null : { path: r.path.path, match: r.path.match },
+        route: { name: r.route, host: r.host, hostMatch: r.hostMatch,
+          path: r.path === null ? null : { path: r.path.path, match: r.path.match, ...(r.path.ignoreCase === true ? { ignoreCase: true } : {}) },
           upstreams: rc.upstreams ?? lr.upstreams },
       };
     }

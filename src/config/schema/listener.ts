@@ -89,6 +89,16 @@ export const HttpSchema = Section({
   /** Time to wait for the upstream's response headers before answering 504. */
   upstreamTimeoutMs: Ms({ default: 60_000 }),
   /**
+   * Listeners with `routes`: how a `;` in a request path is read (docs/routes-and-sni.md "Path
+   * parameters"). `refuse`: 400 (`route_path_params`), since a servlet container cuts every
+   * segment at its `;` (`/public/..;/admin/` is `/admin/` to Tomcat) and nginx does not.
+   * `servlet`: for backends that use matrix parameters (`;jsessionid=`): routes match each
+   * segment cut at its `;` (`..;x` is `..`), and the upstream gets that normal form with the
+   * parameters of the segments that remain. An encoded `;` (`%3B`) is refused either way.
+   * Listeners without routes forward the target as sent.
+   */
+  pathParameters: Enum(['refuse', 'servlet'], { default: 'refuse' }),
+  /**
    * Upstream keep-alive pool: sockets per target, busy and idle together; a request that finds
    * them all busy waits for one (its upstreamTimeoutMs runs meanwhile). Upgrades and outbound-PROXY
    * connections (one per client connection) are outside it.

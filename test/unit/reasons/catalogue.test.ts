@@ -36,5 +36,5 @@ t.test('the groups carry the codes the data path and the metrics name', async (t
   t.same(Object.keys(UPSTREAM_REASONS).sort(), ['upstream_dns', 'upstream_error', 'upstream_refused', 'upstream_reset', 'upstream_timeout']);
   t.same(Object.keys(CLIENT_REASONS).sort(), ['bad_request', 'client_abort', 'header_timeout', 'header_too_large', 'idle_timeout']);
   t.same(Object.keys(END_REASONS).sort(), ['denied', 'drain', 'route_removed', 'trust_revoked']);
-  t.same(Object.keys(ROUTE_MISS_REASONS).sort(), ['route_bad_path', 'route_no_host', 'route_no_path']);
+  t.same(Object.keys(ROUTE_MISS_REASONS).sort(), ['route_bad_path', 'route_no_host', 'route_no_path', 'route_path_params']);
 });

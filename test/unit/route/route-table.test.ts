@@ -64,6 +64,11 @@ const LOOKUPS: [description: string, host: string, path: string, expect: string]
   ['a backslash is refused', 'api.example.com', '/v1\\admin', 'route_bad_path'],
   ['a target that is not origin-form is refused', 'api.example.com', '*', 'route_bad_path'],
   ['a bad path is refused on a host with only a root route too', 'www.example.com', '/a/../../etc', 'route_bad_path'],
+  // Issue 27: what a servlet container serves as /v1/admin/ must not be decided by another route.
+  ['";" parameters are refused (Tomcat: /v1/admin/)', 'api.example.com', '/v1/admin;x=1/', 'route_path_params'],
+  ['"..;" is refused (Tomcat: /v1/admin/)', 'api.example.com', '/v1/x/..;/admin/', 'route_path_params'],
+  ['an encoded ";" is refused (nginx decodes it)', 'api.example.com', '/v1/admin%3bx=1/', 'route_path_params'],
+  ['case matters by default (nginx location, Gateway API)', 'api.example.com', '/V1/ADMIN/x', 'route_no_path'],
 ];
 
 t.test('lookup: host, then path', async (t) => {
@@ -75,6 +80,55 @@ t.test('without a default route', async (t) => {
   t.equal(show(noDefault.lookup('b.example', '/')), 'route_no_host', 'an unknown host is a route_no_host miss');
   t.equal(show(noDefault.lookup('a.example', '/x')), 'a a.example (any)', 'the known host matches');
   t.equal(show(noDefault.lookupHost(null)), 'route_no_host', 'no SNI and no default: no route');
+});
+
+t.test('servlet path parameters: each segment cut at its ";" before matching', async (t) => {
+  const servlet = RouteTable.compile([
+    { name: 'admin', hosts: ['www.example.com'], paths: [{ path: '/admin', match: 'prefix' }] },
+    { name: 'open', hosts: ['www.example.com'], paths: [{ path: '/', match: 'prefix' }] },
+  ], { pathParameters: 'servlet' });
+  t.equal(servlet.pathParameters, 'servlet');
+  const rows: [string, string][] = [
+    ['/admin;x=1/', 'admin www.example.com prefix:/admin'],
+    ['/;/admin/', 'admin www.example.com prefix:/admin'],
+    ['/public/..;/admin/', 'admin www.example.com prefix:/admin'],
+    ['/admin/..;/public', 'open www.example.com prefix:/'],
+    ['/adm;x=1in/', 'open www.example.com prefix:/'],
+    ['/admin;jsessionid=1?q;x', 'admin www.example.com prefix:/admin'],
+    ['/admin%3bx=1/', 'route_path_params'],
+    ['/..;/admin/', 'route_bad_path'],
+  ];
+  for (const [path, expect] of rows) t.equal(show(servlet.lookup('www.example.com', path)), expect, path);
+});
+
+t.test('ignoreCase paths: ASCII letters without case, only where asked', async (t) => {
+  const folded = RouteTable.compile([
+    { name: 'admin', hosts: ['www.example.com'], paths: [{ path: '/admin', match: 'prefix', ignoreCase: true }] },
+    { name: 'Api', hosts: ['www.example.com'], paths: [{ path: '/API/v1', match: 'prefix' }, { path: '/Exact', match: 'exact', ignoreCase: true }] },
+    { name: 'deep', hosts: ['www.example.com'], paths: [{ path: '/admin/keys', match: 'prefix' }] },
+    { name: 'open', hosts: ['www.example.com'], paths: [{ path: '/', match: 'prefix' }] },
+    { name: 'other', hosts: ['*'], paths: [{ path: '/admin', match: 'prefix' }] },
+  ]);
+  const rows: [string, string, string][] = [
+    ['www.example.com', '/admin/', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/ADMIN/', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/aDmIn', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/%41DMIN/x', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/ADMINX', 'open www.example.com prefix:/'],
+    ['www.example.com', '/adm\u0130n', 'open www.example.com prefix:/'],
+    ['www.example.com', '/admin/keys/1', 'deep www.example.com prefix:/admin/keys'],
+    ['www.example.com', '/ADMIN/KEYS/1', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/API/v1/x', 'Api www.example.com prefix:/API/v1'],
+    ['www.example.com', '/api/v1/x', 'open www.example.com prefix:/'],
+    ['www.example.com', '/exact', 'Api www.example.com exact:/Exact'],
+    ['www.example.com', '/EXACT?x', 'Api www.example.com exact:/Exact'],
+    ['other.example', '/ADMIN', 'route_no_path'],
+    ['other.example', '/admin', 'other * prefix:/admin'],
+  ];
+  for (const [host, path, expect] of rows) t.equal(show(folded.lookup(host, path)), expect, `${host} ${path}`);
+  const m = folded.lookup('www.example.com', '/ADMIN');
+  t.equal(m, folded.lookup('www.example.com', '/admin/x'), 'the same frozen answer either way');
+  t.ok(m.kind === 'match' && m.path?.ignoreCase === true, 'the match says the entry ignores case');
 });
 
 t.test('SNI tables: hosts only', async (t) => {
@@ -104,7 +158,7 @@ t.test('tables and answers are immutable and built once', async (t) => {
   t.equal(a, b, 'the same match object every time (nothing allocated per lookup)');
   t.equal(table.lookup('nope', '/../x'), table.lookup('nope2', '/%2f'), 'misses are shared constants too');
   t.same(table.routeNames, ROUTES.map((r) => r.name), 'route names in config order');
-  for (const reason of ['route_no_host', 'route_no_path', 'route_bad_path'] as const) t.ok(ROUTE_MISS_REASONS[reason].endsWith('.'), `${reason} has a sentence`);
+  for (const reason of ['route_no_host', 'route_no_path', 'route_bad_path', 'route_path_params'] as const) t.ok(ROUTE_MISS_REASONS[reason].endsWith('.'), `${reason} has a sentence`);
 });
 
 t.test('canonicalHost', async (t) => {
@@ -159,6 +213,13 @@ const INVALID: [description: string, routes: unknown, expect: RegExp, kind?: 'sn
   ['a path with a query', [route({ paths: [{ path: '/a?b=1', match: 'exact' }] })], /holds a "\?"/],
   ['an unknown match type', [route({ paths: [{ path: '/a', match: 'regex' as 'exact' }] })], /paths\[0\]\.match: "regex": must be "exact" or "prefix"/],
   ['an empty paths list', [route({ paths: [] })], /paths: \[\]: must be a non-empty list of \{path, match\}; leave it out/],
+  ['a path with parameters', [route({ paths: [{ path: '/a;v=1', match: 'prefix' }] })], /paths\[0\]\.path: "\/a;v=1": holds a ";"/],
+  ['a prefix equal ignoring case to an ignoreCase one', [route({ name: 'one', paths: [{ path: '/admin', match: 'prefix', ignoreCase: true }] }), route({ name: 'two', paths: [{ path: '/Admin', match: 'prefix' }] })],
+    /routes\[1\] \("two"\)\.hosts\[0\]: "a\.example": prefix path "\/Admin" on this host is already routed by routes\[0\] \("one"\) \(prefix "\/admin", ignoreCase\)/],
+  ['an ignoreCase exact path equal ignoring case to a case-sensitive one', [route({ name: 'one', paths: [{ path: '/X', match: 'exact' }] }), route({ name: 'two', paths: [{ path: '/x', match: 'exact', ignoreCase: true }] })],
+    /exact path "\/x" \(ignoreCase\) on this host is already routed by routes\[0\] \("one"\) \(exact "\/X"\)/],
+  ['two ignoreCase prefixes equal ignoring case', [route({ paths: [{ path: '/a', match: 'prefix', ignoreCase: true }, { path: '/A', match: 'prefix', ignoreCase: true }] })], /prefix path "\/A" \(ignoreCase\) on this host is already routed/],
+  ['ignoreCase not a boolean', [route({ paths: [{ path: '/a', match: 'prefix', ignoreCase: 'yes' as unknown as boolean }] })], /paths\[0\]\.ignoreCase: "yes": must be true or false/],
   ['paths on an SNI route', [route({ paths: [{ path: '/', match: 'prefix' }] })], /an SNI route \(tcp listener\) cannot match paths/, 'sni'],
   ['not a list', { name: 'x' }, /^routes: \{"name":"x"\}: must be a list of routes/],
 ];
