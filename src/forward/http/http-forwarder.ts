@@ -23,7 +23,7 @@ import type { ListenerAccessLog } from '../../access-log/access-log';
 import { addressSet, readsList, type AddressLookup } from '../../store/list-ref';
 import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
-import { forwardedElement } from '../../identity/forwarded-header';
+import { forwardedElement, forwardedWithoutHost } from '../../identity/forwarded-header';
 import type { Connection, Endpoint } from '../../listener/connection';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
@@ -413,8 +413,9 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
    * `$proxy_add_x_forwarded_for` = `$http_x_forwarded_for, $remote_addr`; each hop appends the
    * address it received the request from, so a backend trusting ipgate and the same proxies can
    * walk it right to left too); from an untrusted peer, just the client. Replace mode: the client.
-   * Proto/Host/Port from a trusted proxy are kept (it may terminate TLS); else ours: `https` on a
-   * listener that terminates TLS, else `http`; the Host header; the port the client connected to.
+   * Proto/Port from a trusted proxy are kept (it may terminate TLS), and its Host on a listener
+   * without routes; else ours: `https` on a listener that terminates TLS, else `http`; the host
+   * the request was decided on; the port the client connected to.
    */
   private identityHeaders(headers: OutgoingHttpHeaders, hc: HttpConn, ex: Exchange, got: ReceivedHeaders): void {
     const peer = hc.conn.clientAddress;
@@ -427,13 +428,20 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
       headers['x-forwarded-for'] = client;
     }
     headers['x-forwarded-proto'] = hc.trusted && got.xForwardedProto !== null ? got.xForwardedProto : this.proto;
-    const host = hc.trusted && got.xForwardedHost !== null ? got.xForwardedHost : got.host;
+    // With routes, the host the route (and so the allowlist) was chosen by is the only host the
+    // backend hears of: a trusted proxy's X-Forwarded-Host (and the host= of its Forwarded
+    // elements) is replaced, never passed beside it, or a backend that believes it (Express
+    // `trust proxy`, Rails, Spring) would serve another route's host under this route's decision
+    // (docs/routes-and-sni.md "The request's Host"). Without routes no host decided anything, and
+    // a trusted proxy's X-Forwarded-Host is kept, as its X-Forwarded-Proto is.
+    const host = hc.trusted && got.xForwardedHost !== null && !hc.routed ? got.xForwardedHost : got.host;
     if (host !== null) headers['x-forwarded-host'] = host;
     headers['x-forwarded-port'] = hc.trusted && got.xForwardedPort !== null ? got.xForwardedPort : hc.destPortText;
     if (this.forwarded) {
       // RFC 7239: one element per hop, `for` = the node this hop received the request from.
       const element = forwardedElement(this.xffAppend ? peer : client, this.proto, got.host);
-      headers.forwarded = this.xffAppend && hc.trusted && got.forwarded !== null ? `${got.forwarded}, ${element}` : element;
+      const received = this.xffAppend && hc.trusted && got.forwarded !== null ? (hc.routed ? forwardedWithoutHost(got.forwarded) : got.forwarded) : null;
+      headers.forwarded = received !== null && received.length > 0 ? `${received}, ${element}` : element;
     }
   }
 
