@@ -37,7 +37,7 @@ import { requestTarget } from './request-target';
 import { compileHttpRoutes, type HttpRoutes } from './http-routes';
 import { routesVersion } from '../../route/routes-in-force';
 import { parseUpstreams, UpstreamPool } from '../upstream-group';
-import type { ClientReason } from '../../reasons';
+import type { HttpClientErrorLabel } from '../../reasons';
 import { upstreamReason } from '../upstream-reason';
 import { Canned, CannedResponses } from './canned';
 import { Exchange, HttpConn } from './exchange';
@@ -240,18 +240,18 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
 
   // --- the engine's host (RelayHost) ------------------------------------------------------------
 
-  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null): Admitted | null {
+  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, host: string, absolute: boolean): Admitted | null {
     if (hc.closing && this.draining) return null;
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
     const got = this.got;
     scanRequestHeaders(head.rawHeaders, hc.trusted, headers, got, this.strip);
-    if (authority !== null) {
-      headers.host = authority;
-      got.host = authority;
-    }
+    // The host as decided (request-host.ts): the absolute form's authority, or the Host line in
+    // normal form; what goes upstream is what routes and logs read.
+    headers.host = host;
+    got.host = host;
     if (got.upgrade !== null && head.upgrade) this.stats.httpUpgrades++;
-    if (hc.routed) return this.routedExchange(hc, head, socket, authority, headers);
+    if (hc.routed) return this.routedExchange(hc, head, socket, absolute, headers);
     const ex = this.exchange(hc, head, socket, this.admission);
     if (ex.entry !== null) this.identityHeaders(headers, hc, ex, got);
     return { ex, headers, accept: got.accept, upgrade: got.upgrade };
@@ -262,12 +262,12 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
    * request (a keep-alive connection can carry requests for two hosts, one allowed, one denied)
    * and whose settings apply; no route: 404 (400 for a path that cannot be matched safely).
    */
-  private routedExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null, headers: OutgoingHttpHeaders): Admitted | null {
+  private routedExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, absolute: boolean, headers: OutgoingHttpHeaders): Admitted | null {
     const routes = this.routes;
     if (routes === null) return null; // routing turned off by a reload: this connection closes (replaceRoutes)
     const got = this.got;
     // The absolute form's path (its authority already replaced Host); the engine checked the form.
-    const target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
+    const target = absolute ? requestTarget(head.url)?.path ?? head.url : head.url;
     const hit = routes.lookup(got.host ?? '', target);
     if (typeof hit === 'string') {
       const ex = this.exchange(hc, head, socket, null);
@@ -318,10 +318,10 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     return this.canned.requestTimeout;
   }
 
-  relayClientError(hc: HttpConn, reason: ClientReason): void {
+  relayClientError(hc: HttpConn, reason: HttpClientErrorLabel, detail?: string): void {
     ListenerStats.bump(this.stats.httpClientErrors, reason);
     if (hc.conn.result === null) hc.conn.result = reason;
-    this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason }, 'bad request');
+    this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason, detail }, 'bad request');
   }
 
   relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void {
