@@ -1,4 +1,4 @@
-import type { ClientReason, DeniedLabel, Reason, UpstreamReason } from '../reasons';
+import type { DeniedLabel, HttpClientErrorLabel, Reason, UpstreamReason } from '../reasons';
 import { CONNECT_BUCKETS, FixedHistogram, HTTP_DURATION_BUCKETS } from './fixed-histogram';
 
 /**
@@ -29,8 +29,8 @@ export class ListenerStats {
   httpUpgrades = 0;
   /** HTTP listeners: finished requests by status class `1xx`..`5xx`, `none` (the client left first). */
   readonly httpResponses = new Map<string, number>();
-  /** HTTP listeners: requests rejected by the parser: `bad_request`, `header_timeout`, `header_too_large`. */
-  readonly httpClientErrors = new Map<ClientReason, number>();
+  /** HTTP listeners: requests rejected by the parser (`bad_request`, `header_timeout`, `header_too_large`) or for their Host (`host_*`). */
+  readonly httpClientErrors = new Map<HttpClientErrorLabel, number>();
   /** HTTP listeners: request duration, seconds (ipgate_http_request_duration_seconds). */
   readonly httpDuration = new FixedHistogram(HTTP_DURATION_BUCKETS);
   /** Upstream connect time of new upstream connections, seconds (ipgate_upstream_connect_seconds). */

@@ -210,7 +210,7 @@ export class Metrics {
       help: 'HTTP upgrade requests (WebSocket, ...) received.',
       collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })) }).register(r);
     new Published({ name: 'ipgate_http_client_errors_total', type: 'counter',
-      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431).',
+      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long.',
       collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
     new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
       help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',

@@ -4,9 +4,10 @@
  * says what it decides and why.
  *
  * Lookup, in this order, each step a hash lookup:
- *   1. host: exact map; then wildcards by walking the name's label suffixes, longest first
- *      ("a.b.example.com" tries "b.example.com", "example.com", "com" in the wildcard map), so
- *      the cost is bounded by the label count, not the route count; then the default "*".
+ *   1. host: exact map; then wildcards, longest suffix first, looked up only at the suffix
+ *      lengths some wildcard has ("a.b.example.com" with "*.example.com" tries "example.com"
+ *      alone), so the cost is bounded by the distinct wildcard suffix lengths, never by the
+ *      route count or the name's label count; then the default "*".
  *      The host found decides: its routes answer, or the request is a route_no_path miss. A
  *      more specific host whose paths do not match does not fall back to a wildcard or the
  *      default (nginx `server_name` and ingress-nginx behave the same; Gateway API would fall
@@ -20,7 +21,9 @@
  *      insensitive backend, Express's default, serves `/ADMIN` as `/admin`); only a host that
  *      has such an entry lower-cases the path, so tables without one cost nothing more.
  * Host matching is case-insensitive (ASCII only: no Unicode case folding), ignores a ":port"
- * and one trailing dot; a Host with a character no host name has only reaches the default. Every answer is a frozen object built at compile time: a lookup
+ * and one trailing dot; a Host with a character no host name has, a port that is no number or
+ * over 253 characters only reaches the default (the HTTP engine answers such a Host 400 before
+ * any lookup: forward/http/request-host.ts). Every answer is a frozen object built at compile time: a lookup
  * allocates nothing on a plain path (bench/micro/route-table.ts).
  *
  * A RouteTable is built completely, validated with every problem reported at once, then never
@@ -29,7 +32,7 @@
  */
 import { problem } from '../config/errors';
 import type { RouteMissReason } from './codes';
-import { asciiLower, hostNameProblem } from './host-name';
+import { asciiLower, hostNameProblem, MAX_HOST_NAME_LENGTH } from './host-name';
 import { configPathProblem, matchForm, normalizePath, plainPathEnd, type PathParameters } from './path';
 
 export type { RouteMissReason } from './codes';
@@ -114,6 +117,7 @@ interface HostEntry {
 const SMALL = 8;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+const DOT = 0x2e;
 
 export class RouteTable {
   readonly kind: 'http' | 'sni';
@@ -121,7 +125,16 @@ export class RouteTable {
   /** How ";" in a request path is read (route/path.ts). */
   readonly pathParameters: PathParameters;
   private readonly exact: Map<string, HostEntry>;
+  /** Keyed by the suffix after "*." ("example.com" for "*.example.com"). */
   private readonly wildcard: Map<string, HostEntry>;
+  /**
+   * The distinct lengths of the wildcard suffixes, longest first: a name is looked up only at the
+   * suffixes of these lengths that start after a dot, so a lookup costs one comparison per length
+   * and a hash only where a wildcard could match, not a slice and a hash per label of the name
+   * (a Host of 8,000 one-letter labels cost ~100 ms that way: test/unit/route/route-table.test.ts
+   * "the wildcard walk").
+   */
+  private readonly wildcardLengths: readonly number[];
   private readonly fallback: HostEntry | null;
 
   private constructor(kind: 'http' | 'sni', names: string[], pathParameters: PathParameters, exact: Map<string, HostEntry>, wildcard: Map<string, HostEntry>, fallback: HostEntry | null) {
@@ -130,6 +143,7 @@ export class RouteTable {
     this.routeNames = Object.freeze(names);
     this.exact = exact;
     this.wildcard = wildcard;
+    this.wildcardLengths = Object.freeze([...new Set([...wildcard.keys()].map((k) => k.length))].sort((a, b) => b - a));
     this.fallback = fallback;
     Object.freeze(this);
   }
@@ -226,11 +240,15 @@ export class RouteTable {
     if (name !== null) {
       const e = this.exact.get(name);
       if (e !== undefined) return e;
-      if (this.wildcard.size > 0) {
-        for (let i = name.indexOf('.'); i !== -1; i = name.indexOf('.', i + 1)) {
-          const w = this.wildcard.get(name.slice(i + 1));
-          if (w !== undefined) return w;
-        }
+      // The longest suffix first is the most specific wildcard. A suffix of length l matches only
+      // when the name is longer and has a dot just before it ("*.b" never takes "b" or "ab").
+      const lengths = this.wildcardLengths;
+      const n = name.length;
+      for (let k = 0; k < lengths.length; k++) {
+        const l = lengths[k]!;
+        if (l >= n - 1 || name.charCodeAt(n - l - 1) !== DOT) continue;
+        const w = this.wildcard.get(name.slice(n - l));
+        if (w !== undefined) return w;
       }
     }
     return this.fallback;
@@ -295,14 +313,27 @@ function longestPrefix(map: Map<string, RouteMatch>, lengths: number[], path: st
 /**
  * A Host header value as the table's keys are spelled: the ":port" and one trailing dot cut,
  * ASCII lower-cased. null when what is left holds a character no host name has (anything but
- * letters, digits, "-", "_" and "."): such a value -- a bracketed IPv6 literal, `user@host`, a
- * space, a non-ASCII character that case folding could make equal to an ASCII name -- can only
- * take the default route, never an exact or wildcard one through its suffix.
+ * letters, digits, "-", "_" and "."), when it is longer than a host name can be (253), or when
+ * what follows the ":" is not a port: such a value -- a bracketed IPv6 literal, `user@host`,
+ * `a.example:x@b.example`, a space, a non-ASCII character that case folding could make equal to
+ * an ASCII name -- can only take the default route, never an exact or wildcard one through its
+ * prefix or suffix. (HTTP requests reach the table with a Host already validated by
+ * forward/http/request-host.ts, which refuses all of these with 400; the table stays safe for any
+ * caller.)
  */
 export function canonicalHost(host: string): string | null {
   let end = host.indexOf(':');
-  if (end === -1) end = host.length;
-  if (end > 0 && host.charCodeAt(end - 1) === 0x2e) end--;
+  if (end === -1) {
+    end = host.length;
+  } else {
+    if (host.length - end > 6) return null;
+    for (let k = end + 1; k < host.length; k++) {
+      const c = host.charCodeAt(k);
+      if (c < 0x30 || c > 0x39) return null;
+    }
+  }
+  if (end > 0 && host.charCodeAt(end - 1) === DOT) end--;
+  if (end > MAX_HOST_NAME_LENGTH) return null;
   let upper = false;
   for (let k = 0; k < end; k++) {
     const c = host.charCodeAt(k);

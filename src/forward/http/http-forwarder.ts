@@ -23,7 +23,7 @@ import type { ListenerAccessLog } from '../../access-log/access-log';
 import { addressSet, readsList, type AddressLookup } from '../../store/list-ref';
 import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
-import { forwardedElement } from '../../identity/forwarded-header';
+import { forwardedElement, forwardedWithoutHost } from '../../identity/forwarded-header';
 import type { Connection, Endpoint } from '../../listener/connection';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
@@ -37,7 +37,7 @@ import { requestTarget } from './request-target';
 import { compileHttpRoutes, type HttpRoutes } from './http-routes';
 import { routesVersion } from '../../route/routes-in-force';
 import { parseUpstreams, UpstreamPool } from '../upstream-group';
-import type { ClientReason } from '../../reasons';
+import type { HttpClientErrorLabel } from '../../reasons';
 import { upstreamReason } from '../upstream-reason';
 import { Canned, CannedResponses } from './canned';
 import { Exchange, HttpConn } from './exchange';
@@ -240,18 +240,18 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
 
   // --- the engine's host (RelayHost) ------------------------------------------------------------
 
-  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null): Admitted | null {
+  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, host: string, absolute: boolean): Admitted | null {
     if (hc.closing && this.draining) return null;
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
     const got = this.got;
     scanRequestHeaders(head.rawHeaders, hc.trusted, headers, got, this.strip);
-    if (authority !== null) {
-      headers.host = authority;
-      got.host = authority;
-    }
+    // The host as decided (request-host.ts): the absolute form's authority, or the Host line in
+    // normal form; what goes upstream is what routes and logs read.
+    headers.host = host;
+    got.host = host;
     if (got.upgrade !== null && head.upgrade) this.stats.httpUpgrades++;
-    if (hc.routed) return this.routedExchange(hc, head, socket, authority, headers);
+    if (hc.routed) return this.routedExchange(hc, head, socket, absolute, headers);
     const ex = this.exchange(hc, head, socket, this.admission);
     if (ex.entry !== null) this.identityHeaders(headers, hc, ex, got);
     return { ex, headers, accept: got.accept, upgrade: got.upgrade };
@@ -262,12 +262,12 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
    * request (a keep-alive connection can carry requests for two hosts, one allowed, one denied)
    * and whose settings apply; no route: 404 (400 for a path that cannot be matched safely).
    */
-  private routedExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null, headers: OutgoingHttpHeaders): Admitted | null {
+  private routedExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, absolute: boolean, headers: OutgoingHttpHeaders): Admitted | null {
     const routes = this.routes;
     if (routes === null) return null; // routing turned off by a reload: this connection closes (replaceRoutes)
     const got = this.got;
     // The absolute form's path (its authority already replaced Host); the engine checked the form.
-    const target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
+    const target = absolute ? requestTarget(head.url)?.path ?? head.url : head.url;
     const hit = routes.lookup(got.host ?? '', target);
     if (typeof hit === 'string') {
       const ex = this.exchange(hc, head, socket, null);
@@ -318,10 +318,10 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     return this.canned.requestTimeout;
   }
 
-  relayClientError(hc: HttpConn, reason: ClientReason): void {
+  relayClientError(hc: HttpConn, reason: HttpClientErrorLabel, detail?: string): void {
     ListenerStats.bump(this.stats.httpClientErrors, reason);
     if (hc.conn.result === null) hc.conn.result = reason;
-    this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason }, 'bad request');
+    this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason, detail }, 'bad request');
   }
 
   relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void {
@@ -413,8 +413,9 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
    * `$proxy_add_x_forwarded_for` = `$http_x_forwarded_for, $remote_addr`; each hop appends the
    * address it received the request from, so a backend trusting ipgate and the same proxies can
    * walk it right to left too); from an untrusted peer, just the client. Replace mode: the client.
-   * Proto/Host/Port from a trusted proxy are kept (it may terminate TLS); else ours: `https` on a
-   * listener that terminates TLS, else `http`; the Host header; the port the client connected to.
+   * Proto/Port from a trusted proxy are kept (it may terminate TLS), and its Host on a listener
+   * without routes; else ours: `https` on a listener that terminates TLS, else `http`; the host
+   * the request was decided on; the port the client connected to.
    */
   private identityHeaders(headers: OutgoingHttpHeaders, hc: HttpConn, ex: Exchange, got: ReceivedHeaders): void {
     const peer = hc.conn.clientAddress;
@@ -427,13 +428,20 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
       headers['x-forwarded-for'] = client;
     }
     headers['x-forwarded-proto'] = hc.trusted && got.xForwardedProto !== null ? got.xForwardedProto : this.proto;
-    const host = hc.trusted && got.xForwardedHost !== null ? got.xForwardedHost : got.host;
+    // With routes, the host the route (and so the allowlist) was chosen by is the only host the
+    // backend hears of: a trusted proxy's X-Forwarded-Host (and the host= of its Forwarded
+    // elements) is replaced, never passed beside it, or a backend that believes it (Express
+    // `trust proxy`, Rails, Spring) would serve another route's host under this route's decision
+    // (docs/routes-and-sni.md "The request's Host"). Without routes no host decided anything, and
+    // a trusted proxy's X-Forwarded-Host is kept, as its X-Forwarded-Proto is.
+    const host = hc.trusted && got.xForwardedHost !== null && !hc.routed ? got.xForwardedHost : got.host;
     if (host !== null) headers['x-forwarded-host'] = host;
     headers['x-forwarded-port'] = hc.trusted && got.xForwardedPort !== null ? got.xForwardedPort : hc.destPortText;
     if (this.forwarded) {
       // RFC 7239: one element per hop, `for` = the node this hop received the request from.
       const element = forwardedElement(this.xffAppend ? peer : client, this.proto, got.host);
-      headers.forwarded = this.xffAppend && hc.trusted && got.forwarded !== null ? `${got.forwarded}, ${element}` : element;
+      const received = this.xffAppend && hc.trusted && got.forwarded !== null ? (hc.routed ? forwardedWithoutHost(got.forwarded) : got.forwarded) : null;
+      headers.forwarded = received !== null && received.length > 0 ? `${received}, ${element}` : element;
     }
   }
 

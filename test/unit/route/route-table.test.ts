@@ -171,8 +171,52 @@ t.test('canonicalHost', async (t) => {
     ['refuses a space', 'a b.example', null],
     ['refuses non-ASCII (no case folding)', '\u212A.example', null],
     ['returns a plain lower-case host as is', 'a.example', 'a.example'],
+    ['refuses what follows ":" when it is no port (not cut there and matched as "a.example")', 'a.example:x@b.example', null],
+    ['refuses a port of more than 5 digits', 'a.example:123456', null],
+    ['an empty port is no port', 'a.example:', 'a.example'],
+    ['refuses a name longer than 253 characters', `${'a.'.repeat(127)}a`, null],
+    ['253 characters and a trailing dot', `${'a.'.repeat(126)}a.`, `${'a.'.repeat(126)}a`],
   ];
   for (const [description, input, expect] of rows) t.equal(canonicalHost(input), expect, description);
+});
+
+t.test('the wildcard walk: hash lookups only at the wildcard suffix lengths, none past 253 characters', async (t) => {
+  // A Host of 8,000 one-letter labels cost one slice and one hash of a long suffix per label
+  // (quadratic: 90-170 ms of CPU per request, issue 27). Now a name is looked up at the suffix
+  // lengths some wildcard has, and a name longer than any host name is not looked up at all.
+  const wild = RouteTable.compile([
+    { name: 'tenants', hosts: ['*.example.com'] },
+    { name: 'eu', hosts: ['*.eu.example.com'] },
+    { name: 'api', hosts: ['api.example.com'] },
+    { name: 'fallback', hosts: ['*'] },
+  ]);
+  const get = Map.prototype.get;
+  let gets = 0;
+  const counted = (fn: () => RouteResult): RouteResult => {
+    gets = 0;
+    Map.prototype.get = function (this: Map<unknown, unknown>, k: unknown) {
+      gets++;
+      return get.call(this, k);
+    };
+    try {
+      return fn();
+    } finally {
+      Map.prototype.get = get;
+    }
+  };
+  const many = `${'a.'.repeat(120)}example.com`; // 251 characters, 122 labels
+  t.equal(show(counted(() => wild.lookup(many, '/'))), 'tenants *.example.com (any)', 'a 122-label name under *.example.com');
+  t.ok(gets <= 3, `1 exact + at most 2 wildcard lookups (one per suffix length), not one per label: ${gets}`);
+  t.equal(show(counted(() => wild.lookup(`${'a.'.repeat(120)}x`, '/'))), 'fallback * (any)', 'a 121-label name under no wildcard');
+  t.ok(gets <= 3, `1 exact + at most one lookup per wildcard suffix length: ${gets}`);
+  t.equal(show(counted(() => wild.lookup(`${'ab'.repeat(60)}.${'ab'.repeat(60)}`, '/'))), 'fallback * (any)', 'a name whose only dot starts no suffix of a wildcard\'s length');
+  t.equal(gets, 1, 'the exact lookup alone');
+  t.equal(show(counted(() => wild.lookup(`${'a.'.repeat(8000)}example.com`, '/'))), 'fallback * (any)', 'a 16 KB name only reaches the default');
+  t.equal(gets, 0, 'no lookup at all for a name longer than 253 characters');
+  t.equal(show(counted(() => wild.lookup('x.eu.example.com', '/'))), 'eu *.eu.example.com (any)', 'the longer wildcard still wins');
+  t.equal(show(wild.lookup('eu.example.com', '/')), 'tenants *.example.com (any)', 'a wildcard never matches its bare suffix');
+  t.equal(show(wild.lookup('xexample.com', '/')), 'fallback * (any)', 'a suffix matches on a label boundary only');
+  t.equal(show(wild.lookup('.example.com', '/')), 'fallback * (any)', 'an empty first label is no name under the wildcard');
 });
 
 /** Compiles and returns the problems (or [] if it compiled). */

@@ -34,10 +34,11 @@
  *   idempotent request without a body is sent once more on a new connection.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { ClientReason } from '../../../reasons';
+import type { HttpClientErrorLabel } from '../../../reasons';
 import type { ByteSocket } from '../../../transport/byte-socket';
 import type { Upstream } from '../../upstream-group';
 import type { Canned } from '../canned';
+import { requestHost } from '../request-host';
 import { requestTarget } from '../request-target';
 import type { Exchange, HttpConn } from '../exchange';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
@@ -74,10 +75,11 @@ export interface RouteUse {
 export interface RelayHost {
   /**
    * An Exchange for this request (identity, allowlist entry) and its upstream headers, or null
-   * when the connection is closing. `authority`: an absolute-form target's, which replaces the
-   * Host header (RFC 9112 3.2.2).
+   * when the connection is closing. `host`: the validated host (request-host.ts) the request is
+   * decided on and that goes upstream as Host; `absolute`: the target is absolute-form (its
+   * authority is `host`, RFC 9112 3.2.2, and its path is what goes upstream).
    */
-  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null): Admitted | null;
+  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, host: string, absolute: boolean): Admitted | null;
   forbidden(accept: string | null): Canned;
   readonly badRequest: Canned;
   readonly headersTooLarge: Canned;
@@ -92,8 +94,11 @@ export interface RelayHost {
   /** http.upstreamIdleTimeoutMs: a client connection's own upstream socket idles this long at most. */
   readonly upstreamIdleTimeoutMs: number;
   readonly maxRequestsPerConnection: number;
-  /** Count a client error (`bad_request`, `header_too_large`, `header_timeout`) on its connection. */
-  relayClientError(hc: HttpConn, reason: ClientReason): void;
+  /**
+   * Count a client error (`bad_request`, `header_too_large`, `header_timeout`, `host_*`) on its
+   * connection; `detail`: why, for the debug line.
+   */
+  relayClientError(hc: HttpConn, reason: HttpClientErrorLabel, detail?: string): void;
   /** Count and log an upstream failure (`upstream_refused`, ...); `retrying`: the next target follows. */
   relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void;
   /** The upstream's response head (status, time since `ex.sentAt`), counted per target. */
@@ -352,15 +357,19 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.fail(this.host.badRequest);
       return;
     }
-    if (!hasHost(head.rawHeaders)) {
-      // Answered before any handler, as node:http's requireHostHeader did (not a counted client
-      // error), and for HTTP/1.0 too: the backend would otherwise get the upstream's address.
-      this.fail(this.host.badRequest);
-      return;
-    }
     const target = requestTarget(head.url);
     if (target === null) {
       this.host.relayClientError(this.hc, 'bad_request');
+      this.fail(this.host.badRequest);
+      return;
+    }
+    // RFC 9112 3.2, on every HTTP listener (as nginx refuses a bad Host everywhere): one valid
+    // Host line (HTTP/1.0 too: the backend would otherwise get the upstream's address), the
+    // absolute form's authority in its place; the host is forwarded in the form it was decided on
+    // (request-host.ts).
+    const host = requestHost(head.rawHeaders, target.authority);
+    if (typeof host !== 'string') {
+      this.host.relayClientError(this.hc, host.reason, host.detail);
       this.fail(this.host.badRequest);
       return;
     }
@@ -368,7 +377,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.quickDeny(head);
       return;
     }
-    const made = this.host.relayExchange(this.hc, head, this.socket, target.authority);
+    const made = this.host.relayExchange(this.hc, head, this.socket, host, target.authority !== null);
     if (made === null) {
       this.socket.destroy();
       return;
@@ -857,11 +866,6 @@ function headerValue(raw: readonly string[], lower: string): string | null {
     if (raw[i]!.length === lower.length && raw[i]!.toLowerCase() === lower) v = v === null ? raw[i + 1]! : `${v}, ${raw[i + 1]!}`;
   }
   return v;
-}
-
-function hasHost(raw: readonly string[]): boolean {
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') return true;
-  return false;
 }
 
 function isConnectFailure(code: string): boolean {
