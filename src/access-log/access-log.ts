@@ -9,7 +9,8 @@
  *   via        how it was learned: socket | proxy-v1 | proxy-v2 | xff
  *   peer       the socket peer (a load balancer, a trusted proxy, or the client itself)
  *   decision   allow | deny (allowlist; reason denied_by_entry, not_allowlisted or revoked) | reject (PROXY header
- *              pp_<code>, ClientHello tls_<code>, no route route_no_host)
+ *              pp_<code>, ClientHello tls_<code> (the first, or a second one after a HelloRetryRequest),
+ *              no route route_no_host)
  *   entry      the allowlist entry (CIDR) that decided: the allow entry that admits the client
  *              (decision allow), or the deny entry that refused it (reason denied_by_entry)
  *   reason     why it was denied or rejected (= the ipgate_denied_total reason)
@@ -107,7 +108,12 @@ export class ListenerAccessLog {
     } else if (result === 'revoked') {
       decision = 'deny';
       reason = 'revoked';
-    } else if ((conn.entry === null && (result.startsWith('pp_') || result.startsWith('tls_') || result.startsWith('route_')))) {
+    } else if ((conn.entry === null && (result.startsWith('pp_') || result.startsWith('route_')))
+      || (result.startsWith('tls_') && result !== 'tls_bad_server_hello')) {
+      // A tls_ code after the allowlist admitted the client is the handshake watch's refusal of a
+      // second ClientHello (forward/tcp/hello-watch.ts): a rejection too, not an allowed stream.
+      // tls_bad_server_hello is the backend's fault: an allowed connection that failed, as
+      // upstream_<code> results are.
       decision = 'reject';
       reason = result;
     } else if (conn.entry === null) {

@@ -25,7 +25,8 @@ import type { Reason } from '../reasons';
 import type { LiveList } from '../store/live-lists';
 import type { TlsStageResult, TlsTerminator } from '../tls/terminate';
 import { SniRoutes } from '../route/sni-routes';
-import { HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
+import type { ClientHelloDone } from '../tls/client-hello';
+import { helloTimeoutMs, HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
 import { Connection } from './connection';
@@ -37,9 +38,12 @@ import { RawSocket } from '../transport/raw-socket';
 export interface ConnectionHandler {
   /**
    * Take over an admitted connection. `leftover` holds bytes that arrived after the PROXY header
-   * (payload, forwarded untouched). The socket is paused.
+   * (payload, forwarded untouched). The socket is paused. `hello`: on a TCP listener with routes,
+   * the ClientHello that chose the route (`leftover` starts with its `length` bytes); the
+   * forwarder follows the handshake to the backend's ServerHello with it (a second hello after a
+   * HelloRetryRequest must match it: forward/tcp/hello-watch.ts).
    */
-  handle(conn: Connection, leftover: Buffer): void;
+  handle(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void;
   /**
    * HTTP listeners decide per request when the client comes from X-Forwarded-For (the peer is a
    * trusted proxy): the listener then skips the per-connection allowlist check.
@@ -77,9 +81,6 @@ export interface PeerObserver {
 
 const EMPTY = Buffer.alloc(0);
 let nextConnectionId = 1;
-
-/** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
-const DEFAULT_HELLO_TIMEOUT_MS = 5000;
 
 export class Listener implements HeaderSink, HelloSink {
   readonly name: string;
@@ -127,7 +128,7 @@ export class Listener implements HeaderSink, HelloSink {
     this.routes = config.mode === 'tcp' && config.routes !== undefined ? SniRoutes.compile(config, deps.list.owner, this.stats) : null;
     this.headerTrusted = new HeaderStage(config.proxyProtocol, true, this);
     this.headerUntrusted = new HeaderStage(config.proxyProtocol, false, this);
-    this.hello = new HelloStage({ timeoutMs: config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS }, this.stats, this);
+    this.hello = new HelloStage({ timeoutMs: helloTimeoutMs(config) }, this.stats, this);
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -375,7 +376,7 @@ export class Listener implements HeaderSink, HelloSink {
       return;
     }
     conn.route = d.route;
-    this.admit(conn, r.bytes);
+    this.admit(conn, r.bytes, r.hello);
   }
 
   /** Whether this listener decides on `list` (its own, or one of its routes'): revocation asks. */
@@ -410,7 +411,7 @@ export class Listener implements HeaderSink, HelloSink {
     return gone.length;
   }
 
-  private admit(conn: Connection, leftover: Buffer): void {
+  private admit(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void {
     const handler = this.deps.handler;
     if (handler.decidesPerRequest?.(conn) !== true) {
       const entry = this.admission.matchConnection(conn);
@@ -421,7 +422,7 @@ export class Listener implements HeaderSink, HelloSink {
       }
       conn.entry = entry;
     }
-    handler.handle(conn, leftover);
+    handler.handle(conn, leftover, hello);
   }
 
   private reject(conn: Connection, reason: PpReason, version: string): void {

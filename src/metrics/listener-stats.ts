@@ -42,6 +42,12 @@ export class ListenerStats {
    */
   readonly sniHellos = new Map<string, number>();
   /**
+   * TCP listeners with routes: HelloRetryRequests from backends by how the client's second hello
+   * ended, `ok` (it matched the first and went on) or `tls_<code>` (the connection was closed)
+   * (ipgate_sni_hello_retries_total; forward/tcp/hello-watch.ts).
+   */
+  readonly sniHelloRetries = new Map<string, number>();
+  /**
    * Connections (TCP, SNI) and requests (HTTP) that matched no route, by reason
    * (ipgate_route_misses_total for TCP listeners, ipgate_http_route_misses_total for HTTP ones).
    */

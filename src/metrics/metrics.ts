@@ -151,6 +151,9 @@ export class Metrics {
     new Published({ name: 'ipgate_sni_hellos_total', type: 'counter',
       help: 'TCP listeners with routes: ClientHello reads by result, ok or tls_<code> (the connection was closed: malformed, too large, not TLS, truncated, timeout).',
       collect: each((s, out) => byKey(s.sniHellos, out, s.listener, 'result')) }).register(r);
+    new Published({ name: 'ipgate_sni_hello_retries_total', type: 'counter',
+      help: 'TCP listeners with routes: HelloRetryRequests from backends, by the second ClientHello\'s result: ok (it matched the first), or tls_<code> (closed: another server_name or ALPN, truncated, timeout, ...).',
+      collect: each((s, out) => byKey(s.sniHelloRetries, out, s.listener, 'result')) }).register(r);
     new Published({ name: 'ipgate_route_misses_total', type: 'counter',
       help: 'TCP listeners with routes: connections whose SNI matched no route (route_no_host); HTTP listeners count theirs in ipgate_http_route_misses_total.',
       collect: each((s, out) => { if (!this.httpListeners.includes(s)) byKey(s.routeMisses, out, s.listener, 'reason'); }) }).register(r);

@@ -83,7 +83,10 @@ export const RouteSchema = Section({
 
 /** TCP listeners with routes: how the ClientHello is read (tls/client-hello.ts). */
 export const SniSchema = Section({
-  /** A ClientHello not complete within this time closes the connection (`tls_timeout`). */
+  /**
+   * A ClientHello not complete within this time closes the connection (`tls_timeout`): the first
+   * one from the connection's start, a second one (after a HelloRetryRequest) from the retry.
+   */
   helloTimeoutMs: Ms({ default: 5000 }),
 });
 
