@@ -50,7 +50,16 @@ export function parseConfig(text: string, file?: string, env: NodeJS.ProcessEnv 
   return buildConfig(raw, file);
 }
 
-export function buildConfig(raw: unknown, file?: string): Config {
+/** What buildConfig checks besides the config itself. */
+export interface BuildOptions {
+  /**
+   * Read the TLS certificate, key and CA files (default true). `false`: every other check, for a
+   * config written where the files are not (`ipgate import ingress-nginx --tls`).
+   */
+  tlsFiles?: boolean;
+}
+
+export function buildConfig(raw: unknown, file?: string, opts: BuildOptions = {}): Config {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new ConfigError([problem('(top level)', raw, 'must be a mapping with at least "listeners"')], file);
   }
@@ -59,7 +68,7 @@ export function buildConfig(raw: unknown, file?: string): Config {
     throw new ConfigError(formatAjvErrors(validateSchema.errors ?? [], copy), file);
   }
   const config = copy as unknown as Config;
-  const { problems, warnings } = checkSemantics(config, raw, file !== undefined ? path.dirname(path.resolve(file)) : null);
+  const { problems, warnings } = checkSemantics(config, raw, file !== undefined ? path.dirname(path.resolve(file)) : null, opts.tlsFiles ?? true);
   if (problems.length > 0) throw new ConfigError(problems, file);
   const frozen = deepFreeze(config);
   WARNINGS.set(frozen, Object.freeze(warnings));

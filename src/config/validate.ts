@@ -41,7 +41,7 @@ export interface SemanticResult {
  * `raw` is the config as written, before the schema's defaults were filled in: "set by the
  * operator" (an ignored option, `http` on a tcp listener) cannot be told from a default afterwards.
  */
-export function checkSemantics(config: Config, raw: unknown = config, baseDir: string | null = null): SemanticResult {
+export function checkSemantics(config: Config, raw: unknown = config, baseDir: string | null = null, tlsFiles = true): SemanticResult {
   const problems: string[] = [];
   const warnings: string[] = [];
   const rawListeners = rawArray(rawObject(raw)?.listeners);
@@ -181,7 +181,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
         if (key in rawPp) warnings.push(problem(`${at}.proxyProtocol.${key}`, rawPp[key], 'is ignored: proxyProtocol.mode is "off" (no PROXY header is read)'));
       }
     }
-    checkTls(at, l, rawListener?.tls, baseDir, problems, warnings);
+    checkTls(at, l, rawListener?.tls, baseDir, problems, warnings, tlsFiles);
     const rawHttp = rawObject(rawListener?.http);
     if (l.mode === 'tcp') {
       for (const key of Object.keys(rawHttp ?? {})) {
