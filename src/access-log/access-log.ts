@@ -97,7 +97,7 @@ export class ListenerAccessLog {
    * close (`bytesWritten` is a getter that copies the socket's write queue).
    */
   connection(conn: Connection, bytesIn: number, bytesOut: number): void {
-    if (this.http && conn.onRevoke !== null) return;
+    if (this.http && conn.decidedPerRequest) return;
     const result = conn.result ?? 'ok';
     let decision: string;
     let reason: string | null = null;
@@ -220,7 +220,7 @@ export class ListenerAccessLog {
         const result = ex.reason ?? 'ok';
         const upstream = ex.upstream?.label ?? null;
         const method = ex.method;
-        const bytesOut = ex.socket.bytesWritten - ex.bytesAtStart;
+        const bytesOut = ex.bytesOut;
         const host = cut(ex.host);
         const ua = cut(ex.userAgent);
         const upstreamStatus = ex.upstreamStatus === 0 ? null : ex.upstreamStatus;
@@ -270,7 +270,7 @@ export class ListenerAccessLog {
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision, entry: ex.entry?.cidr ?? null,
         ...(routed ? { route } : {}), result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, method: ex.method, path, status: ex.status,
         upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
-        userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
+        userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.bytesOut,
         durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
       }, 'access');
       return;
@@ -282,7 +282,7 @@ export class ListenerAccessLog {
         conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason, ...(entry !== null ? { entry } : {}),
         ...(ex.routed ? { route: ex.route?.name ?? null } : {}),
         result: ex.reason, upstream: null, method: ex.method, path, status: ex.status, host: cut(ex.host),
-        userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.socket.bytesWritten - ex.bytesAtStart,
+        userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.bytesOut,
         durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
       }, 'access');
     }

@@ -18,7 +18,8 @@ import type { Connection, Via } from './connection';
 
 export class Admission {
   constructor(
-    private readonly list: LiveList,
+    /** The list that decides (read live: `.matcher` per decision). */
+    readonly list: LiveList,
     private readonly stats: ListenerStats,
     private readonly log: Logger,
   ) {}

@@ -69,8 +69,11 @@ export class Connection {
   result: Reason | null = null;
   /** Set when an allowlist change no longer allows the client: the forwarder must stop. */
   revoked = false;
-  /** For HTTP listeners: called to close the connection gracefully or at once (revocation, drain). */
-  onRevoke: ((conn: Connection) => void) | null = null;
+  /**
+   * Handed to a handler that decides per request (HTTP): its requests are decided, logged and
+   * re-checked one by one (ConnectionHandler.recheck), the connection has no decision of its own.
+   */
+  decidedPerRequest = false;
   /** A TLS listener's handshake result (the access log's `tls`), null on plaintext. */
   tls: TlsFacts | null = null;
 

@@ -15,7 +15,7 @@ import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../access-log/access-log';
 import { addressSet, readsList, type AddressLookup } from '../store/list-ref';
-import type { ListenerConfig } from '../config/schema';
+import type { ListenerConfig, RouteConfig } from '../config/schema';
 import { parseHostPort } from '../config/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
 import { beforeHeader, type IdentityOutcome } from '../identity/derive';
@@ -24,6 +24,7 @@ import type { PpReason } from '../proxy-protocol/codes';
 import type { Reason } from '../reasons';
 import type { LiveList } from '../store/live-lists';
 import type { TlsStageResult, TlsTerminator } from '../tls/terminate';
+import type { RouteReceiver } from '../route/route-receiver';
 import { SniRoutes } from '../route/sni-routes';
 import type { ClientHelloDone } from '../tls/client-hello';
 import { helloTimeoutMs, HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
@@ -34,7 +35,13 @@ import { gather } from './gather';
 import { HeaderStage, type HeaderSink } from './header-stage';
 import { RawSocket } from '../transport/raw-socket';
 
-/** What a listener hands an admitted connection to. */
+/**
+ * What a listener hands an admitted connection to, and the lifecycle the listener drives through
+ * it (docs/architecture.md "The data path"): a list change (revokeLive) re-checks open connections,
+ * a change of a trusted-peer list closes what an untrusted peer spoke for, a reload swaps routes,
+ * a drain stops new work. Listener.listChanged is the one place that decides which of these a
+ * list change calls; each handler answers for what it decided.
+ */
 export interface ConnectionHandler {
   /**
    * Take over an admitted connection. `leftover` holds bytes that arrived after the PROXY header
@@ -45,20 +52,29 @@ export interface ConnectionHandler {
    */
   handle(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void;
   /**
-   * HTTP listeners decide per request when the client comes from X-Forwarded-For (the peer is a
-   * trusted proxy): the listener then skips the per-connection allowlist check.
+   * The handler decides the allowlist per request (HTTP: a 403 per request, and a trusted proxy's
+   * clients come from X-Forwarded-For): the listener then makes no connection-level decision, and
+   * a list change asks the handler to `recheck` each such connection.
    */
-  decidesPerRequest?(conn: Connection): boolean;
-  /** Stop taking new requests on open connections (drain); close idle ones. */
-  drain?(): void;
-  /** Read/write buffer size for accepted sockets (bytes); default: Node's. */
+  readonly decidesPerRequest: boolean;
+  /** Read/write buffer size for accepted sockets (bytes); undefined: Node's. */
   readonly socketHighWaterMark?: number;
   /**
    * The handler takes RawSockets (raw-socket.ts) instead of net.Sockets (it checked that this Node
    * has them: rawSocketsWanted): the listener then accepts libuv handles itself and never builds
    * a net.Socket.
    */
-  readonly rawSockets?: boolean;
+  readonly rawSockets: boolean;
+  /** Stop taking new requests on open connections (drain); close idle ones. */
+  drain(): void;
+  /** Whether the handler decides with `list` besides the listener's own (an HTTP route's list). */
+  enforces(list: LiveList): boolean;
+  /** After a list change: re-decide a connection this handler decides per request (close, mark, or keep it). */
+  recheck(conn: Connection): void;
+  /** After a change of `list`: close what a peer it no longer trusts spoke for (HTTP trustedProxies); how many. */
+  trustChanged(list: LiveList): number;
+  /** The routes the handler takes live (HTTP listeners), or null: the listener's own (SNI) routes, if any. */
+  readonly routes: RouteReceiver | null;
 }
 
 export interface ListenerDeps {
@@ -72,6 +88,16 @@ export interface ListenerDeps {
   accessLog?: ListenerAccessLog | null;
   /** HTTP listeners with `tls`: the TLS stage, run after the PROXY header (src/tls/terminate.ts). */
   tls?: TlsTerminator | null;
+  /** `revokeLive`: a reload of SNI routes re-checks open connections against their new routes' lists. */
+  revokeLive?: boolean;
+}
+
+/** What a list change closed on one listener (Listener.listChanged). */
+export interface ListChangeResult {
+  /** Connections a peer no longer trusted spoke for (`trust_revoked`). */
+  readonly untrusted: number;
+  /** Connections whose client is no longer allowed (`revoked`; HTTP ones may be marked to close after their response). */
+  readonly revoked: number;
 }
 
 /** Sees the peer address of every accepted connection (src/selfcheck). */
@@ -82,7 +108,8 @@ export interface PeerObserver {
 const EMPTY = Buffer.alloc(0);
 let nextConnectionId = 1;
 
-export class Listener implements HeaderSink, HelloSink {
+export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes | null> {
+  readonly routeKind = 'sni';
   readonly name: string;
   readonly stats: ListenerStats;
   readonly connections = new Set<Connection>();
@@ -204,7 +231,7 @@ export class Listener implements HeaderSink, HelloSink {
   stopAccepting(): void {
     this.draining = true;
     this.acceptErrors.close();
-    this.deps.handler.drain?.();
+    this.deps.handler.drain();
     // close() stops accepting at once; its callback would wait for every open connection, which is
     // the drain's job (bounded by drainTimeoutMs), so it is not awaited here.
     if (this.server.listening) this.server.close();
@@ -221,9 +248,22 @@ export class Listener implements HeaderSink, HelloSink {
     conn.upstreamSocket?.destroy();
   }
 
-  /** Whether `list` is the named list behind proxyProtocol.trustedSources (read live). */
-  trustsBy(list: LiveList): boolean {
-    return readsList(this.trustedSources, list);
+  /**
+   * A list changed (revokeLive): the one place that decides what that closes on this listener.
+   * A list behind proxyProtocol.trustedSources or http.trustedProxies closes what a peer it no
+   * longer trusts spoke for; a list this listener decides with (its own, an SNI route's, an HTTP
+   * route's) re-checks every open connection against the list that decides it now.
+   */
+  listChanged(list: LiveList): ListChangeResult {
+    const handler = this.deps.handler;
+    const untrusted = (readsList(this.trustedSources, list) ? this.revokeUntrusted() : 0) + handler.trustChanged(list);
+    const revoked = this.enforces(list) || handler.enforces(list) ? this.revokeDenied() : 0;
+    return { untrusted, revoked };
+  }
+
+  /** What takes this listener's routes on a reload: the HTTP handler, or the listener itself (SNI routes of a TCP listener). */
+  get routeReceiver(): RouteReceiver {
+    return this.deps.handler.routes ?? this;
   }
 
   /**
@@ -246,15 +286,14 @@ export class Listener implements HeaderSink, HelloSink {
 
   /**
    * Re-check every live connection against the list in force and close those whose client is no
-   * longer allowed (revokeLive). Connections whose identity is decided per request are asked to
-   * re-check themselves through onRevoke.
+   * longer allowed (revokeLive). Connections the handler decides per request are re-decided by it.
    */
   revokeDenied(): number {
     let closed = 0;
     for (const conn of this.connections) {
-      if (conn.entry === null && conn.onRevoke === null) continue; // not yet admitted
-      if (conn.onRevoke !== null) {
-        conn.onRevoke(conn);
+      if (conn.entry === null && !conn.decidedPerRequest) continue; // not yet admitted
+      if (conn.decidedPerRequest) {
+        this.deps.handler.recheck(conn);
         continue;
       }
       const entry = this.admission.matchConnection(conn);
@@ -400,7 +439,8 @@ export class Listener implements HeaderSink, HelloSink {
    * when this listener relays on libuv handles and a new upstream is a name (handles dial
    * addresses only: a restart picks the net.Socket path).
    */
-  replaceRoutes(next: SniRoutes): number {
+  replaceRoutes(next: SniRoutes | null): number {
+    if (next === null) return 0;
     if (this.routes === null) throw new Error(`listener "${this.name}" has no SNI routes (mode tcp with routes): nothing to replace`);
     if (this.raw && !next.ipLiteralsOnly) {
       throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
@@ -408,12 +448,34 @@ export class Listener implements HeaderSink, HelloSink {
     this.routes = next;
     const gone = next.adopt(this.connections);
     for (const conn of gone) this.close(conn, 'route_removed');
+    if (this.deps.revokeLive === true) this.revokeDenied();
     return gone.length;
+  }
+
+  /**
+   * A TCP listener's side of a routes reload (route/route-receiver.ts): the SNI routes compiled
+   * from the new config without touching what is in force. Turning SNI routing on or off changes
+   * the listener's stages (ClientHello read or not), so that is refused with "needs a restart", as
+   * a changed `mode` or `listen` is.
+   */
+  compileRoutes(routes: readonly RouteConfig[] | undefined): SniRoutes | null {
+    const started = this.config.routes !== undefined;
+    if ((routes !== undefined) !== started) {
+      throw new Error(`SNI routing turned ${started ? 'off' : 'on'} for TCP listener "${this.name}": its stages change, which needs a restart`);
+    }
+    if (routes === undefined) return null;
+    const next = SniRoutes.compile({ ...this.config, routes }, this.deps.list.owner, this.stats);
+    if (this.raw && !next.ipLiteralsOnly) {
+      throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
+    }
+    return next;
   }
 
   private admit(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void {
     const handler = this.deps.handler;
-    if (handler.decidesPerRequest?.(conn) !== true) {
+    if (handler.decidesPerRequest) {
+      conn.decidedPerRequest = true;
+    } else {
       const entry = this.admission.matchConnection(conn);
       if (entry === null) {
         this.admission.refused(conn.clientAddress, conn, conn.via);

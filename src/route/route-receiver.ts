@@ -30,8 +30,3 @@ export interface RouteReceiver<Compiled = unknown> {
    */
   replaceRoutes(compiled: Compiled): number;
 }
-
-export function isRouteReceiver(x: unknown): x is RouteReceiver {
-  return typeof x === 'object' && x !== null && typeof (x as RouteReceiver).replaceRoutes === 'function'
-    && typeof (x as RouteReceiver).compileRoutes === 'function';
-}

@@ -7,7 +7,6 @@ import type { AllowEntry } from '../../allowlist/entry';
 import type { Decision } from '../../allowlist/matcher';
 import type { Connection, Via } from '../../listener/connection';
 import type { Reason } from '../../reasons';
-import type { ByteSocket } from '../../transport/byte-socket';
 import type { Upstream } from '../upstream-group';
 import type { HttpRoute } from './http-routes';
 
@@ -29,8 +28,10 @@ export class HttpConn {
   upgraded: Exchange | null = null;
   /** A list change no longer allows this connection: no new requests, close after the in-flight one. */
   revoked = false;
-  /** The connection is ending (revoked, draining): no new request is admitted on it. */
+  /** The connection is ending (revoked, a route removed, draining): its in-flight response is its last. */
   closing = false;
+  /** The listener is draining: no new request is admitted on this connection (it closes instead). */
+  draining = false;
   /** A revoked connection's in-flight response gets a grace period, then this cuts it. */
   revokeTimer: NodeJS.Timeout | null = null;
   /** conn.destPort as text, for X-Forwarded-Port. */
@@ -43,8 +44,6 @@ export class HttpConn {
   constructor(
     readonly conn: Connection,
     trusted: boolean,
-    /** The HttpForwarder (typed loosely to keep this file free of a cycle). */
-    readonly forwarder: unknown,
   ) {
     this.trusted = trusted;
     this.destPortText = String(conn.destPort);
@@ -79,7 +78,10 @@ export class Exchange {
   /** Failure / result reason (`upstream_refused`, `upstream_timeout`, `denied`, `client_abort`, ...). */
   reason: Reason | null = null;
   readonly startedAt: number;
-  readonly bytesAtStart: number;
+  /** The client socket's bytesWritten when the request arrived; the engine sets both. */
+  bytesAtStart = 0;
+  /** Bytes written to the client for this request (the response, or a tunnel's), set before it is recorded. */
+  bytesOut = 0;
   /** The client sent no body (no Content-Length > 0, no Transfer-Encoding): safe to retry. */
   readonly bodyless: boolean;
 
@@ -88,8 +90,6 @@ export class Exchange {
     /** The request line's method and target, as the client sent them. */
     readonly method: string,
     readonly url: string,
-    /** The client socket (the access log reads the bytes written to it). */
-    readonly socket: ByteSocket,
     client: string,
     via: Via,
     now: number,
@@ -98,7 +98,6 @@ export class Exchange {
     this.client = client;
     this.via = via;
     this.startedAt = now;
-    this.bytesAtStart = socket.bytesWritten;
     this.bodyless = bodyless;
   }
 }

@@ -39,6 +39,10 @@ export const RELAY_HIGH_WATER_MARK = 256 * 1024;
 
 export class TcpForwarder implements ConnectionHandler {
   readonly socketHighWaterMark = RELAY_HIGH_WATER_MARK;
+  /** A TCP connection is decided once, by the listener's allowlist stage (its SNI route's list, or its own). */
+  readonly decidesPerRequest = false;
+  /** SNI routes are the listener's own (Listener.routeReceiver). */
+  readonly routes = null;
   /**
    * Relay on libuv handles (raw-socket.ts) where this Node has them, unless IPGATE_TCP_HANDLES=0,
    * and when every upstream (the listener's and its routes') is an IP literal: a RawSocket
@@ -75,6 +79,17 @@ export class TcpForwarder implements ConnectionHandler {
       },
       closeWith: (conn, reason) => this.closeWith(conn, reason),
     };
+  }
+
+  // Lifecycle (ConnectionHandler): the listener re-checks and closes TCP connections itself (each
+  // was decided once, by the listener); a stream has no request boundary to drain at.
+  drain(): void {}
+  enforces(): boolean {
+    return false;
+  }
+  recheck(): void {}
+  trustChanged(): number {
+    return 0;
   }
 
   /**

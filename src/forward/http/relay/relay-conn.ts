@@ -33,94 +33,37 @@
  * - a reused socket the backend closed as the request reached it (nothing came back): an
  *   idempotent request without a body is sent once more on a new connection.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
-import type { HttpClientErrorLabel } from '../../../reasons';
 import type { ByteSocket } from '../../../transport/byte-socket';
+import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
 import type { Upstream } from '../../upstream-group';
 import type { Canned } from '../canned';
-import { requestHost } from '../request-host';
-import { requestTarget } from '../request-target';
+import type { EngineSettings } from '../engine-settings';
 import type { Exchange, HttpConn } from '../exchange';
+import type { EngineEvents } from '../http-events';
+import type { RequestDecision, RequestFacts } from '../http-policy';
+import { requestTarget } from '../request-target';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
 import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
-import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
 
-/** One admitted or refused request, as the policy made it. */
-export interface Admitted {
-  ex: Exchange;
-  /** The upstream head's headers (rewritten); unused when denied. */
-  headers: OutgoingHttpHeaders;
-  accept: string | null;
-  /** The Upgrade header's value (an upgrade request), or null. */
-  upgrade: string | null;
-  /** Listeners with routes: the request's route (its upstream group, timeout and 403s). */
-  route?: RouteUse;
-  /** The request target sent upstream instead of the client's (routes: the normal form), or null. */
-  path?: string | null;
-  /** Answered by ipgate without going upstream (a route miss: 404 / 400). */
-  answer?: Canned;
+/** The policy as an engine calls it (http-policy.ts HttpPolicy): one decision per request. */
+export interface RequestPolicy {
+  /** The decision for a request head, or null: the connection takes no new request and closes. */
+  admit(hc: HttpConn, head: RequestFacts, authority: string | null): RequestDecision | null;
 }
 
-/** What the engine takes from a route (forward/http/http-routes.ts HttpRoute). */
-export interface RouteUse {
-  readonly targets: readonly Upstream[];
-  /** Round robin: the first target to try. */
-  readonly pick: () => number;
-  readonly upstreamTimeoutMs: number;
-  readonly canned: { forbidden(accept: string | null): Canned };
-}
-
-/** What the engine needs from the policy (HttpForwarder): its decisions and its records. */
+/** What every connection's engine of one listener shares (built once per listener by HttpForwarder). */
 export interface RelayHost {
-  /**
-   * An Exchange for this request (identity, allowlist entry) and its upstream headers, or null
-   * when the connection is closing. `host`: the validated host (request-host.ts) the request is
-   * decided on and that goes upstream as Host; `absolute`: the target is absolute-form (its
-   * authority is `host`, RFC 9112 3.2.2, and its path is what goes upstream).
-   */
-  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, host: string, absolute: boolean): Admitted | null;
-  forbidden(accept: string | null): Canned;
-  readonly badRequest: Canned;
-  readonly headersTooLarge: Canned;
-  readonly badGateway: Canned;
-  readonly gatewayTimeout: Canned;
-  readonly upstreamTimeoutMs: number;
-  readonly requestTimeout: Canned;
-  readonly requestHeaderTimeoutMs: number;
-  readonly keepAliveTimeoutMs: number;
-  /** timeouts.idleMs: a client connection (or tunnel) silent this long in both directions is closed. */
-  readonly idleTimeoutMs: number;
-  /** http.upstreamIdleTimeoutMs: a client connection's own upstream socket idles this long at most. */
-  readonly upstreamIdleTimeoutMs: number;
-  readonly maxRequestsPerConnection: number;
-  /**
-   * Count a client error (`bad_request`, `header_too_large`, `header_timeout`, `host_*`) on its
-   * connection; `detail`: why, for the debug line.
-   */
-  relayClientError(hc: HttpConn, reason: HttpClientErrorLabel, detail?: string): void;
-  /** Count and log an upstream failure (`upstream_refused`, ...); `retrying`: the next target follows. */
-  relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void;
-  /** The upstream's response head (status, time since `ex.sentAt`), counted per target. */
-  relayUpstreamResponse(ex: Exchange, status: number): void;
-  /** A 101 turned the connection into a tunnel to `upstream` (revocation and drain close it). */
-  relayUpgraded(ex: Exchange, upstream: ByteSocket): void;
-  /** Count and log one finished request. */
-  relayRecord(ex: Exchange): void;
-  /** Denied request bookkeeping (counts, debug line). */
-  relayDenied(ex: Exchange): void;
-  /** This connection's requests are answered by `quickDeny` (a direct client refused, no debug lines). */
-  quickDenial(hc: HttpConn): boolean;
-  /** A quick denial's request: counted as relayExchange + relayDenied count one. */
-  relayQuickDenied(hc: HttpConn, method: string, url: string): void;
-  /** A quick denial done (its body read past): counted and summarised as relayRecord does a denial. */
-  relayQuickRecord(hc: HttpConn, startedAt: number): void;
-  readonly maxHeaderBytes: number;
+  readonly settings: EngineSettings;
+  readonly policy: RequestPolicy;
+  readonly events: EngineEvents;
   /** The listener's sweep of keep-alive and header waits. */
   readonly waits: WaitSweep;
-  /** `http.denied.keepAlive`: a denied direct client keeps its connection after the 403. */
-  readonly deniedKeepAlive: boolean;
+  /** The keep-alive pool of upstream sockets. */
+  readonly pool: RelayPool;
 }
+
+const NO_TARGETS: readonly Upstream[] = Object.freeze([]);
 
 /** How long an ended connection reads and drops what the client still sends before it is closed. */
 export const LINGER_MS = 5000;
@@ -138,7 +81,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private readonly parser: HttpParser<'request'>;
   /** Bytes read after a paused (complete) request, parsed once its response is done. */
   private backlog: Buffer | null = null;
+  /** The current request's decision and its record (null for a quick denial, whose decision is shared). */
+  private d: RequestDecision | null = null;
   private ex: Exchange | null = null;
+  /** The upstream group serving the current request (the route's, or the listener's). */
+  private targets: readonly Upstream[] = NO_TARGETS;
   private up: UpstreamConn | null = null;
   private head: RequestHead | null = null;
   /** Response framing towards the client. */
@@ -184,9 +131,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private readonly onCloseFn = (): void => this.closed();
   private readonly nextFn = (): void => this.next();
   /**
-   * The current request is a quick denial (quickDeny): answered, no Exchange; `quickStart` is its
-   * Date.now(). `quickNext`: one is done and the connection goes on, so feed() parses the next
-   * request of the same read at once (its 403 joins the same write).
+   * The current request is a quick denial (quickDeny; its decision has no Exchange): answered,
+   * `quickStart` is its Date.now(). `quickNext`: one is done and the connection goes on, so feed()
+   * parses the next request of the same read at once (its 403 joins the same write).
    */
   private quick = false;
   private quickStart = 0;
@@ -197,16 +144,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   constructor(
     private readonly host: RelayHost,
-    private readonly pool: RelayPool,
     private readonly hc: HttpConn,
     private readonly socket: ByteSocket,
-    /** The listener's upstream group; a route's replaces them for its request (Admitted.route). */
-    private targets: readonly Upstream[],
-    private pick: () => number,
     /** The outbound PROXY header for this client connection, null when the listener sends none. */
     private readonly proxyHeader: Buffer | null,
   ) {
-    this.parser = new HttpParser('request', this, { maxHeaderBytes: host.maxHeaderBytes });
+    this.parser = new HttpParser('request', this, { maxHeaderBytes: host.settings.maxHeaderBytes });
     socket.onData = this.onDataFn;
     socket.onDrain = this.onDrainFn;
     socket.onClose(this.onCloseFn);
@@ -231,7 +174,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private wait(kind: 'idle' | 'head'): void {
     if (this.ending) return; // the linger timer runs
     this.waiting = kind;
-    this.waitDeadline = performance.now() + (kind === 'idle' ? this.host.keepAliveTimeoutMs : this.host.requestHeaderTimeoutMs);
+    this.waitDeadline = performance.now() + (kind === 'idle' ? this.host.settings.keepAliveTimeoutMs : this.host.settings.requestHeaderTimeoutMs);
   }
 
   private stopWaiting(): void {
@@ -249,12 +192,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.waitExpired();
       return;
     }
-    if (now - this.socket.lastActive >= this.host.idleTimeoutMs) {
+    if (now - this.socket.lastActive >= this.host.settings.idleTimeoutMs) {
       this.socket.destroy();
       return;
     }
     const d = this.dedicated;
-    if (d !== null && d.owner === null && now - d.socket.lastActive >= this.host.upstreamIdleTimeoutMs) d.socket.destroy();
+    if (d !== null && d.owner === null && now - d.socket.lastActive >= this.host.settings.upstreamIdleTimeoutMs) d.socket.destroy();
   }
 
   /** The current wait ran out. */
@@ -266,8 +209,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     this.waiting = null;
-    this.host.relayClientError(this.hc, 'header_timeout');
-    this.endConnection(this.host.requestTimeout.wire);
+    this.host.events.clientError(this.hc, 'header_timeout');
+    this.endConnection(this.host.settings.canned.requestTimeout.wire);
   }
 
   /** End our side (after `wire`, if any) and stop parsing: see `ending`. */
@@ -337,12 +280,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     }
     if (r.kind === 'upgrade') {
       // CONNECT (ipgate is no forward proxy), or an upgrade that did not go upstream.
-      this.host.relayClientError(this.hc, 'bad_request');
-      this.fail(this.host.badRequest);
+      this.host.events.clientError(this.hc, 'bad_request');
+      this.fail(this.host.settings.canned.badRequest);
       return;
     }
-    this.host.relayClientError(this.hc, r.status === 431 ? 'header_too_large' : 'bad_request');
-    this.fail(r.status === 431 ? this.host.headersTooLarge : this.host.badRequest);
+    this.host.events.clientError(this.hc, r.status === 431 ? 'header_too_large' : 'bad_request');
+    this.fail(r.status === 431 ? this.host.settings.canned.headersTooLarge : this.host.settings.canned.badRequest);
   }
 
   // --- request side (parser sink) ---
@@ -353,78 +296,67 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       // An upgrade's body would go upstream only after a 101, so a backend declining it would
       // read that body as the next request on the connection (issue "Hardening" 3): refused, as
       // upgrades over HTTP/1.0 are (RFC 9110 7.8: Upgrade is HTTP/1.1).
-      this.host.relayClientError(this.hc, 'bad_request');
-      this.fail(this.host.badRequest);
+      this.host.events.clientError(this.hc, 'bad_request');
+      this.fail(this.host.settings.canned.badRequest);
       return;
     }
     const target = requestTarget(head.url);
     if (target === null) {
-      this.host.relayClientError(this.hc, 'bad_request');
-      this.fail(this.host.badRequest);
+      this.host.events.clientError(this.hc, 'bad_request');
+      this.fail(this.host.settings.canned.badRequest);
       return;
     }
-    // RFC 9112 3.2, on every HTTP listener (as nginx refuses a bad Host everywhere): one valid
-    // Host line (HTTP/1.0 too: the backend would otherwise get the upstream's address), the
-    // absolute form's authority in its place; the host is forwarded in the form it was decided on
-    // (request-host.ts).
-    const host = requestHost(head.rawHeaders, target.authority);
-    if (typeof host !== 'string') {
-      this.host.relayClientError(this.hc, host.reason, host.detail);
-      this.fail(this.host.badRequest);
-      return;
-    }
-    if (!head.upgrade && this.host.quickDenial(this.hc)) {
-      this.quickDeny(head);
-      return;
-    }
-    const made = this.host.relayExchange(this.hc, head, this.socket, host, target.authority !== null);
-    if (made === null) {
+    const d = this.host.policy.admit(this.hc, head, target.authority);
+    if (d === null) {
       this.socket.destroy();
       return;
     }
-    const { ex, headers, accept } = made;
+    if (d.verdict === 'reject') {
+      // A request no backend may see (a bad Host: request-host.ts): 400, counted as a client
+      // error, and the connection ends, as for a malformed request.
+      const r = d.refusal!;
+      this.host.events.clientError(this.hc, r.reason, r.detail);
+      this.fail(d.answer!);
+      return;
+    }
+    const ex = d.ex;
+    if (ex === null) {
+      this.quickDeny(head, d);
+      return;
+    }
+    ex.bytesAtStart = this.socket.bytesWritten;
     this.stopWaiting();
+    this.d = d;
     this.ex = ex;
     this.head = head;
     this.requestDone = false;
     this.responseStarted = false;
     this.upgrading = false;
     this.requests++;
-    const max = this.host.maxRequestsPerConnection;
+    const max = this.host.settings.maxRequestsPerConnection;
     // An upgrade request answered by anyone but a 101 ends the connection: the client may already
     // be sending the new protocol's bytes, which are no HTTP request.
     this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || this.hc.revoked || this.hc.closing || upgrade;
     this.hc.open.push(ex);
-    if (made.answer !== undefined) {
-      // A route miss (404 / 400): answered here, as a denial is; nothing goes upstream.
-      this.cannedAnswer(made.answer);
-      if (!this.requestDone && !this.closeAfter) this.wait('idle');
-      return;
-    }
-    const route = made.route;
-    if (ex.entry === null) {
-      this.host.relayDenied(ex);
-      const canned = route === undefined ? this.host.forbidden(accept) : route.canned.forbidden(accept);
-      if (!this.hc.trusted && !this.host.deniedKeepAlive) this.closeAfter = true;
-      this.cannedAnswer(canned);
+    if (d.verdict === 'answer') {
+      // A refusal (403, counted by the policy) or a route miss (404 / 400 / 421): answered here,
+      // nothing goes upstream.
+      if (d.closeAfterAnswer) this.closeAfter = true;
+      this.cannedAnswer(d.answer!);
       // Answered, the body (if any) still to read past: idle from here as between requests, so a
       // body that stops is cut after keepAliveTimeoutMs (a trickled one after the header timeout)
       // (test: "finding B").
       if (!this.requestDone && !this.closeAfter) this.wait('idle');
       return;
     }
-    let upTimeoutMs = this.host.upstreamTimeoutMs;
-    let path = target.path;
-    if (route !== undefined) {
-      this.targets = route.targets;
-      this.pick = route.pick;
-      upTimeoutMs = route.upstreamTimeoutMs;
-      path = made.path ?? path;
-    }
+    const group = d.group!;
+    this.targets = group.targets;
+    const path = d.path ?? target.path;
+    const headers = d.headers!;
     let text: string;
     if (upgrade) {
       this.upgrading = true;
-      text = `${head.method} ${path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${made.upgrade ?? ''}\r\n`;
+      text = `${head.method} ${path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${d.upgrade ?? ''}\r\n`;
     } else {
       // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
       text = `${head.method} ${path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
@@ -438,15 +370,15 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // Expect: 100-continue is answered here, for an admitted request only (scanRequestHeaders
     // drops the header upstream): the client sends its body now.
     if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.out.push('HTTP/1.1 100 Continue\r\n\r\n');
-    const d = this.dedicated;
+    const own0 = this.dedicated;
     // A client connection's own upstream stays on one target while it lives.
     // (A route's group may not hold it: then the group's round robin picks.)
-    const own = d !== null && !upgrade && !d.socket.destroyed ? this.targets.indexOf(d.target) : -1;
-    this.first = own >= 0 ? own : this.pick();
+    const own = own0 !== null && !upgrade && !own0.socket.destroyed ? this.targets.indexOf(own0.target) : -1;
+    this.first = own >= 0 ? own : group.start();
     this.attempt = 0;
     this.staleRetried = false;
     this.timedOut = false;
-    this.timer = setTimeout(() => this.onTimeout(), upTimeoutMs);
+    this.timer = setTimeout(() => this.onTimeout(), d.upstreamTimeoutMs);
     this.dispatch();
   }
 
@@ -456,9 +388,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     ex.upstream = target;
     ex.sentAt = performance.now();
     let up: UpstreamConn | null;
-    if (this.upgrading) up = this.pool.dial(target, this.proxyHeader, true);
+    if (this.upgrading) up = this.host.pool.dial(target, this.proxyHeader, true);
     else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh);
-    else up = this.pool.acquire(target, this, fresh);
+    else up = this.host.pool.acquire(target, this, fresh);
     if (up === null) {
       // At the pool's bound: wait (the upstream timeout runs); the body waits with the client.
       this.queued = target;
@@ -479,7 +411,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   poolGranted(up: UpstreamConn): void {
     this.queued = null;
     if (this.ex === null || this.up !== null || this.socket.destroyed) {
-      this.pool.release(up); // not expected: a waiter is cancelled when it stops waiting
+      this.host.pool.release(up); // not expected: a waiter is cancelled when it stops waiting
       return;
     }
     this.attach(up);
@@ -496,7 +428,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return d;
     }
     d?.socket.destroy();
-    const c = this.pool.dial(target, this.proxyHeader, false);
+    const c = this.host.pool.dial(target, this.proxyHeader, false);
     this.dedicated = c;
     return c;
   }
@@ -507,11 +439,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.timedOut = true;
     if (this.queued !== null) {
       // Still waiting for a pooled socket: answered now.
-      this.pool.cancel(this.queued, this);
+      this.host.pool.cancel(this.queued, this);
       this.queued = null;
-      this.host.relayUpstreamFailed(this.ex!, 'ETIMEDOUT', true, false);
+      this.host.events.upstreamFailed(this.ex!, 'ETIMEDOUT', true, false);
       this.closeAfter = true;
-      this.cannedAnswer(this.host.gatewayTimeout);
+      this.cannedAnswer(this.host.settings.canned.gatewayTimeout);
       return;
     }
     this.up?.socket.destroy(); // upstreamClosed answers 504
@@ -524,16 +456,16 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    * body, if any, is read past by the parser as for any denial; the framing is the strict
    * parser's, so nothing differs in what a request is.
    */
-  private quickDeny(head: RequestHead): void {
+  private quickDeny(head: RequestHead, d: RequestDecision): void {
     this.stopWaiting();
     this.requests++;
     this.requestDone = false;
     this.quick = true;
     this.quickStart = Date.now();
-    const max = this.host.maxRequestsPerConnection;
-    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || !this.host.deniedKeepAlive;
-    this.host.relayQuickDenied(this.hc, head.method, head.url);
-    const canned = this.host.forbidden(headerValue(head.rawHeaders, 'accept'));
+    this.d = d;
+    const max = this.host.settings.maxRequestsPerConnection;
+    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || d.closeAfterAnswer;
+    const canned = d.answer!;
     // Written by feed() once the read is parsed (with the denials pipelined behind this one).
     this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
     if (this.closeAfter) this.quickDone();
@@ -542,7 +474,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   private quickDone(): void {
     this.quick = false;
-    this.host.relayQuickRecord(this.hc, this.quickStart);
+    const d = this.d!;
+    this.d = null;
+    this.host.events.finished(this.hc, d, this.quickStart);
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -597,7 +531,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       // Relayed as is (Connection and Upgrade included: they are the handshake); the tunnel
       // starts in responseUpgraded, when the parser hands over the bytes after this head.
       ex.status = 101;
-      this.host.relayUpstreamResponse(ex, 101);
+      this.host.events.upstreamAnswered(ex, 101);
       this.responseStarted = true;
       this.clearTimer();
       this.out.push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
@@ -609,7 +543,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     ex.status = head.statusCode;
-    this.host.relayUpstreamResponse(ex, head.statusCode);
+    this.host.events.upstreamAnswered(ex, head.statusCode);
     this.responseStarted = true;
     this.clearTimer();
     const http10 = this.head!.versionMinor === 0;
@@ -640,7 +574,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (up === this.dedicated && reusable) {
       up.owner = null; // idle from here: check() closes it after upstreamIdleTimeoutMs
     } else if (reusable && up.pooled) {
-      this.pool.release(up);
+      this.host.pool.release(up);
     } else {
       up.socket.destroy();
     }
@@ -669,7 +603,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.socket.onDrain = null;
     this.socket.onEnd = null;
     this.tunnelSocket = up.socket;
-    this.host.relayUpgraded(ex, up.socket);
+    this.host.events.upgraded(ex, up.socket);
     new Tunnel(this.socket, up.socket, early).start();
   }
 
@@ -700,7 +634,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       }
       const code = this.timedOut ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
       const retry = !this.timedOut && !up.connected && ex.bodyless && this.attempt + 1 < this.targets.length && isConnectFailure(code);
-      this.host.relayUpstreamFailed(ex, code, this.timedOut, retry);
+      this.host.events.upstreamFailed(ex, code, this.timedOut, retry);
       if (retry) {
         this.attempt++;
         this.dispatch();
@@ -709,7 +643,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       }
       this.clearTimer();
       this.closeAfter = true;
-      this.cannedAnswer(this.timedOut ? this.host.gatewayTimeout : this.host.badGateway);
+      this.cannedAnswer(this.timedOut ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway);
       return;
     }
     // Mid-response, or a body that ran to the connection's end.
@@ -744,7 +678,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (ex === null) return;
     this.ex = null;
     this.forget(ex);
-    this.host.relayRecord(ex);
+    this.record(ex);
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -780,7 +714,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
     this.lingerTimer = null;
     this.parser.free();
-    if (this.queued !== null) this.pool.cancel(this.queued, this);
+    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
     this.queued = null;
     const up = this.up;
     this.up = null;
@@ -793,14 +727,25 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.tunnelSocket?.destroy();
     if (this.quick) {
       this.quick = false; // a denied request whose body never came: recorded, as any exchange
-      this.host.relayQuickRecord(this.hc, this.quickStart);
+      const d = this.d!;
+      this.d = null;
+      this.host.events.finished(this.hc, d, this.quickStart);
     }
-    if (this.ex !== null) {
-      if (this.ex.status !== 101) this.ex.reason ??= 'client_abort';
-      this.forget(this.ex);
-      this.host.relayRecord(this.ex);
+    const ex = this.ex;
+    if (ex !== null) {
+      if (ex.status !== 101) ex.reason ??= 'client_abort';
+      this.forget(ex);
       this.ex = null;
+      this.record(ex);
     }
+  }
+
+  /** The current request is over: its bytes counted, reported once. */
+  private record(ex: Exchange): void {
+    const d = this.d!;
+    this.d = null;
+    ex.bytesOut = this.socket.bytesWritten - ex.bytesAtStart;
+    this.host.events.finished(this.hc, d, ex.startedAt);
   }
 
   /** Off the connection's open list (revocation looks there). */
@@ -857,15 +802,6 @@ function expectsContinue(raw: readonly string[]): boolean {
     if (raw[i]!.length === 6 && raw[i]!.toLowerCase() === 'expect' && raw[i + 1]!.toLowerCase() === '100-continue') return true;
   }
   return false;
-}
-
-/** The header `lower` (a lower-case name): its values joined as scanRequestHeaders joins them, or null. */
-function headerValue(raw: readonly string[], lower: string): string | null {
-  let v: string | null = null;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (raw[i]!.length === lower.length && raw[i]!.toLowerCase() === lower) v = v === null ? raw[i + 1]! : `${v}, ${raw[i + 1]!}`;
-  }
-  return v;
 }
 
 function isConnectFailure(code: string): boolean {
