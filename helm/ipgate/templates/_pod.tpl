@@ -150,7 +150,7 @@ spec:
                renewal swaps the volume's ..data link and ipgate reloads the changed files. Nested in
                the config volume's /etc/ipgate: the kubelet creates the mount point there. */}}
         {{- range .Values.tls.secrets }}
-        - name: tls-{{ .name }}
+        - name: tls-{{ if regexMatch "^[a-z0-9]([-a-z0-9]{0,57}[a-z0-9])?$" .name }}{{ .name }}{{ else }}{{ sha256sum .name | trunc 16 }}{{ end }}
           mountPath: /etc/ipgate/tls/{{ .name }}
           readOnly: true
         {{- end }}
@@ -174,7 +174,8 @@ spec:
         medium: Memory
         sizeLimit: 16Mi
     {{- range .Values.tls.secrets }}
-    - name: tls-{{ .name }}
+    {{- /* A volume name is a DNS label (63): a Secret name with a dot, or longer, is hashed. */}}
+    - name: tls-{{ if regexMatch "^[a-z0-9]([-a-z0-9]{0,57}[a-z0-9])?$" .name }}{{ .name }}{{ else }}{{ sha256sum .name | trunc 16 }}{{ end }}
       secret:
         secretName: {{ .secretName }}
         defaultMode: {{ int $.Values.tls.defaultMode }}
