@@ -30,8 +30,7 @@ export function sniRouteReceiver(listener: Listener, lists: { get(name: string):
     replaceRoutes(next: SniRoutes | null): number {
       if (next === null) return 0;
       const closed = listener.replaceRoutes(next);
-      if (revokeLive) listener.revokeDenied();
-      return closed;
+      return revokeLive ? closed + listener.revokeDenied() : closed;
     },
   };
 }

@@ -112,6 +112,8 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     private readonly list: LiveList,
     /** The access log: a line per request (null: logging.access off). */
     private readonly access: ListenerAccessLog | null = null,
+    /** `revokeLive`: a reload re-checks open connections against their route's list too. */
+    private readonly revokeLive = true,
   ) {
     const h = config.http;
     this.log = logger.child({ listener: config.name });
@@ -155,22 +157,22 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
   }
 
   /**
-   * Swap `next` in. Connections are not cut, except those whose route is gone: the latest
-   * request's route is not in `next`, or routing itself was turned on or off (a connection
-   * accepted under the other regime). They close after their in-flight response
-   * (`route_removed`); idle ones and tunnels at once.
+   * Swap `next` in, then re-decide every open connection against it (redecide): those whose
+   * route is gone close (`route_removed`), and with revokeLive those whose route's list in `next`
+   * no longer admits their client (`revoked`); after their in-flight response, idle ones and
+   * tunnels at once. Returns how many were marked.
    */
   replaceRoutes(next: HttpRoutes | null): number {
     this.routes = next;
     if (next !== null) this.stats.httpRoutes ??= new Map();
     let marked = 0;
     for (const hc of this.conns) {
-      const gone = hc.routed !== (next !== null) || (next !== null && hc.routeName !== null && !next.names.has(hc.routeName));
-      if (!gone || hc.closing) continue;
+      if (hc.closing || hc.revoked || hc.conn.socket.destroyed) continue;
+      const why = this.redecide(hc, true);
+      if (why === null) continue;
       marked++;
-      hc.closing = true;
-      hc.conn.result = 'route_removed';
-      if (hc.upgraded !== null || hc.open.length === 0) hc.conn.socket.destroy();
+      if (why === 'revoked') this.revoke(hc);
+      else this.cut(hc, why);
     }
     return marked;
   }
@@ -267,8 +269,8 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     if (routes === null) return null; // routing turned off by a reload: this connection closes (replaceRoutes)
     const got = this.got;
     // The absolute form's path (its authority already replaced Host); the engine checked the form.
-    const target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
-    const hit = routes.lookup(got.host ?? '', target);
+    // A reload looks the request up again from ex.host and ex.url (redecide): the same inputs.
+    const hit = routes.lookup(got.host ?? '', authority === null ? head.url : lookupTarget(head.url));
     if (typeof hit === 'string') {
       const ex = this.exchange(hc, head, socket, null);
       ex.routed = true;
@@ -285,7 +287,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     const ex = this.exchange(hc, head, socket, route.admission);
     ex.routed = true;
     ex.route = route;
-    hc.routeName = route.name;
+    hc.latest = ex;
     if (ex.entry !== null) {
       this.identityHeaders(headers, hc, ex, got);
       const extra = route.requestHeaders;
@@ -480,38 +482,75 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     if (this.draining && this.active === 0) this.close();
   }
 
-  // --- revocation (Listener.revokeDenied -> conn.onRevoke) ---------------------------------------
+  // --- re-deciding open connections (a reload; Listener.revokeDenied -> conn.onRevoke) ---------
 
   private readonly onRevoke = (conn: Connection): void => {
     const hc = (conn.socket as Carrier)[kHttpConn];
     if (hc === undefined || conn.socket.destroyed || hc.revoked) return;
+    if (this.redecide(hc, false) === 'revoked') this.revoke(hc);
+  };
+
+  /**
+   * What a change does to one open connection, decided in this one place for a reload (`reload`:
+   * replaceRoutes, the new routes in force) and a list change (revokeLive: onRevoke). Null: it
+   * goes on.
+   *
+   * - Routing turned on or off by the reload: `route_removed` (accepted under the other regime).
+   * - Routed (docs/routes-and-sni.md "Reload"): at a reload the latest request's Host and path
+   *   are looked up again. The route they reach now takes the connection over if it has the same
+   *   name (its list decides from here, so an edit of the list a reload moved the route to
+   *   reaches the connections admitted before it); another route, or none, is `route_removed`,
+   *   as for an SNI connection (sni-routes.ts adopt): the request would now be decided by
+   *   another list, and its tunnel or response comes from the old route's backend. Then, on a
+   *   list change or a reload with revokeLive, that route's list must still admit the request's
+   *   client (a trusted proxy's client by X-Forwarded-For), else `revoked`: the tunnel and an
+   *   idle connection at once, a response in flight after it. A request the list refused has
+   *   nothing to take back. A trusted proxy's idle connection is kept: it speaks for many
+   *   clients, and its next request is decided by its own.
+   * - Not routed (a list change only: a reload changes no listener's own list): a direct client
+   *   is decided once per connection (hc.entry / hc.denial answer its next requests), a trusted
+   *   proxy's clients per request in flight and tunnel.
+   */
+  private redecide(hc: HttpConn, reload: boolean): 'route_removed' | 'revoked' | null {
+    const routes = this.routes;
+    if (hc.routed !== (routes !== null)) return reload ? 'route_removed' : null;
+    if (routes !== null) {
+      const ex = hc.latest;
+      if (ex === null || ex.route === null) return null; // no request routed yet
+      if (reload) {
+        const hit = routes.lookup(ex.host ?? '', lookupTarget(ex.url));
+        if (typeof hit === 'string' || hit.route.name !== ex.route.name) return 'route_removed';
+        ex.route = hit.route;
+        if (!this.revokeLive) return null;
+      }
+      if (ex.entry === null) return null;
+      if (hc.trusted && hc.upgraded === null && hc.open.length === 0) return null;
+      const entry = ex.route.admission.match(ex.client);
+      if (entry === null) return 'revoked';
+      ex.entry = entry;
+      return null;
+    }
+    if (reload) return null;
     const matcher = this.list.matcher;
-    let denied = false;
-    if (hc.routed) {
-      // Decided per request by each one's route: re-check the requests in flight (and a tunnel)
-      // against their route's list; the next request is decided afresh anyway.
-      for (const ex of hc.open) if (ex.route !== null && ex.entry !== null && ex.route.list.matcher.lookup(ex.client) < 0) denied = true;
-      const up = hc.upgraded;
-      if (up !== null && up.route !== null && up.route.list.matcher.lookup(up.client) < 0) denied = true;
-    } else if (!hc.trusted) {
+    if (!hc.trusted) {
+      const conn = hc.conn;
       const d = matcher.decide(conn.clientAddress);
       if (d.allowed) {
         hc.entry = d.entry;
         hc.denial = null;
         conn.entry = d.entry;
-        return;
+        return null;
       }
       hc.denial = d; // the reason and deny entry its next denials are counted with
-      if (hc.entry === null) return; // denied from the start: every request already gets 403
+      if (hc.entry === null) return null; // denied from the start: every request already gets 403
       hc.entry = null;
       conn.entry = null;
-      denied = true;
-    } else {
-      for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) denied = true;
-      if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) denied = true;
+      return 'revoked';
     }
-    if (denied) this.revoke(hc);
-  };
+    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return 'revoked';
+    if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) return 'revoked';
+    return null;
+  }
 
   private revoke(hc: HttpConn): void {
     this.admission.revoked(hc.conn);
@@ -538,19 +577,26 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     return n;
   }
 
-  /** End `hc` for `reason`: at once when idle or tunnelled, else after its in-flight response. */
-  private cut(hc: HttpConn, reason: 'revoked' | 'trust_revoked'): void {
+  /**
+   * End `hc` for `reason`: at once when idle or tunnelled, else after its in-flight response
+   * (the engine answers it with Connection: close: it reads hc.revoked and hc.closing).
+   */
+  private cut(hc: HttpConn, reason: 'revoked' | 'trust_revoked' | 'route_removed'): void {
     const conn = hc.conn;
-    hc.revoked = true;
-    conn.revoked = true;
     conn.result = reason;
+    if (reason === 'route_removed') {
+      hc.closing = true;
+    } else {
+      hc.revoked = true;
+      conn.revoked = true;
+    }
     if (hc.upgraded !== null || hc.open.length === 0) {
       conn.socket.destroy();
       return;
     }
-    // A response under way may finish (with Connection: close: the engine reads hc.revoked), for
-    // at most REVOKE_GRACE_MS.
-    hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket);
+    // A revoked client's response under way may finish, for at most REVOKE_GRACE_MS; a removed
+    // route's runs to its end.
+    if (reason !== 'route_removed') hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket);
   }
 
   private proxyHeader(conn: Connection): Buffer {
@@ -566,4 +612,9 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
 
 function destroySocket(socket: Endpoint): void {
   socket.destroy();
+}
+
+/** The target a route is looked up by: the path (and query) of an origin- or absolute-form target. */
+function lookupTarget(url: string): string {
+  return requestTarget(url)?.path ?? url;
 }
