@@ -69,8 +69,11 @@ export class Connection {
   result: Reason | null = null;
   /** Set when an allowlist change no longer allows the client: the forwarder must stop. */
   revoked = false;
-  /** For HTTP listeners: called to close the connection gracefully or at once (revocation, drain). */
-  onRevoke: ((conn: Connection) => void) | null = null;
+  /**
+   * For HTTP listeners: a list change asks the handler to re-decide the connection (its identity
+   * is decided per request); true when it cuts it (at once, or after the response in flight).
+   */
+  onRevoke: ((conn: Connection) => boolean) | null = null;
   /** A TLS listener's handshake result (the access log's `tls`), null on plaintext. */
   tls: TlsFacts | null = null;
 

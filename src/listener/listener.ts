@@ -246,14 +246,15 @@ export class Listener implements HeaderSink, HelloSink {
   /**
    * Re-check every live connection against the list in force and close those whose client is no
    * longer allowed (revokeLive). Connections whose identity is decided per request are asked to
-   * re-check themselves through onRevoke.
+   * re-check themselves through onRevoke. Returns how many were cut (an HTTP connection's response
+   * in flight may still finish).
    */
   revokeDenied(): number {
     let closed = 0;
     for (const conn of this.connections) {
       if (conn.entry === null && conn.onRevoke === null) continue; // not yet admitted
       if (conn.onRevoke !== null) {
-        conn.onRevoke(conn);
+        if (conn.onRevoke(conn)) closed++;
         continue;
       }
       const entry = this.admission.matchConnection(conn);

@@ -180,6 +180,8 @@ t.test('www moved by a reload to a store list: an edit of that list through the 
   await echoes(t, kept, 'still here');
   t.match(await ask(idleKept, '/again'), /^HTTP\/1\.1 200 /, 'the allowed client\'s keep-alive connection is served');
   t.equal(gt.stat('denied', 'revoked'), 3, 'counted as revoked');
+  t.match(g.logs.lines.filter((l) => l.msg === 'closed connections no longer allowed'), [{ level: 'info', listener: 'edge', list: 'partners', closed: 3 }],
+    'the list change logged with the three connections it cut');
 });
 
 t.test('a trusted proxy\'s clients: their tunnels and requests in flight are re-decided by X-Forwarded-For; the proxy\'s idle connection stays', async (t) => {

@@ -484,10 +484,11 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
 
   // --- re-deciding open connections (a reload; Listener.revokeDenied -> conn.onRevoke) ---------
 
-  private readonly onRevoke = (conn: Connection): void => {
+  private readonly onRevoke = (conn: Connection): boolean => {
     const hc = (conn.socket as Carrier)[kHttpConn];
-    if (hc === undefined || conn.socket.destroyed || hc.revoked) return;
-    if (this.redecide(hc, false) === 'revoked') this.revoke(hc);
+    if (hc === undefined || conn.socket.destroyed || hc.revoked || this.redecide(hc, false) !== 'revoked') return false;
+    this.revoke(hc);
+    return true;
   };
 
   /**
