@@ -78,7 +78,7 @@ export async function startApp(config: Config, { logger, configFile = null, tick
     const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist), lc.mode === 'tcp' && lc.routes !== undefined) ?? null;
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
-    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
+    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog, config.revokeLive);
     let tls: TlsTerminator | null = null;
     if (lc.tls !== null) {
       const store = new CertStore(lc.name, lc.tls, logger, ticketKeys?.get(lc.name));

@@ -69,8 +69,8 @@ export interface ConnectionHandler {
   drain(): void;
   /** Whether the handler decides with `list` besides the listener's own (an HTTP route's list). */
   enforces(list: LiveList): boolean;
-  /** After a list change: re-decide a connection this handler decides per request (close, mark, or keep it). */
-  recheck(conn: Connection): void;
+  /** After a list change: re-decide a connection this handler decides per request; true when it cut it (now or after its response). */
+  recheck(conn: Connection): boolean;
   /** After a change of `list`: close what a peer it no longer trusts spoke for (HTTP trustedProxies); how many. */
   trustChanged(list: LiveList): number;
   /** The routes the handler takes live (HTTP listeners), or null: the listener's own (SNI) routes, if any. */
@@ -287,13 +287,14 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
   /**
    * Re-check every live connection against the list in force and close those whose client is no
    * longer allowed (revokeLive). Connections the handler decides per request are re-decided by it.
+   * Returns how many were cut (an HTTP connection's response in flight may still finish).
    */
   revokeDenied(): number {
     let closed = 0;
     for (const conn of this.connections) {
       if (conn.entry === null && !conn.decidedPerRequest) continue; // not yet admitted
       if (conn.decidedPerRequest) {
-        this.deps.handler.recheck(conn);
+        if (this.deps.handler.recheck(conn)) closed++;
         continue;
       }
       const entry = this.admission.matchConnection(conn);
@@ -448,8 +449,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.routes = next;
     const gone = next.adopt(this.connections);
     for (const conn of gone) this.close(conn, 'route_removed');
-    if (this.deps.revokeLive === true) this.revokeDenied();
-    return gone.length;
+    return this.deps.revokeLive === true ? gone.length + this.revokeDenied() : gone.length;
   }
 
   /**

@@ -110,7 +110,7 @@ export function routesChanged(a: Pick<Config, 'listeners'>, b: Pick<Config, 'lis
 export interface RouteSwapResult {
   /** Problems that refused the swap (nothing changed), empty when applied. */
   problems: string[];
-  /** Connections marked to close (their route is gone), per listener. */
+  /** Connections marked to close (their route is gone, or its list no longer admits them), per listener. */
   closed: Record<string, number>;
 }
 

@@ -61,7 +61,9 @@ export const HttpSchema = Section({
   denied: Section({
     /**
      * A denied client's connection stays open after its 403 (keep-alive, limits and timeouts as
-     * for an allowed one; its further requests are answered 403 too), as nginx and HAProxy do.
+     * for an allowed one; its further requests are answered 403 too), as nginx and HAProxy do;
+     * except after a request whose announced body did not come with its head, which a client
+     * waiting for `100 Continue` may never send (docs/http-engines.md "Refusals").
      * `false`: `Connection: close` after the 403.
      */
     keepAlive: Type.Boolean({ default: true }),

@@ -38,8 +38,12 @@ export class HttpConn {
   readonly destPortText: string;
   /** The listener had routes when this connection arrived: every request is routed (http-routes.ts). */
   routed = false;
-  /** The route of this connection's latest request (a reload that removes it closes the connection). */
-  routeName: string | null = null;
+  /**
+   * This connection's latest request that a route took (admitted or refused; a tunnel's upgrade,
+   * the one in flight, or the last one answered): what a reload or a list change re-decides
+   * (HttpForwarder.redecide). Null before any.
+   */
+  latest: Exchange | null = null;
 
   constructor(
     readonly conn: Connection,

@@ -228,8 +228,8 @@ export class HttpPolicy {
     if (routes === null) return null; // routing turned off by a reload: this connection closes (replaceRoutes)
     const got = this.got;
     // The absolute form's path (its authority already replaced Host); the engine checked the form.
-    const target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
-    const hit = routes.lookup(got.host ?? '', target);
+    // A reload looks the request up again from ex.host and ex.url (redecide): the same inputs.
+    const hit = routes.lookup(got.host ?? '', authority === null ? head.url : lookupTarget(head.url));
     if (typeof hit === 'string') {
       const ex = this.exchange(hc, head, null);
       ex.routed = true;
@@ -246,7 +246,7 @@ export class HttpPolicy {
     const ex = this.exchange(hc, head, route.admission);
     ex.routed = true;
     ex.route = route;
-    hc.routeName = route.name;
+    hc.latest = ex;
     if (ex.entry === null) return this.refuse(ex, route.canned);
     this.identityHeaders(headers, hc, ex, got);
     const extra = route.requestHeaders;
@@ -349,37 +349,71 @@ export class HttpPolicy {
   }
 
   /**
-   * After a list change (revokeLive): whether `hc` must be cut. Each unit is re-decided against the
-   * list that decides it now: a direct client of a listener without routes by the connection's
-   * decision (kept current here), a routed or trusted proxy's request in flight, or a tunnel, by
-   * its own client against its route's list or the listener's.
+   * What a change does to one open connection, decided in this one place for a reload (`reload`:
+   * the new routes in force; `recheckList`: revokeLive) and a list change (revokeLive). Null: it
+   * goes on.
+   *
+   * - Routing turned on or off by the reload: `route_removed` (accepted under the other regime).
+   * - Routed (docs/routes-and-sni.md "Reload"): at a reload the latest request's Host and path
+   *   are looked up again. The route they reach now takes the connection over if it has the same
+   *   name (its list decides from here, so an edit of the list a reload moved the route to
+   *   reaches the connections admitted before it); another route, or none, is `route_removed`,
+   *   as for an SNI connection (sni-routes.ts adopt): the request would now be decided by
+   *   another list, and its tunnel or response comes from the old route's backend. Then, on a
+   *   list change or a reload with revokeLive, that route's list must still admit the request's
+   *   client (a trusted proxy's client by X-Forwarded-For), else `revoked`: the tunnel and an
+   *   idle connection at once, a response in flight after it. A request the list refused has
+   *   nothing to take back. A trusted proxy's idle connection is kept: it speaks for many
+   *   clients, and its next request is decided by its own.
+   * - Not routed (a list change only: a reload changes no listener's own list): a direct client
+   *   is decided once per connection (hc.entry / hc.denial answer its next requests), a trusted
+   *   proxy's clients per request in flight and tunnel.
    */
-  stillAllowed(hc: HttpConn): boolean {
-    if (hc.routed) {
-      // Decided per request by each one's route: re-check the requests in flight (and a tunnel)
-      // against their route's list; the next request is decided afresh anyway.
-      for (const ex of hc.open) if (ex.route !== null && ex.entry !== null && ex.route.list.matcher.lookup(ex.client) < 0) return false;
-      const up = hc.upgraded;
-      return !(up !== null && up.route !== null && up.route.list.matcher.lookup(up.client) < 0);
+  redecide(hc: HttpConn, reload: boolean, recheckList: boolean): 'route_removed' | 'revoked' | null {
+    const routes = this.routes;
+    if (hc.routed !== (routes !== null)) return reload ? 'route_removed' : null;
+    if (routes !== null) {
+      const ex = hc.latest;
+      if (ex === null || ex.route === null) return null; // no request routed yet
+      if (reload) {
+        const hit = routes.lookup(ex.host ?? '', lookupTarget(ex.url));
+        if (typeof hit === 'string' || hit.route.name !== ex.route.name) return 'route_removed';
+        ex.route = hit.route;
+        if (!recheckList) return null;
+      }
+      if (ex.entry === null) return null;
+      if (hc.trusted && hc.upgraded === null && hc.open.length === 0) return null;
+      const entry = ex.route.admission.match(ex.client);
+      if (entry === null) return 'revoked';
+      ex.entry = entry;
+      return null;
     }
+    if (reload) return null;
     const matcher = this.admission.list.matcher;
     if (!hc.trusted) {
-      const d = matcher.decide(hc.conn.clientAddress);
+      const conn = hc.conn;
+      const d = matcher.decide(conn.clientAddress);
       if (d.allowed) {
         hc.entry = d.entry;
         hc.denial = null;
-        hc.conn.entry = d.entry;
-        return true;
+        conn.entry = d.entry;
+        return null;
       }
       hc.denial = d; // the reason and deny entry its next denials are counted with
-      if (hc.entry === null) return true; // denied from the start: every request already gets 403
+      if (hc.entry === null) return null; // denied from the start: every request already gets 403
       hc.entry = null;
-      hc.conn.entry = null;
-      return false;
+      conn.entry = null;
+      return 'revoked';
     }
-    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return false;
-    return !(hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0);
+    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return 'revoked';
+    if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) return 'revoked';
+    return null;
   }
+}
+
+/** The target a route is looked up by: the path (and query) of an origin- or absolute-form target. */
+function lookupTarget(url: string): string {
+  return requestTarget(url)?.path ?? url;
 }
 
 /** The header `lower` (a lower-case name): its values joined as scanRequestHeaders joins them, or null. */

@@ -70,8 +70,6 @@ export interface RouteHit {
 }
 
 export class HttpRoutes {
-  /** Route names in force: a connection whose route is not among them after a reload closes. */
-  readonly names: ReadonlySet<string>;
   /** Every list a route enforces (a change to one re-checks this listener's connections). */
   readonly lists: ReadonlySet<LiveList>;
 
@@ -82,7 +80,6 @@ export class HttpRoutes {
     /** The upstream groups by target list (reused by the next compile). */
     readonly groups: ReadonlyMap<string, UpstreamPool>,
   ) {
-    this.names = new Set(routes.map((r) => r.name));
     this.lists = new Set(routes.map((r) => r.list));
   }
 

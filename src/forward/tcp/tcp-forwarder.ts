@@ -87,7 +87,9 @@ export class TcpForwarder implements ConnectionHandler {
   enforces(): boolean {
     return false;
   }
-  recheck(): void {}
+  recheck(): boolean {
+    return false;
+  }
   trustChanged(): number {
     return 0;
   }

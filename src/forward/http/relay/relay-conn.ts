@@ -15,7 +15,8 @@
  *   (client asked, maxRequestsPerConnection, revoked, body delimited by the upstream's close);
  *   an HTTP/1.0 client gets a chunked body decoded, then the close; `Expect: 100-continue` is
  *   answered here for admitted requests only (a denied client gets its 403 first), other 1xx are
- *   passed on;
+ *   passed on; a refused request (403, 404, 400) whose body did not come with its head is
+ *   answered `connection: close` and its connection ends (refuse);
  * - output gathered per read and written once; backpressure both ways (a full socket pauses the
  *   other side until 'drain');
  * - timeouts: the request head within requestHeaderTimeoutMs (408), an idle keep-alive connection
@@ -138,6 +139,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private quick = false;
   private quickStart = 0;
   private quickNext = false;
+  /**
+   * A refusal (403, 404, 400) of a request that announced a body, held until its body is read or
+   * this read ends (refuse): whether the connection can stay depends on which comes first.
+   */
+  private held: Canned | null = null;
   /** Output collected during one read, written once. */
   private out: (string | Buffer)[] = [];
   private upOut: (string | Buffer)[] = [];
@@ -266,6 +272,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       d = d.subarray(r.consumed);
       r = this.parser.execute(d);
     }
+    if (this.held !== null) this.refuseUnread();
     this.flushUp();
     this.flush(); // a 100 Continue
     if (r.kind === 'ok' || this.ending) return;
@@ -342,11 +349,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       // A refusal (403, counted by the policy) or a route miss (404 / 400 / 421): answered here,
       // nothing goes upstream.
       if (d.closeAfterAnswer) this.closeAfter = true;
-      this.cannedAnswer(d.answer!);
-      // Answered, the body (if any) still to read past: idle from here as between requests, so a
-      // body that stops is cut after keepAliveTimeoutMs (a trickled one after the header timeout)
-      // (test: "finding B").
-      if (!this.requestDone && !this.closeAfter) this.wait('idle');
+      this.refuse(d.answer!, head);
       return;
     }
     const group = d.group!;
@@ -466,10 +469,46 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const max = this.host.settings.maxRequestsPerConnection;
     this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || d.closeAfterAnswer;
     const canned = d.answer!;
+    if (!this.closeAfter && announcesBody(head)) {
+      this.held = canned; // as refuse() holds it
+      return;
+    }
     // Written by feed() once the read is parsed (with the denials pipelined behind this one).
     this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
     if (this.closeAfter) this.quickDone();
-    else this.wait('idle'); // a body that stops is cut as between requests ("finding B")
+  }
+
+  /**
+   * Answer a request ipgate refuses (a denial, a route miss) with `canned`; nothing goes
+   * upstream. A request that announced a body (Content-Length > 0, chunked) keeps its connection
+   * only when the whole body came in the read that brought its head: its answer is held
+   * (`held`) until onMessageComplete (keep-alive) or the end of the read (refuseUnread: close).
+   * A body still to come may never come: a client waiting for 100 Continue (which a refused
+   * request never gets) may skip it after a final status (RFC 9110 10.1.1), and on a kept
+   * connection its next request would be read as that body. So the answer then says
+   * `Connection: close` and the connection ends, read and dropped (endConnection), as HAProxy
+   * does; nginx keeps it and answers that next request 400. A request without a body, or whose
+   * body came with it, is answered and the connection stays, as before.
+   */
+  private refuse(canned: Canned, head: RequestHead): void {
+    if (!this.closeAfter && announcesBody(head)) {
+      this.held = canned;
+      return;
+    }
+    this.cannedAnswer(canned);
+  }
+
+  /** The end of a read with a refusal held: the body did not all come with its head. */
+  private refuseUnread(): void {
+    const canned = this.held!;
+    this.held = null;
+    this.closeAfter = true;
+    if (this.quick) {
+      this.out.push(canned.wire);
+      this.quickDone();
+    } else {
+      this.cannedAnswer(canned);
+    }
   }
 
   private quickDone(): void {
@@ -493,6 +532,16 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onMessageComplete(): void {
     this.requestDone = true;
+    const held = this.held;
+    if (held !== null) {
+      // A refused request's whole body came in the read that brought its head: the connection stays.
+      this.held = null;
+      if (!this.quick) {
+        this.cannedAnswer(held);
+        return;
+      }
+      this.out.push(held.keepAliveWire);
+    }
     if (this.quick) {
       this.quickDone();
       return;
@@ -802,6 +851,11 @@ function expectsContinue(raw: readonly string[]): boolean {
     if (raw[i]!.length === 6 && raw[i]!.toLowerCase() === 'expect' && raw[i + 1]!.toLowerCase() === '100-continue') return true;
   }
   return false;
+}
+
+/** The request announced a body (Content-Length > 0, or chunked). */
+function announcesBody(head: RequestHead): boolean {
+  return head.chunked || (head.contentLength !== null && head.contentLength > 0);
 }
 
 function isConnectFailure(code: string): boolean {
