@@ -94,7 +94,8 @@ export class CertStore {
 
   /**
    * The context for an SNI name (as the client sent it), or null: no pair serves it (the handshake
-   * then goes on with `initial`: the default certificate, or a refusal).
+   * then goes on with `initial`: the default certificate, or a refusal). terminate.ts builds each
+   * handshake's TLSSocket on the context found here, so OpenSSL never switches contexts.
    */
   lookup(servername: string): tls.SecureContext | null {
     const t = this.table;
@@ -113,7 +114,7 @@ export class CertStore {
   /**
    * Whether the SNI name can change what a handshake gets: false with one certificate that also
    * serves unknown names (`unknownSni: first`), where every lookup gives `initial` (terminate.ts
-   * then sets no SNICallback).
+   * then reads no ClientHello before the handshake).
    */
   get sniDecides(): boolean {
     return this.entries.length > 1 || this.config.unknownSni !== 'first';

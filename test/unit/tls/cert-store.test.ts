@@ -62,7 +62,7 @@ t.test('lookup', async (t) => {
   t.same(s.expiries().map((e) => e.label), ['a', 'w', 'b'], 'expiry per pair, labelled by name');
 });
 
-t.test('whether the SNI name can change the certificate (terminate.ts sets an SNICallback only then)', async (t) => {
+t.test('whether the SNI name can change the certificate (terminate.ts reads the ClientHello first only then)', async (t) => {
   const one = (unknownSni: 'first' | 'refuse'): CertStore => new CertStore('web', {
     certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
     unknownSni, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
