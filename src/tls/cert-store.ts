@@ -13,8 +13,21 @@
  * new lookup table, swapped in one assignment: handshakes from then on use it, open connections
  * keep the session they have. A bad pair is refused with an error line naming the file and the
  * reason, once per distinct content, and the pair in force stays.
+ *
+ * Every context of the listener carries the same session id context, derived from the listener
+ * and its client-certificate settings (clientCertificate, the clientCA bundle's hash), as nginx
+ * derives one per server from its certificates and client CAs:
+ *   - OpenSSL resumes a session only in the context it was made in. With a client certificate
+ *     asked for and no session id context, it refuses a resumption attempt outright (Node 20,
+ *     OpenSSL 3.0: the handshake fails, `ERR_SSL_SESSION_ID_CONTEXT_UNINITIALIZED`) or quietly
+ *     does a full handshake (Node 24): curl fetching three URLs over new connections got 200, a
+ *     failure, 200.
+ *   - A session carries the client certificate verified when it was made, and a ticket outlives a
+ *     CA reload (the ticket key does not change with it). With the CA's hash in the context, a
+ *     session made under the old CA no longer matches: its client does a full handshake and its
+ *     certificate is verified against the new CA.
  */
-import { constants } from 'node:crypto';
+import { constants, createHash } from 'node:crypto';
 import fs from 'node:fs';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
@@ -221,8 +234,22 @@ export class CertStore {
       minVersion: c.minVersion,
       maxVersion: c.maxVersion,
       ...(this.ca !== null ? { ca: this.ca.pem } : {}),
+      sessionIdContext: this.sessionIdContext(),
       ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : { secureOptions: constants.SSL_OP_NO_TICKET }),
     });
+  }
+
+  /**
+   * The session id context of this listener's contexts (see the top of this file): 32 hex
+   * characters (OpenSSL takes at most 32 bytes), the same in every worker (a ticket one issues
+   * resumes on another), different for another listener, another clientCertificate setting or
+   * another CA bundle.
+   */
+  sessionIdContext(): string {
+    return createHash('sha256')
+      .update(`ipgate tls\0${this.listener}\0${this.config.clientCertificate}\0${this.ca?.hash ?? ''}`)
+      .digest('hex')
+      .slice(0, 32);
   }
 
   private names(e: Entry): string[] {

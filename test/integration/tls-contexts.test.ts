@@ -6,15 +6,18 @@
  *   - The certificate of the name asked for, whatever the key types and their order: on Node 20
  *     an SNICallback's context was applied by copying its certificate onto the connection, and
  *     the default pair's certificate of another key type stayed beside it (issue 27).
+ *   - Sessions resume on a client-certificate listener (a session id context is set), and one
+ *     made before a client-CA change does not resume after it.
  */
 import { X509Certificate } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
 import tls from 'node:tls';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
-import { startIpgate, type Started } from '../helpers/ipgate';
+import { startIpgate, tmpDir, type Started } from '../helpers/ipgate';
 import { closed, waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { run, type RunResult } from '../helpers/tls-nginx';
@@ -25,6 +28,8 @@ const skip = missing('openssl') || missing('curl');
 const certs = skip ? null : new CertDir();
 const ec = certs?.issue('ec', { cn: 'ec.example', dns: ['ec.example'], kind: 'ec' });
 const rsa = certs?.issue('rsa', { cn: 'rsa.example', dns: ['rsa.example'], kind: 'rsa' });
+if (certs !== null) certs.ca('other');
+const client = certs?.issue('client', { cn: 'client-one', client: true, chain: false });
 
 /** A backend that answers `ok`, closed at teardown. */
 async function backend(t: Test): Promise<number> {
@@ -96,6 +101,83 @@ t.test('the certificate of the name asked for, whatever the key types and their 
       }
     }
   }
+});
+
+/** `openssl s_client` with the client certificate; one request; the session written or read. */
+function sClientSession(port: number, version: string, session: { out?: string; in?: string }, cert = client!): Promise<RunResult> {
+  return run('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'ec.example', version, '-CAfile', certs!.file('ca.crt'),
+    '-cert', cert.cert, '-key', cert.key, '-ign_eof',
+    ...(session.out !== undefined ? ['-sess_out', session.out] : []), ...(session.in !== undefined ? ['-sess_in', session.in] : [])],
+  // s_client reads until ipgate closes (Connection: close), so a TLS 1.3 ticket, sent after the
+  // handshake, has arrived before it writes -sess_out.
+  'GET / HTTP/1.1\r\nHost: ec.example\r\nConnection: close\r\n\r\n');
+}
+
+/** "New, TLSv1.3, Cipher is ..." / "Reused, ...": s_client's session line. */
+function sessionLine(r: RunResult): string {
+  return /^(New|Reused), (TLSv[\d.]+)/m.exec(r.stdout)?.[1] ?? `no session line (exit ${r.code}): ${r.stderr.trim().split('\n').pop()}`;
+}
+
+t.test('client certificates: sessions resume (curl, s_client), and none made before a client-CA change resumes after it', { skip }, async (t) => {
+  const dir = tmpDir('ipgate-client-ca-');
+  const caFile = path.join(dir, 'client-ca.pem');
+  fs.writeFileSync(caFile, certs!.read('ca.crt'));
+  const g = await gate(t, { certificates: [{ cert: ec!.cert, key: ec!.key }], clientCA: caFile, clientCertificate: 'required', reloadIntervalMs: 100 });
+  const port = g.port();
+  const s = stage(g);
+
+  // curl keeps the session of its first connection and offers it on the next (each request
+  // closes its connection): 200, 000, 200 on Node 20 without a session id context, a silent full
+  // handshake on Node 24. (curl uses a TLS 1.3 session once, and Node's server, unlike nginx,
+  // sends no new ticket on a resumed connection: the third connection makes a new session.)
+  const curl = await run('curl', ['-sS', '--cacert', certs!.file('ca.crt'), '--cert', client!.cert, '--key', client!.key,
+    '--resolve', `ec.example:${port}:127.0.0.1`, '-H', 'Connection: close', '-o', '/dev/null', '-o', '/dev/null', '-o', '/dev/null',
+    '-w', '%{http_code} ', `https://ec.example:${port}/a`, `https://ec.example:${port}/b`, `https://ec.example:${port}/c`]);
+  t.equal(curl.stdout, '200 200 200 ', `curl: three requests over three connections served (${curl.stderr.trim()})`);
+  const accessTls = (p: string): { resumed?: boolean; clientCert?: string } | undefined =>
+    g.logs.find((l) => l.msg === 'access' && l.path === p)?.tls as { resumed?: boolean; clientCert?: string } | undefined;
+  await waitFor(() => accessTls('/c') !== undefined, 5000, 'three access lines');
+  t.match(accessTls('/a'), { resumed: false, clientCert: 'CN=client-one' }, 'the first connection: a full handshake');
+  t.match(accessTls('/b'), { resumed: true, clientCert: 'CN=client-one' }, 'the second resumed its session, with the verified client certificate');
+  t.equal(s.stats.resumed, 1, 'counted as resumed');
+
+  const sessions: Record<string, string> = {};
+  for (const version of ['-tls1_2', '-tls1_3']) {
+    sessions[version] = path.join(dir, `session${version}.pem`);
+    const first = await sClientSession(port, version, { out: sessions[version] });
+    t.equal(sessionLine(first), 'New', `s_client ${version}: a full handshake first`);
+    t.match(first.stdout, /HTTP\/1\.1 200/, `s_client ${version}: served`);
+    const again = await sClientSession(port, version, { in: sessions[version] });
+    t.equal(sessionLine(again), 'Reused', `s_client ${version}: the saved session resumes`);
+    t.match(again.stdout, /HTTP\/1\.1 200/, `s_client ${version}: served on the resumed session`);
+  }
+
+  // The CA bundle changes: the same CA plus another. The client still verifies, but a session
+  // made under the old bundle is not resumed: a full handshake verifies its certificate again.
+  const resumedBefore = s.stats.resumed;
+  fs.writeFileSync(caFile, Buffer.concat([certs!.read('ca.crt'), certs!.read('other.crt')]));
+  await waitFor(() => g.logs.find((l) => l.msg === 'TLS client CA reloaded') !== undefined, 5000, 'the CA reloaded');
+  for (const version of ['-tls1_2', '-tls1_3']) {
+    const after = await sClientSession(port, version, { in: sessions[version] });
+    t.equal(sessionLine(after), 'New', `s_client ${version}: the session from before the CA change is not resumed`);
+    t.match(after.stdout, /HTTP\/1\.1 200/, `s_client ${version}: served after a full handshake`);
+  }
+  t.equal(s.stats.resumed, resumedBefore, 'no resumption counted across the CA change');
+
+  // Sessions made under the new bundle resume again; then the bundle drops the client's CA:
+  // such a session must not let the client in.
+  const fresh = path.join(dir, 'session-fresh.pem');
+  await sClientSession(port, '-tls1_3', { out: fresh });
+  t.equal(sessionLine(await sClientSession(port, '-tls1_3', { in: fresh })), 'Reused', 'a session under the new bundle resumes');
+  const invalidBefore = Object.fromEntries(s.stats.handshakes)['tls_client_cert_invalid/TLSv1.3'] ?? 0;
+  fs.writeFileSync(caFile, certs!.read('other.crt'));
+  await waitFor(() => g.logs.lines.filter((l) => l.msg === 'TLS client CA reloaded').length === 2, 5000, 'the CA reloaded again');
+  const refused = await sClientSession(port, '-tls1_3', { in: fresh });
+  t.notMatch(refused.stdout, /HTTP\/1\.1 200/, 'a session from before the client\'s CA was removed does not get the client in');
+  t.not(sessionLine(refused), 'Reused', 'and is not resumed');
+  await waitFor(() => (Object.fromEntries(s.stats.handshakes)['tls_client_cert_invalid/TLSv1.3'] ?? 0) === invalidBefore + 1, 5000,
+    'counted tls_client_cert_invalid');
+  t.pass('the full handshake verified the certificate against the new CA and refused it');
 });
 
 t.test('a ClientHello split into one-byte writes: the certificate of its name, the handshake timeout still applies', { skip }, async (t) => {
