@@ -26,6 +26,8 @@
  *     CA reload (the ticket key does not change with it). With the CA's hash in the context, a
  *     session made under the old CA no longer matches: its client does a full handshake and its
  *     certificate is verified against the new CA.
+ * Client-initiated renegotiation is refused by every context (SSL_OP_NO_RENEGOTIATION, as nginx
+ * sets it): a TLS 1.2 client asking for one gets a no_renegotiation alert; terminate.ts counts it.
  */
 import { constants, createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -235,7 +237,8 @@ export class CertStore {
       maxVersion: c.maxVersion,
       ...(this.ca !== null ? { ca: this.ca.pem } : {}),
       sessionIdContext: this.sessionIdContext(),
-      ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : { secureOptions: constants.SSL_OP_NO_TICKET }),
+      secureOptions: constants.SSL_OP_NO_RENEGOTIATION | (this.tickets !== null ? 0 : constants.SSL_OP_NO_TICKET),
+      ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : {}),
     });
   }
 

@@ -22,6 +22,11 @@
  * Result: `done(conn, tlsSocket)` once the handshake finished, or `failed(conn, reason)` after the
  * socket was destroyed. A failure is the peer's fault: counted (ipgate_tls_handshakes_total
  * {result}), logged at debug, never thrown.
+ *
+ * Renegotiation: every context refuses a client-initiated TLS 1.2 renegotiation (cert-store.ts,
+ * `SSL_OP_NO_RENEGOTIATION`: OpenSSL answers its ClientHello with a no_renegotiation alert and the
+ * connection goes on, as nginx does). Node reports the refused attempt as a second `secure` event,
+ * which is counted (ipgate_tls_renegotiations_refused_total) and logged at debug.
  */
 import type net from 'node:net';
 import tls from 'node:tls';
@@ -88,6 +93,8 @@ export class Handshake implements Waiter {
   sniSeen = false;
   /** Done or failed: counted, and the sweep no longer checks it. */
   settled = false;
+  /** Handed to the listener (`done`): a `secure` event after this is a refused renegotiation. */
+  established = false;
   /** The TLS socket, once the certificate is chosen; null while the ClientHello is read. */
   socket: tls.TLSSocket | null = null;
   /** The bytes read so far while the ClientHello is read. */
@@ -190,7 +197,8 @@ export class TlsTerminator {
     });
     hs.socket = socket;
     // Shared handlers finding the state on the socket, and `on` rather than `once` (which wraps
-    // each listener): fewer objects per handshake. Each acts once (`settled`).
+    // each listener): fewer objects per handshake. Each acts once (`settled`), but `secure`,
+    // which also reports a refused renegotiation.
     socket[kHandshake] = hs;
     socket.on('secure', onSecure);
     socket.on('error', onHandshakeError);
@@ -237,7 +245,19 @@ export class TlsTerminator {
     hs.conn.tls = new TlsFacts(version, typeof servername === 'string' ? servername : null, cipher.standardName ?? cipher.name, resumed, clientCert);
     // Errors after the handshake (a reset, a bad record) end this connection only.
     socket.on('error', onLaterError);
+    hs.established = true;
     hs.result.done(hs.conn, socket);
+  }
+
+  /**
+   * The client started a TLS 1.2 renegotiation on an established connection and OpenSSL refused
+   * it (SSL_OP_NO_RENEGOTIATION: a no_renegotiation alert, nothing computed for it). Counted and
+   * logged at debug, a peer's doing; the connection goes on, as with nginx (an OpenSSL client
+   * then gives up on its own: `openssl s_client` ends with "no renegotiation").
+   */
+  renegotiationRefused(hs: Handshake): void {
+    this.stats.renegotiationsRefused++;
+    this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, client: hs.conn.clientAddress, reason: 'tls_renegotiation_refused' }, 'TLS renegotiation refused');
   }
 
   errored(hs: Handshake, err: NodeJS.ErrnoException): void {
@@ -274,6 +294,7 @@ export class TlsTerminator {
 function onSecure(this: HsSocket): void {
   const hs = this[kHandshake]!;
   if (!hs.settled) hs.stage.secured(hs);
+  else if (hs.established) hs.stage.renegotiationRefused(hs);
 }
 
 function onHandshakeError(this: HsSocket, err: NodeJS.ErrnoException): void {

@@ -8,7 +8,10 @@
  *     the default pair's certificate of another key type stayed beside it (issue 27).
  *   - Sessions resume on a client-certificate listener (a session id context is set), and one
  *     made before a client-CA change does not resume after it.
+ *   - A client-initiated TLS 1.2 renegotiation is refused (no_renegotiation, as nginx), counted
+ *     and logged at debug.
  */
+import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -18,8 +21,8 @@ import tls from 'node:tls';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
 import { startIpgate, tmpDir, type Started } from '../helpers/ipgate';
-import { closed, waitFor } from '../helpers/net';
-import { missing } from '../helpers/peers';
+import { closed, freePort, waitFor } from '../helpers/net';
+import { missing, nginxHttpPreamble, startNginx } from '../helpers/peers';
 import { run, type RunResult } from '../helpers/tls-nginx';
 import type { TlsTerminator } from '../../src/tls/terminate';
 
@@ -178,6 +181,73 @@ t.test('client certificates: sessions resume (curl, s_client), and none made bef
   await waitFor(() => (Object.fromEntries(s.stats.handshakes)['tls_client_cert_invalid/TLSv1.3'] ?? 0) === invalidBefore + 1, 5000,
     'counted tls_client_cert_invalid');
   t.pass('the full handshake verified the certificate against the new CA and refused it');
+});
+
+interface Interactive {
+  /** Everything s_client wrote (stdout and stderr). */
+  output: () => string;
+  write: (s: string) => void;
+  exited: Promise<number | null>;
+}
+
+/** An interactive `openssl s_client` (command letters on: `R` renegotiates), killed at teardown. */
+function interactive(t: Test, port: number): Interactive {
+  const child = spawn('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'ec.example', '-tls1_2', '-CAfile', certs!.file('ca.crt')],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  child.stdin.on('error', () => {}); // s_client may have exited (EPIPE)
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+  return { output: () => out, write: (s) => child.stdin.write(s), exited };
+}
+
+/**
+ * The renegotiation exchange against a server on `port`: a request on the first handshake, `R`,
+ * then a second request; s_client ends either way (the server closes after the second request,
+ * or s_client gives up on the refused renegotiation).
+ */
+async function renegotiate(t: Test, port: number): Promise<{ code: number | null; output: string }> {
+  const c = interactive(t, port);
+  await waitFor(() => /Verify return code: 0/.test(c.output()), 10_000, 's_client handshake');
+  c.write('GET /first HTTP/1.1\r\nHost: ec.example\r\n\r\n');
+  await waitFor(() => /HTTP\/1\.1 200/.test(c.output()), 10_000, 'first response');
+  c.write('R\n');
+  await waitFor(() => c.output().includes('RENEGOTIATING'), 10_000, 's_client renegotiating');
+  c.write('GET /second HTTP/1.1\r\nHost: ec.example\r\nConnection: close\r\n\r\n');
+  const code = await c.exited;
+  return { code, output: c.output() };
+}
+
+t.test('a client-initiated TLS 1.2 renegotiation is refused as nginx refuses it, counted and logged at debug', { skip: skip || missing('nginx') }, async (t) => {
+  const g = await gate(t, { certificates: [{ cert: ec!.cert, key: ec!.key }] });
+  const port = g.port();
+  const got = await renegotiate(t, port);
+  t.match(got.output, /no renegotiation/, 's_client: the server refused (no_renegotiation alert)');
+  t.not(got.code, 0, 's_client gives up');
+  t.equal((got.output.match(/HTTP\/1\.1 200/g) ?? []).length, 1, 'only the request before the attempt was served');
+  t.equal(stage(g).stats.renegotiationsRefused, 1, 'counted once');
+  t.match(await g.app.metrics.scrape(), /ipgate_tls_renegotiations_refused_total\{listener="web"\} 1/);
+  const line = g.logs.find((l) => l.msg === 'TLS renegotiation refused');
+  t.match(line, { level: 'debug', reason: 'tls_renegotiation_refused', client: '127.0.0.1' }, 'one debug line with the client');
+  t.same(Object.fromEntries(stage(g).stats.handshakes), { 'ok/TLSv1.2': 1 }, 'the refused attempt is no handshake of its own');
+
+  // nginx (1.22, OpenSSL 3.0), the reference: the same answer to the same exchange.
+  const front = await freePort();
+  const nginx = await startNginx(`http {
+  ${nginxHttpPreamble()}
+  server {
+    listen 127.0.0.1:${front} ssl;
+    ssl_certificate ${ec!.cert};
+    ssl_certificate_key ${ec!.key};
+    return 200 "ok\\n";
+  }
+}`, [front]);
+  t.teardown(() => nginx.stop());
+  const ref = await renegotiate(t, front);
+  t.match(ref.output, /no renegotiation/, 'nginx: the same no_renegotiation refusal');
+  t.equal((ref.output.match(/HTTP\/1\.1 200/g) ?? []).length, 1, 'nginx: only the first request served');
 });
 
 t.test('a ClientHello split into one-byte writes: the certificate of its name, the handshake timeout still applies', { skip }, async (t) => {
