@@ -257,7 +257,7 @@ export class TlsTerminator {
    */
   renegotiationRefused(hs: Handshake): void {
     this.stats.renegotiationsRefused++;
-    this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, client: hs.conn.clientAddress, reason: 'tls_renegotiation_refused' }, 'TLS renegotiation refused');
+    this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, client: hs.conn.clientAddress }, 'TLS renegotiation refused');
   }
 
   errored(hs: Handshake, err: NodeJS.ErrnoException): void {
