@@ -10,14 +10,15 @@
  * refuse`) the stage first reads the ClientHello off the accepted socket (readClientHello, the
  * SNI router's reader), looks its server_name up in the store, and builds the TLSSocket on that
  * pair's SecureContext; the hello is handed back with the rest. Node's SNICallback is not used:
- * on Node 20 (until Node 22) the context it returns is applied by copying its certificate and key
- * onto the connection (`SSL_use_certificate`), which leaves the initial context's certificate of
- * another key type in place, and OpenSSL then signs with whichever the client prefers: with an
- * ECDSA default and an RSA pair for another name, a client asking for the RSA name got the ECDSA
- * certificate of the default name (docs/tls.md "Certificates"; test/integration/tls-terminate
- * .test.ts "the certificate of the name asked for, whatever the key types"). A handshake on the
- * pair's own context has nothing else to choose from, on every Node. With one pair and
- * `unknownSni: first` nothing is read first: the name cannot change the certificate.
+ * on Node 20 the context it returns is applied by copying its certificate and key onto the
+ * connection (`SSL_use_certificate`), which leaves the initial context's certificate of another
+ * key type in place, and OpenSSL then signs with whichever the client prefers: with an ECDSA
+ * default and an RSA pair for another name, a client asking for the RSA name got the ECDSA
+ * certificate of the default name (docs/tls.md "Certificates"; test/integration/tls-contexts
+ * .test.ts "the certificate of the name asked for, whatever the key types and their order"; Node
+ * 24 was right). A handshake on the pair's own context has nothing else to choose from, on every
+ * Node. With one pair and `unknownSni: first` nothing is read first: the name cannot change the
+ * certificate.
  *
  * Result: `done(conn, tlsSocket)` once the handshake finished, or `failed(conn, reason)` after the
  * socket was destroyed. A failure is the peer's fault: counted (ipgate_tls_handshakes_total
