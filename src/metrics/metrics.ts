@@ -249,6 +249,11 @@ export class Metrics {
       collect: (out) => {
         for (const { stats } of this.tls) out.push({ labels: { listener: stats.listener }, value: stats.resumed });
       } }).register(r);
+    new Published({ name: 'ipgate_tls_renegotiations_refused_total', type: 'counter',
+      help: 'Client-initiated TLS 1.2 renegotiations refused on established connections (a no_renegotiation alert, as nginx sends; the connection goes on).',
+      collect: (out) => {
+        for (const { stats } of this.tls) out.push({ labels: { listener: stats.listener }, value: stats.renegotiationsRefused });
+      } }).register(r);
     new Published({ name: 'ipgate_tls_certificate_expiry_timestamp_seconds', type: 'gauge', aggregator: 'min',
       help: 'notAfter of the leaf certificate in force, seconds since the epoch, per listener and certificate (its tls.certificates name or index).',
       collect: (out) => {

@@ -13,8 +13,23 @@
  * new lookup table, swapped in one assignment: handshakes from then on use it, open connections
  * keep the session they have. A bad pair is refused with an error line naming the file and the
  * reason, once per distinct content, and the pair in force stays.
+ *
+ * Every context of the listener carries the same session id context, derived from the listener
+ * and its client-certificate settings (clientCertificate, the clientCA bundle's hash), as nginx
+ * derives one per server from its certificates and client CAs:
+ *   - OpenSSL resumes a session only in the context it was made in. With a client certificate
+ *     asked for and no session id context, it refuses a resumption attempt outright (Node 20,
+ *     OpenSSL 3.0: the handshake fails, `ERR_SSL_SESSION_ID_CONTEXT_UNINITIALIZED`) or quietly
+ *     does a full handshake (Node 24): curl fetching three URLs over new connections got 200, a
+ *     failure, 200.
+ *   - A session carries the client certificate verified when it was made, and a ticket outlives a
+ *     CA reload (the ticket key does not change with it). With the CA's hash in the context, a
+ *     session made under the old CA no longer matches: its client does a full handshake and its
+ *     certificate is verified against the new CA.
+ * Client-initiated renegotiation is refused by every context (SSL_OP_NO_RENEGOTIATION, as nginx
+ * sets it): a TLS 1.2 client asking for one gets a no_renegotiation alert; terminate.ts counts it.
  */
-import { constants } from 'node:crypto';
+import { constants, createHash } from 'node:crypto';
 import fs from 'node:fs';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
@@ -94,7 +109,8 @@ export class CertStore {
 
   /**
    * The context for an SNI name (as the client sent it), or null: no pair serves it (the handshake
-   * then goes on with `initial`: the default certificate, or a refusal).
+   * then goes on with `initial`: the default certificate, or a refusal). terminate.ts builds each
+   * handshake's TLSSocket on the context found here, so OpenSSL never switches contexts.
    */
   lookup(servername: string): tls.SecureContext | null {
     const t = this.table;
@@ -113,7 +129,7 @@ export class CertStore {
   /**
    * Whether the SNI name can change what a handshake gets: false with one certificate that also
    * serves unknown names (`unknownSni: first`), where every lookup gives `initial` (terminate.ts
-   * then sets no SNICallback).
+   * then reads no ClientHello before the handshake).
    */
   get sniDecides(): boolean {
     return this.entries.length > 1 || this.config.unknownSni !== 'first';
@@ -220,8 +236,23 @@ export class CertStore {
       minVersion: c.minVersion,
       maxVersion: c.maxVersion,
       ...(this.ca !== null ? { ca: this.ca.pem } : {}),
-      ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : { secureOptions: constants.SSL_OP_NO_TICKET }),
+      sessionIdContext: this.sessionIdContext(),
+      secureOptions: constants.SSL_OP_NO_RENEGOTIATION | (this.tickets !== null ? 0 : constants.SSL_OP_NO_TICKET),
+      ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : {}),
     });
+  }
+
+  /**
+   * The session id context of this listener's contexts (see the top of this file): 32 hex
+   * characters (OpenSSL takes at most 32 bytes), the same in every worker (a ticket one issues
+   * resumes on another), different for another listener, another clientCertificate setting or
+   * another CA bundle.
+   */
+  sessionIdContext(): string {
+    return createHash('sha256')
+      .update(`ipgate tls\0${this.listener}\0${this.config.clientCertificate}\0${this.ca?.hash ?? ''}`)
+      .digest('hex')
+      .slice(0, 32);
   }
 
   private names(e: Entry): string[] {

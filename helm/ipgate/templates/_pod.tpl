@@ -23,6 +23,10 @@ spec:
   # Without this, a hostNetwork pod resolves names with the node's resolv.conf, not cluster DNS.
   dnsPolicy: ClusterFirstWithHostNet
   {{- end }}
+  {{- with .Values.dnsConfig }}
+  dnsConfig:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
@@ -87,6 +91,10 @@ spec:
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+      {{- with .Values.extraEnvFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       ports:
         {{- range .Values.listeners }}
         - name: {{ .name }}
@@ -157,6 +165,9 @@ spec:
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+    {{- with .Values.extraContainers }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   volumes:
     # config.yaml only: the entries of source: config lists are read and watched through the API
     # (allowlist-declared-configmap.yaml), not mounted.
