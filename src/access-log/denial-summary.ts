@@ -42,6 +42,9 @@ export class DenialSummary {
 
   /** One denial: `list` the allowlist that refused, `route` the route that took it (null: none). */
   add(listener: string, address: string, reason: string, entry: string | null = null, list: string | null = null, route: string | null = null): void {
+    // Its lines are at info: below it (logging.level warn, as under load tests), nothing to count
+    // (a level raised at run time counts from then on).
+    if (!this.log.isLevelEnabled('info')) return;
     this.count++;
     if (this.addresses.size < this.options.maxAddresses) {
       const size = this.addresses.size;
