@@ -29,7 +29,7 @@ import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import { Admission } from '../../listener/admission';
 import type { ConnectionHandler } from '../../listener/listener';
-import { ListenerStats } from '../../metrics/listener-stats';
+import { ListenerStats, methodIndex } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { LiveList } from '../../store/live-lists';
 import type { RouteReceiver, RoutesVersion } from '../../route/route-receiver';
@@ -43,6 +43,7 @@ import { Canned, CannedResponses } from './canned';
 import { Exchange, HttpConn } from './exchange';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
 import { newRequestId, validRequestId } from './request-id';
+import { requestHeadBytes } from './request-size';
 import type { RequestHead } from './relay/llhttp-parser';
 import { RelayConn, type Admitted, type RelayHost } from './relay/relay-conn';
 import { RelayPool } from './relay/upstream-pool';
@@ -51,8 +52,6 @@ import { DnsCache } from './upstream-dns';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
 export const REVOKE_GRACE_MS = 1000;
-
-const STATUS_CLASS = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
 const kHttpConn = Symbol('ipgate.httpConn');
 
@@ -371,15 +370,15 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
       && !this.log.isLevelEnabled('debug') && (this.access === null || !this.access.wantsDenialLines());
   }
 
-  relayQuickDenied(hc: HttpConn, method: string, url: string): void {
+  relayQuickDenied(hc: HttpConn, head: RequestHead, responseBytes: number): void {
     this.stats.httpRequests++;
     const conn = hc.conn;
-    this.admission.refused(conn.clientAddress, conn, conn.via, method, url, hc.denial!.reason!);
+    this.admission.refused(conn.clientAddress, conn, conn.via, head.method, head.url, hc.denial!.reason!);
+    this.stats.http.count(methodIndex(head.method), 403, requestHeadBytes(head), responseBytes);
   }
 
   relayQuickRecord(hc: HttpConn, startedAt: number): void {
-    ListenerStats.bump(this.stats.httpResponses, '4xx');
-    this.stats.httpDuration.observe((Date.now() - startedAt) / 1000);
+    this.stats.http.duration.observe((Date.now() - startedAt) / 1000);
     const d = hc.denial!;
     this.access?.deniedRequest(hc.conn.clientAddress, d.reason!, d.entry?.cidr ?? null);
   }
@@ -403,6 +402,7 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     }
     ex.host = got.host;
     ex.userAgent = got.userAgent;
+    ex.requestBytes = requestHeadBytes(head);
     ex.requestId = got.requestId !== null && validRequestId(got.requestId) ? got.requestId : newRequestId();
     return ex;
   }
@@ -447,19 +447,12 @@ export class HttpForwarder implements ConnectionHandler, RelayHost, RouteReceive
     else admission.refused(ex.client, ex.hc.conn, ex.via, ex.method, ex.url);
   }
 
-  /** Count one finished request (status class, duration) and write its access-log line. */
+  /** Count one finished request (method, status, duration, sizes) and write its access-log line. */
   private record(ex: Exchange): void {
-    const cls = STATUS_CLASS[ex.status >= 100 && ex.status < 600 ? Math.floor(ex.status / 100) : 0]!;
     const now = Date.now();
-    if (!ex.routed) {
-      ListenerStats.bump(this.stats.httpResponses, cls);
-      this.stats.httpDuration.observe((now - ex.startedAt) / 1000);
-    } else {
-      // Routed: the route's series (route="" for a miss), metrics/listener-stats.ts.
-      const rs = ex.route === null ? this.stats.httpRoute('') : ex.route.stats;
-      ListenerStats.bump(rs.responses, cls);
-      rs.duration.observe((now - ex.startedAt) / 1000);
-    }
+    // Routed: the route's series (route="" for a miss), metrics/listener-stats.ts.
+    const counts = !ex.routed ? this.stats.http : ex.route === null ? this.stats.httpRoute('') : ex.route.stats;
+    counts.record(methodIndex(ex.method), ex.status, (now - ex.startedAt) / 1000, ex.requestBytes, ex.socket.bytesWritten - ex.bytesAtStart);
     if (this.access !== null) this.access.request(ex, now);
     else if (this.log.isLevelEnabled('debug')) {
       this.log.debug({

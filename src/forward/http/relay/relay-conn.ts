@@ -106,8 +106,8 @@ export interface RelayHost {
   relayDenied(ex: Exchange): void;
   /** This connection's requests are answered by `quickDeny` (a direct client refused, no debug lines). */
   quickDenial(hc: HttpConn): boolean;
-  /** A quick denial's request: counted as relayExchange + relayDenied count one. */
-  relayQuickDenied(hc: HttpConn, method: string, url: string): void;
+  /** A quick denial's request (`responseBytes`: its 403 as written): counted as relayExchange + relayDenied count one. */
+  relayQuickDenied(hc: HttpConn, head: RequestHead, responseBytes: number): void;
   /** A quick denial done (its body read past): counted and summarised as relayRecord does a denial. */
   relayQuickRecord(hc: HttpConn, startedAt: number): void;
   readonly maxHeaderBytes: number;
@@ -523,10 +523,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.quickStart = Date.now();
     const max = this.host.maxRequestsPerConnection;
     this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || !this.host.deniedKeepAlive;
-    this.host.relayQuickDenied(this.hc, head.method, head.url);
     const canned = this.host.forbidden(headerValue(head.rawHeaders, 'accept'));
+    const wire = this.closeAfter ? canned.wire : canned.keepAliveWire;
+    this.host.relayQuickDenied(this.hc, head, wire.length);
     // Written by feed() once the read is parsed (with the denials pipelined behind this one).
-    this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
+    this.out.push(wire);
     if (this.closeAfter) this.quickDone();
     else this.wait('idle'); // a body that stops is cut as between requests ("finding B")
   }
@@ -544,6 +545,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onBody(chunk: Buffer): void {
     if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
+    if (this.ex !== null) this.ex.requestBytes += chunk.length; // ipgate_http_request_size_bytes: the body relayed
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
     else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
   }
