@@ -68,7 +68,8 @@ export async function startApp(config: Config, { logger, configFile = null, tick
   const metrics = new Metrics({ version: VERSION });
   metrics.setAllowlists(lists, service.store);
   metrics.setSelfChecks(selfChecks);
-  const access = config.logging.access ? new AccessLog(logger, config.logging) : null;
+  // The access log's lines (logging.access), or with them off the denial summary.
+  const access = AccessLog.wanted(config.logging) ? new AccessLog(logger, config.logging) : null;
   const listeners: Listener[] = [];
   const certStores: CertStore[] = [];
   const receivers = new Map<string, RouteReceiver>();

@@ -50,6 +50,10 @@ interface Entry {
   stamp: string;
   /** Hash of the last content refused (logged once). */
   refusedHash: string | null;
+  /** The files on disk were last found good (in force, or the same bytes as in force). */
+  ok: boolean;
+  /** ms epoch of the last time they were (the load at start counts). */
+  lastSuccessAt: number;
 }
 
 /** The lookup in force: replaced whole on a reload. */
@@ -77,7 +81,7 @@ export class CertStore {
   private readonly entries: Entry[] = [];
   private table: Table;
   private readonly tickets: TicketKeys | null;
-  private ca: { pem: Buffer; hash: string; stamp: string; refusedHash: string | null } | null = null;
+  private ca: { pem: Buffer; hash: string; stamp: string; refusedHash: string | null; ok: boolean; lastSuccessAt: number } | null = null;
   private timer: NodeJS.Timeout | null = null;
   readonly reloads: ReloadCounts = { ok: 0, refused: 0 };
 
@@ -92,12 +96,13 @@ export class CertStore {
     if (config.clientCA !== null) {
       const ca = loadCaBundle(config.clientCA);
       if (typeof ca === 'string') throw new CertStoreError(`listener "${listener}" tls.clientCA: ${ca}`);
-      this.ca = { pem: ca.pem, hash: ca.hash, stamp: stamp(config.clientCA), refusedHash: null };
+      this.ca = { pem: ca.pem, hash: ca.hash, stamp: stamp(config.clientCA), refusedHash: null, ok: true, lastSuccessAt: Date.now() };
     }
     config.certificates.forEach((c, index) => {
       const pair = loadCertPair(c.cert, c.key);
       if (typeof pair === 'string') throw new CertStoreError(`listener "${listener}" tls.certificates[${index}]: ${pair}`);
-      this.entries.push({ index, label: c.name ?? String(index), config: c, pair, context: this.context(pair), stamp: pairStamp(c), refusedHash: null });
+      this.entries.push({ index, label: c.name ?? String(index), config: c, pair, context: this.context(pair), stamp: pairStamp(c), refusedHash: null,
+        ok: true, lastSuccessAt: Date.now() });
     });
     this.table = this.buildTable();
   }
@@ -145,6 +150,16 @@ export class CertStore {
     return this.entries.map((e) => ({ label: e.label, notAfter: e.pair.notAfter }));
   }
 
+  /**
+   * Whether each pair's files (and the client CA, label `clientCA`) were last found good, and when
+   * they last were: ipgate_config_last_reload_successful{kind="certificate"} (config/reload-status.ts).
+   */
+  reloadStates(): { label: string; ok: boolean; lastSuccessAt: number }[] {
+    const out = this.entries.map((e) => ({ label: e.label, ok: e.ok, lastSuccessAt: e.lastSuccessAt }));
+    if (this.ca !== null) out.push({ label: 'clientCA', ok: this.ca.ok, lastSuccessAt: this.ca.lastSuccessAt });
+    return out;
+  }
+
   /** Each pair's label and the names it serves (log line at start and reload). */
   describe(): { certificate: string; names: string[]; keyType: string; chain: number; notAfter: string }[] {
     return this.entries.map((e) => ({ certificate: e.label, names: this.names(e), keyType: e.pair.keyType, chain: e.pair.chainLength, notAfter: e.pair.leaf.validTo }));
@@ -174,8 +189,10 @@ export class CertStore {
         const ca = loadCaBundle(this.config.clientCA);
         if (typeof ca === 'string') {
           this.refused(this.config.clientCA, 'clientCA', ca, s, this.ca);
-        } else if (ca.hash !== this.ca.hash) {
-          this.ca = { pem: ca.pem, hash: ca.hash, stamp: s, refusedHash: null };
+        } else if (ca.hash === this.ca.hash) {
+          this.good(this.ca); // touched, or put back: the bytes in force
+        } else {
+          this.ca = { pem: ca.pem, hash: ca.hash, stamp: s, refusedHash: null, ok: true, lastSuccessAt: Date.now() };
           this.log.info({ listener: this.listener, file: this.config.clientCA, certificates: ca.count }, 'TLS client CA reloaded');
           this.reloads.ok++;
           for (const e of this.entries) e.context = this.context(e.pair);
@@ -192,7 +209,10 @@ export class CertStore {
         this.refused(e.config.cert, e.label, pair, s, e);
         continue;
       }
-      if (pair.hash === e.pair.hash) continue; // touched, same bytes
+      if (pair.hash === e.pair.hash) {
+        this.good(e); // touched, or put back after a refusal: the bytes in force
+        continue;
+      }
       let context: tls.SecureContext;
       try {
         context = this.context(pair);
@@ -203,6 +223,7 @@ export class CertStore {
       e.pair = pair;
       e.context = context;
       e.refusedHash = null;
+      this.good(e);
       this.reloads.ok++;
       changed = true;
       this.log.info({ listener: this.listener, certificate: e.label, file: e.config.cert, names: this.names(e), notAfter: pair.leaf.validTo },
@@ -211,7 +232,14 @@ export class CertStore {
     if (changed) this.table = this.buildTable();
   }
 
-  private refused(file: string, label: string, reason: string, key: string, holder: { refusedHash: string | null }): void {
+  private good(holder: { refusedHash: string | null; ok: boolean; lastSuccessAt: number }): void {
+    holder.refusedHash = null;
+    holder.ok = true;
+    holder.lastSuccessAt = Date.now();
+  }
+
+  private refused(file: string, label: string, reason: string, key: string, holder: { refusedHash: string | null; ok: boolean }): void {
+    holder.ok = false;
     // Once per distinct content: a file half written, then completed, logs at most twice.
     if (holder.refusedHash === key) return;
     holder.refusedHash = key;

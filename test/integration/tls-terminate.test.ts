@@ -356,6 +356,13 @@ t.test('a certificate swapped in a Secret volume is used for new handshakes; ope
   t.not(serial2, serial1, 'a new handshake gets the new certificate');
   t.equal(serial2, new X509Certificate(fs.readFileSync(v2.cert)).serialNumber, 'the one swapped in');
   t.equal(await get(kept), 'HTTP/1.1 200 OK', 'the connection opened before the swap is still served');
+  // ipgate_config_last_reload_successful{kind="certificate"} (issue 32 item 2): 1 and the swap's time.
+  const certReload = /ipgate_config_last_reload_successful\{kind="certificate",source="web\/rot"\} (\d)/;
+  const certAt = /ipgate_config_last_reload_successful_timestamp_seconds\{kind="certificate",source="web\/rot"\} ([\d.e+]+)/;
+  const swapped = await g.app.metrics.scrape();
+  t.equal(certReload.exec(swapped)?.[1], '1', 'the pair\'s last reload: good');
+  const swappedAt = Number(certAt.exec(swapped)?.[1]);
+  t.ok(Math.abs(swappedAt - Date.now() / 1000) < 30, 'at the swap');
 
   // A corrupt replacement: a truncated certificate with the v2 key.
   vol.swap(fs.readFileSync(v2.cert).subarray(0, 200), fs.readFileSync(v2.key));
@@ -376,6 +383,11 @@ t.test('a certificate swapped in a Secret volume is used for new handshakes; ope
   t.match(scrape, /ipgate_tls_certificate_reloads_total\{listener="web",result="refused"\} 2/);
   const notAfter = Math.floor(Date.parse(new X509Certificate(fs.readFileSync(v2.cert)).validTo) / 1000);
   t.match(scrape, new RegExp(`ipgate_tls_certificate_expiry_timestamp_seconds\\{listener="web",certificate="rot"\\} ${notAfter}`));
+  t.equal(certReload.exec(scrape)?.[1], '0', 'refused: ipgate_config_last_reload_successful 0');
+  t.equal(Number(certAt.exec(scrape)?.[1]), swappedAt, 'its last success time kept');
+  // The good pair put back: 1 again.
+  vol.swap(fs.readFileSync(v2.cert), fs.readFileSync(v2.key));
+  await waitFor(async () => certReload.exec(await g.app.metrics.scrape())?.[1] === '1', 5000, 'good again');
 });
 
 t.test('nginx as a TLS client in front of ipgate', { skip: skip || missing('nginx') }, async (t) => {

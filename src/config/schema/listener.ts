@@ -69,8 +69,9 @@ export const HttpSchema = Section({
     keepAlive: Type.Boolean({ default: true }),
   }, { default: {} }),
   /**
-   * Send `X-Request-ID` upstream: a trusted proxy's as received, else a new 32-hex id (in the
-   * access line either way, as `requestId`).
+   * Send `X-Request-ID` upstream: a trusted proxy's as received, else a new one of 128 random
+   * bits as 32 hex characters, like nginx's `$request_id` (in the access line either way, as
+   * `requestId`).
    */
   requestId: Type.Boolean({ default: true }),
   /**

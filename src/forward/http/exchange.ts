@@ -86,6 +86,11 @@ export class Exchange {
   bytesAtStart = 0;
   /** Bytes written to the client for this request (the response, or a tunnel's), set before it is recorded. */
   bytesOut = 0;
+  /**
+   * Request bytes for ipgate_http_request_size_bytes: the head's (request-size.ts) at the start,
+   * plus the body bytes relayed upstream (the engine adds them as they go).
+   */
+  requestBytes = 0;
   /** The client sent no body (no Content-Length > 0, no Transfer-Encoding): safe to retry. */
   readonly bodyless: boolean;
 

@@ -41,6 +41,7 @@ import { compileHttpRoutes, type HttpRoutes } from './http-routes';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
 import { requestHost, type HostRefusal } from './request-host';
 import { newRequestId, validRequestId } from './request-id';
+import { requestHeadBytes } from './request-size';
 import { requestTarget } from './request-target';
 
 /** What an engine needs of a request head (relay/llhttp-parser.ts RequestHead, or an HTTP/2 stream's). */
@@ -306,6 +307,7 @@ export class HttpPolicy {
     }
     ex.host = got.host;
     ex.userAgent = got.userAgent;
+    ex.requestBytes = requestHeadBytes(head);
     ex.requestId = got.requestId !== null && validRequestId(got.requestId) ? got.requestId : newRequestId();
     return ex;
   }

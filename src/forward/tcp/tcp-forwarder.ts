@@ -260,6 +260,7 @@ export class TcpForwarder implements ConnectionHandler {
    */
   private opened(conn: Connection, client: Endpoint, upstream: Endpoint, dialedAt: number, leftover: Buffer, hello: ClientHelloDone | null): boolean {
     this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
+    this.stats.upstreamConnected(conn.upstream); // ipgate_upstream_up
     if (client.destroyed) {
       upstream.destroy();
       return false;

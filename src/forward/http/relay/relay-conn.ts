@@ -138,6 +138,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    */
   private quick = false;
   private quickStart = 0;
+  /** The quick denial's head and the bytes of its 403 as written (ipgate_http_request_size_bytes and _response_size_bytes). */
+  private quickHead: RequestHead | null = null;
+  private quickBytes = 0;
   private quickNext = false;
   /**
    * A refusal (403, 404, 400) of a request that announced a body, held until its body is read or
@@ -465,6 +468,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.requestDone = false;
     this.quick = true;
     this.quickStart = Date.now();
+    this.quickHead = head;
     this.d = d;
     const max = this.host.settings.maxRequestsPerConnection;
     this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || d.closeAfterAnswer;
@@ -473,8 +477,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.held = canned; // as refuse() holds it
       return;
     }
+    const wire = this.closeAfter ? canned.wire : canned.keepAliveWire;
+    this.quickBytes = wire.length;
     // Written by feed() once the read is parsed (with the denials pipelined behind this one).
-    this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
+    this.out.push(wire);
     if (this.closeAfter) this.quickDone();
   }
 
@@ -505,6 +511,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.closeAfter = true;
     if (this.quick) {
       this.out.push(canned.wire);
+      this.quickBytes = canned.wire.length;
       this.quickDone();
     } else {
       this.cannedAnswer(canned);
@@ -515,7 +522,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.quick = false;
     const d = this.d!;
     this.d = null;
-    this.host.events.finished(this.hc, d, this.quickStart);
+    this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    this.quickHead = null;
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -526,6 +534,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onBody(chunk: Buffer): void {
     if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
+    if (this.ex !== null) this.ex.requestBytes += chunk.length; // ipgate_http_request_size_bytes: the body relayed
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
     else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
   }
@@ -541,6 +550,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
         return;
       }
       this.out.push(held.keepAliveWire);
+      this.quickBytes = held.keepAliveWire.length;
     }
     if (this.quick) {
       this.quickDone();
@@ -778,7 +788,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.quick = false; // a denied request whose body never came: recorded, as any exchange
       const d = this.d!;
       this.d = null;
-      this.host.events.finished(this.hc, d, this.quickStart);
+      this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    this.quickHead = null;
     }
     const ex = this.ex;
     if (ex !== null) {
@@ -794,7 +805,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const d = this.d!;
     this.d = null;
     ex.bytesOut = this.socket.bytesWritten - ex.bytesAtStart;
-    this.host.events.finished(this.hc, d, ex.startedAt);
+    this.host.events.finished(this.hc, d, ex.startedAt, null, 0);
   }
 
   /** Off the connection's open list (revocation looks there). */
