@@ -68,7 +68,8 @@ export async function startApp(config: Config, { logger, configFile = null, tick
   const metrics = new Metrics({ version: VERSION });
   metrics.setAllowlists(lists, service.store);
   metrics.setSelfChecks(selfChecks);
-  const access = config.logging.access ? new AccessLog(logger, config.logging) : null;
+  // The access log's lines (logging.access), or with them off the denial summary.
+  const access = AccessLog.wanted(config.logging) ? new AccessLog(logger, config.logging) : null;
   const listeners: Listener[] = [];
   const certStores: CertStore[] = [];
   const receivers = new Map<string, RouteReceiver>();
@@ -78,7 +79,7 @@ export async function startApp(config: Config, { logger, configFile = null, tick
     const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist), lc.mode === 'tcp' && lc.routes !== undefined) ?? null;
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
-    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
+    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog, config.revokeLive);
     let tls: TlsTerminator | null = null;
     if (lc.tls !== null) {
       const store = new CertStore(lc.name, lc.tls, logger, ticketKeys?.get(lc.name));

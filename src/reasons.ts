@@ -1,7 +1,7 @@
 /**
  * One catalogue of the reasons a connection or a request ends other than `ok`: each code is at
  * once the access log's `result` / `reason` field and a metric label (`ipgate_connections_closed_total
- * {result}`, `ipgate_denied_total{reason}`, `ipgate_http_client_errors_total{reason}`,
+ * {result}`, `ipgate_denied_total{reason}`, `ipgate_http_client_errors_total{reason}` (client and host reasons),
  * `ipgate_upstream_errors_total{reason}`), so the set is closed and small, and each has one
  * sentence (HAProxy's `conn_err_code_str` and fastify's lib/errors.js are the models). The PROXY
  * stage's codes live beside its decoder (proxy-protocol/codes.ts), the ClientHello stage's beside
@@ -25,7 +25,7 @@ export type AllowlistRefusal = Exclude<DenialReason, 'revoked'>;
 
 /** An HTTP client's fault or departure (`ipgate_http_client_errors_total{reason}` for the first three). */
 export const CLIENT_REASONS = Object.freeze({
-  bad_request: 'The request could not be parsed, or is one ipgate refuses (HTTP/0.9, 2.x, no Host, a body on an upgrade, CONNECT).',
+  bad_request: 'The request could not be parsed, or is one ipgate refuses (HTTP/0.9, 2.x, a request target neither origin-form nor http(s) absolute-form, a body on an upgrade, CONNECT).',
   header_timeout: 'The request head was not complete within http.requestHeaderTimeoutMs (408).',
   header_too_large: 'The request head exceeded http.maxHeaderBytes (431).',
   client_abort: 'The client closed the connection before its response was complete.',
@@ -35,6 +35,23 @@ export const CLIENT_REASONS = Object.freeze({
   h2_required: 'An HTTP/1.1 request was routed to an upstream group that speaks HTTP/2 only (upstreamProtocol h2c or h2): 505.',
 });
 export type ClientReason = keyof typeof CLIENT_REASONS;
+
+/**
+ * A request refused for its Host (400, counted in `ipgate_http_client_errors_total{reason}` with
+ * the client reasons): RFC 9112 3.2 "A server MUST respond with a 400 (Bad Request) status code to
+ * any HTTP/1.1 request message that lacks a Host header field and to any request message that
+ * contains more than one Host header field line or a Host header field with an invalid field
+ * value." forward/http/request-host.ts decides them, for the wire and for /v1/explain.
+ */
+export const HOST_REASONS = Object.freeze({
+  host_missing: 'The request has no Host header (HTTP/1.0 included: the backend would be given no host to serve) (400).',
+  host_repeated: 'The request has more than one Host header line (400).',
+  host_invalid: 'The Host (or the absolute-form target\'s authority) is not a host name, an IPv4 address or a bracketed IPv6 address with an optional port of digits up to 65535: empty, percent-encoded, userinfo ("@"), a comma, a non-ASCII byte, a bad label (400).',
+  host_too_long: 'The host name of the Host (or the absolute-form authority) is longer than 253 characters, the DNS limit (400).',
+});
+export type HostReason = keyof typeof HOST_REASONS;
+/** What `ipgate_http_client_errors_total{reason}` can carry. */
+export type HttpClientErrorLabel = ClientReason | HostReason;
 
 /** An upstream's fault (`ipgate_upstream_errors_total{reason}`, `ipgate_upstream_failures_total`). */
 export const UPSTREAM_REASONS = Object.freeze({
@@ -85,11 +102,11 @@ export const TLS_HANDSHAKE_REASONS = Object.freeze({
 export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS | 'tls_not_handshake';
 
 /** Every code a connection or request can end with, `ok` aside. */
-export type Reason = DenialReason | ClientReason | UpstreamReason | EndReason | H2Reason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
+export type Reason = DenialReason | ClientReason | HostReason | UpstreamReason | EndReason | H2Reason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
 
 /** Each code with its sentence (docs and `ipgate doctor` read it). */
 export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
-  ...DENIAL_REASONS, ...CLIENT_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...H2_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
+  ...DENIAL_REASONS, ...CLIENT_REASONS, ...HOST_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...H2_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
 });
 
 /** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */

@@ -28,9 +28,10 @@ export function parseHostPort(text: string, allowPortZero: boolean): HostPort | 
     }
     portText = text.slice(colon + 1);
   }
-  if (!/^(0|[1-9][0-9]{0,4})$/.test(portText)) return `port "${portText}" is not a number`;
+  if (!/^[0-9]+$/.test(portText)) return portText === '' ? 'the port is missing after ":"' : `port "${portText}" is not a number`;
+  if (portText.length > 1 && portText.startsWith('0')) return `port "${portText}" has a leading zero`;
   const port = Number(portText);
-  if (port > 65535) return `port ${port} out of range (0-65535)`;
+  if (port > 65535) return `port ${portText.length > 12 ? `${portText.slice(0, 12)}...` : portText} out of range (0-65535)`;
   if (port === 0 && !allowPortZero) return 'port 0 is not a valid destination';
   return { host, port };
 }

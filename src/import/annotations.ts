@@ -2,8 +2,8 @@
  * ingress-nginx annotations: which ones ipgate carries over (or has nothing to carry for), and
  * for each other one, why not, in one sentence for the report.
  */
-import { FALSE, readTimeout } from './controller-configmap';
-import { isRecord, type KubeObject } from './objects';
+import { readTimeout } from './controller-configmap';
+import { FALSE, isRecord, type KubeObject } from './objects';
 
 /** null when the annotation is carried over (or has nothing to carry), else why not. */
 export function annotationVerdict(short: string, value: string): string | null {
@@ -13,7 +13,14 @@ export function annotationVerdict(short: string, value: string): string | null {
     case 'denylist-source-range':
       return null; // converted (or reported as invalid) with the allowlist
     case 'use-regex':
-      return null; // decides how the host's paths are read
+      return null; // decides how the host's paths are read; reported with them (ingress-nginx.ts)
+    case 'auth-tls-secret':
+    case 'auth-tls-verify-client':
+    case 'auth-tls-verify-depth':
+    case 'auth-tls-error-page':
+    case 'auth-tls-pass-certificate-to-upstream':
+    case 'auth-tls-match-cn':
+      return null; // client certificates: carried over or reported per host (client-certs.ts, listeners.ts)
     case 'service-upstream':
       return null; // ipgate always sends to the Service address, as service-upstream: "true" does
     case 'proxy-read-timeout':

@@ -82,7 +82,7 @@ export function parseSourceRange(value: string): RangeParse {
  * `inner` lies inside `outer` (or is it). Two CIDRs are nested or disjoint, so a start address
  * inside the range and a prefix no shorter is enough.
  */
-function within(inner: Cidr, outer: Cidr): boolean {
+export function within(inner: Cidr, outer: Cidr): boolean {
   if (inner.family !== outer.family || outer.prefix > inner.prefix) return false;
   return compareWords(inner.start, outer.start) >= 0 && compareWords(inner.start, outer.end) <= 0;
 }

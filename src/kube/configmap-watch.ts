@@ -62,6 +62,11 @@ export interface ConfigMapWatchStatus {
   readonly watchConnected: boolean;
   /** The last API failure since the watch was last healthy, or null. */
   readonly lastError: string | null;
+  /**
+   * Last time the API answered (a list, a watch opened, an event or a bookmark: bookmarks come
+   * about every minute), ms epoch; null before the first (ipgate_configmap_watch_last_success_timestamp_seconds).
+   */
+  readonly lastSuccessAt: number | null;
 }
 
 export class ConfigMapWatch {
@@ -73,6 +78,7 @@ export class ConfigMapWatch {
   private seenRV: string | null = null;
   private watchConnected = false;
   private lastError: string | null = null;
+  private lastSuccessAt: number | null = null;
   private streamError: { code: number; message: string } | null = null;
   private watch: Watch | null = null;
   private loop: Promise<void> | null = null;
@@ -100,7 +106,7 @@ export class ConfigMapWatch {
   }
 
   status(): ConfigMapWatchStatus {
-    return { resourceVersion: this.seenRV, watchConnected: this.watchConnected, lastError: this.lastError };
+    return { resourceVersion: this.seenRV, watchConnected: this.watchConnected, lastError: this.lastError, lastSuccessAt: this.lastSuccessAt };
   }
 
   /**
@@ -164,6 +170,7 @@ export class ConfigMapWatch {
         if (!this.watchConnected && this.lastError !== null) this.log.info({ resourceVersion: this.watchRV }, `${this.label}: watching the ConfigMap again`);
         this.watchConnected = true;
         this.lastError = null;
+        this.lastSuccessAt = Date.now();
         this.opts.onSync?.();
       },
       onEvent: (event) => this.onEvent(event),
@@ -178,6 +185,7 @@ export class ConfigMapWatch {
       this.streamError = { code: typeof s.code === 'number' ? s.code : 0, message: String(s.message ?? '') };
       throw new Error(`watch ERROR event: ${this.streamError.message}`);
     }
+    this.lastSuccessAt = Date.now();
     const obj = event.object as ConfigMapObject;
     const rv = obj.metadata?.resourceVersion ?? '';
     if (rv !== '') this.watchRV = rv;
@@ -192,6 +200,7 @@ export class ConfigMapWatch {
     if (this.closed) return;
     const r = await this.opts.client.listWithVersion<ConfigMapObject>(this.listPath());
     if (r === null) throw new KubeStatusError(404, this.listPath(), 'the configmaps resource is not served');
+    this.lastSuccessAt = Date.now();
     const obj = r.items.find((i) => i.metadata?.name === this.opts.name) ?? null;
     if (resetWatch) this.watchRV = r.resourceVersion || (obj?.metadata?.resourceVersion ?? this.watchRV);
     this.opts.onSync?.();

@@ -1,7 +1,8 @@
 /**
  * Gathering a connection's first bytes for a stage that must see them whole before it can answer:
- * the PROXY header (listener/header-stage.ts) and the ClientHello (tls/hello-stage.ts). One loop
- * for both, on RawSockets and net.Sockets alike:
+ * the PROXY header (listener/header-stage.ts) and the ClientHello (tls/hello-stage.ts), and a
+ * second ClientHello after a HelloRetryRequest (forward/tcp/hello-watch.ts). One loop for all, on
+ * RawSockets and net.Sockets alike:
  *
  *   - each chunk is appended and the stage's `decide` called again on everything gathered (the
  *     decoders are incremental in cost, not in state: the PROXY decoder and the ClientHello reader

@@ -26,7 +26,8 @@ import type { LiveList } from '../store/live-lists';
 import type { TlsStageResult, TlsTerminator } from '../tls/terminate';
 import type { RouteReceiver } from '../route/route-receiver';
 import { SniRoutes } from '../route/sni-routes';
-import { HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
+import type { ClientHelloDone } from '../tls/client-hello';
+import { helloTimeoutMs, HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
 import { Connection } from './connection';
@@ -44,9 +45,12 @@ import { RawSocket } from '../transport/raw-socket';
 export interface ConnectionHandler {
   /**
    * Take over an admitted connection. `leftover` holds bytes that arrived after the PROXY header
-   * (payload, forwarded untouched). The socket is paused.
+   * (payload, forwarded untouched). The socket is paused. `hello`: on a TCP listener with routes,
+   * the ClientHello that chose the route (`leftover` starts with its `length` bytes); the
+   * forwarder follows the handshake to the backend's ServerHello with it (a second hello after a
+   * HelloRetryRequest must match it: forward/tcp/hello-watch.ts).
    */
-  handle(conn: Connection, leftover: Buffer): void;
+  handle(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void;
   /**
    * The handler decides the allowlist per request (HTTP: a 403 per request, and a trusted proxy's
    * clients come from X-Forwarded-For): the listener then makes no connection-level decision, and
@@ -65,8 +69,8 @@ export interface ConnectionHandler {
   drain(): void;
   /** Whether the handler decides with `list` besides the listener's own (an HTTP route's list). */
   enforces(list: LiveList): boolean;
-  /** After a list change: re-decide a connection this handler decides per request (close, mark, or keep it). */
-  recheck(conn: Connection): void;
+  /** After a list change: re-decide a connection this handler decides per request; true when it cut it (now or after its response). */
+  recheck(conn: Connection): boolean;
   /** After a change of `list`: close what a peer it no longer trusts spoke for (HTTP trustedProxies); how many. */
   trustChanged(list: LiveList): number;
   /** The routes the handler takes live (HTTP listeners), or null: the listener's own (SNI) routes, if any. */
@@ -103,9 +107,6 @@ export interface PeerObserver {
 
 const EMPTY = Buffer.alloc(0);
 let nextConnectionId = 1;
-
-/** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
-const DEFAULT_HELLO_TIMEOUT_MS = 5000;
 
 export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes | null> {
   readonly routeKind = 'sni';
@@ -154,7 +155,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.routes = config.mode === 'tcp' && config.routes !== undefined ? SniRoutes.compile(config, deps.list.owner, this.stats) : null;
     this.headerTrusted = new HeaderStage(config.proxyProtocol, true, this);
     this.headerUntrusted = new HeaderStage(config.proxyProtocol, false, this);
-    this.hello = new HelloStage({ timeoutMs: config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS }, this.stats, this);
+    this.hello = new HelloStage({ timeoutMs: helloTimeoutMs(config) }, this.stats, this);
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -286,13 +287,14 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
   /**
    * Re-check every live connection against the list in force and close those whose client is no
    * longer allowed (revokeLive). Connections the handler decides per request are re-decided by it.
+   * Returns how many were cut (an HTTP connection's response in flight may still finish).
    */
   revokeDenied(): number {
     let closed = 0;
     for (const conn of this.connections) {
       if (conn.entry === null && !conn.decidedPerRequest) continue; // not yet admitted
       if (conn.decidedPerRequest) {
-        this.deps.handler.recheck(conn);
+        if (this.deps.handler.recheck(conn)) closed++;
         continue;
       }
       const entry = this.admission.matchConnection(conn);
@@ -414,7 +416,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
       return;
     }
     conn.route = d.route;
-    this.admit(conn, r.bytes);
+    this.admit(conn, r.bytes, r.hello);
   }
 
   /** Whether this listener decides on `list` (its own, or one of its routes'): revocation asks. */
@@ -447,8 +449,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.routes = next;
     const gone = next.adopt(this.connections);
     for (const conn of gone) this.close(conn, 'route_removed');
-    if (this.deps.revokeLive === true) this.revokeDenied();
-    return gone.length;
+    return this.deps.revokeLive === true ? gone.length + this.revokeDenied() : gone.length;
   }
 
   /**
@@ -470,7 +471,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     return next;
   }
 
-  private admit(conn: Connection, leftover: Buffer): void {
+  private admit(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void {
     const handler = this.deps.handler;
     if (handler.decidesPerRequest) {
       conn.decidedPerRequest = true;
@@ -483,7 +484,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
       }
       conn.entry = entry;
     }
-    handler.handle(conn, leftover);
+    handler.handle(conn, leftover, hello);
   }
 
   private reject(conn: Connection, reason: PpReason, version: string): void {

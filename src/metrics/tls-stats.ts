@@ -18,6 +18,8 @@ export class TlsStats {
   readonly duration = new FixedHistogram(HANDSHAKE_BUCKETS);
   /** Handshakes that resumed a session (a ticket). */
   resumed = 0;
+  /** Client-initiated renegotiations refused on established connections (terminate.ts). */
+  renegotiationsRefused = 0;
 
   constructor(readonly listener: string) {}
 

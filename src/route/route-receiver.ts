@@ -25,8 +25,10 @@ export interface RouteReceiver<Compiled = unknown> {
    */
   compileRoutes(routes: readonly RouteConfig[] | undefined, version: RoutesVersion): Compiled;
   /**
-   * Swap `compiled` in (one assignment). Connections whose route disappeared close after their
-   * in-flight response (`route_removed`); returns how many were marked.
+   * Swap `compiled` in (one assignment), then re-decide the open connections against it:
+   * those whose route disappeared close after their in-flight response (`route_removed`), and
+   * with revokeLive those the route's list in `compiled` no longer admits (`revoked`); returns
+   * how many were marked.
    */
   replaceRoutes(compiled: Compiled): number;
 }

@@ -75,6 +75,8 @@ export interface KubernetesStoreStatus {
   readonly watchConnected: boolean;
   /** The last API failure since the watch was last healthy, or null. */
   readonly lastError: string | null;
+  /** `namespace/name` of the ConfigMap (ipgate_configmap_watch_healthy{use="store"}). */
+  readonly configMap: string;
 }
 
 type ConfigMap = {
@@ -124,7 +126,8 @@ export class KubernetesStore extends BaseStore {
 
   status(): KubernetesStoreStatus {
     const w = this.watch?.status();
-    return { resourceVersion: this.appliedRV, lastSyncAt: this.lastSyncAt, watchConnected: w?.watchConnected ?? false, lastError: w?.lastError ?? this.lastError };
+    return { resourceVersion: this.appliedRV, lastSyncAt: this.lastSyncAt, watchConnected: w?.watchConnected ?? false, lastError: w?.lastError ?? this.lastError,
+      configMap: `${this.namespace ?? '(pod namespace)'}/${this.opts.configMap}` };
   }
 
   async load(seed: ReadonlyMap<string, readonly AllowEntry[]>): Promise<StoreSnapshot> {

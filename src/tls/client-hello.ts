@@ -60,6 +60,7 @@ const CONTENT_HANDSHAKE = 22;
 const HANDSHAKE_CLIENT_HELLO = 1;
 const EXT_SERVER_NAME = 0;
 const EXT_ALPN = 16;
+const EXT_EARLY_DATA = 42;
 const EXT_SUPPORTED_VERSIONS = 43;
 const EXT_ENCRYPTED_CLIENT_HELLO = 0xfe0d;
 const NAME_TYPE_HOST_NAME = 0;
@@ -91,6 +92,11 @@ export type ClientHelloResult =
       recordVersion: number;
       /** encrypted_client_hello present: `sni` is then the outer (public) name. */
       ech: boolean;
+      /**
+       * early_data present (RFC 8446 4.2.10): the client may send 0-RTT application_data records
+       * right after this hello, before the server's answer.
+       */
+      earlyData: boolean;
       /** Bytes of the records that carry the ClientHello (headers included), <= buf.length. */
       length: number;
       /** Always 0: the reader only looks; every byte is forwarded to the backend untouched. */
@@ -271,6 +277,7 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
   let alpn: string[] = [];
   let supportedVersions: number[] = [];
   let ech = false;
+  let earlyData = false;
   if (p < end) {
     if (p + 2 > end) return fail('tls_malformed', 'one byte where the extensions length belongs');
     const extensionsLength = u16(b, p);
@@ -310,6 +317,9 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
         case EXT_ENCRYPTED_CLIENT_HELLO:
           ech = true;
           break;
+        case EXT_EARLY_DATA:
+          earlyData = true;
+          break;
         default:
           break;
       }
@@ -318,7 +328,7 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
   }
   let maxVersion = supportedVersions.length === 0 ? legacyVersion : 0;
   for (const v of supportedVersions) if (v > maxVersion) maxVersion = v;
-  return { kind: 'done', sni, alpn, legacyVersion, supportedVersions, maxVersion, recordVersion, ech, length, consumed: 0 };
+  return { kind: 'done', sni, alpn, legacyVersion, supportedVersions, maxVersion, recordVersion, ech, earlyData, length, consumed: 0 };
 }
 
 /**

@@ -16,6 +16,17 @@ import { gather, type GatherStage } from '../listener/gather';
 import { readClientHello, type ClientHelloDone, type ReadOptions } from './client-hello';
 import type { TlsReason } from './codes';
 
+/** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
+export const DEFAULT_HELLO_TIMEOUT_MS = 5000;
+
+/**
+ * The time a ClientHello may take, from the listener's config: the first one (this stage), and
+ * the second after a HelloRetryRequest (forward/tcp/hello-watch.ts).
+ */
+export function helloTimeoutMs(config: { readonly sni?: { readonly helloTimeoutMs: number } }): number {
+  return config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS;
+}
+
 /** What the stage hands on: the hello and the bytes to forward, or why the connection must close. */
 export type HelloStageResult =
   | { readonly ok: true; readonly hello: ClientHelloDone; readonly bytes: Buffer }

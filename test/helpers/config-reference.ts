@@ -173,6 +173,16 @@ export function renderReference(walk: SchemaWalk = walkSchema()): string {
     'is meaningful in itself. Unknown keys are refused everywhere. The definitions, with the same',
     'text, are in [src/config/schema.ts](../src/config/schema.ts) and',
     '[src/config/schema/](../src/config/schema/).',
+    '',
+    'Paths: every file the config names (`allowlists.<name>.file`, `tls` certificates, keys and CAs,',
+    '`store.path`, `admin.tokenFile`, `admin.tokensFile`) is read relative to the config file\'s',
+    'directory when it is not absolute, as nginx reads its `include`s. Before, `store.path` and the',
+    'token files were relative to the working directory: a relative one that exists only at its old',
+    'place is named in a warning at start-up and by `ipgate check-config`.',
+    '',
+    'Errors: every problem names the option\'s path, its value (summarised when large) and its line',
+    '(`listeners[1].listen: 22023: must be a string, not a number: ... in config.yaml:12`); an',
+    'unknown key names the option it was probably meant to be.',
   ];
   const sections: string[] = [];
   for (const r of walk.rows) if (!sections.includes(r.section)) sections.push(r.section);

@@ -143,9 +143,11 @@ t.test('curl --http2 and nghttp: ALPN h2, the backend sees HTTP/1.1 with the ide
   t.match(line, { protocol: 'h2', status: 200, method: 'GET', path: '/x?y=1', host: `web.test:${port}` }, 'the access line carries protocol h2');
   const stats = g.app.listeners[0]!.stats;
   t.equal(stats.h2Connections, 2, 'two HTTP/2 connections');
-  t.equal(stats.httpResponsesH2.get('2xx'), 2, 'two h2 2xx');
+  t.same(stats.http.labelled().filter((x) => x.protocol === 'h2').map((x) => [x.method, x.status, x.value]), [['GET', '200', 2]], 'two h2 GET 200');
   const text = await g.app.metrics.scrape();
-  t.match(text, /ipgate_http_requests_total\{listener="web",code_class="2xx",protocol="h2"\} 2/, 'the metric carries protocol="h2"');
+  t.match(text, /ipgate_http_requests_total\{listener="web",method="GET",status="200",code_class="2xx",protocol="h2"\} 2/, 'the metric carries protocol="h2"');
+  t.match(text, /ipgate_http_request_size_bytes_count\{listener="web"\} 2/, 'each stream\'s request size counted');
+  t.match(text, /ipgate_http_response_size_bytes_count\{listener="web"\} 2/, 'each stream\'s response size counted');
 });
 
 t.test('HTTP/1.1 on the same TLS listener is unchanged; http2.enabled false offers http/1.1 only', { skip }, async (t) => {
@@ -193,6 +195,48 @@ t.test('two streams on one connection to two routes with different allowlists: 2
   const d = await h2get(s, { ':path': '/d', ':authority': `open.test:${port}` });
   t.equal(d.status, 200, 'the connection goes on after 403 and 421');
   t.equal(g.app.listeners[0]!.stats.h2Connections, 1, 'all on one connection');
+});
+
+t.test('each stream gets the HTTP/1.1 Host rules and path checks (400 per stream), counted by method, status and size', { skip }, async (t) => {
+  const api = await backend(t, 'api');
+  const g = await gate(t, {
+    routes: [
+      { name: 'api', hosts: ['api.test'], upstreams: [`127.0.0.1:${api.port}`] },
+      { name: 'closed', hosts: ['closed.test'], upstreams: [`127.0.0.1:${api.port}`], allowlist: 'nobody' },
+    ],
+  }, { main: ['127.0.0.0/8'], nobody: ['10.99.0.0/16'] });
+  const port = g.port();
+  const s = h2client(port, '127.0.0.9');
+  t.teardown(() => s.destroy());
+  const bad: [string, http2.OutgoingHttpHeaders][] = [
+    ['an :authority with userinfo (WHATWG reads host "api.test")', { ':authority': 'x@api.test' }],
+    ['a percent-encoded :authority (WHATWG decodes it)', { ':authority': '%61pi.test' }],
+    ['an :authority 127.1', { ':authority': '127.1' }],
+    ['a valid :authority, a Host with userinfo', { ':authority': 'api.test', host: 'x@api.test' }],
+  ];
+  for (const [what, h] of bad) {
+    const r = await h2get(s, { ':path': '/v1', ...h });
+    t.equal(r.status, 400, `${what}: 400`);
+  }
+  const params = await h2get(s, { ':path': '/admin;x=1/', ':authority': 'api.test' });
+  t.equal(params.status, 400, 'a path with ";" parameters on a routed listener: 400 (route_path_params)');
+  const ok = await h2get(s, { ':path': '/v1/ok', ':authority': 'API.test.' });
+  t.equal(ok.status, 200, 'the same connection goes on: the next stream is served');
+  t.equal(JSON.parse(ok.body.toString()).headers.host, 'api.test', 'the host forwarded in the form decided (lower case, no trailing dot)');
+  const denied = await h2get(s, { ':path': '/x', ':authority': 'closed.test' }, Buffer.alloc(1000, 1));
+  t.equal(denied.status, 403);
+  t.same(api.seen.map((x) => x.url), ['/v1/ok'], 'only the valid request reached the backend');
+  const stats = g.app.listeners[0]!.stats;
+  t.equal(stats.httpClientErrors.get('host_invalid'), 4, 'each bad host counted as the HTTP/1.1 engine counts it');
+  t.equal(stats.routeMisses.get('route_path_params'), 1, 'the path refusal counted with its reason');
+  t.equal(stats.h2Connections, 1, 'all on one connection');
+  const text = await g.app.metrics.scrape();
+  t.match(text, /ipgate_http_requests_total\{listener="web",route="api",method="GET",status="200",code_class="2xx",protocol="h2"\} 1/, 'the 200 by route, method, status, protocol');
+  t.match(text, /ipgate_http_requests_total\{listener="web",route="closed",method="POST",status="403",code_class="4xx",protocol="h2"\} 1/, 'the 403 too');
+  t.match(text, /ipgate_http_requests_total\{listener="web",route="",method="GET",status="400",code_class="4xx",protocol="h2"\} 1/, 'the path refusal under route=""');
+  t.match(text, /ipgate_http_response_size_bytes_count\{listener="web",route="api"\} 1/);
+  const line = g.logs.find((l) => l.msg === 'access' && l.decision === 'deny' && l.route === 'closed');
+  t.match(line, { protocol: 'h2', method: 'POST', status: 403, list: 'nobody', reason: 'not_allowlisted' }, 'the denial\'s access line');
 });
 
 t.test('a denied client is refused per stream (403), the connection kept; nothing upstream', { skip }, async (t) => {

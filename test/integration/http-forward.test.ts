@@ -328,12 +328,13 @@ t.test('400 on garbage, 431 on oversized headers; nothing reaches the backend', 
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { maxHeaderBytes: 2048 } });
   t.match(await raw(g.port(), 'BLAH BLAH\r\n\r\n'), /^HTTP\/1\.1 400 Bad Request\r\n/, 'garbage');
   t.match(await raw(g.port(), 'GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n'), /^HTTP\/1\.1 400 /, 'conflicting Content-Length');
-  // Answered by Node itself (requireHostHeader), before any handler: not in httpClientErrors.
+  // Counted as host_missing (http-host.test.ts), not as bad_request.
   t.match(await raw(g.port(), 'GET / HTTP/1.1\r\n\r\n'), /^HTTP\/1\.1 400 /, 'HTTP/1.1 without Host');
   t.match(await raw(g.port(), `GET / HTTP/1.1\r\nHost: a\r\nX-Big: ${'x'.repeat(4096)}\r\n\r\n`), /^HTTP\/1\.1 431 /, 'headers too large');
   t.equal(b.requests.length, 0);
   t.equal(stats(g).httpClientErrors.get('bad_request'), 2);
   t.equal(stats(g).httpClientErrors.get('header_too_large'), 1);
+  t.equal(stats(g).httpClientErrors.get('host_missing'), 1);
 });
 
 t.test('a chunked DELETE body is framed upstream (http-proxy deleteLength would smuggle it)', async (t) => {

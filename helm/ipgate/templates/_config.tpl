@@ -6,7 +6,8 @@ rendered file with ipgate's parseConfig.
 {{- define "ipgate.config" -}}
 {{- $listeners := list -}}
 {{- range .Values.listeners -}}
-{{- $l := omit . "port" "servicePort" "nodePort" -}}
+{{- /* Chart-only keys stay out of ipgate's config. */ -}}
+{{- $l := omit . "port" "servicePort" "nodePort" "allowTrustAll" -}}
 {{- $_ := set $l "listen" (include "ipgate.hostPort" (list $.Values.listenAddress .port)) -}}
 {{- $listeners = append $listeners $l -}}
 {{- end -}}

@@ -8,12 +8,16 @@ export const AdminSchema = Section({
    * config/load.ts).
    */
   listen: Nullable(Type.String(), { default: '127.0.0.1:9901' }),
-  /** File holding the bearer token (takes precedence over `tokenEnv`); null: none. */
+  /**
+   * File holding the bearer token (takes precedence over `tokenEnv`), relative to the config
+   * file's directory unless absolute; null: none.
+   */
   tokenFile: Nullable(Type.String(), { default: null }),
   /** Environment variable holding the bearer token. */
   tokenEnv: Type.String({ minLength: 1, default: 'IPGATE_ADMIN_TOKEN' }),
   /**
-   * File of named tokens, one `name:token` per line (`#` comments): the name is the audit log's
+   * File of named tokens (relative to the config file's directory unless absolute), one
+   * `name:token` per line (`#` comments): the name is the audit log's
    * "who"; null: none. The token from `tokenFile` / `tokenEnv` is named `admin`. With no token at
    * all, every authenticated route is refused (health, readiness and metrics still answer).
    */

@@ -62,14 +62,17 @@ export const HttpSchema = Section({
   denied: Section({
     /**
      * A denied client's connection stays open after its 403 (keep-alive, limits and timeouts as
-     * for an allowed one; its further requests are answered 403 too), as nginx and HAProxy do.
+     * for an allowed one; its further requests are answered 403 too), as nginx and HAProxy do;
+     * except after a request whose announced body did not come with its head, which a client
+     * waiting for `100 Continue` may never send (docs/http-engines.md "Refusals").
      * `false`: `Connection: close` after the 403.
      */
     keepAlive: Type.Boolean({ default: true }),
   }, { default: {} }),
   /**
-   * Send `X-Request-ID` upstream: a trusted proxy's as received, else a new 32-hex id (in the
-   * access line either way, as `requestId`).
+   * Send `X-Request-ID` upstream: a trusted proxy's as received, else a new one of 128 random
+   * bits as 32 hex characters, like nginx's `$request_id` (in the access line either way, as
+   * `requestId`).
    */
   requestId: Type.Boolean({ default: true }),
   /**
@@ -89,6 +92,16 @@ export const HttpSchema = Section({
   maxRequestsPerConnection: Type.Integer({ minimum: 0, default: 1000 }),
   /** Time to wait for the upstream's response headers before answering 504. */
   upstreamTimeoutMs: Ms({ default: 60_000 }),
+  /**
+   * Listeners with `routes`: how a `;` in a request path is read (docs/routes-and-sni.md "Path
+   * parameters"). `refuse`: 400 (`route_path_params`), since a servlet container cuts every
+   * segment at its `;` (`/public/..;/admin/` is `/admin/` to Tomcat) and nginx does not.
+   * `servlet`: for backends that use matrix parameters (`;jsessionid=`): routes match each
+   * segment cut at its `;` (`..;x` is `..`), and the upstream gets that normal form with the
+   * parameters of the segments that remain. An encoded `;` (`%3B`) is refused either way.
+   * Listeners without routes forward the target as sent.
+   */
+  pathParameters: Enum(['refuse', 'servlet'], { default: 'refuse' }),
   /**
    * Upstream keep-alive pool: sockets per target, busy and idle together; a request that finds
    * them all busy waits for one (its upstreamTimeoutMs runs meanwhile). Upgrades and outbound-PROXY

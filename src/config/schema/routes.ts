@@ -37,6 +37,13 @@ export const RoutePathSchema = Section({
    * longest prefix wins.
    */
   match: Enum(['prefix', 'exact'], { default: 'prefix' }),
+  /**
+   * Compare ASCII letters without case (`/ADMIN/x` matches `/admin`; `%C3%89` is not `%C3%A9`):
+   * set it on the paths of a backend that routes case-insensitively (Express unless its
+   * `case sensitive routing` is set, IIS), else `/ADMIN` reaches that backend's `/admin` through
+   * the route of `/`. Absent: case-sensitive, as nginx `location` and Gateway API.
+   */
+  ignoreCase: Type.Optional(Type.Boolean()),
 });
 
 /** Per-route HTTP settings (HTTP listeners only); each replaces the listener's `http` one. */
@@ -80,7 +87,10 @@ export const RouteSchema = Section({
 
 /** TCP listeners with routes: how the ClientHello is read (tls/client-hello.ts). */
 export const SniSchema = Section({
-  /** A ClientHello not complete within this time closes the connection (`tls_timeout`). */
+  /**
+   * A ClientHello not complete within this time closes the connection (`tls_timeout`): the first
+   * one from the connection's start, a second one (after a HelloRetryRequest) from the retry.
+   */
   helloTimeoutMs: Ms({ default: 5000 }),
 });
 

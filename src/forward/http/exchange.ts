@@ -51,8 +51,12 @@ export class HttpConn {
   readonly destPortText: string;
   /** The listener had routes when this connection arrived: every request is routed (http-routes.ts). */
   routed = false;
-  /** The route of this connection's latest request (a reload that removes it closes the connection). */
-  routeName: string | null = null;
+  /**
+   * This connection's latest request that a route took (admitted or refused; a tunnel's upgrade,
+   * the one in flight, or the last one answered): what a reload or a list change re-decides
+   * (HttpForwarder.redecide). Null before any.
+   */
+  latest: Exchange | null = null;
 
   constructor(
     readonly conn: Connection,
@@ -95,6 +99,11 @@ export class Exchange {
   bytesAtStart = 0;
   /** Bytes written to the client for this request (the response, or a tunnel's), set before it is recorded. */
   bytesOut = 0;
+  /**
+   * Request bytes for ipgate_http_request_size_bytes: the head's (request-size.ts) at the start,
+   * plus the body bytes relayed upstream (the engine adds them as they go).
+   */
+  requestBytes = 0;
   /** The client sent no body (no Content-Length > 0, no Transfer-Encoding): safe to retry. */
   readonly bodyless: boolean;
 

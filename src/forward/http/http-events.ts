@@ -6,28 +6,33 @@
  */
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import { ListenerStats } from '../../metrics/listener-stats';
-import type { ClientReason } from '../../reasons';
+import { ListenerStats, methodIndex } from '../../metrics/listener-stats';
+import type { HttpClientErrorLabel } from '../../reasons';
 import type { ByteSocket } from '../../transport/byte-socket';
 import { upstreamReason } from '../upstream-reason';
 import type { Exchange, HttpConn } from './exchange';
-import type { RequestDecision } from './http-policy';
+import type { RequestDecision, RequestFacts } from './http-policy';
+import { requestHeadBytes } from './request-size';
 
 /** The engine's reports: five events, each once per occurrence. */
 export interface EngineEvents {
-  /** A request the engine refused before the policy saw it (`bad_request`, `header_too_large`, `header_timeout`). */
-  clientError(hc: HttpConn, reason: ClientReason): void;
+  /**
+   * A request refused as malformed (`bad_request`, `header_too_large`, `header_timeout`, and the
+   * policy's `host_*`); `detail`: why, for the debug line.
+   */
+  clientError(hc: HttpConn, reason: HttpClientErrorLabel, detail?: string): void;
   /** An upstream attempt failed (`code`: the socket's error); `retrying`: the next target follows. */
   upstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void;
   /** The upstream's response head (its status, and the time since `ex.sentAt`). */
   upstreamAnswered(ex: Exchange, status: number): void;
   /** A 101 turned the connection into a tunnel to `upstream` (revocation and drain close it). */
   upgraded(ex: Exchange, upstream: ByteSocket): void;
-  /** A request is over (answered, relayed, failed or abandoned). `startedAt`: Date.now() at its head. */
-  finished(hc: HttpConn, d: RequestDecision, startedAt: number): void;
+  /**
+   * A request is over (answered, relayed, failed or abandoned). `startedAt`: Date.now() at its
+   * head. `head` and `responseBytes`: a quick denial's (no Exchange carries them), else null and 0.
+   */
+  finished(hc: HttpConn, d: RequestDecision, startedAt: number, head: RequestFacts | null, responseBytes: number): void;
 }
-
-const STATUS_CLASS = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
 export class HttpRecorder implements EngineEvents {
   constructor(
@@ -37,10 +42,10 @@ export class HttpRecorder implements EngineEvents {
     private readonly access: ListenerAccessLog | null,
   ) {}
 
-  clientError(hc: HttpConn, reason: ClientReason): void {
+  clientError(hc: HttpConn, reason: HttpClientErrorLabel, detail?: string): void {
     ListenerStats.bump(this.stats.httpClientErrors, reason);
     if (hc.conn.result === null) hc.conn.result = reason;
-    this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason }, 'bad request');
+    this.log.debug({ conn: hc.conn.id, peer: hc.conn.clientAddress, reason, detail }, 'bad request');
   }
 
   upstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void {
@@ -68,12 +73,11 @@ export class HttpRecorder implements EngineEvents {
     hc.conn.upstream = ex.upstream?.label ?? null;
   }
 
-  finished(hc: HttpConn, d: RequestDecision, startedAt: number): void {
+  finished(hc: HttpConn, d: RequestDecision, startedAt: number, head: RequestFacts | null, responseBytes: number): void {
     const ex = d.ex;
     if (ex === null) {
       // A quick denial (http-policy.ts): no Exchange, the connection's decision says the rest.
-      ListenerStats.bump(hc.protocol === 'h2' ? this.stats.httpResponsesH2 : this.stats.httpResponses, '4xx');
-      this.stats.httpDuration.observe((Date.now() - startedAt) / 1000);
+      this.stats.http.record(methodIndex(head!.method), 403, (Date.now() - startedAt) / 1000, requestHeadBytes(head!), responseBytes, hc.protocol === 'h2');
       const denial = hc.denial!;
       this.access?.deniedRequest(hc.conn.clientAddress, denial.reason!, denial.entry?.cidr ?? null);
       return;
@@ -81,20 +85,12 @@ export class HttpRecorder implements EngineEvents {
     this.record(ex);
   }
 
-  /** Count one finished request (status class, duration) and write its access-log line. */
+  /** Count one finished request (method, status, duration, sizes) and write its access-log line. */
   private record(ex: Exchange): void {
-    const cls = STATUS_CLASS[ex.status >= 100 && ex.status < 600 ? Math.floor(ex.status / 100) : 0]!;
     const now = Date.now();
-    const h2 = ex.hc.protocol === 'h2';
-    if (!ex.routed) {
-      ListenerStats.bump(h2 ? this.stats.httpResponsesH2 : this.stats.httpResponses, cls);
-      this.stats.httpDuration.observe((now - ex.startedAt) / 1000);
-    } else {
-      // Routed: the route's series (route="" for a miss), metrics/listener-stats.ts.
-      const rs = ex.route === null ? this.stats.httpRoute('') : ex.route.stats;
-      ListenerStats.bump(h2 ? rs.responsesH2 : rs.responses, cls);
-      rs.duration.observe((now - ex.startedAt) / 1000);
-    }
+    // Routed: the route's series (route="" for a miss), metrics/listener-stats.ts.
+    const counts = !ex.routed ? this.stats.http : ex.route === null ? this.stats.httpRoute('') : ex.route.stats;
+    counts.record(methodIndex(ex.method), ex.status, (now - ex.startedAt) / 1000, ex.requestBytes, ex.bytesOut, ex.hc.protocol === 'h2');
     if (this.access !== null) this.access.request(ex, now);
     else if (this.log.isLevelEnabled('debug')) {
       this.log.debug({

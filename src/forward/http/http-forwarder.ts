@@ -78,6 +78,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     list: LiveList,
     /** The access log: a line per request (null: logging.access off). */
     access: ListenerAccessLog | null = null,
+    /** `revokeLive`: a reload re-checks open connections against their route's list too. */
+    private readonly revokeLive = true,
   ) {
     const h = config.http;
     this.log = logger.child({ listener: config.name });
@@ -115,23 +117,22 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   }
 
   /**
-   * Swap `next` in. Connections are not cut, except those whose route is gone: the latest
-   * request's route is not in `next`, or routing itself was turned on or off (a connection
-   * accepted under the other regime). They close after their in-flight response
-   * (`route_removed`); idle ones and tunnels at once.
+   * Swap `next` in, then re-decide every open connection against it (HttpPolicy.redecide): those
+   * whose route is gone close (`route_removed`), and with revokeLive those whose route's list in
+   * `next` no longer admits their client (`revoked`); after their in-flight response, idle ones
+   * and tunnels at once. Returns how many were marked.
    */
   replaceRoutes(next: HttpRoutes | null): number {
     this.policy.routes = next;
     if (next !== null) this.stats.httpRoutes ??= new Map();
     let marked = 0;
     for (const hc of this.conns) {
-      const gone = hc.routed !== (next !== null) || (next !== null && hc.routeName !== null && !next.names.has(hc.routeName));
-      if (!gone || hc.closing) continue;
+      if (hc.closing || hc.revoked || hc.conn.socket.destroyed) continue;
+      const why = this.policy.redecide(hc, true, this.revokeLive);
+      if (why === null) continue;
       marked++;
-      hc.closing = true;
-      hc.conn.result = 'route_removed';
-      if (hc.h2 !== null) hc.h2.goaway();
-      else if (hc.upgraded !== null || hc.open.length === 0) hc.conn.socket.destroy();
+      if (why === 'revoked') this.revoke(hc);
+      else this.cut(hc, why);
     }
     return marked;
   }
@@ -224,11 +225,15 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     return routes !== null && routes.lists.has(list);
   }
 
-  /** After a list change (revokeLive): re-decide `conn`'s requests in flight, tunnel or connection. */
-  recheck(conn: Connection): void {
+  /** After a list change (revokeLive): re-decide `conn`'s requests in flight, tunnel or connection; true when cut. */
+  recheck(conn: Connection): boolean {
     const hc = (conn.socket as Carrier)[kHttpConn];
-    if (hc === undefined || conn.socket.destroyed || hc.revoked) return;
-    if (this.policy.stillAllowed(hc)) return;
+    if (hc === undefined || conn.socket.destroyed || hc.revoked || this.policy.redecide(hc, false, true) !== 'revoked') return false;
+    this.revoke(hc);
+    return true;
+  }
+
+  private revoke(hc: HttpConn): void {
     this.policy.admission.revoked(hc.conn);
     this.cut(hc, 'revoked');
   }
@@ -271,23 +276,30 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     this.h2?.upstreams.close();
   }
 
-  /** End `hc` for `reason`: at once when idle or tunnelled, else after its in-flight response. */
-  private cut(hc: HttpConn, reason: 'revoked' | 'trust_revoked'): void {
+  /**
+   * End `hc` for `reason`: at once when idle or tunnelled, else after its in-flight response
+   * (the engine answers it with Connection: close: it reads hc.revoked and hc.closing).
+   */
+  private cut(hc: HttpConn, reason: 'revoked' | 'trust_revoked' | 'route_removed'): void {
     const conn = hc.conn;
-    hc.revoked = true;
-    conn.revoked = true;
     conn.result = reason;
+    if (reason === 'route_removed') {
+      hc.closing = true;
+    } else {
+      hc.revoked = true;
+      conn.revoked = true;
+    }
     if (hc.h2 !== null) {
       // HTTP/2: GOAWAY now (no new stream); the streams in flight get the same grace as an
-      // HTTP/1.1 response in flight, then the connection is cut.
+      // HTTP/1.1 response in flight (a removed route's run to their end), then the connection is cut.
       hc.h2.goaway();
     } else if (hc.upgraded !== null || hc.open.length === 0) {
       conn.socket.destroy();
       return;
     }
-    // A response under way may finish (with Connection: close: the engine reads hc.revoked), for
-    // at most REVOKE_GRACE_MS.
-    hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket);
+    // A revoked client's response under way may finish, for at most REVOKE_GRACE_MS; a removed
+    // route's runs to its end.
+    if (reason !== 'route_removed') hc.revokeTimer = setTimeout(destroySocket, REVOKE_GRACE_MS, conn.socket);
   }
 
   private proxyHeader(conn: Connection): Buffer {

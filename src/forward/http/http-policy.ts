@@ -28,7 +28,7 @@ import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
 import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
-import { forwardedElement } from '../../identity/forwarded-header';
+import { forwardedElement, forwardedWithoutHost } from '../../identity/forwarded-header';
 import { Admission } from '../../listener/admission';
 import { ListenerStats } from '../../metrics/listener-stats';
 import type { RoutesVersion } from '../../route/route-receiver';
@@ -39,7 +39,9 @@ import type { Canned, CannedResponses } from './canned';
 import { Exchange, type HttpConn } from './exchange';
 import { compileHttpRoutes, type HttpRoutes } from './http-routes';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
+import { requestHost, type HostRefusal } from './request-host';
 import { newRequestId, validRequestId } from './request-id';
+import { requestHeadBytes } from './request-size';
 import { requestTarget } from './request-target';
 
 /** What an engine needs of a request head (relay/llhttp-parser.ts RequestHead, or an HTTP/2 stream's). */
@@ -59,8 +61,12 @@ export interface RequestFacts {
  */
 export class RequestDecision {
   constructor(
-    /** `forward`: send it upstream. `answer`: ipgate answers with `answer` (a refusal or a route miss). */
-    readonly verdict: 'forward' | 'answer',
+    /**
+     * `forward`: send it upstream. `answer`: ipgate answers with `answer` (a refusal or a route
+     * miss). `reject`: a request no backend may see (`refusal` says why): `answer` (400), counted
+     * as a client error, and the connection ends.
+     */
+    readonly verdict: 'forward' | 'answer' | 'reject',
     /** The request's record (identity, entry, route, outcome); null for a quick denial (nothing per request to keep). */
     readonly ex: Exchange | null,
     /** The canned answer (verdict `answer`), else null. */
@@ -77,6 +83,8 @@ export class RequestDecision {
     readonly path: string | null,
     /** The Upgrade header's value (an upgrade request), or null. */
     readonly upgrade: string | null,
+    /** Verdict `reject`: why (a bad Host: request-host.ts), else null. */
+    readonly refusal: HostRefusal | null = null,
   ) {}
 }
 
@@ -186,16 +194,22 @@ export class HttpPolicy {
    * replaces the Host header (RFC 9112 3.2.2). Counts the request and, for a refusal, the denial.
    */
   admit(hc: HttpConn, head: RequestFacts, authority: string | null): RequestDecision | null {
+    // RFC 9112 3.2, on every HTTP listener (as nginx refuses a bad Host everywhere): one valid
+    // Host line (HTTP/1.0 too: the backend would otherwise get the upstream's address), the
+    // absolute form's authority in its place; the host is forwarded in the form it was decided on
+    // (request-host.ts).
+    const host = requestHost(head.rawHeaders, authority);
+    if (typeof host !== 'string') return new RequestDecision('reject', null, this.canned.badRequest, true, null, null, 0, null, null, host);
     if (hc.draining) return null;
     if (!head.upgrade && this.quick(hc)) return this.quickDenial(hc, head);
     this.stats.httpRequests++;
     const headers: OutgoingHttpHeaders = {};
     const got = this.got;
     scanRequestHeaders(head.rawHeaders, hc.trusted, headers, got, this.strip);
-    if (authority !== null) {
-      headers.host = authority;
-      got.host = authority;
-    }
+    // The host as decided (request-host.ts): the absolute form's authority, or the Host line in
+    // normal form; what goes upstream is what routes and logs read.
+    headers.host = host;
+    got.host = host;
     if (got.upgrade !== null && head.upgrade) this.stats.httpUpgrades++;
     if (hc.routed) return this.routed(hc, head, authority, headers);
     const ex = this.exchange(hc, head, this.admission);
@@ -215,8 +229,8 @@ export class HttpPolicy {
     if (routes === null) return null; // routing turned off by a reload: this connection closes (replaceRoutes)
     const got = this.got;
     // The absolute form's path (its authority already replaced Host); the engine checked the form.
-    const target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
-    const hit = routes.lookup(got.host ?? '', target);
+    // A reload looks the request up again from ex.host and ex.url (redecide): the same inputs.
+    const hit = routes.lookup(got.host ?? '', authority === null ? head.url : lookupTarget(head.url));
     if (typeof hit === 'string') {
       const ex = this.exchange(hc, head, null);
       ex.routed = true;
@@ -233,7 +247,7 @@ export class HttpPolicy {
     const ex = this.exchange(hc, head, route.admission);
     ex.routed = true;
     ex.route = route;
-    hc.routeName = route.name;
+    hc.latest = ex;
     if (ex.entry === null) return this.refuse(ex, route.canned);
     this.identityHeaders(headers, hc, ex, got);
     const extra = route.requestHeaders;
@@ -293,6 +307,7 @@ export class HttpPolicy {
     }
     ex.host = got.host;
     ex.userAgent = got.userAgent;
+    ex.requestBytes = requestHeadBytes(head);
     ex.requestId = got.requestId !== null && validRequestId(got.requestId) ? got.requestId : newRequestId();
     return ex;
   }
@@ -303,8 +318,9 @@ export class HttpPolicy {
    * `$proxy_add_x_forwarded_for` = `$http_x_forwarded_for, $remote_addr`; each hop appends the
    * address it received the request from, so a backend trusting ipgate and the same proxies can
    * walk it right to left too); from an untrusted peer, just the client. Replace mode: the client.
-   * Proto/Host/Port from a trusted proxy are kept (it may terminate TLS); else ours: `https` on a
-   * listener that terminates TLS, else `http`; the Host header; the port the client connected to.
+   * Proto/Port from a trusted proxy are kept (it may terminate TLS), and its Host on a listener
+   * without routes; else ours: `https` on a listener that terminates TLS, else `http`; the host
+   * the request was decided on; the port the client connected to.
    */
   private identityHeaders(headers: OutgoingHttpHeaders, hc: HttpConn, ex: Exchange, got: ReceivedHeaders): void {
     const peer = hc.conn.clientAddress;
@@ -317,48 +333,104 @@ export class HttpPolicy {
       headers['x-forwarded-for'] = client;
     }
     headers['x-forwarded-proto'] = hc.trusted && got.xForwardedProto !== null ? got.xForwardedProto : this.proto;
-    const host = hc.trusted && got.xForwardedHost !== null ? got.xForwardedHost : got.host;
+    // With routes, the host the route (and so the allowlist) was chosen by is the only host the
+    // backend hears of: a trusted proxy's X-Forwarded-Host (and the host= of its Forwarded
+    // elements) is replaced, never passed beside it, or a backend that believes it (Express
+    // `trust proxy`, Rails, Spring) would serve another route's host under this route's decision
+    // (docs/routes-and-sni.md "The request's Host"). Without routes no host decided anything, and
+    // a trusted proxy's X-Forwarded-Host is kept, as its X-Forwarded-Proto is.
+    const host = hc.trusted && got.xForwardedHost !== null && !hc.routed ? got.xForwardedHost : got.host;
     if (host !== null) headers['x-forwarded-host'] = host;
     headers['x-forwarded-port'] = hc.trusted && got.xForwardedPort !== null ? got.xForwardedPort : hc.destPortText;
     if (this.forwarded) {
       // RFC 7239: one element per hop, `for` = the node this hop received the request from.
       const element = forwardedElement(this.xffAppend ? peer : client, this.proto, got.host);
-      headers.forwarded = this.xffAppend && hc.trusted && got.forwarded !== null ? `${got.forwarded}, ${element}` : element;
+      const received = this.xffAppend && hc.trusted && got.forwarded !== null ? (hc.routed ? forwardedWithoutHost(got.forwarded) : got.forwarded) : null;
+      headers.forwarded = received !== null && received.length > 0 ? `${received}, ${element}` : element;
     }
   }
 
   /**
-   * After a list change (revokeLive): whether `hc` must be cut. Each unit is re-decided against the
-   * list that decides it now: a direct client of a listener without routes by the connection's
-   * decision (kept current here), a routed or trusted proxy's request in flight, or a tunnel, by
-   * its own client against its route's list or the listener's.
+   * What a change does to one open connection, decided in this one place for a reload (`reload`:
+   * the new routes in force; `recheckList`: revokeLive) and a list change (revokeLive). Null: it
+   * goes on.
+   *
+   * - Routing turned on or off by the reload: `route_removed` (accepted under the other regime).
+   * - Routed (docs/routes-and-sni.md "Reload"): at a reload the latest request's Host and path
+   *   are looked up again. The route they reach now takes the connection over if it has the same
+   *   name (its list decides from here, so an edit of the list a reload moved the route to
+   *   reaches the connections admitted before it); another route, or none, is `route_removed`,
+   *   as for an SNI connection (sni-routes.ts adopt): the request would now be decided by
+   *   another list, and its tunnel or response comes from the old route's backend. Then, on a
+   *   list change or a reload with revokeLive, that route's list must still admit the request's
+   *   client (a trusted proxy's client by X-Forwarded-For), else `revoked`: the tunnel and an
+   *   idle connection at once, a response in flight after it. A request the list refused has
+   *   nothing to take back. A trusted proxy's idle connection is kept: it speaks for many
+   *   clients, and its next request is decided by its own.
+   * - Not routed (a list change only: a reload changes no listener's own list): a direct client
+   *   is decided once per connection (hc.entry / hc.denial answer its next requests), a trusted
+   *   proxy's clients per request in flight and tunnel.
    */
-  stillAllowed(hc: HttpConn): boolean {
-    if (hc.routed) {
-      // Decided per request by each one's route: re-check the requests in flight (and a tunnel)
-      // against their route's list; the next request is decided afresh anyway.
-      for (const ex of hc.open) if (ex.route !== null && ex.entry !== null && ex.route.list.matcher.lookup(ex.client) < 0) return false;
-      const up = hc.upgraded;
-      return !(up !== null && up.route !== null && up.route.list.matcher.lookup(up.client) < 0);
+  redecide(hc: HttpConn, reload: boolean, recheckList: boolean): 'route_removed' | 'revoked' | null {
+    const routes = this.routes;
+    if (hc.routed !== (routes !== null)) return reload ? 'route_removed' : null;
+    if (routes !== null) {
+      const ex = hc.latest;
+      if (ex === null || ex.route === null) return null; // no request routed yet
+      const why = this.redecideRouted(hc, ex, routes, reload, recheckList);
+      if (why !== null || hc.h2 === null) return why;
+      // HTTP/2: the streams in flight are requests of their own, each on its route (one
+      // connection can carry two routes with different allowlists): each is decided again too.
+      for (const open of hc.open) {
+        if (open === ex || open.route === null) continue;
+        const w = this.redecideRouted(hc, open, routes, reload, recheckList);
+        if (w !== null) return w;
+      }
+      return null;
     }
+    if (reload) return null;
     const matcher = this.admission.list.matcher;
     if (!hc.trusted) {
-      const d = matcher.decide(hc.conn.clientAddress);
+      const conn = hc.conn;
+      const d = matcher.decide(conn.clientAddress);
       if (d.allowed) {
         hc.entry = d.entry;
         hc.denial = null;
-        hc.conn.entry = d.entry;
-        return true;
+        conn.entry = d.entry;
+        return null;
       }
       hc.denial = d; // the reason and deny entry its next denials are counted with
-      if (hc.entry === null) return true; // denied from the start: every request already gets 403
+      if (hc.entry === null) return null; // denied from the start: every request already gets 403
       hc.entry = null;
-      hc.conn.entry = null;
-      return false;
+      conn.entry = null;
+      return 'revoked';
     }
-    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return false;
-    return !(hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0);
+    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return 'revoked';
+    if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) return 'revoked';
+    return null;
   }
+
+  /** redecide for one routed request `ex` of `hc` (its latest, or an HTTP/2 stream in flight). */
+  private redecideRouted(hc: HttpConn, ex: Exchange, routes: HttpRoutes, reload: boolean, recheckList: boolean): 'route_removed' | 'revoked' | null {
+    const route = ex.route!;
+    if (reload) {
+      const hit = routes.lookup(ex.host ?? '', lookupTarget(ex.url));
+      if (typeof hit === 'string' || hit.route.name !== route.name) return 'route_removed';
+      ex.route = hit.route;
+      if (!recheckList) return null;
+    }
+    if (ex.entry === null) return null;
+    if (hc.trusted && hc.upgraded === null && hc.open.length === 0) return null;
+    const entry = ex.route!.admission.match(ex.client);
+    if (entry === null) return 'revoked';
+    ex.entry = entry;
+    return null;
+  }
+}
+
+/** The target a route is looked up by: the path (and query) of an origin- or absolute-form target. */
+function lookupTarget(url: string): string {
+  return requestTarget(url)?.path ?? url;
 }
 
 /** The header `lower` (a lower-case name): its values joined as scanRequestHeaders joins them, or null. */

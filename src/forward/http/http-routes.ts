@@ -17,7 +17,11 @@
  * route (and so the allowlist) was decided on the normal form: a backend shared by two routes
  * that does not resolve `%2e%2e` or `//` the same way would otherwise serve one route's path
  * under the other route's decision. A path already in normal form (the usual case) is forwarded
- * as sent, with no copy.
+ * as sent, with no copy. A path with ";" parameters is refused (route_path_params) unless the
+ * listener reads them as a servlet container does (`http.pathParameters: servlet`): then routes
+ * match each segment cut at its ";" and the upstream gets the normal form with the parameters of
+ * the segments that remain, so `/public/..;/admin/` is decided and forwarded as `/admin/`, and no
+ * backend, servlet or not, resolves a dot segment the router did not.
  */
 import fs from 'node:fs';
 import type { Logger } from 'pino';
@@ -25,7 +29,7 @@ import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { Admission } from '../../listener/admission';
 import type { ListenerStats, RouteStats } from '../../metrics/listener-stats';
 import type { RouteMissReason } from '../../route/codes';
-import { normalizePath, plainPathEnd } from '../../route/path';
+import { matchForm, normalizePath, plainPathEnd } from '../../route/path';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { RouteTable } from '../../route/route-table';
 import type { LiveList, LiveLists } from '../../store/live-lists';
@@ -67,8 +71,6 @@ export interface RouteHit {
 }
 
 export class HttpRoutes {
-  /** Route names in force: a connection whose route is not among them after a reload closes. */
-  readonly names: ReadonlySet<string>;
   /** Every list a route enforces (a change to one re-checks this listener's connections). */
   readonly lists: ReadonlySet<LiveList>;
 
@@ -79,23 +81,23 @@ export class HttpRoutes {
     /** The upstream groups by target list (reused by the next compile). */
     readonly groups: ReadonlyMap<string, UpstreamPool>,
   ) {
-    this.names = new Set(routes.map((r) => r.name));
     this.lists = new Set(routes.map((r) => r.list));
   }
 
   /**
    * The route for a request's Host (header, or the absolute-form authority) and its target (path
-   * and query, origin form), or why none: route_no_host / route_no_path (404), route_bad_path (400).
+   * and query, origin form), or why none: route_no_host / route_no_path (404), route_bad_path and
+   * route_path_params (400).
    */
   lookup(host: string, target: string): RouteHit | RouteMissReason {
     let path: string | null = null;
     let lookupTarget = target;
     if (plainPathEnd(target) < 0) {
-      const normal = normalizePath(target);
-      if (normal === null) return 'route_bad_path';
+      const normal = normalizePath(target, this.table.pathParameters);
+      if (typeof normal !== 'string') return normal.reason;
       const q = target.indexOf('?');
       path = q === -1 ? normal : normal + target.slice(q);
-      lookupTarget = path;
+      lookupTarget = matchForm(normal);
     }
     const r = this.table.lookup(host, lookupTarget);
     if (r.kind === 'miss') return r.reason;
@@ -117,7 +119,7 @@ export interface HttpRouteDeps {
 
 /** Build every route of a listener (throws RouteTableError or Error, touching nothing in force). */
 export function compileHttpRoutes(routes: readonly RouteConfig[], version: RoutesVersion, deps: HttpRouteDeps): HttpRoutes {
-  const table = RouteTable.compile(routes, { kind: 'http', at: `listeners (${deps.listener.name}).routes` });
+  const table = RouteTable.compile(routes, { kind: 'http', at: `listeners (${deps.listener.name}).routes`, pathParameters: deps.listener.http.pathParameters });
   const groups = new Map<string, UpstreamPool>();
   const prior = deps.previous?.groups;
   const h = deps.listener.http;

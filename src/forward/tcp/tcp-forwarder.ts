@@ -1,6 +1,8 @@
 /**
  * TCP forwarding: dial an upstream (round robin, next target on connect failure), write the
  * outbound PROXY header and any bytes that followed the inbound header, then relay both ways.
+ * A connection an SNI route took first has its handshake watched up to the backend's ServerHello
+ * (hello-watch.ts: a second ClientHello after a HelloRetryRequest must match the first).
  *
  * - Backpressure: relay() pauses the fast side while the slow side's buffer is full, so a
  *   stalled reader never makes memory grow without bound.
@@ -19,8 +21,12 @@ import { relayPair, type BulkSwitch } from '../../transport/relay-pair';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';
+import type { ClientHelloDone } from '../../tls/client-hello';
+import type { TlsReason } from '../../tls/codes';
+import { helloTimeoutMs } from '../../tls/hello-stage';
 import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
 import { upstreamReason } from '../upstream-reason';
+import { HelloWatch, type WatchHost } from './hello-watch';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
 /**
@@ -45,6 +51,8 @@ export class TcpForwarder implements ConnectionHandler {
   readonly rawSockets: boolean;
   private readonly pool: UpstreamPool;
   private readonly log: Logger;
+  /** What a connection's HelloWatch calls back (SNI routes only), built once per listener. */
+  private readonly watchHost: WatchHost;
 
   constructor(
     private readonly config: Readonly<ListenerConfig>,
@@ -57,6 +65,20 @@ export class TcpForwarder implements ConnectionHandler {
     const routeTargets = (config.routes ?? []).flatMap((r) => parseUpstreams(r.upstreams ?? []));
     this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => t.family !== 0) && routeTargets.every((t) => t.family !== 0);
     if (!largeReadsEnabled()) this.log.debug('bulk relays use ordinary socket reads (large reads off or unsupported by this Node)');
+    this.watchHost = {
+      helloTimeoutMs: helloTimeoutMs(config),
+      stats,
+      log: this.log,
+      relayBoth: (client, upstream) => {
+        if (client instanceof RawSocket) relayPair(client, upstream as RawSocket, LARGE_READS);
+        else {
+          relay(client as net.Socket, upstream as net.Socket);
+          relay(upstream as net.Socket, client as net.Socket);
+          client.resume();
+        }
+      },
+      closeWith: (conn, reason) => this.closeWith(conn, reason),
+    };
   }
 
   // Lifecycle (ConnectionHandler): the listener re-checks and closes TCP connections itself (each
@@ -65,15 +87,21 @@ export class TcpForwarder implements ConnectionHandler {
   enforces(): boolean {
     return false;
   }
-  recheck(): void {}
+  recheck(): boolean {
+    return false;
+  }
   trustChanged(): number {
     return 0;
   }
 
-  handle(conn: Connection, leftover: Buffer): void {
+  /**
+   * `hello` (TCP listeners with routes): the ClientHello that chose the route, the first
+   * `hello.length` bytes of `leftover`; only those go to the backend at first (hello-watch.ts).
+   */
+  handle(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void {
     const client = conn.socket;
     if (client instanceof RawSocket) {
-      this.handleRaw(conn, client, leftover);
+      this.handleRaw(conn, client, leftover, hello ?? null);
       return;
     }
     client.pause();
@@ -82,10 +110,11 @@ export class TcpForwarder implements ConnectionHandler {
     client.setTimeout(this.config.timeouts.idleMs, () => this.fail(conn, 'idle_timeout'));
     // A connection an SNI route took dials the route's group (its own round robin).
     const pool = conn.route === null ? this.pool : conn.route.upstreams;
-    this.dial(conn, client, leftover, pool, pool.start(), 0);
+    this.dial(conn, client, leftover, hello ?? null, pool, pool.start(), 0);
   }
 
-  private dial(conn: Connection, client: net.Socket, leftover: Buffer, pool: UpstreamPool, index: number, attempt: number): void {
+  private dial(conn: Connection, client: net.Socket, leftover: Buffer, hello: ClientHelloDone | null, pool: UpstreamPool, index: number,
+    attempt: number): void {
     const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
     if (client.destroyed) return;
@@ -100,7 +129,11 @@ export class TcpForwarder implements ConnectionHandler {
     upstream.once('connect', () => {
       connected = true;
       clearTimeout(timer);
-      if (!this.opened(conn, client, upstream, dialedAt, leftover)) return;
+      if (!this.opened(conn, client, upstream, dialedAt, leftover, hello)) return;
+      if (hello !== null) {
+        new HelloWatch(conn, client, upstream, hello, held(leftover, hello), this.watchHost).start();
+        return;
+      }
       relay(client, upstream);
       relay(upstream, client);
       client.resume();
@@ -112,7 +145,7 @@ export class TcpForwarder implements ConnectionHandler {
         if (attempt + 1 < targets.length && !client.destroyed) {
           this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
           this.stats.upstreamFailed(target.label, upstreamReason(err));
-          this.dial(conn, client, leftover, pool, index, attempt + 1);
+          this.dial(conn, client, leftover, hello, pool, index, attempt + 1);
           return;
         }
         this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed');
@@ -145,14 +178,15 @@ export class TcpForwarder implements ConnectionHandler {
 
   // --- the same on RawSockets ------------------------------------------------------------------
 
-  private handleRaw(conn: Connection, client: RawSocket, leftover: Buffer): void {
+  private handleRaw(conn: Connection, client: RawSocket, leftover: Buffer, hello: ClientHelloDone | null): void {
     client.pause();
     watchIdle(conn, client, this.config.timeouts.idleMs, this);
     const pool = conn.route === null ? this.pool : conn.route.upstreams;
-    this.dialRaw(conn, client, leftover, pool, pool.start(), 0);
+    this.dialRaw(conn, client, leftover, hello, pool, pool.start(), 0);
   }
 
-  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, pool: UpstreamPool, index: number, attempt: number): void {
+  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, hello: ClientHelloDone | null, pool: UpstreamPool, index: number,
+    attempt: number): void {
     const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
     if (client.destroyed) return;
@@ -164,7 +198,7 @@ export class TcpForwarder implements ConnectionHandler {
       if (attempt + 1 < targets.length && !client.destroyed) {
         this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed; trying next');
         this.stats.upstreamFailed(target.label, reason);
-        this.dialRaw(conn, client, leftover, pool, index, attempt + 1);
+        this.dialRaw(conn, client, leftover, hello, pool, index, attempt + 1);
         return;
       }
       this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed');
@@ -176,8 +210,8 @@ export class TcpForwarder implements ConnectionHandler {
         return;
       }
       clearTimeout(timer);
-      if (!this.opened(conn, client, upstream, dialedAt, leftover)) return;
-      this.relayRaw(conn, client, upstream);
+      if (!this.opened(conn, client, upstream, dialedAt, leftover, hello)) return;
+      this.relayRaw(conn, client, upstream, hello, leftover);
     });
     conn.upstreamSocket = upstream;
     conn.upstream = target.label;
@@ -190,10 +224,10 @@ export class TcpForwarder implements ConnectionHandler {
   }
 
   /**
-   * relay() both ways for RawSockets, same contract (transport/relay-pair.ts); a socket error
-   * on either side closes both.
+   * relay() both ways for RawSockets, same contract (transport/relay-pair.ts), after the
+   * handshake watch when there is a `hello`; a socket error on either side closes both.
    */
-  private relayRaw(conn: Connection, client: RawSocket, upstream: RawSocket): void {
+  private relayRaw(conn: Connection, client: RawSocket, upstream: RawSocket, hello: ClientHelloDone | null, leftover: Buffer): void {
     if (upstream.destroyed) {
       // The first write failed at once (the upstream reset right after accepting).
       this.fail(conn, 'upstream_reset');
@@ -209,7 +243,8 @@ export class TcpForwarder implements ConnectionHandler {
       this.log.debug({ conn: conn.id, upstream: conn.upstream, err: code }, 'upstream socket error');
       this.fail(conn, 'upstream_reset');
     };
-    relayPair(client, upstream, LARGE_READS);
+    if (hello !== null) new HelloWatch(conn, client, upstream, hello, held(leftover, hello), this.watchHost).start();
+    else relayPair(client, upstream, LARGE_READS);
   }
 
   /** @internal (watchIdle) */
@@ -219,17 +254,20 @@ export class TcpForwarder implements ConnectionHandler {
 
   /**
    * The upstream connected (both paths): count the connect time and send the first bytes in one
-   * write (the outbound PROXY header and what followed the inbound one). False when the client is
-   * already gone: the upstream is closed and there is nothing to relay.
+   * write (the outbound PROXY header and what followed the inbound one; with a `hello`, only the
+   * hello: the rest waits for the backend's ServerHello). False when the client is already gone:
+   * the upstream is closed and there is nothing to relay.
    */
-  private opened(conn: Connection, client: Endpoint, upstream: Endpoint, dialedAt: number, leftover: Buffer): boolean {
+  private opened(conn: Connection, client: Endpoint, upstream: Endpoint, dialedAt: number, leftover: Buffer, hello: ClientHelloDone | null): boolean {
     this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
+    this.stats.upstreamConnected(conn.upstream); // ipgate_upstream_up
     if (client.destroyed) {
       upstream.destroy();
       return false;
     }
     const header = this.header(conn);
-    const first = header === null ? leftover : leftover.length > 0 ? Buffer.concat([header, leftover]) : header;
+    const payload = hello === null || hello.length === leftover.length ? leftover : leftover.subarray(0, hello.length);
+    const first = header === null ? payload : payload.length > 0 ? Buffer.concat([header, payload]) : header;
     if (first.length > 0) upstream.write(first);
     return true;
   }
@@ -240,6 +278,13 @@ export class TcpForwarder implements ConnectionHandler {
     const src = { address: conn.clientAddress, port: conn.clientPort };
     const dst = { address: conn.destAddress, port: conn.destPort };
     return mode === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
+  }
+
+  /** The handshake watch refused the connection (hello-watch.ts): close both sides with `reason`. */
+  private closeWith(conn: Connection, reason: TlsReason): void {
+    if (conn.result === null) conn.result = reason;
+    conn.socket.destroy();
+    conn.upstreamSocket?.destroy();
   }
 
   private fail(conn: Connection, reason: 'idle_timeout' | UpstreamReason): void {
@@ -333,6 +378,13 @@ function watchIdle(conn: Connection, client: RawSocket, idleMs: number, fwd: Tcp
   timer = setTimeout(check, idleMs);
   client.onClose(() => clearTimeout(timer));
 }
+
+/** What the client sent after its first hello (held by the watch until the backend's ServerHello). */
+function held(leftover: Buffer, hello: ClientHelloDone): Buffer {
+  return hello.length === leftover.length ? EMPTY : leftover.subarray(hello.length);
+}
+
+const EMPTY = Buffer.alloc(0);
 
 /** highWaterMark is a net.Socket (Duplex) option that @types/node's NetConnectOpts does not list. */
 function connectOptions(target: Upstream): net.NetConnectOpts {

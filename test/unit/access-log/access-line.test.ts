@@ -203,3 +203,19 @@ t.test('TCP lines written field by field into a BlockWriter: the bytes of the te
   t.equal(written, text.join(''), 'the same bytes, line for line');
   for (const line of written.trimEnd().split('\n')) t.doesNotThrow(() => JSON.parse(line), 'valid JSON');
 });
+
+t.test('TCP: a second hello the handshake watch refused is a rejection; a bad ServerHello is the backend\'s failure', async (t) => {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger({ level: 'debug', format: 'json' }, { write: (s: string) => { lines.push(JSON.parse(s) as Record<string, unknown>); } });
+  const log = new ListenerAccessLog('sni', 'tcp', logger, null, null, true);
+  const route = { name: 'www' };
+  for (const result of ['tls_hrr_sni_changed', 'tls_hrr_alpn_changed', 'tls_timeout', 'tls_bad_server_hello']) {
+    const c = conn({ result, route, sni: 'www.example.com' });
+    log.connection(c, 1, 2);
+  }
+  t.match(lines[0], { level: 'debug', decision: 'reject', reason: 'tls_hrr_sni_changed', result: 'tls_hrr_sni_changed', route: 'www', sni: 'www.example.com' },
+    'admitted by the route, then refused at the second hello: reject, at debug');
+  t.match(lines[1], { decision: 'reject', reason: 'tls_hrr_alpn_changed' }, 'ALPN changed: reject');
+  t.match(lines[2], { decision: 'reject', reason: 'tls_timeout' }, 'no second hello in time: reject');
+  t.match(lines[3], { level: 'info', decision: 'allow', result: 'tls_bad_server_hello', route: 'www' }, 'the backend\'s fault: an allowed connection that failed');
+});

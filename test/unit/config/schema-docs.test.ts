@@ -191,7 +191,9 @@ function compare(c: J, g: J, at: string, omit: Record<string, string>, out: stri
     }
   }
   for (const key of Object.keys(c.properties ?? {})) {
-    if (g.properties !== undefined && g.properties[key] === undefined && !['port', 'servicePort', 'nodePort'].includes(key)) out.push(`${at}.${key}: in the chart, not an ipgate option`);
+    // The chart's own listener keys, left out of config.yaml (_config.tpl): the ports, and the
+    // acknowledgement of a trust-all range (allowTrustAll, checked by the chart only).
+    if (g.properties !== undefined && g.properties[key] === undefined && !['port', 'servicePort', 'nodePort', 'allowTrustAll'].includes(key)) out.push(`${at}.${key}: in the chart, not an ipgate option`);
   }
 }
 

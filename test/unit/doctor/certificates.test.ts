@@ -265,7 +265,7 @@ t.test('the run cannot happen: exit 2 naming the file or the flag', async (t) =>
     { name: 'config file missing', args: ['--config', path.join(dir, 'nope.yaml'), '--no-cluster'], says: /--config .*nope\.yaml: cannot read it: ENOENT/, code: 'IPGATE_DOCTOR_CONFIG' },
     { name: 'config not YAML', args: ['--config', notYaml, '--no-cluster'], says: /--config .*not-yaml\.yaml: not valid YAML/, code: 'IPGATE_DOCTOR_CONFIG' },
     { name: 'config without listeners', args: ['--config', noListeners, '--no-cluster'], says: /no "listeners" list: not an ipgate config/, code: 'IPGATE_DOCTOR_CONFIG' },
-    { name: '--no-cluster alone', args: ['--no-cluster'], says: /--no-cluster leaves nothing to check without --config/ },
+    { name: '--no-cluster alone', args: ['--no-cluster'], says: /--no-cluster leaves nothing to check: add --admin-url \(ipgate's \/readyz\) and\/or --config/ },
   ];
   for (const c of cases) {
     const r = await runDoctor(c.args);

@@ -17,22 +17,33 @@
  *     `:path` empty, not `/...` (or `*` for OPTIONS), or with a byte outside 0x21-0x7E or a `#`
  *     (an h1 request line must hold it as one token);
  *   - content-length that is not one decimal number below 2^53 (repeated identical values are one).
- * Refused with 400 (well formed, but not served): no `:authority` and no Host, an `:authority`
- * (or Host) that is not uri-host[:port] in the strict form the HTTP/1.1 engine accepts, a Host that
- * names another authority than `:authority` (8.3.1), a `:scheme` other than http or https, CONNECT
- * (ipgate is no forward proxy, as for HTTP/1.1).
+ * Refused with 400 (well formed, but not served): a Host repeated, a Host that names another
+ * authority than `:authority` (8.3.1), a `:scheme` other than http or https, CONNECT (ipgate is no
+ * forward proxy, as for HTTP/1.1).
+ *
+ * The host itself is checked by the policy, as for HTTP/1.1 (request-host.ts, in HttpPolicy.admit):
+ * `:authority` is given to it as the request's Host line when the client sent no Host (RFC 9113
+ * 8.3.1: clients use `:authority` in place of Host), and as the target's authority when it sent
+ * both (the authority wins, both must be valid, as for an HTTP/1.1 absolute-form target). So
+ * neither `:authority` nor Host: 400 host_missing; one that is not uri-host[:port]: 400
+ * host_invalid (or host_too_long), counted and logged as the HTTP/1.1 engine's are.
  */
-import net from 'node:net';
-import { hostNameProblem } from '../../../route/host-name';
+import { checkHost } from '../request-host';
 
 /** A request as the engine goes on with it. */
 export interface H2Request {
   readonly method: string;
   /** `:path` (origin form, or `*`). */
   readonly path: string;
-  /** `:authority` (else Host) in the form it is decided and forwarded: lower-case, no trailing dot. */
-  readonly authority: string;
-  /** The regular fields, [name, value, ...] (names lower-case, pseudo-headers left out). */
+  /**
+   * `:authority` when the client sent a Host line too (the policy's `authority`: it wins over
+   * Host), else null (a lone `:authority` is in rawHeaders as the Host line).
+   */
+  readonly authority: string | null;
+  /**
+   * The regular fields, [name, value, ...] (names lower-case, pseudo-headers left out), with
+   * `host` first holding `:authority` when the client sent no Host.
+   */
   readonly rawHeaders: string[];
   /** content-length, or -1 without one. */
   readonly contentLength: number;
@@ -110,43 +121,6 @@ function pathProblem(path: string, method: string): string | null {
   return null;
 }
 
-const IPV4 = /^(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-
-/**
- * `uri-host [":" port]` in the strict form the HTTP/1.1 engine accepts for Host (a host name by
- * route/host-name.ts, four decimal octets, or a bracketed IPv6 address; a port of 1-5 digits up to
- * 65535), lower-cased, one trailing dot dropped; null when refused. (One rule with the HTTP/1.1
- * Host check: when that check is a shared function, this calls it.)
- */
-export function checkAuthority(value: string): string | null {
-  const n = value.length;
-  if (n === 0 || n > 261) return null;
-  let hostEnd: number;
-  let host: string;
-  if (value.charCodeAt(0) === 0x5b /* [ */) {
-    const close = value.indexOf(']');
-    if (close < 0) return null;
-    const inner = value.slice(1, close);
-    if (inner.includes('%') || !net.isIPv6(inner)) return null;
-    hostEnd = close + 1;
-    host = value.slice(0, hostEnd);
-  } else {
-    const colon = value.indexOf(':');
-    hostEnd = colon < 0 ? n : colon;
-    host = value.slice(0, hostEnd);
-    if (host.endsWith('.')) host = host.slice(0, -1);
-    if (!IPV4.test(host) && hostNameProblem(host) !== null) return null;
-  }
-  if (hostEnd < n) {
-    if (value.charCodeAt(hostEnd) !== 0x3a) return null;
-    const port = value.slice(hostEnd + 1);
-    if (port.length > 5 || !/^\d*$/.test(port) || (port.length > 0 && Number(port) > 65535)) return null;
-    if (port.length > 0) host = `${host}:${port}`;
-  }
-  const lower = host.toLowerCase();
-  return lower === value ? value : lower;
-}
-
 /**
  * Read `raw` (the stream's header list as received: [name, value, ...], pseudo-headers first).
  * Never throws.
@@ -215,10 +189,14 @@ export function readH2Request(raw: readonly string[]): H2Request | H2Refusal {
   const why = pathProblem(path, method);
   if (why !== null) return malformed(why);
   if (scheme !== 'https' && scheme !== 'http') return bad(`:scheme ${scheme}`);
-  const given = authority ?? host;
-  if (given === null) return bad('no :authority and no Host');
-  const decided = checkAuthority(given);
-  if (decided === null) return bad(`${authority !== null ? ':authority' : 'Host'} is not uri-host[:port]`);
-  if (authority !== null && host !== null && checkAuthority(host) !== decided) return bad('Host names another authority than :authority');
-  return { method, path, authority: decided, rawHeaders: fields, contentLength, teTrailers };
+  if (authority === null) return { method, path, authority: null, rawHeaders: fields, contentLength, teTrailers };
+  if (host === null) {
+    fields.unshift('host', authority);
+    return { method, path, authority: null, rawHeaders: fields, contentLength, teTrailers };
+  }
+  // Both: each is checked by the policy; two valid ones must name the same authority (8.3.1).
+  const a = checkHost(authority);
+  const h = checkHost(host);
+  if (typeof a === 'string' && typeof h === 'string' && a !== h) return bad('Host names another authority than :authority');
+  return { method, path, authority, rawHeaders: fields, contentLength, teTrailers };
 }

@@ -55,6 +55,8 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
   private d: RequestDecision | null = null;
   private ex: Exchange | null = null;
   private req: H2Request | null = null;
+  /** The request as the policy read it (a quick denial's size is counted from it). */
+  private facts: RequestFacts | null = null;
   /** The request had no body (END_STREAM on its HEADERS): safe to send twice. */
   private bodyless = false;
   private targets: readonly Upstream[] = NO_TARGETS;
@@ -126,7 +128,17 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
       conn.goaway();
       return;
     }
+    if (d.verdict === 'reject') {
+      // A host no backend may see (request-host.ts): 400 and counted as the HTTP/1.1 engine
+      // counts it (a client error, not a finished request); only this stream ends, the others
+      // on the connection are requests of their own.
+      const why = d.refusal!;
+      host.events.clientError(hc, why.reason, why.detail);
+      this.answer(d.answer!, false);
+      return;
+    }
     this.d = d;
+    this.facts = facts;
     const ex = d.ex;
     if (ex !== null) hc.open.push(ex);
     this.ex = ex;
@@ -235,6 +247,8 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
       this.malformedBody();
       return;
     }
+    // ipgate_http_request_size_bytes: the body relayed (an answered request's is dropped above).
+    if (this.ex !== null) this.ex.requestBytes += chunk.length;
     const up = this.up;
     if (this.call !== null) {
       this.call.data(chunk);
@@ -511,7 +525,8 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
         const i = open.indexOf(ex);
         if (i >= 0) open.splice(i, 1);
       }
-      conn.host.events.finished(conn.hc, d, ex?.startedAt ?? this.startedAt);
+      if (ex !== null) conn.host.events.finished(conn.hc, d, ex.startedAt, null, 0);
+      else conn.host.events.finished(conn.hc, d, this.startedAt, this.facts, this.bytesOut);
     }
     conn.streamClosed(this, clientReset);
   }

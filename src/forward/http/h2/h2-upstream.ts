@@ -232,7 +232,7 @@ export class H2Call {
       ':method': this.req.method,
       ':path': this.d.path ?? this.req.path,
       ':scheme': this.h2.tls ? 'https' : 'http',
-      ':authority': this.req.authority,
+      ':authority': this.d.headers!.host as string, // the host as the policy decided it
     };
     const given = this.d.headers!;
     for (const name in given) if (name !== 'host' && !CONNECTION_SPECIFIC.has(name)) headers[name] = given[name];

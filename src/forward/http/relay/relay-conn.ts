@@ -15,7 +15,8 @@
  *   (client asked, maxRequestsPerConnection, revoked, body delimited by the upstream's close);
  *   an HTTP/1.0 client gets a chunked body decoded, then the close; `Expect: 100-continue` is
  *   answered here for admitted requests only (a denied client gets its 403 first), other 1xx are
- *   passed on;
+ *   passed on; a refused request (403, 404, 400) whose body did not come with its head is
+ *   answered `connection: close` and its connection ends (refuse);
  * - output gathered per read and written once; backpressure both ways (a full socket pauses the
  *   other side until 'drain');
  * - timeouts: the request head within requestHeaderTimeoutMs (408), an idle keep-alive connection
@@ -137,7 +138,15 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    */
   private quick = false;
   private quickStart = 0;
+  /** The quick denial's head and the bytes of its 403 as written (ipgate_http_request_size_bytes and _response_size_bytes). */
+  private quickHead: RequestHead | null = null;
+  private quickBytes = 0;
   private quickNext = false;
+  /**
+   * A refusal (403, 404, 400) of a request that announced a body, held until its body is read or
+   * this read ends (refuse): whether the connection can stay depends on which comes first.
+   */
+  private held: Canned | null = null;
   /** Output collected during one read, written once. */
   private out: (string | Buffer)[] = [];
   private upOut: (string | Buffer)[] = [];
@@ -266,6 +275,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       d = d.subarray(r.consumed);
       r = this.parser.execute(d);
     }
+    if (this.held !== null) this.refuseUnread();
     this.flushUp();
     this.flush(); // a 100 Continue
     if (r.kind === 'ok' || this.ending) return;
@@ -300,12 +310,6 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.fail(this.host.settings.canned.badRequest);
       return;
     }
-    if (!hasHost(head.rawHeaders)) {
-      // Answered before any handler, as node:http's requireHostHeader did (not a counted client
-      // error), and for HTTP/1.0 too: the backend would otherwise get the upstream's address.
-      this.fail(this.host.settings.canned.badRequest);
-      return;
-    }
     const target = requestTarget(head.url);
     if (target === null) {
       this.host.events.clientError(this.hc, 'bad_request');
@@ -315,6 +319,14 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const d = this.host.policy.admit(this.hc, head, target.authority);
     if (d === null) {
       this.socket.destroy();
+      return;
+    }
+    if (d.verdict === 'reject') {
+      // A request no backend may see (a bad Host: request-host.ts): 400, counted as a client
+      // error, and the connection ends, as for a malformed request.
+      const r = d.refusal!;
+      this.host.events.clientError(this.hc, r.reason, r.detail);
+      this.fail(d.answer!);
       return;
     }
     const ex = d.ex;
@@ -340,11 +352,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       // A refusal (403, counted by the policy) or a route miss (404 / 400 / 421): answered here,
       // nothing goes upstream.
       if (d.closeAfterAnswer) this.closeAfter = true;
-      this.cannedAnswer(d.answer!);
-      // Answered, the body (if any) still to read past: idle from here as between requests, so a
-      // body that stops is cut after keepAliveTimeoutMs (a trickled one after the header timeout)
-      // (test: "finding B").
-      if (!this.requestDone && !this.closeAfter) this.wait('idle');
+      this.refuse(d.answer!, head);
       return;
     }
     const group = d.group!;
@@ -468,21 +476,62 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.requestDone = false;
     this.quick = true;
     this.quickStart = Date.now();
+    this.quickHead = head;
     this.d = d;
     const max = this.host.settings.maxRequestsPerConnection;
     this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || d.closeAfterAnswer;
     const canned = d.answer!;
+    if (!this.closeAfter && announcesBody(head)) {
+      this.held = canned; // as refuse() holds it
+      return;
+    }
+    const wire = this.closeAfter ? canned.wire : canned.keepAliveWire;
+    this.quickBytes = wire.length;
     // Written by feed() once the read is parsed (with the denials pipelined behind this one).
-    this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
+    this.out.push(wire);
     if (this.closeAfter) this.quickDone();
-    else this.wait('idle'); // a body that stops is cut as between requests ("finding B")
+  }
+
+  /**
+   * Answer a request ipgate refuses (a denial, a route miss) with `canned`; nothing goes
+   * upstream. A request that announced a body (Content-Length > 0, chunked) keeps its connection
+   * only when the whole body came in the read that brought its head: its answer is held
+   * (`held`) until onMessageComplete (keep-alive) or the end of the read (refuseUnread: close).
+   * A body still to come may never come: a client waiting for 100 Continue (which a refused
+   * request never gets) may skip it after a final status (RFC 9110 10.1.1), and on a kept
+   * connection its next request would be read as that body. So the answer then says
+   * `Connection: close` and the connection ends, read and dropped (endConnection), as HAProxy
+   * does; nginx keeps it and answers that next request 400. A request without a body, or whose
+   * body came with it, is answered and the connection stays, as before.
+   */
+  private refuse(canned: Canned, head: RequestHead): void {
+    if (!this.closeAfter && announcesBody(head)) {
+      this.held = canned;
+      return;
+    }
+    this.cannedAnswer(canned);
+  }
+
+  /** The end of a read with a refusal held: the body did not all come with its head. */
+  private refuseUnread(): void {
+    const canned = this.held!;
+    this.held = null;
+    this.closeAfter = true;
+    if (this.quick) {
+      this.out.push(canned.wire);
+      this.quickBytes = canned.wire.length;
+      this.quickDone();
+    } else {
+      this.cannedAnswer(canned);
+    }
   }
 
   private quickDone(): void {
     this.quick = false;
     const d = this.d!;
     this.d = null;
-    this.host.events.finished(this.hc, d, this.quickStart);
+    this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    this.quickHead = null;
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -493,12 +542,24 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onBody(chunk: Buffer): void {
     if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
+    if (this.ex !== null) this.ex.requestBytes += chunk.length; // ipgate_http_request_size_bytes: the body relayed
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
     else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
   }
 
   onMessageComplete(): void {
     this.requestDone = true;
+    const held = this.held;
+    if (held !== null) {
+      // A refused request's whole body came in the read that brought its head: the connection stays.
+      this.held = null;
+      if (!this.quick) {
+        this.cannedAnswer(held);
+        return;
+      }
+      this.out.push(held.keepAliveWire);
+      this.quickBytes = held.keepAliveWire.length;
+    }
     if (this.quick) {
       this.quickDone();
       return;
@@ -735,7 +796,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.quick = false; // a denied request whose body never came: recorded, as any exchange
       const d = this.d!;
       this.d = null;
-      this.host.events.finished(this.hc, d, this.quickStart);
+      this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    this.quickHead = null;
     }
     const ex = this.ex;
     if (ex !== null) {
@@ -751,7 +813,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const d = this.d!;
     this.d = null;
     ex.bytesOut = this.socket.bytesWritten - ex.bytesAtStart;
-    this.host.events.finished(this.hc, d, ex.startedAt);
+    this.host.events.finished(this.hc, d, ex.startedAt, null, 0);
   }
 
   /** Off the connection's open list (revocation looks there). */
@@ -810,9 +872,9 @@ function expectsContinue(raw: readonly string[]): boolean {
   return false;
 }
 
-function hasHost(raw: readonly string[]): boolean {
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') return true;
-  return false;
+/** The request announced a body (Content-Length > 0, or chunked). */
+function announcesBody(head: RequestHead): boolean {
+  return head.chunked || (head.contentLength !== null && head.contentLength > 0);
 }
 
 /** A connect that failed before anything was sent: the next target may take the request. */

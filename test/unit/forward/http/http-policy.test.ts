@@ -157,9 +157,9 @@ t.test('a list change re-decides open work: revocation without a socket', async 
   const s = setup(PLAIN);
   s.lists.apply('main', entries('127.0.0.1/32'), '1');
   const direct = open(s, '127.0.0.1');
-  t.ok(s.policy.stillAllowed(direct), 'allowed while listed');
+  t.equal(s.policy.redecide(direct, false, true), null, 'allowed while listed');
   s.lists.apply('main', entries('127.0.0.2/32'), '2');
-  t.notOk(s.policy.stillAllowed(direct), 'a direct client removed from the list: cut');
+  t.equal(s.policy.redecide(direct, false, true), 'revoked', 'a direct client removed from the list: cut');
   t.equal(direct.entry, null, 'its connection-level decision is now a refusal');
   const next = s.policy.admit(direct, head('/'), null)!;
   t.equal(next.verdict, 'answer', 'its next request is refused');
@@ -167,9 +167,9 @@ t.test('a list change re-decides open work: revocation without a socket', async 
   const proxy = open(s, '10.0.0.5');
   const inFlight = s.policy.admit(proxy, head('/', { 'X-Forwarded-For': '127.0.0.2' }), null)!;
   proxy.open.push(inFlight.ex!);
-  t.ok(s.policy.stillAllowed(proxy), "a trusted proxy's request in flight for an allowed client");
+  t.equal(s.policy.redecide(proxy, false, true), null, "a trusted proxy's request in flight for an allowed client");
   s.lists.apply('main', entries('127.0.0.3/32'), '3');
-  t.notOk(s.policy.stillAllowed(proxy), 'its client removed: the connection is cut after the response');
+  t.equal(s.policy.redecide(proxy, false, true), 'revoked', 'its client removed: the connection is cut after the response');
 });
 
 t.test('draining: no new request is admitted', async (t) => {
@@ -186,3 +186,51 @@ t.test('denied.keepAlive false closes a direct client after its 403', async (t) 
   const d = s.policy.admit(open(s, '127.0.0.2'), head('/'), null)!;
   t.equal(d.closeAfterAnswer, true, 'the decision says: close after the answer');
 });
+
+t.test('a reload re-decides a routed connection against the new routes', async (t) => {
+  const s = setup(ROUTED);
+  s.lists.apply('main', entries('127.0.0.0/24'), '1');
+  s.lists.apply('admins', entries('127.0.0.0/24'), '1');
+  const hc = open(s, '127.0.0.2');
+  const d = s.policy.admit(hc, head('/', { Host: 'admin.example' }), null)!;
+  t.equal(d.verdict, 'forward', 'admitted by admin');
+  hc.upgraded = d.ex; // a tunnel
+  t.equal(s.policy.redecide(hc, true, true), null, 'the same routes: it goes on');
+  // A reload that sends admin.example to the listener's own list, which no longer admits .2.
+  s.lists.apply('main', entries('127.0.0.1/32'), '2');
+  const lc = parseConfig(`
+allowlists:
+  main: [127.0.0.1/32]
+listeners:
+  - name: web
+    mode: http
+    listen: 127.0.0.1:0
+    allowlist: main
+    upstreams: ["127.0.0.1:9000"]
+    routes:
+      - name: admin
+        hosts: [admin.example]
+`).listeners[0]!;
+  s.policy.routes = s.policy.compileRoutes(lc.routes, routesVersion([lc]));
+  t.equal(s.policy.redecide(hc, true, false), null, 'without revokeLive the route (same name) takes the connection over');
+  t.equal(s.policy.redecide(hc, true, true), 'revoked', "with revokeLive the new route's list decides: the tunnel is cut");
+  const renamed = parseConfig(lcText('other')).listeners[0]!;
+  s.policy.routes = s.policy.compileRoutes(renamed.routes, routesVersion([renamed]));
+  t.equal(s.policy.redecide(hc, true, true), 'route_removed', 'its host now reaches another route: route_removed');
+});
+
+function lcText(name: string): string {
+  return `
+allowlists:
+  main: [127.0.0.1/32]
+listeners:
+  - name: web
+    mode: http
+    listen: 127.0.0.1:0
+    allowlist: main
+    upstreams: ["127.0.0.1:9000"]
+    routes:
+      - name: ${name}
+        hosts: [admin.example]
+`;
+}

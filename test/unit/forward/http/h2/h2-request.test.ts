@@ -1,10 +1,12 @@
 /**
  * An HTTP/2 request's header list as the HTTP/2 engine reads it (src/forward/http/h2/h2-request.ts):
  * RFC 9113 8.2 / 8.3 malformations refused (RST_STREAM PROTOCOL_ERROR), well-formed requests ipgate
- * does not serve answered 400, and the fields kept for the policy. Table-driven, one row per rule.
+ * does not serve answered 400, and the fields kept for the policy, whose Host check
+ * (request-host.ts, the HTTP/1.1 engine's) reads `:authority`. Table-driven, one row per rule.
  */
 import t from 'tap';
-import { checkAuthority, readH2Request, type H2Request } from '../../../../../src/forward/http/h2/h2-request';
+import { readH2Request, type H2Request } from '../../../../../src/forward/http/h2/h2-request';
+import { requestHost } from '../../../../../src/forward/http/request-host';
 
 const base = [':method', 'GET', ':scheme', 'https', ':path', '/a?b=c', ':authority', 'api.example:8443'];
 
@@ -12,8 +14,9 @@ t.test('a plain request: pseudo-headers read, regular fields kept in order', asy
   const r = readH2Request([...base, 'accept', '*/*', 'cookie', 'a=1', 'cookie', 'b=2', 'te', 'trailers', 'content-length', '5']) as H2Request;
   t.equal(r.method, 'GET');
   t.equal(r.path, '/a?b=c');
-  t.equal(r.authority, 'api.example:8443');
-  t.same(r.rawHeaders, ['accept', '*/*', 'cookie', 'a=1', 'cookie', 'b=2', 'te', 'trailers', 'content-length', '5'], 'cookie crumbs kept apart (the header scan joins them with "; ")');
+  t.equal(r.authority, null, 'no Host line: :authority is the Host line');
+  t.same(r.rawHeaders, ['host', 'api.example:8443', 'accept', '*/*', 'cookie', 'a=1', 'cookie', 'b=2', 'te', 'trailers', 'content-length', '5'],
+    ':authority first as host; cookie crumbs kept apart (the header scan joins them with "; ")');
   t.equal(r.contentLength, 5);
   t.equal(r.teTrailers, true);
 });
@@ -63,13 +66,8 @@ t.test('malformed requests (RFC 9113 8.1.1: stream error PROTOCOL_ERROR)', async
 
 t.test('well formed but not served: 400', async (t) => {
   const rows: [string, string[]][] = [
-    ['no :authority and no Host', [':method', 'GET', ':scheme', 'https', ':path', '/']],
     ['CONNECT', [':method', 'CONNECT', ':authority', 'a.example:443']],
     [':scheme ftp', [':method', 'GET', ':scheme', 'ftp', ':path', '/', ':authority', 'a.example']],
-    ['an :authority with userinfo', [':method', 'GET', ':scheme', 'https', ':path', '/', ':authority', 'u@a.example']],
-    ['an :authority with a bad port', [':method', 'GET', ':scheme', 'https', ':path', '/', ':authority', 'a.example:99999']],
-    ['an :authority with a percent-encoding', [':method', 'GET', ':scheme', 'https', ':path', '/', ':authority', '%61dmin.example']],
-    ['an :authority 127.1 (an address to WHATWG, a name to RFC 3986)', [':method', 'GET', ':scheme', 'https', ':path', '/', ':authority', '127.1']],
     ['Host naming another authority', [...base, 'host', 'other.example']],
     ['two Host fields (no :authority)', [':method', 'GET', ':scheme', 'https', ':path', '/', 'host', 'a.example', 'host', 'b.example']],
   ];
@@ -79,27 +77,44 @@ t.test('well formed but not served: 400', async (t) => {
   }
 });
 
-t.test('accepted: Host without :authority, the same value twice, OPTIONS *, http scheme', async (t) => {
+t.test('the host is checked by the policy as for HTTP/1.1 (request-host.ts): refused with its host_* reason', async (t) => {
+  const req = (authority: string, ...more: string[]): string[] => [':method', 'GET', ':scheme', 'https', ':path', '/', ':authority', authority, ...more];
+  const rows: [string, string[], string][] = [
+    ['no :authority and no Host', [':method', 'GET', ':scheme', 'https', ':path', '/'], 'host_missing'],
+    ['an :authority with userinfo', req('u@a.example'), 'host_invalid'],
+    ['an :authority with a bad port', req('a.example:99999'), 'host_invalid'],
+    ['an :authority with a percent-encoding', req('%61dmin.example'), 'host_invalid'],
+    ['an :authority 127.1 (an address to WHATWG, a name to RFC 3986)', req('127.1'), 'host_invalid'],
+    ['an :authority with a zone id', req('[fe80::1%25eth0]'), 'host_invalid'],
+    ['an empty :authority', req(''), 'host_invalid'],
+    ['a long :authority (300 bytes)', req(Array.from({ length: 5 }, () => 'a'.repeat(59)).join('.')), 'host_too_long'],
+    ['a valid :authority, an invalid Host', req('a.example', 'host', 'a@a.example'), 'host_invalid'],
+    ['a valid Host, an invalid :authority', req('a@a.example', 'host', 'a.example'), 'host_invalid'],
+  ];
+  for (const [desc, raw, reason] of rows) {
+    const r = readH2Request(raw);
+    if ('kind' in r) {
+      t.fail(`${desc}: the reader refused it (${r.detail}); the policy must`);
+      continue;
+    }
+    const host = requestHost(r.rawHeaders, r.authority);
+    t.equal(typeof host === 'string' ? host : host.reason, reason, desc);
+  }
+});
+
+t.test('accepted: Host without :authority, the same value twice, OPTIONS *, http scheme; the host decided', async (t) => {
   const rows: [string, string[], string][] = [
     ['Host alone', [':method', 'GET', ':scheme', 'https', ':path', '/', 'host', 'A.Example.'], 'a.example'],
     ['Host equal to :authority (case apart)', [...base, 'host', 'API.example:8443'], 'api.example:8443'],
     ['an IPv6 authority', [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', '[::1]:80'], '[::1]:80'],
     ['an IPv4 authority', [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', '10.0.0.1'], '10.0.0.1'],
+    ['an upper-case authority with a trailing dot', [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 'A.EXAMPLE.:80'], 'a.example:80'],
     ['OPTIONS *', [':method', 'OPTIONS', ':scheme', 'https', ':path', '*', ':authority', 'a.example'], 'a.example'],
     ['the same content-length twice', [...base, 'content-length', '3', 'content-length', '3'], 'api.example:8443'],
   ];
-  for (const [desc, raw, authority] of rows) {
+  for (const [desc, raw, decided] of rows) {
     const r = readH2Request(raw);
     t.notOk('kind' in r, `${desc}: accepted`);
-    if (!('kind' in r)) t.equal(r.authority, authority, `${desc}: authority ${authority}`);
+    if (!('kind' in r)) t.equal(requestHost(r.rawHeaders, r.authority), decided, `${desc}: host ${decided}`);
   }
-});
-
-t.test('checkAuthority: the HTTP/1.1 engine\'s Host rules', async (t) => {
-  const ok: [string, string][] = [['a.example', 'a.example'], ['A.EXAMPLE:80', 'a.example:80'], ['a.example.', 'a.example'], ['a.example:', 'a.example'],
-    ['[2001:db8::1]', '[2001:db8::1]'], ['1.2.3.4:8080', '1.2.3.4:8080'], ['_svc.cluster.local', '_svc.cluster.local']];
-  for (const [v, want] of ok) t.equal(checkAuthority(v), want, `${JSON.stringify(v)} -> ${want}`);
-  const bad = ['', 'a b', 'a..b', '-a.example', 'a.example:0x50', 'a.example:123456', '[::1', '[fe80::1%eth0]', '[1.2.3.4]', '01.2.3.4', '0x7f.0.0.1',
-    '2130706433', 'a.example:80:80', 'x'.repeat(254), 'ex\u00e4mple.com', 'a,b.example'];
-  for (const v of bad) t.equal(checkAuthority(v), null, `${JSON.stringify(v.slice(0, 40))} refused`);
 });
