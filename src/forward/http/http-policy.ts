@@ -221,8 +221,8 @@ export class HttpPolicy {
   /**
    * A request on a listener with routes: Host + path pick the route, whose allowlist decides this
    * request (a keep-alive connection can carry requests for two hosts, one allowed, one denied)
-   * and whose settings apply; no route: 404 (400 for a path that cannot be matched safely; 421 for
-   * an unknown host on a TLS listener).
+   * and whose settings apply; no route: 404 (400 for a path that cannot be matched safely, or one
+   * with ';' parameters: route_path_params; 421 for an unknown host on a TLS listener).
    */
   private routed(hc: HttpConn, head: RequestFacts, authority: string | null, headers: OutgoingHttpHeaders): RequestDecision | null {
     const routes = this.routes;
@@ -239,7 +239,7 @@ export class HttpPolicy {
       this.log.debug({ conn: hc.conn.id, client: ex.client, host: got.host, url: head.url, reason: hit }, 'no route');
       // A TLS listener answers route_no_host with 421 (RFC 9110 15.5.20: this connection, whose
       // certificate the client chose by SNI, serves no such host; a client may retry elsewhere).
-      const answer = hit === 'route_bad_path' ? this.canned.badRequest
+      const answer = hit === 'route_bad_path' || hit === 'route_path_params' ? this.canned.badRequest
         : hit === 'route_no_host' && this.config.tls !== null ? this.canned.misdirected : this.canned.notFound;
       return new RequestDecision('answer', ex, answer, false, null, null, 0, null, null);
     }

@@ -148,6 +148,9 @@ t.test('routes: host and path pick the route, whose list decides', async (t) => 
   t.equal(normal.path, '/app/b', 'the upstream gets the normal form the route was chosen by');
   const bad = s.policy.admit(hc, head('/app/%2F'), null)!;
   t.equal(bad.answer!.status, 400, 'a path that cannot be matched safely: 400');
+  const params = s.policy.admit(hc, head('/app;x=1/'), null)!;
+  t.equal(params.ex!.reason, 'route_path_params', "';' parameters: route_path_params");
+  t.equal(params.answer!.status, 400, "';' parameters: 400, as explain says (not a 404)");
   const okAdmin = s.policy.admit(open(s, '127.0.0.1'), head('/', { Host: 'admin.example' }), null)!;
   t.equal(okAdmin.group!.targets[0]!.label, '127.0.0.1:9001', "an allowed admin request goes to admin's group");
   t.equal(s.stats.routeMisses.get('route_no_path'), 1, 'misses counted by reason');
@@ -217,6 +220,33 @@ listeners:
   const renamed = parseConfig(lcText('other')).listeners[0]!;
   s.policy.routes = s.policy.compileRoutes(renamed.routes, routesVersion([renamed]));
   t.equal(s.policy.redecide(hc, true, true), 'route_removed', 'its host now reaches another route: route_removed');
+});
+
+t.test('HTTP/2: every stream in flight is re-decided, not only the latest request', async (t) => {
+  const s = setup(ROUTED);
+  s.lists.apply('main', entries('127.0.0.0/24'), '1');
+  s.lists.apply('admins', entries('127.0.0.0/24'), '1');
+  const hc = open(s, '127.0.0.2');
+  hc.protocol = 'h2';
+  hc.h2 = { goaway: () => undefined };
+  // Two streams in flight on one connection: admin's first, then www's (the latest).
+  const admin = s.policy.admit(hc, head('/', { Host: 'admin.example' }), null)!;
+  const www = s.policy.admit(hc, head('/app/x'), null)!;
+  hc.open.push(admin.ex!, www.ex!);
+  t.equal(hc.latest, www.ex, 'the latest request is www');
+  t.equal(s.policy.redecide(hc, false, true), null, 'both lists admit the client');
+  s.lists.apply('admins', entries('127.0.0.1/32'), '2');
+  t.equal(s.policy.redecide(hc, false, true), 'revoked', "admin's list no longer admits it: its stream in flight is revoked");
+  s.lists.apply('admins', entries('127.0.0.0/24'), '3');
+  t.equal(s.policy.redecide(hc, false, true), null, 'admitted again');
+  const renamed = parseConfig(`${lcText('other')}      - name: www
+        hosts: [www.example]
+        paths: [{path: /app, match: prefix}]
+`).listeners[0]!;
+  s.policy.routes = s.policy.compileRoutes(renamed.routes, routesVersion([renamed]));
+  t.equal(s.policy.redecide(hc, true, false), 'route_removed', "a reload that moves admin's stream to another route: route_removed");
+  hc.open.splice(0, 1); // admin's stream finished
+  t.equal(s.policy.redecide(hc, true, false), null, 'www alone: it goes on');
 });
 
 function lcText(name: string): string {
