@@ -213,8 +213,8 @@ t.test('TCP: a second hello the handshake watch refused is a rejection; a bad Se
     const c = conn({ result, route, sni: 'www.example.com' });
     log.connection(c, 1, 2);
   }
-  t.match(lines[0], { level: 'debug', decision: 'reject', reason: 'tls_hrr_sni_changed', result: 'tls_hrr_sni_changed', route: 'www', sni: 'www.example.com' },
-    'admitted by the route, then refused at the second hello: reject, at debug');
+  t.match(lines[0], { level: 'info', decision: 'reject', reason: 'tls_hrr_sni_changed', result: 'tls_hrr_sni_changed', route: 'www', sni: 'www.example.com' },
+    'admitted by the route, then refused at the second hello: reject, at info as every rejection with the access log on (within the denial lines\' rate)');
   t.match(lines[1], { decision: 'reject', reason: 'tls_hrr_alpn_changed' }, 'ALPN changed: reject');
   t.match(lines[2], { decision: 'reject', reason: 'tls_timeout' }, 'no second hello in time: reject');
   t.match(lines[3], { level: 'info', decision: 'allow', result: 'tls_bad_server_hello', route: 'www' }, 'the backend\'s fault: an allowed connection that failed');
