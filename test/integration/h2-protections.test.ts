@@ -77,26 +77,30 @@ function closedWith(g: Started): Record<string, number> {
  * JavaScript fill its table, and past 100 refused streams it destroys the session,
  * maxSessionRejectedStreams.)
  */
-async function rapidReset(c: RawH2, n: number): Promise<void> {
-  for (let i = 0; i < n && !c.closed && c.goaway() === null; i += 20) {
+async function rapidReset(c: RawH2, n: number): Promise<number> {
+  let i = 0;
+  for (; i < n && !c.closed && c.goaway() === null; i += 20) {
     const out: Buffer[] = [];
     for (let k = i; k < Math.min(n, i + 20); k++) out.push(headers(1 + 2 * k, block(request(A, `/r${k}`))), rst(1 + 2 * k, ERR.CANCEL));
     const mark = Buffer.from(`rr${String(i).padStart(6, '0')}`);
     c.send(...out, ping(mark));
     await c.until((x) => x.closed || x.goaway() !== null || x.events.some((e) => e.frame.type === FRAME.PING && e.frame.payload.equals(mark)));
   }
+  return Math.min(i, n);
 }
 
 t.test('rapid reset: past http.http2.resets, GOAWAY ENHANCE_YOUR_CALM (h2_rapid_reset); nghttp2 alone lets 400 through', { skip }, async (t) => {
   const b = await backend(t);
   const g = await gate(t, b);
   const c = await open(g.port());
-  await rapidReset(c, 400);
+  // Up to 900 (below nghttp2's own 1000): the budget refills 100/s, so on a slow machine the
+  // first 400 can take long enough to be within it; the loop stops at the GOAWAY.
+  const sent = await rapidReset(c, 900);
   t.ok(await c.until((x) => x.goaway() !== null || x.closed, 10_000), 'the connection is ended');
   t.equal(c.goaway()?.code, ERR.ENHANCE_YOUR_CALM, 'GOAWAY ENHANCE_YOUR_CALM');
   await waitFor(() => closedWith(g).h2_rapid_reset === 1, 5000, 'counted as h2_rapid_reset');
   const stats = g.app.listeners[0]!.stats;
-  t.ok(stats.h2ResetsReceived >= 200 && stats.h2ResetsReceived < 400, `the budget's 200 resets and its refill, not all 400: ${stats.h2ResetsReceived}`);
+  t.ok(stats.h2ResetsReceived >= 200 && stats.h2ResetsReceived < sent, `the budget's 200 resets and its refill, not all ${sent} sent: ${stats.h2ResetsReceived}`);
   t.ok(b.requests() <= stats.h2ResetsReceived, `no more requests reached the backend (${b.requests()})`);
   t.equal(stats.h2Goaways.get('sent/ENHANCE_YOUR_CALM'), 1, 'ipgate_http2_goaways_total{direction="sent",code="ENHANCE_YOUR_CALM"}');
   t.ok(await served(g.port()), 'another client is served');
