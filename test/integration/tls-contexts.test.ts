@@ -133,7 +133,8 @@ t.test('client certificates: sessions resume (curl, s_client), and none made bef
   // closes its connection): 200, 000, 200 on Node 20 without a session id context, a silent full
   // handshake on Node 24. (curl uses a TLS 1.3 session once, and Node's server, unlike nginx,
   // sends no new ticket on a resumed connection: the third connection makes a new session.)
-  const curl = await run('curl', ['-sS', '--cacert', certs!.file('ca.crt'), '--cert', client!.cert, '--key', client!.key,
+  // HTTP/1.1: over HTTP/2 (ALPN h2, on by default) curl would send all three on one connection.
+  const curl = await run('curl', ['-sS', '--http1.1', '--cacert', certs!.file('ca.crt'), '--cert', client!.cert, '--key', client!.key,
     '--resolve', `ec.example:${port}:127.0.0.1`, '-H', 'Connection: close', '-o', '/dev/null', '-o', '/dev/null', '-o', '/dev/null',
     '-w', '%{http_code} ', `https://ec.example:${port}/a`, `https://ec.example:${port}/b`, `https://ec.example:${port}/c`]);
   t.equal(curl.stdout, '200 200 200 ', `curl: three requests over three connections served (${curl.stderr.trim()})`);
