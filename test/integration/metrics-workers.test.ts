@@ -62,8 +62,8 @@ t.test('two workers: HTTP series summed, upstream up, a refused config edit show
   const text = await metrics();
   const perWorker = [...text.matchAll(/^process_start_time_seconds\{worker="(\d+)"\}/gm)].map((m) => m[1]);
   t.equal(perWorker.length, 2, 'two workers report');
-  t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="GET",status="200",code_class="2xx"}'), 10, 'summed over the workers');
-  t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="HEAD",status="200",code_class="2xx"}'), 10);
+  t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="GET",status="200",code_class="2xx",protocol="h1"}'), 10, 'summed over the workers');
+  t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="HEAD",status="200",code_class="2xx",protocol="h1"}'), 10);
   t.equal(value(text, 'ipgate_http_request_size_bytes_sum{listener="web"}'), heads.reduce((a, b) => a + b, 0));
   t.equal(value(text, 'ipgate_http_response_size_bytes_sum{listener="web"}'), bytes, 'every byte the clients read');
   t.equal(value(text, `ipgate_upstream_up{listener="web",upstream="127.0.0.1:${backendPort}"}`), 1, 'up: not 2 (max, not sum, across workers)');
