@@ -17,6 +17,7 @@ import net from 'node:net';
 import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readUntil, waitFor } from '../helpers/net';
+import { RawBackend } from '../helpers/raw-backend';
 
 /** A raw backend: per connection, the targets it received; the first request's socket is held for the row to answer. */
 interface Backend {
@@ -170,3 +171,32 @@ for (const row of ROWS) {
       row.connections === 1 ? 'the first connection carried A then B' : 'the first connection carried A\'s request only');
   });
 }
+
+// The fuzz test's witness (test/helpers/raw-backend.ts) must not report a reuse that is none: its
+// truncated behaviours promise more than they send, at every size. With size 0 it used to send a
+// whole `Content-Length: 0` response and still call the connection tainted, which is how fuzz seed
+// 999546447 reported ipgate's (correct) reuse of that socket as a desync.
+t.test('the fuzz backend\'s truncated responses are truncated at every size, 0 included', async (t) => {
+  const kinds = ['stall', 'close-mid-response', 'reset-mid-response'] as const;
+  for (const kind of kinds) {
+    for (const size of [0, 1, 2, 9]) {
+      const rb = new RawBackend({ behaviour: () => ({ kind, delayMs: 0, size, pieces: 1, holdMs: 200 }) });
+      await rb.listen();
+      const s = await connect({ port: rb.port });
+      s.on('error', () => undefined);
+      s.write('GET /x HTTP/1.1\r\nHost: x\r\n\r\n');
+      // Whatever arrives before the backend's stall, FIN or reset ends (holdMs bounds the stall).
+      const got = await new Promise<Buffer>((resolve) => {
+        const chunks: Buffer[] = [];
+        s.on('data', (c: Buffer) => chunks.push(c));
+        s.once('close', () => resolve(Buffer.concat(chunks)));
+      });
+      await rb.close();
+      const text = got.toString('latin1');
+      const at = text.indexOf('\r\n\r\n');
+      const promised = Number(/content-length: *(\d+)/i.exec(text)?.[1] ?? -1);
+      t.ok(at > 0 && promised > text.length - at - 4,
+        `${kind} size ${size}: ${text.length - at - 4} body bytes sent of the ${promised} promised`);
+    }
+  }
+});
