@@ -9,7 +9,8 @@
  *   that finds every socket busy waits in a FIFO queue for the next one released (or for a slot
  *   freed by a close); its upstream timeout runs while it waits (504 when it runs out).
  * - A socket returns to the pool only when the exchange on it completed both ways with known
- *   framing (docs/architecture.md "HTTP forwarding"); anything else is closed.
+ *   framing (docs/architecture.md "HTTP forwarding"), and nothing followed the response in the
+ *   read that completed it; anything else is closed.
  * - Sockets that are never pooled (`dial`): upgrades (a declined upgrade leaves the socket's
  *   framing unknown) and a listener's outbound-PROXY connections (the header names one client, so
  *   the socket belongs to that client's connection alone). These are outside the bound: they
@@ -30,6 +31,10 @@ import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser'
 export interface UpstreamOwner {
   responseHead(head: ResponseHead): void;
   responseBody(chunk: Buffer): void;
+  /**
+   * The response is complete, and the read that completed it is parsed: `keepAlive` is false when
+   * the response says the connection ends, or when bytes followed it in that read.
+   */
   responseDone(up: UpstreamConn, keepAlive: boolean): void;
   /** A 101 ended the HTTP part: `rest` is what the upstream sent after the 101's head. */
   responseUpgraded(up: UpstreamConn, rest: Buffer): void;
@@ -203,6 +208,8 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   error: string | null = null;
   /** A 101 turned it into a byte tunnel: the parser and the HTTP handlers are gone. */
   tunnelled = false;
+  /** The keep-alive verdict of the response completed in the read being parsed (onData acts on it). */
+  private keepAlive = false;
   private readonly dialedAt = performance.now();
   private readonly onDataFn = (d: Buffer): void => this.onData(d);
   private readonly onDrainFn = (): void => this.owner?.upstreamDrained();
@@ -293,10 +300,15 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
       return;
     }
     if (r.kind === 'paused') {
-      // A response completed in this read (and the socket may be back in the pool): bytes after
-      // it are no response to any request, so the socket's framing is no longer known.
-      if (r.consumed < d.length) this.socket.destroy();
-      else this.parser.resume();
+      // A response completed in this read. Bytes after it answer no request: the socket's framing
+      // is no longer known, so it is not reusable, and the owner hears so before it can hand the
+      // socket on. (Told from inside the parse, it released the socket to a request waiting at
+      // the pool's bound, which wrote its head to it before these bytes were seen: test
+      // "a complete response with bytes after it in the same write" in http-upstream-reuse.)
+      const clean = r.consumed === d.length;
+      if (clean) this.parser.resume();
+      if (this.owner === o) o.responseDone(this, clean && this.keepAlive);
+      if (!clean) this.socket.destroy();
     }
     o.flush();
   }
@@ -317,9 +329,12 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     this.owner?.responseBody(chunk);
   }
 
+  /**
+   * The response is complete: execute() returns 'paused' at its end, and onData tells the owner
+   * once it knows what else the read held. (A 101's completion returns 'upgrade'; at EOF, in
+   * parser.finish(), the owner is already gone: upstreamClosed settles a close-delimited body.)
+   */
   onMessageComplete(keepAlive: boolean): void {
-    const o = this.owner;
-    if (o === null) return;
-    o.responseDone(this, keepAlive);
+    this.keepAlive = keepAlive;
   }
 }
