@@ -12,7 +12,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
-import type { AdminConfig } from '../config/schema';
+import type { AdminConfig } from '../schema/config';
 
 export interface Tokens {
   /** Name and SHA-256 of each token. */

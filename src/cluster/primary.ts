@@ -42,7 +42,7 @@ import { mergeConnectionPages } from '../admin/routes/connections';
 import type { MetricsEndpoint } from '../admin/routes/metrics';
 import { logAdminListening, readiness } from '../admin/start-admin';
 import { AuditLog } from '../audit/audit-log';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 import { startEcho, type EchoServers } from '../echo/echo-server';
 import { clusterExposition } from '../metrics/cluster';
 import { Metrics } from '../metrics/metrics';

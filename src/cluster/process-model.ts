@@ -5,7 +5,7 @@
  * no dependencies, so main.ts can decide before loading either side's code.
  */
 import os from 'node:os';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 
 /** The scheduling policy chosen with bench/load for several workers (primary.ts's file comment). */
 export const SCHEDULING: 'rr' | 'none' = 'rr';

@@ -16,8 +16,9 @@
  * change to every worker; the only process otherwise. Workers never talk to the API.
  */
 import type { Logger } from 'pino';
-import type { AllowEntryConfig, Config } from './schema';
-import { ConfigError, problem } from './errors';
+import type { AllowEntryConfig, Config } from '../schema/config';
+import { ConfigError } from './errors';
+import { problem } from '../schema/problem';
 import type { ReloadStatus } from './reload-status';
 import { parseListText, validateListEntries } from './validate';
 import { ConfigMapWatch, explain, type ConfigMapObject, type ConfigMapWatchOptions } from '../kube/configmap-watch';

@@ -7,10 +7,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Ajv, { type ErrorObject } from 'ajv';
 import YAML, { LineCounter } from 'yaml';
-import { ConfigError, problem } from './errors';
-import { parseHostPort } from './host-port';
+import { ConfigError } from './errors';
+import { problem } from '../schema/problem';
+import { parseHostPort } from '../address/host-port';
 import { withLines } from './locate';
-import { configSchema, type Config } from './schema';
+import { configSchema, type Config } from '../schema/config';
 import { suggestKey } from './suggest';
 import { checkSemantics } from './validate';
 

@@ -13,11 +13,11 @@ import path from 'node:path';
 import YAML, { isSeq, LineCounter } from 'yaml';
 import { parseCidr } from '../allowlist/cidr';
 import { validateEntry } from '../allowlist/entry';
-import { problem } from './errors';
+import { problem } from '../schema/problem';
 import { location } from './locate';
 import { bindCollision, loopsToItself } from './addresses';
-import { parseHostPort, type HostPort } from './host-port';
-import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from './schema';
+import { parseHostPort, type HostPort } from '../address/host-port';
+import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from '../schema/config';
 import { checkRoutes } from './validate-routes';
 import { checkTls } from './validate-tls';
 

@@ -30,7 +30,7 @@ import type { ConfigMapLists } from './configmap-lists';
 import { ConfigError } from './errors';
 import { loadConfigFile } from './load';
 import type { ReloadStatus } from './reload-status';
-import type { Config } from './schema';
+import type { Config } from '../schema/config';
 
 export interface ConfigWatcherOptions {
   file: string;

@@ -12,7 +12,7 @@
  *
  * Outcomes carry the `version/result` label of `ListenerStats.proxyHeader` (the metric's labels).
  */
-import type { Via } from '../listener/connection';
+import type { Via } from '../connection/connection';
 import type { PpReason } from '../proxy-protocol/codes';
 import type { DecodeResult, ProxyAddress, Tlv } from '../proxy-protocol/decoder';
 

@@ -12,7 +12,7 @@
  * cluster the primary keeps one (it has no listeners) and each worker swaps its own listeners.
  */
 import { createHash } from 'node:crypto';
-import type { Config, ListenerConfig, RouteConfig } from '../config/schema';
+import type { Config, ListenerConfig, RouteConfig } from '../schema/config';
 import type { PathParameters } from './path';
 import type { RouteReceiver, RoutesVersion } from './route-receiver';
 import { RouteTable, RouteTableError } from './route-table';

@@ -9,9 +9,9 @@
  * (route-table.ts, the one matcher HTTP listeners use too) and each route's group and list sit in
  * one object, so a reload swaps them together in one assignment (Listener.replaceRoutes).
  */
-import type { RouteConfig } from '../config/schema/routes';
-import { parseUpstreams, UpstreamPool } from '../forward/upstream-group';
-import type { Connection, ConnectionRoute } from '../listener/connection';
+import type { RouteConfig } from '../schema/routes';
+import { parseUpstreams, UpstreamPool } from '../upstream/upstream-group';
+import type { Connection, ConnectionRoute } from '../connection/connection';
 import type { ListenerStats, RouteCounts } from '../metrics/listener-stats';
 import type { LiveList } from '../store/live-lists';
 import { RouteTable, type RouteMatch, type RouteMiss } from './route-table';

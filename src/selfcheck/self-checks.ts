@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { Matcher } from '../allowlist/matcher';
-import type { ListenerConfig } from '../config/schema';
+import type { ListenerConfig } from '../schema/config';
 import type { ListenerStats } from '../metrics/listener-stats';
 import type { LiveLists } from '../store/live-lists';
 import { SourceNatCheck, SOURCE_NAT_DEFAULTS, type SourceNatOptions, type SourceNatState } from './source-nat-check';

@@ -13,8 +13,8 @@
  */
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
-import type { Connection, Endpoint } from '../../listener/connection';
+import type { ListenerConfig, RouteConfig } from '../../schema/config';
+import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import type { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
@@ -24,8 +24,8 @@ import { readsList } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
-import { WaitSweep } from '../../listener/wait-sweep';
-import { parseUpstreams, UpstreamPool } from '../upstream-group';
+import { WaitSweep } from '../../connection/wait-sweep';
+import { parseUpstreams, UpstreamPool } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
 import { engineSettings } from './engine-settings';
 import { HttpConn } from './exchange';

@@ -26,7 +26,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
+import type { ListenerConfig, RouteConfig } from '../../schema/config';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement, forwardedWithoutHost } from '../../identity/forwarded-header';
 import { Admission } from '../../listener/admission';
@@ -34,7 +34,7 @@ import { ListenerStats } from '../../metrics/listener-stats';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
-import type { UpstreamPool } from '../upstream-group';
+import type { UpstreamPool } from '../../upstream/upstream-group';
 import type { Canned, CannedResponses } from './canned';
 import { Exchange, type HttpConn } from './exchange';
 import { compileHttpRoutes, type HttpRoutes } from './http-routes';

@@ -24,7 +24,7 @@
  * backend, servlet or not, resolves a dot segment the router did not.
  */
 import type { Logger } from 'pino';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
+import type { ListenerConfig, RouteConfig } from '../../schema/config';
 import { Admission } from '../../listener/admission';
 import type { ListenerStats, RouteStats } from '../../metrics/listener-stats';
 import type { RouteMissReason } from '../../route/codes';
@@ -32,7 +32,7 @@ import { matchForm, normalizePath, plainPathEnd } from '../../route/path';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { RouteTable } from '../../route/route-table';
 import type { LiveList, LiveLists } from '../../store/live-lists';
-import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
+import { parseUpstreams, UpstreamPool, type Upstream } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
 
 /** One route as the data path uses it. */

@@ -12,8 +12,8 @@
  */
 import net from 'node:net';
 import type { Logger } from 'pino';
-import type { ListenerConfig } from '../../config/schema';
-import type { Connection, Endpoint } from '../../listener/connection';
+import type { ListenerConfig } from '../../schema/config';
+import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import type { ByteSocket } from '../../transport/byte-socket';
@@ -24,8 +24,8 @@ import type { UpstreamReason } from '../../reasons';
 import type { ClientHelloDone } from '../../tls/client-hello';
 import type { TlsReason } from '../../tls/codes';
 import { helloTimeoutMs } from '../../tls/hello-stage';
-import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
-import { upstreamReason } from '../upstream-reason';
+import { parseUpstreams, UpstreamPool, type Upstream } from '../../upstream/upstream-group';
+import { upstreamReason } from '../../upstream/upstream-reason';
 import { HelloWatch, type WatchHost } from './hello-watch';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 

@@ -9,8 +9,8 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { ListenerAccessLog } from '../../../src/access-log/access-log';
 import type { Exchange } from '../../../src/forward/http/exchange';
-import type { Connection } from '../../../src/listener/connection';
-import { tlsFacts } from '../../../src/tls/facts';
+import type { Connection } from '../../../src/connection/connection';
+import { tlsFacts } from '../../../src/connection/tls-facts';
 import { BlockWriter, createLogger, levelLabel, rawLineTarget } from '../../../src/log';
 
 const ENTRY = Object.freeze({ cidr: '10.0.0.0/8' });

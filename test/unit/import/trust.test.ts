@@ -17,7 +17,7 @@
 import t from 'tap';
 import { Matcher } from '../../../src/allowlist/matcher';
 import { buildConfig } from '../../../src/config/load';
-import type { Config } from '../../../src/config/schema';
+import type { Config } from '../../../src/schema/config';
 import { afterHeader, beforeHeader } from '../../../src/identity/derive';
 import { clientFromForwardedFor } from '../../../src/identity/forwarded-for';
 import { convertIngressNginx, DEFAULT_OPTIONS, type ImportOptions, type ImportResult } from '../../../src/import/ingress-nginx';

@@ -35,8 +35,8 @@
  *   idempotent request without a body is sent once more on a new connection.
  */
 import type { ByteSocket } from '../../../transport/byte-socket';
-import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
-import type { Upstream } from '../../upstream-group';
+import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
+import type { Upstream } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
 import type { EngineSettings } from '../engine-settings';
 import type { Exchange, HttpConn } from '../exchange';
@@ -104,7 +104,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private timedOut = false;
   /**
    * Between requests: the keep-alive wait, then (first byte of a request) the header wait, checked
-   * by the listener's sweep (listener/wait-sweep.ts); `waitDeadline` is when the current one runs out.
+   * by the listener's sweep (connection/wait-sweep.ts); `waitDeadline` is when the current one runs out.
    */
   private waiting: 'idle' | 'head' | null = null;
   waitDeadline = 0;
@@ -192,7 +192,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /**
-   * The listener's sweep (listener/wait-sweep.ts), every interval: the wait between requests, the idle
+   * The listener's sweep (connection/wait-sweep.ts), every interval: the wait between requests, the idle
    * timeout (no byte either way on the client socket for timeouts.idleMs: the same rule as a
    * net.Socket's setTimeout), and the idle bound of the connection's own upstream socket.
    */

@@ -22,7 +22,7 @@
 import net from 'node:net';
 import { NetByteSocket, type ByteSocket } from '../../../transport/byte-socket';
 import { RawSocket } from '../../../transport/raw-socket';
-import type { Upstream } from '../../upstream-group';
+import type { Upstream } from '../../../upstream/upstream-group';
 import type { DnsCache } from '../upstream-dns';
 import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser';
 

@@ -4,7 +4,7 @@
  * its own group, so its own round robin).
  */
 import net from 'node:net';
-import { parseHostPort, type HostPort } from '../config/host-port';
+import { parseHostPort, type HostPort } from '../address/host-port';
 import { formatHostPort } from '../identity/address';
 
 export interface Upstream extends HostPort {

@@ -1,7 +1,7 @@
 /**
  * A listener (a public data port) and its sections: inbound PROXY protocol, timeouts, HTTP options.
  *
- * A section defined in a file of its own (src/config/schema-NAME.ts, built with ./kit, never
+ * A section defined in a file of its own (src/schema/NAME.ts, built with ./kit, never
  * importing ../schema) becomes an optional listener option with one line at the end of
  * `ListenerSchema`, `/** what it is (schema-NAME.ts); null: none. *\/ name: NameProperty,` (plus
  * its import), where `NameProperty` carries a `default` (e.g. `Nullable(NameSchema, { default:
@@ -10,7 +10,7 @@
  */
 import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
 import { RouteSchema, SniSchema } from './routes';
-import { ListenerTlsProperty } from '../schema-tls';
+import { ListenerTlsProperty } from './tls';
 
 /** CIDRs (trusted peers), or the name of an allowlist holding them (so they can change live). */
 function CidrsOrList() {
@@ -152,12 +152,12 @@ export const ListenerSchema = Section({
   http: HttpSchema,
   /**
    * Host / path routes (HTTP) or SNI routes (TCP, the ClientHello read and forwarded untouched):
-   * src/config/schema/routes.ts. Absent: one upstream group and one allowlist.
+   * src/schema/routes.ts. Absent: one upstream group and one allowlist.
    */
   routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
-  /** TLS termination on an HTTP listener (schema-tls.ts, docs/tls.md); null: none (plaintext). */
+  /** TLS termination on an HTTP listener (schema/tls.ts, docs/tls.md); null: none (plaintext). */
   tls: ListenerTlsProperty,
 });
 

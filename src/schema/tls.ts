@@ -15,7 +15,7 @@
  * (`Static<>`) and its documentation. File checks (readable, PEM, key matches certificate) are
  * src/tls/cert-store.ts's, called from validate.ts.
  */
-import { Enum, NAME_PATTERN, Nullable, Section, Type, type Static } from './schema/kit';
+import { Enum, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 export const TLS_VERSIONS = ['TLSv1.2', 'TLSv1.3'] as const;
 
