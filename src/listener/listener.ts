@@ -276,7 +276,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     let closed = 0;
     for (const conn of this.connections) {
       if (conn.via !== 'proxy-v1' && conn.via !== 'proxy-v2') continue;
-      if (this.trustedSources.lookup(conn.peerAddress) >= 0) continue;
+      if (this.trustedSources.admits(conn.peerAddress)) continue;
       conn.revoked = true;
       this.close(conn, 'trust_revoked');
       closed++;
@@ -358,7 +358,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.deps.selfCheck?.observe(conn.peerAddress);
 
     const mode = this.config.proxyProtocol.mode;
-    const trusted = mode !== 'off' && this.trustedSources.lookup(conn.peerAddress) >= 0;
+    const trusted = mode !== 'off' && this.trustedSources.admits(conn.peerAddress);
     // The decision is derive.ts's (shared with the admin API's explain).
     const early = beforeHeader(mode, trusted);
     // Nothing else happens for this connection until the header is read (no dial, no allowlist).

@@ -10,7 +10,7 @@
  * one object, so a reload swaps them together in one assignment (Listener.replaceRoutes).
  */
 import type { RouteConfig } from '../schema/routes';
-import { parseUpstreams, UpstreamPool } from '../upstream/upstream-group';
+import { parseUpstreams, UpstreamGroup } from '../upstream/upstream-group';
 import type { Connection, ConnectionRoute } from '../connection/connection';
 import type { ListenerStats, RouteCounts } from '../metrics/listener-stats';
 import type { LiveList } from '../store/live-lists';
@@ -53,10 +53,10 @@ export class SniRoutes {
   static compile(config: SniRoutesSource, lists: { get(name: string): LiveList }, stats: ListenerStats): SniRoutes {
     const specs = config.routes ?? [];
     const table = RouteTable.compile(specs, { kind: 'sni', at: `listeners.${config.name}.routes` });
-    const listenerGroup = config.upstreams.length > 0 ? new UpstreamPool(parseUpstreams(config.upstreams)) : null;
+    const listenerGroup = config.upstreams.length > 0 ? new UpstreamGroup(parseUpstreams(config.upstreams)) : null;
     const routes = specs.map((r, index): SniRoute => {
       const allowlist = r.allowlist ?? config.allowlist;
-      const upstreams = r.upstreams !== undefined ? new UpstreamPool(parseUpstreams(r.upstreams)) : listenerGroup;
+      const upstreams = r.upstreams !== undefined ? new UpstreamGroup(parseUpstreams(r.upstreams)) : listenerGroup;
       if (upstreams === null) throw new Error(`listeners.${config.name}.routes[${index}].upstreams: required when the listener has none`);
       const counts: RouteCounts = stats.route(r.name);
       return Object.freeze({ name: r.name, index, allowlist, list: lists.get(allowlist), upstreams, counts });

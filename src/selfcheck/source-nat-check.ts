@@ -92,8 +92,8 @@ export class SourceNatCheck {
   observe(peer: string): void {
     if (!this.public) return;
     let bit = 0;
-    if (this.clusterNetworks.lookup(peer) >= 0) {
-      if (this.trusted.some((t) => t.lookup(peer) >= 0)) {
+    if (this.clusterNetworks.admits(peer)) {
+      if (this.trusted.some((t) => t.admits(peer))) {
         this.trustedInCluster++;
         return;
       }

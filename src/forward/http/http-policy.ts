@@ -34,7 +34,7 @@ import { ListenerStats } from '../../metrics/listener-stats';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
-import type { UpstreamPool } from '../../upstream/upstream-group';
+import type { UpstreamGroup } from '../../upstream/upstream-group';
 import type { Canned, CannedResponses } from './canned';
 import { Exchange, type HttpConn } from './exchange';
 import { compileHttpRoutes, type HttpRoutes } from './http-routes';
@@ -76,7 +76,7 @@ export class RequestDecision {
     /** The upstream head's headers (verdict `forward`), else null. */
     readonly headers: OutgoingHttpHeaders | null,
     /** The upstream group that serves it (the route's, else the listener's); null when answered. */
-    readonly group: UpstreamPool | null,
+    readonly group: UpstreamGroup | null,
     /** Bound on the upstream's response head (the route's `upstreamTimeoutMs`, else the listener's). */
     readonly upstreamTimeoutMs: number,
     /** The target sent upstream instead of the client's (routes: the path's normal form), or null: as sent. */
@@ -97,7 +97,7 @@ export interface PolicyDeps {
   readonly log: Logger;
   readonly canned: CannedResponses;
   /** The listener's upstream group (routes without `upstreams` use it too). */
-  readonly group: UpstreamPool;
+  readonly group: UpstreamGroup;
   /** The access log: with per-request denial lines wanted, there is no quick denial. */
   readonly access: ListenerAccessLog | null;
 }
@@ -115,7 +115,7 @@ export class HttpPolicy {
   private readonly stats: ListenerStats;
   private readonly log: Logger;
   private readonly canned: CannedResponses;
-  private readonly group: UpstreamPool;
+  private readonly group: UpstreamGroup;
   private readonly access: ListenerAccessLog | null;
   /** Scratch for one admit() (synchronous): what the header scan learned. Never read outside admit. */
   private readonly got = new ReceivedHeaders();
@@ -185,7 +185,7 @@ export class HttpPolicy {
 
   /** Whether the peer of a new connection is a trusted proxy (its requests carry their clients). */
   trusts(address: string): boolean {
-    return this.trustedProxies.lookup(address) >= 0;
+    return this.trustedProxies.admits(address);
   }
 
   /**
@@ -407,8 +407,8 @@ export class HttpPolicy {
       conn.entry = null;
       return 'revoked';
     }
-    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return 'revoked';
-    if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) return 'revoked';
+    for (const ex of hc.open) if (!matcher.admits(ex.client)) return 'revoked';
+    if (hc.upgraded !== null && !matcher.admits(hc.upgraded.client)) return 'revoked';
     return null;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The HTTP engine (docs/http-engines.md): HTTP/1.1 relayed with no node:http on either side. The
  * client connection is parsed with llhttp in WebAssembly (llhttp-parser.ts); each request goes to
- * an upstream socket (upstream-pool.ts) whose response is parsed the same way and relayed back.
+ * an upstream socket (socket-pool.ts) whose response is parsed the same way and relayed back.
  *
  * What is decided stays in the policy (RelayHost, implemented by HttpForwarder): identity and
  * allowlist per request, the upstream head (scanRequestHeaders + the identity headers), canned
@@ -45,7 +45,7 @@ import type { RequestDecision, RequestFacts } from '../http-policy';
 import { requestTarget } from '../request-target';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
-import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
+import type { PoolWaiter, SocketPool, UpstreamConn, UpstreamOwner } from './socket-pool';
 
 /** The policy as an engine calls it (http-policy.ts HttpPolicy): one decision per request. */
 export interface RequestPolicy {
@@ -61,7 +61,7 @@ export interface RelayHost {
   /** The listener's sweep of keep-alive and header waits. */
   readonly waits: WaitSweep;
   /** The keep-alive pool of upstream sockets. */
-  readonly pool: RelayPool;
+  readonly pool: SocketPool;
 }
 
 const NO_TARGETS: readonly Upstream[] = Object.freeze([]);

@@ -1,6 +1,6 @@
 /**
  * The HTTP engine's upstream side: one socket per exchange in flight (UpstreamConn), parsed with
- * llhttp, and the shared keep-alive pool (RelayPool).
+ * llhttp, and the shared keep-alive pool (SocketPool).
  *
  * - LIFO per target (the warmest socket first, so surplus ones expire), one request in flight on
  *   each, an idle socket closed after `http.upstreamIdleTimeoutMs` (below the backend's own
@@ -40,7 +40,7 @@ export interface UpstreamOwner {
   flush(): void;
 }
 
-/** A request waiting for a pooled socket (RelayPool.acquire returned null). */
+/** A request waiting for a pooled socket (SocketPool.acquire returned null). */
 export interface PoolWaiter {
   poolGranted(up: UpstreamConn): void;
 }
@@ -58,7 +58,7 @@ interface TargetState {
 }
 
 /** Pooled upstream sockets per target, LIFO, one request in flight on each, bounded per target. */
-export class RelayPool {
+export class SocketPool {
   private readonly targets = new Map<Upstream, TargetState>();
   /** Closes idle sockets past idleMs; runs while any socket idles in the pool. */
   private sweepTimer: NodeJS.Timeout | null = null;
@@ -179,7 +179,7 @@ export class RelayPool {
   }
 }
 
-function sweepPool(pool: RelayPool): void {
+function sweepPool(pool: SocketPool): void {
   pool.sweep();
 }
 
@@ -209,7 +209,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
 
   constructor(
     readonly target: Upstream,
-    private readonly pool: RelayPool,
+    private readonly pool: SocketPool,
     /** Counted in the pool's bound (and told when it closes). */
     readonly pooled: boolean,
     header: Buffer | null,
