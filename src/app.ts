@@ -46,7 +46,7 @@ export interface App {
   shutdown(drainTimeoutMs?: number): Promise<void>;
 }
 
-export interface AppOptions {
+interface AppOptions {
   logger: Logger;
   /** The config file: watched for `source: config` lists, named in the 409 of an API write to one. */
   configFile?: string | null;

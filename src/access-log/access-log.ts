@@ -78,7 +78,7 @@ const MAX_PATH = 256;
  * What a request's line is written from: forward/http/exchange.ts Exchange is one (declared here so
  * that the log reads a record without depending on the engine that fills it).
  */
-export interface RequestRecord {
+interface RequestRecord {
   readonly hc: { readonly conn: Connection };
   readonly client: string;
   readonly via: Via;
@@ -398,7 +398,7 @@ function num(n: number | null | undefined): string {
   return typeof n === 'number' && Number.isFinite(n) ? `${n}` : 'null';
 }
 
-export interface AccessLogOptions {
+interface AccessLogOptions {
   /** `logging.access`: a line per connection and request (default true); false: denials summarised. */
   access?: boolean;
   /** `logging.deniedLinesPerSecond`: denial and rejection lines per second past which they are counted, not written. */

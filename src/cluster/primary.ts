@@ -63,7 +63,7 @@ import { schedulingFor } from './process-model';
 import { WorkerPool } from './worker-pool';
 
 /** The service the admin API writes through: each change is acknowledged after every worker applied it. */
-export class ClusterAllowlistService extends AllowlistService {
+class ClusterAllowlistService extends AllowlistService {
   constructor(store: AllowlistStore, lists: LiveLists, audit: AuditLog, logger: Logger, private readonly pool: WorkerPool) {
     super(store, lists, audit, logger);
   }

@@ -26,7 +26,7 @@ import { KubeClient } from '../kube/kube-client';
 import type { KubeAccess } from '../kube/kubeconfig';
 import { resolveTarget } from '../store/kubernetes-target';
 
-export interface ConfigMapListsOptions {
+interface ConfigMapListsOptions {
   logger: Logger;
   /** KUBECONFIG, POD_NAMESPACE, HOME. Default process.env. */
   env?: NodeJS.ProcessEnv;

@@ -11,7 +11,7 @@ import { loopsToItself } from './addresses';
 import { parseHostPort, type HostPort } from '../address/host-port';
 import type { ListenerConfig } from '../schema/config';
 
-export interface RouteCheckContext {
+interface RouteCheckContext {
   /** `listeners[i]` */
   at: string;
   /** The listener's bound address, when it parsed (for the loop check). */

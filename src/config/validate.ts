@@ -33,7 +33,7 @@ const REMOVED_ENGINES: Readonly<Record<string, string>> = {
   'http-proxy': 'its shared keep-alive agent let an upgrade request desync a pooled upstream connection, and it leaked upstream sockets under the engine fuzz test',
 };
 
-export interface SemanticResult {
+interface SemanticResult {
   problems: string[];
   warnings: string[];
 }
@@ -245,7 +245,7 @@ function readListFile(file: string): ListDocument | string {
 }
 
 /** A list document's entries, and the 1-based line of entry `i` (a problem names it). */
-export interface ListDocument {
+interface ListDocument {
   items: unknown[];
   lineOf(i: number): number;
 }
@@ -260,7 +260,7 @@ export function parseListText(text: string): unknown[] | string {
 }
 
 /** parseListText with each entry's line (for `... in lists/office.yaml:12`). */
-export function parseListDocument(text: string): ListDocument | string {
+function parseListDocument(text: string): ListDocument | string {
   const counter = new LineCounter();
   const doc = YAML.parseDocument(text, { uniqueKeys: true, lineCounter: counter });
   if (doc.errors.length > 0) return `is not valid YAML/JSON: ${doc.errors[0]!.message.split('\n')[0]}`;

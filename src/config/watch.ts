@@ -32,7 +32,7 @@ import { loadConfigFile } from './load';
 import type { ReloadStatus } from './reload-status';
 import type { Config } from '../schema/config';
 
-export interface ConfigWatcherOptions {
+interface ConfigWatcherOptions {
   file: string;
   logger: Logger;
   /** The config in force at start (its list files are watched too). */

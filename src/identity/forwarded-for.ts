@@ -29,7 +29,7 @@ import { canonicalText } from '../address/canonical';
 import { scanIPv4 } from '../address/scan';
 
 /** A set of trusted addresses (store/list-ref.ts AddressLookup; a Matcher is one). */
-export interface AddressSet {
+interface AddressSet {
   admits(address: string): boolean;
 }
 

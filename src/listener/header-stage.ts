@@ -20,7 +20,7 @@ export interface HeaderSink {
   headerRead(conn: Connection, outcome: IdentityOutcome, buf: Buffer): void;
 }
 
-export interface HeaderStageOptions {
+interface HeaderStageOptions {
   readonly mode: ProxyMode;
   readonly headerTimeoutMs: number;
   readonly maxV2Length: number;

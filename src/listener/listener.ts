@@ -77,7 +77,7 @@ export interface ConnectionHandler {
   readonly routes: RouteReceiver | null;
 }
 
-export interface ListenerDeps {
+interface ListenerDeps {
   list: LiveList;
   logger: Logger;
   handler: ConnectionHandler;
@@ -93,7 +93,7 @@ export interface ListenerDeps {
 }
 
 /** What a list change closed on one listener (Listener.listChanged). */
-export interface ListChangeResult {
+interface ListChangeResult {
   /** Connections a peer no longer trusted spoke for (`trust_revoked`). */
   readonly untrusted: number;
   /** Connections whose client is no longer allowed (`revoked`; HTTP ones may be marked to close after their response). */
@@ -101,7 +101,7 @@ export interface ListChangeResult {
 }
 
 /** Sees the peer address of every accepted connection (src/selfcheck). */
-export interface PeerObserver {
+interface PeerObserver {
   observe(peer: string): void;
 }
 

@@ -54,7 +54,7 @@ export interface RouteSpec {
   paths?: PathSpec[];
 }
 
-export interface CompileOptions {
+interface CompileOptions {
   /** "http" (default): hosts and paths. "sni": hosts only, for TCP listeners routing on SNI. */
   kind?: 'http' | 'sni';
   /** Config path the routes live at, for error messages (default "routes"). */

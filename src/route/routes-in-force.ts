@@ -17,7 +17,7 @@ import type { PathParameters } from './path';
 import type { RouteReceiver, RoutesVersion } from './route-receiver';
 import { RouteTable, RouteTableError } from './route-table';
 
-export interface ListenerRoutes {
+interface ListenerRoutes {
   readonly listener: string;
   readonly mode: 'tcp' | 'http';
   /** The listener's own allowlist and upstreams (what routes without theirs use). */

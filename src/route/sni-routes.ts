@@ -17,19 +17,19 @@ import type { LiveList } from '../store/live-lists';
 import { RouteTable, type RouteMatch, type RouteMiss } from './route-table';
 
 /** One compiled route: what a connection it takes is decided and forwarded by. */
-export interface SniRoute extends ConnectionRoute {
+interface SniRoute extends ConnectionRoute {
   readonly index: number;
   /** The allowlist's name (its own, or the listener's): explain and logs. */
   readonly allowlist: string;
 }
 
 /** The stage's answer: a route (with the host entry that matched), or a miss. */
-export type SniDecision =
+type SniDecision =
   | { readonly kind: 'route'; readonly route: SniRoute; readonly match: RouteMatch }
   | RouteMiss;
 
 /** What compiling needs of the listener's config. */
-export interface SniRoutesSource {
+interface SniRoutesSource {
   readonly name: string;
   readonly allowlist: string;
   readonly upstreams: readonly string[];

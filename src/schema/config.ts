@@ -25,14 +25,14 @@ export * from './routes';
 export * from './list-configmap';
 
 /** The built-in echo backends (demos and tests), started in this process. */
-export const EchoSchema = Section({
+const EchoSchema = Section({
   /** TCP echo backend address; null: none. */
   tcp: Nullable(Type.String(), { default: null }),
   /** HTTP echo backend address; null: none. */
   http: Nullable(Type.String(), { default: null }),
 });
 
-export const ConfigSchema = Section({
+const ConfigSchema = Section({
   /**
    * Worker processes running the listeners: a number, or `auto` (one per core). Above 1, a
    * primary process holds the store, the admin API and `/metrics` (src/cluster/primary.ts); at 1,
@@ -72,7 +72,6 @@ export const ConfigSchema = Section({
 /** The JSON Schema Ajv compiles (load.ts). */
 export const configSchema = ConfigSchema;
 
-export type EchoConfig = Static<typeof EchoSchema>;
 /** The loaded config: defaults filled in, allowlists normalised (validate.ts), frozen. */
 export type Config = Static<typeof ConfigSchema>;
 

@@ -17,7 +17,7 @@ function CidrsOrList() {
   return Type.Union([Type.Array(Type.String()), Type.String({ pattern: NAME_PATTERN })], { default: [] });
 }
 
-export const InboundProxySchema = Section({
+const InboundProxySchema = Section({
   /**
    * `off`: no PROXY header is read; the socket address is the client.
    * `optional`: a peer in `trustedSources` may send a header; plain connections keep the socket address.
@@ -38,14 +38,14 @@ export const InboundProxySchema = Section({
   maxV2Length: Type.Integer({ minimum: 232, maximum: 65_551, default: 4_096 }),
 }, { default: {} });
 
-export const TimeoutsSchema = Section({
+const TimeoutsSchema = Section({
   /** Upstream connect timeout, per target. */
   connectMs: Ms({ default: 5_000 }),
   /** A TCP stream (or HTTP keep-alive connection) idle this long in both directions is closed. */
   idleMs: Ms({ default: 600_000 }),
 }, { default: {} });
 
-export const HttpSchema = Section({
+const HttpSchema = Section({
   /**
    * CIDRs of proxies in front of ipgate whose X-Forwarded-For is believed, or the name of an
    * allowlist holding them (changes live). `[]`: nobody's.
@@ -161,8 +161,5 @@ export const ListenerSchema = Section({
   tls: ListenerTlsProperty,
 });
 
-export type InboundProxyConfig = Static<typeof InboundProxySchema>;
-export type TimeoutsConfig = Static<typeof TimeoutsSchema>;
-export type HttpConfig = Static<typeof HttpSchema>;
 /** One listener: a public data port. */
 export type ListenerConfig = Static<typeof ListenerSchema>;

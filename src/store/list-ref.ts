@@ -15,7 +15,7 @@ export interface AddressLookup {
 }
 
 /** A named list, read live. */
-export class ListRef implements AddressLookup {
+class ListRef implements AddressLookup {
   constructor(readonly list: LiveList) {}
 
   admits(address: string): boolean {

@@ -67,12 +67,12 @@ interface Table {
   readonly fallback: tls.SecureContext | null;
 }
 
-export class CertStoreError extends Error {
+class CertStoreError extends Error {
   readonly code = 'IPGATE_TLS';
 }
 
 /** Reload outcomes (ipgate_tls_certificate_reloads_total{result}). */
-export interface ReloadCounts {
+interface ReloadCounts {
   ok: number;
   refused: number;
 }

@@ -17,7 +17,7 @@ import { readClientHello, type ClientHelloDone, type ReadOptions } from './clien
 import type { TlsReason } from './codes';
 
 /** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
-export const DEFAULT_HELLO_TIMEOUT_MS = 5000;
+const DEFAULT_HELLO_TIMEOUT_MS = 5000;
 
 /**
  * The time a ClientHello may take, from the listener's config: the first one (this stage), and
@@ -37,7 +37,7 @@ export interface HelloSink {
   helloRead(conn: Connection, result: HelloStageResult): void;
 }
 
-export interface HelloStageOptions extends ReadOptions {
+interface HelloStageOptions extends ReadOptions {
   /** `sni.helloTimeoutMs`: a hello not complete by then closes the connection (`tls_timeout`). */
   timeoutMs: number;
 }

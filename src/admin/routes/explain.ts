@@ -122,7 +122,7 @@ interface SniRouting {
 }
 
 /** `PROXY ...` text (CRLF added when missing), else hex, else base64. */
-export function headerBytes(text: string): Buffer {
+function headerBytes(text: string): Buffer {
   if (text.startsWith('PROXY ')) return Buffer.from(text.endsWith('\r\n') ? text : `${text.replace(/\n$/, '')}\r\n`, 'latin1');
   const compact = text.replace(/\s+/g, '');
   if (compact.length % 2 === 0 && /^[0-9a-fA-F]+$/.test(compact)) return Buffer.from(compact, 'hex');

@@ -37,7 +37,7 @@ import { SocketPool } from './relay/socket-pool';
 import { DnsCache } from './upstream-dns';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
-export const REVOKE_GRACE_MS = 1000;
+const REVOKE_GRACE_MS = 1000;
 
 const kHttpConn = Symbol('ipgate.httpConn');
 

@@ -89,7 +89,7 @@ export class RequestDecision {
 }
 
 /** The policy's side of a listener's routes: a reload compiles, then swaps (HttpForwarder.replaceRoutes). */
-export interface PolicyDeps {
+interface PolicyDeps {
   readonly config: Readonly<ListenerConfig>;
   /** The listener's own list (routes without an `allowlist` use it too). */
   readonly list: LiveList;

@@ -64,7 +64,7 @@ export class HttpRoute {
 }
 
 /** A request's route, and the target the upstream receives (null: as the client sent it). */
-export interface RouteHit {
+interface RouteHit {
   route: HttpRoute;
   path: string | null;
 }
@@ -104,7 +104,7 @@ export class HttpRoutes {
   }
 }
 
-export interface HttpRouteDeps {
+interface HttpRouteDeps {
   listener: Readonly<ListenerConfig>;
   lists: LiveLists;
   stats: ListenerStats;

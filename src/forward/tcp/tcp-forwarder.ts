@@ -35,7 +35,7 @@ import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, ma
  * a 'drain' + resume per chunk. 256 KiB holds four reads; a stalled reader still pins at most
  * this much per direction. bench/README.md "Hot path" has the before/after.
  */
-export const RELAY_HIGH_WATER_MARK = 256 * 1024;
+const RELAY_HIGH_WATER_MARK = 256 * 1024;
 
 export class TcpForwarder implements ConnectionHandler {
   readonly socketHighWaterMark = RELAY_HIGH_WATER_MARK;

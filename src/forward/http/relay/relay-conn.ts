@@ -48,7 +48,7 @@ import { Tunnel } from './tunnel';
 import type { PoolWaiter, SocketPool, UpstreamConn, UpstreamOwner } from './socket-pool';
 
 /** The policy as an engine calls it (http-policy.ts HttpPolicy): one decision per request. */
-export interface RequestPolicy {
+interface RequestPolicy {
   /** The decision for a request head, or null: the connection takes no new request and closes. */
   admit(hc: HttpConn, head: RequestFacts, authority: string | null): RequestDecision | null;
 }
@@ -67,7 +67,7 @@ export interface RelayHost {
 const NO_TARGETS: readonly Upstream[] = Object.freeze([]);
 
 /** How long an ended connection reads and drops what the client still sends before it is closed. */
-export const LINGER_MS = 5000;
+const LINGER_MS = 5000;
 
 function destroySocket(socket: ByteSocket): void {
   socket.destroy();

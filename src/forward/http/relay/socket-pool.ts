@@ -46,7 +46,7 @@ export interface PoolWaiter {
 }
 
 /** Connect durations (seconds): ipgate_upstream_connect_seconds. */
-export interface ConnectTimer {
+interface ConnectTimer {
   observe(seconds: number): void;
 }
 
