@@ -239,7 +239,7 @@ export class HttpPolicy {
       this.log.debug({ conn: hc.conn.id, client: ex.client, host: got.host, url: head.url, reason: hit }, 'no route');
       // A TLS listener answers route_no_host with 421 (RFC 9110 15.5.20: this connection, whose
       // certificate the client chose by SNI, serves no such host; a client may retry elsewhere).
-      const answer = hit === 'route_bad_path' ? this.canned.badRequest
+      const answer = hit === 'route_bad_path' || hit === 'route_path_params' ? this.canned.badRequest
         : hit === 'route_no_host' && this.config.tls !== null ? this.canned.misdirected : this.canned.notFound;
       return new RequestDecision('answer', ex, answer, false, null, null, 0, null, null);
     }
