@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import pino, { type Logger } from 'pino';
-import type { LoggingConfig } from './config/schema';
+import type { LoggingConfig } from './schema/config';
 
 /**
  * The process logger. JSON to stdout by default (one object per line, for the cluster's log

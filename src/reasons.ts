@@ -31,7 +31,7 @@ export const CLIENT_REASONS = Object.freeze({
   client_abort: 'The client closed the connection before its response was complete.',
   idle_timeout: 'Nothing moved in either direction for timeouts.idleMs.',
 });
-export type ClientReason = keyof typeof CLIENT_REASONS;
+type ClientReason = keyof typeof CLIENT_REASONS;
 
 /**
  * A request refused for its Host (400, counted in `ipgate_http_client_errors_total{reason}` with
@@ -67,7 +67,7 @@ export const END_REASONS = Object.freeze({
   trust_revoked: 'A change of the list named by proxyProtocol.trustedSources or http.trustedProxies no longer trusts the peer whose PROXY header or X-Forwarded-For named the client of an open connection; it was closed (HTTP: after its in-flight response).',
   route_removed: 'A routes reload removed the route of an open connection (or sent its SNI to another route): an HTTP one is closed after its in-flight response, a TCP one at once.',
 });
-export type EndReason = keyof typeof END_REASONS;
+type EndReason = keyof typeof END_REASONS;
 
 /**
  * Why a TLS handshake on a terminating listener failed (`ipgate_tls_handshakes_total{result}`, and

@@ -279,6 +279,11 @@ export class Matcher {
     return le ? s[b + 4]! | 0 : -1; // labels are int32 (deny: negative) kept in u32 words
   }
 
+  /** Whether an allow entry is the most specific unexpired entry covering `address` (the data path's decision). */
+  admits(address: string): boolean {
+    return this.lookup(address) >= 0;
+  }
+
   /** The entry `lookup` finds for `address` (the one that admits it), or null. */
   match(address: string): AllowEntry | null {
     const i = this.lookup(address);

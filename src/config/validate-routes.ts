@@ -6,12 +6,12 @@
  * and quotes the value, all collected (validate.ts's convention).
  */
 import { RouteTable, RouteTableError } from '../route/route-table';
-import { problem } from './errors';
+import { problem } from '../schema/problem';
 import { loopsToItself } from './addresses';
-import { parseHostPort, type HostPort } from './host-port';
-import type { ListenerConfig } from './schema';
+import { parseHostPort, type HostPort } from '../address/host-port';
+import type { ListenerConfig } from '../schema/config';
 
-export interface RouteCheckContext {
+interface RouteCheckContext {
   /** `listeners[i]` */
   at: string;
   /** The listener's bound address, when it parsed (for the loop check). */

@@ -13,11 +13,11 @@ import path from 'node:path';
 import YAML, { isSeq, LineCounter } from 'yaml';
 import { parseCidr } from '../allowlist/cidr';
 import { validateEntry } from '../allowlist/entry';
-import { problem } from './errors';
+import { problem } from '../schema/problem';
 import { location } from './locate';
 import { bindCollision, loopsToItself } from './addresses';
-import { parseHostPort, type HostPort } from './host-port';
-import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from './schema';
+import { parseHostPort, type HostPort } from '../address/host-port';
+import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from '../schema/config';
 import { checkRoutes } from './validate-routes';
 import { checkTls } from './validate-tls';
 
@@ -33,7 +33,7 @@ const REMOVED_ENGINES: Readonly<Record<string, string>> = {
   'http-proxy': 'its shared keep-alive agent let an upgrade request desync a pooled upstream connection, and it leaked upstream sockets under the engine fuzz test',
 };
 
-export interface SemanticResult {
+interface SemanticResult {
   problems: string[];
   warnings: string[];
 }
@@ -245,7 +245,7 @@ function readListFile(file: string): ListDocument | string {
 }
 
 /** A list document's entries, and the 1-based line of entry `i` (a problem names it). */
-export interface ListDocument {
+interface ListDocument {
   items: unknown[];
   lineOf(i: number): number;
 }
@@ -260,7 +260,7 @@ export function parseListText(text: string): unknown[] | string {
 }
 
 /** parseListText with each entry's line (for `... in lists/office.yaml:12`). */
-export function parseListDocument(text: string): ListDocument | string {
+function parseListDocument(text: string): ListDocument | string {
   const counter = new LineCounter();
   const doc = YAML.parseDocument(text, { uniqueKeys: true, lineCounter: counter });
   if (doc.errors.length > 0) return `is not valid YAML/JSON: ${doc.errors[0]!.message.split('\n')[0]}`;

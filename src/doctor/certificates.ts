@@ -15,7 +15,7 @@ import YAML from 'yaml';
 import { CertInfoError, keyMatches, readCertFile, readKeyFile, type CertFileInfo } from '../tls/cert-info';
 import { DoctorError } from './errors';
 
-export interface CertificateRef {
+interface CertificateRef {
   readonly listener: string;
   /** Index in the listener's `tls.certificates`. */
   readonly index: number;
@@ -28,7 +28,7 @@ export interface CertificateRef {
 }
 
 /** The private key beside a readable certificate: fine, or what is wrong with it. */
-export type KeyRead = { readonly state: 'ok' } | { readonly state: 'unreadable' | 'mismatch'; readonly reason: string };
+type KeyRead = { readonly state: 'ok' } | { readonly state: 'unreadable' | 'mismatch'; readonly reason: string };
 
 export type CertificateRead =
   | (CertificateRef & { readonly state: 'ok'; readonly info: CertFileInfo; readonly key: KeyRead | null })

@@ -28,9 +28,9 @@
 import { canonicalText } from '../address/canonical';
 import { scanIPv4 } from '../address/scan';
 
-/** What the walk needs of a matcher (the compiled trustedProxies). */
-export interface AddressSet {
-  lookup(address: string): number;
+/** A set of trusted addresses (store/list-ref.ts AddressLookup; a Matcher is one). */
+interface AddressSet {
+  admits(address: string): boolean;
 }
 
 /**
@@ -52,7 +52,7 @@ export function clientFromForwardedFor(xff: string | null, peer: string, trusted
     const address = forwardedForEntry(xff, s, e);
     if (address === null) return client; // junk: stop at the last trusted hop
     client = address;
-    if (trusted.lookup(address) < 0) return client;
+    if (!trusted.admits(address)) return client;
   }
   return client;
 }

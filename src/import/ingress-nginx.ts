@@ -53,7 +53,7 @@ export const DEFAULT_OPTIONS: ImportOptions = {
   httpListen: '0.0.0.0:8080', httpsListen: '0.0.0.0:8443', tls: false, tlsDir: '/etc/ipgate/tls', proxyRealIpCidr: null, trustAllProxies: false,
 };
 
-export interface ImportInput {
+interface ImportInput {
   ingresses: readonly KubeObject[];
   /** Services known to the importer, for named ports. */
   services: readonly KubeObject[];

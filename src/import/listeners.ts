@@ -26,7 +26,7 @@ export interface RouteOut {
   redirected: boolean;
 }
 
-export interface ListenerOptions {
+interface ListenerOptions {
   httpListen: string;
   httpsListen: string;
   tls: boolean;
@@ -136,7 +136,7 @@ function mountAdvice(id: string, dir: string): string {
 }
 
 /** One directory per Secret: its name, or `<namespace>.<name>` when the name is in two namespaces. */
-export function secretDirs(ids: readonly string[]): Map<string, string> {
+function secretDirs(ids: readonly string[]): Map<string, string> {
   const namespaces = new Map<string, Set<string>>();
   for (const id of ids) {
     const [ns, name] = id.split('/') as [string, string];

@@ -226,7 +226,7 @@ export class ListenerStats {
 }
 
 /** One upstream target's counters (ipgate_upstream_responses_total, _failures_total, _response_seconds). */
-export class UpstreamStats {
+class UpstreamStats {
   /** HTTP response heads received, by status class: index 1..5 (0: outside 100-599). */
   readonly responses = [0, 0, 0, 0, 0, 0];
   /** Failures by reason (upstream_refused, upstream_timeout, upstream_reset, ...). */

@@ -23,7 +23,7 @@ import type { ListenerStats, RequestCounts, RouteCounts } from './listener-stats
 import type { TlsStats } from './tls-stats';
 
 /** What the metrics read from a TLS listener's certificates (src/tls/cert-store.ts). */
-export interface CertSource {
+interface CertSource {
   readonly listener: string;
   readonly reloads: { readonly ok: number; readonly refused: number };
   expiries(): { label: string; notAfter: number }[];
@@ -32,7 +32,7 @@ export interface CertSource {
 }
 
 /** What the metrics read of the config's sources (src/config/reload-status.ts). */
-export interface ReloadSource {
+interface ReloadSource {
   list(): readonly { readonly kind: string; readonly source: string; readonly ok: boolean; readonly lastSuccessAt: number }[];
 }
 
@@ -58,17 +58,17 @@ export interface ListsSource {
 }
 
 /** What the metrics read from the store (src/store/store.ts). */
-export interface StoreSource {
+interface StoreSource {
   readonly kind: string;
   lastRefusal(): { readonly reason: string; readonly at: number } | null;
 }
 
 /** What the metrics read from the self-checks (src/selfcheck/self-checks.ts). */
-export interface SelfCheckSource {
+interface SelfCheckSource {
   state(): { listeners: Record<string, { sourceNat: { suspected: boolean; public: boolean } }> };
 }
 
-export interface MetricsOptions {
+interface MetricsOptions {
   /** Node process metrics (event-loop lag, heap, GC, CPU, fds), prefixed `ipgate_`. Default true. */
   processMetrics?: boolean;
   /** Labels added to the process metrics, e.g. `{ worker: '2' }` in a cluster (bounded: one per process). */
@@ -77,7 +77,7 @@ export interface MetricsOptions {
   version?: string;
 }
 
-export const CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
+const CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
 /**
  * Metrics only the primary publishes in a cluster (it runs the store and the admin API): workers'

@@ -94,7 +94,7 @@ function readOrNull(file: string): string | null {
 }
 
 /** What `registerProcessMetrics` keeps running; `stop()` ends the monitors (tests, shutdown). */
-export interface ProcessMetricsHandle {
+interface ProcessMetricsHandle {
   stop(): void;
 }
 

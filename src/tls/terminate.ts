@@ -32,13 +32,13 @@
 import type net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import type { TlsConfig } from '../config/schema-tls';
-import type { Connection } from '../listener/connection';
+import type { TlsConfig } from '../schema/tls';
+import type { Connection } from '../connection/connection';
 import type { TlsHandshakeReason } from '../reasons';
 import type { TlsStats } from '../metrics/tls-stats';
 import type { CertStore } from './cert-store';
-import { TlsFacts } from './facts';
-import { WaitSweep, type Waiter } from '../listener/wait-sweep';
+import { TlsFacts } from '../connection/tls-facts';
+import { WaitSweep, type Waiter } from '../connection/wait-sweep';
 import { peerVerifyError } from './peer-verify';
 import { readClientHello } from './client-hello';
 

@@ -21,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { configSchema } from '../../src/config/schema';
+import { configSchema } from '../../src/schema/config';
 import { commands, stage } from '../helpers/dockerfile';
 import { ROOT, render } from '../helpers/helm';
 
@@ -54,7 +54,7 @@ t.test('/var/lib/ipgate is created and owned by the runtime user, group 0 with t
 });
 
 t.test('the default store.path, from the working directory, resolves into the volume', async (t) => {
-  t.equal(defaultStorePath, './data/allowlists.json', 'ipgate\'s default (src/config/schema.ts)');
+  t.equal(defaultStorePath, './data/allowlists.json', 'ipgate\'s default (src/schema/config.ts)');
   t.equal(workdir, '/app');
   const link = runCommands.map((c) => /^ln -s (\S+) (\S+)$/.exec(c)).find((m) => m !== null);
   t.ok(link, 'a symbolic link is made');

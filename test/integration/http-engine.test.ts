@@ -286,7 +286,7 @@ t.test('a plaintext HTTP listener runs on libuv handles where Node has them (net
   t.equal(g.app.listeners[0]!.rawSockets, rawSocketsWanted(), `rawSockets ${String(rawSocketsWanted())}`);
 });
 
-// The idle bounds are checked by the listener's sweep (RelayConn.check) and the pool's (RelayPool.sweep)
+// The idle bounds are checked by the listener's sweep (RelayConn.check) and the pool's (SocketPool.sweep)
 // against each socket's last read or write, on handles and net.Sockets alike.
 const idleCases = [
   { label: 'a pooled upstream socket', extra: {} },

@@ -12,7 +12,7 @@ import http from 'node:http';
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { createHttpEcho, wsFrame } from '../../src/echo/echo-server';
-import type { Config } from '../../src/config/schema';
+import type { Config } from '../../src/schema/config';
 import { routesUpdate, routesVersion, type RouteSwapResult } from '../../src/route/routes-in-force';
 import { startAdminGate, type AdminGate } from '../helpers/admin-api';
 import { closed, connect, readAll, readUntil, waitFor } from '../helpers/net';

@@ -208,7 +208,7 @@ async function rawBackend(t: Test): Promise<RawBackend> {
 }
 
 /** The listener's newest connection. */
-function newest(l: Listener): import('../../src/listener/connection').Connection {
+function newest(l: Listener): import('../../src/connection/connection').Connection {
   return [...l.connections].at(-1)!;
 }
 

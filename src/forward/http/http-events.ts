@@ -9,7 +9,7 @@ import type { ListenerAccessLog } from '../../access-log/access-log';
 import { ListenerStats, methodIndex } from '../../metrics/listener-stats';
 import type { HttpClientErrorLabel } from '../../reasons';
 import type { ByteSocket } from '../../transport/byte-socket';
-import { upstreamReason } from '../upstream-reason';
+import { upstreamReason } from '../../upstream/upstream-reason';
 import type { Exchange, HttpConn } from './exchange';
 import type { RequestDecision, RequestFacts } from './http-policy';
 import { requestHeadBytes } from './request-size';

@@ -13,8 +13,8 @@
  */
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
-import type { Connection, Endpoint } from '../../listener/connection';
+import type { ListenerConfig, RouteConfig } from '../../schema/config';
+import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import type { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
@@ -24,8 +24,8 @@ import { readsList } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
-import { WaitSweep } from '../../listener/wait-sweep';
-import { parseUpstreams, UpstreamPool } from '../upstream-group';
+import { WaitSweep } from '../../connection/wait-sweep';
+import { parseUpstreams, UpstreamGroup } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
 import { engineSettings } from './engine-settings';
 import { HttpConn } from './exchange';
@@ -33,11 +33,11 @@ import { HttpRecorder } from './http-events';
 import { HttpPolicy } from './http-policy';
 import type { HttpRoutes } from './http-routes';
 import { RelayConn, type RelayHost } from './relay/relay-conn';
-import { RelayPool } from './relay/upstream-pool';
+import { SocketPool } from './relay/socket-pool';
 import { DnsCache } from './upstream-dns';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
-export const REVOKE_GRACE_MS = 1000;
+const REVOKE_GRACE_MS = 1000;
 
 const kHttpConn = Symbol('ipgate.httpConn');
 
@@ -77,7 +77,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     const h = config.http;
     this.log = logger.child({ listener: config.name });
     const canned = new CannedResponses(h.deniedBody);
-    const group = new UpstreamPool(parseUpstreams(config.upstreams));
+    const group = new UpstreamGroup(parseUpstreams(config.upstreams));
     this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access });
     const proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
     // The sweep checks the waits between requests, the client's idle timeout and the idle bound
@@ -88,7 +88,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
     const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
     this.rawSockets = rawSocketsWanted() && proto === 'http';
-    const pool = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted());
+    const pool = new SocketPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted());
     this.host = { settings: engineSettings(config, canned), policy: this.policy, events: new HttpRecorder(stats, this.log, access), waits, pool };
     if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
   }
@@ -191,7 +191,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     if (!readsList(trusted, list)) return 0;
     let n = 0;
     for (const hc of this.conns) {
-      if (!hc.trusted || hc.revoked || hc.conn.socket.destroyed || trusted.lookup(hc.conn.clientAddress) >= 0) continue;
+      if (!hc.trusted || hc.revoked || hc.conn.socket.destroyed || trusted.admits(hc.conn.clientAddress)) continue;
       this.cut(hc, 'trust_revoked');
       n++;
     }

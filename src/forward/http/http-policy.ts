@@ -26,7 +26,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
+import type { ListenerConfig, RouteConfig } from '../../schema/config';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement, forwardedWithoutHost } from '../../identity/forwarded-header';
 import { Admission } from '../../listener/admission';
@@ -34,7 +34,7 @@ import { ListenerStats } from '../../metrics/listener-stats';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
-import type { UpstreamPool } from '../upstream-group';
+import type { UpstreamGroup } from '../../upstream/upstream-group';
 import type { Canned, CannedResponses } from './canned';
 import { Exchange, type HttpConn } from './exchange';
 import { compileHttpRoutes, type HttpRoutes } from './http-routes';
@@ -76,7 +76,7 @@ export class RequestDecision {
     /** The upstream head's headers (verdict `forward`), else null. */
     readonly headers: OutgoingHttpHeaders | null,
     /** The upstream group that serves it (the route's, else the listener's); null when answered. */
-    readonly group: UpstreamPool | null,
+    readonly group: UpstreamGroup | null,
     /** Bound on the upstream's response head (the route's `upstreamTimeoutMs`, else the listener's). */
     readonly upstreamTimeoutMs: number,
     /** The target sent upstream instead of the client's (routes: the path's normal form), or null: as sent. */
@@ -89,7 +89,7 @@ export class RequestDecision {
 }
 
 /** The policy's side of a listener's routes: a reload compiles, then swaps (HttpForwarder.replaceRoutes). */
-export interface PolicyDeps {
+interface PolicyDeps {
   readonly config: Readonly<ListenerConfig>;
   /** The listener's own list (routes without an `allowlist` use it too). */
   readonly list: LiveList;
@@ -97,7 +97,7 @@ export interface PolicyDeps {
   readonly log: Logger;
   readonly canned: CannedResponses;
   /** The listener's upstream group (routes without `upstreams` use it too). */
-  readonly group: UpstreamPool;
+  readonly group: UpstreamGroup;
   /** The access log: with per-request denial lines wanted, there is no quick denial. */
   readonly access: ListenerAccessLog | null;
 }
@@ -115,7 +115,7 @@ export class HttpPolicy {
   private readonly stats: ListenerStats;
   private readonly log: Logger;
   private readonly canned: CannedResponses;
-  private readonly group: UpstreamPool;
+  private readonly group: UpstreamGroup;
   private readonly access: ListenerAccessLog | null;
   /** Scratch for one admit() (synchronous): what the header scan learned. Never read outside admit. */
   private readonly got = new ReceivedHeaders();
@@ -185,7 +185,7 @@ export class HttpPolicy {
 
   /** Whether the peer of a new connection is a trusted proxy (its requests carry their clients). */
   trusts(address: string): boolean {
-    return this.trustedProxies.lookup(address) >= 0;
+    return this.trustedProxies.admits(address);
   }
 
   /**
@@ -239,7 +239,7 @@ export class HttpPolicy {
       this.log.debug({ conn: hc.conn.id, client: ex.client, host: got.host, url: head.url, reason: hit }, 'no route');
       // A TLS listener answers route_no_host with 421 (RFC 9110 15.5.20: this connection, whose
       // certificate the client chose by SNI, serves no such host; a client may retry elsewhere).
-      const answer = hit === 'route_bad_path' ? this.canned.badRequest
+      const answer = hit === 'route_bad_path' || hit === 'route_path_params' ? this.canned.badRequest
         : hit === 'route_no_host' && this.config.tls !== null ? this.canned.misdirected : this.canned.notFound;
       return new RequestDecision('answer', ex, answer, false, null, null, 0, null, null);
     }
@@ -407,8 +407,8 @@ export class HttpPolicy {
       conn.entry = null;
       return 'revoked';
     }
-    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return 'revoked';
-    if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) return 'revoked';
+    for (const ex of hc.open) if (!matcher.admits(ex.client)) return 'revoked';
+    if (hc.upgraded !== null && !matcher.admits(hc.upgraded.client)) return 'revoked';
     return null;
   }
 }

@@ -6,9 +6,9 @@
  * `requestHeaders`, `deniedBody`). Built completely by compileHttpRoutes, never changed after:
  * a reload builds a new HttpRoutes and HttpForwarder swaps the reference (route-receiver.ts).
  *
- * Upstream groups: one UpstreamPool (round robin) per distinct target list, shared by the routes
+ * Upstream groups: one UpstreamGroup (round robin) per distinct target list, shared by the routes
  * that name the same list and kept across reloads (same list, same pool object and same Upstream
- * objects, so the listener's RelayPool keeps its warm sockets to them). Routes without upstreams
+ * objects, so the listener's SocketPool keeps its warm sockets to them). Routes without upstreams
  * use the listener's own group.
  *
  * The request target: the table matches the path in normal form (route/path.ts), and the
@@ -24,7 +24,7 @@
  * backend, servlet or not, resolves a dot segment the router did not.
  */
 import type { Logger } from 'pino';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
+import type { ListenerConfig, RouteConfig } from '../../schema/config';
 import { Admission } from '../../listener/admission';
 import type { ListenerStats, RouteStats } from '../../metrics/listener-stats';
 import type { RouteMissReason } from '../../route/codes';
@@ -32,7 +32,7 @@ import { matchForm, normalizePath, plainPathEnd } from '../../route/path';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { RouteTable } from '../../route/route-table';
 import type { LiveList, LiveLists } from '../../store/live-lists';
-import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
+import { parseUpstreams, UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
 
 /** One route as the data path uses it. */
@@ -49,7 +49,7 @@ export class HttpRoute {
     readonly list: LiveList,
     /** Decide, count and log against `list` (counters are the listener's). */
     readonly admission: Admission,
-    readonly group: UpstreamPool,
+    readonly group: UpstreamGroup,
     /** `routes[].http.upstreamTimeoutMs`, else the listener's `http.upstreamTimeoutMs`. */
     readonly upstreamTimeoutMs: number,
     /** `routes[].http.requestHeaders`, names lower-cased; null without any. */
@@ -64,7 +64,7 @@ export class HttpRoute {
 }
 
 /** A request's route, and the target the upstream receives (null: as the client sent it). */
-export interface RouteHit {
+interface RouteHit {
   route: HttpRoute;
   path: string | null;
 }
@@ -78,7 +78,7 @@ export class HttpRoutes {
     readonly routes: readonly HttpRoute[],
     readonly version: RoutesVersion,
     /** The upstream groups by target list (reused by the next compile). */
-    readonly groups: ReadonlyMap<string, UpstreamPool>,
+    readonly groups: ReadonlyMap<string, UpstreamGroup>,
   ) {
     this.lists = new Set(routes.map((r) => r.list));
   }
@@ -104,13 +104,13 @@ export class HttpRoutes {
   }
 }
 
-export interface HttpRouteDeps {
+interface HttpRouteDeps {
   listener: Readonly<ListenerConfig>;
   lists: LiveLists;
   stats: ListenerStats;
   log: Logger;
   /** The listener's own group (routes without upstreams) and 403s (routes without deniedBody). */
-  listenerGroup: UpstreamPool;
+  listenerGroup: UpstreamGroup;
   listenerCanned: CannedResponses;
   /** The groups of the routes in force (reused when a target list is unchanged), or null. */
   previous: HttpRoutes | null;
@@ -119,7 +119,7 @@ export interface HttpRouteDeps {
 /** Build every route of a listener (throws RouteTableError or Error, touching nothing in force). */
 export function compileHttpRoutes(routes: readonly RouteConfig[], version: RoutesVersion, deps: HttpRouteDeps): HttpRoutes {
   const table = RouteTable.compile(routes, { kind: 'http', at: `listeners (${deps.listener.name}).routes`, pathParameters: deps.listener.http.pathParameters });
-  const groups = new Map<string, UpstreamPool>();
+  const groups = new Map<string, UpstreamGroup>();
   const prior = deps.previous?.groups;
   const h = deps.listener.http;
   const compiled = routes.map((rc, i) => {
@@ -127,7 +127,7 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
     if (rc.upstreams !== undefined) {
       const key = rc.upstreams.join(',');
       let g = groups.get(key) ?? prior?.get(key);
-      if (g === undefined) g = new UpstreamPool(parseUpstreams(rc.upstreams));
+      if (g === undefined) g = new UpstreamGroup(parseUpstreams(rc.upstreams));
       groups.set(key, g);
       group = g;
     }

@@ -12,7 +12,7 @@
  *      ServerHelloReader (tls/server-hello.ts), which keeps no bytes.
  *   3. A ServerHello that is not a retry (TLS 1.3, 1.2, anything earlier) ends the watch: the held
  *      bytes go on and the ordinary relay takes both directions; a long stream costs nothing more.
- *   4. A HelloRetryRequest: the client's next bytes are gathered (listener/gather.ts, the loop of
+ *   4. A HelloRetryRequest: the client's next bytes are gathered (connection/gather.ts, the loop of
  *      the first hello, within the same `sni.helloTimeoutMs`) until readRetryHello
  *      (tls/retry-hello.ts) says the second hello matches the first (then it and what preceded
  *      it go to the backend, and the watch goes back to 1 for the backend's real ServerHello), or
@@ -28,8 +28,8 @@
  */
 import type net from 'node:net';
 import type { Logger } from 'pino';
-import type { Connection, Endpoint } from '../../listener/connection';
-import { gather, type GatherStage } from '../../listener/gather';
+import type { Connection, Endpoint } from '../../connection/connection';
+import { gather, type GatherStage } from '../../connection/gather';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { RawSocket } from '../../transport/raw-socket';
 import type { ClientHelloDone } from '../../tls/client-hello';

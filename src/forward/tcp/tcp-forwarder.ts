@@ -12,8 +12,8 @@
  */
 import net from 'node:net';
 import type { Logger } from 'pino';
-import type { ListenerConfig } from '../../config/schema';
-import type { Connection, Endpoint } from '../../listener/connection';
+import type { ListenerConfig } from '../../schema/config';
+import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import type { ByteSocket } from '../../transport/byte-socket';
@@ -24,8 +24,8 @@ import type { UpstreamReason } from '../../reasons';
 import type { ClientHelloDone } from '../../tls/client-hello';
 import type { TlsReason } from '../../tls/codes';
 import { helloTimeoutMs } from '../../tls/hello-stage';
-import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
-import { upstreamReason } from '../upstream-reason';
+import { parseUpstreams, UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
+import { upstreamReason } from '../../upstream/upstream-reason';
 import { HelloWatch, type WatchHost } from './hello-watch';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
@@ -35,7 +35,7 @@ import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, ma
  * a 'drain' + resume per chunk. 256 KiB holds four reads; a stalled reader still pins at most
  * this much per direction. bench/README.md "Hot path" has the before/after.
  */
-export const RELAY_HIGH_WATER_MARK = 256 * 1024;
+const RELAY_HIGH_WATER_MARK = 256 * 1024;
 
 export class TcpForwarder implements ConnectionHandler {
   readonly socketHighWaterMark = RELAY_HIGH_WATER_MARK;
@@ -49,7 +49,7 @@ export class TcpForwarder implements ConnectionHandler {
    * connects to an address, not a name (names keep net.connect's lookup and the net.Socket path).
    */
   readonly rawSockets: boolean;
-  private readonly pool: UpstreamPool;
+  private readonly pool: UpstreamGroup;
   private readonly log: Logger;
   /** What a connection's HelloWatch calls back (SNI routes only), built once per listener. */
   private readonly watchHost: WatchHost;
@@ -60,7 +60,7 @@ export class TcpForwarder implements ConnectionHandler {
     private readonly stats: ListenerStats,
   ) {
     // With routes the listener's own group may be empty: every route then has its own.
-    this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
+    this.pool = new UpstreamGroup(parseUpstreams(config.upstreams));
     this.log = logger.child({ listener: config.name });
     const routeTargets = (config.routes ?? []).flatMap((r) => parseUpstreams(r.upstreams ?? []));
     this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => t.family !== 0) && routeTargets.every((t) => t.family !== 0);
@@ -113,7 +113,7 @@ export class TcpForwarder implements ConnectionHandler {
     this.dial(conn, client, leftover, hello ?? null, pool, pool.start(), 0);
   }
 
-  private dial(conn: Connection, client: net.Socket, leftover: Buffer, hello: ClientHelloDone | null, pool: UpstreamPool, index: number,
+  private dial(conn: Connection, client: net.Socket, leftover: Buffer, hello: ClientHelloDone | null, pool: UpstreamGroup, index: number,
     attempt: number): void {
     const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
@@ -185,7 +185,7 @@ export class TcpForwarder implements ConnectionHandler {
     this.dialRaw(conn, client, leftover, hello, pool, pool.start(), 0);
   }
 
-  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, hello: ClientHelloDone | null, pool: UpstreamPool, index: number,
+  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, hello: ClientHelloDone | null, pool: UpstreamGroup, index: number,
     attempt: number): void {
     const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;

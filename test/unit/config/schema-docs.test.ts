@@ -7,8 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { configSchema } from '../../../src/config/schema';
-import { Section, Type } from '../../../src/config/schema/kit';
+import { configSchema } from '../../../src/schema/config';
+import { Section, Type } from '../../../src/schema/kit';
 import { REFERENCE_FILE, renderReference, schemaLiterals, schemaProblems, walkSchema, type OptionRow } from '../../helpers/config-reference';
 
 const ROOT = path.resolve(__dirname, '../../..');

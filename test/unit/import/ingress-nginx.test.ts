@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildConfig } from '../../../src/config/load';
-import type { Config } from '../../../src/config/schema';
+import type { Config } from '../../../src/schema/config';
 import { convertIngressNginx, DEFAULT_OPTIONS, uniqueName, type ImportOptions, type ImportResult } from '../../../src/import/ingress-nginx';
 import { addDocuments, emptySet } from '../../../src/import/objects';
 

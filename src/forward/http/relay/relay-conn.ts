@@ -1,7 +1,7 @@
 /**
  * The HTTP engine (docs/http-engines.md): HTTP/1.1 relayed with no node:http on either side. The
  * client connection is parsed with llhttp in WebAssembly (llhttp-parser.ts); each request goes to
- * an upstream socket (upstream-pool.ts) whose response is parsed the same way and relayed back.
+ * an upstream socket (socket-pool.ts) whose response is parsed the same way and relayed back.
  *
  * What is decided stays in the policy (RelayHost, implemented by HttpForwarder): identity and
  * allowlist per request, the upstream head (scanRequestHeaders + the identity headers), canned
@@ -35,8 +35,8 @@
  *   idempotent request without a body is sent once more on a new connection.
  */
 import type { ByteSocket } from '../../../transport/byte-socket';
-import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
-import type { Upstream } from '../../upstream-group';
+import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
+import type { Upstream } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
 import type { EngineSettings } from '../engine-settings';
 import type { Exchange, HttpConn } from '../exchange';
@@ -45,10 +45,10 @@ import type { RequestDecision, RequestFacts } from '../http-policy';
 import { requestTarget } from '../request-target';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
-import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
+import type { PoolWaiter, SocketPool, UpstreamConn, UpstreamOwner } from './socket-pool';
 
 /** The policy as an engine calls it (http-policy.ts HttpPolicy): one decision per request. */
-export interface RequestPolicy {
+interface RequestPolicy {
   /** The decision for a request head, or null: the connection takes no new request and closes. */
   admit(hc: HttpConn, head: RequestFacts, authority: string | null): RequestDecision | null;
 }
@@ -61,13 +61,13 @@ export interface RelayHost {
   /** The listener's sweep of keep-alive and header waits. */
   readonly waits: WaitSweep;
   /** The keep-alive pool of upstream sockets. */
-  readonly pool: RelayPool;
+  readonly pool: SocketPool;
 }
 
 const NO_TARGETS: readonly Upstream[] = Object.freeze([]);
 
 /** How long an ended connection reads and drops what the client still sends before it is closed. */
-export const LINGER_MS = 5000;
+const LINGER_MS = 5000;
 
 function destroySocket(socket: ByteSocket): void {
   socket.destroy();
@@ -104,7 +104,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private timedOut = false;
   /**
    * Between requests: the keep-alive wait, then (first byte of a request) the header wait, checked
-   * by the listener's sweep (listener/wait-sweep.ts); `waitDeadline` is when the current one runs out.
+   * by the listener's sweep (connection/wait-sweep.ts); `waitDeadline` is when the current one runs out.
    */
   private waiting: 'idle' | 'head' | null = null;
   waitDeadline = 0;
@@ -192,7 +192,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /**
-   * The listener's sweep (listener/wait-sweep.ts), every interval: the wait between requests, the idle
+   * The listener's sweep (connection/wait-sweep.ts), every interval: the wait between requests, the idle
    * timeout (no byte either way on the client socket for timeouts.idleMs: the same rule as a
    * net.Socket's setTimeout), and the idle bound of the connection's own upstream socket.
    */

@@ -4,7 +4,7 @@
  * its own group, so its own round robin).
  */
 import net from 'node:net';
-import { parseHostPort, type HostPort } from '../config/host-port';
+import { parseHostPort, type HostPort } from '../address/host-port';
 import { formatHostPort } from '../identity/address';
 
 export interface Upstream extends HostPort {
@@ -23,7 +23,7 @@ export function parseUpstreams(list: readonly string[]): Upstream[] {
 }
 
 /** Round robin over targets; a failed connect moves to the next one, each tried at most once. */
-export class UpstreamPool {
+export class UpstreamGroup {
   private next = 0;
   constructor(readonly targets: readonly Upstream[]) {}
   /** Index of the first target to try for a new connection. */

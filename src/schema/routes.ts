@@ -28,7 +28,7 @@ import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
 /** An HTTP header field name (RFC 9110 token). */
 const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$';
 
-export const RoutePathSchema = Section({
+const RoutePathSchema = Section({
   /** The path, in normal form (`/a/../b` is refused with "write `/b`"); the query is not part of it. */
   path: Type.String({ minLength: 1, maxLength: 2048 }),
   /**
@@ -47,7 +47,7 @@ export const RoutePathSchema = Section({
 });
 
 /** Per-route HTTP settings (HTTP listeners only); each replaces the listener's `http` one. */
-export const RouteHttpSchema = Section({
+const RouteHttpSchema = Section({
   /** Time to wait for this route's upstream response headers before answering 504 (replaces `http.upstreamTimeoutMs`). */
   upstreamTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
   /**
@@ -90,7 +90,4 @@ export const SniSchema = Section({
   helloTimeoutMs: Ms({ default: 5000 }),
 });
 
-export type RoutePathConfig = Static<typeof RoutePathSchema>;
-export type RouteHttpConfig = Static<typeof RouteHttpSchema>;
 export type RouteConfig = Static<typeof RouteSchema>;
-export type SniConfig = Static<typeof SniSchema>;

@@ -1,6 +1,6 @@
 /**
  * The HTTP engine's upstream side: one socket per exchange in flight (UpstreamConn), parsed with
- * llhttp, and the shared keep-alive pool (RelayPool).
+ * llhttp, and the shared keep-alive pool (SocketPool).
  *
  * - LIFO per target (the warmest socket first, so surplus ones expire), one request in flight on
  *   each, an idle socket closed after `http.upstreamIdleTimeoutMs` (below the backend's own
@@ -23,7 +23,7 @@
 import net from 'node:net';
 import { NetByteSocket, type ByteSocket } from '../../../transport/byte-socket';
 import { RawSocket } from '../../../transport/raw-socket';
-import type { Upstream } from '../../upstream-group';
+import type { Upstream } from '../../../upstream/upstream-group';
 import type { DnsCache } from '../upstream-dns';
 import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser';
 
@@ -45,13 +45,13 @@ export interface UpstreamOwner {
   flush(): void;
 }
 
-/** A request waiting for a pooled socket (RelayPool.acquire returned null). */
+/** A request waiting for a pooled socket (SocketPool.acquire returned null). */
 export interface PoolWaiter {
   poolGranted(up: UpstreamConn): void;
 }
 
 /** Connect durations (seconds): ipgate_upstream_connect_seconds. */
-export interface ConnectTimer {
+interface ConnectTimer {
   observe(seconds: number): void;
 }
 
@@ -63,7 +63,7 @@ interface TargetState {
 }
 
 /** Pooled upstream sockets per target, LIFO, one request in flight on each, bounded per target. */
-export class RelayPool {
+export class SocketPool {
   private readonly targets = new Map<Upstream, TargetState>();
   /** Closes idle sockets past idleMs; runs while any socket idles in the pool. */
   private sweepTimer: NodeJS.Timeout | null = null;
@@ -184,7 +184,7 @@ export class RelayPool {
   }
 }
 
-function sweepPool(pool: RelayPool): void {
+function sweepPool(pool: SocketPool): void {
   pool.sweep();
 }
 
@@ -216,7 +216,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
 
   constructor(
     readonly target: Upstream,
-    private readonly pool: RelayPool,
+    private readonly pool: SocketPool,
     /** Counted in the pool's bound (and told when it closes). */
     readonly pooled: boolean,
     header: Buffer | null,

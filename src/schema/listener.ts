@@ -1,7 +1,7 @@
 /**
  * A listener (a public data port) and its sections: inbound PROXY protocol, timeouts, HTTP options.
  *
- * A section defined in a file of its own (src/config/schema-NAME.ts, built with ./kit, never
+ * A section defined in a file of its own (src/schema/NAME.ts, built with ./kit, never
  * importing ../schema) becomes an optional listener option with one line at the end of
  * `ListenerSchema`, `/** what it is (schema-NAME.ts); null: none. *\/ name: NameProperty,` (plus
  * its import), where `NameProperty` carries a `default` (e.g. `Nullable(NameSchema, { default:
@@ -10,14 +10,14 @@
  */
 import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
 import { RouteSchema, SniSchema } from './routes';
-import { ListenerTlsProperty } from '../schema-tls';
+import { ListenerTlsProperty } from './tls';
 
 /** CIDRs (trusted peers), or the name of an allowlist holding them (so they can change live). */
 function CidrsOrList() {
   return Type.Union([Type.Array(Type.String()), Type.String({ pattern: NAME_PATTERN })], { default: [] });
 }
 
-export const InboundProxySchema = Section({
+const InboundProxySchema = Section({
   /**
    * `off`: no PROXY header is read; the socket address is the client.
    * `optional`: a peer in `trustedSources` may send a header; plain connections keep the socket address.
@@ -38,14 +38,14 @@ export const InboundProxySchema = Section({
   maxV2Length: Type.Integer({ minimum: 232, maximum: 65_551, default: 4_096 }),
 }, { default: {} });
 
-export const TimeoutsSchema = Section({
+const TimeoutsSchema = Section({
   /** Upstream connect timeout, per target. */
   connectMs: Ms({ default: 5_000 }),
   /** A TCP stream (or HTTP keep-alive connection) idle this long in both directions is closed. */
   idleMs: Ms({ default: 600_000 }),
 }, { default: {} });
 
-export const HttpSchema = Section({
+const HttpSchema = Section({
   /**
    * CIDRs of proxies in front of ipgate whose X-Forwarded-For is believed, or the name of an
    * allowlist holding them (changes live). `[]`: nobody's.
@@ -152,17 +152,14 @@ export const ListenerSchema = Section({
   http: HttpSchema,
   /**
    * Host / path routes (HTTP) or SNI routes (TCP, the ClientHello read and forwarded untouched):
-   * src/config/schema/routes.ts. Absent: one upstream group and one allowlist.
+   * src/schema/routes.ts. Absent: one upstream group and one allowlist.
    */
   routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
-  /** TLS termination on an HTTP listener (schema-tls.ts, docs/tls.md); null: none (plaintext). */
+  /** TLS termination on an HTTP listener (schema/tls.ts, docs/tls.md); null: none (plaintext). */
   tls: ListenerTlsProperty,
 });
 
-export type InboundProxyConfig = Static<typeof InboundProxySchema>;
-export type TimeoutsConfig = Static<typeof TimeoutsSchema>;
-export type HttpConfig = Static<typeof HttpSchema>;
 /** One listener: a public data port. */
 export type ListenerConfig = Static<typeof ListenerSchema>;
