@@ -62,7 +62,7 @@ import { BlockWriter, isoTime, rawLineTarget } from '../log';
 import type { AllowEntry } from '../allowlist/entry';
 import type { Connection, Via } from '../connection/connection';
 import type { Reason } from '../reasons';
-import { type DenialReason } from '../allowlist/matcher';
+import type { DenialReason } from '../allowlist/matcher';
 import type { LiveList } from '../store/live-lists';
 import { DenialSummary } from './denial-summary';
 import { DenialLines } from './denial-lines';
@@ -177,7 +177,7 @@ export class ListenerAccessLog {
         const durationMs = Date.now() - conn.startedAt;
         const w = this.direct;
         // Field by field into the block, as for HTTP below. Worst case per character: a 6-byte \u escape.
-        if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
+        if (w?.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(conn.upstream) + len(conn.route?.name) + len(conn.sni)))) {
           w.fragment('{"level":"info"');
           w.time();
@@ -307,7 +307,7 @@ export class ListenerAccessLog {
         // Field by field into the block: in a loaded server the concatenated line, its flatten
         // and its UTF-8 copy cost 10-20 us (bench/README.md "where an access line's time goes").
         // Worst case per character: a 6-byte \u escape; a line too long for a block is a string.
-        if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
+        if (w?.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)
           + len(host) + len(ua) + len(ex.requestId) + len(route)) + (conn.tls !== null ? 3 * conn.tls.json.length : 0))) {
           w.fragment('{"level":"info"');

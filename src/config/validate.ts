@@ -137,7 +137,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
 
   /** A field naming an allowlist (instead of CIDRs): the list must be defined. */
   const checkListRef = (field: string, name: string): void => {
-    if (!Object.prototype.hasOwnProperty.call(config.allowlists, name)) {
+    if (!Object.hasOwn(config.allowlists, name)) {
       const known = Object.keys(config.allowlists);
       problems.push(problem(field, name, `names no allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists", or give CIDRs)`));
     }
@@ -152,7 +152,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     const hp = listenerBinds[i] ?? null;
     const rawListener = rawObject(rawListeners[i]);
 
-    if (!Object.prototype.hasOwnProperty.call(config.allowlists, l.allowlist)) {
+    if (!Object.hasOwn(config.allowlists, l.allowlist)) {
       const known = Object.keys(config.allowlists);
       problems.push(problem(`${at}.allowlist`, l.allowlist,
         `no such allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists")`));
@@ -167,7 +167,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     });
     checkRoutes(l, {
       at, listen: hp,
-      hasList: (n) => Object.prototype.hasOwnProperty.call(config.allowlists, n),
+      hasList: (n) => Object.hasOwn(config.allowlists, n),
       listNames: () => Object.keys(config.allowlists),
     }, problems);
     const ts = l.proxyProtocol.trustedSources;

@@ -55,7 +55,7 @@ export function collectCertificates(configFile: string, checkedAt: Date = new Da
     raw = YAML.parse(fs.readFileSync(configFile, 'utf8'));
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    const why = e.code !== undefined && e.code.startsWith('E') && !e.code.startsWith('ERR_') ? `cannot read it: ${e.code}` : `not valid YAML: ${e.message.split('\n')[0]}`;
+    const why = e.code?.startsWith('E') && !e.code.startsWith('ERR_') ? `cannot read it: ${e.code}` : `not valid YAML: ${e.message.split('\n')[0]}`;
     throw new DoctorError('IPGATE_DOCTOR_CONFIG', `--config ${configFile}: ${why}`, { cause: err });
   }
   if (!isObj(raw) || !Array.isArray(raw.listeners)) {

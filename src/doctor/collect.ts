@@ -21,6 +21,7 @@ import type {
 } from './snapshot';
 
 /** API JSON, read defensively: every field access tolerates absence. */
+// biome-ignore lint/suspicious/noExplicitAny: Kubernetes API JSON read defensively, every access checked where it is used
 type Obj = Record<string, any>;
 
 interface CollectOptions {

@@ -75,7 +75,7 @@ export function createTcpEcho(): net.Server {
 function echoReport(req: http.IncomingMessage, bodyBytes: number): string {
   const peer = canonicalAddress(req.socket.remoteAddress ?? '');
   const realIp = req.headers['x-real-ip'];
-  return JSON.stringify({
+  return `${JSON.stringify({
     client: typeof realIp === 'string' ? realIp : peer,
     via: typeof realIp === 'string' ? 'x-real-ip' : 'socket',
     peer: formatHostPort(peer, req.socket.remotePort ?? 0),
@@ -91,7 +91,7 @@ function echoReport(req: http.IncomingMessage, bodyBytes: number): string {
       host: req.headers.host ?? null,
     },
     bodyBytes,
-  }) + '\n';
+  })}\n`;
 }
 
 const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';

@@ -421,7 +421,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
 
   /** Whether this listener decides on `list` (its own, or one of its routes'): revocation asks. */
   enforces(list: LiveList): boolean {
-    return list === this.deps.list || (this.routes !== null && this.routes.routes.some((r) => r.list === list));
+    return list === this.deps.list || this.routes?.routes.some((r) => r.list === list) === true;
   }
 
   /** The SNI routes in force (TCP listeners with routes), or null. */

@@ -23,7 +23,7 @@ import { createHash } from 'node:crypto';
 import { parseAddress } from '../allowlist/cidr';
 import { parseRfc3339, type AllowEntry } from '../allowlist/entry';
 import type { DenialReason } from '../allowlist/matcher';
-import { AuditLog, diffEntries, type AuditAction, type AuditRecord } from '../audit/audit-log';
+import { type AuditLog, diffEntries, type AuditAction, type AuditRecord } from '../audit/audit-log';
 import type { LiveLists } from './live-lists';
 import { duplicateCidr, LIST_NAME, MAX_ENTRIES, seedList } from './document';
 import {

@@ -180,7 +180,7 @@ export function readClientHello(buf: Buffer, options?: ReadOptions): ClientHello
     if (end > maxWire) return fail('tls_too_large', `the ClientHello's records reach byte ${end} (at most ${maxWire})`);
 
     // The handshake header may itself be split across records: take its bytes as they come.
-    const avail = end < n ? end : n;
+    const avail = Math.min(end , n);
     for (let i = pos + RECORD_HEADER_LENGTH; headerSeen < HANDSHAKE_HEADER_LENGTH && i < avail; i++, headerSeen++) {
       const byte = buf[i]!;
       if (headerSeen === 0) {

@@ -233,7 +233,6 @@ export class RawBackend {
         }
         c.buf = c.buf.subarray(2);
         c.phase = 'chunk-size';
-        continue;
       }
     }
   }

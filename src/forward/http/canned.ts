@@ -52,6 +52,6 @@ export class CannedResponses {
 
   /** 403 in the client's format: JSON when its Accept names application/json, else text. */
   forbidden(accept: string | null): Canned {
-    return accept !== null && accept.includes('application/json') ? this.forbiddenJson : this.forbiddenText;
+    return accept?.includes('application/json') ? this.forbiddenJson : this.forbiddenText;
   }
 }

@@ -164,7 +164,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   /** Whether a change of `list` concerns this listener's connections beyond its own list (a route enforces it). */
   enforces(list: LiveList): boolean {
     const routes = this.policy.routes;
-    return routes !== null && routes.lists.has(list);
+    return routes?.lists.has(list) === true;
   }
 
   /** After a list change (revokeLive): re-decide `conn`'s requests in flight, tunnel or connection; true when cut. */

@@ -18,7 +18,7 @@ import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import type { ByteSocket } from '../../transport/byte-socket';
 import { relayPair, type BulkSwitch } from '../../transport/relay-pair';
-import { ListenerStats } from '../../metrics/listener-stats';
+import type { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';
 import type { ClientHelloDone } from '../../tls/client-hello';

@@ -177,7 +177,7 @@ function compare(c: J, g: J, at: string, omit: Record<string, string>, out: stri
   const gb = g.anyOf;
   if (cb !== undefined || gb !== undefined) {
     if (cb?.length !== gb?.length) out.push(`${at}: chart has ${cb?.length ?? 0} alternatives, ipgate ${gb?.length ?? 0}`);
-    else cb!.forEach((b, i) => compare(b, gb![i]!, `${at}|${i}`, omit, out));
+    else cb!.forEach((b, i) => { compare(b, gb![i]!, `${at}|${i}`, omit, out); });
   }
   if (c.items !== undefined && g.items !== undefined) compare(c.items, g.items, `${at}[]`, omit, out);
   if (g.properties !== undefined) {

@@ -33,7 +33,7 @@ t.test('only waits whose deadline has passed expire, once', async (t) => {
   const later = waiter(500);
   const idle = waiter(0);
   for (const w of [due, later, idle]) s.add(w);
-  t.teardown(() => [due, later, idle].forEach((w) => s.delete(w)));
+  t.teardown(() => [due, later, idle].forEach((w) => { s.delete(w); }));
   s.run(200);
   t.same([due.expired, later.expired, idle.expired], [1, 0, 0], 'at 200: the one due at 100');
   s.run(600);

@@ -24,7 +24,7 @@ t.test('planRoutes: what needs a restart', async (t) => {
   for (const row of rows) {
     const got = planRoutes(current, row.next);
     t.equal(got.length, row.want.length, `${row.desc}: ${got.join(' | ')}`);
-    row.want.forEach((re, i) => t.match(got[i], re, row.desc));
+    row.want.forEach((re, i) => { t.match(got[i], re, row.desc); });
   }
 });
 

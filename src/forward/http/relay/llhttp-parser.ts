@@ -592,7 +592,10 @@ export class HttpParser<T extends ParserType> {
     let ret = 0;
     if (s.type === 'response') {
       const m = s.#requestMethod;
-      if (status < 200 && status !== 101) (ret = 1), (s.#interim = true);
+      if (status < 200 && status !== 101) {
+        ret = 1;
+        s.#interim = true;
+      }
       else if (m === 'HEAD') ret = 1;
       else if (m === 'CONNECT' && status >= 200 && status < 300) ret = 2;
     }

@@ -828,7 +828,7 @@ export function responseHeaderLines(raw: readonly string[], http10: boolean): st
     const name = raw[i]!;
     const lower = name.toLowerCase();
     if (HOP.has(lower) || (lower === 'transfer-encoding' && http10)) continue;
-    if (named !== null && named.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
+    if (named?.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
     text += `${name}: ${raw[i + 1]!}\r\n`;
   }
   return text;
