@@ -50,7 +50,7 @@ export interface TlsStageResult {
 /**
  * ALPN: the engine speaks HTTP/1.1 only; a client that offers h2 too gets http/1.1. Given to each
  * TLSSocket in wire form (length-prefixed), which Node only copies: the list form is encoded per
- * socket, ~5 us of a handshake's CPU on Node 20 (bench/README.md "2026-12-02: what ipgate adds to a
+ * socket, ~5 us of a handshake's CPU on Node 20 (bench/README.md "What ipgate adds to a
  * new TLS handshake").
  */
 const ALPN = Buffer.from('\x08http/1.1', 'latin1');
@@ -123,7 +123,7 @@ export class TlsTerminator {
   /**
    * The handshake timeouts: one periodic check per listener (a quarter of the timeout, 50 ms to
    * 1 s) instead of a setTimeout + clearTimeout per handshake, ~7 us of a handshake's CPU on Node
-   * 20 (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake"). A handshake may
+   * 20 (bench/README.md "What ipgate adds to a new TLS handshake"). A handshake may
    * so run up to one interval past the timeout before it is closed.
    */
   private readonly sweep: WaitSweep;

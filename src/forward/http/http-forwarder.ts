@@ -134,7 +134,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       // (~40 ms per request on Linux; bench/README.md "HTTP path vs nginx"). The listener sets it
       // on the RawSockets it accepts, and net.Server's `noDelay` on the sockets it accepts, which
       // a TLSSocket wraps: setting it again through the TLSSocket is one more setsockopt and ~4 us
-      // of a handshake's CPU on Node 20 (bench/README.md "2026-12-02: what ipgate adds to a new
+      // of a handshake's CPU on Node 20 (bench/README.md "What ipgate adds to a new
       // TLS handshake").
       if (!(client as { encrypted?: boolean }).encrypted) client.setNoDelay(true);
       socket = new NetByteSocket(client);
