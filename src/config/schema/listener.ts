@@ -8,7 +8,7 @@
  * null })`) or is `Type.Optional(...)`. test/unit/config/schema-docs.test.ts then asks for the
  * regenerated docs/config-reference.md and the option in the chart's values.schema.json.
  */
-import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
+import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 import { RouteSchema, SniSchema } from './routes';
 import { ListenerTlsProperty } from '../schema-tls';
 
@@ -88,6 +88,13 @@ export const HttpSchema = Section({
   maxRequestsPerConnection: Type.Integer({ minimum: 0, default: 1000 }),
   /** Time to wait for the upstream's response headers before answering 504. */
   upstreamTimeoutMs: Ms({ default: 60_000 }),
+  /**
+   * Largest request body, bytes (nginx `client_max_body_size`): a larger Content-Length is answered
+   * 413 at once, a chunked body 413 as soon as it passes the limit; the connection closes either
+   * way. Routes may set their own (`routes[].http.maxBodyBytes`). null: no limit (ipgate streams
+   * bodies and holds none in memory; docs/edge-rules.md "Body size" says why no limit is imposed).
+   */
+  maxBodyBytes: Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { default: null }),
   /**
    * Listeners with `routes`: how a `;` in a request path is read (docs/routes-and-sni.md "Path
    * parameters"). `refuse`: 400 (`route_path_params`), since a servlet container cuts every

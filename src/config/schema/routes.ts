@@ -23,7 +23,7 @@
  *         hosts: ["*"]
  * ```
  */
-import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
+import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
 const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$';
@@ -60,6 +60,8 @@ export const RouteHttpSchema = Section({
   })),
   /** Body of the 403 a client denied by this route gets (replaces `http.deniedBody`). */
   deniedBody: Type.Optional(Type.String({ maxLength: 65_536 })),
+  /** Largest request body, bytes (replaces the listener's `http.maxBodyBytes`; null: no limit). */
+  maxBodyBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
 });
 
 export const RouteSchema = Section({

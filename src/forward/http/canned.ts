@@ -43,6 +43,8 @@ export class CannedResponses {
   readonly headersTooLarge = text(431, 'Request Header Fields Too Large', 'Request Header Fields Too Large\n');
   readonly badGateway = text(502, 'Bad Gateway', 'Bad Gateway\n');
   readonly gatewayTimeout = text(504, 'Gateway Timeout', 'Gateway Timeout\n');
+  /** A request body over `maxBodyBytes` (edge-rules.ts). */
+  readonly payloadTooLarge = text(413, 'Payload Too Large', 'Payload Too Large\n');
 
   constructor(deniedBody: string) {
     this.forbiddenText = text(403, 'Forbidden', deniedBody);

@@ -7,7 +7,9 @@
  * Per request, in order (docs/architecture.md "The data path"):
  *   route (listeners with routes: Host + path in normal form; a miss is answered 404 / 400 / 421)
  *   -> identity (a trusted proxy's X-Forwarded-For, else the connection's client)
- *   -> allowlist (the route's list, else the listener's) -> the upstream head's headers.
+ *   -> allowlist (the route's list, else the listener's) -> the upstream head's headers
+ *   -> the edge rules, for a route (or listener) that has any (edge-rules.ts, docs/edge-rules.md):
+ *      body size.
  *
  * Identity (docs/architecture.md "Client identity"): the peer is conn.clientAddress (the PROXY
  * header's source when a trusted balancer sent one, else the socket). A peer in
@@ -35,13 +37,17 @@ import type { RoutesVersion } from '../../route/route-receiver';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
 import type { UpstreamPool } from '../upstream-group';
-import type { Canned, CannedResponses } from './canned';
+import type { CannedResponses } from './canned';
+import { compileEdgeRules, type EdgeRequest, type EdgeRules } from './edge-rules';
 import { Exchange, type HttpConn } from './exchange';
-import { compileHttpRoutes, type HttpRoutes } from './http-routes';
+import { compileHttpRoutes, type HttpRoute, type HttpRoutes } from './http-routes';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
-import { requestHost, type HostRefusal } from './request-host';
+import { requestHost } from './request-host';
 import { newRequestId, validRequestId } from './request-id';
 import { requestTarget } from './request-target';
+import { RequestDecision } from './request-decision';
+
+export { RequestDecision } from './request-decision';
 
 /** What an engine needs of a request head (relay/llhttp-parser.ts RequestHead, or an HTTP/2 stream's). */
 export interface RequestFacts {
@@ -52,39 +58,6 @@ export interface RequestFacts {
   readonly rawHeaders: readonly string[];
   /** The request asks for a protocol upgrade (Upgrade + Connection: upgrade). */
   readonly upgrade: boolean;
-}
-
-/**
- * The policy's answer for one request. One hidden class for every answer (a class, not literals of
- * varying shape), built once per request; the quick denials share two prebuilt ones.
- */
-export class RequestDecision {
-  constructor(
-    /**
-     * `forward`: send it upstream. `answer`: ipgate answers with `answer` (a refusal or a route
-     * miss). `reject`: a request no backend may see (`refusal` says why): `answer` (400), counted
-     * as a client error, and the connection ends.
-     */
-    readonly verdict: 'forward' | 'answer' | 'reject',
-    /** The request's record (identity, entry, route, outcome); null for a quick denial (nothing per request to keep). */
-    readonly ex: Exchange | null,
-    /** The canned answer (verdict `answer`), else null. */
-    readonly answer: Canned | null,
-    /** The connection ends after the answer (a refused direct client with `http.denied.keepAlive: false`). */
-    readonly closeAfterAnswer: boolean,
-    /** The upstream head's headers (verdict `forward`), else null. */
-    readonly headers: OutgoingHttpHeaders | null,
-    /** The upstream group that serves it (the route's, else the listener's); null when answered. */
-    readonly group: UpstreamPool | null,
-    /** Bound on the upstream's response head (the route's `upstreamTimeoutMs`, else the listener's). */
-    readonly upstreamTimeoutMs: number,
-    /** The target sent upstream instead of the client's (routes: the path's normal form), or null: as sent. */
-    readonly path: string | null,
-    /** The Upgrade header's value (an upgrade request), or null. */
-    readonly upgrade: string | null,
-    /** Verdict `reject`: why (a bad Host: request-host.ts), else null. */
-    readonly refusal: HostRefusal | null = null,
-  ) {}
 }
 
 /** The policy's side of a listener's routes: a reload compiles, then swaps (HttpForwarder.replaceRoutes). */
@@ -99,6 +72,12 @@ export interface PolicyDeps {
   readonly group: UpstreamPool;
   /** The access log: with per-request denial lines wanted, there is no quick denial. */
   readonly access: ListenerAccessLog | null;
+}
+
+/** The scratch the edge steps read (admit is synchronous: one per policy, never read outside it). */
+class EdgeScratch implements EdgeRequest {
+  ex: Exchange = null as unknown as Exchange;
+  contentLength = -1;
 }
 
 export class HttpPolicy {
@@ -130,6 +109,9 @@ export class HttpPolicy {
   /** The quick denials' decisions (403 as text or JSON), shared by every connection of the listener. */
   private readonly quickText: RequestDecision;
   private readonly quickJson: RequestDecision;
+  /** A listener without routes: its edge rules (edge-rules.ts), null without any. */
+  private readonly rules: EdgeRules | null;
+  private readonly er = new EdgeScratch();
 
   constructor(deps: PolicyDeps) {
     const config = deps.config;
@@ -152,6 +134,7 @@ export class HttpPolicy {
     const close = !this.deniedKeepAlive;
     this.quickText = new RequestDecision('answer', null, deps.canned.forbiddenText, close, null, null, 0, null, null);
     this.quickJson = new RequestDecision('answer', null, deps.canned.forbiddenJson, close, null, null, 0, null, null);
+    this.rules = config.routes !== undefined ? null : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats });
   }
 
   /** Build a listener's routes without touching those in force (throws on anything that cannot be built). */
@@ -212,9 +195,33 @@ export class HttpPolicy {
     if (got.upgrade !== null && head.upgrade) this.stats.httpUpgrades++;
     if (hc.routed) return this.routed(hc, head, authority, headers);
     const ex = this.exchange(hc, head, this.admission);
+    const rules = this.rules;
+    if (rules !== null) return this.edge(rules, hc, ex, headers, null, this.group, this.upstreamTimeoutMs, this.canned, null);
     if (ex.entry === null) return this.refuse(ex, this.canned);
     this.identityHeaders(headers, hc, ex, got);
     return new RequestDecision('forward', ex, null, false, headers, this.group, this.upstreamTimeoutMs, null, got.upgrade);
+  }
+
+  /**
+   * The allowlist and the steps after it for a route (or listener) with edge rules
+   * (edge-rules.ts): the body size. `path`: the target routed (normal form) when it differs from
+   * the client's.
+   */
+  private edge(rules: EdgeRules, hc: HttpConn, ex: Exchange, headers: OutgoingHttpHeaders, path: string | null,
+    group: UpstreamPool, upstreamTimeoutMs: number, canned: CannedResponses, route: HttpRoute | null): RequestDecision {
+    const got = this.got;
+    const er = this.er;
+    er.ex = ex;
+    er.contentLength = got.contentLength;
+    if (ex.entry === null) return this.refuse(ex, canned);
+    this.identityHeaders(headers, hc, ex, got);
+    const extra = route?.requestHeaders ?? null;
+    if (extra !== null) for (const [name, value] of extra) headers[name] = value;
+    const big = rules.tooLarge(er);
+    if (big !== null) return big;
+    const fwd = new RequestDecision('forward', ex, null, false, headers, group, upstreamTimeoutMs, path, got.upgrade);
+    fwd.maxBodyBytes = rules.maxBodyBytes;
+    return fwd;
   }
 
   /**
@@ -247,6 +254,8 @@ export class HttpPolicy {
     ex.routed = true;
     ex.route = route;
     hc.routeName = route.name;
+    const rules = route.rules;
+    if (rules !== null) return this.edge(rules, hc, ex, headers, hit.path, route.group, route.upstreamTimeoutMs, route.canned, route);
     if (ex.entry === null) return this.refuse(ex, route.canned);
     this.identityHeaders(headers, hc, ex, got);
     const extra = route.requestHeaders;

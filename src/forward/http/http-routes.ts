@@ -34,6 +34,7 @@ import { RouteTable } from '../../route/route-table';
 import type { LiveList, LiveLists } from '../../store/live-lists';
 import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
 import { CannedResponses } from './canned';
+import { compileEdgeRules, type EdgeRules } from './edge-rules';
 
 /** One route as the data path uses it. */
 export class HttpRoute {
@@ -57,6 +58,8 @@ export class HttpRoute {
     /** The 403s (`routes[].http.deniedBody`, else the listener's). */
     readonly canned: CannedResponses,
     readonly stats: RouteStats,
+    /** The route's edge rules (edge-rules.ts), null without any: its requests pay one null check. */
+    readonly rules: EdgeRules | null,
   ) {
     this.targets = group.targets;
     this.pick = (): number => group.start();
@@ -140,8 +143,9 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
       ? null
       : Object.freeze(Object.entries(headers).map(([k, v]) => Object.freeze([k.toLowerCase(), v] as const)));
     const canned = rc.http?.deniedBody !== undefined ? new CannedResponses(rc.http.deniedBody) : deps.listenerCanned;
+    const rules = compileEdgeRules({ listener: deps.listener, route: rc, canned, stats: deps.stats });
     return new HttpRoute(rc.name, i, rc, list, new Admission(list, deps.stats, deps.log), group,
-      rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs, requestHeaders, canned, deps.stats.httpRoute(rc.name));
+      rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs, requestHeaders, canned, deps.stats.httpRoute(rc.name), rules);
   });
   return new HttpRoutes(table, compiled, version, groups);
 }

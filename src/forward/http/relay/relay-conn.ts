@@ -41,6 +41,7 @@ import type { EngineSettings } from '../engine-settings';
 import type { Exchange, HttpConn } from '../exchange';
 import type { EngineEvents } from '../http-events';
 import type { RequestDecision, RequestFacts } from '../http-policy';
+import { bodyOverLimit } from '../request-decision';
 import { requestTarget } from '../request-target';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
@@ -96,6 +97,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   /** The upstream request head (resent to the next target after a refused connect). */
   private upHead = '';
   private attempt = 0;
+  /** Body bytes of the current request relayed so far (checked against its maxBodyBytes). */
+  private bodySeen = 0;
   /** This request was sent again after a stale pooled socket (at most once). */
   private staleRetried = false;
   private first = 0;
@@ -351,6 +354,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     }
     const group = d.group!;
     this.targets = group.targets;
+    this.bodySeen = 0;
     const path = d.path ?? target.path;
     const headers = d.headers!;
     let text: string;
@@ -487,6 +491,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onBody(chunk: Buffer): void {
     if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
+    // The body limit as the body streams (a Content-Length over it was answered by the policy).
+    if (bodyOverLimit(this.d!, (this.bodySeen += chunk.length))) {
+      this.bodyTooLarge();
+      return;
+    }
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
     else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
   }
@@ -499,6 +508,34 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     }
     if ((this.up !== null || this.queued !== null) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
     if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
+  }
+
+  /**
+   * A streamed body passed the request's maxBodyBytes (docs/edge-rules.md "Body size"): the
+   * upstream exchange is abandoned (its socket closed, so the backend never takes the partial body
+   * for a complete request), the client gets 413 and the connection ends; after the response head
+   * (a backend that answered before reading the body) the connection is cut.
+   */
+  private bodyTooLarge(): void {
+    const ex = this.ex!;
+    ex.reason = 'body_too_large';
+    this.host.events.clientError(this.hc, 'body_too_large');
+    this.upOut.length = 0;
+    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
+    this.queued = null;
+    const up = this.up;
+    this.up = null;
+    if (up !== null) {
+      up.owner = null;
+      up.socket.destroy();
+    }
+    if (this.responseStarted) {
+      this.socket.destroy();
+      return;
+    }
+    this.clearTimer();
+    this.closeAfter = true;
+    this.cannedAnswer(this.host.settings.canned.payloadTooLarge);
   }
 
   private flushUp(): void {
