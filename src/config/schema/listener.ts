@@ -39,7 +39,11 @@ export const InboundProxySchema = Section({
 }, { default: {} });
 
 export const TimeoutsSchema = Section({
-  /** Upstream connect timeout, per target. */
+  /**
+   * Upstream connect timeout, per target (TCP and HTTP; a route's `http.connectTimeoutMs` replaces
+   * it on HTTP). A connect that times out counts as a failed connect: a request without a body
+   * goes to the next target, else it is answered 504 (docs/edge-rules.md "Timeouts").
+   */
   connectMs: Ms({ default: 5_000 }),
   /** A TCP stream (or HTTP keep-alive connection) idle this long in both directions is closed. */
   idleMs: Ms({ default: 600_000 }),
@@ -88,6 +92,17 @@ export const HttpSchema = Section({
   maxRequestsPerConnection: Type.Integer({ minimum: 0, default: 1000 }),
   /** Time to wait for the upstream's response headers before answering 504. */
   upstreamTimeoutMs: Ms({ default: 60_000 }),
+  /**
+   * The upstream silent this long while a response is awaited or streams in (nginx
+   * `proxy_read_timeout`: between two reads, not for the whole response): 504 before the response
+   * head, the client connection cut after it. null: no bound besides `upstreamTimeoutMs`.
+   */
+  readTimeoutMs: Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }), { default: null }),
+  /**
+   * A request body write to the upstream blocked this long (the upstream stopped reading; nginx
+   * `proxy_send_timeout`): 504 before the response head, cut after it. null: no bound.
+   */
+  sendTimeoutMs: Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }), { default: null }),
   /**
    * Largest request body, bytes (nginx `client_max_body_size`): a larger Content-Length is answered
    * 413 at once, a chunked body 413 as soon as it passes the limit; the connection closes either

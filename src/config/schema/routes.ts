@@ -62,6 +62,12 @@ export const RouteHttpSchema = Section({
   deniedBody: Type.Optional(Type.String({ maxLength: 65_536 })),
   /** Largest request body, bytes (replaces the listener's `http.maxBodyBytes`; null: no limit). */
   maxBodyBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+  /** Upstream connect timeout (replaces the listener's `timeouts.connectMs`; ingress-nginx `proxy-connect-timeout`). */
+  connectTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+  /** Upstream read timeout between two reads (replaces `http.readTimeoutMs`; null: none; ingress-nginx `proxy-read-timeout`). */
+  readTimeoutMs: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }))),
+  /** Upstream send timeout of a blocked body write (replaces `http.sendTimeoutMs`; null: none; ingress-nginx `proxy-send-timeout`). */
+  sendTimeoutMs: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }))),
 });
 
 export const RouteSchema = Section({

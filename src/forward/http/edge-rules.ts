@@ -7,7 +7,7 @@
  *
  * Each rule is a step of the policy (http-policy.ts), after the allowlist, in this order:
  *
- *   route -> identity -> allowlist -> body size -> upstream
+ *   route -> identity -> allowlist -> body size -> upstream (with the route's timeouts)
  *
  * A route with no rule has no EdgeRules at all (`HttpRoute.rules` null): its requests pay one null
  * check.
@@ -16,7 +16,7 @@ import type { ListenerConfig, RouteConfig } from '../../config/schema';
 import { ListenerStats } from '../../metrics/listener-stats';
 import type { CannedResponses } from './canned';
 import type { Exchange } from './exchange';
-import { RequestDecision } from './request-decision';
+import { RequestDecision, type UpstreamTimeouts } from './request-decision';
 
 /** What the steps read of one request (http-policy.ts fills one scratch object per policy). */
 export interface EdgeRequest {
@@ -29,6 +29,8 @@ export class EdgeRules {
   constructor(
     /** -1: no limit. */
     readonly maxBodyBytes: number,
+    /** The route's upstream bounds when any differs from the listener's plain connect timeout, else null. */
+    readonly timeouts: UpstreamTimeouts | null,
     readonly canned: CannedResponses,
     readonly stats: ListenerStats,
     /** The `route` label of the counters ('' on a listener without routes). */
@@ -59,6 +61,11 @@ export function compileEdgeRules(i: EdgeCompileInput): EdgeRules | null {
   const h = i.listener.http;
   const rh = i.route?.http;
   const maxBody = rh?.maxBodyBytes !== undefined ? rh.maxBodyBytes : h.maxBodyBytes;
-  if (maxBody === null) return null;
-  return new EdgeRules(maxBody, i.canned, i.stats, i.route?.name ?? '');
+  const listenerConnect = i.listener.timeouts.connectMs;
+  const connectMs = rh?.connectTimeoutMs ?? listenerConnect;
+  const readMs = (rh?.readTimeoutMs !== undefined ? rh.readTimeoutMs : h.readTimeoutMs) ?? 0;
+  const sendMs = (rh?.sendTimeoutMs !== undefined ? rh.sendTimeoutMs : h.sendTimeoutMs) ?? 0;
+  const timeouts = connectMs === listenerConnect && readMs === 0 && sendMs === 0 ? null : Object.freeze({ connectMs, readMs, sendMs });
+  if (maxBody === null && timeouts === null) return null;
+  return new EdgeRules(maxBody ?? -1, timeouts, i.canned, i.stats, i.route?.name ?? '');
 }

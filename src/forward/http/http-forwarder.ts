@@ -86,7 +86,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
     const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
     this.rawSockets = rawSocketsWanted() && proto === 'http';
-    const pool = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted());
+    const pool = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted(), config.timeouts.connectMs);
     this.host = { settings: engineSettings(config, canned), policy: this.policy, events: new HttpRecorder(stats, this.log, access), waits, pool };
     if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
   }

@@ -204,7 +204,7 @@ export class HttpPolicy {
 
   /**
    * The allowlist and the steps after it for a route (or listener) with edge rules
-   * (edge-rules.ts): the body size. `path`: the target routed (normal form) when it differs from
+   * (edge-rules.ts): the body size, the upstream timeouts. `path`: the target routed (normal form) when it differs from
    * the client's.
    */
   private edge(rules: EdgeRules, hc: HttpConn, ex: Exchange, headers: OutgoingHttpHeaders, path: string | null,
@@ -221,6 +221,7 @@ export class HttpPolicy {
     if (big !== null) return big;
     const fwd = new RequestDecision('forward', ex, null, false, headers, group, upstreamTimeoutMs, path, got.upgrade);
     fwd.maxBodyBytes = rules.maxBodyBytes;
+    fwd.timeouts = rules.timeouts;
     return fwd;
   }
 

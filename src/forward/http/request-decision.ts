@@ -8,6 +8,15 @@ import type { Canned } from './canned';
 import type { Exchange } from './exchange';
 import type { HostRefusal } from './request-host';
 
+/** The upstream bounds of a route (or listener) with timeout rules (docs/edge-rules.md "Timeouts"). */
+export interface UpstreamTimeouts {
+  readonly connectMs: number;
+  /** 0: none. */
+  readonly readMs: number;
+  /** 0: none. */
+  readonly sendMs: number;
+}
+
 /**
  * One hidden class for every answer (a class, not literals of varying shape), built once per
  * request; the quick denials share two prebuilt ones.
@@ -19,6 +28,8 @@ export class RequestDecision {
    * HTTP/2) body as it streams and answers 413 (or cuts) once it passes (bodyOverLimit).
    */
   maxBodyBytes = -1;
+  /** The upstream bounds (connect, read, send) of the route; null: the listener's connect timeout, no others. */
+  timeouts: UpstreamTimeouts | null = null;
 
   constructor(
     /**

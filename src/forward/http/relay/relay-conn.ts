@@ -392,9 +392,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     ex.upstream = target;
     ex.sentAt = performance.now();
     let up: UpstreamConn | null;
-    if (this.upgrading) up = this.host.pool.dial(target, this.proxyHeader, true);
-    else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh);
-    else up = this.host.pool.acquire(target, this, fresh);
+    const connectMs = this.d!.timeouts?.connectMs ?? this.host.pool.connectMs;
+    if (this.upgrading) up = this.host.pool.dial(target, this.proxyHeader, true, connectMs);
+    else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh, connectMs);
+    else up = this.host.pool.acquire(target, this, fresh, connectMs);
     if (up === null) {
       // At the pool's bound: wait (the upstream timeout runs); the body waits with the client.
       this.queued = target;
@@ -408,6 +409,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     up.owner = this;
     up.parser.setRequestMethod(this.head!.method);
     this.up = up;
+    const to = this.d!.timeouts;
+    // The route's read and send bounds (docs/edge-rules.md "Timeouts"); a tunnel drops them at its
+    // 101. The read bound starts once the whole request is sent (onMessageComplete): while a slow
+    // client's body streams, the backend is not expected to say anything.
+    if (to !== null && (to.readMs > 0 || to.sendMs > 0)) up.watch(this.requestDone ? to.readMs : 0, to.sendMs);
     this.upOut.unshift(this.upHead);
   }
 
@@ -424,7 +430,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /** The client connection's own upstream socket (outbound PROXY): reused while alive. */
-  private ownUpstream(target: Upstream, fresh: boolean): UpstreamConn {
+  private ownUpstream(target: Upstream, fresh: boolean, connectMs: number): UpstreamConn {
     const d = this.dedicated;
     if (d !== null && !fresh && d.target === target && d.owner === null && !d.socket.destroyed && d.parser.state === 'active') {
       d.reused = true;
@@ -432,7 +438,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return d;
     }
     d?.socket.destroy();
-    const c = this.host.pool.dial(target, this.proxyHeader, false);
+    const c = this.host.pool.dial(target, this.proxyHeader, false, connectMs);
     this.dedicated = c;
     return c;
   }
@@ -507,6 +513,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     if ((this.up !== null || this.queued !== null) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
+    const to = this.d?.timeouts ?? null;
+    if (to !== null && to.readMs > 0 && this.up !== null) this.up.watch(to.readMs, to.sendMs);
     if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
   }
 
@@ -670,7 +678,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
         return;
       }
       const code = this.timedOut ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
-      const retry = !this.timedOut && !up.connected && ex.bodyless && this.attempt + 1 < this.targets.length && isConnectFailure(code);
+      // A connect that failed or timed out (never connected: nothing was sent) goes to the next target.
+      const retry = !this.timedOut && !up.connected && ex.bodyless && this.attempt + 1 < this.targets.length && (isConnectFailure(code) || code === 'ETIMEDOUT');
       this.host.events.upstreamFailed(ex, code, this.timedOut, retry);
       if (retry) {
         this.attempt++;
@@ -680,7 +689,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       }
       this.clearTimer();
       this.closeAfter = true;
-      this.cannedAnswer(this.timedOut ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway);
+      // A timeout (the response head's, or a connect / read / send bound's ETIMEDOUT) is a 504, as nginx answers it.
+      this.cannedAnswer(this.timedOut || code === 'ETIMEDOUT' ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway);
       return;
     }
     // Mid-response, or a body that ran to the connection's end.
