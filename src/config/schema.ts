@@ -23,6 +23,7 @@ export * from './schema/logging';
 export * from './schema/store';
 export * from './schema/routes';
 export * from './schema/list-configmap';
+export * from './schema/edge';
 
 /** The built-in echo backends (demos and tests), started in this process. */
 export const EchoSchema = Section({

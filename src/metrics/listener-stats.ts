@@ -66,6 +66,12 @@ export class ListenerStats {
    */
   httpRoutes: Map<string, RouteStats> | null = null;
 
+  /**
+   * Edge rules that answered or changed a request (docs/edge-rules.md), by `route \0 rule` (route
+   * '' on a listener without routes; rule redirect or https_redirect): ipgate_http_edge_total.
+   */
+  readonly edge = new Map<string, number>();
+
   /** Per upstream target (`host:port` from the config: a bounded set), created on first use. */
   readonly upstreams = new Map<string, UpstreamStats>();
 

@@ -9,6 +9,7 @@
  * regenerated docs/config-reference.md and the option in the chart's values.schema.json.
  */
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
+import { HttpsRedirectSchema } from './edge';
 import { RouteSchema, SniSchema } from './routes';
 import { ListenerTlsProperty } from '../schema-tls';
 
@@ -103,6 +104,12 @@ export const HttpSchema = Section({
    * `proxy_send_timeout`): 504 before the response head, cut after it. null: no bound.
    */
   sendTimeoutMs: Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }), { default: null }),
+  /**
+   * Answer every request that reached this listener over plain HTTP with a redirect to HTTPS
+   * (edge.ts HttpsRedirectSchema); behind a trusted proxy, its X-Forwarded-Proto says whether it
+   * was. Routes may turn it off (`routes[].http.httpsRedirect: null`). null: none.
+   */
+  httpsRedirect: Nullable(HttpsRedirectSchema, { default: null }),
   /**
    * Largest request body, bytes (nginx `client_max_body_size`): a larger Content-Length is answered
    * 413 at once, a chunked body 413 as soon as it passes the limit; the connection closes either

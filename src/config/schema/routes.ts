@@ -23,6 +23,7 @@
  *         hosts: ["*"]
  * ```
  */
+import { HttpsRedirectSchema, RedirectSchema } from './edge';
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
@@ -60,6 +61,10 @@ export const RouteHttpSchema = Section({
   })),
   /** Body of the 403 a client denied by this route gets (replaces `http.deniedBody`). */
   deniedBody: Type.Optional(Type.String({ maxLength: 65_536 })),
+  /** Answer this route's requests with a redirect (edge.ts RedirectSchema): nothing goes upstream. */
+  redirect: Type.Optional(RedirectSchema),
+  /** Plain HTTP to HTTPS for this route (replaces the listener's `http.httpsRedirect`; null: none). */
+  httpsRedirect: Type.Optional(Nullable(HttpsRedirectSchema)),
   /** Largest request body, bytes (replaces the listener's `http.maxBodyBytes`; null: no limit). */
   maxBodyBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
   /** Upstream connect timeout (replaces the listener's `timeouts.connectMs`; ingress-nginx `proxy-connect-timeout`). */

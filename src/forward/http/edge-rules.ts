@@ -5,28 +5,51 @@
  * Nothing here is on by default: a listener or route without rules decides each request exactly
  * as before.
  *
- * Each rule is a step of the policy (http-policy.ts), after the allowlist, in this order:
+ * Each rule is a step of the policy (http-policy.ts), in this order:
  *
- *   route -> identity -> allowlist -> body size -> upstream (with the route's timeouts)
+ *   route -> identity -> allowlist -> redirect -> body size -> upstream (with the route's timeouts)
+ *
+ * The allowlist goes before the redirect so that a refused client learns nothing but its 403
+ * (nginx's `return` answers before `allow`/`deny` run, in its rewrite phase; a redirect with
+ * `beforeAllowlist: true` keeps nginx's order, e.g. for an HTTP-to-HTTPS port every client may
+ * see). The redirect goes before the body size: a redirected request's body is not the backend's.
  *
  * A route with no rule has no EdgeRules at all (`HttpRoute.rules` null): its requests pay one null
  * check.
  */
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
+import type { HttpsRedirectConfig, ListenerConfig, RedirectConfig, RouteConfig } from '../../config/schema';
 import { ListenerStats } from '../../metrics/listener-stats';
-import type { CannedResponses } from './canned';
+import { Canned, type CannedResponses } from './canned';
 import type { Exchange } from './exchange';
 import { RequestDecision, type UpstreamTimeouts } from './request-decision';
 
 /** What the steps read of one request (http-policy.ts fills one scratch object per policy). */
 export interface EdgeRequest {
   readonly ex: Exchange;
+  /** http or https: how the request reached the edge (the listener's TLS, or a trusted proxy's X-Forwarded-Proto). */
+  readonly scheme: 'http' | 'https';
+  /** The host it was decided on (request-host.ts normal form, with any port). */
+  readonly host: string;
+  /** The origin-form target as the client sent it (the absolute form's path and query). */
+  readonly target: string;
   /** Content-Length, -1 without one. */
   readonly contentLength: number;
 }
 
+const REDIRECT_REASON: Readonly<Record<number, string>> = {
+  301: 'Moved Permanently', 302: 'Found', 303: 'See Other', 307: 'Temporary Redirect', 308: 'Permanent Redirect',
+};
+
+const EMPTY = Buffer.alloc(0);
+
 export class EdgeRules {
   constructor(
+    /** The route's `redirect`, or null. */
+    readonly redirect: Readonly<RedirectConfig> | null,
+    /** The route's `httpsRedirect`, else the listener's, or null. */
+    readonly httpsRedirect: Readonly<HttpsRedirectConfig> | null,
+    /** Whichever redirect applies goes before the allowlist (its `beforeAllowlist`). */
+    readonly redirectEarly: boolean,
     /** -1: no limit. */
     readonly maxBodyBytes: number,
     /** The route's upstream bounds when any differs from the listener's plain connect timeout, else null. */
@@ -37,6 +60,26 @@ export class EdgeRules {
     readonly route: string,
   ) {}
 
+  /** The redirect this request gets, or null (none, or an HTTPS redirect of a request that came over HTTPS). */
+  redirectFor(r: EdgeRequest): RequestDecision | null {
+    let location: string;
+    let status: number;
+    const rd = this.redirect;
+    if (rd !== null) {
+      location = redirectLocation(rd, r);
+      status = rd.status;
+    } else {
+      const hr = this.httpsRedirect;
+      if (hr === null || r.scheme === 'https') return null;
+      location = `https://${splitHost(r.host).name}${hr.port === 443 ? '' : `:${hr.port}`}${r.target}`;
+      status = hr.status;
+    }
+    r.ex.reason = 'redirected';
+    ListenerStats.bump(this.stats.edge, `${this.route}\0${rd !== null ? 'redirect' : 'https_redirect'}`);
+    const canned = new Canned(status, REDIRECT_REASON[status]!, 'text/plain; charset=utf-8', EMPTY, ['Location', location]);
+    return new RequestDecision('answer', r.ex, canned, false, null, null, 0, null, null);
+  }
+
   /** The body-size step: a 413 for a Content-Length over the limit, else null. */
   tooLarge(r: EdgeRequest): RequestDecision | null {
     if (this.maxBodyBytes < 0 || r.contentLength <= this.maxBodyBytes) return null;
@@ -45,6 +88,30 @@ export class EdgeRules {
     // Closed after the answer: reading past a body refused for its size would cost what the limit is for.
     return new RequestDecision('answer', r.ex, this.canned.payloadTooLarge, true, null, null, 0, null, null);
   }
+}
+
+/** The Location of a `redirect` rule for request `r`. */
+export function redirectLocation(rd: Readonly<RedirectConfig>, r: EdgeRequest): string {
+  if (rd.url !== undefined) return rd.url;
+  const scheme = rd.scheme ?? r.scheme;
+  const { name, port } = splitHost(r.host);
+  const host = rd.host ?? name;
+  // Gateway API RequestRedirect: a scheme change without a port goes to that scheme's own port.
+  let p: string | null = rd.port !== undefined ? String(rd.port) : rd.scheme !== undefined && rd.scheme !== r.scheme ? null : port;
+  if ((scheme === 'https' && p === '443') || (scheme === 'http' && p === '80')) p = null;
+  let target = r.target;
+  if (rd.path !== undefined) {
+    const q = target.indexOf('?');
+    target = q < 0 ? rd.path : rd.path + target.slice(q);
+  }
+  return `${scheme}://${host}${p !== null ? `:${p}` : ''}${target}`;
+}
+
+/** `host[:port]` (request-host.ts normal form, `[v6]` bracketed) apart. */
+export function splitHost(host: string): { name: string; port: string | null } {
+  const colon = host.lastIndexOf(':');
+  if (colon < 0 || (host.charCodeAt(0) === 0x5b && host.lastIndexOf(']') > colon)) return { name: host, port: null };
+  return { name: host.slice(0, colon), port: host.slice(colon + 1) };
 }
 
 /** What compileEdgeRules reads of a listener. */
@@ -60,12 +127,15 @@ export interface EdgeCompileInput {
 export function compileEdgeRules(i: EdgeCompileInput): EdgeRules | null {
   const h = i.listener.http;
   const rh = i.route?.http;
+  const redirect = rh?.redirect ?? null;
+  const httpsRedirect = rh?.httpsRedirect !== undefined ? rh.httpsRedirect : h.httpsRedirect;
   const maxBody = rh?.maxBodyBytes !== undefined ? rh.maxBodyBytes : h.maxBodyBytes;
   const listenerConnect = i.listener.timeouts.connectMs;
   const connectMs = rh?.connectTimeoutMs ?? listenerConnect;
   const readMs = (rh?.readTimeoutMs !== undefined ? rh.readTimeoutMs : h.readTimeoutMs) ?? 0;
   const sendMs = (rh?.sendTimeoutMs !== undefined ? rh.sendTimeoutMs : h.sendTimeoutMs) ?? 0;
   const timeouts = connectMs === listenerConnect && readMs === 0 && sendMs === 0 ? null : Object.freeze({ connectMs, readMs, sendMs });
-  if (maxBody === null && timeouts === null) return null;
-  return new EdgeRules(maxBody ?? -1, timeouts, i.canned, i.stats, i.route?.name ?? '');
+  if (redirect === null && httpsRedirect === null && maxBody === null && timeouts === null) return null;
+  const early = redirect !== null ? redirect.beforeAllowlist : httpsRedirect?.beforeAllowlist ?? false;
+  return new EdgeRules(redirect, httpsRedirect, early, maxBody ?? -1, timeouts, i.canned, i.stats, i.route?.name ?? '');
 }

@@ -77,6 +77,9 @@ export interface PolicyDeps {
 /** The scratch the edge steps read (admit is synchronous: one per policy, never read outside it). */
 class EdgeScratch implements EdgeRequest {
   ex: Exchange = null as unknown as Exchange;
+  scheme: 'http' | 'https' = 'http';
+  host = '';
+  target = '';
   contentLength = -1;
 }
 
@@ -111,6 +114,8 @@ export class HttpPolicy {
   private readonly quickJson: RequestDecision;
   /** A listener without routes: its edge rules (edge-rules.ts), null without any. */
   private readonly rules: EdgeRules | null;
+  /** Its rules redirect before the allowlist: no quick denial then (a refused client is redirected). */
+  private readonly redirectEarly: boolean;
   private readonly er = new EdgeScratch();
 
   constructor(deps: PolicyDeps) {
@@ -135,6 +140,7 @@ export class HttpPolicy {
     this.quickText = new RequestDecision('answer', null, deps.canned.forbiddenText, close, null, null, 0, null, null);
     this.quickJson = new RequestDecision('answer', null, deps.canned.forbiddenJson, close, null, null, 0, null, null);
     this.rules = config.routes !== undefined ? null : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats });
+    this.redirectEarly = this.rules?.redirectEarly === true;
   }
 
   /** Build a listener's routes without touching those in force (throws on anything that cannot be built). */
@@ -196,7 +202,7 @@ export class HttpPolicy {
     if (hc.routed) return this.routed(hc, head, authority, headers);
     const ex = this.exchange(hc, head, this.admission);
     const rules = this.rules;
-    if (rules !== null) return this.edge(rules, hc, ex, headers, null, this.group, this.upstreamTimeoutMs, this.canned, null);
+    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, null, this.group, this.upstreamTimeoutMs, this.canned, null);
     if (ex.entry === null) return this.refuse(ex, this.canned);
     this.identityHeaders(headers, hc, ex, got);
     return new RequestDecision('forward', ex, null, false, headers, this.group, this.upstreamTimeoutMs, null, got.upgrade);
@@ -204,16 +210,30 @@ export class HttpPolicy {
 
   /**
    * The allowlist and the steps after it for a route (or listener) with edge rules
-   * (edge-rules.ts): the body size, the upstream timeouts. `path`: the target routed (normal form) when it differs from
-   * the client's.
+   * (edge-rules.ts): the redirect (before the allowlist with `beforeAllowlist`), the body size,
+   * the upstream timeouts. `path`: the target routed (normal form) when it differs from the
+   * client's.
    */
-  private edge(rules: EdgeRules, hc: HttpConn, ex: Exchange, headers: OutgoingHttpHeaders, path: string | null,
-    group: UpstreamPool, upstreamTimeoutMs: number, canned: CannedResponses, route: HttpRoute | null): RequestDecision {
+  private edge(rules: EdgeRules, hc: HttpConn, head: RequestFacts, authority: string | null, ex: Exchange, headers: OutgoingHttpHeaders,
+    path: string | null, group: UpstreamPool, upstreamTimeoutMs: number, canned: CannedResponses, route: HttpRoute | null): RequestDecision {
     const got = this.got;
     const er = this.er;
     er.ex = ex;
+    // How the request reached the edge: a trusted proxy (which may terminate TLS) says, else the listener.
+    er.scheme = hc.trusted && got.xForwardedProto !== null ? schemeOf(got.xForwardedProto, this.proto) : this.proto;
+    er.host = got.host ?? '';
+    er.target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
     er.contentLength = got.contentLength;
+    const redirects = rules.redirect !== null || rules.httpsRedirect !== null;
+    if (redirects && rules.redirectEarly) {
+      const d = rules.redirectFor(er);
+      if (d !== null) return d;
+    }
     if (ex.entry === null) return this.refuse(ex, canned);
+    if (redirects && !rules.redirectEarly) {
+      const d = rules.redirectFor(er);
+      if (d !== null) return d;
+    }
     this.identityHeaders(headers, hc, ex, got);
     const extra = route?.requestHeaders ?? null;
     if (extra !== null) for (const [name, value] of extra) headers[name] = value;
@@ -256,7 +276,7 @@ export class HttpPolicy {
     ex.route = route;
     hc.routeName = route.name;
     const rules = route.rules;
-    if (rules !== null) return this.edge(rules, hc, ex, headers, hit.path, route.group, route.upstreamTimeoutMs, route.canned, route);
+    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, hit.path, route.group, route.upstreamTimeoutMs, route.canned, route);
     if (ex.entry === null) return this.refuse(ex, route.canned);
     this.identityHeaders(headers, hc, ex, got);
     const extra = route.requestHeaders;
@@ -269,7 +289,7 @@ export class HttpPolicy {
    * and no per-request line wanted (debug lines and access-log denial lines need the Exchange).
    */
   private quick(hc: HttpConn): boolean {
-    return hc.denial !== null && hc.entry === null && !hc.trusted && !hc.revoked && !hc.closing
+    return hc.denial !== null && hc.entry === null && !hc.trusted && !hc.revoked && !hc.closing && !this.redirectEarly
       && !this.log.isLevelEnabled('debug') && (this.access === null || !this.access.wantsDenialLines());
   }
 
@@ -390,6 +410,13 @@ export class HttpPolicy {
     for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return false;
     return !(hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0);
   }
+}
+
+/** A trusted proxy's X-Forwarded-Proto (its first value): https or http; anything else leaves the listener's. */
+function schemeOf(xfp: string, fallback: 'http' | 'https'): 'http' | 'https' {
+  const comma = xfp.indexOf(',');
+  const v = (comma < 0 ? xfp : xfp.slice(0, comma)).trim().toLowerCase();
+  return v === 'https' ? 'https' : v === 'http' ? 'http' : fallback;
 }
 
 /** The header `lower` (a lower-case name): its values joined as scanRequestHeaders joins them, or null. */

@@ -1,0 +1,56 @@
+/**
+ * The edge rules' option sections (docs/edge-rules.md; src/forward/http/edge-rules.ts applies
+ * them): what an nginx `location` block holds besides `allow` / `deny` and `proxy_pass`.
+ *
+ * ```yaml
+ * listeners:
+ *   - name: web
+ *     mode: http
+ *     http:
+ *       httpsRedirect: {status: 308}      # plain HTTP -> https://host/path (behind a trusted proxy, its X-Forwarded-Proto decides)
+ *     routes:
+ *       - name: old
+ *         hosts: [old.example.com]
+ *         http:
+ *           redirect: {host: new.example.com, status: 301}
+ * ```
+ */
+import { Enum, Section, Type, type Static } from './kit';
+
+/**
+ * Redirect the request (nginx `return 30x`, Gateway API `RequestRedirect`): to `url` as it is, or
+ * to the request's own URL with the parts given replaced. The Location is built from the host the
+ * request was decided on and its target as sent.
+ */
+export const RedirectSchema = Section({
+  /** A fixed Location (ingress-nginx `permanent-redirect` / `temporal-redirect`); the request's path is not appended. */
+  url: Type.Optional(Type.String({ pattern: '^https?://[\\x21-\\x7e]+$', maxLength: 2048 })),
+  /** Replace the scheme. */
+  scheme: Type.Optional(Enum(['http', 'https'])),
+  /** Replace the host (e.g. to or from `www.`). */
+  host: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.-]{1,253}$' })),
+  /** Replace the port; absent: none in the Location when the scheme changed, else the request's. */
+  port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65_535 })),
+  /** Replace the path (the query is kept). */
+  path: Type.Optional(Type.String({ pattern: '^/[\\x21-\\x7e]*$', maxLength: 2048 })),
+  /** 301, 302 (Gateway API's when none is given), 303, 307 or 308. */
+  status: Type.Unsafe<301 | 302 | 303 | 307 | 308>({ enum: [301, 302, 303, 307, 308], default: 302 }),
+  /**
+   * Redirect before the allowlist decides, as nginx's `return` does: a refused client is redirected
+   * too (and so learns where to). `false`: after it, so a refused client learns nothing but its 403.
+   */
+  beforeAllowlist: Type.Boolean({ default: false }),
+});
+
+/** Plain HTTP to HTTPS (ingress-nginx `ssl-redirect`, `force-ssl-redirect`): `https://host[:port]/target`. */
+export const HttpsRedirectSchema = Section({
+  /** 301, 302, 307 or 308 (ingress-nginx's `http-redirect-code`). */
+  status: Type.Unsafe<301 | 302 | 307 | 308>({ enum: [301, 302, 307, 308], default: 308 }),
+  /** The HTTPS port in the Location (none written for 443). */
+  port: Type.Integer({ minimum: 1, maximum: 65_535, default: 443 }),
+  /** As `redirect.beforeAllowlist`: redirect refused clients too (nginx's order). */
+  beforeAllowlist: Type.Boolean({ default: false }),
+});
+
+export type RedirectConfig = Static<typeof RedirectSchema>;
+export type HttpsRedirectConfig = Static<typeof HttpsRedirectSchema>;
