@@ -68,7 +68,7 @@ export class ListenerStats {
 
   /**
    * Edge rules that answered or changed a request (docs/edge-rules.md), by `route \0 rule` (route
-   * '' on a listener without routes; rule redirect or https_redirect): ipgate_http_edge_total.
+   * '' on a listener without routes; rule redirect, https_redirect or rewrite): ipgate_http_edge_total.
    */
   readonly edge = new Map<string, number>();
 

@@ -216,7 +216,7 @@ export class Metrics {
       help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long; or for their body size: body_too_large (413).',
       collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
     new Published({ name: 'ipgate_http_edge_total', type: 'counter',
-      help: 'HTTP requests an edge rule answered or changed (docs/edge-rules.md), by route (route="": a listener without routes) and rule: redirect, https_redirect.',
+      help: 'HTTP requests an edge rule answered or changed (docs/edge-rules.md), by route (route="": a listener without routes) and rule: redirect, https_redirect, rewrite.',
       collect: eachHttp((s, out) => {
         for (const [k, v] of s.edge) {
           const cut = k.indexOf('\0');

@@ -52,5 +52,19 @@ export const HttpsRedirectSchema = Section({
   beforeAllowlist: Type.Boolean({ default: false }),
 });
 
+/**
+ * Replace the path prefix the route matched (Gateway API `ReplacePrefixMatch`, Traefik
+ * `StripPrefix`, ingress-nginx `rewrite-target: /$2` with `path: /api(/|$)(.*)`): with
+ * `replacePrefix: /`, `/api/v1/x?q` on the path entry `/api/v1` goes upstream as `/x?q`. No
+ * regular expression is evaluated on a request (docs/edge-rules.md "Rewrites").
+ */
+export const RewriteSchema = Section({
+  /** What the matched path entry is replaced with: `/` removes it. */
+  replacePrefix: Type.String({ pattern: '^/[\\x21-\\x7e]*$', maxLength: 2048 }),
+  /** Send `X-Forwarded-Prefix` with the prefix removed (Spring, ASP.NET and Traefik-aware apps build links from it). */
+  forwardedPrefix: Type.Boolean({ default: true }),
+});
+
+export type RewriteConfig = Static<typeof RewriteSchema>;
 export type RedirectConfig = Static<typeof RedirectSchema>;
 export type HttpsRedirectConfig = Static<typeof HttpsRedirectSchema>;

@@ -23,7 +23,7 @@
  *         hosts: ["*"]
  * ```
  */
-import { HttpsRedirectSchema, RedirectSchema } from './edge';
+import { HttpsRedirectSchema, RedirectSchema, RewriteSchema } from './edge';
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
@@ -65,6 +65,8 @@ export const RouteHttpSchema = Section({
   redirect: Type.Optional(RedirectSchema),
   /** Plain HTTP to HTTPS for this route (replaces the listener's `http.httpsRedirect`; null: none). */
   httpsRedirect: Type.Optional(Nullable(HttpsRedirectSchema)),
+  /** Replace the matched path prefix before the request goes upstream (edge.ts RewriteSchema). */
+  rewrite: Type.Optional(RewriteSchema),
   /** Largest request body, bytes (replaces the listener's `http.maxBodyBytes`; null: no limit). */
   maxBodyBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
   /** Upstream connect timeout (replaces the listener's `timeouts.connectMs`; ingress-nginx `proxy-connect-timeout`). */

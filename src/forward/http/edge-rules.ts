@@ -7,7 +7,7 @@
  *
  * Each rule is a step of the policy (http-policy.ts), in this order:
  *
- *   route -> identity -> allowlist -> redirect -> body size -> upstream (with the route's timeouts)
+ *   route -> identity -> allowlist -> redirect -> body size -> rewrite -> upstream (with the route's timeouts)
  *
  * The allowlist goes before the redirect so that a refused client learns nothing but its 403
  * (nginx's `return` answers before `allow`/`deny` run, in its rewrite phase; a redirect with
@@ -17,7 +17,8 @@
  * A route with no rule has no EdgeRules at all (`HttpRoute.rules` null): its requests pay one null
  * check.
  */
-import type { HttpsRedirectConfig, ListenerConfig, RedirectConfig, RouteConfig } from '../../config/schema';
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { HttpsRedirectConfig, ListenerConfig, RedirectConfig, RewriteConfig, RouteConfig } from '../../config/schema';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { Canned, type CannedResponses } from './canned';
 import type { Exchange } from './exchange';
@@ -52,6 +53,7 @@ export class EdgeRules {
     readonly redirectEarly: boolean,
     /** -1: no limit. */
     readonly maxBodyBytes: number,
+    readonly rewrite: Readonly<RewriteConfig> | null,
     /** The route's upstream bounds when any differs from the listener's plain connect timeout, else null. */
     readonly timeouts: UpstreamTimeouts | null,
     readonly canned: CannedResponses,
@@ -88,6 +90,23 @@ export class EdgeRules {
     // Closed after the answer: reading past a body refused for its size would cost what the limit is for.
     return new RequestDecision('answer', r.ex, this.canned.payloadTooLarge, true, null, null, 0, null, null);
   }
+}
+
+/**
+ * The target sent upstream after a rewrite: `prefix` (the path entry that matched, '/' for a route
+ * without paths) cut from `target` (the target routed, normal form, with its query) and
+ * `replacePrefix` put in its place; X-Forwarded-Prefix into `headers`. Slices only (the route
+ * table matched the prefix on a "/" boundary): linear in the target, no regular expression.
+ */
+export function rewriteTarget(rw: Readonly<RewriteConfig>, target: string, prefix: string, headers: OutgoingHttpHeaders): string {
+  const cut = prefix === '/' ? 0 : prefix.length;
+  const rest = target.slice(cut);
+  const by = rw.replacePrefix;
+  let out: string;
+  if (rest === '' || rest.charCodeAt(0) === 0x3f) out = by + rest; // "/api/v1" or "/api/v1?q": the prefix itself
+  else out = by.endsWith('/') ? by + rest.slice(1) : by + rest; // rest starts with "/"
+  if (rw.forwardedPrefix && cut > 0) headers['x-forwarded-prefix'] = target.slice(0, cut);
+  return out;
 }
 
 /** The Location of a `redirect` rule for request `r`. */
@@ -129,13 +148,19 @@ export function compileEdgeRules(i: EdgeCompileInput): EdgeRules | null {
   const rh = i.route?.http;
   const redirect = rh?.redirect ?? null;
   const httpsRedirect = rh?.httpsRedirect !== undefined ? rh.httpsRedirect : h.httpsRedirect;
+  const rewrite = rh?.rewrite ?? null;
+  if (rewrite !== null && i.listener.http.pathParameters === 'servlet') {
+    // The routed target keeps the `;` parameters of its segments, so the matched prefix is not a
+    // plain prefix of it: refused rather than cut at the wrong place.
+    throw new Error(`routes "${i.route!.name}": http.rewrite cannot be used on a listener with http.pathParameters "servlet"`);
+  }
   const maxBody = rh?.maxBodyBytes !== undefined ? rh.maxBodyBytes : h.maxBodyBytes;
   const listenerConnect = i.listener.timeouts.connectMs;
   const connectMs = rh?.connectTimeoutMs ?? listenerConnect;
   const readMs = (rh?.readTimeoutMs !== undefined ? rh.readTimeoutMs : h.readTimeoutMs) ?? 0;
   const sendMs = (rh?.sendTimeoutMs !== undefined ? rh.sendTimeoutMs : h.sendTimeoutMs) ?? 0;
   const timeouts = connectMs === listenerConnect && readMs === 0 && sendMs === 0 ? null : Object.freeze({ connectMs, readMs, sendMs });
-  if (redirect === null && httpsRedirect === null && maxBody === null && timeouts === null) return null;
+  if (redirect === null && httpsRedirect === null && maxBody === null && rewrite === null && timeouts === null) return null;
   const early = redirect !== null ? redirect.beforeAllowlist : httpsRedirect?.beforeAllowlist ?? false;
-  return new EdgeRules(redirect, httpsRedirect, early, maxBody ?? -1, timeouts, i.canned, i.stats, i.route?.name ?? '');
+  return new EdgeRules(redirect, httpsRedirect, early, maxBody ?? -1, rewrite, timeouts, i.canned, i.stats, i.route?.name ?? '');
 }

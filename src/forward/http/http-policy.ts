@@ -38,7 +38,7 @@ import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
 import type { UpstreamPool } from '../upstream-group';
 import type { CannedResponses } from './canned';
-import { compileEdgeRules, type EdgeRequest, type EdgeRules } from './edge-rules';
+import { compileEdgeRules, rewriteTarget, type EdgeRequest, type EdgeRules } from './edge-rules';
 import { Exchange, type HttpConn } from './exchange';
 import { compileHttpRoutes, type HttpRoute, type HttpRoutes } from './http-routes';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
@@ -202,7 +202,7 @@ export class HttpPolicy {
     if (hc.routed) return this.routed(hc, head, authority, headers);
     const ex = this.exchange(hc, head, this.admission);
     const rules = this.rules;
-    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, null, this.group, this.upstreamTimeoutMs, this.canned, null);
+    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, null, '/', this.group, this.upstreamTimeoutMs, this.canned, null);
     if (ex.entry === null) return this.refuse(ex, this.canned);
     this.identityHeaders(headers, hc, ex, got);
     return new RequestDecision('forward', ex, null, false, headers, this.group, this.upstreamTimeoutMs, null, got.upgrade);
@@ -211,11 +211,11 @@ export class HttpPolicy {
   /**
    * The allowlist and the steps after it for a route (or listener) with edge rules
    * (edge-rules.ts): the redirect (before the allowlist with `beforeAllowlist`), the body size,
-   * the upstream timeouts. `path`: the target routed (normal form) when it differs from the
-   * client's.
+   * the rewrite, the upstream timeouts. `path`: the target routed (normal form) when it differs
+   * from the client's; `match`: the path entry that matched.
    */
   private edge(rules: EdgeRules, hc: HttpConn, head: RequestFacts, authority: string | null, ex: Exchange, headers: OutgoingHttpHeaders,
-    path: string | null, group: UpstreamPool, upstreamTimeoutMs: number, canned: CannedResponses, route: HttpRoute | null): RequestDecision {
+    path: string | null, match: string, group: UpstreamPool, upstreamTimeoutMs: number, canned: CannedResponses, route: HttpRoute | null): RequestDecision {
     const got = this.got;
     const er = this.er;
     er.ex = ex;
@@ -239,6 +239,11 @@ export class HttpPolicy {
     if (extra !== null) for (const [name, value] of extra) headers[name] = value;
     const big = rules.tooLarge(er);
     if (big !== null) return big;
+    const rw = rules.rewrite;
+    if (rw !== null) {
+      path = rewriteTarget(rw, path ?? er.target, match, headers);
+      ListenerStats.bump(this.stats.edge, `${rules.route}\0rewrite`);
+    }
     const fwd = new RequestDecision('forward', ex, null, false, headers, group, upstreamTimeoutMs, path, got.upgrade);
     fwd.maxBodyBytes = rules.maxBodyBytes;
     fwd.timeouts = rules.timeouts;
@@ -276,7 +281,7 @@ export class HttpPolicy {
     ex.route = route;
     hc.routeName = route.name;
     const rules = route.rules;
-    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, hit.path, route.group, route.upstreamTimeoutMs, route.canned, route);
+    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, hit.path, hit.match, route.group, route.upstreamTimeoutMs, route.canned, route);
     if (ex.entry === null) return this.refuse(ex, route.canned);
     this.identityHeaders(headers, hc, ex, got);
     const extra = route.requestHeaders;

@@ -70,6 +70,8 @@ export class HttpRoute {
 export interface RouteHit {
   route: HttpRoute;
   path: string | null;
+  /** The path entry that matched (an exact path, or a prefix without its trailing "/"), "/" for a route without paths: what a rewrite replaces. */
+  match: string;
 }
 
 export class HttpRoutes {
@@ -106,7 +108,7 @@ export class HttpRoutes {
     }
     const r = this.table.lookup(host, lookupTarget);
     if (r.kind === 'miss') return r.reason;
-    return { route: this.routes[r.routeIndex]!, path };
+    return { route: this.routes[r.routeIndex]!, path, match: r.path?.path ?? '/' };
   }
 }
 
