@@ -52,6 +52,7 @@ export type HostReason = keyof typeof HOST_REASONS;
  * its code, the access log's `result` and the label of its counter.
  */
 export const EDGE_REASONS = Object.freeze({
+  upstream_none_up: 'No target of the upstream group is up (upstreamHealth.passive: each failed within its window): 503 without a connect.',
   redirected: 'A redirect rule answered the request (routes[].http.redirect, http.httpsRedirect): a 30x with its Location, nothing upstream (ipgate_http_edge_total).',
   body_too_large: 'The request body is larger than maxBodyBytes: 413, at once for its Content-Length, as soon as a chunked body passes it; the connection closes (ipgate_http_client_errors_total).',
 });

@@ -72,6 +72,9 @@ export class ListenerStats {
    */
   readonly edge = new Map<string, number>();
 
+  /** The listener's upstream groups with health rules, by route ('' the listener's own): the ipgate_upstream_target_up gauge. */
+  health: ReadonlyArray<HealthSource> = [];
+
   /** Per upstream target (`host:port` from the config: a bounded set), created on first use. */
   readonly upstreams = new Map<string, UpstreamStats>();
 
@@ -114,6 +117,12 @@ export class ListenerStats {
     u.responses[status >= 100 && status < 600 ? Math.floor(status / 100) : 0]!++;
     u.responseTime.observe(seconds);
   }
+}
+
+/** What the target gauge reads of a group with health rules (forward/upstream-group.ts). */
+export interface HealthSource {
+  readonly route: string;
+  readonly targets: ReadonlyArray<{ readonly label: string; readonly health: { up(now: number): boolean } | null }>;
 }
 
 /** One upstream target's counters (ipgate_upstream_responses_total, _failures_total, _response_seconds). */

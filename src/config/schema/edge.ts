@@ -15,7 +15,7 @@
  *           redirect: {host: new.example.com, status: 301}
  * ```
  */
-import { Enum, Section, Type, type Static } from './kit';
+import { Enum, Nullable, Section, Type, type Static } from './kit';
 
 /**
  * Redirect the request (nginx `return 30x`, Gateway API `RequestRedirect`): to `url` as it is, or
@@ -68,3 +68,35 @@ export const RewriteSchema = Section({
 export type RewriteConfig = Static<typeof RewriteSchema>;
 export type RedirectConfig = Static<typeof RedirectSchema>;
 export type HttpsRedirectConfig = Static<typeof HttpsRedirectSchema>;
+
+/**
+ * nginx `max_fails` / `fail_timeout` (HAProxy `observe layer7` with `error-limit`): a target that
+ * fails is skipped for a while (docs/edge-rules.md "Upstream health").
+ */
+export const PassiveHealthSchema = Section({
+  /** Failures in a row (the first no older than `failTimeoutMs`) that take a target out (nginx `max_fails`). */
+  maxFails: Type.Integer({ minimum: 1, maximum: 1000, default: 1 }),
+  /** The window the failures must fall in, and how long the target is then skipped (nginx `fail_timeout`). */
+  failTimeoutMs: Type.Integer({ minimum: 1, maximum: 86_400_000, default: 10_000 }),
+  /**
+   * Upstream statuses counted as failures besides failed connects and timeouts (nginx
+   * `proxy_next_upstream http_502 ...`); a response with any other status resets the count.
+   */
+  statuses: Type.Array(Type.Integer({ minimum: 500, maximum: 599 }), { default: [], maxItems: 100 }),
+});
+
+/**
+ * Health of an HTTP listener's upstream group (and its routes' without their own) or of one
+ * route's group. A target that is out is skipped; only when no target of the group is up is a
+ * request answered 503 (`upstream_none_up`) without a connect.
+ */
+export const UpstreamHealthSchema = Section({
+  /** Skip a target that fails `maxFails` times in a row; null: never (ingress-nginx's `upstream-max-fails: 0`). */
+  passive: Nullable(PassiveHealthSchema, { default: null }),
+});
+
+/** No health rules: a listener without `upstreamHealth`. */
+export const NO_UPSTREAM_HEALTH: Readonly<UpstreamHealthConfig> = Object.freeze({ passive: null });
+
+export type PassiveHealthConfig = Static<typeof PassiveHealthSchema>;
+export type UpstreamHealthConfig = Static<typeof UpstreamHealthSchema>;

@@ -9,7 +9,7 @@
  * regenerated docs/config-reference.md and the option in the chart's values.schema.json.
  */
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
-import { HttpsRedirectSchema } from './edge';
+import { HttpsRedirectSchema, UpstreamHealthSchema } from './edge';
 import { RouteSchema, SniSchema } from './routes';
 import { ListenerTlsProperty } from '../schema-tls';
 
@@ -183,6 +183,11 @@ export const ListenerSchema = Section({
   routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
+  /**
+   * HTTP listeners: health of the upstream targets (edge.ts UpstreamHealthSchema), also for routes
+   * without their own; docs/edge-rules.md "Upstream health". Absent: none.
+   */
+  upstreamHealth: Type.Optional(UpstreamHealthSchema),
   /** TLS termination on an HTTP listener (schema-tls.ts, docs/tls.md); null: none (plaintext). */
   tls: ListenerTlsProperty,
 });

@@ -23,7 +23,7 @@
  *         hosts: ["*"]
  * ```
  */
-import { HttpsRedirectSchema, RedirectSchema, RewriteSchema } from './edge';
+import { HttpsRedirectSchema, RedirectSchema, RewriteSchema, UpstreamHealthSchema } from './edge';
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
@@ -94,6 +94,8 @@ export const RouteSchema = Section({
   allowlist: Type.Optional(Type.String()),
   /** HTTP settings of this route (HTTP listeners only). */
   http: Type.Optional(RouteHttpSchema),
+  /** HTTP routes: health of this route's upstream targets (replaces the listener's `upstreamHealth`). */
+  upstreamHealth: Type.Optional(UpstreamHealthSchema),
 });
 
 /** TCP listeners with routes: how the ClientHello is read (tls/client-hello.ts). */

@@ -49,6 +49,8 @@ export class CannedResponses {
   readonly gatewayTimeout = text(504, 'Gateway Timeout', 'Gateway Timeout\n');
   /** A request body over `maxBodyBytes` (edge-rules.ts). */
   readonly payloadTooLarge = text(413, 'Payload Too Large', 'Payload Too Large\n');
+  /** No target of the upstream group is up (upstream-health.ts). */
+  readonly serviceUnavailable = text(503, 'Service Unavailable', 'Service Unavailable\n');
 
   constructor(deniedBody: string) {
     this.forbiddenText = text(403, 'Forbidden', deniedBody);

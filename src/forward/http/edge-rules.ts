@@ -7,7 +7,8 @@
  *
  * Each rule is a step of the policy (http-policy.ts), in this order:
  *
- *   route -> identity -> allowlist -> redirect -> body size -> rewrite -> upstream (with the route's timeouts)
+ *   route -> identity -> allowlist -> redirect -> body size -> rewrite
+ *     -> upstream (no target up: 503; else the route's timeouts)
  *
  * The allowlist goes before the redirect so that a refused client learns nothing but its 403
  * (nginx's `return` answers before `allow`/`deny` run, in its rewrite phase; a redirect with
@@ -22,6 +23,7 @@ import type { HttpsRedirectConfig, ListenerConfig, RedirectConfig, RewriteConfig
 import { ListenerStats } from '../../metrics/listener-stats';
 import { Canned, type CannedResponses } from './canned';
 import type { Exchange } from './exchange';
+import type { UpstreamPool } from '../upstream-group';
 import { RequestDecision, type UpstreamTimeouts } from './request-decision';
 
 /** What the steps read of one request (http-policy.ts fills one scratch object per policy). */
@@ -54,6 +56,8 @@ export class EdgeRules {
     /** -1: no limit. */
     readonly maxBodyBytes: number,
     readonly rewrite: Readonly<RewriteConfig> | null,
+    /** The group has health rules: 503 when no target is up. */
+    readonly checkUp: boolean,
     /** The route's upstream bounds when any differs from the listener's plain connect timeout, else null. */
     readonly timeouts: UpstreamTimeouts | null,
     readonly canned: CannedResponses,
@@ -80,6 +84,14 @@ export class EdgeRules {
     ListenerStats.bump(this.stats.edge, `${this.route}\0${rd !== null ? 'redirect' : 'https_redirect'}`);
     const canned = new Canned(status, REDIRECT_REASON[status]!, 'text/plain; charset=utf-8', EMPTY, ['Location', location]);
     return new RequestDecision('answer', r.ex, canned, false, null, null, 0, null, null);
+  }
+
+  /** The upstream step of a group with health rules: 503 when no target is up (nothing is dialled), else null. */
+  noneUp(ex: Exchange, group: UpstreamPool): RequestDecision | null {
+    if (!this.checkUp || group.anyUp()) return null;
+    ex.reason = 'upstream_none_up';
+    ListenerStats.bump(this.stats.edge, `${this.route}\0upstream_none_up`);
+    return new RequestDecision('answer', ex, this.canned.serviceUnavailable, false, null, null, 0, null, null);
   }
 
   /** The body-size step: a 413 for a Content-Length over the limit, else null. */
@@ -140,6 +152,8 @@ export interface EdgeCompileInput {
   readonly route: Readonly<RouteConfig> | null;
   readonly canned: CannedResponses;
   readonly stats: ListenerStats;
+  /** The group the route (or listener) sends to. */
+  readonly group: UpstreamPool;
 }
 
 /** The rules of a route (or of a listener without routes); null when it has none. */
@@ -160,7 +174,8 @@ export function compileEdgeRules(i: EdgeCompileInput): EdgeRules | null {
   const readMs = (rh?.readTimeoutMs !== undefined ? rh.readTimeoutMs : h.readTimeoutMs) ?? 0;
   const sendMs = (rh?.sendTimeoutMs !== undefined ? rh.sendTimeoutMs : h.sendTimeoutMs) ?? 0;
   const timeouts = connectMs === listenerConnect && readMs === 0 && sendMs === 0 ? null : Object.freeze({ connectMs, readMs, sendMs });
-  if (redirect === null && httpsRedirect === null && maxBody === null && rewrite === null && timeouts === null) return null;
+  const checkUp = i.group.health !== null;
+  if (redirect === null && httpsRedirect === null && maxBody === null && rewrite === null && timeouts === null && !checkUp) return null;
   const early = redirect !== null ? redirect.beforeAllowlist : httpsRedirect?.beforeAllowlist ?? false;
-  return new EdgeRules(redirect, httpsRedirect, early, maxBody ?? -1, rewrite, timeouts, i.canned, i.stats, i.route?.name ?? '');
+  return new EdgeRules(redirect, httpsRedirect, early, maxBody ?? -1, rewrite, checkUp, timeouts, i.canned, i.stats, i.route?.name ?? '');
 }

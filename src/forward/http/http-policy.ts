@@ -139,7 +139,7 @@ export class HttpPolicy {
     const close = !this.deniedKeepAlive;
     this.quickText = new RequestDecision('answer', null, deps.canned.forbiddenText, close, null, null, 0, null, null);
     this.quickJson = new RequestDecision('answer', null, deps.canned.forbiddenJson, close, null, null, 0, null, null);
-    this.rules = config.routes !== undefined ? null : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats });
+    this.rules = config.routes !== undefined ? null : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats, group: deps.group });
     this.redirectEarly = this.rules?.redirectEarly === true;
   }
 
@@ -244,6 +244,8 @@ export class HttpPolicy {
       path = rewriteTarget(rw, path ?? er.target, match, headers);
       ListenerStats.bump(this.stats.edge, `${rules.route}\0rewrite`);
     }
+    const none = rules.noneUp(ex, group);
+    if (none !== null) return none;
     const fwd = new RequestDecision('forward', ex, null, false, headers, group, upstreamTimeoutMs, path, got.upgrade);
     fwd.maxBodyBytes = rules.maxBodyBytes;
     fwd.timeouts = rules.timeouts;

@@ -35,7 +35,7 @@
  */
 import type { ByteSocket } from '../../../transport/byte-socket';
 import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
-import type { Upstream } from '../../upstream-group';
+import type { Upstream, UpstreamPool } from '../../upstream-group';
 import type { Canned } from '../canned';
 import type { EngineSettings } from '../engine-settings';
 import type { Exchange, HttpConn } from '../exchange';
@@ -87,6 +87,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private ex: Exchange | null = null;
   /** The upstream group serving the current request (the route's, or the listener's). */
   private targets: readonly Upstream[] = NO_TARGETS;
+  private group: UpstreamPool | null = null;
   private up: UpstreamConn | null = null;
   private head: RequestHead | null = null;
   /** Response framing towards the client. */
@@ -354,6 +355,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     }
     const group = d.group!;
     this.targets = group.targets;
+    this.group = group;
     this.bodySeen = 0;
     const path = d.path ?? target.path;
     const headers = d.headers!;
@@ -679,10 +681,13 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       }
       const code = this.timedOut ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
       // A connect that failed or timed out (never connected: nothing was sent) goes to the next target.
-      const retry = !this.timedOut && !up.connected && ex.bodyless && this.attempt + 1 < this.targets.length && (isConnectFailure(code) || code === 'ETIMEDOUT');
+      // The next target that is up (a group with health rules skips those out: upstream-group.ts).
+      const nextOffset = this.timedOut || up.connected || !ex.bodyless || !(isConnectFailure(code) || code === 'ETIMEDOUT') ? -1
+        : this.group!.nextOffset(this.first, this.attempt + 1);
+      const retry = nextOffset > 0;
       this.host.events.upstreamFailed(ex, code, this.timedOut, retry);
       if (retry) {
-        this.attempt++;
+        this.attempt = nextOffset;
         this.dispatch();
         this.flushUp();
         return;
