@@ -58,6 +58,9 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
         }
       });
     }
+    if (l.mode === 'tcp' && r.upstreamHealth !== undefined) {
+      problems.push(problem(`${rat}.upstreamHealth`, r.upstreamHealth, `applies to HTTP routes only (${at}.mode is "tcp")`));
+    }
     if (l.mode === 'tcp' && r.http !== undefined) {
       problems.push(problem(`${rat}.http`, r.http, `is an HTTP option but ${at}.mode is "tcp" (a TCP listener never sees HTTP): remove it`));
     }

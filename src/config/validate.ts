@@ -189,6 +189,9 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
       for (const key of Object.keys(rawHttp ?? {})) {
         problems.push(problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`));
       }
+      if (l.upstreamHealth !== undefined && l.upstreamHealth.passive !== null) {
+        problems.push(problem(`${at}.upstreamHealth.passive`, l.upstreamHealth.passive, 'applies to HTTP listeners only (TCP listeners try the next target after a failed connect, without a health state)'));
+      }
       return;
     }
     const tp = l.http.trustedProxies;

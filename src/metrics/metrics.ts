@@ -253,8 +253,22 @@ export class Metrics {
       help: 'HTTP upgrade requests (WebSocket, ...) received.',
       collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })) }).register(r);
     new Published({ name: 'ipgate_http_client_errors_total', type: 'counter',
-      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long.',
+      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long; or for their body size: body_too_large (413).',
       collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
+    new Published({ name: 'ipgate_upstream_target_up', type: 'gauge', aggregator: 'min',
+      help: 'HTTP upstream targets of groups with health rules (upstreamHealth): 1 while the target may take requests, 0 while it is skipped after failures (with workers: 0 while any worker skips it, each keeping its own state); by route (route="": the listener\'s own group).',
+      collect: eachHttp((s, out) => {
+        const now = performance.now();
+        for (const g of s.health) for (const tg of g.targets) out.push({ labels: { listener: s.listener, route: g.route, upstream: tg.label }, value: tg.health?.up(now) === false ? 0 : 1 });
+      }) }).register(r);
+    new Published({ name: 'ipgate_http_edge_total', type: 'counter',
+      help: 'HTTP requests an edge rule answered or changed (docs/edge-rules.md), by route (route="": a listener without routes) and rule: redirect, https_redirect, rewrite, upstream_none_up.',
+      collect: eachHttp((s, out) => {
+        for (const [k, v] of s.edge) {
+          const cut = k.indexOf('\0');
+          out.push({ labels: { listener: s.listener, route: k.slice(0, cut), rule: k.slice(cut + 1) }, value: v });
+        }
+      }) }).register(r);
     new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
       help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
       // A listener without routes keeps its one series; with routes, one per route name.

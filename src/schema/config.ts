@@ -23,6 +23,7 @@ export * from './logging';
 export * from './store';
 export * from './routes';
 export * from './list-configmap';
+export * from './edge';
 
 /** The built-in echo backends (demos and tests), started in this process. */
 const EchoSchema = Section({

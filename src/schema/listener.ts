@@ -8,7 +8,8 @@
  * null })`) or is `Type.Optional(...)`. test/unit/config/schema-docs.test.ts then asks for the
  * regenerated docs/config-reference.md and the option in the chart's values.schema.json.
  */
-import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
+import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
+import { HttpsRedirectSchema, UpstreamHealthSchema } from './edge';
 import { RouteSchema, SniSchema } from './routes';
 import { ListenerTlsProperty } from './tls';
 
@@ -39,7 +40,11 @@ const InboundProxySchema = Section({
 }, { default: {} });
 
 const TimeoutsSchema = Section({
-  /** Upstream connect timeout, per target. */
+  /**
+   * Upstream connect timeout, per target (TCP and HTTP; a route's `http.connectTimeoutMs` replaces
+   * it on HTTP). A connect that times out counts as a failed connect: a request without a body
+   * goes to the next target, else it is answered 504 (docs/edge-rules.md "Timeouts").
+   */
   connectMs: Ms({ default: 5_000 }),
   /** A TCP stream (or HTTP keep-alive connection) idle this long in both directions is closed. */
   idleMs: Ms({ default: 600_000 }),
@@ -91,6 +96,30 @@ const HttpSchema = Section({
   maxRequestsPerConnection: Type.Integer({ minimum: 0, default: 1000 }),
   /** Time to wait for the upstream's response headers before answering 504. */
   upstreamTimeoutMs: Ms({ default: 60_000 }),
+  /**
+   * The upstream silent this long while a response is awaited or streams in (nginx
+   * `proxy_read_timeout`: between two reads, not for the whole response): 504 before the response
+   * head, the client connection cut after it. null: no bound besides `upstreamTimeoutMs`.
+   */
+  readTimeoutMs: Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }), { default: null }),
+  /**
+   * A request body write to the upstream blocked this long (the upstream stopped reading; nginx
+   * `proxy_send_timeout`): 504 before the response head, cut after it. null: no bound.
+   */
+  sendTimeoutMs: Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }), { default: null }),
+  /**
+   * Answer every request that reached this listener over plain HTTP with a redirect to HTTPS
+   * (edge.ts HttpsRedirectSchema); behind a trusted proxy, its X-Forwarded-Proto says whether it
+   * was. Routes may turn it off (`routes[].http.httpsRedirect: null`). null: none.
+   */
+  httpsRedirect: Nullable(HttpsRedirectSchema, { default: null }),
+  /**
+   * Largest request body, bytes (nginx `client_max_body_size`): a larger Content-Length is answered
+   * 413 at once, a chunked body 413 as soon as it passes the limit; the connection closes either
+   * way. Routes may set their own (`routes[].http.maxBodyBytes`). null: no limit (ipgate streams
+   * bodies and holds none in memory; docs/edge-rules.md "Body size" says why no limit is imposed).
+   */
+  maxBodyBytes: Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { default: null }),
   /**
    * Listeners with `routes`: how a `;` in a request path is read (docs/routes-and-sni.md "Path
    * parameters"). `refuse`: 400 (`route_path_params`), since a servlet container cuts every
@@ -157,6 +186,11 @@ export const ListenerSchema = Section({
   routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
+  /**
+   * HTTP listeners: health of the upstream targets (edge.ts UpstreamHealthSchema), also for routes
+   * without their own; docs/edge-rules.md "Upstream health". Absent: none.
+   */
+  upstreamHealth: Type.Optional(UpstreamHealthSchema),
   /** TLS termination on an HTTP listener (schema/tls.ts, docs/tls.md); null: none (plaintext). */
   tls: ListenerTlsProperty,
 });

@@ -23,7 +23,8 @@
  *         hosts: ["*"]
  * ```
  */
-import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
+import { HttpsRedirectSchema, RedirectSchema, RewriteSchema, UpstreamHealthSchema } from './edge';
+import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
 const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$';
@@ -60,6 +61,20 @@ const RouteHttpSchema = Section({
   })),
   /** Body of the 403 a client denied by this route gets (replaces `http.deniedBody`). */
   deniedBody: Type.Optional(Type.String({ maxLength: 65_536 })),
+  /** Answer this route's requests with a redirect (edge.ts RedirectSchema): nothing goes upstream. */
+  redirect: Type.Optional(RedirectSchema),
+  /** Plain HTTP to HTTPS for this route (replaces the listener's `http.httpsRedirect`; null: none). */
+  httpsRedirect: Type.Optional(Nullable(HttpsRedirectSchema)),
+  /** Replace the matched path prefix before the request goes upstream (edge.ts RewriteSchema). */
+  rewrite: Type.Optional(RewriteSchema),
+  /** Largest request body, bytes (replaces the listener's `http.maxBodyBytes`; null: no limit). */
+  maxBodyBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+  /** Upstream connect timeout (replaces the listener's `timeouts.connectMs`; ingress-nginx `proxy-connect-timeout`). */
+  connectTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+  /** Upstream read timeout between two reads (replaces `http.readTimeoutMs`; null: none; ingress-nginx `proxy-read-timeout`). */
+  readTimeoutMs: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }))),
+  /** Upstream send timeout of a blocked body write (replaces `http.sendTimeoutMs`; null: none; ingress-nginx `proxy-send-timeout`). */
+  sendTimeoutMs: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }))),
 });
 
 export const RouteSchema = Section({
@@ -79,6 +94,8 @@ export const RouteSchema = Section({
   allowlist: Type.Optional(Type.String()),
   /** HTTP settings of this route (HTTP listeners only). */
   http: Type.Optional(RouteHttpSchema),
+  /** HTTP routes: health of this route's upstream targets (replaces the listener's `upstreamHealth`). */
+  upstreamHealth: Type.Optional(UpstreamHealthSchema),
 });
 
 /** TCP listeners with routes: how the ClientHello is read (tls/client-hello.ts). */

@@ -13,7 +13,7 @@
  */
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import type { ListenerConfig, RouteConfig } from '../../schema/config';
+import { NO_UPSTREAM_HEALTH, type ListenerConfig, type RouteConfig } from '../../schema/config';
 import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import type { ListenerStats } from '../../metrics/listener-stats';
@@ -25,7 +25,7 @@ import type { LiveList } from '../../store/live-lists';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import { WaitSweep } from '../../connection/wait-sweep';
-import { parseUpstreams, UpstreamGroup } from '../../upstream/upstream-group';
+import { buildGroup } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
 import { engineSettings } from './engine-settings';
 import { HttpConn } from './exchange';
@@ -77,7 +77,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     const h = config.http;
     this.log = logger.child({ listener: config.name });
     const canned = new CannedResponses(h.deniedBody);
-    const group = new UpstreamGroup(parseUpstreams(config.upstreams));
+    const group = buildGroup(config.upstreams, config.upstreamHealth ?? NO_UPSTREAM_HEALTH);
+    if (group.health !== null) stats.health = [{ route: '', targets: group.targets }];
     this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access });
     const proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
     // The sweep checks the waits between requests, the client's idle timeout and the idle bound
@@ -88,7 +89,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
     const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
     this.rawSockets = rawSocketsWanted() && proto === 'http';
-    const pool = new SocketPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted());
+    const pool = new SocketPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted(), config.timeouts.connectMs);
     this.host = { settings: engineSettings(config, canned), policy: this.policy, events: new HttpRecorder(stats, this.log, access), waits, pool };
     if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
   }
@@ -107,6 +108,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
    */
   replaceRoutes(next: HttpRoutes | null): number {
     this.policy.routes = next;
+    if (next !== null) this.stats.health = next.health;
     if (next !== null) this.stats.httpRoutes ??= new Map();
     let marked = 0;
     for (const hc of this.conns) {

@@ -32,8 +32,11 @@ import { matchForm, normalizePath, plainPathEnd } from '../../route/path';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { RouteTable } from '../../route/route-table';
 import type { LiveList, LiveLists } from '../../store/live-lists';
-import { parseUpstreams, UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
+import type { HealthSource } from '../../metrics/listener-stats';
+import { NO_UPSTREAM_HEALTH } from '../../schema/config';
+import { buildGroup, groupKey, type UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
+import { compileEdgeRules, type EdgeRules } from './edge-rules';
 
 /** One route as the data path uses it. */
 export class HttpRoute {
@@ -57,6 +60,8 @@ export class HttpRoute {
     /** The 403s (`routes[].http.deniedBody`, else the listener's). */
     readonly canned: CannedResponses,
     readonly stats: RouteStats,
+    /** The route's edge rules (edge-rules.ts), null without any: its requests pay one null check. */
+    readonly rules: EdgeRules | null,
   ) {
     this.targets = group.targets;
     this.pick = (): number => group.start();
@@ -67,6 +72,8 @@ export class HttpRoute {
 interface RouteHit {
   route: HttpRoute;
   path: string | null;
+  /** The path entry that matched (an exact path, or a prefix without its trailing "/"), "/" for a route without paths: what a rewrite replaces. */
+  match: string;
 }
 
 export class HttpRoutes {
@@ -79,6 +86,8 @@ export class HttpRoutes {
     readonly version: RoutesVersion,
     /** The upstream groups by target list (reused by the next compile). */
     readonly groups: ReadonlyMap<string, UpstreamGroup>,
+    /** The groups with health rules, by the first route using each (the target gauge). */
+    readonly health: readonly HealthSource[],
   ) {
     this.lists = new Set(routes.map((r) => r.list));
   }
@@ -100,7 +109,7 @@ export class HttpRoutes {
     }
     const r = this.table.lookup(host, lookupTarget);
     if (r.kind === 'miss') return r.reason;
-    return { route: this.routes[r.routeIndex]!, path };
+    return { route: this.routes[r.routeIndex]!, path, match: r.path?.path ?? '/' };
   }
 }
 
@@ -122,12 +131,19 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
   const groups = new Map<string, UpstreamGroup>();
   const prior = deps.previous?.groups;
   const h = deps.listener.http;
+  const health: HealthSource[] = [];
+  if (deps.listenerGroup.health !== null) health.push({ route: '', targets: deps.listenerGroup.targets });
   const compiled = routes.map((rc, i) => {
     let group = deps.listenerGroup;
-    if (rc.upstreams !== undefined) {
-      const key = rc.upstreams.join(',');
+    if (rc.upstreams !== undefined || rc.upstreamHealth !== undefined) {
+      // A group of its own: its targets, or the listener's under other health rules. Kept across
+      // reloads by targets and rules (a target's health state survives a reload that keeps them).
+      const targets = rc.upstreams ?? deps.listener.upstreams;
+      const rules = rc.upstreamHealth ?? deps.listener.upstreamHealth ?? NO_UPSTREAM_HEALTH;
+      const key = groupKey(targets, rules);
       let g = groups.get(key) ?? prior?.get(key);
-      if (g === undefined) g = new UpstreamGroup(parseUpstreams(rc.upstreams));
+      if (g === undefined) g = buildGroup(targets, rules);
+      if (g.health !== null && !groups.has(key)) health.push({ route: rc.name, targets: g.targets });
       groups.set(key, g);
       group = g;
     }
@@ -137,8 +153,9 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
       ? null
       : Object.freeze(Object.entries(headers).map(([k, v]) => Object.freeze([k.toLowerCase(), v] as const)));
     const canned = rc.http?.deniedBody !== undefined ? new CannedResponses(rc.http.deniedBody) : deps.listenerCanned;
+    const rules = compileEdgeRules({ listener: deps.listener, route: rc, canned, stats: deps.stats, group });
     return new HttpRoute(rc.name, i, rc, list, new Admission(list, deps.stats, deps.log), group,
-      rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs, requestHeaders, canned, deps.stats.httpRoute(rc.name));
+      rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs, requestHeaders, canned, deps.stats.httpRoute(rc.name), rules);
   });
-  return new HttpRoutes(table, compiled, version, groups);
+  return new HttpRoutes(table, compiled, version, groups, health);
 }

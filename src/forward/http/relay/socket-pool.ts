@@ -15,6 +15,13 @@
  *   framing unknown) and a listener's outbound-PROXY connections (the header names one client, so
  *   the socket belongs to that client's connection alone). These are outside the bound: they
  *   follow client connections one to one, as TCP listeners' upstream connections do.
+ * - Timeouts (docs/edge-rules.md "Timeouts"): a connect not done within `connectMs` (the
+ *   listener's `timeouts.connectMs`, or a route's `http.connectTimeoutMs`) fails with ETIMEDOUT,
+ *   as a refused one does (so the next target takes a request without a body); an exchange whose
+ *   owner asked for it (`watch`, a route's or listener's `readTimeoutMs` / `sendTimeoutMs`) fails
+ *   with ETIMEDOUT when the upstream moves nothing for readTimeoutMs while we read from it, or
+ *   takes none of a pending write for sendTimeoutMs. One timer per socket, re-armed for the time
+ *   left when it fires (no timer work per read or write).
  * - Names are resolved through the listener's DnsCache (upstream-dns.ts): addresses cached for a
  *   TTL, each address tried in turn when a connect fails.
  * - Sockets to IP literals are RawSockets (libuv handles, transport/raw-socket.ts) when the pool
@@ -77,6 +84,8 @@ export class SocketPool {
     readonly dns: DnsCache | null,
     /** Connect to IP literals on libuv handles (RawSocket) instead of net.Sockets. */
     readonly handles = false,
+    /** A connect not done in this time fails (ETIMEDOUT): the listener's `timeouts.connectMs`. */
+    readonly connectMs = 5000,
   ) {
     // An idle socket closes at most an eighth of idleMs late: idleMs sits below the backend's
     // own keep-alive timeout, and the margin between them is what keeps reuse from racing it.
@@ -94,7 +103,7 @@ export class SocketPool {
    * null when it is at its bound: `waiter.poolGranted` is called with a socket later (or never, if
    * `cancel` is called first). `fresh`: not a reused socket (a retry after a stale one).
    */
-  acquire(target: Upstream, waiter: PoolWaiter, fresh = false): UpstreamConn | null {
+  acquire(target: Upstream, waiter: PoolWaiter, fresh = false, connectMs = this.connectMs): UpstreamConn | null {
     const s = this.state(target);
     if (!fresh) {
       const c = s.free.pop();
@@ -105,7 +114,7 @@ export class SocketPool {
     }
     if (s.open < this.maxSockets) {
       s.open++;
-      return new UpstreamConn(target, this, true, null, false);
+      return new UpstreamConn(target, this, true, null, false, connectMs);
     }
     s.waiters.push(waiter);
     return null;
@@ -119,13 +128,14 @@ export class SocketPool {
   }
 
   /** A socket outside the pool: an upgrade or an outbound-PROXY connection (`header` first). */
-  dial(target: Upstream, header: Buffer | null, tunnel: boolean): UpstreamConn {
-    return new UpstreamConn(target, this, false, header, tunnel);
+  dial(target: Upstream, header: Buffer | null, tunnel: boolean, connectMs = this.connectMs): UpstreamConn {
+    return new UpstreamConn(target, this, false, header, tunnel, connectMs);
   }
 
   /** The exchange on `c` completed both ways: the next waiter gets it, else it idles in the pool. */
   release(c: UpstreamConn): void {
     c.owner = null;
+    c.unwatch();
     const s = this.state(c.target);
     const w = s.waiters.shift();
     if (w !== undefined) {
@@ -165,7 +175,7 @@ export class SocketPool {
     const w = s.waiters.shift();
     if (w !== undefined) {
       s.open++;
-      w.poolGranted(new UpstreamConn(c.target, this, true, null, false));
+      w.poolGranted(new UpstreamConn(c.target, this, true, null, false, this.connectMs));
     }
   }
 
@@ -186,6 +196,14 @@ export class SocketPool {
 
 function sweepPool(pool: SocketPool): void {
   pool.sweep();
+}
+
+function connectTimedOut(c: UpstreamConn): void {
+  c.connectTimedOut();
+}
+
+function exchangeCheck(c: UpstreamConn): void {
+  c.exchangeCheck();
 }
 
 function take(c: UpstreamConn): UpstreamConn {
@@ -211,6 +229,11 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   /** The keep-alive verdict of the response completed in the read being parsed (onData acts on it). */
   private keepAlive = false;
   private readonly dialedAt = performance.now();
+  /** The connect timeout, then (watch) the read / send timeout of the exchange on it; null: none. */
+  private timer: NodeJS.Timeout | null = null;
+  /** The exchange's bounds (watch), 0: none. */
+  private readMs = 0;
+  private sendMs = 0;
   private readonly onDataFn = (d: Buffer): void => this.onData(d);
   private readonly onDrainFn = (): void => this.owner?.upstreamDrained();
 
@@ -222,8 +245,10 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     header: Buffer | null,
     /** An upgrade's socket: half-open allowed, so a tunnel can pass a FIN each way. */
     tunnel: boolean,
+    connectMs: number,
   ) {
     this.socket = pool.handles && target.family !== 0 ? this.dialHandle() : this.dialNet(tunnel);
+    this.timer = setTimeout(connectTimedOut, connectMs, this);
     // The outbound PROXY header goes first on every socket of a dedicated connection (both kinds
     // of socket queue writes made before the connect completes).
     if (header !== null) this.socket.write(header);
@@ -239,6 +264,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     // completed there). A tunnel takes over onEnd to pass the FIN on.
     socket.onEnd = () => { if (!this.tunnelled) socket.destroy(); };
     socket.onClose(() => {
+      this.clearTimer();
       if (this.pooled) this.pool.closed(this);
       const o = this.owner;
       this.owner = null;
@@ -257,6 +283,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
         return;
       }
       this.connected = true;
+      this.connectDone();
       this.pool.connectTime.observe((performance.now() - this.dialedAt) / 1000);
       s.resume(); // a RawSocket reads only when asked (net.Socket starts by itself)
     });
@@ -272,6 +299,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     });
     s.once('connect', () => {
       this.connected = true;
+      this.connectDone();
       this.pool.connectTime.observe((performance.now() - this.dialedAt) / 1000);
     });
     return new NetByteSocket(s);
@@ -313,8 +341,69 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     o.flush();
   }
 
+  private connectDone(): void {
+    this.clearTimer();
+    if (this.readMs > 0 || this.sendMs > 0) this.arm(Math.min(this.readMs || Infinity, this.sendMs || Infinity));
+  }
+
+  /** The connect did not complete in time: failed as a refused connect is (the close reports ETIMEDOUT). */
+  connectTimedOut(): void {
+    this.timer = null;
+    if (this.connected) return;
+    this.error ??= 'ETIMEDOUT';
+    this.socket.destroy();
+  }
+
+  /**
+   * Bound the exchange now on this socket (its owner calls this when it attaches, 0 for none):
+   * `readMs` of silence while we read (nothing read or written; a socket we paused for a slow
+   * client is not silent), `sendMs` of a write the upstream does not take. Either fails the socket
+   * with ETIMEDOUT. Ends when the socket goes back to the pool or closes.
+   */
+  watch(readMs: number, sendMs: number): void {
+    this.readMs = readMs;
+    this.sendMs = sendMs;
+    if (!this.connected || (readMs === 0 && sendMs === 0)) return; // the connect timer runs; armed once connected
+    this.clearTimer();
+    this.arm(Math.min(readMs || Infinity, sendMs || Infinity));
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(exchangeCheck, Math.max(1, Math.ceil(ms)), this);
+  }
+
+  /** The watch's timer: fail the socket if a bound ran out, else wait for the time left. */
+  exchangeCheck(): void {
+    this.timer = null;
+    if (this.owner === null || this.socket.destroyed || (this.readMs === 0 && this.sendMs === 0)) return;
+    const s = this.socket;
+    const idle = performance.now() - s.lastActive;
+    const pending = s.pendingBytes > 0;
+    const bound = pending ? this.sendMs : s.isPaused() ? 0 : this.readMs;
+    if (bound > 0 && idle >= bound) {
+      this.error ??= 'ETIMEDOUT';
+      s.destroy();
+      return;
+    }
+    const next = Math.min(this.readMs || Infinity, this.sendMs || Infinity);
+    this.arm(bound > 0 ? bound - idle : next);
+  }
+
+  /** The exchange is over (the socket goes back to the pool or idles): no bound until the next watch. */
+  unwatch(): void {
+    this.readMs = 0;
+    this.sendMs = 0;
+    if (this.connected) this.clearTimer();
+  }
+
+  private clearTimer(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
   /** After a 101: raw bytes from here on; the owner reads the socket itself. */
   tunnel(): void {
+    this.unwatch();
     this.tunnelled = true;
     this.socket.onData = null;
     this.socket.onDrain = null;
