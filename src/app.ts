@@ -3,7 +3,7 @@
  */
 import type { Logger } from 'pino';
 import { AccessLog } from './access-log/access-log';
-import type { Config } from './config/schema';
+import type { Config } from './schema/config';
 import { startEcho, type EchoServers } from './echo/echo-server';
 import { TcpForwarder } from './forward/tcp/tcp-forwarder';
 import { HttpForwarder } from './forward/http/http-forwarder';
@@ -46,7 +46,7 @@ export interface App {
   shutdown(drainTimeoutMs?: number): Promise<void>;
 }
 
-export interface AppOptions {
+interface AppOptions {
   logger: Logger;
   /** The config file: watched for `source: config` lists, named in the 409 of an API write to one. */
   configFile?: string | null;

@@ -90,7 +90,7 @@ async function run(args: string[]): Promise<number> {
   }
   logger.info({ workers: 1, reason: model.reason }, 'running as one process');
   const { startApp } = require('./app') as typeof import('./app');
-  let app;
+  let app: Awaited<ReturnType<typeof startApp>>;
   try {
     app = await startApp(config, { logger, configFile: path.resolve(file) });
   } catch (err) {

@@ -34,7 +34,7 @@ export const CLIENT_REASONS = Object.freeze({
   h2_stream_timeout: 'An HTTP/2 stream moved no byte either way for http.http2.streamIdleTimeoutMs; it was reset (CANCEL).',
   h2_required: 'An HTTP/1.1 request was routed to an upstream group that speaks HTTP/2 only (upstreamProtocol h2c or h2): 505.',
 });
-export type ClientReason = keyof typeof CLIENT_REASONS;
+type ClientReason = keyof typeof CLIENT_REASONS;
 
 /**
  * A request refused for its Host (400, counted in `ipgate_http_client_errors_total{reason}` with
@@ -50,8 +50,19 @@ export const HOST_REASONS = Object.freeze({
   host_too_long: 'The host name of the Host (or the absolute-form authority) is longer than 253 characters, the DNS limit (400).',
 });
 export type HostReason = keyof typeof HOST_REASONS;
+/**
+ * What the edge rules decide (docs/edge-rules.md): each step of the policy that ends a request has
+ * its code, the access log's `result` and the label of its counter.
+ */
+export const EDGE_REASONS = Object.freeze({
+  upstream_none_up: 'No target of the upstream group is up (upstreamHealth.passive: each failed within its window): 503 without a connect.',
+  redirected: 'A redirect rule answered the request (routes[].http.redirect, http.httpsRedirect): a 30x with its Location, nothing upstream (ipgate_http_edge_total).',
+  body_too_large: 'The request body is larger than maxBodyBytes: 413, at once for its Content-Length, as soon as a chunked body passes it; the connection closes (ipgate_http_client_errors_total).',
+});
+export type EdgeReason = keyof typeof EDGE_REASONS;
+
 /** What `ipgate_http_client_errors_total{reason}` can carry. */
-export type HttpClientErrorLabel = ClientReason | HostReason;
+export type HttpClientErrorLabel = ClientReason | HostReason | 'body_too_large';
 
 /** An upstream's fault (`ipgate_upstream_errors_total{reason}`, `ipgate_upstream_failures_total`). */
 export const UPSTREAM_REASONS = Object.freeze({
@@ -70,7 +81,7 @@ export const END_REASONS = Object.freeze({
   trust_revoked: 'A change of the list named by proxyProtocol.trustedSources or http.trustedProxies no longer trusts the peer whose PROXY header or X-Forwarded-For named the client of an open connection; it was closed (HTTP: after its in-flight response).',
   route_removed: 'A routes reload removed the route of an open connection (or sent its SNI to another route): an HTTP one is closed after its in-flight response, a TCP one at once.',
 });
-export type EndReason = keyof typeof END_REASONS;
+type EndReason = keyof typeof END_REASONS;
 
 /**
  * How an HTTP/2 connection ended other than after its client's GOAWAY or close
@@ -102,11 +113,11 @@ export const TLS_HANDSHAKE_REASONS = Object.freeze({
 export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS | 'tls_not_handshake';
 
 /** Every code a connection or request can end with, `ok` aside. */
-export type Reason = DenialReason | ClientReason | HostReason | UpstreamReason | EndReason | H2Reason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
+export type Reason = DenialReason | ClientReason | HostReason | UpstreamReason | EndReason | EdgeReason | H2Reason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
 
 /** Each code with its sentence (docs and `ipgate doctor` read it). */
 export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
-  ...DENIAL_REASONS, ...CLIENT_REASONS, ...HOST_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...H2_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
+  ...DENIAL_REASONS, ...CLIENT_REASONS, ...HOST_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...EDGE_REASONS, ...H2_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
 });
 
 /** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */

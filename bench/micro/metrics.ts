@@ -16,7 +16,7 @@ import { ListenerStats, methodIndex } from '../../src/metrics/listener-stats';
 import { requestHeadBytes } from '../../src/forward/http/request-size';
 import { Metrics } from '../../src/metrics/metrics';
 import { ListenerAccessLog } from '../../src/access-log/access-log';
-import type { Connection } from '../../src/listener/connection';
+import type { Connection } from '../../src/connection/connection';
 import { BlockWriter, createLogger } from '../../src/log';
 
 const WARMUP = 200_000;

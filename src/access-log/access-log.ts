@@ -33,7 +33,7 @@
  *   bytesIn, bytesOut  bytes from / to the client (HTTP: bytesOut only, response bytes on the wire)
  *   durationMs from accept (TCP) or request head (HTTP) to close
  *   tls        HTTP over a terminating listener: {version, sni, cipher, resumed, clientCert?}
- *              (the connection's handshake; src/tls/facts.ts); absent on plaintext
+ *              (the connection's handshake; src/connection/tls-facts.ts); absent on plaintext
  *
  *   list       denials: the allowlist that refused (the route's, or the listener's)
  *
@@ -60,19 +60,45 @@
  */
 import type { Logger } from 'pino';
 import { BlockWriter, isoTime, rawLineTarget } from '../log';
-import type { Exchange } from '../forward/http/exchange';
-import type { Connection } from '../listener/connection';
-import { type DenialReason } from '../allowlist/matcher';
+import type { AllowEntry } from '../allowlist/entry';
+import type { Connection, Via } from '../connection/connection';
+import type { Reason } from '../reasons';
+import type { DenialReason } from '../allowlist/matcher';
 import type { LiveList } from '../store/live-lists';
 import { DenialSummary } from './denial-summary';
 import { DenialLines } from './denial-lines';
-import type { TlsFacts } from '../tls/facts';
+import type { TlsFacts } from '../connection/tls-facts';
 
 function tlsFields(t: TlsFacts): Record<string, unknown> {
   return { version: t.version, sni: t.sni, cipher: t.cipher, resumed: t.resumed, ...(t.clientCert !== null ? { clientCert: t.clientCert } : {}) };
 }
 
 const MAX_PATH = 256;
+
+/**
+ * What a request's line is written from: forward/http/exchange.ts Exchange is one (declared here so
+ * that the log reads a record without depending on the engine that fills it).
+ */
+interface RequestRecord {
+  readonly hc: { readonly conn: Connection; readonly protocol: 'h1' | 'h2' };
+  readonly client: string;
+  readonly via: Via;
+  readonly method: string;
+  readonly url: string;
+  readonly host: string | null;
+  readonly userAgent: string | null;
+  readonly requestId: string | null;
+  readonly entry: AllowEntry | null;
+  readonly routed: boolean;
+  readonly route: { readonly name: string; readonly list: LiveList } | null;
+  readonly reason: Reason | null;
+  readonly status: number;
+  readonly upstream: { readonly label: string } | null;
+  readonly upstreamStatus: number;
+  readonly upstreamMs: number | null;
+  readonly startedAt: number;
+  readonly bytesOut: number;
+}
 
 export class ListenerAccessLog {
   private readonly log: Logger;
@@ -152,7 +178,7 @@ export class ListenerAccessLog {
         const durationMs = Date.now() - conn.startedAt;
         const w = this.direct;
         // Field by field into the block, as for HTTP below. Worst case per character: a 6-byte \u escape.
-        if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
+        if (w?.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(conn.upstream) + len(conn.route?.name) + len(conn.sni)))) {
           w.fragment('{"level":"info"');
           w.time();
@@ -249,7 +275,7 @@ export class ListenerAccessLog {
   }
 
   /** An HTTP request finished (HttpForwarder.record); `now` = Date.now() at that moment. */
-  request(ex: Exchange, now: number): void {
+  request(ex: RequestRecord, now: number): void {
     const conn = ex.hc.conn;
     const denied = ex.reason === 'denied' || ex.reason === 'revoked';
     const path = ex.url === undefined ? null : ex.url.length > MAX_PATH ? ex.url.slice(0, MAX_PATH) : ex.url;
@@ -283,7 +309,7 @@ export class ListenerAccessLog {
         // Field by field into the block: in a loaded server the concatenated line, its flatten
         // and its UTF-8 copy cost 10-20 us (bench/README.md "where an access line's time goes").
         // Worst case per character: a 6-byte \u escape; a line too long for a block is a string.
-        if (w !== null && w.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
+        if (w?.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
           + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)
           + len(host) + len(ua) + len(ex.requestId) + len(route)) + (conn.tls !== null ? 3 * conn.tls.json.length : 0))) {
           w.fragment('{"level":"info"');
@@ -374,7 +400,7 @@ function num(n: number | null | undefined): string {
   return typeof n === 'number' && Number.isFinite(n) ? `${n}` : 'null';
 }
 
-export interface AccessLogOptions {
+interface AccessLogOptions {
   /** `logging.access`: a line per connection and request (default true); false: denials summarised. */
   access?: boolean;
   /** `logging.deniedLinesPerSecond`: denial and rejection lines per second past which they are counted, not written. */

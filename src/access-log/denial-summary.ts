@@ -17,7 +17,7 @@
  */
 import type { Logger } from 'pino';
 
-export interface DenialSummaryOptions {
+interface DenialSummaryOptions {
   /** Interval between summary lines, ms; 0 turns the summary off. */
   intervalMs: number;
   /** Distinct addresses remembered per interval. */

@@ -18,7 +18,7 @@ import {
   type OutputFormat,
 } from './common';
 
-export const ALLOWLIST_USAGE = `Usage: ipgate allowlist COMMAND [ARGS] [options]
+const ALLOWLIST_USAGE = `Usage: ipgate allowlist COMMAND [ARGS] [options]
 
 Commands:
   ls                                the allowlists: version, applied version, entries
@@ -58,9 +58,9 @@ are printed; or add/deny of a CIDR already listed, without --replace), 4 the adm
 reached.
 `;
 
-export const EXIT = { ok: 0, notAllowed: 1, usage: 2, api: 3, unreachable: 4 } as const;
+const EXIT = { ok: 0, notAllowed: 1, usage: 2, api: 3, unreachable: 4 } as const;
 
-export interface Io { out: (s: string) => void; err: (s: string) => void; env: NodeJS.ProcessEnv; now: () => number }
+interface Io { out: (s: string) => void; err: (s: string) => void; env: NodeJS.ProcessEnv; now: () => number }
 
 /** An allowlist entry as the admin API reads and writes it (absent action = allow). */
 export interface Entry { cidr: string; action?: 'allow' | 'deny'; comment?: string; expiresAt?: string }
@@ -188,7 +188,7 @@ const ENTRY_FIELDS = new Set(['cidr', 'action', 'comment', 'expiresAt']);
  * lines that are only a comment are skipped. Each CIDR is checked here, so a bad file is refused
  * (naming the line and quoting the value) before anything is sent.
  */
-export function parseListFile(text: string, where: string): Entry[] {
+function parseListFile(text: string, where: string): Entry[] {
   const trimmed = text.trimStart();
   const entries: Array<{ entry: Entry; at: string }> = [];
   if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
@@ -236,7 +236,7 @@ export function parseListFile(text: string, where: string): Entry[] {
   });
 }
 
-export interface ListDiff {
+interface ListDiff {
   added: Entry[];
   removed: Entry[];
   changed: Array<{ cidr: string; before: Entry; after: Entry }>;
@@ -494,7 +494,7 @@ async function run(p: Parsed, io: Io): Promise<number> {
  * `--header "Name: value"` (repeatable; a name given twice keeps both values, as a request carries
  * them) and `--xff`, as the explain API's `headers`. A header without a colon is a usage error.
  */
-export function explainHeaders(lines: readonly string[], xff: string | null): Record<string, string | string[]> {
+function explainHeaders(lines: readonly string[], xff: string | null): Record<string, string | string[]> {
   const out: Record<string, string[]> = {};
   const add = (name: string, value: string): void => {
     const key = name.toLowerCase();

@@ -28,7 +28,7 @@ import { convertIngressNginx, DEFAULT_OPTIONS, type Finding, type ImportOptions,
 import { addDocuments, emptySet, InputError, isRecord, objectKey, originOf, str, type KubeObject, type ObjectSet } from '../import/objects';
 import { parseCommandLine, UsageError } from './common';
 
-export const IMPORT_USAGE = `Usage: ipgate import ingress-nginx [-f FILE]... [options]
+const IMPORT_USAGE = `Usage: ipgate import ingress-nginx [-f FILE]... [options]
 
 Reads Ingress objects and writes an ipgate config: hosts, paths and Service backends as routes,
 whitelist/allowlist/denylist-source-range as each route's allowlist, the controller ConfigMap's
@@ -318,7 +318,7 @@ async function readCluster(values: ReturnType<typeof parse>['values'], io: Impor
 }
 
 /** `ns/name` of every Service an Ingress names with a port name rather than a number. */
-export function namedPortServices(ingresses: readonly KubeObject[]): string[] {
+function namedPortServices(ingresses: readonly KubeObject[]): string[] {
   const out = new Set<string>();
   for (const ing of ingresses) {
     const ns = str(ing.metadata?.namespace) ?? 'default';

@@ -42,7 +42,7 @@ import { mergeConnectionPages } from '../admin/routes/connections';
 import type { MetricsEndpoint } from '../admin/routes/metrics';
 import { logAdminListening, readiness } from '../admin/start-admin';
 import { AuditLog } from '../audit/audit-log';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 import { startEcho, type EchoServers } from '../echo/echo-server';
 import { clusterExposition } from '../metrics/cluster';
 import { Metrics } from '../metrics/metrics';
@@ -63,7 +63,7 @@ import { schedulingFor } from './process-model';
 import { WorkerPool } from './worker-pool';
 
 /** The service the admin API writes through: each change is acknowledged after every worker applied it. */
-export class ClusterAllowlistService extends AllowlistService {
+class ClusterAllowlistService extends AllowlistService {
   constructor(store: AllowlistStore, lists: LiveLists, audit: AuditLog, logger: Logger, private readonly pool: WorkerPool) {
     super(store, lists, audit, logger);
   }

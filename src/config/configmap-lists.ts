@@ -16,8 +16,9 @@
  * change to every worker; the only process otherwise. Workers never talk to the API.
  */
 import type { Logger } from 'pino';
-import type { AllowEntryConfig, Config } from './schema';
-import { ConfigError, problem } from './errors';
+import type { AllowEntryConfig, Config } from '../schema/config';
+import { ConfigError } from './errors';
+import { problem } from '../schema/problem';
 import type { ReloadStatus } from './reload-status';
 import { parseListText, validateListEntries } from './validate';
 import { ConfigMapWatch, explain, type ConfigMapObject, type ConfigMapWatchOptions } from '../kube/configmap-watch';
@@ -25,7 +26,7 @@ import { KubeClient } from '../kube/kube-client';
 import type { KubeAccess } from '../kube/kubeconfig';
 import { resolveTarget } from '../store/kubernetes-target';
 
-export interface ConfigMapListsOptions {
+interface ConfigMapListsOptions {
   logger: Logger;
   /** KUBECONFIG, POD_NAMESPACE, HOME. Default process.env. */
   env?: NodeJS.ProcessEnv;

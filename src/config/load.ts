@@ -7,10 +7,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Ajv, { type ErrorObject } from 'ajv';
 import YAML, { LineCounter } from 'yaml';
-import { ConfigError, problem } from './errors';
-import { parseHostPort } from './host-port';
+import { ConfigError } from './errors';
+import { problem } from '../schema/problem';
+import { parseHostPort } from '../address/host-port';
 import { withLines } from './locate';
-import { configSchema, type Config } from './schema';
+import { configSchema, type Config } from '../schema/config';
 import { suggestKey } from './suggest';
 import { checkSemantics } from './validate';
 
@@ -23,7 +24,7 @@ const validateSchema = ajv.compile(configSchema);
  * empty: a pod learns its own IP only at run time (the chart sets it from status.podIP), and with
  * hostNetwork a wildcard bind would put the admin API on every node address.
  */
-export const ADMIN_LISTEN_ENV = 'IPGATE_ADMIN_LISTEN';
+const ADMIN_LISTEN_ENV = 'IPGATE_ADMIN_LISTEN';
 
 export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): Config {
   let text: string;
@@ -67,7 +68,7 @@ export function parseConfig(text: string, file?: string, env: NodeJS.ProcessEnv 
 }
 
 /** What buildConfig checks besides the config itself. */
-export interface BuildOptions {
+interface BuildOptions {
   /**
    * Read the TLS certificate, key and CA files (default true). `false`: every other check, for a
    * config written where the files are not (`ipgate import ingress-nginx --tls`).

@@ -13,7 +13,7 @@
 import { isMap, isPair, isScalar, isSeq, type Document, type LineCounter, type Node, type Pair } from 'yaml';
 
 /** The segments of a problem's path: `a.b[2].c` -> ['a', 'b', 2, 'c']; null when it is no config path. */
-export function pathSegments(path: string): (string | number)[] | null {
+function pathSegments(path: string): (string | number)[] | null {
   if (path === '' || path.startsWith('(') || /\s/.test(path.replace(/\([^)]*\)/g, ''))) return null;
   const out: (string | number)[] = [];
   let i = 0;
@@ -42,7 +42,7 @@ export function pathSegments(path: string): (string | number)[] | null {
 }
 
 /** The path at the start of a problem (`path: value: message`), or null. */
-export function problemPath(problem: string): string | null {
+function problemPath(problem: string): string | null {
   const at = problem.indexOf(': ');
   return at <= 0 ? null : problem.slice(0, at);
 }

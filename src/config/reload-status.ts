@@ -13,9 +13,9 @@
  * set: the config file and the ConfigMaps and certificates it names.
  */
 
-export type SourceKind = 'file' | 'configmap' | 'certificate';
+type SourceKind = 'file' | 'configmap' | 'certificate';
 
-export interface SourceState {
+interface SourceState {
   readonly kind: SourceKind;
   /** The config file's path, `namespace/name` of a ConfigMap, `listener/certificate` of a pair. */
   readonly source: string;
@@ -52,7 +52,7 @@ export class ReloadStatus {
 }
 
 /** A ConfigMap watch's health as the metrics publish it (metrics.ts WatchState). */
-export interface WatchHealth {
+interface WatchHealth {
   configMap: string;
   use: 'lists' | 'store';
   healthy: boolean;

@@ -6,8 +6,8 @@
  */
 import path from 'node:path';
 import { loadCaBundle } from '../tls/cert-pair';
-import { problem } from './errors';
-import type { ListenerConfig } from './schema';
+import { problem } from '../schema/problem';
+import type { ListenerConfig } from '../schema/config';
 
 export function checkHttp2(at: string, l: ListenerConfig, baseDir: string | null, problems: string[], warnings: string[]): void {
   const h = l.http;

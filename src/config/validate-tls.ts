@@ -1,5 +1,5 @@
 /**
- * The checks of a listener's `tls` block the schema cannot express (schema-tls.ts): the files
+ * The checks of a listener's `tls` block the schema cannot express (schema/tls.ts): the files
  * exist and hold what they should (PEM certificates, a key that is the certificate's), host
  * patterns are host names, the options agree with each other. Paths are made absolute here
  * (relative to the config file, as `allowlists.*.file`). Every problem names the field and
@@ -7,8 +7,8 @@
  */
 import path from 'node:path';
 import { loadCaBundle, loadCertPair, hostPattern } from '../tls/cert-pair';
-import { problem } from './errors';
-import type { ListenerConfig } from './schema';
+import { problem } from '../schema/problem';
+import type { ListenerConfig } from '../schema/config';
 
 /** `files` false: the files are named but not read (a config written where they are not). */
 export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir: string | null, problems: string[], warnings: string[], files = true): void {

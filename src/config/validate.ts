@@ -13,11 +13,11 @@ import path from 'node:path';
 import YAML, { isSeq, LineCounter } from 'yaml';
 import { parseCidr } from '../allowlist/cidr';
 import { validateEntry } from '../allowlist/entry';
-import { problem } from './errors';
+import { problem } from '../schema/problem';
 import { location } from './locate';
 import { bindCollision, loopsToItself } from './addresses';
-import { parseHostPort, type HostPort } from './host-port';
-import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from './schema';
+import { parseHostPort, type HostPort } from '../address/host-port';
+import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from '../schema/config';
 import { checkRoutes } from './validate-routes';
 import { checkTls } from './validate-tls';
 import { checkHttp2 } from './validate-http2';
@@ -34,7 +34,7 @@ const REMOVED_ENGINES: Readonly<Record<string, string>> = {
   'http-proxy': 'its shared keep-alive agent let an upgrade request desync a pooled upstream connection, and it leaked upstream sockets under the engine fuzz test',
 };
 
-export interface SemanticResult {
+interface SemanticResult {
   problems: string[];
   warnings: string[];
 }
@@ -138,7 +138,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
 
   /** A field naming an allowlist (instead of CIDRs): the list must be defined. */
   const checkListRef = (field: string, name: string): void => {
-    if (!Object.prototype.hasOwnProperty.call(config.allowlists, name)) {
+    if (!Object.hasOwn(config.allowlists, name)) {
       const known = Object.keys(config.allowlists);
       problems.push(problem(field, name, `names no allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists", or give CIDRs)`));
     }
@@ -153,7 +153,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     const hp = listenerBinds[i] ?? null;
     const rawListener = rawObject(rawListeners[i]);
 
-    if (!Object.prototype.hasOwnProperty.call(config.allowlists, l.allowlist)) {
+    if (!Object.hasOwn(config.allowlists, l.allowlist)) {
       const known = Object.keys(config.allowlists);
       problems.push(problem(`${at}.allowlist`, l.allowlist,
         `no such allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists")`));
@@ -168,7 +168,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     });
     checkRoutes(l, {
       at, listen: hp,
-      hasList: (n) => Object.prototype.hasOwnProperty.call(config.allowlists, n),
+      hasList: (n) => Object.hasOwn(config.allowlists, n),
       listNames: () => Object.keys(config.allowlists),
     }, problems);
     const ts = l.proxyProtocol.trustedSources;
@@ -189,6 +189,9 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     if (l.mode === 'tcp') {
       for (const key of Object.keys(rawHttp ?? {})) {
         problems.push(problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`));
+      }
+      if (l.upstreamHealth !== undefined && l.upstreamHealth.passive !== null) {
+        problems.push(problem(`${at}.upstreamHealth.passive`, l.upstreamHealth.passive, 'applies to HTTP listeners only (TCP listeners try the next target after a failed connect, without a health state)'));
       }
       return;
     }
@@ -247,7 +250,7 @@ function readListFile(file: string): ListDocument | string {
 }
 
 /** A list document's entries, and the 1-based line of entry `i` (a problem names it). */
-export interface ListDocument {
+interface ListDocument {
   items: unknown[];
   lineOf(i: number): number;
 }
@@ -262,7 +265,7 @@ export function parseListText(text: string): unknown[] | string {
 }
 
 /** parseListText with each entry's line (for `... in lists/office.yaml:12`). */
-export function parseListDocument(text: string): ListDocument | string {
+function parseListDocument(text: string): ListDocument | string {
   const counter = new LineCounter();
   const doc = YAML.parseDocument(text, { uniqueKeys: true, lineCounter: counter });
   if (doc.errors.length > 0) return `is not valid YAML/JSON: ${doc.errors[0]!.message.split('\n')[0]}`;

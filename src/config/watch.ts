@@ -30,9 +30,9 @@ import type { ConfigMapLists } from './configmap-lists';
 import { ConfigError } from './errors';
 import { loadConfigFile } from './load';
 import type { ReloadStatus } from './reload-status';
-import type { Config } from './schema';
+import type { Config } from '../schema/config';
 
-export interface ConfigWatcherOptions {
+interface ConfigWatcherOptions {
   file: string;
   logger: Logger;
   /** The config in force at start (its list files are watched too). */

@@ -17,7 +17,7 @@ import { KubeClient } from '../kube/kube-client';
 import { resolveKubeAccess } from '../kube/kubeconfig';
 import { renderFailureJson, renderJson, renderText } from './report';
 
-export const DOCTOR_USAGE = `usage: ipgate doctor [flags]
+const DOCTOR_USAGE = `usage: ipgate doctor [flags]
 
 Checks how client addresses reach ipgate in this cluster and prints findings with fixes
 (with --config, also the TLS listeners' certificates; with --admin-url, ipgate's own /readyz).
@@ -45,7 +45,7 @@ exit code: 0 no errors, 1 error findings, 2 could not read the Kubernetes API or
 `;
 
 /** Injection points for tests; the defaults are the process's own. */
-export interface DoctorDeps {
+interface DoctorDeps {
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown };
   env: NodeJS.ProcessEnv;

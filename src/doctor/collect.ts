@@ -21,9 +21,10 @@ import type {
 } from './snapshot';
 
 /** API JSON, read defensively: every field access tolerates absence. */
+// biome-ignore lint/suspicious/noExplicitAny: Kubernetes API JSON read defensively, every access checked where it is used
 type Obj = Record<string, any>;
 
-export interface CollectOptions {
+interface CollectOptions {
   namespace: string;
   serviceName: string;
   /** Fetched in parallel with the cluster reads; null when not requested. */
@@ -37,9 +38,9 @@ const enc = encodeURIComponent;
  * _helpers.tpl `ipgate.labels`, component `controller`); the admin Service is component `admin`.
  * `part-of` is fixed, whatever the release name or nameOverride.
  */
-export const CHART_CONTROLLER_SELECTOR = 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller';
+const CHART_CONTROLLER_SELECTOR = 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller';
 /** The Service name doctor falls back to when no Service carries the chart's labels. */
-export const DEFAULT_SERVICE = 'ipgate';
+const DEFAULT_SERVICE = 'ipgate';
 
 /**
  * The data Service to check when --service is not given: the chart names it `<release>-ipgate`

@@ -39,7 +39,7 @@ export interface ClientAuthPlan {
   refused: Map<string, string>;
 }
 
-export interface ClientAuthInput {
+interface ClientAuthInput {
   source: string;
   namespace: string;
   /** The Ingress's annotations, the prefix removed from ingress-nginx's. */
@@ -111,10 +111,3 @@ export function clientAuthPlan(ingresses: readonly ClientAuthInput[], prefix: st
   return plan;
 }
 
-/** ipgate's `tls.clientCertificate` for a host's check, or null when ipgate cannot ask as ingress-nginx did. */
-export function clientCertificateMode(a: HostClientAuth | undefined): 'none' | 'optional' | 'required' | null {
-  if (a === undefined || a.verify === 'off') return 'none';
-  if (a.verify === 'on') return 'required';
-  if (a.verify === 'optional') return 'optional';
-  return null; // optional_no_ca: asks, verifies nothing, leaves the check to the backend
-}

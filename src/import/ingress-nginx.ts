@@ -12,10 +12,12 @@
 import { hostNameProblem } from '../route/host-name';
 import { configPathProblem } from '../route/path';
 import { parseCidr, type Cidr } from '../allowlist/cidr';
-import { annotationsOf, annotationVerdict } from './annotations';
+import { annotationsOf, annotationVerdict, bodySize } from './annotations';
 import { backendUpstream } from './backend';
 import { clientAuthPlan } from './client-certs';
-import { configMapSettings, READ_TIMEOUT_NOTE, readTimeout } from './controller-configmap';
+import { configMapSettings, readTimeout } from './controller-configmap';
+
+const ROUTE_READ_TIMEOUT_NOTE = 'as http.readTimeoutMs (between two reads, as nginx\'s proxy_read_timeout) and http.upstreamTimeoutMs (the wait for the response headers, so that its own default does not cut a longer timeout)';
 import { buildListeners, REFUSED_LIST, secretNameProblem, type RouteOut } from './listeners';
 import { uniqueName } from './names';
 import { FALSE, isRecord, objectKey, str, TRUE, type KubeObject } from './objects';
@@ -53,7 +55,7 @@ export const DEFAULT_OPTIONS: ImportOptions = {
   httpListen: '0.0.0.0:8080', httpsListen: '0.0.0.0:8443', tls: false, tlsDir: '/etc/ipgate/tls', proxyRealIpCidr: null, trustAllProxies: false,
 };
 
-export interface ImportInput {
+interface ImportInput {
   ingresses: readonly KubeObject[];
   /** Services known to the importer, for named ports. */
   services: readonly KubeObject[];
@@ -98,6 +100,8 @@ interface IngressPlan {
   upstreamTimeoutMs?: number;
   /** From backend-protocol GRPC / GRPCS: the route's http.upstreamProtocol. */
   upstreamProtocol?: 'h2c' | 'h2';
+  /** The edge rules its annotations map to (docs/edge-rules.md): the route's `http` options. */
+  edge?: Json;
   drafts: RouteDraft[];
 }
 
@@ -292,10 +296,30 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
         : 'gRPC over TLS: the routes get http.upstreamProtocol h2, and ipgate verifies the backend\'s certificate (ingress-nginx\'s grpcs did not, by default): set the routes\' http.upstreamCA to the CA that signed it' });
     }
     const timeout = readTimeout(ann[`${prefix}proxy-read-timeout`]);
+    const edge: Json = {};
     if (timeout !== null) {
       p.upstreamTimeoutMs = timeout;
-      report.notes.push({ source, item: `${prefix}proxy-read-timeout`, value: ann[`${prefix}proxy-read-timeout`], reason: READ_TIMEOUT_NOTE });
+      edge.readTimeoutMs = timeout;
+      report.notes.push({ source, item: `${prefix}proxy-read-timeout`, value: ann[`${prefix}proxy-read-timeout`], reason: ROUTE_READ_TIMEOUT_NOTE });
     }
+    // The edge rules (docs/edge-rules.md): each annotation to the route option with its meaning.
+    const connect = readTimeout(ann[`${prefix}proxy-connect-timeout`]);
+    if (connect !== null) edge.connectTimeoutMs = connect;
+    const send = readTimeout(ann[`${prefix}proxy-send-timeout`]);
+    if (send !== null) edge.sendTimeoutMs = send;
+    const body = ann[`${prefix}proxy-body-size`];
+    if (body !== undefined && bodySize(body) !== undefined) edge.maxBodyBytes = bodySize(body)!;
+    const permanent = ann[`${prefix}permanent-redirect`];
+    const temporal = ann[`${prefix}temporal-redirect`];
+    // ingress-nginx reads permanent-redirect first; each with its -code annotation (301 / 302 unless set).
+    const redirectUrl = permanent !== undefined && annotationVerdict('permanent-redirect', permanent) === null ? { url: permanent, code: ann[`${prefix}permanent-redirect-code`], status: 301 }
+      : temporal !== undefined && annotationVerdict('temporal-redirect', temporal) === null ? { url: temporal, code: ann[`${prefix}temporal-redirect-code`], status: 302 } : null;
+    if (redirectUrl !== null) {
+      const code = redirectUrl.code !== undefined ? Number(redirectUrl.code) : redirectUrl.status;
+      if ([301, 302, 303, 307, 308].includes(code)) edge.redirect = { url: redirectUrl.url, status: code };
+      else report.unconverted.push({ source, item: `${prefix}${permanent !== undefined ? 'permanent' : 'temporal'}-redirect-code`, value: redirectUrl.code, reason: 'not a redirect status ipgate sends (301, 302, 303, 307, 308)' });
+    }
+    if (Object.keys(edge).length > 0) p.edge = edge;
 
     // rules and paths
     const rules = Array.isArray(spec.rules) ? spec.rules : [];
@@ -409,7 +433,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       certificates.set(id, from);
     });
     if (redirected.length > 0 && cm.sslRedirect && !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') && !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')) {
-      report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; ipgate has no redirect: its plaintext listener serves them (a host that required a client certificate excepted: it is left off)' });
+      report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; the import does not write http.httpsRedirect yet: the plaintext listener serves them (a host that required a client certificate excepted: it is left off)' });
     }
   }
 
@@ -455,10 +479,13 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       route.upstreams = [d.upstream];
       if (auth.refused.has(d.host)) route.allowlist = REFUSED_LIST;
       else if (p.allowlist !== undefined) route.allowlist = p.allowlist;
-      const rh: Json = {};
-      if (p.upstreamTimeoutMs !== undefined) rh.upstreamTimeoutMs = p.upstreamTimeoutMs;
-      if (p.upstreamProtocol !== undefined) rh.upstreamProtocol = p.upstreamProtocol;
-      if (Object.keys(rh).length > 0) route.http = rh;
+      if (p.upstreamTimeoutMs !== undefined || p.edge !== undefined || p.upstreamProtocol !== undefined) {
+        route.http = {
+          ...(p.upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs: p.upstreamTimeoutMs } : {}),
+          ...(p.upstreamProtocol !== undefined ? { upstreamProtocol: p.upstreamProtocol } : {}),
+          ...p.edge,
+        };
+      }
       routes.push({ route, host: d.host, from: `${p.source} ${d.from.join(', ')}`, redirected: forced || (sslRedirect && tlsHosts.has(d.host)) });
     });
   }

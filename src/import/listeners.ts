@@ -26,7 +26,7 @@ export interface RouteOut {
   redirected: boolean;
 }
 
-export interface ListenerOptions {
+interface ListenerOptions {
   httpListen: string;
   httpsListen: string;
   tls: boolean;
@@ -76,7 +76,7 @@ export function buildListeners(routes: readonly RouteOut[], defaultList: string,
     if (a !== undefined && r.redirected) offPlain.set(r.host, a);
   }
   for (const [host, a] of offPlain) {
-    report.unconverted.push({ source: a.source, item: `${prefix}auth-tls-secret`, value: a.raw, reason: `host ${host} is left off the plaintext listener: ingress-nginx redirected its plain HTTP to HTTPS (ssl-redirect), where it asked for a client certificate (auth-tls-verify-client ${a.verify}); ipgate does not redirect, and serving it in plaintext would skip the certificate` });
+    report.unconverted.push({ source: a.source, item: `${prefix}auth-tls-secret`, value: a.raw, reason: `host ${host} is left off the plaintext listener: ingress-nginx redirected its plain HTTP to HTTPS (ssl-redirect), where it asked for a client certificate (auth-tls-verify-client ${a.verify}); the import writes no redirect, and serving it in plaintext would skip the certificate` });
   }
   const plain = routes.filter((r) => !(offPlain.has(r.host) && r.redirected));
   const listeners: Json[] = [];
@@ -136,7 +136,7 @@ function mountAdvice(id: string, dir: string): string {
 }
 
 /** One directory per Secret: its name, or `<namespace>.<name>` when the name is in two namespaces. */
-export function secretDirs(ids: readonly string[]): Map<string, string> {
+function secretDirs(ids: readonly string[]): Map<string, string> {
   const namespaces = new Map<string, Set<string>>();
   for (const id of ids) {
     const [ns, name] = id.split('/') as [string, string];

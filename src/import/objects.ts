@@ -81,7 +81,7 @@ function addObject(set: ObjectSet, value: unknown, where: string, itemKind?: str
   if (kind.endsWith('List') && Array.isArray(value.items)) {
     // IngressList items come without kind; a `List` says it per item.
     const inner = kind === 'List' ? undefined : kind.slice(0, -4);
-    value.items.forEach((item, j) => addObject(set, item, `${where} items[${j}]`, inner));
+    value.items.forEach((item, j) => { addObject(set, item, `${where} items[${j}]`, inner); });
     return;
   }
   const o = value as KubeObject;

@@ -27,7 +27,7 @@ export interface RangeEntry {
   comment?: string;
 }
 
-export type RangeParse =
+type RangeParse =
   | { ok: true; cidrs: Cidr[]; /** items rewritten on the way (host bits masked, mapped IPv4) */ rewritten: string[] }
   | { ok: false; message: string };
 
@@ -92,9 +92,9 @@ function compareWords(a: readonly number[], b: readonly number[]): number {
   return 0;
 }
 
-export const ALLOW_ALL: readonly string[] = ['0.0.0.0/0', '::/0'];
+const ALLOW_ALL: readonly string[] = ['0.0.0.0/0', '::/0'];
 
-export interface MergedList {
+interface MergedList {
   entries: RangeEntry[];
   /** Allow entries left out because a deny entry covers them (never admitted anyone in ingress-nginx). */
   shadowed: string[];

@@ -56,7 +56,7 @@ export interface ConfigMapWatchOptions {
   watchIdleTimeoutMs?: number;
 }
 
-export interface ConfigMapWatchStatus {
+interface ConfigMapWatchStatus {
   /** resourceVersion of the last version handed to onObject. */
   readonly resourceVersion: string | null;
   readonly watchConnected: boolean;

@@ -14,7 +14,7 @@ import { denialReason, type Decision } from '../allowlist/matcher';
 import { ListenerStats } from '../metrics/listener-stats';
 import type { AllowlistRefusal } from '../reasons';
 import type { LiveList } from '../store/live-lists';
-import type { Connection, Via } from './connection';
+import type { Connection, Via } from '../connection/connection';
 
 export class Admission {
   constructor(

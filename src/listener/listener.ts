@@ -15,8 +15,8 @@ import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../access-log/access-log';
 import { addressSet, readsList, type AddressLookup } from '../store/list-ref';
-import type { ListenerConfig, RouteConfig } from '../config/schema';
-import { parseHostPort } from '../config/host-port';
+import type { ListenerConfig, RouteConfig } from '../schema/config';
+import { parseHostPort } from '../address/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
 import { beforeHeader, type IdentityOutcome } from '../identity/derive';
 import { ListenerStats } from '../metrics/listener-stats';
@@ -30,8 +30,8 @@ import type { ClientHelloDone } from '../tls/client-hello';
 import { helloTimeoutMs, HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
-import { Connection } from './connection';
-import { gather } from './gather';
+import { Connection } from '../connection/connection';
+import { gather } from '../connection/gather';
 import { HeaderStage, type HeaderSink } from './header-stage';
 import { RawSocket } from '../transport/raw-socket';
 
@@ -77,7 +77,7 @@ export interface ConnectionHandler {
   readonly routes: RouteReceiver | null;
 }
 
-export interface ListenerDeps {
+interface ListenerDeps {
   list: LiveList;
   logger: Logger;
   handler: ConnectionHandler;
@@ -93,7 +93,7 @@ export interface ListenerDeps {
 }
 
 /** What a list change closed on one listener (Listener.listChanged). */
-export interface ListChangeResult {
+interface ListChangeResult {
   /** Connections a peer no longer trusted spoke for (`trust_revoked`). */
   readonly untrusted: number;
   /** Connections whose client is no longer allowed (`revoked`; HTTP ones may be marked to close after their response). */
@@ -101,7 +101,7 @@ export interface ListChangeResult {
 }
 
 /** Sees the peer address of every accepted connection (src/selfcheck). */
-export interface PeerObserver {
+interface PeerObserver {
   observe(peer: string): void;
 }
 
@@ -276,7 +276,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     let closed = 0;
     for (const conn of this.connections) {
       if (conn.via !== 'proxy-v1' && conn.via !== 'proxy-v2') continue;
-      if (this.trustedSources.lookup(conn.peerAddress) >= 0) continue;
+      if (this.trustedSources.admits(conn.peerAddress)) continue;
       conn.revoked = true;
       this.close(conn, 'trust_revoked');
       closed++;
@@ -358,7 +358,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.deps.selfCheck?.observe(conn.peerAddress);
 
     const mode = this.config.proxyProtocol.mode;
-    const trusted = mode !== 'off' && this.trustedSources.lookup(conn.peerAddress) >= 0;
+    const trusted = mode !== 'off' && this.trustedSources.admits(conn.peerAddress);
     // The decision is derive.ts's (shared with the admin API's explain).
     const early = beforeHeader(mode, trusted);
     // Nothing else happens for this connection until the header is read (no dial, no allowlist).
@@ -421,7 +421,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
 
   /** Whether this listener decides on `list` (its own, or one of its routes'): revocation asks. */
   enforces(list: LiveList): boolean {
-    return list === this.deps.list || (this.routes !== null && this.routes.routes.some((r) => r.list === list));
+    return list === this.deps.list || this.routes?.routes.some((r) => r.list === list) === true;
   }
 
   /** The SNI routes in force (TCP listeners with routes), or null. */

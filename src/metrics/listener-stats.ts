@@ -174,6 +174,15 @@ export class ListenerStats {
    */
   httpRoutes: Map<string, RouteStats> | null = null;
 
+  /**
+   * Edge rules that answered or changed a request (docs/edge-rules.md), by `route \0 rule` (route
+   * '' on a listener without routes; rule redirect, https_redirect or rewrite): ipgate_http_edge_total.
+   */
+  readonly edge = new Map<string, number>();
+
+  /** The listener's upstream groups with health rules, by route ('' the listener's own): the ipgate_upstream_target_up gauge. */
+  health: ReadonlyArray<HealthSource> = [];
+
   /** Per upstream target (`host:port` from the config: a bounded set), created on first use. */
   readonly upstreams = new Map<string, UpstreamStats>();
 
@@ -241,8 +250,14 @@ export class ListenerStats {
   }
 }
 
+/** What the target gauge reads of a group with health rules (forward/upstream-group.ts). */
+export interface HealthSource {
+  readonly route: string;
+  readonly targets: ReadonlyArray<{ readonly label: string; readonly health: { up(now: number): boolean } | null }>;
+}
+
 /** One upstream target's counters (ipgate_upstream_responses_total, _failures_total, _response_seconds). */
-export class UpstreamStats {
+class UpstreamStats {
   /** HTTP response heads received, by status class: index 1..5 (0: outside 100-599). */
   readonly responses = [0, 0, 0, 0, 0, 0];
   /** Failures by reason (upstream_refused, upstream_timeout, upstream_reset, ...). */

@@ -23,7 +23,7 @@ import type { ListenerStats, RequestCounts, RouteCounts } from './listener-stats
 import type { TlsStats } from './tls-stats';
 
 /** What the metrics read from a TLS listener's certificates (src/tls/cert-store.ts). */
-export interface CertSource {
+interface CertSource {
   readonly listener: string;
   readonly reloads: { readonly ok: number; readonly refused: number };
   expiries(): { label: string; notAfter: number }[];
@@ -32,7 +32,7 @@ export interface CertSource {
 }
 
 /** What the metrics read of the config's sources (src/config/reload-status.ts). */
-export interface ReloadSource {
+interface ReloadSource {
   list(): readonly { readonly kind: string; readonly source: string; readonly ok: boolean; readonly lastSuccessAt: number }[];
 }
 
@@ -58,17 +58,17 @@ export interface ListsSource {
 }
 
 /** What the metrics read from the store (src/store/store.ts). */
-export interface StoreSource {
+interface StoreSource {
   readonly kind: string;
   lastRefusal(): { readonly reason: string; readonly at: number } | null;
 }
 
 /** What the metrics read from the self-checks (src/selfcheck/self-checks.ts). */
-export interface SelfCheckSource {
+interface SelfCheckSource {
   state(): { listeners: Record<string, { sourceNat: { suspected: boolean; public: boolean } }> };
 }
 
-export interface MetricsOptions {
+interface MetricsOptions {
   /** Node process metrics (event-loop lag, heap, GC, CPU, fds), prefixed `ipgate_`. Default true. */
   processMetrics?: boolean;
   /** Labels added to the process metrics, e.g. `{ worker: '2' }` in a cluster (bounded: one per process). */
@@ -77,7 +77,7 @@ export interface MetricsOptions {
   version?: string;
 }
 
-export const CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
+const CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
 /**
  * Metrics only the primary publishes in a cluster (it runs the store and the admin API): workers'
@@ -273,8 +273,22 @@ export class Metrics {
       help: 'HTTP upgrade requests (WebSocket, ...) received.',
       collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })) }).register(r);
     new Published({ name: 'ipgate_http_client_errors_total', type: 'counter',
-      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long.',
+      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long; or for their body size: body_too_large (413).',
       collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
+    new Published({ name: 'ipgate_upstream_target_up', type: 'gauge', aggregator: 'min',
+      help: 'HTTP upstream targets of groups with health rules (upstreamHealth): 1 while the target may take requests, 0 while it is skipped after failures (with workers: 0 while any worker skips it, each keeping its own state); by route (route="": the listener\'s own group).',
+      collect: eachHttp((s, out) => {
+        const now = performance.now();
+        for (const g of s.health) for (const tg of g.targets) out.push({ labels: { listener: s.listener, route: g.route, upstream: tg.label }, value: tg.health?.up(now) === false ? 0 : 1 });
+      }) }).register(r);
+    new Published({ name: 'ipgate_http_edge_total', type: 'counter',
+      help: 'HTTP requests an edge rule answered or changed (docs/edge-rules.md), by route (route="": a listener without routes) and rule: redirect, https_redirect, rewrite, upstream_none_up.',
+      collect: eachHttp((s, out) => {
+        for (const [k, v] of s.edge) {
+          const cut = k.indexOf('\0');
+          out.push({ labels: { listener: s.listener, route: k.slice(0, cut), rule: k.slice(cut + 1) }, value: v });
+        }
+      }) }).register(r);
     new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
       help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
       // A listener without routes keeps its one series; with routes, one per route name.

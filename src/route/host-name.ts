@@ -19,7 +19,7 @@
 /** RFC 1035 section 2.3.4 ("255 octets or less" on the wire = 253 characters of text). */
 export const MAX_HOST_NAME_LENGTH = 253;
 /** RFC 1035 section 2.3.4, "63 octets or less" per label. */
-export const MAX_LABEL_LENGTH = 63;
+const MAX_LABEL_LENGTH = 63;
 
 const HYPHEN = 0x2d;
 const DOT = 0x2e;

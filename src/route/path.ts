@@ -38,7 +38,7 @@ const QUESTION = 0x3f;
 const SEMICOLON = 0x3b;
 
 /** Paths above this length are refused in config (request paths are capped by the HTTP parser). */
-export const MAX_CONFIG_PATH_LENGTH = 1024;
+const MAX_CONFIG_PATH_LENGTH = 1024;
 
 /**
  * How a routed listener reads ";" in a request path (`http.pathParameters`): `refuse` answers 400
@@ -47,7 +47,7 @@ export const MAX_CONFIG_PATH_LENGTH = 1024;
 export type PathParameters = 'refuse' | 'servlet';
 
 /** Why a request path cannot be matched (a route miss reason, answered 400). */
-export interface PathRefusal {
+interface PathRefusal {
   readonly reason: 'route_bad_path' | 'route_path_params';
 }
 

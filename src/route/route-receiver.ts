@@ -6,7 +6,7 @@
  * (forward/http/http-routes.ts via HttpForwarder); a TCP listener routing on SNI implements the
  * same two calls with `kind: 'sni'` tables.
  */
-import type { RouteConfig } from '../config/schema';
+import type { RouteConfig } from '../schema/config';
 
 /** Which routes are in force: a hash of the config's routes and when they were loaded. */
 export interface RoutesVersion {

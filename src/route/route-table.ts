@@ -30,7 +30,7 @@
  * changes: a reload compiles a new one and swaps the reference (docs/architecture.md, "Allowlist":
  * the same build-then-swap).
  */
-import { problem } from '../config/errors';
+import { problem } from '../schema/problem';
 import type { RouteMissReason } from './codes';
 import { asciiLower, hostNameProblem, MAX_HOST_NAME_LENGTH } from './host-name';
 import { configPathProblem, matchForm, normalizePath, plainPathEnd, type PathParameters } from './path';
@@ -54,7 +54,7 @@ export interface RouteSpec {
   paths?: PathSpec[];
 }
 
-export interface CompileOptions {
+interface CompileOptions {
   /** "http" (default): hosts and paths. "sni": hosts only, for TCP listeners routing on SNI. */
   kind?: 'http' | 'sni';
   /** Config path the routes live at, for error messages (default "routes"). */

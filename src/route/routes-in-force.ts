@@ -12,12 +12,12 @@
  * cluster the primary keeps one (it has no listeners) and each worker swaps its own listeners.
  */
 import { createHash } from 'node:crypto';
-import type { Config, ListenerConfig, RouteConfig } from '../config/schema';
+import type { Config, ListenerConfig, RouteConfig } from '../schema/config';
 import type { PathParameters } from './path';
 import type { RouteReceiver, RoutesVersion } from './route-receiver';
 import { RouteTable, RouteTableError } from './route-table';
 
-export interface ListenerRoutes {
+interface ListenerRoutes {
   readonly listener: string;
   readonly mode: 'tcp' | 'http';
   /** The listener's own allowlist and upstreams (what routes without theirs use). */

@@ -67,7 +67,7 @@ export interface KubernetesStoreOptions {
 }
 
 /** What a replica reports about its store: for the metrics and /readyz. */
-export interface KubernetesStoreStatus {
+interface KubernetesStoreStatus {
   /** resourceVersion of the ConfigMap whose document is in force (a refused one does not count). */
   readonly resourceVersion: string | null;
   /** Last time the API confirmed our view (list, watch event or bookmark, write), ms epoch. */

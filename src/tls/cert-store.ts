@@ -33,7 +33,7 @@ import { constants, createHash } from 'node:crypto';
 import fs from 'node:fs';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import type { TlsCertificateConfig, TlsConfig } from '../config/schema-tls';
+import type { TlsCertificateConfig, TlsConfig } from '../schema/tls';
 import { asciiLower } from '../route/host-name';
 import { loadCaBundle, loadCertPair, type CertPair } from './cert-pair';
 import { SESSION_TIMEOUT_S, TicketKeys } from './session-tickets';
@@ -67,12 +67,12 @@ interface Table {
   readonly fallback: tls.SecureContext | null;
 }
 
-export class CertStoreError extends Error {
+class CertStoreError extends Error {
   readonly code = 'IPGATE_TLS';
 }
 
 /** Reload outcomes (ipgate_tls_certificate_reloads_total{result}). */
-export interface ReloadCounts {
+interface ReloadCounts {
   ok: number;
   refused: number;
 }

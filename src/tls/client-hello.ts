@@ -34,7 +34,7 @@ import type { TlsReason } from './codes';
 export type { TlsReason } from './codes';
 
 /** RFC 8446 5.1: "The length MUST NOT exceed 2^14 bytes" (record_overflow otherwise). */
-export const MAX_RECORD_LENGTH = 16384;
+const MAX_RECORD_LENGTH = 16384;
 /**
  * Default cap on the ClientHello's declared length (the handshake body). Threat: a peer that
  * declares a 16 MiB hello makes the router buffer it before any backend is chosen, one buffer per
@@ -49,12 +49,12 @@ export const DEFAULT_MAX_HELLO_LENGTH = 16384;
  * censorship-evasion clients do, to hide the SNI from middleboxes) passes while its records
  * fit; a stream of 1-byte records cannot grow the buffer past the cap.
  */
-export const WIRE_SLACK_RECORDS = 64;
+const WIRE_SLACK_RECORDS = 64;
 
-export const RECORD_HEADER_LENGTH = 5;
-export const HANDSHAKE_HEADER_LENGTH = 4;
+const RECORD_HEADER_LENGTH = 5;
+const HANDSHAKE_HEADER_LENGTH = 4;
 /** legacy_version + random + session_id length + 2-byte cipher list length + one suite + 1 + 1 method. */
-export const MIN_HELLO_LENGTH = 2 + 32 + 1 + 2 + 2 + 1 + 1;
+const MIN_HELLO_LENGTH = 2 + 32 + 1 + 2 + 2 + 1 + 1;
 
 const CONTENT_HANDSHAKE = 22;
 const HANDSHAKE_CLIENT_HELLO = 1;
@@ -180,7 +180,7 @@ export function readClientHello(buf: Buffer, options?: ReadOptions): ClientHello
     if (end > maxWire) return fail('tls_too_large', `the ClientHello's records reach byte ${end} (at most ${maxWire})`);
 
     // The handshake header may itself be split across records: take its bytes as they come.
-    const avail = end < n ? end : n;
+    const avail = Math.min(end , n);
     for (let i = pos + RECORD_HEADER_LENGTH; headerSeen < HANDSHAKE_HEADER_LENGTH && i < avail; i++, headerSeen++) {
       const byte = buf[i]!;
       if (headerSeen === 0) {

@@ -108,7 +108,7 @@ export function readRetryHello(buf: Buffer, first: ClientHelloDone, options?: Re
 }
 
 /** null when `second` may follow `first` after a HelloRetryRequest; else why not. */
-export function retryHelloChange(first: ClientHelloDone, second: ClientHelloDone): RetryHelloResult | null {
+function retryHelloChange(first: ClientHelloDone, second: ClientHelloDone): RetryHelloResult | null {
   if (first.sni !== second.sni) {
     return fail('tls_hrr_sni_changed', `server_name ${JSON.stringify(first.sni)} in the first ClientHello, ${JSON.stringify(second.sni)} in the second`);
   }

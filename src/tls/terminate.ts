@@ -32,13 +32,13 @@
 import type net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import type { TlsConfig } from '../config/schema-tls';
-import type { Connection } from '../listener/connection';
+import type { TlsConfig } from '../schema/tls';
+import type { Connection } from '../connection/connection';
 import type { TlsHandshakeReason } from '../reasons';
 import type { TlsStats } from '../metrics/tls-stats';
 import type { CertStore } from './cert-store';
-import { TlsFacts } from './facts';
-import { WaitSweep, type Waiter } from '../listener/wait-sweep';
+import { TlsFacts } from '../connection/tls-facts';
+import { WaitSweep, type Waiter } from '../connection/wait-sweep';
 import { peerVerifyError } from './peer-verify';
 import { readClientHello } from './client-hello';
 
@@ -52,7 +52,7 @@ export interface TlsStageResult {
  * `h2` then `http/1.1` where the listener serves HTTP/2 (`http.http2.enabled`, docs/tls.md "ALPN"),
  * else `http/1.1` alone. Given to each TLSSocket in wire form (length-prefixed), which Node only
  * copies: the list form is encoded per socket, ~5 us of a handshake's CPU on Node 20
- * (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake").
+ * (bench/README.md "What ipgate adds to a new TLS handshake").
  */
 const ALPN_H1 = Buffer.from('\x08http/1.1', 'latin1');
 const ALPN_H2 = Buffer.from('\x02h2\x08http/1.1', 'latin1');
@@ -127,7 +127,7 @@ export class TlsTerminator {
   /**
    * The handshake timeouts: one periodic check per listener (a quarter of the timeout, 50 ms to
    * 1 s) instead of a setTimeout + clearTimeout per handshake, ~7 us of a handshake's CPU on Node
-   * 20 (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake"). A handshake may
+   * 20 (bench/README.md "What ipgate adds to a new TLS handshake"). A handshake may
    * so run up to one interval past the timeout before it is closed.
    */
   private readonly sweep: WaitSweep;

@@ -52,6 +52,7 @@ t.test('every FROM is a digest-pinned base image or an earlier stage', async (t)
 
 t.test('the runtime stage: the node binary from the node image and nothing of its package managers', async (t) => {
   const runtime = stage(dockerfile, 'runtime');
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${ARG} reference, as written in it
   t.equal(runtime[0]!.args, '${RUNTIME_IMAGE} AS runtime', 'not the node image: its npm, corepack and yarn are never in the runtime\'s layers');
   const fromNode = runtime.filter((i) => i.keyword === 'COPY' && /--from=node\b/.test(i.args));
   t.same(fromNode.map((i) => i.args), ['--from=node /usr/local/bin/node /usr/local/bin/node'], 'exactly the binary');
@@ -60,6 +61,7 @@ t.test('the runtime stage: the node binary from the node image and nothing of it
   }
   t.notOk(commands(runtime).some((c) => PACKAGE_MANAGERS.test(c)), 'no RUN of a package manager in the runtime stage');
   t.same(stage(dockerfile, 'node').map((i) => i.keyword), ['FROM'], 'the node stage only names the node image');
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${ARG} reference, as written in it
   t.equal(stage(dockerfile, 'node')[0]!.args, '${NODE_IMAGE} AS node');
   const entry = runtime.find((i) => i.keyword === 'ENTRYPOINT')!;
   t.same(JSON.parse(entry.args), ['/usr/bin/tini', '--', 'node', '/app/dist/src/main.js'], 'node on PATH (/usr/local/bin), as before');

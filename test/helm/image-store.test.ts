@@ -21,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { configSchema } from '../../src/config/schema';
+import { configSchema } from '../../src/schema/config';
 import { commands, stage } from '../helpers/dockerfile';
 import { ROOT, render } from '../helpers/helm';
 
@@ -54,7 +54,7 @@ t.test('/var/lib/ipgate is created and owned by the runtime user, group 0 with t
 });
 
 t.test('the default store.path, from the working directory, resolves into the volume', async (t) => {
-  t.equal(defaultStorePath, './data/allowlists.json', 'ipgate\'s default (src/config/schema.ts)');
+  t.equal(defaultStorePath, './data/allowlists.json', 'ipgate\'s default (src/schema/config.ts)');
   t.equal(workdir, '/app');
   const link = runCommands.map((c) => /^ln -s (\S+) (\S+)$/.exec(c)).find((m) => m !== null);
   t.ok(link, 'a symbolic link is made');
@@ -78,6 +78,7 @@ t.test('the chart mounts its writable emptyDir where the image keeps its data', 
 });
 
 t.test('the preStop fallback\'s /bin/sleep comes with the base image (Debian: coreutils is Essential)', async (t) => {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${ARG} reference, as written in it
   t.equal(runtime[0]!.args, '${RUNTIME_IMAGE} AS runtime', 'the runtime stage starts from RUNTIME_IMAGE');
   const base = /^ARG RUNTIME_IMAGE=(\S+)$/m.exec(dockerfile)?.[1];
   t.match(base, /^debian:(bookworm|trixie)(-slim)?@sha256:[0-9a-f]{64}$/, 'a Debian image');

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { parseCidr } from '../../src/allowlist/cidr';
-import { parseHostPort } from '../../src/config/host-port';
+import { parseHostPort } from '../../src/address/host-port';
 import { parseConfig } from '../../src/config/load';
 import { prng } from '../helpers/prng';
 import { CHART, HTTP_LISTENER, TCP_LISTENER, lint, render, renderError } from '../helpers/helm';

@@ -7,7 +7,7 @@
  * bounded address set).
  */
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2 } from '../../src/proxy-protocol/encoder';

@@ -9,7 +9,7 @@
  * Rows marked `ipgate` are RFC 9113 8.2 / 8.3 cases h2spec has no row for (the h2-to-h1 ones).
  */
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import t from 'tap';
 import { CertDir } from '../helpers/certs';
 import {

@@ -131,7 +131,7 @@ t.test('curl --http2 and nghttp: ALPN h2, the backend sees HTTP/1.1 with the ide
   t.equal(tail, '200 2', 'status 200 over HTTP/2');
   const seen = JSON.parse(body!) as { method: string; url: string; headers: Record<string, string> };
   t.equal(seen.url, '/x?y=1', 'the path and query as sent');
-  t.equal(seen.headers.host, 'web.test:' + port, ':authority became Host');
+  t.equal(seen.headers.host, `web.test:${port}`, ':authority became Host');
   t.equal(seen.headers['x-real-ip'], '127.0.0.7', 'X-Real-IP is the client');
   t.equal(seen.headers['x-forwarded-for'], '127.0.0.7', 'the forged X-Forwarded-For is gone');
   t.equal(seen.headers['x-forwarded-proto'], 'https');

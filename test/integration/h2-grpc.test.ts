@@ -9,7 +9,7 @@
  */
 import fs from 'node:fs';
 import http2 from 'node:http2';
-import net from 'node:net';
+import type net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';

@@ -9,7 +9,7 @@
  * served and nothing reached the backend that should not have.
  */
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
 import {

@@ -34,7 +34,7 @@ const cases: Array<{ name: string; bytes: string; statuses: string[]; bodies?: R
     bytes: Array.from({ length: 12 }, (_, i) => `GET /${i} HTTP/1.1\r\nHost: a\r\n${i % 3 === 0 ? 'Accept: application/json\r\n' : ''}\r\n`).join('')
       + 'GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n',
     statuses: Array(13).fill('403') as string[],
-    bodies: /^(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: application\/json[^]*?\r\n\r\n\{"error":"forbidden","message":"Forbidden"\}\n(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain[^]*?\r\n\r\nForbidden\n){2}){4}HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain; charset=utf-8\r\nContent-Length: 10\r\nCache-Control: no-store\r\nConnection: close\r\n\r\nForbidden\n$/,
+    bodies: /^(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: application\/json[\s\S]*?\r\n\r\n\{"error":"forbidden","message":"Forbidden"\}\n(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain[\s\S]*?\r\n\r\nForbidden\n){2}){4}HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain; charset=utf-8\r\nContent-Length: 10\r\nCache-Control: no-store\r\nConnection: close\r\n\r\nForbidden\n$/,
     closes: true,
   },
   {

@@ -132,7 +132,7 @@ for (const engine of ENGINES) {
     const g = await gate(t, engine, b.port);
     const c = await client(g.port(), '127.0.0.2');
     c.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n');
-    t.match((await readUntil(c, 'Forbidden\n')).toString(), /^HTTP\/1\.1 403 [^]*connection: close\r\n/i, '403 with connection: close before the body');
+    t.match((await readUntil(c, 'Forbidden\n')).toString(), /^HTTP\/1\.1 403 [\s\S]*connection: close\r\n/i, '403 with connection: close before the body');
     c.write('hello');
     c.write('GET /2 HTTP/1.1\r\nHost: x\r\n\r\n');
     const rest = (await readAll(c)).toString();
@@ -361,7 +361,7 @@ for (const engine of ENGINES) {
     const c = await client(g.port());
     c.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n\x01\x02garbage\r\n\r\n');
     const res = (await readAll(c)).toString();
-    t.match(res, /^HTTP\/1\.1 200 [^]*GET \/first HTTP\/1\.1\n/, 'the admitted request\'s response first');
+    t.match(res, /^HTTP\/1\.1 200 [\s\S]*GET \/first HTTP\/1\.1\n/, 'the admitted request\'s response first');
     t.match(res, /HTTP\/1\.1 400 /, 'then 400');
     t.equal(b.heads.length, 1, 'one request upstream');
   });

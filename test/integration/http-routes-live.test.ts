@@ -13,7 +13,7 @@ import { closed, readUntil } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { threeBackends } from '../helpers/routes';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
-import type { Config } from '../../src/config/schema';
+import type { Config } from '../../src/schema/config';
 
 const skip = missing('nginx');
 

@@ -144,7 +144,7 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
     t.equal(value(/ipgate_http_route_misses_total\{listener="edge",reason="route_bad_path"\} (\d+)/), 2, 'route_bad_path: %2F, /../');
     t.ok(requests('', '4xx') >= 5, 'misses under route=""');
     t.match(text, /ipgate_http_request_duration_seconds_count\{listener="edge",route="api"\} \d+/);
-    t.notMatch(text, /ipgate_http_requests_total\{listener="edge",code_class=/, 'no route-less series on a routed listener');
+    t.notMatch(text, /ipgate_http_requests_total\{listener="edge",method=/, 'no route-less series on a routed listener');
     t.ok(value(/ipgate_denied_total\{listener="edge",reason="not_allowlisted"\} (\d+)/) >= 3, 'route denials counted as denials');
   });
 

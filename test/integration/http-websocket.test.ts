@@ -4,7 +4,7 @@
  * its first message.
  */
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { createHttpEcho, wsAccept, wsFrame } from '../../src/echo/echo-server';
 import { encodeProxyV1 } from '../../src/proxy-protocol/encoder';
@@ -112,7 +112,7 @@ t.test('a client reset closes the upstream tunnel (http-proxy would only half-cl
       `Sec-WebSocket-Accept: ${wsAccept(String(req.headers['sec-websocket-key']))}\r\n\r\n`);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { upstreamSockets.forEach((s) => s.destroy()); server.close(() => r()); }));
+  t.teardown(() => new Promise<void>((r) => { upstreamSockets.forEach((s) => { s.destroy(); }); server.close(() => r()); }));
   const g = await gate(t, { upstreams: [`127.0.0.1:${portOf(server)}`] });
   const c = await connect({ port: g.port(), localAddress: '127.0.0.3' });
   c.write(handshake().text);

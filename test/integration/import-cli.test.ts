@@ -237,7 +237,7 @@ t.test('trust flags: usage errors, and a refusal is exit 3 with the reasons in t
   t.equal(outside.stdout, '', 'no config written');
   const report = JSON.parse(outside.stderr.slice(0, outside.stderr.lastIndexOf('}') + 1)) as ImportReport;
   t.match(report.refused, [{ source: 'ConfigMap ingress-nginx/ingress-nginx-controller', item: '--proxy-real-ip-cidr', value: '10.1.0.0/24', reason: /outside the ConfigMap's proxy-real-ip-cidr "10\.0\.0\.0\/16,2001:db8:1b::\/48"/ }]);
-  t.match(outside.stderr, /ipgate import: refused, no config written:\n  ConfigMap ingress-nginx\/ingress-nginx-controller: --proxy-real-ip-cidr "10\.1\.0\.0\/24": outside/);
+  t.match(outside.stderr, /ipgate import: refused, no config written:\n {2}ConfigMap ingress-nginx\/ingress-nginx-controller: --proxy-real-ip-cidr "10\.1\.0\.0\/24": outside/);
   const inside = ipgate(['import', 'ingress-nginx', '-f', f10, '--proxy-real-ip-cidr', '10.0.4.0/24', '--proxy-real-ip-cidr', '2001:db8:1b::/64']);
   t.equal(inside.status, 0, inside.stderr);
   t.same((YAML.parse(inside.stdout) as { listeners: Array<{ proxyProtocol: unknown }> }).listeners[0]!.proxyProtocol, { mode: 'required', trustedSources: ['10.0.4.0/24', '2001:db8:1b::/64'] },

@@ -248,7 +248,7 @@ t.test('a handshake that stalls or is not TLS is closed and counted; the process
     const g = await gate(t, setup.tls);
     const port = g.port();
     // A real ClientHello's first 40 bytes (record header says 512 bytes follow).
-    const hello = Buffer.from('1603010200010001fc0303' + '00'.repeat(29), 'hex');
+    const hello = Buffer.from(`1603010200010001fc0303${'00'.repeat(29)}`, 'hex');
     const rows: { desc: string; send: Buffer | null; reason: string }[] = [
       { desc: 'a client that sends nothing', send: null, reason: 'tls_handshake_timeout' },
       { desc: 'half a ClientHello', send: hello, reason: 'tls_handshake_timeout' },

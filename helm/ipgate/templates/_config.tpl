@@ -1,6 +1,6 @@
 {{/*
 The ipgate config file (config.yaml), built as a dict and serialised with toYaml so every value is
-quoted correctly. Its shape is ipgate's own schema (src/config/schema.ts); the chart tests parse the
+quoted correctly. Its shape is ipgate's own schema (src/schema/config.ts); the chart tests parse the
 rendered file with ipgate's parseConfig.
 */}}
 {{- define "ipgate.config" -}}

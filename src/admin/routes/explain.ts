@@ -122,7 +122,7 @@ interface SniRouting {
 }
 
 /** `PROXY ...` text (CRLF added when missing), else hex, else base64. */
-export function headerBytes(text: string): Buffer {
+function headerBytes(text: string): Buffer {
   if (text.startsWith('PROXY ')) return Buffer.from(text.endsWith('\r\n') ? text : `${text.replace(/\n$/, '')}\r\n`, 'latin1');
   const compact = text.replace(/\s+/g, '');
   if (compact.length % 2 === 0 && /^[0-9a-fA-F]+$/.test(compact)) return Buffer.from(compact, 'hex');
@@ -182,7 +182,7 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
       throw new ApiError(400, 'invalid_sni', `sni ${JSON.stringify(b.sni)}: listener ${JSON.stringify(l.name)} does not route on SNI (only tcp listeners with routes do)`, 'sni');
     }
     const mode = l.config.proxyProtocol.mode;
-    const peerTrusted = mode !== 'off' && trustedSources.get(l.name)!.lookup(peer.address) >= 0;
+    const peerTrusted = mode !== 'off' && trustedSources.get(l.name)!.admits(peer.address);
     const base = { listener: l.name, mode: l.config.mode, peer: peer.address, peerTrusted, allowlist: l.config.allowlist, allowlistVersion: l.list.version };
 
     let outcome: IdentityOutcome | null = beforeHeader(mode, peerTrusted);
@@ -233,7 +233,7 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
     const hostOut = host === null ? {} : { host };
     if (l.config.mode === 'http') {
       const proxies = trustedProxies.get(l.name)!;
-      trustedProxy = proxies.lookup(client) >= 0;
+      trustedProxy = proxies.admits(client);
       if (trustedProxy) {
         const xff = headerValue(b.headers, 'x-forwarded-for');
         const walked = clientFromForwardedFor(xff, client, proxies);

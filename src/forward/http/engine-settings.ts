@@ -3,7 +3,7 @@
  * (docs/http-engines.md) and its own canned answers. What varies per request (the upstream group,
  * its timeout, the 403's body) comes in the policy's decision instead.
  */
-import type { ListenerConfig } from '../../config/schema';
+import type { ListenerConfig } from '../../schema/config';
 import type { CannedResponses } from './canned';
 
 export interface EngineSettings {

@@ -5,9 +5,9 @@
  */
 import type { AllowEntry } from '../../allowlist/entry';
 import type { Decision } from '../../allowlist/matcher';
-import type { Connection, Via } from '../../listener/connection';
+import type { Connection, Via } from '../../connection/connection';
 import type { Reason } from '../../reasons';
-import type { Upstream } from '../upstream-group';
+import type { Upstream } from '../../upstream/upstream-group';
 import type { HttpRoute } from './http-routes';
 
 /**

@@ -9,7 +9,7 @@ import type { ListenerAccessLog } from '../../access-log/access-log';
 import { ListenerStats, methodIndex } from '../../metrics/listener-stats';
 import type { HttpClientErrorLabel } from '../../reasons';
 import type { ByteSocket } from '../../transport/byte-socket';
-import { upstreamReason } from '../upstream-reason';
+import { upstreamReason } from '../../upstream/upstream-reason';
 import type { Exchange, HttpConn } from './exchange';
 import type { RequestDecision, RequestFacts } from './http-policy';
 import { requestHeadBytes } from './request-size';
@@ -50,6 +50,8 @@ export class HttpRecorder implements EngineEvents {
 
   upstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void {
     const reason = timedOut ? 'upstream_timeout' : upstreamReason({ code } as NodeJS.ErrnoException);
+    // Passive health (upstream-health.ts): every failed attempt counts against its target.
+    ex.upstream?.health?.failed(performance.now());
     this.stats.upstreamFailed(ex.upstream?.label, reason);
     if (retrying) {
       this.log.warn({ conn: ex.hc.conn.id, upstream: ex.upstream?.label, err: code }, 'upstream connect failed; trying next');
@@ -61,7 +63,9 @@ export class HttpRecorder implements EngineEvents {
 
   upstreamAnswered(ex: Exchange, status: number): void {
     ex.upstreamStatus = status;
-    const ms = performance.now() - ex.sentAt;
+    const now = performance.now();
+    const ms = now - ex.sentAt;
+    ex.upstream?.health?.answered(status, now);
     ex.upstreamMs = Math.round(ms);
     if (ex.upstream !== null) this.stats.upstreamAnswered(ex.upstream.label, status, ms / 1000);
   }

@@ -14,8 +14,8 @@
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
-import type { Connection, Endpoint } from '../../listener/connection';
+import { NO_UPSTREAM_HEALTH, type ListenerConfig, type RouteConfig } from '../../schema/config';
+import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import type { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
@@ -25,8 +25,8 @@ import { readsList } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
-import { WaitSweep } from '../../listener/wait-sweep';
-import { parseUpstreams, UpstreamPool } from '../upstream-group';
+import { WaitSweep } from '../../connection/wait-sweep';
+import { buildGroup } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
 import { engineSettings } from './engine-settings';
 import { HttpConn } from './exchange';
@@ -34,7 +34,7 @@ import { HttpRecorder } from './http-events';
 import { HttpPolicy } from './http-policy';
 import { http2Upstream, type HttpRoutes } from './http-routes';
 import { RelayConn, type RelayHost } from './relay/relay-conn';
-import { RelayPool } from './relay/upstream-pool';
+import { SocketPool } from './relay/socket-pool';
 import { DnsCache } from './upstream-dns';
 import { H2Conn, type H2Host } from './h2/h2-conn';
 import { h2Settings } from './h2/h2-settings';
@@ -42,7 +42,7 @@ import { H2Upstreams } from './h2/h2-upstream';
 import { sniffPreface } from './h2/h2c-preface';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
-export const REVOKE_GRACE_MS = 1000;
+const REVOKE_GRACE_MS = 1000;
 
 const kHttpConn = Symbol('ipgate.httpConn');
 
@@ -84,7 +84,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     const h = config.http;
     this.log = logger.child({ listener: config.name });
     const canned = new CannedResponses(h.deniedBody);
-    const group = new UpstreamPool(parseUpstreams(config.upstreams), http2Upstream(h.upstreamProtocol, h.upstreamCA));
+    const group = buildGroup(config.upstreams, config.upstreamHealth ?? NO_UPSTREAM_HEALTH, http2Upstream(h.upstreamProtocol, h.upstreamCA));
+    if (group.health !== null) stats.health = [{ route: '', targets: group.targets }];
     this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access });
     const proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
     // The sweep checks the waits between requests, the client's idle timeout and the idle bound
@@ -99,7 +100,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     // HTTP/1.1 request, and node:http2 needs a net.Socket: no libuv handles there
     // (docs/http-engines.md "h2c").
     this.rawSockets = rawSocketsWanted() && proto === 'http' && !h2.cleartext;
-    const pool = new RelayPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted());
+    const pool = new SocketPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted(), config.timeouts.connectMs);
     const settings = engineSettings(config, canned);
     const events = new HttpRecorder(stats, this.log, access);
     this.host = { settings, policy: this.policy, events, waits, pool };
@@ -124,6 +125,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
    */
   replaceRoutes(next: HttpRoutes | null): number {
     this.policy.routes = next;
+    if (next !== null) this.stats.health = next.health;
     if (next !== null) this.stats.httpRoutes ??= new Map();
     let marked = 0;
     for (const hc of this.conns) {
@@ -195,7 +197,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       // (~40 ms per request on Linux; bench/README.md "HTTP path vs nginx"). The listener sets it
       // on the RawSockets it accepts, and net.Server's `noDelay` on the sockets it accepts, which
       // a TLSSocket wraps: setting it again through the TLSSocket is one more setsockopt and ~4 us
-      // of a handshake's CPU on Node 20 (bench/README.md "2026-12-02: what ipgate adds to a new
+      // of a handshake's CPU on Node 20 (bench/README.md "What ipgate adds to a new
       // TLS handshake").
       if (!(client as { encrypted?: boolean }).encrypted) client.setNoDelay(true);
       socket = new NetByteSocket(client);
@@ -222,7 +224,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   /** Whether a change of `list` concerns this listener's connections beyond its own list (a route enforces it). */
   enforces(list: LiveList): boolean {
     const routes = this.policy.routes;
-    return routes !== null && routes.lists.has(list);
+    return routes?.lists.has(list) === true;
   }
 
   /** After a list change (revokeLive): re-decide `conn`'s requests in flight, tunnel or connection; true when cut. */
@@ -249,7 +251,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     if (!readsList(trusted, list)) return 0;
     let n = 0;
     for (const hc of this.conns) {
-      if (!hc.trusted || hc.revoked || hc.conn.socket.destroyed || trusted.lookup(hc.conn.clientAddress) >= 0) continue;
+      if (!hc.trusted || hc.revoked || hc.conn.socket.destroyed || trusted.admits(hc.conn.clientAddress)) continue;
       this.cut(hc, 'trust_revoked');
       n++;
     }

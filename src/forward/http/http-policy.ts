@@ -7,7 +7,9 @@
  * Per request, in order (docs/architecture.md "The data path"):
  *   route (listeners with routes: Host + path in normal form; a miss is answered 404 / 400 / 421)
  *   -> identity (a trusted proxy's X-Forwarded-For, else the connection's client)
- *   -> allowlist (the route's list, else the listener's) -> the upstream head's headers.
+ *   -> allowlist (the route's list, else the listener's) -> the upstream head's headers
+ *   -> the edge rules, for a route (or listener) that has any (edge-rules.ts, docs/edge-rules.md):
+ *      body size.
  *
  * Identity (docs/architecture.md "Client identity"): the peer is conn.clientAddress (the PROXY
  * header's source when a trusted balancer sent one, else the socket). A peer in
@@ -26,7 +28,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
-import type { ListenerConfig, RouteConfig } from '../../config/schema';
+import type { ListenerConfig, RouteConfig } from '../../schema/config';
 import { clientFromForwardedFor } from '../../identity/forwarded-for';
 import { forwardedElement, forwardedWithoutHost } from '../../identity/forwarded-header';
 import { Admission } from '../../listener/admission';
@@ -34,15 +36,19 @@ import { ListenerStats } from '../../metrics/listener-stats';
 import type { RoutesVersion } from '../../route/route-receiver';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
-import type { UpstreamPool } from '../upstream-group';
-import type { Canned, CannedResponses } from './canned';
+import type { UpstreamGroup } from '../../upstream/upstream-group';
+import type { CannedResponses } from './canned';
+import { compileEdgeRules, rewriteTarget, type EdgeRequest, type EdgeRules } from './edge-rules';
 import { Exchange, type HttpConn } from './exchange';
-import { compileHttpRoutes, type HttpRoutes } from './http-routes';
+import { compileHttpRoutes, type HttpRoute, type HttpRoutes } from './http-routes';
 import { ReceivedHeaders, scanRequestHeaders } from './request-headers';
-import { requestHost, type HostRefusal } from './request-host';
+import { requestHost } from './request-host';
 import { newRequestId, validRequestId } from './request-id';
 import { requestHeadBytes } from './request-size';
 import { requestTarget } from './request-target';
+import { RequestDecision } from './request-decision';
+
+export { RequestDecision } from './request-decision';
 
 /** What an engine needs of a request head (relay/llhttp-parser.ts RequestHead, or an HTTP/2 stream's). */
 export interface RequestFacts {
@@ -55,41 +61,8 @@ export interface RequestFacts {
   readonly upgrade: boolean;
 }
 
-/**
- * The policy's answer for one request. One hidden class for every answer (a class, not literals of
- * varying shape), built once per request; the quick denials share two prebuilt ones.
- */
-export class RequestDecision {
-  constructor(
-    /**
-     * `forward`: send it upstream. `answer`: ipgate answers with `answer` (a refusal or a route
-     * miss). `reject`: a request no backend may see (`refusal` says why): `answer` (400), counted
-     * as a client error, and the connection ends.
-     */
-    readonly verdict: 'forward' | 'answer' | 'reject',
-    /** The request's record (identity, entry, route, outcome); null for a quick denial (nothing per request to keep). */
-    readonly ex: Exchange | null,
-    /** The canned answer (verdict `answer`), else null. */
-    readonly answer: Canned | null,
-    /** The connection ends after the answer (a refused direct client with `http.denied.keepAlive: false`). */
-    readonly closeAfterAnswer: boolean,
-    /** The upstream head's headers (verdict `forward`), else null. */
-    readonly headers: OutgoingHttpHeaders | null,
-    /** The upstream group that serves it (the route's, else the listener's); null when answered. */
-    readonly group: UpstreamPool | null,
-    /** Bound on the upstream's response head (the route's `upstreamTimeoutMs`, else the listener's). */
-    readonly upstreamTimeoutMs: number,
-    /** The target sent upstream instead of the client's (routes: the path's normal form), or null: as sent. */
-    readonly path: string | null,
-    /** The Upgrade header's value (an upgrade request), or null. */
-    readonly upgrade: string | null,
-    /** Verdict `reject`: why (a bad Host: request-host.ts), else null. */
-    readonly refusal: HostRefusal | null = null,
-  ) {}
-}
-
 /** The policy's side of a listener's routes: a reload compiles, then swaps (HttpForwarder.replaceRoutes). */
-export interface PolicyDeps {
+interface PolicyDeps {
   readonly config: Readonly<ListenerConfig>;
   /** The listener's own list (routes without an `allowlist` use it too). */
   readonly list: LiveList;
@@ -97,9 +70,18 @@ export interface PolicyDeps {
   readonly log: Logger;
   readonly canned: CannedResponses;
   /** The listener's upstream group (routes without `upstreams` use it too). */
-  readonly group: UpstreamPool;
+  readonly group: UpstreamGroup;
   /** The access log: with per-request denial lines wanted, there is no quick denial. */
   readonly access: ListenerAccessLog | null;
+}
+
+/** The scratch the edge steps read (admit is synchronous: one per policy, never read outside it). */
+class EdgeScratch implements EdgeRequest {
+  ex: Exchange = null as unknown as Exchange;
+  scheme: 'http' | 'https' = 'http';
+  host = '';
+  target = '';
+  contentLength = -1;
 }
 
 export class HttpPolicy {
@@ -115,7 +97,7 @@ export class HttpPolicy {
   private readonly stats: ListenerStats;
   private readonly log: Logger;
   private readonly canned: CannedResponses;
-  private readonly group: UpstreamPool;
+  private readonly group: UpstreamGroup;
   private readonly access: ListenerAccessLog | null;
   /** Scratch for one admit() (synchronous): what the header scan learned. Never read outside admit. */
   private readonly got = new ReceivedHeaders();
@@ -131,6 +113,11 @@ export class HttpPolicy {
   /** The quick denials' decisions (403 as text or JSON), shared by every connection of the listener. */
   private readonly quickText: RequestDecision;
   private readonly quickJson: RequestDecision;
+  /** A listener without routes: its edge rules (edge-rules.ts), null without any. */
+  private readonly rules: EdgeRules | null;
+  /** Its rules redirect before the allowlist: no quick denial then (a refused client is redirected). */
+  private readonly redirectEarly: boolean;
+  private readonly er = new EdgeScratch();
 
   constructor(deps: PolicyDeps) {
     const config = deps.config;
@@ -153,6 +140,8 @@ export class HttpPolicy {
     const close = !this.deniedKeepAlive;
     this.quickText = new RequestDecision('answer', null, deps.canned.forbiddenText, close, null, null, 0, null, null);
     this.quickJson = new RequestDecision('answer', null, deps.canned.forbiddenJson, close, null, null, 0, null, null);
+    this.rules = config.routes !== undefined ? null : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats, group: deps.group });
+    this.redirectEarly = this.rules?.redirectEarly === true;
   }
 
   /** Build a listener's routes without touching those in force (throws on anything that cannot be built). */
@@ -185,7 +174,7 @@ export class HttpPolicy {
 
   /** Whether the peer of a new connection is a trusted proxy (its requests carry their clients). */
   trusts(address: string): boolean {
-    return this.trustedProxies.lookup(address) >= 0;
+    return this.trustedProxies.admits(address);
   }
 
   /**
@@ -213,9 +202,55 @@ export class HttpPolicy {
     if (got.upgrade !== null && head.upgrade) this.stats.httpUpgrades++;
     if (hc.routed) return this.routed(hc, head, authority, headers);
     const ex = this.exchange(hc, head, this.admission);
+    const rules = this.rules;
+    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, null, '/', this.group, this.upstreamTimeoutMs, this.canned, null);
     if (ex.entry === null) return this.refuse(ex, this.canned);
     this.identityHeaders(headers, hc, ex, got);
     return new RequestDecision('forward', ex, null, false, headers, this.group, this.upstreamTimeoutMs, null, got.upgrade);
+  }
+
+  /**
+   * The allowlist and the steps after it for a route (or listener) with edge rules
+   * (edge-rules.ts): the redirect (before the allowlist with `beforeAllowlist`), the body size,
+   * the rewrite, the upstream timeouts. `path`: the target routed (normal form) when it differs
+   * from the client's; `match`: the path entry that matched.
+   */
+  private edge(rules: EdgeRules, hc: HttpConn, head: RequestFacts, authority: string | null, ex: Exchange, headers: OutgoingHttpHeaders,
+    path: string | null, match: string, group: UpstreamGroup, upstreamTimeoutMs: number, canned: CannedResponses, route: HttpRoute | null): RequestDecision {
+    const got = this.got;
+    const er = this.er;
+    er.ex = ex;
+    // How the request reached the edge: a trusted proxy (which may terminate TLS) says, else the listener.
+    er.scheme = hc.trusted && got.xForwardedProto !== null ? schemeOf(got.xForwardedProto, this.proto) : this.proto;
+    er.host = got.host ?? '';
+    er.target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
+    er.contentLength = got.contentLength;
+    const redirects = rules.redirect !== null || rules.httpsRedirect !== null;
+    if (redirects && rules.redirectEarly) {
+      const d = rules.redirectFor(er);
+      if (d !== null) return d;
+    }
+    if (ex.entry === null) return this.refuse(ex, canned);
+    if (redirects && !rules.redirectEarly) {
+      const d = rules.redirectFor(er);
+      if (d !== null) return d;
+    }
+    this.identityHeaders(headers, hc, ex, got);
+    const extra = route?.requestHeaders ?? null;
+    if (extra !== null) for (const [name, value] of extra) headers[name] = value;
+    const big = rules.tooLarge(er);
+    if (big !== null) return big;
+    const rw = rules.rewrite;
+    if (rw !== null) {
+      path = rewriteTarget(rw, path ?? er.target, match, headers);
+      ListenerStats.bump(this.stats.edge, `${rules.route}\0rewrite`);
+    }
+    const none = rules.noneUp(ex, group);
+    if (none !== null) return none;
+    const fwd = new RequestDecision('forward', ex, null, false, headers, group, upstreamTimeoutMs, path, got.upgrade);
+    fwd.maxBodyBytes = rules.maxBodyBytes;
+    fwd.timeouts = rules.timeouts;
+    return fwd;
   }
 
   /**
@@ -248,6 +283,8 @@ export class HttpPolicy {
     ex.routed = true;
     ex.route = route;
     hc.latest = ex;
+    const rules = route.rules;
+    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, hit.path, hit.match, route.group, route.upstreamTimeoutMs, route.canned, route);
     if (ex.entry === null) return this.refuse(ex, route.canned);
     this.identityHeaders(headers, hc, ex, got);
     const extra = route.requestHeaders;
@@ -260,7 +297,7 @@ export class HttpPolicy {
    * and no per-request line wanted (debug lines and access-log denial lines need the Exchange).
    */
   private quick(hc: HttpConn): boolean {
-    return hc.denial !== null && hc.entry === null && !hc.trusted && !hc.revoked && !hc.closing
+    return hc.denial !== null && hc.entry === null && !hc.trusted && !hc.revoked && !hc.closing && !this.redirectEarly
       && !this.log.isLevelEnabled('debug') && (this.access === null || !this.access.wantsDenialLines());
   }
 
@@ -405,8 +442,8 @@ export class HttpPolicy {
       conn.entry = null;
       return 'revoked';
     }
-    for (const ex of hc.open) if (matcher.lookup(ex.client) < 0) return 'revoked';
-    if (hc.upgraded !== null && matcher.lookup(hc.upgraded.client) < 0) return 'revoked';
+    for (const ex of hc.open) if (!matcher.admits(ex.client)) return 'revoked';
+    if (hc.upgraded !== null && !matcher.admits(hc.upgraded.client)) return 'revoked';
     return null;
   }
 
@@ -431,6 +468,13 @@ export class HttpPolicy {
 /** The target a route is looked up by: the path (and query) of an origin- or absolute-form target. */
 function lookupTarget(url: string): string {
   return requestTarget(url)?.path ?? url;
+}
+
+/** A trusted proxy's X-Forwarded-Proto (its first value): https or http; anything else leaves the listener's. */
+function schemeOf(xfp: string, fallback: 'http' | 'https'): 'http' | 'https' {
+  const comma = xfp.indexOf(',');
+  const v = (comma < 0 ? xfp : xfp.slice(0, comma)).trim().toLowerCase();
+  return v === 'https' ? 'https' : v === 'http' ? 'http' : fallback;
 }
 
 /** The header `lower` (a lower-case name): its values joined as scanRequestHeaders joins them, or null. */

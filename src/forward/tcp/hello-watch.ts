@@ -12,7 +12,7 @@
  *      ServerHelloReader (tls/server-hello.ts), which keeps no bytes.
  *   3. A ServerHello that is not a retry (TLS 1.3, 1.2, anything earlier) ends the watch: the held
  *      bytes go on and the ordinary relay takes both directions; a long stream costs nothing more.
- *   4. A HelloRetryRequest: the client's next bytes are gathered (listener/gather.ts, the loop of
+ *   4. A HelloRetryRequest: the client's next bytes are gathered (connection/gather.ts, the loop of
  *      the first hello, within the same `sni.helloTimeoutMs`) until readRetryHello
  *      (tls/retry-hello.ts) says the second hello matches the first (then it and what preceded
  *      it go to the backend, and the watch goes back to 1 for the backend's real ServerHello), or
@@ -28,8 +28,8 @@
  */
 import type net from 'node:net';
 import type { Logger } from 'pino';
-import type { Connection, Endpoint } from '../../listener/connection';
-import { gather, type GatherStage } from '../../listener/gather';
+import type { Connection, Endpoint } from '../../connection/connection';
+import { gather, type GatherStage } from '../../connection/gather';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { RawSocket } from '../../transport/raw-socket';
 import type { ClientHelloDone } from '../../tls/client-hello';
@@ -37,14 +37,17 @@ import type { TlsReason } from '../../tls/codes';
 import { readRetryHello } from '../../tls/retry-hello';
 import { ServerHelloReader } from '../../tls/server-hello';
 
-/** What the forwarder gives the watch (one per listener). */
-export interface WatchHost {
+/** What the forwarder gives the watch (one per listener and socket model). */
+export interface WatchHost<S extends Endpoint> {
   /** `sni.helloTimeoutMs`: how long a second hello may take. */
   readonly helloTimeoutMs: number;
   readonly stats: ListenerStats;
   readonly log: Logger;
-  /** The watch is over: relay both ways (the client is paused; the held bytes were written). */
-  relayBoth(client: Endpoint, upstream: Endpoint): void;
+  /**
+   * The watch is over: relay both ways (the client is paused; the held bytes were written), with
+   * the relay of this socket model (transport/relay-pair.ts), as a connection without a watch.
+   */
+  relayBoth(client: S, upstream: S): void;
   /** Close the connection with `reason` (both sockets). */
   closeWith(conn: Connection, reason: TlsReason): void;
 }
@@ -54,7 +57,7 @@ type RetryOutcome = { ok: true; length: number } | { ok: false; reason: TlsReaso
 
 const EMPTY = Buffer.alloc(0);
 
-export class HelloWatch implements GatherStage<RetryOutcome> {
+export class HelloWatch<S extends Endpoint> implements GatherStage<RetryOutcome> {
   readonly timeoutMs: number;
   private readonly reader = new ServerHelloReader();
   /** Client bytes read past the last hello forwarded: they wait for the backend's ServerHello. */
@@ -73,11 +76,11 @@ export class HelloWatch implements GatherStage<RetryOutcome> {
 
   constructor(
     private readonly conn: Connection,
-    private readonly client: Endpoint,
-    private readonly upstream: Endpoint,
+    private readonly client: S,
+    private readonly upstream: S,
     private readonly first: ClientHelloDone,
     held: Buffer,
-    private readonly host: WatchHost,
+    private readonly host: WatchHost<S>,
   ) {
     this.timeoutMs = host.helloTimeoutMs;
     this.held = held;

@@ -1,5 +1,5 @@
 /**
- * The `tls:` block of an HTTP listener (src/config/schema-tls.ts, validate-tls.ts): defaults, paths
+ * The `tls:` block of an HTTP listener (src/schema/tls.ts, validate-tls.ts): defaults, paths
  * relative to the config file, and every refusal naming the field and quoting the value. The
  * files are made by the openssl CLI (test/helpers/certs.ts).
  */

@@ -99,7 +99,7 @@ t.test('accepted: the config builds, with exactly the warnings expected', async 
     const { problems, warnings } = outcome(row.raw);
     t.same(problems, [], `${row.what}: no problem`);
     t.equal(warnings.length, row.warnings.length, `${row.what}: ${row.warnings.length} warning(s), got ${JSON.stringify(warnings)}`);
-    row.warnings.forEach((w, i) => t.ok(warnings[i]?.startsWith(w), `${row.what}: warning ${i} is ${JSON.stringify(w)}`));
+    row.warnings.forEach((w, i) => { t.ok(warnings[i]?.startsWith(w), `${row.what}: warning ${i} is ${JSON.stringify(w)}`); });
   }
 });
 

@@ -230,7 +230,7 @@ t.test('human text: the certificate lines and the summary', async (t) => {
   const r = await runDoctor(['--config', config, '--no-cluster']);
   t.equal(r.code, 1);
   t.match(r.stdout, new RegExp(`^ipgate doctor: --no-cluster, --config ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\n`));
-  t.match(r.stdout, /\n\[warn\]  listener\/web: certificate 0 .*expiring\.crt expires .*\n {8}fix: renew the certificate/);
+  t.match(r.stdout, /\n\[warn\] {2}listener\/web: certificate 0 .*expiring\.crt expires .*\n {8}fix: renew the certificate/);
   t.match(r.stdout, /\n\[error\] listener\/api: certificate 0 .*expired\.crt expired .*\n {8}fix: .*\n {8}check: openssl x509 -in .*expired\.crt -noout/);
   t.match(r.stdout, /\n1 error\(s\), 1 warning\(s\), 0 info, 0 ok\n$/);
 });

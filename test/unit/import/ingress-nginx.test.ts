@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildConfig } from '../../../src/config/load';
-import type { Config } from '../../../src/config/schema';
+import type { Config } from '../../../src/schema/config';
 import { convertIngressNginx, DEFAULT_OPTIONS, uniqueName, type ImportOptions, type ImportResult } from '../../../src/import/ingress-nginx';
 import { addDocuments, emptySet } from '../../../src/import/objects';
 
@@ -44,7 +44,7 @@ const rows: Row[] = [
   {
     name: 'whitelist-source-range, two paths to two Services, TLS without --tls, a body-size limit',
     file: '01-shop-whitelist-tls.yaml',
-    unconverted: ['Ingress shop/web nginx.ingress.kubernetes.io/proxy-body-size', 'Ingress shop/web spec.tls[0]'],
+    unconverted: ['Ingress shop/web spec.tls[0]'],
     check: (t, c, r) => {
       t.same(routesOf(c), [
         'shop-web-0 shop.example.com prefix:/ -> web.shop.svc.cluster.local:80 [shop-web]',
@@ -104,7 +104,8 @@ const rows: Row[] = [
     check: (t, c) => {
       t.equal(routesOf(c).length, 2);
       t.same(entries(c, 'monitoring-grafana'), ['10.20.0.0/16']);
-      t.same(c.listeners[0]!.routes!.map((r) => r.http), [{ upstreamTimeoutMs: 3_600_000 }, { upstreamTimeoutMs: 3_600_000 }], 'proxy-read-timeout: "3600" on both routes');
+      t.same(c.listeners[0]!.routes!.map((r) => r.http), [{ upstreamTimeoutMs: 3_600_000, readTimeoutMs: 3_600_000 }, { upstreamTimeoutMs: 3_600_000, readTimeoutMs: 3_600_000 }],
+        'proxy-read-timeout: "3600" on both routes (between reads, and the wait for the head)');
     },
   },
   {
@@ -371,4 +372,42 @@ t.test('host names are matched case-insensitively, as the route table does', asy
   const r = convertIngressNginx({ ingresses: [ing('a', 'App.Example.com', '2020-01-01T00:00:00Z'), ing('b', 'app.example.com', '2021-01-01T00:00:00Z')], services: [], configMap: null, servicesFrom: 'file' });
   t.same(r.report.unconverted.map((f) => f.source), ['Ingress ns/b'], 'one host: the younger claim is listed');
   t.doesNotThrow(() => buildConfig(r.config!));
+});
+
+t.test('edge-rule annotations: each mapped to its route option, the config valid; bad values reported by name', async (t) => {
+  const P = 'nginx.ingress.kubernetes.io/';
+  const ing = (annotations: Record<string, string>): Record<string, unknown> => ({ kind: 'Ingress', metadata: { name: 'e', namespace: 'ns', annotations },
+    spec: { ingressClassName: 'nginx', rules: [{ host: 'e.example', http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 's', port: { number: 80 } } } }] } }] } });
+  const rows: Array<{ ann: Record<string, string>; http?: Record<string, unknown>; unconverted?: string[] }> = [
+    { ann: { 'proxy-body-size': '8m' }, http: { maxBodyBytes: 8 * 1024 * 1024 } },
+    { ann: { 'proxy-body-size': '512k' }, http: { maxBodyBytes: 512 * 1024 } },
+    { ann: { 'proxy-body-size': '1000' }, http: { maxBodyBytes: 1000 } },
+    { ann: { 'proxy-body-size': '0' }, http: { maxBodyBytes: null } },
+    { ann: { 'proxy-body-size': '8 MB' }, unconverted: [`${P}proxy-body-size`] },
+    { ann: { 'proxy-connect-timeout': '3' }, http: { connectTimeoutMs: 3000 } },
+    { ann: { 'proxy-send-timeout': '120' }, http: { sendTimeoutMs: 120_000 } },
+    { ann: { 'proxy-read-timeout': '90' }, http: { upstreamTimeoutMs: 90_000, readTimeoutMs: 90_000 } },
+    { ann: { 'proxy-send-timeout': '5s' }, unconverted: [`${P}proxy-send-timeout`] },
+    { ann: { 'permanent-redirect': 'https://new.example/x' }, http: { redirect: { url: 'https://new.example/x', status: 301 } } },
+    { ann: { 'permanent-redirect': 'https://new.example/', 'permanent-redirect-code': '308' }, http: { redirect: { url: 'https://new.example/', status: 308 } } },
+    { ann: { 'temporal-redirect': 'https://tmp.example/' }, http: { redirect: { url: 'https://tmp.example/', status: 302 } } },
+    { ann: { 'temporal-redirect': 'https://tmp.example/', 'temporal-redirect-code': '307' }, http: { redirect: { url: 'https://tmp.example/', status: 307 } } },
+    { ann: { 'permanent-redirect': 'https://a.example/', 'temporal-redirect': 'https://b.example/' }, http: { redirect: { url: 'https://a.example/', status: 301 } } },
+    { ann: { 'permanent-redirect': 'https://new.example/', 'permanent-redirect-code': '200' }, unconverted: [`${P}permanent-redirect-code`] },
+    { ann: { 'permanent-redirect': 'not a url' }, unconverted: [`${P}permanent-redirect`] },
+    { ann: { 'limit-rps': '5' }, unconverted: [`${P}limit-rps`] },
+    { ann: { 'rewrite-target': '/$2' }, unconverted: [`${P}rewrite-target`] },
+    { ann: { 'enable-cors': 'true' }, unconverted: [`${P}enable-cors`] },
+    { ann: { 'auth-url': 'http://auth/' }, unconverted: [`${P}auth-url`] },
+    { ann: { 'configuration-snippet': 'more_set_headers "x: y";' }, unconverted: [`${P}configuration-snippet`] },
+  ];
+  for (const row of rows) {
+    const ann = Object.fromEntries(Object.entries(row.ann).map(([k, v]) => [`${P}${k}`, v]));
+    const r = convertIngressNginx({ ingresses: [ing(ann)], services: [], configMap: null, servicesFrom: 'file' });
+    const what = JSON.stringify(row.ann);
+    t.same(r.report.unconverted.map((f) => f.item), row.unconverted ?? [], `${what}: unconverted`);
+    const c = buildConfig({ ...r.config!, store: { type: 'memory' }, admin: { listen: null } } as never);
+    t.same(c.listeners[0]!.routes![0]!.http ?? {}, row.http === undefined ? {} : { ...row.http, ...('redirect' in row.http ? { redirect: { ...(row.http.redirect as object), beforeAllowlist: false } } : {}) },
+      `${what}: the route option, through the loader check-config uses`);
+  }
 });

@@ -17,7 +17,7 @@
 import t from 'tap';
 import { Matcher } from '../../../src/allowlist/matcher';
 import { buildConfig } from '../../../src/config/load';
-import type { Config } from '../../../src/config/schema';
+import type { Config } from '../../../src/schema/config';
 import { afterHeader, beforeHeader } from '../../../src/identity/derive';
 import { clientFromForwardedFor } from '../../../src/identity/forwarded-for';
 import { convertIngressNginx, DEFAULT_OPTIONS, type ImportOptions, type ImportResult } from '../../../src/import/ingress-nginx';
@@ -73,12 +73,12 @@ function ingressNginx(data: Record<string, string>, p: Probe): Outcome {
   // An invalid value fails `nginx -t`: nothing trusted is the most the import may assume.
   if (cidrs.some((c) => !c.ok)) return 0;
   const from = Matcher.compile(cidrs.map((c) => ({ cidr: (c as { ok: true; cidr: { text: string } }).cidr.text })));
-  if (from.lookup(p.socket) < 0) return 0;
+  if (!from.admits(p.socket)) return 0;
   if (pp) return 1;
   // real_ip_recursive on: from the right, past every hop in set_real_ip_from.
   const hops = chain(p);
   let i = 0;
-  while (i + 1 < hops.length && (i === 0 || from.lookup(hops[i]!) >= 0)) i++;
+  while (i + 1 < hops.length && (i === 0 || from.admits(hops[i]!))) i++;
   return i;
 }
 
@@ -87,7 +87,7 @@ function ipgate(config: Config, p: Probe): Outcome {
   const l = config.listeners[0]!;
   const mode = l.proxyProtocol.mode;
   const sources = l.proxyProtocol.trustedSources as string[];
-  const trusted = mode !== 'off' && Matcher.compile(sources.map((cidr) => ({ cidr }))).lookup(p.socket) >= 0;
+  const trusted = mode !== 'off' && Matcher.compile(sources.map((cidr) => ({ cidr }))).admits(p.socket);
   let outcome = beforeHeader(mode, trusted);
   if (outcome === null) {
     const bytes = Buffer.from(p.proxySource !== null ? `PROXY TCP4 ${p.proxySource} 10.0.0.1 40000 8080\r\nGET / HTTP/1.1\r\n` : 'GET / HTTP/1.1\r\n');
@@ -100,7 +100,7 @@ function ipgate(config: Config, p: Probe): Outcome {
   if (mode === 'off' && p.proxySource !== null) return 'closed';
   let client = outcome.source?.address ?? p.socket;
   const proxies = Matcher.compile((l.http.trustedProxies as string[]).map((cidr) => ({ cidr })));
-  if (proxies.lookup(client) >= 0) client = clientFromForwardedFor(p.xff, client, proxies);
+  if (proxies.admits(client)) client = clientFromForwardedFor(p.xff, client, proxies);
   return depth(p, client);
 }
 

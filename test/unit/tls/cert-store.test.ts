@@ -11,7 +11,7 @@ import pino from 'pino';
 import t from 'tap';
 import { CertStore } from '../../../src/tls/cert-store';
 import { verifyErrorAvailable } from '../../../src/tls/peer-verify';
-import type { TlsConfig } from '../../../src/config/schema-tls';
+import type { TlsConfig } from '../../../src/schema/tls';
 import { CertDir } from '../../helpers/certs';
 
 const certs = new CertDir();

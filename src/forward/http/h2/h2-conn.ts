@@ -28,7 +28,7 @@
 import http2 from 'node:http2';
 import type net from 'node:net';
 import type { Logger } from 'pino';
-import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
+import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
 import { ListenerStats } from '../../../metrics/listener-stats';
 import type { H2Reason } from '../../../reasons';
 import type { EngineSettings } from '../engine-settings';
@@ -36,7 +36,7 @@ import type { GracefulEnd, HttpConn } from '../exchange';
 import type { EngineEvents } from '../http-events';
 import type { RequestPolicy } from '../relay/relay-conn';
 import { LINGER_MS } from '../relay/relay-conn';
-import type { RelayPool } from '../relay/upstream-pool';
+import type { SocketPool } from '../relay/socket-pool';
 import type { H2Upstreams } from './h2-upstream';
 import type { H2Settings } from './h2-settings';
 import { H2Stream } from './h2-stream';
@@ -90,7 +90,7 @@ export interface H2Host {
   readonly events: EngineEvents;
   readonly waits: WaitSweep;
   /** The HTTP/1.1 upstreams' keep-alive pool (shared with the HTTP/1.1 engine). */
-  readonly pool: RelayPool;
+  readonly pool: SocketPool;
   /** Shared HTTP/2 connections to HTTP/2 upstreams (gRPC). */
   readonly upstreams: H2Upstreams;
   readonly stats: ListenerStats;

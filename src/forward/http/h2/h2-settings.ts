@@ -5,7 +5,7 @@
  * Node.js running it, so that a Node upgrade cannot move them.
  */
 import http2 from 'node:http2';
-import type { ListenerConfig } from '../../../config/schema';
+import type { ListenerConfig } from '../../../schema/config';
 
 export interface H2Settings {
   /** For http2.performServerHandshake. */

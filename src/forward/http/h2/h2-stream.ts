@@ -22,13 +22,13 @@
  */
 import http2 from 'node:http2';
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { Upstream } from '../../upstream-group';
+import type { Upstream } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
 import type { Exchange } from '../exchange';
 import type { RequestDecision, RequestFacts } from '../http-policy';
 import type { ResponseHead } from '../relay/llhttp-parser';
 import { connectionTokens, IDEMPOTENT, isConnectFailure } from '../relay/relay-conn';
-import type { PoolWaiter, UpstreamConn, UpstreamOwner } from '../relay/upstream-pool';
+import type { PoolWaiter, UpstreamConn, UpstreamOwner } from '../relay/socket-pool';
 import type { H2Conn } from './h2-conn';
 import { readH2Request, type H2Request } from './h2-request';
 import { H2Call } from './h2-upstream';
@@ -609,7 +609,7 @@ export function responseHeaders(raw: readonly string[], status: number): Outgoin
   const named = connectionTokens(raw);
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
-    if (HOP.has(name) || (named !== null && named.has(name) && name !== 'content-length') || name.charCodeAt(0) === 0x3a) continue;
+    if (HOP.has(name) || (named?.has(name) === true && name !== 'content-length') || name.charCodeAt(0) === 0x3a) continue;
     const value = raw[i + 1]!;
     const prev = out[name];
     if (prev === undefined) out[name] = value;

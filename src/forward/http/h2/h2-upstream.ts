@@ -22,8 +22,8 @@
 import http2 from 'node:http2';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
-import type { ConnectTimer } from '../relay/upstream-pool';
-import type { Http2Upstream, Upstream } from '../../upstream-group';
+import type { ConnectTimer } from '../relay/socket-pool';
+import type { Http2Upstream, Upstream } from '../../../upstream/upstream-group';
 import type { RequestDecision } from '../http-policy';
 import type { DnsCache } from '../upstream-dns';
 import type { H2Request } from './h2-request';

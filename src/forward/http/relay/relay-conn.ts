@@ -1,7 +1,7 @@
 /**
  * The HTTP engine (docs/http-engines.md): HTTP/1.1 relayed with no node:http on either side. The
  * client connection is parsed with llhttp in WebAssembly (llhttp-parser.ts); each request goes to
- * an upstream socket (upstream-pool.ts) whose response is parsed the same way and relayed back.
+ * an upstream socket (socket-pool.ts) whose response is parsed the same way and relayed back.
  *
  * What is decided stays in the policy (RelayHost, implemented by HttpForwarder): identity and
  * allowlist per request, the upstream head (scanRequestHeaders + the identity headers), canned
@@ -35,17 +35,18 @@
  *   idempotent request without a body is sent once more on a new connection.
  */
 import type { ByteSocket } from '../../../transport/byte-socket';
-import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
-import type { Upstream } from '../../upstream-group';
+import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
+import type { Upstream, UpstreamGroup } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
 import type { EngineSettings } from '../engine-settings';
 import type { Exchange, HttpConn } from '../exchange';
 import type { EngineEvents } from '../http-events';
 import type { RequestDecision, RequestFacts } from '../http-policy';
+import { bodyOverLimit } from '../request-decision';
 import { requestTarget } from '../request-target';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
-import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
+import type { PoolWaiter, SocketPool, UpstreamConn, UpstreamOwner } from './socket-pool';
 
 /** The policy as an engine calls it (http-policy.ts HttpPolicy): one decision per request. */
 export interface RequestPolicy {
@@ -61,7 +62,7 @@ export interface RelayHost {
   /** The listener's sweep of keep-alive and header waits. */
   readonly waits: WaitSweep;
   /** The keep-alive pool of upstream sockets. */
-  readonly pool: RelayPool;
+  readonly pool: SocketPool;
 }
 
 const NO_TARGETS: readonly Upstream[] = Object.freeze([]);
@@ -87,6 +88,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private ex: Exchange | null = null;
   /** The upstream group serving the current request (the route's, or the listener's). */
   private targets: readonly Upstream[] = NO_TARGETS;
+  private group: UpstreamGroup | null = null;
   private up: UpstreamConn | null = null;
   private head: RequestHead | null = null;
   /** Response framing towards the client. */
@@ -97,6 +99,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   /** The upstream request head (resent to the next target after a refused connect). */
   private upHead = '';
   private attempt = 0;
+  /** Body bytes of the current request relayed so far (checked against its maxBodyBytes). */
+  private bodySeen = 0;
   /** This request was sent again after a stale pooled socket (at most once). */
   private staleRetried = false;
   private first = 0;
@@ -104,7 +108,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private timedOut = false;
   /**
    * Between requests: the keep-alive wait, then (first byte of a request) the header wait, checked
-   * by the listener's sweep (listener/wait-sweep.ts); `waitDeadline` is when the current one runs out.
+   * by the listener's sweep (connection/wait-sweep.ts); `waitDeadline` is when the current one runs out.
    */
   private waiting: 'idle' | 'head' | null = null;
   waitDeadline = 0;
@@ -192,7 +196,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /**
-   * The listener's sweep (listener/wait-sweep.ts), every interval: the wait between requests, the idle
+   * The listener's sweep (connection/wait-sweep.ts), every interval: the wait between requests, the idle
    * timeout (no byte either way on the client socket for timeouts.idleMs: the same rule as a
    * net.Socket's setTimeout), and the idle bound of the connection's own upstream socket.
    */
@@ -365,6 +369,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     this.targets = group.targets;
+    this.group = group;
+    this.bodySeen = 0;
     const path = d.path ?? target.path;
     const headers = d.headers!;
     let text: string;
@@ -402,9 +408,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     ex.upstream = target;
     ex.sentAt = performance.now();
     let up: UpstreamConn | null;
-    if (this.upgrading) up = this.host.pool.dial(target, this.proxyHeader, true);
-    else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh);
-    else up = this.host.pool.acquire(target, this, fresh);
+    const connectMs = this.d!.timeouts?.connectMs ?? this.host.pool.connectMs;
+    if (this.upgrading) up = this.host.pool.dial(target, this.proxyHeader, true, connectMs);
+    else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh, connectMs);
+    else up = this.host.pool.acquire(target, this, fresh, connectMs);
     if (up === null) {
       // At the pool's bound: wait (the upstream timeout runs); the body waits with the client.
       this.queued = target;
@@ -418,6 +425,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     up.owner = this;
     up.parser.setRequestMethod(this.head!.method);
     this.up = up;
+    const to = this.d!.timeouts;
+    // The route's read and send bounds (docs/edge-rules.md "Timeouts"); a tunnel drops them at its
+    // 101. The read bound starts once the whole request is sent (onMessageComplete): while a slow
+    // client's body streams, the backend is not expected to say anything.
+    if (to !== null && (to.readMs > 0 || to.sendMs > 0)) up.watch(this.requestDone ? to.readMs : 0, to.sendMs);
     this.upOut.unshift(this.upHead);
   }
 
@@ -434,7 +446,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /** The client connection's own upstream socket (outbound PROXY): reused while alive. */
-  private ownUpstream(target: Upstream, fresh: boolean): UpstreamConn {
+  private ownUpstream(target: Upstream, fresh: boolean, connectMs: number): UpstreamConn {
     const d = this.dedicated;
     if (d !== null && !fresh && d.target === target && d.owner === null && !d.socket.destroyed && d.parser.state === 'active') {
       d.reused = true;
@@ -442,7 +454,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return d;
     }
     d?.socket.destroy();
-    const c = this.host.pool.dial(target, this.proxyHeader, false);
+    const c = this.host.pool.dial(target, this.proxyHeader, false, connectMs);
     this.dedicated = c;
     return c;
   }
@@ -542,6 +554,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onBody(chunk: Buffer): void {
     if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
+    // The body limit as the body streams (a Content-Length over it was answered by the policy).
+    if (bodyOverLimit(this.d!, (this.bodySeen += chunk.length))) {
+      this.bodyTooLarge();
+      return;
+    }
     if (this.ex !== null) this.ex.requestBytes += chunk.length; // ipgate_http_request_size_bytes: the body relayed
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
     else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
@@ -565,7 +582,37 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     if ((this.up !== null || this.queued !== null) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
+    const to = this.d?.timeouts ?? null;
+    if (to !== null && to.readMs > 0 && this.up !== null) this.up.watch(to.readMs, to.sendMs);
     if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
+  }
+
+  /**
+   * A streamed body passed the request's maxBodyBytes (docs/edge-rules.md "Body size"): the
+   * upstream exchange is abandoned (its socket closed, so the backend never takes the partial body
+   * for a complete request), the client gets 413 and the connection ends; after the response head
+   * (a backend that answered before reading the body) the connection is cut.
+   */
+  private bodyTooLarge(): void {
+    const ex = this.ex!;
+    ex.reason = 'body_too_large';
+    this.host.events.clientError(this.hc, 'body_too_large');
+    this.upOut.length = 0;
+    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
+    this.queued = null;
+    const up = this.up;
+    this.up = null;
+    if (up !== null) {
+      up.owner = null;
+      up.socket.destroy();
+    }
+    if (this.responseStarted) {
+      this.socket.destroy();
+      return;
+    }
+    this.clearTimer();
+    this.closeAfter = true;
+    this.cannedAnswer(this.host.settings.canned.payloadTooLarge);
   }
 
   private flushUp(): void {
@@ -700,17 +747,22 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
         return;
       }
       const code = this.timedOut ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
-      const retry = !this.timedOut && !up.connected && ex.bodyless && this.attempt + 1 < this.targets.length && isConnectFailure(code);
+      // A connect that failed or timed out (never connected: nothing was sent) goes to the next target.
+      // The next target that is up (a group with health rules skips those out: upstream-group.ts).
+      const nextOffset = this.timedOut || up.connected || !ex.bodyless || !(isConnectFailure(code) || code === 'ETIMEDOUT') ? -1
+        : this.group!.nextOffset(this.first, this.attempt + 1);
+      const retry = nextOffset > 0;
       this.host.events.upstreamFailed(ex, code, this.timedOut, retry);
       if (retry) {
-        this.attempt++;
+        this.attempt = nextOffset;
         this.dispatch();
         this.flushUp();
         return;
       }
       this.clearTimer();
       this.closeAfter = true;
-      this.cannedAnswer(this.timedOut ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway);
+      // A timeout (the response head's, or a connect / read / send bound's ETIMEDOUT) is a 504, as nginx answers it.
+      this.cannedAnswer(this.timedOut || code === 'ETIMEDOUT' ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway);
       return;
     }
     // Mid-response, or a body that ran to the connection's end.
@@ -836,7 +888,7 @@ export function responseHeaderLines(raw: readonly string[], http10: boolean): st
     const name = raw[i]!;
     const lower = name.toLowerCase();
     if (HOP.has(lower) || (lower === 'transfer-encoding' && http10)) continue;
-    if (named !== null && named.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
+    if (named?.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
     text += `${name}: ${raw[i + 1]!}\r\n`;
   }
   return text;

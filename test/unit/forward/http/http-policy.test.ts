@@ -10,8 +10,8 @@ import { parseConfig } from '../../../../src/config/load';
 import { CannedResponses } from '../../../../src/forward/http/canned';
 import { HttpConn } from '../../../../src/forward/http/exchange';
 import { HttpPolicy, type RequestFacts } from '../../../../src/forward/http/http-policy';
-import { parseUpstreams, UpstreamPool } from '../../../../src/forward/upstream-group';
-import { Connection, type ClientSocket } from '../../../../src/listener/connection';
+import { parseUpstreams, UpstreamGroup } from '../../../../src/upstream/upstream-group';
+import { Connection, type ClientSocket } from '../../../../src/connection/connection';
 import { ListenerStats } from '../../../../src/metrics/listener-stats';
 import { routesVersion } from '../../../../src/route/routes-in-force';
 import { LiveLists } from '../../../../src/store/live-lists';
@@ -46,7 +46,7 @@ ${listener}
   const canned = new CannedResponses(lc.http.deniedBody);
   const policy = new HttpPolicy({
     config: lc, list: lists.get(lc.allowlist), stats, log: pino({ level: 'silent' }), canned,
-    group: new UpstreamPool(parseUpstreams(lc.upstreams)), access: null,
+    group: new UpstreamGroup(parseUpstreams(lc.upstreams)), access: null,
   });
   if (lc.routes !== undefined) policy.routes = policy.compileRoutes(lc.routes, routesVersion([lc]));
   return { policy, lists, stats, canned };

@@ -23,12 +23,13 @@
  *         hosts: ["*"]
  * ```
  */
-import { Enum, Ms, NAME_PATTERN, Section, Type, type Static } from './kit';
+import { HttpsRedirectSchema, RedirectSchema, RewriteSchema, UpstreamHealthSchema } from './edge';
+import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
 const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$';
 
-export const RoutePathSchema = Section({
+const RoutePathSchema = Section({
   /** The path, in normal form (`/a/../b` is refused with "write `/b`"); the query is not part of it. */
   path: Type.String({ minLength: 1, maxLength: 2048 }),
   /**
@@ -47,7 +48,7 @@ export const RoutePathSchema = Section({
 });
 
 /** Per-route HTTP settings (HTTP listeners only); each replaces the listener's `http` one. */
-export const RouteHttpSchema = Section({
+const RouteHttpSchema = Section({
   /** Time to wait for this route's upstream response headers before answering 504 (replaces `http.upstreamTimeoutMs`). */
   upstreamTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
   /**
@@ -64,6 +65,20 @@ export const RouteHttpSchema = Section({
   upstreamProtocol: Type.Optional(Enum(['http1', 'h2c', 'h2'])),
   /** `upstreamProtocol: h2`: PEM file of the CAs this route's upstreams must chain to (replaces `http.upstreamCA`). */
   upstreamCA: Type.Optional(Type.String({ minLength: 1 })),
+  /** Answer this route's requests with a redirect (edge.ts RedirectSchema): nothing goes upstream. */
+  redirect: Type.Optional(RedirectSchema),
+  /** Plain HTTP to HTTPS for this route (replaces the listener's `http.httpsRedirect`; null: none). */
+  httpsRedirect: Type.Optional(Nullable(HttpsRedirectSchema)),
+  /** Replace the matched path prefix before the request goes upstream (edge.ts RewriteSchema). */
+  rewrite: Type.Optional(RewriteSchema),
+  /** Largest request body, bytes (replaces the listener's `http.maxBodyBytes`; null: no limit). */
+  maxBodyBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+  /** Upstream connect timeout (replaces the listener's `timeouts.connectMs`; ingress-nginx `proxy-connect-timeout`). */
+  connectTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+  /** Upstream read timeout between two reads (replaces `http.readTimeoutMs`; null: none; ingress-nginx `proxy-read-timeout`). */
+  readTimeoutMs: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }))),
+  /** Upstream send timeout of a blocked body write (replaces `http.sendTimeoutMs`; null: none; ingress-nginx `proxy-send-timeout`). */
+  sendTimeoutMs: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }))),
 });
 
 export const RouteSchema = Section({
@@ -83,6 +98,8 @@ export const RouteSchema = Section({
   allowlist: Type.Optional(Type.String()),
   /** HTTP settings of this route (HTTP listeners only). */
   http: Type.Optional(RouteHttpSchema),
+  /** HTTP routes: health of this route's upstream targets (replaces the listener's `upstreamHealth`). */
+  upstreamHealth: Type.Optional(UpstreamHealthSchema),
 });
 
 /** TCP listeners with routes: how the ClientHello is read (tls/client-hello.ts). */
@@ -94,7 +111,4 @@ export const SniSchema = Section({
   helloTimeoutMs: Ms({ default: 5000 }),
 });
 
-export type RoutePathConfig = Static<typeof RoutePathSchema>;
-export type RouteHttpConfig = Static<typeof RouteHttpSchema>;
 export type RouteConfig = Static<typeof RouteSchema>;
-export type SniConfig = Static<typeof SniSchema>;

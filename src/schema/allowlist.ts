@@ -23,7 +23,7 @@ import { ListConfigMapSchema, type ListConfigMap } from './list-configmap';
 import { Enum, NAME_PATTERN, Section, Type, type Static } from './kit';
 
 /** One entry written as an object (a bare CIDR string is an allow entry). */
-export const AllowEntrySchema = Section({
+const AllowEntrySchema = Section({
   /** The CIDR, or one address (a /32 or /128). */
   cidr: Type.String(),
   /** `allow` or `deny`; left out: allow. The most specific entry decides; deny wins at the same prefix. */
@@ -35,10 +35,10 @@ export const AllowEntrySchema = Section({
 });
 
 /** An entry as written: a CIDR string (allow), or the object form. */
-export const EntryInputSchema = Type.Union([Type.String(), AllowEntrySchema]);
+const EntryInputSchema = Type.Union([Type.String(), AllowEntrySchema]);
 
 /** The object form of a list: who owns it, and its entries (inline or in a file). */
-export const AllowlistObjectSchema = Section({
+const AllowlistObjectSchema = Section({
   /**
    * Who owns the list. Required in the object form (ownership is written down, never guessed).
    * `config`: this file (or `file`) is the truth; a change to it is applied live without a
@@ -76,7 +76,7 @@ export const AllowlistObjectSchema = Section({
  * One list as written: an array of entries (exactly `{source: store, entries: [...]}`), or the
  * object form.
  */
-export const AllowlistInputSchema = Type.Union([Type.Array(EntryInputSchema), AllowlistObjectSchema]);
+const AllowlistInputSchema = Type.Union([Type.Array(EntryInputSchema), AllowlistObjectSchema]);
 
 /**
  * `allowlists`: list name -> list. The schema checks the written forms; the type is the loaded one

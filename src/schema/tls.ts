@@ -15,11 +15,11 @@
  * (`Static<>`) and its documentation. File checks (readable, PEM, key matches certificate) are
  * src/tls/cert-store.ts's, called from validate.ts.
  */
-import { Enum, NAME_PATTERN, Nullable, Section, Type, type Static } from './schema/kit';
+import { Enum, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
-export const TLS_VERSIONS = ['TLSv1.2', 'TLSv1.3'] as const;
+const TLS_VERSIONS = ['TLSv1.2', 'TLSv1.3'] as const;
 
-export const TlsCertificateSchema = Section({
+const TlsCertificateSchema = Section({
   /**
    * PEM file: the certificate, then its intermediates (a chain; `tls.crt` of a Kubernetes TLS
    * Secret is this). Relative paths are relative to the config file.
@@ -39,7 +39,7 @@ export const TlsCertificateSchema = Section({
   name: Nullable(Type.String({ pattern: NAME_PATTERN }), { default: null }),
 });
 
-export const TlsSchema = Section({
+const TlsSchema = Section({
   /**
    * Certificate + key pairs, one or more. The first is also the one a client without SNI, or
    * with a name no pair serves, gets (unless `unknownSni: refuse`).

@@ -9,30 +9,31 @@
  * `validate.ts`. The resulting object is frozen. test/unit/config/schema-docs.test.ts keeps every
  * option documented, its default valid and stated nowhere else.
  */
-import { AdminSchema } from './schema/admin';
-import { AllowlistsSchema } from './schema/allowlist';
-import { Ms, Nullable, Section, Type, type Static } from './schema/kit';
-import { ListenerSchema } from './schema/listener';
-import { LoggingSchema } from './schema/logging';
-import { StoreSchema } from './schema/store';
+import { AdminSchema } from './admin';
+import { AllowlistsSchema } from './allowlist';
+import { Ms, Nullable, Section, Type, type Static } from './kit';
+import { ListenerSchema } from './listener';
+import { LoggingSchema } from './logging';
+import { StoreSchema } from './store';
 
-export * from './schema/admin';
-export * from './schema/allowlist';
-export * from './schema/listener';
-export * from './schema/logging';
-export * from './schema/store';
-export * from './schema/routes';
-export * from './schema/list-configmap';
+export * from './admin';
+export * from './allowlist';
+export * from './listener';
+export * from './logging';
+export * from './store';
+export * from './routes';
+export * from './list-configmap';
+export * from './edge';
 
 /** The built-in echo backends (demos and tests), started in this process. */
-export const EchoSchema = Section({
+const EchoSchema = Section({
   /** TCP echo backend address; null: none. */
   tcp: Nullable(Type.String(), { default: null }),
   /** HTTP echo backend address; null: none. */
   http: Nullable(Type.String(), { default: null }),
 });
 
-export const ConfigSchema = Section({
+const ConfigSchema = Section({
   /**
    * Worker processes running the listeners: a number, or `auto` (one per core). Above 1, a
    * primary process holds the store, the admin API and `/metrics` (src/cluster/primary.ts); at 1,
@@ -72,7 +73,6 @@ export const ConfigSchema = Section({
 /** The JSON Schema Ajv compiles (load.ts). */
 export const configSchema = ConfigSchema;
 
-export type EchoConfig = Static<typeof EchoSchema>;
 /** The loaded config: defaults filled in, allowlists normalised (validate.ts), frozen. */
 export type Config = Static<typeof ConfigSchema>;
 

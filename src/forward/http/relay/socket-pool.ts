@@ -1,6 +1,6 @@
 /**
  * The HTTP engine's upstream side: one socket per exchange in flight (UpstreamConn), parsed with
- * llhttp, and the shared keep-alive pool (RelayPool).
+ * llhttp, and the shared keep-alive pool (SocketPool).
  *
  * - LIFO per target (the warmest socket first, so surplus ones expire), one request in flight on
  *   each, an idle socket closed after `http.upstreamIdleTimeoutMs` (below the backend's own
@@ -9,11 +9,19 @@
  *   that finds every socket busy waits in a FIFO queue for the next one released (or for a slot
  *   freed by a close); its upstream timeout runs while it waits (504 when it runs out).
  * - A socket returns to the pool only when the exchange on it completed both ways with known
- *   framing (docs/architecture.md "HTTP forwarding"); anything else is closed.
+ *   framing (docs/architecture.md "HTTP forwarding"), and nothing followed the response in the
+ *   read that completed it; anything else is closed.
  * - Sockets that are never pooled (`dial`): upgrades (a declined upgrade leaves the socket's
  *   framing unknown) and a listener's outbound-PROXY connections (the header names one client, so
  *   the socket belongs to that client's connection alone). These are outside the bound: they
  *   follow client connections one to one, as TCP listeners' upstream connections do.
+ * - Timeouts (docs/edge-rules.md "Timeouts"): a connect not done within `connectMs` (the
+ *   listener's `timeouts.connectMs`, or a route's `http.connectTimeoutMs`) fails with ETIMEDOUT,
+ *   as a refused one does (so the next target takes a request without a body); an exchange whose
+ *   owner asked for it (`watch`, a route's or listener's `readTimeoutMs` / `sendTimeoutMs`) fails
+ *   with ETIMEDOUT when the upstream moves nothing for readTimeoutMs while we read from it, or
+ *   takes none of a pending write for sendTimeoutMs. One timer per socket, re-armed for the time
+ *   left when it fires (no timer work per read or write).
  * - Names are resolved through the listener's DnsCache (upstream-dns.ts): addresses cached for a
  *   TTL, each address tried in turn when a connect fails.
  * - Sockets to IP literals are RawSockets (libuv handles, transport/raw-socket.ts) when the pool
@@ -22,7 +30,7 @@
 import net from 'node:net';
 import { NetByteSocket, type ByteSocket } from '../../../transport/byte-socket';
 import { RawSocket } from '../../../transport/raw-socket';
-import type { Upstream } from '../../upstream-group';
+import type { Upstream } from '../../../upstream/upstream-group';
 import type { DnsCache } from '../upstream-dns';
 import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser';
 
@@ -30,7 +38,11 @@ import { HttpParser, type ParserSink, type ResponseHead } from './llhttp-parser'
 export interface UpstreamOwner {
   responseHead(head: ResponseHead): void;
   responseBody(chunk: Buffer): void;
-  /** The response is complete; `trailers`: a chunked body's trailer fields, [name, value, ...]. */
+  /**
+   * The response is complete, and the read that completed it is parsed: `keepAlive` is false when
+   * the response says the connection ends, or when bytes followed it in that read. `trailers`: a
+   * chunked body's trailer fields, [name, value, ...].
+   */
   responseDone(up: UpstreamConn, keepAlive: boolean, trailers: readonly string[]): void;
   /** A 101 ended the HTTP part: `rest` is what the upstream sent after the 101's head. */
   responseUpgraded(up: UpstreamConn, rest: Buffer): void;
@@ -41,7 +53,7 @@ export interface UpstreamOwner {
   flush(): void;
 }
 
-/** A request waiting for a pooled socket (RelayPool.acquire returned null). */
+/** A request waiting for a pooled socket (SocketPool.acquire returned null). */
 export interface PoolWaiter {
   poolGranted(up: UpstreamConn): void;
 }
@@ -59,7 +71,7 @@ interface TargetState {
 }
 
 /** Pooled upstream sockets per target, LIFO, one request in flight on each, bounded per target. */
-export class RelayPool {
+export class SocketPool {
   private readonly targets = new Map<Upstream, TargetState>();
   /** Closes idle sockets past idleMs; runs while any socket idles in the pool. */
   private sweepTimer: NodeJS.Timeout | null = null;
@@ -73,6 +85,8 @@ export class RelayPool {
     readonly dns: DnsCache | null,
     /** Connect to IP literals on libuv handles (RawSocket) instead of net.Sockets. */
     readonly handles = false,
+    /** A connect not done in this time fails (ETIMEDOUT): the listener's `timeouts.connectMs`. */
+    readonly connectMs = 5000,
   ) {
     // An idle socket closes at most an eighth of idleMs late: idleMs sits below the backend's
     // own keep-alive timeout, and the margin between them is what keeps reuse from racing it.
@@ -90,7 +104,7 @@ export class RelayPool {
    * null when it is at its bound: `waiter.poolGranted` is called with a socket later (or never, if
    * `cancel` is called first). `fresh`: not a reused socket (a retry after a stale one).
    */
-  acquire(target: Upstream, waiter: PoolWaiter, fresh = false): UpstreamConn | null {
+  acquire(target: Upstream, waiter: PoolWaiter, fresh = false, connectMs = this.connectMs): UpstreamConn | null {
     const s = this.state(target);
     if (!fresh) {
       const c = s.free.pop();
@@ -101,7 +115,7 @@ export class RelayPool {
     }
     if (s.open < this.maxSockets) {
       s.open++;
-      return new UpstreamConn(target, this, true, null, false);
+      return new UpstreamConn(target, this, true, null, false, connectMs);
     }
     s.waiters.push(waiter);
     return null;
@@ -115,13 +129,14 @@ export class RelayPool {
   }
 
   /** A socket outside the pool: an upgrade or an outbound-PROXY connection (`header` first). */
-  dial(target: Upstream, header: Buffer | null, tunnel: boolean): UpstreamConn {
-    return new UpstreamConn(target, this, false, header, tunnel);
+  dial(target: Upstream, header: Buffer | null, tunnel: boolean, connectMs = this.connectMs): UpstreamConn {
+    return new UpstreamConn(target, this, false, header, tunnel, connectMs);
   }
 
   /** The exchange on `c` completed both ways: the next waiter gets it, else it idles in the pool. */
   release(c: UpstreamConn): void {
     c.owner = null;
+    c.unwatch();
     const s = this.state(c.target);
     const w = s.waiters.shift();
     if (w !== undefined) {
@@ -161,7 +176,7 @@ export class RelayPool {
     const w = s.waiters.shift();
     if (w !== undefined) {
       s.open++;
-      w.poolGranted(new UpstreamConn(c.target, this, true, null, false));
+      w.poolGranted(new UpstreamConn(c.target, this, true, null, false, this.connectMs));
     }
   }
 
@@ -180,8 +195,16 @@ export class RelayPool {
   }
 }
 
-function sweepPool(pool: RelayPool): void {
+function sweepPool(pool: SocketPool): void {
   pool.sweep();
+}
+
+function connectTimedOut(c: UpstreamConn): void {
+  c.connectTimedOut();
+}
+
+function exchangeCheck(c: UpstreamConn): void {
+  c.exchangeCheck();
 }
 
 function take(c: UpstreamConn): UpstreamConn {
@@ -204,20 +227,31 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   error: string | null = null;
   /** A 101 turned it into a byte tunnel: the parser and the HTTP handlers are gone. */
   tunnelled = false;
+  /** The keep-alive verdict of the response completed in the read being parsed (onData acts on it). */
+  private keepAlive = false;
+  /** The trailer fields of that response (a chunked body's), handed on with it. */
+  private trailers: readonly string[] = [];
   private readonly dialedAt = performance.now();
+  /** The connect timeout, then (watch) the read / send timeout of the exchange on it; null: none. */
+  private timer: NodeJS.Timeout | null = null;
+  /** The exchange's bounds (watch), 0: none. */
+  private readMs = 0;
+  private sendMs = 0;
   private readonly onDataFn = (d: Buffer): void => this.onData(d);
   private readonly onDrainFn = (): void => this.owner?.upstreamDrained();
 
   constructor(
     readonly target: Upstream,
-    private readonly pool: RelayPool,
+    private readonly pool: SocketPool,
     /** Counted in the pool's bound (and told when it closes). */
     readonly pooled: boolean,
     header: Buffer | null,
     /** An upgrade's socket: half-open allowed, so a tunnel can pass a FIN each way. */
     tunnel: boolean,
+    connectMs: number,
   ) {
     this.socket = pool.handles && target.family !== 0 ? this.dialHandle() : this.dialNet(tunnel);
+    this.timer = setTimeout(connectTimedOut, connectMs, this);
     // The outbound PROXY header goes first on every socket of a dedicated connection (both kinds
     // of socket queue writes made before the connect completes).
     if (header !== null) this.socket.write(header);
@@ -233,6 +267,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     // completed there). A tunnel takes over onEnd to pass the FIN on.
     socket.onEnd = () => { if (!this.tunnelled) socket.destroy(); };
     socket.onClose(() => {
+      this.clearTimer();
       if (this.pooled) this.pool.closed(this);
       const o = this.owner;
       this.owner = null;
@@ -251,6 +286,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
         return;
       }
       this.connected = true;
+      this.connectDone();
       this.pool.connectTime.observe((performance.now() - this.dialedAt) / 1000);
       s.resume(); // a RawSocket reads only when asked (net.Socket starts by itself)
     });
@@ -266,6 +302,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     });
     s.once('connect', () => {
       this.connected = true;
+      this.connectDone();
       this.pool.connectTime.observe((performance.now() - this.dialedAt) / 1000);
     });
     return new NetByteSocket(s);
@@ -294,16 +331,82 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
       return;
     }
     if (r.kind === 'paused') {
-      // A response completed in this read (and the socket may be back in the pool): bytes after
-      // it are no response to any request, so the socket's framing is no longer known.
-      if (r.consumed < d.length) this.socket.destroy();
-      else this.parser.resume();
+      // A response completed in this read. Bytes after it answer no request: the socket's framing
+      // is no longer known, so it is not reusable, and the owner hears so before it can hand the
+      // socket on. (Told from inside the parse, it released the socket to a request waiting at
+      // the pool's bound, which wrote its head to it before these bytes were seen: test
+      // "a complete response with bytes after it in the same write" in http-upstream-reuse.)
+      const clean = r.consumed === d.length;
+      if (clean) this.parser.resume();
+      if (this.owner === o) o.responseDone(this, clean && this.keepAlive, this.trailers);
+      if (!clean) this.socket.destroy();
     }
     o.flush();
   }
 
+  private connectDone(): void {
+    this.clearTimer();
+    if (this.readMs > 0 || this.sendMs > 0) this.arm(Math.min(this.readMs || Infinity, this.sendMs || Infinity));
+  }
+
+  /** The connect did not complete in time: failed as a refused connect is (the close reports ETIMEDOUT). */
+  connectTimedOut(): void {
+    this.timer = null;
+    if (this.connected) return;
+    this.error ??= 'ETIMEDOUT';
+    this.socket.destroy();
+  }
+
+  /**
+   * Bound the exchange now on this socket (its owner calls this when it attaches, 0 for none):
+   * `readMs` of silence while we read (nothing read or written; a socket we paused for a slow
+   * client is not silent), `sendMs` of a write the upstream does not take. Either fails the socket
+   * with ETIMEDOUT. Ends when the socket goes back to the pool or closes.
+   */
+  watch(readMs: number, sendMs: number): void {
+    this.readMs = readMs;
+    this.sendMs = sendMs;
+    if (!this.connected || (readMs === 0 && sendMs === 0)) return; // the connect timer runs; armed once connected
+    this.clearTimer();
+    this.arm(Math.min(readMs || Infinity, sendMs || Infinity));
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(exchangeCheck, Math.max(1, Math.ceil(ms)), this);
+  }
+
+  /** The watch's timer: fail the socket if a bound ran out, else wait for the time left. */
+  exchangeCheck(): void {
+    this.timer = null;
+    if (this.owner === null || this.socket.destroyed || (this.readMs === 0 && this.sendMs === 0)) return;
+    const s = this.socket;
+    const idle = performance.now() - s.lastActive;
+    const pending = s.pendingBytes > 0;
+    const bound = pending ? this.sendMs : s.isPaused() ? 0 : this.readMs;
+    if (bound > 0 && idle >= bound) {
+      this.error ??= 'ETIMEDOUT';
+      s.destroy();
+      return;
+    }
+    const next = Math.min(this.readMs || Infinity, this.sendMs || Infinity);
+    this.arm(bound > 0 ? bound - idle : next);
+  }
+
+  /** The exchange is over (the socket goes back to the pool or idles): no bound until the next watch. */
+  unwatch(): void {
+    this.readMs = 0;
+    this.sendMs = 0;
+    if (this.connected) this.clearTimer();
+  }
+
+  private clearTimer(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
   /** After a 101: raw bytes from here on; the owner reads the socket itself. */
   tunnel(): void {
+    this.unwatch();
     this.tunnelled = true;
     this.socket.onData = null;
     this.socket.onDrain = null;
@@ -318,9 +421,13 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     this.owner?.responseBody(chunk);
   }
 
+  /**
+   * The response is complete: execute() returns 'paused' at its end, and onData tells the owner
+   * once it knows what else the read held. (A 101's completion returns 'upgrade'; at EOF, in
+   * parser.finish(), the owner is already gone: upstreamClosed settles a close-delimited body.)
+   */
   onMessageComplete(keepAlive: boolean, trailers: string[]): void {
-    const o = this.owner;
-    if (o === null) return;
-    o.responseDone(this, keepAlive, trailers);
+    this.keepAlive = keepAlive;
+    this.trailers = trailers;
   }
 }

@@ -2,7 +2,7 @@
  * What a finished TLS handshake established, kept on the connection for the access log (one JSON
  * fragment built once per connection, not per request, and only when a line needs it: with the
  * access log off, or a connection that closes without a request, it is never built; the spread
- * and JSON.stringify were ~5 us of a handshake's CPU on Node 20, bench/README.md "2026-12-02: what
+ * and JSON.stringify were ~5 us of a handshake's CPU on Node 20, bench/README.md "What
  * ipgate adds to a new TLS handshake").
  */
 export class TlsFacts {

@@ -32,7 +32,7 @@ export const AdminSchema = Section({
    * false: one process. The split was the rule while the HTTP data path ran on node:http, which an
    * admin request in the same process slowed; the data path has no node:http now, and one process
    * measured the same work per CPU-second as two while using 57-83 MiB less (bench/README.md
-   * "2026-12-02: one HTTP engine, one process"). Ignored with `listen: null` (one process) and with
+   * "One HTTP engine, one process"). Ignored with `listen: null` (one process) and with
    * `workers` above 1 (always separate).
    */
   separateProcess: Type.Boolean({ default: false }),

@@ -4,7 +4,7 @@
  * bounds (forward/http/relay/relay-conn.ts), and a TLS listener's handshake timeout
  * (tls/terminate.ts). A keep-alive connection changes its wait twice per request (idle, then
  * head), and a clearTimeout + setTimeout pair each time was ~2% of the CPU samples of the denied
- * workload (bench/README.md "2026-12-02: one HTTP engine, one process"); here a wait is one number
+ * workload (bench/README.md "One HTTP engine, one process"); here a wait is one number
  * written. node:http enforces headersTimeout the same way (a periodic check,
  * `connectionsCheckingInterval`). A deadline is acted on at most one interval late; the interval
  * is a quarter of the shortest timeout, between 50 ms and 1 s.
@@ -35,7 +35,7 @@ export class WaitSweep {
    * The timer is not stopped here when the last waiter leaves but by the next sweep that finds
    * none: connections that come one at a time (a client that opens, asks, closes) would otherwise
    * pay a setInterval and a clearInterval each, ~5 us of a TLS connection's CPU on Node 20
-   * (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake"). The idle timer is
+   * (bench/README.md "What ipgate adds to a new TLS handshake"). The idle timer is
    * unref'd and stops within one interval.
    */
   delete(w: Waiter): void {

@@ -1,10 +1,10 @@
 import type net from 'node:net';
 import type { AllowEntry } from '../allowlist/entry';
-import type { UpstreamPool } from '../forward/upstream-group';
+import type { UpstreamGroup } from '../upstream/upstream-group';
 import type { RouteCounts } from '../metrics/listener-stats';
 import type { Tlv } from '../proxy-protocol/decoder';
 import type { Reason } from '../reasons';
-import type { TlsFacts } from '../tls/facts';
+import type { TlsFacts } from './tls-facts';
 import type { LiveList } from '../store/live-lists';
 import type { ByteSocket } from '../transport/byte-socket';
 import type { RawSocket } from '../transport/raw-socket';
@@ -31,7 +31,7 @@ export interface ConnectionRoute {
   /** The list the route enforces (its own `allowlist`, or the listener's). */
   readonly list: LiveList;
   /** Its upstream group (its own round robin). */
-  readonly upstreams: UpstreamPool;
+  readonly upstreams: UpstreamGroup;
   /** Its counters (ListenerStats.route(name): kept across reloads). */
   readonly counts: RouteCounts;
 }

@@ -1,7 +1,7 @@
 /**
  * A listener (a public data port) and its sections: inbound PROXY protocol, timeouts, HTTP options.
  *
- * A section defined in a file of its own (src/config/schema-NAME.ts, built with ./kit, never
+ * A section defined in a file of its own (src/schema/NAME.ts, built with ./kit, never
  * importing ../schema) becomes an optional listener option with one line at the end of
  * `ListenerSchema`, `/** what it is (schema-NAME.ts); null: none. *\/ name: NameProperty,` (plus
  * its import), where `NameProperty` carries a `default` (e.g. `Nullable(NameSchema, { default:
@@ -10,15 +10,16 @@
  */
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 import { Http2Schema } from './http2';
+import { HttpsRedirectSchema, UpstreamHealthSchema } from './edge';
 import { RouteSchema, SniSchema } from './routes';
-import { ListenerTlsProperty } from '../schema-tls';
+import { ListenerTlsProperty } from './tls';
 
 /** CIDRs (trusted peers), or the name of an allowlist holding them (so they can change live). */
 function CidrsOrList() {
   return Type.Union([Type.Array(Type.String()), Type.String({ pattern: NAME_PATTERN })], { default: [] });
 }
 
-export const InboundProxySchema = Section({
+const InboundProxySchema = Section({
   /**
    * `off`: no PROXY header is read; the socket address is the client.
    * `optional`: a peer in `trustedSources` may send a header; plain connections keep the socket address.
@@ -39,14 +40,18 @@ export const InboundProxySchema = Section({
   maxV2Length: Type.Integer({ minimum: 232, maximum: 65_551, default: 4_096 }),
 }, { default: {} });
 
-export const TimeoutsSchema = Section({
-  /** Upstream connect timeout, per target. */
+const TimeoutsSchema = Section({
+  /**
+   * Upstream connect timeout, per target (TCP and HTTP; a route's `http.connectTimeoutMs` replaces
+   * it on HTTP). A connect that times out counts as a failed connect: a request without a body
+   * goes to the next target, else it is answered 504 (docs/edge-rules.md "Timeouts").
+   */
   connectMs: Ms({ default: 5_000 }),
   /** A TCP stream (or HTTP keep-alive connection) idle this long in both directions is closed. */
   idleMs: Ms({ default: 600_000 }),
 }, { default: {} });
 
-export const HttpSchema = Section({
+const HttpSchema = Section({
   /**
    * CIDRs of proxies in front of ipgate whose X-Forwarded-For is believed, or the name of an
    * allowlist holding them (changes live). `[]`: nobody's.
@@ -92,6 +97,30 @@ export const HttpSchema = Section({
   maxRequestsPerConnection: Type.Integer({ minimum: 0, default: 1000 }),
   /** Time to wait for the upstream's response headers before answering 504. */
   upstreamTimeoutMs: Ms({ default: 60_000 }),
+  /**
+   * The upstream silent this long while a response is awaited or streams in (nginx
+   * `proxy_read_timeout`: between two reads, not for the whole response): 504 before the response
+   * head, the client connection cut after it. null: no bound besides `upstreamTimeoutMs`.
+   */
+  readTimeoutMs: Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }), { default: null }),
+  /**
+   * A request body write to the upstream blocked this long (the upstream stopped reading; nginx
+   * `proxy_send_timeout`): 504 before the response head, cut after it. null: no bound.
+   */
+  sendTimeoutMs: Nullable(Type.Integer({ minimum: 1, maximum: 86_400_000 }), { default: null }),
+  /**
+   * Answer every request that reached this listener over plain HTTP with a redirect to HTTPS
+   * (edge.ts HttpsRedirectSchema); behind a trusted proxy, its X-Forwarded-Proto says whether it
+   * was. Routes may turn it off (`routes[].http.httpsRedirect: null`). null: none.
+   */
+  httpsRedirect: Nullable(HttpsRedirectSchema, { default: null }),
+  /**
+   * Largest request body, bytes (nginx `client_max_body_size`): a larger Content-Length is answered
+   * 413 at once, a chunked body 413 as soon as it passes the limit; the connection closes either
+   * way. Routes may set their own (`routes[].http.maxBodyBytes`). null: no limit (ipgate streams
+   * bodies and holds none in memory; docs/edge-rules.md "Body size" says why no limit is imposed).
+   */
+  maxBodyBytes: Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { default: null }),
   /**
    * Listeners with `routes`: how a `;` in a request path is read (docs/routes-and-sni.md "Path
    * parameters"). `refuse`: 400 (`route_path_params`), since a servlet container cuts every
@@ -176,17 +205,19 @@ export const ListenerSchema = Section({
   http: HttpSchema,
   /**
    * Host / path routes (HTTP) or SNI routes (TCP, the ClientHello read and forwarded untouched):
-   * src/config/schema/routes.ts. Absent: one upstream group and one allowlist.
+   * src/schema/routes.ts. Absent: one upstream group and one allowlist.
    */
   routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, maxItems: 100_000 })),
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
-  /** TLS termination on an HTTP listener (schema-tls.ts, docs/tls.md); null: none (plaintext). */
+  /**
+   * HTTP listeners: health of the upstream targets (edge.ts UpstreamHealthSchema), also for routes
+   * without their own; docs/edge-rules.md "Upstream health". Absent: none.
+   */
+  upstreamHealth: Type.Optional(UpstreamHealthSchema),
+  /** TLS termination on an HTTP listener (schema/tls.ts, docs/tls.md); null: none (plaintext). */
   tls: ListenerTlsProperty,
 });
 
-export type InboundProxyConfig = Static<typeof InboundProxySchema>;
-export type TimeoutsConfig = Static<typeof TimeoutsSchema>;
-export type HttpConfig = Static<typeof HttpSchema>;
 /** One listener: a public data port. */
 export type ListenerConfig = Static<typeof ListenerSchema>;
