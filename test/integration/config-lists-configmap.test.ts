@@ -198,6 +198,8 @@ t.test('the watch survives a dropped connection, 410 Gone and the API away (/rea
   t.match(await listsCheck(), { status: 'ok', message: `ConfigMap ${NS}/${LISTS_CM} watched` });
   const healthy = (cm: string, use: string): string => `ipgate_configmap_watch_healthy{configmap="${NS}/${cm}",use="${use}"}`;
   t.equal(await metric(a, healthy(LISTS_CM, 'lists')), 1, 'the lists watch: healthy');
+  // The store's watch was dropped too and reconnects after its own backoff: wait for it.
+  await waitFor(async () => (await metric(a, healthy(STORE_CM, 'store'))) === 1, 5000, 'the store watch back');
   t.equal(await metric(a, healthy(STORE_CM, 'store')), 1, 'the store watch: healthy');
   const lastOk = (await metric(a, `ipgate_configmap_watch_last_success_timestamp_seconds{configmap="${NS}/${LISTS_CM}",use="lists"}`))!;
   t.ok(Math.abs(lastOk - Date.now() / 1000) < 60, `the API answered the watch lately (${lastOk})`);
