@@ -100,7 +100,9 @@ t.test('rapid reset: past http.http2.resets, GOAWAY ENHANCE_YOUR_CALM (h2_rapid_
   t.equal(c.goaway()?.code, ERR.ENHANCE_YOUR_CALM, 'GOAWAY ENHANCE_YOUR_CALM');
   await waitFor(() => closedWith(g).h2_rapid_reset === 1, 5000, 'counted as h2_rapid_reset');
   const stats = g.app.listeners[0]!.stats;
-  t.ok(stats.h2ResetsReceived >= 200 && stats.h2ResetsReceived < sent, `the budget's 200 resets and its refill, not all ${sent} sent: ${stats.h2ResetsReceived}`);
+  // Sent in batches of 20, each waited for: the GOAWAY ends the loop in the batch that crossed the
+  // budget, whose resets nghttp2 still reads (received can equal sent); without the budget all 900 go.
+  t.ok(stats.h2ResetsReceived >= 200 && sent < 900, `the budget's 200 resets and its refill: ${stats.h2ResetsReceived} received, the GOAWAY after ${sent} of 900`);
   t.ok(b.requests() <= stats.h2ResetsReceived, `no more requests reached the backend (${b.requests()})`);
   t.equal(stats.h2Goaways.get('sent/ENHANCE_YOUR_CALM'), 1, 'ipgate_http2_goaways_total{direction="sent",code="ENHANCE_YOUR_CALM"}');
   t.ok(await served(g.port()), 'another client is served');
