@@ -11,7 +11,18 @@
 
 # Node 24 "Krypton" is the Active LTS line (supported to April 2028). CI also runs the test suite on
 # Node 24 so the image's runtime is tested, not only the developers' Node 20.
-ARG NODE_IMAGE=node:24-bookworm-slim
+#
+# Both bases are pinned by digest (the multi-platform index, so amd64 and arm64 builds each get
+# their own image of the same release): a tag moves, and a rebuild of the same commit would
+# otherwise ship whatever the tag points to that day. The runtime is Debian's slim image with only
+# the node binary copied in, so the runtime stage has no npm, npx, corepack or yarn (the node
+# image's package managers and their dependency trees: never run by ipgate, but scanned, patched
+# and present for anyone who gets a shell). Refresh both digests together, for security fixes, with
+# `scripts/refresh-base-images.sh` (docs/kubernetes.md "The image"); node:24-bookworm-slim is
+# itself built on debian:bookworm-slim, so the binary and the libraries it links (libc, libstdc++,
+# libgcc_s) come from the same release.
+ARG NODE_IMAGE=node:24-bookworm-slim@sha256:a9f5f7c91a432850b2a8a7797adf5eadb6c733ceed61167806cee7ea7fbc29df
+ARG RUNTIME_IMAGE=debian:bookworm-slim@sha256:abd67ffcfa541b485a3dff59865ab629aa048a6c613e639d36e7456b0b229241
 
 # ---- build: all dependencies, compile TypeScript ----------------------------------------------
 FROM ${NODE_IMAGE} AS build
@@ -28,9 +39,16 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
 
+# ---- node: the Node.js binary alone, for the runtime --------------------------------------------
+FROM ${NODE_IMAGE} AS node
+
 # ---- runtime ------------------------------------------------------------------------------------
-FROM ${NODE_IMAGE} AS runtime
+FROM ${RUNTIME_IMAGE} AS runtime
+ARG RUNTIME_IMAGE
 ARG NET_BIND_SERVICE=0
+# The node binary and nothing else of the node image (/usr/local/lib/node_modules holds npm and
+# corepack, /opt/yarn-* yarn).
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
 
 # tini as PID 1: ipgate handles SIGTERM/SIGINT itself (drain, exit 0), but PID 1 also has to reap
 # orphaned processes and must not ignore signals it has no handler for; tini forwards the signal to
@@ -99,4 +117,4 @@ LABEL org.opencontainers.image.title="ipgate" \
       org.opencontainers.image.description="Edge proxy that keeps the real client IP and admits only allowlisted clients" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0" \
-      org.opencontainers.image.base.name="docker.io/library/node:24-bookworm-slim"
+      org.opencontainers.image.base.name="docker.io/library/${RUNTIME_IMAGE}"

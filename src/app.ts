@@ -3,7 +3,7 @@
  */
 import type { Logger } from 'pino';
 import { AccessLog } from './access-log/access-log';
-import type { Config } from './config/schema';
+import type { Config } from './schema/config';
 import { startEcho, type EchoServers } from './echo/echo-server';
 import { TcpForwarder } from './forward/tcp/tcp-forwarder';
 import { HttpForwarder } from './forward/http/http-forwarder';
@@ -20,8 +20,7 @@ import { CertStore } from './tls/cert-store';
 import type { TicketKeys } from './tls/session-tickets';
 import { TlsTerminator } from './tls/terminate';
 import { TlsStats } from './metrics/tls-stats';
-import { isRouteReceiver, type RouteReceiver } from './route/route-receiver';
-import { sniRouteReceiver } from './route/sni-receiver';
+import type { RouteReceiver } from './route/route-receiver';
 import { RoutesInForce, routesVersion, swapRoutes, type RouteSwapResult, type RoutesUpdate } from './route/routes-in-force';
 
 export interface App {
@@ -47,7 +46,7 @@ export interface App {
   shutdown(drainTimeoutMs?: number): Promise<void>;
 }
 
-export interface AppOptions {
+interface AppOptions {
   logger: Logger;
   /** The config file: watched for `source: config` lists, named in the 409 of an API write to one. */
   configFile?: string | null;
@@ -69,30 +68,30 @@ export async function startApp(config: Config, { logger, configFile = null, tick
   const metrics = new Metrics({ version: VERSION });
   metrics.setAllowlists(lists, service.store);
   metrics.setSelfChecks(selfChecks);
-  const access = config.logging.access ? new AccessLog(logger, config.logging) : null;
+  // The access log's lines (logging.access), or with them off the denial summary.
+  const access = AccessLog.wanted(config.logging) ? new AccessLog(logger, config.logging) : null;
   const listeners: Listener[] = [];
   const certStores: CertStore[] = [];
   const receivers = new Map<string, RouteReceiver>();
-  const handlers = new Map<Listener, ConnectionHandler>();
   for (const lc of config.listeners) {
     const stats = new ListenerStats(lc.name);
     metrics.addListener(stats, lc.mode);
     const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist), lc.mode === 'tcp' && lc.routes !== undefined) ?? null;
     let handler: ConnectionHandler;
     if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
-    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog);
+    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog, config.revokeLive);
     let tls: TlsTerminator | null = null;
     if (lc.tls !== null) {
       const store = new CertStore(lc.name, lc.tls, logger, ticketKeys?.get(lc.name));
       certStores.push(store);
-      tls = new TlsTerminator(lc.tls, store, new TlsStats(lc.name), logger);
+      tls = new TlsTerminator(lc.tls, store, new TlsStats(lc.name), logger, lc.http.http2.enabled);
       metrics.addTls(tls.stats, store);
     }
-    const listener = new Listener(lc, { list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog, tls });
+    const listener = new Listener(lc, {
+      list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog, tls, revokeLive: config.revokeLive,
+    });
     listeners.push(listener);
-    handlers.set(listener, handler);
-    if (isRouteReceiver(handler)) receivers.set(lc.name, handler);
-    else if (lc.mode === 'tcp') receivers.set(lc.name, sniRouteReceiver(listener, lists, stats, config.revokeLive));
+    receivers.set(lc.name, listener.routeReceiver);
   }
   const routes = new RoutesInForce(config.listeners, routesVersion(config.listeners));
   const replaceRoutes = (update: RoutesUpdate): RouteSwapResult => {
@@ -104,18 +103,9 @@ export async function startApp(config: Config, { logger, configFile = null, tick
   if (config.revokeLive) {
     lists.on('change', ({ list }) => {
       for (const l of listeners) {
-        // A named list of trusted peers (trustedSources, trustedProxies) that no longer trusts one:
-        // the connections it spoke for close (trust_revoked).
-        const fwd = handlers.get(l) as Partial<Pick<HttpForwarder, 'trustsBy' | 'revokeUntrusted'>> | undefined;
-        let untrusted = l.trustsBy(list) ? l.revokeUntrusted() : 0;
-        if (fwd?.trustsBy?.(list) === true) untrusted += fwd.revokeUntrusted!();
+        const { untrusted, revoked } = l.listChanged(list);
         if (untrusted > 0) logger.info({ listener: l.name, list: list.name, closed: untrusted }, 'closed connections from peers no longer trusted');
-        // The listener's own list, one of its SNI routes' (Listener.enforces), or one an HTTP route
-        // of it enforces (HttpForwarder.usesList).
-        const h = handlers.get(l) as Partial<Pick<HttpForwarder, 'usesList'>> | undefined;
-        if (!l.enforces(list) && h?.usesList?.(list) !== true) continue;
-        const closed = l.revokeDenied();
-        if (closed > 0) logger.info({ listener: l.name, list: list.name, closed }, 'closed connections no longer allowed');
+        if (revoked > 0) logger.info({ listener: l.name, list: list.name, closed: revoked }, 'closed connections no longer allowed');
       }
     });
   }

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import pino, { type Logger } from 'pino';
-import type { LoggingConfig } from './config/schema';
+import type { LoggingConfig } from './schema/config';
 
 /**
  * The process logger. JSON to stdout by default (one object per line, for the cluster's log
@@ -105,7 +105,7 @@ let minutePrefix = '';
 /**
  * pino's `stdTimeFunctions.isoTime` (`,"time":"2026-11-29T16:30:12.345Z"`), built from a string
  * cached per minute and reused within a millisecond: `new Date().toISOString()` per line was
- * ~1.5-2 us of the ~6.5 us pino spends on an access line (bench/README.md).
+ * ~1.5-2 us of the ~6.5 us pino spends on an access line (bench/README.md "What the profiles found").
  */
 export function isoTime(): string {
   const now = Date.now();
@@ -137,7 +137,7 @@ const writers = new Set<BlockWriter>();
  * lines into one string and measures it with `Buffer.byteLength` on every line, which flattens
  * the growing string (a copy of up to 16 KiB and a new string per line) and issues its write from
  * inside the line's `log.info`: at ~300-byte lines and 4 KiB blocks this cost ~8-10 us of CPU per
- * line, more than pino's serialisation (bench/README.md). Here a line costs one copy into the
+ * line, more than pino's serialisation (bench/README.md "What the profiles found"). Here a line costs one copy into the
  * block; full blocks queue behind the write in flight (memory is bounded by what the disk or the
  * log reader accepts, as with sonic-boom).
  */

@@ -67,7 +67,10 @@ async function run(args: string[]): Promise<number> {
   // anything starts, checked like a list file (a bad one is a config error), and watched from
   // then on (config/configmap-lists.ts). Workers get them from the primary.
   const { ConfigMapLists } = require('./config/configmap-lists') as typeof import('./config/configmap-lists');
-  const configMaps = new ConfigMapLists({ logger });
+  // Each live source's last reload (file, ConfigMaps): ipgate_config_last_reload_successful.
+  const { ReloadStatus, watchHealth } = require('./config/reload-status') as typeof import('./config/reload-status');
+  const reloads = new ReloadStatus();
+  const configMaps = new ConfigMapLists({ logger, reloads });
   let config: typeof loaded;
   try {
     config = await configMaps.fill(loaded);
@@ -83,11 +86,11 @@ async function run(args: string[]): Promise<number> {
   const model = processModel(config);
   if (model.kind === 'cluster') {
     const { runPrimary } = require('./cluster/primary') as typeof import('./cluster/primary');
-    return flushed(logger, await runPrimary(config, logger, model.workers, model.reason, path.resolve(file), configMaps));
+    return flushed(logger, await runPrimary(config, logger, model.workers, model.reason, path.resolve(file), configMaps, reloads));
   }
   logger.info({ workers: 1, reason: model.reason }, 'running as one process');
   const { startApp } = require('./app') as typeof import('./app');
-  let app;
+  let app: Awaited<ReturnType<typeof startApp>>;
   try {
     app = await startApp(config, { logger, configFile: path.resolve(file) });
   } catch (err) {
@@ -103,7 +106,9 @@ async function run(args: string[]): Promise<number> {
   const { declaredLists } = require('./store/start-service') as typeof import('./store/start-service');
   const started = app;
   const { routeReloader } = require('./route/routes-in-force') as typeof import('./route/routes-in-force');
-  const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config, configMaps,
+  started.metrics.setReloads(reloads);
+  started.metrics.setWatches(() => watchHealth(configMaps, started.service.store));
+  const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config, configMaps, reloads,
     onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); },
     // The listeners' routes follow the file too (validated whole first, swapped all at once).
     onRoutes: routeReloader(config, logger, (update) => started.replaceRoutes(update)),

@@ -3,7 +3,8 @@
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/compare.js [--rounds 3] [--duration 6]
  *       [--proxies ipgate,nginx,haproxy] [--workloads http,http-denied,http-rate,tcp,tcp-ppin,bulk,idle]
- *       (TLS, not in the default set: https-handshake-ecdsa, https-handshake-rsa, https-keepalive)
+ *       (TLS, not in the default set: https-handshake-ecdsa, https-handshake-rsa, https-keepalive,
+ *       https-h2: h2load, --connections connections x 10 streams each, HTTP/2 over TLS)
  *       (ipgate and base only: http-routes-1, http-routes-100: the http workload through a listener
  *       with 1 route, and with 100 routes (exact and wildcard hosts, prefix and exact paths), the
  *       same traffic (Host: app.example.com, one exact route without paths); their ratio is the
@@ -48,7 +49,13 @@
  * ECDSA listener (after the handshake the key type does not matter). A build whose config has no listener `tls` block refuses to start, and the run stops
  * saying so: no numbers are made up for it.
  *
- * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3 hey openssl
+ * `https-h2`: HTTP/2 from the client (ALPN h2) on the ECDSA certificate, h2load with
+ * `--connections` connections and 10 concurrent streams on each (`-m 10`), the same GET as `http`
+ * forwarded over HTTP/1.1 to the backend. nginx 1.22 `listen ... ssl http2` (1.25 writes it
+ * `http2 on`), HAProxy `bind ... ssl crt ... alpn h2,http/1.1`, ipgate's TLS listener (HTTP/2 is on
+ * by default), each at its HTTP/2 defaults (nginx: 128 streams, HAProxy: 100, ipgate: 128).
+ *
+ * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3 hey openssl nghttp2-client
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -164,12 +171,13 @@ const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay
 /** TCP-only minimal forwarders: two Node sockets and pipe() (bench/load/tcp-min.ts), or the
  * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
 const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
-const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5, httpsEcdsa: 6, httpsRsa: 7, routes1: 8, routes100: 9 } as const;
+const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5, httpsEcdsa: 6, httpsRsa: 7, routes1: 8, routes100: 9, httpsH2: 10 } as const;
 /** TLS workloads: the listener each uses and whether every request opens a new connection. */
 const TLS_WORKLOADS: Record<string, { listener: number; handshakes: boolean }> = {
   'https-handshake-ecdsa': { listener: L.httpsEcdsa, handshakes: true },
   'https-handshake-rsa': { listener: L.httpsRsa, handshakes: true },
   'https-keepalive': { listener: L.httpsEcdsa, handshakes: false },
+  'https-h2': { listener: L.httpsH2, handshakes: false },
 };
 /** The name in the certificates and the SNI the TLS driver sends. */
 const TLS_NAME = 'bench.ipgate.test';
@@ -324,7 +332,8 @@ function nginxConfig(dir: string, p: number, tls: TlsFiles | null): string {
   // shared session cache, tickets on): only the certificate is set.
   const https = (port: number, f: { cert: string; key: string }): string =>
     `  server { listen 127.0.0.1:${port} ssl; ssl_certificate ${f.cert}; ssl_certificate_key ${f.key}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }\n`;
-  const tlsServers = tls === null ? '' : https(p + L.httpsEcdsa, tls.ecdsa) + https(p + L.httpsRsa, tls.rsa);
+  const tlsServers = tls === null ? '' : https(p + L.httpsEcdsa, tls.ecdsa) + https(p + L.httpsRsa, tls.rsa)
+    + `  server { listen 127.0.0.1:${p + L.httpsH2} ssl http2; ssl_certificate ${tls.ecdsa.cert}; ssl_certificate_key ${tls.ecdsa.key}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }\n`;
   return `load_module /usr/lib/nginx/modules/ngx_stream_module.so;
 daemon off; master_process off; worker_processes 1; pid ${dir}/nginx.pid;
 error_log ${dir}/nginx-error.log error;
@@ -357,14 +366,15 @@ stream {
 function haproxyConfig(dir: string, p: number, tls: TlsFiles | null): string {
   // HAProxy's TLS defaults (2.6: TLSv1.2 minimum, OpenSSL's ciphers, its session cache and
   // tickets): only the certificate (cert + key in one PEM, its usual form) is set.
-  const https = (name: string, port: number, pem: string): string => `frontend ${name}
-  bind 127.0.0.1:${port} ssl crt ${pem}
+  const https = (name: string, port: number, pem: string, alpn = ''): string => `frontend ${name}
+  bind 127.0.0.1:${port} ssl crt ${pem}${alpn}
   http-request deny deny_status 403 unless { src -f ${dir}/allow.lst }
   http-request set-header X-Real-IP %[src]
   option forwardfor
   default_backend be_http
 `;
-  const tlsFrontends = tls === null ? '' : https('https_ecdsa', p + L.httpsEcdsa, tls.ecdsa.pem) + https('https_rsa', p + L.httpsRsa, tls.rsa.pem);
+  const tlsFrontends = tls === null ? '' : https('https_ecdsa', p + L.httpsEcdsa, tls.ecdsa.pem) + https('https_rsa', p + L.httpsRsa, tls.rsa.pem)
+    + https('https_h2', p + L.httpsH2, tls.ecdsa.pem, ' alpn h2,http/1.1');
   return `global
   nbthread 1
   maxconn 9900
@@ -440,7 +450,8 @@ function ipgateConfig(p: number, allow: string[], deny: string[], workers: strin
       tcp('tcp-ppin', p + L.tcpPpin, BACKEND.pp, 'v2', true),
       tcp('bulk', p + L.bulk, BACKEND.iperf, 'none', false),
       tcp('idle', p + L.idle, BACKEND.hold, 'none', false),
-      ...(tls === null ? [] : [https('https-ecdsa', p + L.httpsEcdsa, tls.ecdsa), https('https-rsa', p + L.httpsRsa, tls.rsa)]),
+      ...(tls === null ? [] : [https('https-ecdsa', p + L.httpsEcdsa, tls.ecdsa), https('https-rsa', p + L.httpsRsa, tls.rsa),
+        https('https-h2', p + L.httpsH2, tls.ecdsa)]),
       { name: 'http-routes-1', mode: 'http', listen: `127.0.0.1:${p + L.routes1}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], routes: benchRoutes(1), ...http },
       { name: 'http-routes-100', mode: 'http', listen: `127.0.0.1:${p + L.routes100}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], routes: benchRoutes(100), ...http },
     ],
@@ -522,6 +533,39 @@ function hey(port: number, o: Options): Promise<Sample> {
       const all = [...out.matchAll(/\[(\d+)\]\s+(\d+) responses/g)].reduce((n, m) => n + Number(m[2]), 0);
       const errors = [...out.matchAll(/^\s+\[(\d+)\]\s+Get /gm)].reduce((n, m) => n + Number(m[1]), 0);
       resolve({ rate: Number(rate[1]), p50ms: lat('50'), p99ms: lat('99'), errors: errors + all - (ok ? Number(ok[1]) : 0) });
+    });
+  });
+}
+
+/**
+ * https-h2: h2load (Debian nghttp2-client) for `--duration` seconds, `--connections` connections,
+ * 10 concurrent streams each, one thread on the load CPUs; latencies from its per-request log.
+ */
+function h2load(port: number, o: Options, dir: string): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    const log = path.join(dir, `h2load-${port}.log`);
+    const c = spawn('taskset', ['-c', o.loadCpus, 'h2load', '-t1', `-c${o.connections}`, '-m10', `-D${o.duration}`, `--log-file=${log}`,
+      `https://127.0.0.1:${port}/`]);
+    let out = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    c.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    c.once('exit', () => {
+      const rate = /finished in [\d.]+m?s, ([\d.]+) req\/s/.exec(out);
+      const reqs = /requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(out);
+      const codes = /status codes: (\d+) 2xx/.exec(out);
+      const proto = /Application protocol: (\S+)/.exec(out);
+      if (rate === null || reqs === null) return reject(new Error(`h2load: ${out}`));
+      let lat: number[] = [];
+      try {
+        lat = fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => Number(l.split('\t')[2]) / 1000).sort((a, b) => a - b);
+        fs.rmSync(log);
+      } catch {
+        // no log: no latencies
+      }
+      const pct = (q: number): number | null => (lat.length === 0 ? null : lat[Math.min(lat.length - 1, Math.floor(q * lat.length))]!);
+      const done = Number(reqs[3]);
+      resolve({ rate: Number(rate[1]), p50ms: pct(0.5), p99ms: pct(0.99), errors: Number(reqs[5]) + Number(reqs[6]) + (done - Number(codes?.[1] ?? 0)),
+        tls: proto?.[1] ?? undefined });
     });
   });
 }
@@ -664,7 +708,8 @@ async function idle(port: number, pid: number, n: number): Promise<{ held: numbe
 interface Result { proxy: string; workload: string; round: number; sample: Sample; cpu: number }
 
 const UNITS: Record<string, string> = { http: 'req/s', 'http-rate': 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s',
-  'https-handshake-ecdsa': 'handshake/s', 'https-handshake-rsa': 'handshake/s', 'https-keepalive': 'req/s', 'http-routes-1': 'req/s', 'http-routes-100': 'req/s' };
+  'https-handshake-ecdsa': 'handshake/s', 'https-handshake-rsa': 'handshake/s', 'https-keepalive': 'req/s', 'http-routes-1': 'req/s', 'http-routes-100': 'req/s',
+  'https-h2': 'req/s' };
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
@@ -683,9 +728,10 @@ async function main(): Promise<void> {
   // Backends on the load CPUs.
   fs.writeFileSync(path.join(dir, 'backend.conf'), backendNginx(dir));
   const be = start('backend-nginx', 'nginx', ['-p', dir, '-c', path.join(dir, 'backend.conf'), '-e', path.join(dir, 'backend-error.log')], o.loadCpus);
-  const ip = start('iperf3-server', 'iperf3', ['-s', '-p', String(BACKEND.iperf)], o.loadCpus);
+  // iperf3 only for the bulk workload (a run without it needs no iperf3 installed).
+  const ip = o.workloads.includes('bulk') ? start('iperf3-server', 'iperf3', ['-s', '-p', String(BACKEND.iperf)], o.loadCpus) : null;
   const hold = start('hold', process.execPath, [__filename, '--hold', String(BACKEND.hold)], o.loadCpus);
-  await Promise.all([waitPort(BACKEND.http, be), waitPort(BACKEND.pp, be), waitPort(BACKEND.iperf, ip), waitPort(BACKEND.hold, hold)]);
+  await Promise.all([waitPort(BACKEND.http, be), waitPort(BACKEND.pp, be), ...(ip === null ? [] : [waitPort(BACKEND.iperf, ip)]), waitPort(BACKEND.hold, hold)]);
 
   const pcpus = o.workers === '1' ? o.proxyCpus : `${o.proxyCpus}`;
   const proxies: Record<string, Proc> = {};
@@ -727,6 +773,7 @@ async function main(): Promise<void> {
       await waitPort(p + L.http, proxies[name]!);
       await waitPort(p + L.idle, proxies[name]!);
       if (tls !== null) await waitPort(p + L.httpsRsa, proxies[name]!);
+      if (tls !== null) await waitPort(p + L.httpsH2, proxies[name]!);
     } catch (err) {
       if (tls !== null && name !== 'nginx' && name !== 'haproxy') {
         throw new Error(`${name} did not start with its TLS listeners (a build without TLS termination, issue 18, refuses ` +
@@ -766,6 +813,7 @@ async function main(): Promise<void> {
           case 'tcp': sample = await driver(p + L.tcp, o, 'plain'); break;
           case 'tcp-ppin': sample = await driver(p + L.tcpPpin, o, 'ppin'); break;
           case 'bulk': sample = await iperf(p + L.bulk, o); break;
+          case 'https-h2': sample = await h2load(p + L.httpsH2, o, dir); break;
           case 'https-handshake-ecdsa':
           case 'https-handshake-rsa':
           case 'https-keepalive': {

@@ -1,6 +1,6 @@
 /**
  * Instructions per denied HTTP request, counted by valgrind (callgrind): noise-free on a shared
- * machine, where CPU-seconds drift 2x between minutes. Results: bench/README.md "2026-12-02: denials
+ * machine, where CPU-seconds drift 2x between minutes. Results: bench/README.md "Denials
  * at a fraction of the work".
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/denied-instructions.js

@@ -233,7 +233,7 @@ class Client extends Side {
     }
     this.out.push(`${head}x-real-ip: ${this.ip}\r\nx-forwarded-for: ${this.ip}\r\n\r\n`);
     let up = free.pop();
-    while (up !== undefined && up.sock.destroyed) up = free.pop();
+    while (up?.sock.destroyed) up = free.pop();
     this.up = up ?? new Upstream();
     this.up.client = this;
     return 0;
@@ -344,7 +344,7 @@ class Upstream extends Side {
       head += `${h[i]}: ${h[i + 1]}\r\n`;
     }
     if (status < 200) {
-      if (c.http11) this.out.push(head + '\r\n'); // 100 Continue, 103 Early Hints
+      if (c.http11) this.out.push(`${head}\r\n`); // 100 Continue, 103 Early Hints
       return 1;
     }
     // No length and no chunking: the body ends at upstream EOF, so the client's connection must too.
@@ -354,7 +354,7 @@ class Upstream extends Side {
     else if (!c.http11) head += 'connection: keep-alive\r\n';
     this.chunkOut = chunked && c.http11 && !c.isHead && status !== 204 && status !== 304;
     c.sent = true;
-    this.out.push(head + '\r\n');
+    this.out.push(`${head}\r\n`);
     return c.isHead ? 1 : 0; // 1: llhttp skips the body (a HEAD response has none)
   }
 

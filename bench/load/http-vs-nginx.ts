@@ -113,7 +113,7 @@ async function main(): Promise<void> {
   if (!fs.existsSync(main)) throw new Error('build first: npx tsc -p tsconfig.json');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-bench-'));
   const children: ChildProcess[] = [];
-  const stop = (): void => children.forEach((c) => c.kill('SIGKILL'));
+  const stop = (): void => children.forEach((c) => { c.kill('SIGKILL'); });
   process.on('exit', stop);
 
   const backendPort = await freePort();

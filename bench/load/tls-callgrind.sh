@@ -1,5 +1,5 @@
 #!/bin/bash
-# Instructions per new TLS handshake under callgrind (bench/README.md "2026-12-02: what ipgate adds
+# Instructions per new TLS handshake under callgrind (bench/README.md "What ipgate adds
 # to a new TLS handshake"): one server process, `ipgate` (the build in R, `.../dist`: an HTTP
 # listener with `tls`, access log off, as tls-handshakes.sh runs it) or `node-tls-server`
 # (tls-min-server.js), on the certificate KIND (ec | rsa) that tls-handshakes.sh makes in $D;

@@ -1,7 +1,7 @@
 // N new TLS connections one after another, each a full handshake (no session offered) then a
 // close_notify and close, no request: the client of bench/load/tls-callgrind.sh.
 // usage: node tls-new-handshakes.js PORT N [SERVERNAME|-]  (- : no SNI, as openssl s_time -connect IP)
-const tls = require('tls');
+const tls = require('node:tls');
 const [port, n, name] = [Number(process.argv[2]), Number(process.argv[3]), process.argv[4] ?? 'bench.test'];
 let done = 0;
 function one() {

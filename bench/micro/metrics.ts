@@ -12,10 +12,11 @@ import fs from 'node:fs';
 import pino from 'pino';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { FixedHistogram, HTTP_DURATION_BUCKETS } from '../../src/metrics/fixed-histogram';
-import { ListenerStats } from '../../src/metrics/listener-stats';
+import { ListenerStats, methodIndex } from '../../src/metrics/listener-stats';
+import { requestHeadBytes } from '../../src/forward/http/request-size';
 import { Metrics } from '../../src/metrics/metrics';
 import { ListenerAccessLog } from '../../src/access-log/access-log';
-import type { Connection } from '../../src/listener/connection';
+import type { Connection } from '../../src/connection/connection';
 import { BlockWriter, createLogger } from '../../src/log';
 
 const WARMUP = 200_000;
@@ -55,10 +56,22 @@ const fakeConn = { id: 1, clientAddress: '203.0.113.195', clientPort: 56324, via
 
 let sinkN = 0;
 let v = 0;
+const classes = new Map<string, number>();
+const head = { method: 'GET', url: '/api/v1/orders?page=2', rawHeaders: ['Host', 'app.example.com', 'User-Agent', 'curl/8.5.0', 'Accept', '*/*',
+  'Accept-Encoding', 'gzip, deflate, br', 'Accept-Language', 'en-GB,en;q=0.9', 'Cookie', 'session=0123456789abcdef0123456789abcdef',
+  'X-Forwarded-For', '198.51.100.7', 'Connection', 'keep-alive'] };
 const CASES: [string, () => void][] = [
   ['plain counter: stats.accepted++', () => { stats.accepted++; }],
   ['Map bump: ListenerStats.bump(denied, reason)', () => { ListenerStats.bump(stats.denied, 'not_allowlisted'); }],
   ['FixedHistogram.observe', () => { v = (v + 0.0007) % 0.3; hist.observe(v); }],
+  // What HttpForwarder.record paid per request before issue 32 (a status-class Map bump with a
+  // string key and the duration), and what it pays now (method and exact status as one number
+  // key, duration, request and response size), with the request head's size.
+  ['request record, before: class bump + duration', () => { v = (v + 0.0007) % 0.3; ListenerStats.bump(classes, '2xx'); hist.observe(v); }],
+  ['request record: RequestCounts.record (method, status, sizes)', () => {
+    v = (v + 0.0007) % 0.3; stats.http.record(methodIndex(head.method), 200, v, 420 + (sinkN++ & 255), 1800);
+  }],
+  ['request head size: requestHeadBytes (8 headers)', () => { sinkN += requestHeadBytes(head); }],
   ['prom-client counter.inc({labels}, 1)', () => { counter.inc({ listener: 'edge', reason: 'not_allowlisted' }, 1); }],
   ['prom-client counter child .inc()', () => { child.inc(); }],
   ['prom-client histogram.observe({labels}, v)', () => { v = (v + 0.0007) % 0.3; promHist.observe({ listener: 'edge' }, v); }],

@@ -12,8 +12,11 @@
  * The "16 hot hosts" row repeats the first lookup over 16 hosts only: the gap between the two is
  * cache misses (1,024 hosts' entries do not stay in cache on a shared VM), not the algorithm.
  * The "linear scan" row is a naive loop over the routes (what the table replaces), for contrast.
+ * "126-label Host" is the longest valid Host through the wildcard walk; "Host check" is the
+ * engine's validation of a Host (forward/http/request-host.ts), paid per request before the lookup.
  * Method as pp-decode.ts: warm-up, RUNS runs, median ns/op and min..max; checksum printed.
  */
+import { requestHost } from '../../src/forward/http/request-host';
 import { RouteTable } from '../../src/route/route-table';
 import type { RouteSpec } from '../../src/route/route-table';
 import { prng } from '../../test/helpers/prng';
@@ -128,6 +131,19 @@ for (const n of SIZES) {
   row('path needing normalisation (./, //, %61)', httpCase(http, requests(n, (i) => [exactHost(i), '/api/./v1//%61dmin/x']), 'exact:prefix:/api/v1/admin'));
   row('wildcard host, 5 labels', httpCase(http, requests(wild, (i) => [`a.b.tenant${i}.example.net`, '/x']), 'wildcard:any:'));
   row('unknown host -> default', httpCase(http, requests(n, (i) => [`nope-${i}.example.org`, '/x']), 'default:any:'));
+  // Nearly the wildcard walk's worst case a valid Host can be (253 characters, 126 labels): looked up at
+  // the wildcard suffix lengths only (was: a slice and a hash per label; a 16 KB Host cost ~97 ms
+  // of CPU per request end to end, bench/README.md "Route table").
+  row('126-label Host of 253 characters -> default', httpCase(http, requests(n, (i) => [`${'a.'.repeat(125)}b${String(i % 100).padStart(2, '0')}`, '/x']), 'default:any:'));
+  const hostReqs = requests(n, (i) => [`${exactHost(i)}:8443`, '/']);
+  row('Host check (forward/http/request-host.ts), name:port', (() => {
+    let k = 0;
+    return () => {
+      const [h] = hostReqs[k++ & (INPUTS - 1)]!;
+      const r = requestHost(['Host', latin1(h)], null);
+      sink += typeof r === 'string' ? r.length : -1;
+    };
+  })());
   const sniReqs = requests(n, (i) => [exactHost(i), '']);
   row('SNI table, exact name', (() => {
     let k = 0;

@@ -1,5 +1,6 @@
 /**
- * Denials summarised at info: "N denials from M addresses in the last 10 s", one line per interval
+ * With the access log off (`logging.access: false`; with it on, every denial has its own line,
+ * access-log.ts), denials summarised at info: "N denials from M addresses in the last 10 s", one line per interval
  * and only when there were denials, so a scan or a flood of refused clients costs one line per
  * interval instead of one per attempt (each denial is still logged at debug).
  *
@@ -16,7 +17,7 @@
  */
 import type { Logger } from 'pino';
 
-export interface DenialSummaryOptions {
+interface DenialSummaryOptions {
   /** Interval between summary lines, ms; 0 turns the summary off. */
   intervalMs: number;
   /** Distinct addresses remembered per interval. */
@@ -39,12 +40,16 @@ export class DenialSummary {
 
   constructor(private readonly log: Logger, private readonly options: Readonly<DenialSummaryOptions>) {}
 
-  add(listener: string, address: string, reason: string, entry: string | null = null): void {
+  /** One denial: `list` the allowlist that refused, `route` the route that took it (null: none). */
+  add(listener: string, address: string, reason: string, entry: string | null = null, list: string | null = null, route: string | null = null): void {
+    // Its lines are at info: below it (logging.level warn, as under load tests), nothing to count
+    // (a level raised at run time counts from then on).
+    if (!this.log.isLevelEnabled('info')) return;
     this.count++;
     if (this.addresses.size < this.options.maxAddresses) {
       const size = this.addresses.size;
       this.addresses.add(address);
-      if (this.addresses.size > size) this.firstDenial(listener, address, reason, entry);
+      if (this.addresses.size > size) this.firstDenial(listener, address, reason, entry, list, route);
     } else if (!this.capped && !this.addresses.has(address)) this.capped = true;
     this.reasons.set(reason, (this.reasons.get(reason) ?? 0) + 1);
     this.listeners.set(listener, (this.listeners.get(listener) ?? 0) + 1);
@@ -63,7 +68,7 @@ export class DenialSummary {
     this.flush();
   }
 
-  private firstDenial(listener: string, address: string, reason: string, entry: string | null): void {
+  private firstDenial(listener: string, address: string, reason: string, entry: string | null, list: string | null, route: string | null): void {
     const max = this.options.linesPerInterval ?? 0;
     if (max <= 0) return;
     if (this.lines >= max) {
@@ -71,8 +76,9 @@ export class DenialSummary {
       return;
     }
     this.lines++;
-    this.log.info({ listener, client: address, reason, ...(entry !== null ? { entry } : {}) },
-      `denied ${address} (${reason}${entry !== null ? ` ${entry}` : ''}); further denials of it this interval are counted in the summary`);
+    const by = `${list !== null ? ` by list ${list}` : ''}${route !== null ? ` on route ${route}` : ''}`;
+    this.log.info({ listener, ...(route !== null ? { route } : {}), ...(list !== null ? { list } : {}), client: address, reason, ...(entry !== null ? { entry } : {}) },
+      `denied ${address} (${reason}${entry !== null ? ` ${entry}` : ''})${by}; further denials of it this interval are counted in the summary`);
   }
 
   flush(): void {

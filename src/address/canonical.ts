@@ -58,7 +58,7 @@ export function formatV6Words(w: ArrayLike<number>): string {
 }
 
 /** True when bytes[off..off+16) is `::ffff:a.b.c.d` (RFC 4291 section 2.5.5.2). */
-export function isV4Mapped(bytes: Uint8Array, off: number): boolean {
+function isV4Mapped(bytes: Uint8Array, off: number): boolean {
   for (let k = 0; k < 10; k++) if (bytes[off + k] !== 0) return false;
   return bytes[off + 10] === 0xff && bytes[off + 11] === 0xff;
 }

@@ -42,7 +42,7 @@ declare module 'fastify' {
   }
 }
 
-export interface AdminDeps {
+interface AdminDeps {
   service: AllowlistService;
   tokens: Tokens;
   logger: Logger;

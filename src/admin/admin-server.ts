@@ -1,7 +1,7 @@
 /** Listen on the admin address (never a data port) and close on shutdown. */
 import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
-import { parseHostPort } from '../config/host-port';
+import { parseHostPort } from '../address/host-port';
 
 export interface AdminServer {
   readonly app: FastifyInstance;

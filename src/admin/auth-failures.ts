@@ -14,8 +14,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 
 /** Bounded label values of ipgate_admin_auth_failures_total. */
-export type AuthFailureReason = 'missing' | 'malformed' | 'invalid';
-export const AUTH_FAILURE_REASONS: readonly AuthFailureReason[] = ['missing', 'malformed', 'invalid'];
+type AuthFailureReason = 'missing' | 'malformed' | 'invalid';
 
 export interface AuthFailureOptions {
   /** One line per address per this many ms. Default 60000. */

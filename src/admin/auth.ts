@@ -12,7 +12,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
-import type { AdminConfig } from '../config/schema';
+import type { AdminConfig } from '../schema/config';
 
 export interface Tokens {
   /** Name and SHA-256 of each token. */
@@ -28,7 +28,7 @@ export class TokenError extends Error {
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$/;
 /** Shorter tokens are guessable; the chart generates 48 characters. */
-export const MIN_TOKEN_LENGTH = 16;
+const MIN_TOKEN_LENGTH = 16;
 
 const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
 

@@ -6,7 +6,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ServiceError, type ServiceErrorCode } from '../store/allowlist-service';
 
-export interface ErrorBody {
+interface ErrorBody {
   /** Stable, snake_case: clients branch on it. */
   error: string;
   /** One sentence for a person. */

@@ -12,7 +12,7 @@
  */
 import net from 'node:net';
 
-export type HostVerdict = { ok: true } | { ok: false; message: string };
+type HostVerdict = { ok: true } | { ok: false; message: string };
 
 export class HostAllowlist {
   private readonly names: ReadonlySet<string>;
@@ -36,7 +36,7 @@ export class HostAllowlist {
 }
 
 /** Lower case without a trailing dot: `Admin.Example.` and `admin.example` are one name. */
-export function normaliseName(name: string): string {
+function normaliseName(name: string): string {
   const lower = name.toLowerCase();
   return lower.endsWith('.') ? lower.slice(0, -1) : lower;
 }

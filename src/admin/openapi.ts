@@ -21,7 +21,7 @@ const DESCRIPTIONS = {
   503: 'The allowlist store cannot be written now; nothing changed',
 } as const;
 
-export type DocumentedStatus = keyof typeof DESCRIPTIONS;
+type DocumentedStatus = keyof typeof DESCRIPTIONS;
 
 /** Every route: the Host check. */
 export const PUBLIC_ERRORS: readonly DocumentedStatus[] = [421];

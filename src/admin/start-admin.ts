@@ -3,7 +3,7 @@
  * readiness computed from the listeners and the store.
  */
 import type { Logger } from 'pino';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 import type { RoutesInForce } from '../route/routes-in-force';
 import type { Listener } from '../listener/listener';
 import type { SelfChecks } from '../selfcheck/self-checks';

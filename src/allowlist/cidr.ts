@@ -29,11 +29,11 @@ export interface Cidr {
  * A refusal: `message` quotes the offending text first (`"10.0.0.1/33": prefix length 33 out of
  * range for IPv4`), so every 4xx and log line that carries it names the value (issue 20 item 5).
  */
-export type ParseFailure = { ok: false; message: string };
+type ParseFailure = { ok: false; message: string };
 
-export type CidrParse = { ok: true; cidr: Cidr } | ParseFailure;
+type CidrParse = { ok: true; cidr: Cidr } | ParseFailure;
 
-export type AddressParse =
+type AddressParse =
   | { ok: true; family: 4 | 6; /** canonical text */ address: string }
   | ParseFailure;
 
@@ -41,7 +41,7 @@ export type AddressParse =
  * Longest valid input is 49 characters (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128`).
  * The cap keeps error messages (which quote the input) bounded for admin API callers.
  */
-export const MAX_CIDR_TEXT = 64;
+const MAX_CIDR_TEXT = 64;
 
 const MAX_PREFIX = { 4: 32, 6: 128 } as const;
 

@@ -22,12 +22,12 @@ export interface AllowEntry {
   expiresAt?: string;
 }
 
-export type EntryValidation =
+type EntryValidation =
   | { ok: true; entry: AllowEntry }
   | { ok: false; field: string; message: string };
 
 /** Comments land in the store, the audit log and API responses: keep them bounded. */
-export const MAX_COMMENT_LENGTH = 1024;
+const MAX_COMMENT_LENGTH = 1024;
 
 const KNOWN_FIELDS = new Set(['cidr', 'action', 'comment', 'expiresAt']);
 

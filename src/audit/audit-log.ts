@@ -13,7 +13,7 @@ import type { AllowEntry } from '../allowlist/entry';
 
 export type AuditAction = 'replace' | 'add' | 'remove' | 'external' | 'seed' | 'create' | 'delete' | 'config' | 'log-level';
 
-export interface AuditChange {
+interface AuditChange {
   /** Token name (`admin`, or a name from the tokens file), or the external source (`file edit`). */
   who: string;
   action: AuditAction;

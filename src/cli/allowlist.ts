@@ -18,7 +18,7 @@ import {
   type OutputFormat,
 } from './common';
 
-export const ALLOWLIST_USAGE = `Usage: ipgate allowlist COMMAND [ARGS] [options]
+const ALLOWLIST_USAGE = `Usage: ipgate allowlist COMMAND [ARGS] [options]
 
 Commands:
   ls                                the allowlists: version, applied version, entries
@@ -37,9 +37,15 @@ Commands:
                                     as \`get -o json\` prints it. "-" reads standard input.
   create NAME [-f FILE]             create a list (empty, or FILE's entries)
   delete NAME                       delete a list (refused while a listener or route uses it)
-  explain IP --listener L [--xff "a, b"] [--proxy-header H]
+  explain IP --listener L [--host H] [--path P] [--header "Name: value"]... [--xff "a, b"]
+          [--proxy-header H] [--sni NAME]
                                     what ipgate would decide for a connection from IP on listener L:
-                                    the client address, how it was derived, the entry, the decision
+                                    the client address, how it was derived, the route, the entry,
+                                    the decision. HTTP listeners with routes: --host (or a Host
+                                    --header) and --path (default /) pick the route; TCP listeners
+                                    with routes: --sni (the ClientHello's name; none: no SNI sent).
+                                    --header may be repeated; --xff "a, b" is --header
+                                    "X-Forwarded-For: a, b".
 
 Options (the same names in every command and in \`ipgate doctor\`):
 ${adminOptionsUsage(true, "the API's answer")}  --admin URL            old name of --admin-url
@@ -52,9 +58,9 @@ are printed; or add/deny of a CIDR already listed, without --replace), 4 the adm
 reached.
 `;
 
-export const EXIT = { ok: 0, notAllowed: 1, usage: 2, api: 3, unreachable: 4 } as const;
+const EXIT = { ok: 0, notAllowed: 1, usage: 2, api: 3, unreachable: 4 } as const;
 
-export interface Io { out: (s: string) => void; err: (s: string) => void; env: NodeJS.ProcessEnv; now: () => number }
+interface Io { out: (s: string) => void; err: (s: string) => void; env: NodeJS.ProcessEnv; now: () => number }
 
 /** An allowlist entry as the admin API reads and writes it (absent action = allow). */
 export interface Entry { cidr: string; action?: 'allow' | 'deny'; comment?: string; expiresAt?: string }
@@ -74,9 +80,13 @@ const OPTIONS = {
   listener: { type: 'string' },
   xff: { type: 'string' },
   'proxy-header': { type: 'string' },
+  host: { type: 'string' },
+  path: { type: 'string' },
+  sni: { type: 'string' },
+  header: { type: 'string', multiple: true },
 } as const;
 
-type CommandOption = 'comment' | 'expires' | 'replace' | 'file' | 'dry-run' | 'listener' | 'xff' | 'proxy-header';
+type CommandOption = 'comment' | 'expires' | 'replace' | 'file' | 'dry-run' | 'listener' | 'xff' | 'proxy-header' | 'host' | 'path' | 'sni' | 'header';
 
 /** Each command: its positional arguments and the options beyond the admin ones it accepts. */
 const COMMANDS: Record<string, { args: string[]; options: CommandOption[]; required?: CommandOption[] }> = {
@@ -89,7 +99,7 @@ const COMMANDS: Record<string, { args: string[]; options: CommandOption[]; requi
   replace: { args: ['NAME'], options: ['file', 'dry-run'], required: ['file'] },
   create: { args: ['NAME'], options: ['file'] },
   delete: { args: ['NAME'], options: [] },
-  explain: { args: ['IP'], options: ['listener', 'xff', 'proxy-header'], required: ['listener'] },
+  explain: { args: ['IP'], options: ['listener', 'xff', 'proxy-header', 'host', 'path', 'sni', 'header'], required: ['listener'] },
 };
 
 /** `--expires`: RFC 3339 passes through (the API validates it); `90s`, `30m`, `12h`, `7d` are from now. */
@@ -178,7 +188,7 @@ const ENTRY_FIELDS = new Set(['cidr', 'action', 'comment', 'expiresAt']);
  * lines that are only a comment are skipped. Each CIDR is checked here, so a bad file is refused
  * (naming the line and quoting the value) before anything is sent.
  */
-export function parseListFile(text: string, where: string): Entry[] {
+function parseListFile(text: string, where: string): Entry[] {
   const trimmed = text.trimStart();
   const entries: Array<{ entry: Entry; at: string }> = [];
   if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
@@ -226,7 +236,7 @@ export function parseListFile(text: string, where: string): Entry[] {
   });
 }
 
-export interface ListDiff {
+interface ListDiff {
   added: Entry[];
   removed: Entry[];
   changed: Array<{ cidr: string; before: Entry; after: Entry }>;
@@ -274,7 +284,7 @@ function readFileArg(file: string): string {
 interface Parsed {
   command: string;
   args: string[];
-  values: Partial<Record<CommandOption, string | boolean>>;
+  values: Partial<Record<CommandOption, string | boolean | string[]>>;
   output: OutputFormat;
   client: Client;
 }
@@ -456,13 +466,48 @@ async function run(p: Parsed, io: Io): Promise<number> {
     }
     default: { // explain
       const req: Record<string, unknown> = { listener: values.listener, peer: args[0] };
-      if (typeof values.xff === 'string') req.headers = { 'x-forwarded-for': values.xff };
+      const headers = explainHeaders(Array.isArray(values.header) ? values.header : [], typeof values.xff === 'string' ? values.xff : null);
+      if (Object.keys(headers).length > 0) req.headers = headers;
       if (typeof values['proxy-header'] === 'string') req.proxyHeader = values['proxy-header'];
-      const body = ok(await call('POST', '/v1/explain', req));
+      if (typeof values.host === 'string') req.host = values.host;
+      if (typeof values.path === 'string') req.path = values.path;
+      if (typeof values.sni === 'string') req.sni = values.sni;
+      let reply: Record<string, unknown>;
+      try {
+        reply = ok(await call('POST', '/v1/explain', req));
+      } catch (err) {
+        // The API's words name its fields; say which flag sets each.
+        const field = err instanceof Refused ? err.reply.json?.field : undefined;
+        const flag = field === 'host' ? '--host NAME (or --header "Host: NAME")' : field === 'sni' ? '--sni only on a TCP listener with routes'
+          : field === 'proxyHeader' ? '--proxy-header' : field === 'peer' ? 'the IP argument' : null;
+        if (err instanceof Refused && flag !== null && err.hint === '') throw new Refused(err.reply, `give ${flag}`);
+        throw err;
+      }
+      const body = reply;
       print(body, () => explainText(body));
       return body.decision === 'allow' ? EXIT.ok : EXIT.notAllowed;
     }
   }
+}
+
+/**
+ * `--header "Name: value"` (repeatable; a name given twice keeps both values, as a request carries
+ * them) and `--xff`, as the explain API's `headers`. A header without a colon is a usage error.
+ */
+function explainHeaders(lines: readonly string[], xff: string | null): Record<string, string | string[]> {
+  const out: Record<string, string[]> = {};
+  const add = (name: string, value: string): void => {
+    const key = name.toLowerCase();
+    (out[key] ??= []).push(value);
+  };
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    const name = colon < 0 ? '' : line.slice(0, colon).trim();
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError(`--header ${q(line)}: expected "Name: value"`);
+    add(name, line.slice(colon + 1).trim());
+  }
+  if (xff !== null) add('x-forwarded-for', xff);
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.length === 1 ? v[0]! : v]));
 }
 
 /** The explain answer as labelled lines. */
@@ -476,8 +521,15 @@ function explainText(b: Record<string, unknown>): string {
     ['client', b.client == null ? '-' : `${s(b.client)}${b.clientPort != null ? ` port ${s(b.clientPort)}` : ''} via ${s(b.via)}`],
   ];
   if (b.mode === 'http') rows.push(['trusted proxy', b.trustedProxy === true ? 'yes (X-Forwarded-For walked)' : 'no (X-Forwarded-For ignored)']);
+  if ('sni' in b) rows.push(['sni', s(b.sni)]);
+  if ('route' in b) {
+    const r = b.route as { name: string; host: string; hostMatch: string; path: { path: string; match: string } | null; upstreams: string[] } | null;
+    rows.push(['route', r === null ? '- (none matched)'
+      : `${r.name} (host ${r.host}, ${r.hostMatch}${r.path !== null ? `; path ${r.path.path}, ${r.path.match}` : ''}) -> ${r.upstreams.join(', ')}`]);
+  }
   rows.push(['allowlist', `${s(b.allowlist)} version ${s(b.allowlistVersion)}`]);
   rows.push(['entry', e ? describe(e) : '-']);
-  rows.push(['decision', `${s(b.decision)}${b.reason !== undefined ? ` (${s(b.reason)})` : ''}${b.detail !== undefined ? `: ${s(b.detail)}` : ''}`]);
+  rows.push(['decision', `${s(b.decision)}${b.reason !== undefined ? ` (${s(b.reason)})` : ''}${b.status !== undefined ? `, status ${s(b.status)}` : ''}`
+    + `${b.detail !== undefined ? `: ${s(b.detail)}` : ''}`]);
   return table(rows);
 }

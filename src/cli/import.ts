@@ -5,32 +5,35 @@
  * docs/migrating-from-ingress-nginx.md.
  *
  * The config is checked by the same loader as `ipgate check-config` before it is written, so
- * what this command writes is a config ipgate starts with (the `tls` key excepted while this
- * build's schema lacks it: see TLS_KEY_KNOWN).
+ * what this command writes is a config ipgate starts with, except that TLS certificate, key and
+ * CA files are named but not read: the import runs where the Secrets are not (they are mounted
+ * into the pod), so their existence and content are checked when ipgate starts, not here.
  *
  * Exit codes: 0 config written (notes and unconverted items are normal), 1 nothing to write (no
  * Ingress of the class made a route) or the generated config failed the loader (a bug: the
  * problems are printed), 2 usage error or unreadable input (a file that is not YAML/JSON or not
- * Kubernetes objects, a cluster that cannot be read).
+ * Kubernetes objects, a cluster that cannot be read, two candidate controller ConfigMaps),
+ * 3 refused: the config would trust more than the operator said (every peer to name the client,
+ * or a flag wider than the ConfigMap); the message says which flag to pass.
  */
 import fs from 'node:fs';
 import YAML, { isMap, isSeq, type Document } from 'yaml';
 import { ConfigError } from '../config/errors';
-import { buildConfig } from '../config/load';
-import { configSchema } from '../config/schema';
+import { buildConfig, configWarnings } from '../config/load';
+import { parseCidr } from '../allowlist/cidr';
 import { KubeError } from '../kube/errors';
 import { KubeClient } from '../kube/kube-client';
 import { resolveKubeAccess } from '../kube/kubeconfig';
 import { convertIngressNginx, DEFAULT_OPTIONS, type Finding, type ImportOptions, type ImportReport, type ImportResult } from '../import/ingress-nginx';
-import { addDocuments, emptySet, InputError, isRecord, objectKey, str, type KubeObject, type ObjectSet } from '../import/objects';
+import { addDocuments, emptySet, InputError, isRecord, objectKey, originOf, str, type KubeObject, type ObjectSet } from '../import/objects';
 import { parseCommandLine, UsageError } from './common';
 
-export const IMPORT_USAGE = `Usage: ipgate import ingress-nginx [-f FILE]... [options]
+const IMPORT_USAGE = `Usage: ipgate import ingress-nginx [-f FILE]... [options]
 
 Reads Ingress objects and writes an ipgate config: hosts, paths and Service backends as routes,
 whitelist/allowlist/denylist-source-range as each route's allowlist, the controller ConfigMap's
 use-proxy-protocol / proxy-real-ip-cidr / use-forwarded-headers as the listener's proxyProtocol
-and http.trustedProxies. Everything that is not carried over is reported on stderr, by name,
+or http.trustedProxies. Everything that is not carried over is reported on stderr, by name,
 with the Ingress it came from (docs/migrating-from-ingress-nginx.md).
 
 Input (one of):
@@ -52,8 +55,20 @@ Conversion:
   --cluster-domain D       Service DNS suffix (default cluster.local)
   --http-listen ADDR       the plaintext listener (default 0.0.0.0:8080)
   --tls                    also write an HTTPS listener with the Ingresses' TLS Secrets as
-                           certificates (/etc/ipgate/tls/<secretName>/tls.crt and tls.key)
+                           certificates (/etc/ipgate/tls/<secretName>/tls.crt and tls.key), and
+                           auth-tls-secret as its client CA where every host asked the same.
+                           The files are not read here: they are checked when ipgate starts
   --https-listen ADDR      the HTTPS listener (default 0.0.0.0:8443)
+  --tls-dir DIR            where the Secrets' directories are (default /etc/ipgate/tls, where
+                           the chart mounts them; a relative DIR is relative to the config file)
+
+Trust (whose PROXY header or X-Forwarded-For names the client):
+  --proxy-real-ip-cidr CIDR[,CIDR]
+                           your load balancers, in place of the ConfigMap's proxy-real-ip-cidr
+                           (which they must lie inside). Repeatable. Needed when the ConfigMap
+                           leaves it at ingress-nginx's default 0.0.0.0/0 (every peer)
+  --trust-all-proxies      write a range that trusts every peer (0.0.0.0/0, ::/0) as the
+                           ConfigMap has it; without this flag such an import is refused
 
 Output:
   -o, --out FILE           write the config to FILE (default: standard output)
@@ -63,7 +78,8 @@ Output:
 Flags take their value as --flag=value or --flag value.
 
 Exit codes: 0 config written (with the report of what was not carried over), 1 nothing to
-convert (no route could be made), 2 usage error or unreadable input.
+convert (no route could be made), 2 usage error or unreadable input, 3 refused: the config
+would trust every peer (or more than the ConfigMap did) to name the client; no config written.
 `;
 
 export interface ImportIo {
@@ -88,6 +104,9 @@ const OPTIONS = {
   'http-listen': { type: 'string' },
   'https-listen': { type: 'string' },
   tls: { type: 'boolean' },
+  'tls-dir': { type: 'string' },
+  'proxy-real-ip-cidr': { type: 'string', multiple: true },
+  'trust-all-proxies': { type: 'boolean' },
   out: { type: 'string', short: 'o' },
   report: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -96,12 +115,6 @@ const OPTIONS = {
 /** Names the controller ConfigMap has in the official manifests (Helm chart; older static manifests). */
 const CONTROLLER_CONFIGMAPS = ['ingress-nginx-controller', 'nginx-configuration'];
 const CLUSTER_CONFIGMAP = 'ingress-nginx/ingress-nginx-controller';
-
-/**
- * Whether this build's config schema has the listener `tls` key (TLS termination lands from
- * another branch). Without it, a config written with --tls is checked without its `tls` keys.
- */
-const TLS_KEY_KNOWN = 'tls' in (configSchema.properties.listeners.items.properties as Record<string, unknown>);
 
 export async function importMain(argv: string[], io: ImportIo = {
   out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), env: process.env, readStdin: () => fs.readFileSync(0, 'utf8'),
@@ -141,7 +154,11 @@ export async function importMain(argv: string[], io: ImportIo = {
       httpListen: values['http-listen'] ?? DEFAULT_OPTIONS.httpListen,
       httpsListen: values['https-listen'] ?? DEFAULT_OPTIONS.httpsListen,
       tls: values.tls === true,
+      tlsDir: (values['tls-dir'] ?? DEFAULT_OPTIONS.tlsDir).replace(/(.)\/+$/, '$1'),
+      proxyRealIpCidr: values['proxy-real-ip-cidr'] === undefined ? null : cidrFlag(values['proxy-real-ip-cidr']),
+      trustAllProxies: values['trust-all-proxies'] === true,
     };
+    if (opts.tlsDir === '') throw new UsageError('--tls-dir: give a directory');
     if (values.configmap !== undefined && values.configmap !== 'none' && !/^[^/]+\/[^/]+$/.test(values.configmap)) {
       throw new UsageError(`--configmap ${JSON.stringify(values.configmap)}: expected NAMESPACE/NAME or none`);
     }
@@ -169,14 +186,24 @@ export async function importMain(argv: string[], io: ImportIo = {
 
   const { report } = result;
   const writeReport = (): void => io.err(reportFormat === 'json' ? `${JSON.stringify(report, null, 2)}\n` : reportText(report));
+  if (report.refused.length > 0) {
+    writeReport();
+    io.err(reportFormat === 'json' ? `ipgate import: refused, no config written:\n${report.refused.map(line).join('')}` : 'ipgate import: refused, no config written (the reasons are above)\n');
+    return 3;
+  }
   if (result.config === null) {
     writeReport();
     io.err(`ipgate import: nothing to convert: no Ingress of class ${JSON.stringify(opts.ingressClass)} made a route; no config written\n`);
     return 1;
   }
-  // The loader that `check-config` and start-up use: a config this command writes must start.
+  // The loader that `check-config` and start-up use: a config this command writes must start
+  // (the TLS files excepted: see the file comment). Its warnings join the report.
   try {
-    buildConfig(TLS_KEY_KNOWN ? result.config : withoutTls(result.config));
+    const checked = buildConfig(result.config, undefined, { tlsFiles: false });
+    for (const w of configWarnings(checked)) {
+      const at = w.indexOf(': ');
+      report.notes.push({ source: 'check-config', item: at < 0 ? 'warning' : w.slice(0, at), reason: `warning: ${at < 0 ? w : w.slice(at + 2)}` });
+    }
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     writeReport();
@@ -220,17 +247,39 @@ function readFiles(files: string[], configmap: string | undefined, io: ImportIo)
   return { input: { ingresses: set.ingresses, services: set.services, configMap, servicesFrom: 'file' }, from: files.join(', '), notes };
 }
 
+/**
+ * The controller ConfigMap among the input's: the one `--configmap` names, else the one named or
+ * labelled as the official manifests do. It carries the trust settings, so it is never guessed:
+ * two different candidates, or one object given twice with different data (a cluster holds one),
+ * is an InputError that names both; the same object given twice with the same data is read once.
+ */
 function pickConfigMap(set: ObjectSet, flag: string | undefined, notes: Finding[]): KubeObject | null {
-  let chosen: KubeObject | null = null;
-  if (flag !== 'none') {
-    const candidates = set.configMaps.filter((c) => (flag !== undefined ? objectKey(c) === flag : isControllerConfigMap(c)));
-    chosen = candidates[0] ?? null;
-    if (flag !== undefined && chosen === null) notes.push({ source: `ConfigMap ${flag}`, item: '--configmap', reason: 'not in the input: ingress-nginx\'s defaults are assumed' });
+  const where = (c: KubeObject): string => originOf(c) ?? 'input';
+  const candidates = flag === 'none' ? [] : set.configMaps.filter((c) => (flag !== undefined ? objectKey(c) === flag : isControllerConfigMap(c)));
+  const keys = [...new Set(candidates.map(objectKey))];
+  if (keys.length > 1) {
+    throw new InputError(`${keys.length} ConfigMaps look like the ingress-nginx controller's: ${candidates.map((c) => `${objectKey(c)} (${where(c)})`).join(', ')}; choose one with --configmap NAMESPACE/NAME (or none)`);
   }
+  const chosen = candidates[0] ?? null;
+  for (const c of candidates.slice(1)) {
+    if (stableJson(c.data) !== stableJson(chosen!.data)) {
+      throw new InputError(`ConfigMap ${objectKey(c)} is given twice with different data (${where(chosen!)}, ${where(c)}): a cluster holds one; give only the one in force`);
+    }
+    notes.push({ source: `ConfigMap ${objectKey(c)}`, item: 'object', value: where(c), reason: `given again with the same data (first at ${where(chosen!)}): read once` });
+  }
+  if (flag !== undefined && flag !== 'none' && chosen === null) notes.push({ source: `ConfigMap ${flag}`, item: '--configmap', reason: 'not in the input: ingress-nginx\'s defaults are assumed' });
   for (const c of set.configMaps) {
-    if (c !== chosen) notes.push({ source: `ConfigMap ${objectKey(c)}`, item: 'object', reason: 'ignored: not the ingress-nginx controller ConfigMap (--configmap chooses it)' });
+    if (candidates.includes(c)) continue;
+    const why = flag === 'none' ? '--configmap none' : flag !== undefined ? `--configmap chose ${flag}`
+      : `not named ${CONTROLLER_CONFIGMAPS.join(' or ')} nor labelled as the controller's (--configmap chooses another)`;
+    notes.push({ source: `ConfigMap ${objectKey(c)}`, item: 'object', reason: `ignored: ${why}` });
   }
   return chosen;
+}
+
+/** JSON with keys sorted, to compare two objects' data. */
+function stableJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (isRecord(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x)) ?? 'null';
 }
 
 function isControllerConfigMap(c: KubeObject): boolean {
@@ -269,7 +318,7 @@ async function readCluster(values: ReturnType<typeof parse>['values'], io: Impor
 }
 
 /** `ns/name` of every Service an Ingress names with a port name rather than a number. */
-export function namedPortServices(ingresses: readonly KubeObject[]): string[] {
+function namedPortServices(ingresses: readonly KubeObject[]): string[] {
   const out = new Set<string>();
   for (const ing of ingresses) {
     const ns = str(ing.metadata?.namespace) ?? 'default';
@@ -287,10 +336,18 @@ export function namedPortServices(ingresses: readonly KubeObject[]): string[] {
   return [...out];
 }
 
-function withoutTls(config: Record<string, unknown>): Record<string, unknown> {
-  const copy = structuredClone(config);
-  for (const l of copy.listeners as Array<Record<string, unknown>>) delete l.tls;
-  return copy;
+/** `--proxy-real-ip-cidr` values, each comma-separated: strict CIDRs (ipgate's parser: no host bits). */
+function cidrFlag(values: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const v of values) {
+    for (const item of v.split(',').map((x) => x.trim())) {
+      const r = parseCidr(item);
+      if (!r.ok) throw new UsageError(`--proxy-real-ip-cidr: ${r.message}`);
+      if (!out.includes(r.cidr.text)) out.push(r.cidr.text);
+    }
+  }
+  if (out.length === 0) throw new UsageError('--proxy-real-ip-cidr: give at least one CIDR');
+  return out;
 }
 
 /** The config as YAML, each route preceded by a comment naming the Ingress and rule it came from. */
@@ -299,10 +356,10 @@ function render(result: ImportResult, from: string, opts: ImportOptions): string
   const r = result.report;
   doc.commentBefore = [
     ` Generated by \`ipgate import ingress-nginx\` from ${from}.`,
-    ` ${r.ingresses.converted} of ${n(r.ingresses.read, 'Ingress', 'Ingresses')} converted into ${n(r.routes, 'route')}; ${n(r.unconverted.length, 'item')} not carried over, ${n(r.notes.length, 'note')} (the report on stderr).`,
+    ` ${summary(r)} (the report on stderr).`,
     ' Allowlists are `source: config`: the Ingress annotations were declarative, so this file stays the',
     ' truth (edits apply live; admin API writes are refused). See docs/migrating-from-ingress-nginx.md.',
-    ...(opts.tls && !TLS_KEY_KNOWN ? [' Note: this ipgate build does not know the listener `tls` key yet; `check-config` refuses it.'] : []),
+    ...(opts.tls ? [` TLS files are read from ${opts.tlsDir}/ when ipgate starts (the import names them, it does not read them).`] : []),
   ].join('\n');
   const listeners = doc.get('listeners');
   if (isSeq(listeners)) {
@@ -327,12 +384,35 @@ function line(f: Finding): string {
   return `  ${f.source}: ${f.item}${f.value !== undefined ? ` ${JSON.stringify(f.value)}` : ''}: ${f.reason}\n`;
 }
 
+/**
+ * `2 Ingresses read: 1 converted into 2 routes and 1 allowlist, 1 skipped; 3 items not carried
+ * over, 2 notes`. Zero counts are left out, and "none" said when nothing was converted, so the
+ * line never claims "0 converted into 0 routes and 1 allowlist".
+ */
+export function summary(r: ImportReport): string {
+  const { read, converted, skipped } = r.ingresses;
+  const noRoute = read - converted - skipped;
+  const parts: string[] = [];
+  if (read === 0) parts.push('no Ingress read');
+  else {
+    parts.push(converted === 0 ? `${n(read, 'Ingress', 'Ingresses')} read: none converted`
+      : `${n(read, 'Ingress', 'Ingresses')} read: ${converted} converted into ${n(r.routes, 'route')}${r.allowlists > 0 ? ` and ${n(r.allowlists, 'allowlist')}` : ''}`);
+    if (skipped > 0) parts.push(`${skipped} skipped`);
+    if (noRoute > 0) parts.push(`${noRoute} made no route`);
+  }
+  const findings: string[] = [];
+  if (r.refused.length > 0) findings.push(`refused (${n(r.refused.length, 'reason')})`);
+  if (r.unconverted.length > 0) findings.push(`${n(r.unconverted.length, 'item')} not carried over`);
+  if (r.notes.length > 0) findings.push(n(r.notes.length, 'note'));
+  return findings.length > 0 ? `${parts.join(', ')}; ${findings.join(', ')}` : parts.join(', ');
+}
+
 export function reportText(r: ImportReport): string {
-  let s = `ipgate import: ${n(r.ingresses.read, 'Ingress', 'Ingresses')} read, ${r.ingresses.converted} converted into ${n(r.routes, 'route')} and ${n(r.allowlists, 'allowlist')}; ` +
-    `${r.unconverted.length} not carried over, ${n(r.notes.length, 'note')}, ${r.ingresses.skipped} skipped\n`;
+  let s = `ipgate import: ${summary(r)}\n`;
   const section = (title: string, items: Finding[]): void => {
     if (items.length > 0) s += `${title}:\n${items.map(line).join('')}`;
   };
+  section('refused (no config is written until the command line says otherwise)', r.refused);
   section('not carried over (ingress-nginx behaviour the config does not reproduce)', r.unconverted);
   section('notes (converted, with a difference)', r.notes);
   section('skipped Ingresses', r.skipped);

@@ -3,7 +3,7 @@
  * merged for /readyz, and the listeners as /v1/explain sees them.
  */
 import type { ExplainTarget } from '../admin/routes/explain';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 import type { LiveLists } from '../store/live-lists';
 

@@ -42,7 +42,7 @@ import { mergeConnectionPages } from '../admin/routes/connections';
 import type { MetricsEndpoint } from '../admin/routes/metrics';
 import { logAdminListening, readiness } from '../admin/start-admin';
 import { AuditLog } from '../audit/audit-log';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 import { startEcho, type EchoServers } from '../echo/echo-server';
 import { clusterExposition } from '../metrics/cluster';
 import { Metrics } from '../metrics/metrics';
@@ -51,6 +51,7 @@ import { createStore } from '../store/create-store';
 import { declaredLists, listSources } from '../store/start-service';
 import type { ConfigMapLists } from '../config/configmap-lists';
 import { ConfigWatcher } from '../config/watch';
+import { watchHealth, type ReloadStatus } from '../config/reload-status';
 import { routeReloader, RoutesInForce, routesVersion } from '../route/routes-in-force';
 import { LiveLists } from '../store/live-lists';
 import type { AllowlistStore } from '../store/store';
@@ -62,7 +63,7 @@ import { schedulingFor } from './process-model';
 import { WorkerPool } from './worker-pool';
 
 /** The service the admin API writes through: each change is acknowledged after every worker applied it. */
-export class ClusterAllowlistService extends AllowlistService {
+class ClusterAllowlistService extends AllowlistService {
   constructor(store: AllowlistStore, lists: LiveLists, audit: AuditLog, logger: Logger, private readonly pool: WorkerPool) {
     super(store, lists, audit, logger);
   }
@@ -100,7 +101,7 @@ export class ClusterAllowlistService extends AllowlistService {
 
 /** Run the primary with `n` workers until it is stopped; resolves with the exit code. */
 export async function runPrimary(config: Config, logger: Logger, n: number, reason = `workers: ${n}`, configFile: string | null = null,
-  configMaps: ConfigMapLists | null = null): Promise<number> {
+  configMaps: ConfigMapLists | null = null, reloads: ReloadStatus | null = null): Promise<number> {
   // Read by node:cluster at the first fork; the environment variable, when set, has already chosen.
   if (process.env.NODE_CLUSTER_SCHED_POLICY === undefined) {
     cluster.schedulingPolicy = schedulingFor(n) === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
@@ -119,6 +120,8 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   const service = new ClusterAllowlistService(store, lists, new AuditLog(logger, config.admin.auditHistory), logger, pool);
   const metrics = new Metrics({ version: VERSION });
   metrics.setAllowlists(lists, store);
+  if (reloads !== null) metrics.setReloads(reloads);
+  metrics.setWatches(() => watchHealth(configMaps, store));
   // The primary has no listeners: the admin API reads the routes here, the workers swap their own.
   const routes = new RoutesInForce(config.listeners, routesVersion(config.listeners));
   let admin = null as AdminServer | null; // set by startAdminApi (a closure: no narrowing to null)
@@ -188,7 +191,7 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   // source: config lists follow the file (and the ConfigMaps it names): applied here, sent to every
   // worker like any list change. One watch per pod, not per worker. Routes too: checked here against
   // the listeners the workers bound, then sent to every worker.
-  const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config, configMaps,
+  const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config, configMaps, reloads,
     onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
     onRoutes: routeReloader(config, logger, (update) => {
       // The tables compiled once already (config validation); a throw here must refuse, not crash.

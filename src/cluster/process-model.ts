@@ -5,10 +5,10 @@
  * no dependencies, so main.ts can decide before loading either side's code.
  */
 import os from 'node:os';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 
 /** The scheduling policy chosen with bench/load for several workers (primary.ts's file comment). */
-export const SCHEDULING: 'rr' | 'none' = 'rr';
+const SCHEDULING: 'rr' | 'none' = 'rr';
 
 /** The policy for `n` workers: SCHEDULING, except SCHED_NONE for a single worker (nothing to spread). */
 export function schedulingFor(n: number): 'rr' | 'none' {
@@ -21,7 +21,7 @@ export function workerCount(workers: number | 'auto', cores = os.availableParall
 }
 
 /** How the process runs: one process for everything, or a primary with `workers` cluster workers. */
-export interface ProcessModel {
+interface ProcessModel {
   kind: 'single' | 'cluster';
   /** Processes running the listeners (1 for `single`: this one). */
   workers: number;

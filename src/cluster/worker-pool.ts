@@ -16,12 +16,12 @@ import type { RoutesUpdate } from '../route/routes-in-force';
 import { encodeTicketKeys, isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 
 /** Replacement delay after a crash: 100 ms doubling to 10 s; reset once a worker lived a minute. */
-export const RESPAWN_BACKOFF: BackoffPolicy = { initialMs: 100, maxMs: 10_000 };
+const RESPAWN_BACKOFF: BackoffPolicy = { initialMs: 100, maxMs: 10_000 };
 const STABLE_MS = 60_000;
 /** A worker that has not applied a change within this time is killed and replaced (it gets the lists at start). */
 export const APPLY_TIMEOUT_MS = 5_000;
 /** The same for a worker still starting (Node start-up and compiling the lists): replaced after this. */
-export const START_TIMEOUT_MS = 30_000;
+const START_TIMEOUT_MS = 30_000;
 /** A scrape waits this long for each worker's metrics; a silent worker is left out. */
 const SCRAPE_TIMEOUT_MS = 2_000;
 /**

@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import { liveConnections } from '../admin/routes/connections';
 import { startApp, type App } from '../app';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 import { workerMetricsJson } from '../metrics/cluster';
 import { setLogLevel } from '../log';
 import { TicketKeys } from '../tls/session-tickets';

@@ -7,7 +7,7 @@
  */
 import net from 'node:net';
 import { parseAddress } from '../allowlist/cidr';
-import type { HostPort } from './host-port';
+import type { HostPort } from '../address/host-port';
 
 type Scope =
   | { kind: 'any' } // ::, dual stack

@@ -16,15 +16,17 @@
  * change to every worker; the only process otherwise. Workers never talk to the API.
  */
 import type { Logger } from 'pino';
-import type { AllowEntryConfig, Config } from './schema';
-import { ConfigError, problem } from './errors';
+import type { AllowEntryConfig, Config } from '../schema/config';
+import { ConfigError } from './errors';
+import { problem } from '../schema/problem';
+import type { ReloadStatus } from './reload-status';
 import { parseListText, validateListEntries } from './validate';
 import { ConfigMapWatch, explain, type ConfigMapObject, type ConfigMapWatchOptions } from '../kube/configmap-watch';
 import { KubeClient } from '../kube/kube-client';
 import type { KubeAccess } from '../kube/kubeconfig';
 import { resolveTarget } from '../store/kubernetes-target';
 
-export interface ConfigMapListsOptions {
+interface ConfigMapListsOptions {
   logger: Logger;
   /** KUBECONFIG, POD_NAMESPACE, HOME. Default process.env. */
   env?: NodeJS.ProcessEnv;
@@ -37,6 +39,8 @@ export interface ConfigMapListsOptions {
   loadTimeoutMs?: number;
   /** Passed to each watch (kube/configmap-watch.ts; defaults there). */
   watch?: Pick<ConfigMapWatchOptions, 'backoff' | 'resyncIntervalMs' | 'watchTimeoutSeconds' | 'watchIdleTimeoutMs'>;
+  /** Where each fill() records every ConfigMap's outcome (`kind: configmap`, `namespace/name`). */
+  reloads?: ReloadStatus | null;
 }
 
 interface Watched {
@@ -85,9 +89,16 @@ export class ConfigMapLists {
         problems.push(problem(`allowlists.${name}.configMap`, l.configMap, (err as Error).message));
       }
     }
-    if (problems.length > 0) throw new ConfigError(problems);
+    if (problems.length > 0) throw new ConfigError(problems, undefined, 'configmap');
 
     const wanted = new Map<string, string>(); // ns/name -> the first list naming it (for messages)
+    /** ConfigMaps (ns/name) this fill found a problem in: recorded as refused, the others as good. */
+    const bad = new Set<string>();
+    const record = (): void => {
+      const r = this.opts.reloads;
+      if (!r) return;
+      for (const key of wanted.keys()) r.record('configmap', key, !bad.has(key));
+    };
     for (const [name, l] of refs) {
       const key = `${namespaces.get(name)!}/${l.configMap!.name}`;
       if (!wanted.has(key)) wanted.set(key, name);
@@ -109,6 +120,7 @@ export class ConfigMapLists {
         await watch.load(deadline);
       } catch (err) {
         await watch.close();
+        bad.add(key);
         problems.push(problem(`allowlists.${list}.configMap.name`, cmName, `cannot read ConfigMap ${key}: ${explain(err, cmName)}`));
         return;
       }
@@ -120,33 +132,43 @@ export class ConfigMapLists {
       this.watched.set(key, entry);
       if (this.started) watch.start();
     }));
-    if (problems.length > 0) throw new ConfigError(problems);
+    if (problems.length > 0) {
+      record();
+      throw new ConfigError(problems, undefined, 'configmap');
+    }
 
     const allowlists: Config['allowlists'] = { ...config.allowlists };
     for (const [name, l] of refs) {
       const ref = l.configMap!;
       const ns = namespaces.get(name)!;
-      const where = `ConfigMap ${ns}/${ref.name}`;
-      const obj = this.watched.get(`${ns}/${ref.name}`)!.obj;
+      const key = `${ns}/${ref.name}`;
+      const where = `ConfigMap ${key}`;
+      const obj = this.watched.get(key)!.obj;
       if (obj === null) {
+        bad.add(key);
         problems.push(problem(`allowlists.${name}.configMap.name`, ref.name, `${where} does not exist (create it; the chart does)`));
         continue;
       }
       const text = obj.data?.[ref.key];
       if (typeof text !== 'string') {
+        bad.add(key);
         const keys = Object.keys(obj.data ?? {}).sort();
         problems.push(problem(`allowlists.${name}.configMap.key`, ref.key, `${where} has no such key (keys: ${keys.length > 0 ? keys.join(', ') : 'none'})`));
         continue;
       }
       const items = parseListText(text);
       if (typeof items === 'string') {
+        bad.add(key);
         problems.push(problem(`allowlists.${name}.configMap.key`, ref.key, `${where} key ${ref.key} ${items}`));
         continue;
       }
+      const before = problems.length;
       const entries = validateListEntries(`allowlists.${name}.configMap(${ns}/${ref.name}:${ref.key})`, items, problems);
+      if (problems.length > before) bad.add(key);
       allowlists[name] = Object.freeze({ ...l, entries: freezeEntries(entries), configMap: Object.freeze({ ...ref, namespace: ns }) });
     }
-    if (problems.length > 0) throw new ConfigError(problems);
+    record();
+    if (problems.length > 0) throw new ConfigError(problems, undefined, 'configmap');
     await this.retain(new Set(wanted.keys()));
     return Object.freeze({ ...config, allowlists: Object.freeze(allowlists) });
   }
@@ -164,8 +186,9 @@ export class ConfigMapLists {
     this.client?.close();
   }
 
-  /** Stop watching ConfigMaps the config no longer names. */
+  /** Stop watching (and reporting) ConfigMaps the config no longer names. */
   private async retain(keys: ReadonlySet<string>): Promise<void> {
+    for (const key of this.opts.reloads?.sourcesOf('configmap') ?? []) if (!keys.has(key)) this.opts.reloads!.forget('configmap', key);
     const gone = [...this.watched].filter(([key]) => !keys.has(key));
     for (const [key] of gone) this.watched.delete(key);
     await Promise.all(gone.map(([, w]) => w.watch.close()));

@@ -7,6 +7,8 @@ export class ConfigError extends Error {
   constructor(
     readonly problems: readonly string[],
     readonly file?: string,
+    /** Where the problems are, when not the config file: `configmap` (configmap-lists.ts fill()). */
+    readonly source?: 'configmap',
   ) {
     super(
       (file ? `invalid config ${file}:\n` : 'invalid config:\n') +
@@ -14,17 +16,4 @@ export class ConfigError extends Error {
     );
     this.name = 'ConfigError';
   }
-}
-
-/** `listeners[1].allowlist[0]: "10.0.0.1/33": prefix length 33 out of range for IPv4` */
-export function problem(path: string, value: unknown, message: string): string {
-  const shown = formatValue(value);
-  // Address and CIDR refusals (allowlist/cidr.ts) already begin with the quoted value.
-  return message.startsWith(`${shown}: `) ? `${path}: ${message}` : `${path}: ${shown}: ${message}`;
-}
-
-function formatValue(value: unknown): string {
-  if (value === undefined) return '(missing)';
-  const text = JSON.stringify(value);
-  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }

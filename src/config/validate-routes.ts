@@ -6,12 +6,12 @@
  * and quotes the value, all collected (validate.ts's convention).
  */
 import { RouteTable, RouteTableError } from '../route/route-table';
-import { problem } from './errors';
+import { problem } from '../schema/problem';
 import { loopsToItself } from './addresses';
-import { parseHostPort, type HostPort } from './host-port';
-import type { ListenerConfig } from './schema';
+import { parseHostPort, type HostPort } from '../address/host-port';
+import type { ListenerConfig } from '../schema/config';
 
-export interface RouteCheckContext {
+interface RouteCheckContext {
   /** `listeners[i]` */
   at: string;
   /** The listener's bound address, when it parsed (for the loop check). */
@@ -57,6 +57,9 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
           problems.push(problem(`${rat}.upstreams[${j}]`, u, `is this listener's own address (${at}.listen): every connection would be forwarded back to ipgate, without end`));
         }
       });
+    }
+    if (l.mode === 'tcp' && r.upstreamHealth !== undefined) {
+      problems.push(problem(`${rat}.upstreamHealth`, r.upstreamHealth, `applies to HTTP routes only (${at}.mode is "tcp")`));
     }
     if (l.mode === 'tcp' && r.http !== undefined) {
       problems.push(problem(`${rat}.http`, r.http, `is an HTTP option but ${at}.mode is "tcp" (a TCP listener never sees HTTP): remove it`));

@@ -1,5 +1,5 @@
 /**
- * The checks of a listener's `tls` block the schema cannot express (schema-tls.ts): the files
+ * The checks of a listener's `tls` block the schema cannot express (schema/tls.ts): the files
  * exist and hold what they should (PEM certificates, a key that is the certificate's), host
  * patterns are host names, the options agree with each other. Paths are made absolute here
  * (relative to the config file, as `allowlists.*.file`). Every problem names the field and
@@ -7,10 +7,11 @@
  */
 import path from 'node:path';
 import { loadCaBundle, loadCertPair, hostPattern } from '../tls/cert-pair';
-import { problem } from './errors';
-import type { ListenerConfig } from './schema';
+import { problem } from '../schema/problem';
+import type { ListenerConfig } from '../schema/config';
 
-export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir: string | null, problems: string[], warnings: string[]): void {
+/** `files` false: the files are named but not read (a config written where they are not). */
+export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir: string | null, problems: string[], warnings: string[], files = true): void {
   // Ajv leaves an absent `tls` absent; the loaded config always has the field.
   if (l.tls === undefined) l.tls = null;
   const t = l.tls;
@@ -23,7 +24,7 @@ export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir
   if (t.clientCA !== null) {
     const written = t.clientCA;
     t.clientCA = abs(written);
-    const ca = loadCaBundle(t.clientCA);
+    const ca = files ? loadCaBundle(t.clientCA) : null;
     if (typeof ca === 'string') problems.push(problem(`${at}.tls.clientCA`, written, ca));
   }
   if (t.clientCertificate !== 'none' && t.clientCA === null) {
@@ -50,6 +51,7 @@ export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir
     const key = c.key;
     c.cert = abs(cert);
     c.key = abs(key);
+    if (!files) return;
     const pair = loadCertPair(c.cert, c.key);
     if (typeof pair === 'string') {
       const field = pair.startsWith(c.key) || pair.startsWith(`cannot read ${c.key}:`) ? 'key' : 'cert';

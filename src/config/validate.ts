@@ -10,15 +10,17 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import YAML from 'yaml';
+import YAML, { isSeq, LineCounter } from 'yaml';
 import { parseCidr } from '../allowlist/cidr';
 import { validateEntry } from '../allowlist/entry';
-import { problem } from './errors';
+import { problem } from '../schema/problem';
+import { location } from './locate';
 import { bindCollision, loopsToItself } from './addresses';
-import { parseHostPort, type HostPort } from './host-port';
-import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from './schema';
+import { parseHostPort, type HostPort } from '../address/host-port';
+import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from '../schema/config';
 import { checkRoutes } from './validate-routes';
 import { checkTls } from './validate-tls';
+import { checkHttp2 } from './validate-http2';
 
 /** A CIDR this short trusts a large part of the internet (/8 is already 16 million addresses). */
 const WIDE_PREFIX = 7;
@@ -32,7 +34,7 @@ const REMOVED_ENGINES: Readonly<Record<string, string>> = {
   'http-proxy': 'its shared keep-alive agent let an upgrade request desync a pooled upstream connection, and it leaked upstream sockets under the engine fuzz test',
 };
 
-export interface SemanticResult {
+interface SemanticResult {
   problems: string[];
   warnings: string[];
 }
@@ -41,7 +43,7 @@ export interface SemanticResult {
  * `raw` is the config as written, before the schema's defaults were filled in: "set by the
  * operator" (an ignored option, `http` on a tcp listener) cannot be told from a default afterwards.
  */
-export function checkSemantics(config: Config, raw: unknown = config, baseDir: string | null = null): SemanticResult {
+export function checkSemantics(config: Config, raw: unknown = config, baseDir: string | null = null, tlsFiles = true): SemanticResult {
   const problems: string[] = [];
   const warnings: string[] = [];
   const rawListeners = rawArray(rawObject(raw)?.listeners);
@@ -83,7 +85,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
       list.file = file;
       const read = readListFile(file);
       if (typeof read === 'string') problems.push(problem(`${at}.file`, v.file, read));
-      else list.entries = validEntries(`${at}.file(${v.file})`, read);
+      else list.entries = validateListEntries(`${at}.file(${v.file})`, read.items, problems, (i) => location(file, read.lineOf(i)));
     } else {
       list.entries = validEntries(`${at}.entries`, v.entries ?? []);
     }
@@ -93,6 +95,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     config.allowlists[name] = list;
   }
 
+  resolvePaths(config, raw, baseDir, warnings);
   checkCidrs('clusterNetworks', config.clusterNetworks);
   config.admin.allowedHosts.forEach((h, i) => {
     if (!HOST_NAME.test(h)) {
@@ -135,7 +138,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
 
   /** A field naming an allowlist (instead of CIDRs): the list must be defined. */
   const checkListRef = (field: string, name: string): void => {
-    if (!Object.prototype.hasOwnProperty.call(config.allowlists, name)) {
+    if (!Object.hasOwn(config.allowlists, name)) {
       const known = Object.keys(config.allowlists);
       problems.push(problem(field, name, `names no allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists", or give CIDRs)`));
     }
@@ -150,7 +153,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     const hp = listenerBinds[i] ?? null;
     const rawListener = rawObject(rawListeners[i]);
 
-    if (!Object.prototype.hasOwnProperty.call(config.allowlists, l.allowlist)) {
+    if (!Object.hasOwn(config.allowlists, l.allowlist)) {
       const known = Object.keys(config.allowlists);
       problems.push(problem(`${at}.allowlist`, l.allowlist,
         `no such allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists")`));
@@ -165,7 +168,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     });
     checkRoutes(l, {
       at, listen: hp,
-      hasList: (n) => Object.prototype.hasOwnProperty.call(config.allowlists, n),
+      hasList: (n) => Object.hasOwn(config.allowlists, n),
       listNames: () => Object.keys(config.allowlists),
     }, problems);
     const ts = l.proxyProtocol.trustedSources;
@@ -181,17 +184,21 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
         if (key in rawPp) warnings.push(problem(`${at}.proxyProtocol.${key}`, rawPp[key], 'is ignored: proxyProtocol.mode is "off" (no PROXY header is read)'));
       }
     }
-    checkTls(at, l, rawListener?.tls, baseDir, problems, warnings);
+    checkTls(at, l, rawListener?.tls, baseDir, problems, warnings, tlsFiles);
     const rawHttp = rawObject(rawListener?.http);
     if (l.mode === 'tcp') {
       for (const key of Object.keys(rawHttp ?? {})) {
         problems.push(problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`));
+      }
+      if (l.upstreamHealth !== undefined && l.upstreamHealth.passive !== null) {
+        problems.push(problem(`${at}.upstreamHealth.passive`, l.upstreamHealth.passive, 'applies to HTTP listeners only (TCP listeners try the next target after a failed connect, without a health state)'));
       }
       return;
     }
     const tp = l.http.trustedProxies;
     if (typeof tp === 'string') checkListRef(`${at}.http.trustedProxies`, tp);
     else checkCidrs(`${at}.http.trustedProxies`, tp, 'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
+    checkHttp2(at, l, baseDir, problems, warnings);
     const removed = REMOVED_ENGINES[l.http.engine];
     if (removed !== undefined) {
       warnings.push(problem(`${at}.http.engine`, l.http.engine,
@@ -201,16 +208,51 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
   return { problems, warnings };
 }
 
-/** The entries array of a list file (YAML or JSON), or why it cannot be used. */
-function readListFile(file: string): unknown[] | string {
+/**
+ * One rule for the files a config names (docs/config-reference.md "Paths"): a relative path is
+ * relative to the config file's directory, as nginx's `include` and HAProxy's `default-path
+ * config` read theirs; list files and TLS files always were, and `store.path`, `admin.tokenFile`
+ * and `admin.tokensFile` are too (they were relative to the working directory). The default
+ * `store.path`, written nowhere in the file, stays `./data/allowlists.json` under the working
+ * directory (the image links /app/data to its volume). A relative path written in the file whose
+ * old place (from the working directory) exists while its new one does not is warned about: the
+ * store or token would otherwise seem to vanish on upgrade.
+ */
+function resolvePaths(config: Config, raw: unknown, baseDir: string | null, warnings: string[]): void {
+  const base = baseDir ?? process.cwd();
+  const resolve = (field: string, written: unknown, used = true): string | null => {
+    if (typeof written !== 'string' || written === '') return null;
+    const now = path.resolve(base, written);
+    const before = path.resolve(process.cwd(), written);
+    if (used && !path.isAbsolute(written) && now !== before && fs.existsSync(before) && !fs.existsSync(now)) {
+      warnings.push(problem(field, written, `now resolves to ${now} (relative to the config file), where nothing is; it used to resolve to ${before}, `
+        + 'which exists: write that absolute path, or move the file'));
+    }
+    return now;
+  };
+  const rawStore = rawObject(rawObject(raw)?.store);
+  config.store.path = resolve('store.path', rawStore?.path, config.store.type === 'file') ?? path.resolve(process.cwd(), config.store.path);
+  const rawAdmin = rawObject(rawObject(raw)?.admin);
+  if (config.admin.tokenFile !== null) config.admin.tokenFile = resolve('admin.tokenFile', rawAdmin?.tokenFile) ?? config.admin.tokenFile;
+  if (config.admin.tokensFile !== null) config.admin.tokensFile = resolve('admin.tokensFile', rawAdmin?.tokensFile) ?? config.admin.tokensFile;
+}
+
+/** The entries of a list file (YAML or JSON) with each one's line, or why it cannot be used. */
+function readListFile(file: string): ListDocument | string {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
     return `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
   }
-  const r = parseListText(text);
+  const r = parseListDocument(text);
   return typeof r === 'string' ? `${file} ${r}` : r;
+}
+
+/** A list document's entries, and the 1-based line of entry `i` (a problem names it). */
+interface ListDocument {
+  items: unknown[];
+  lineOf(i: number): number;
 }
 
 /**
@@ -218,22 +260,39 @@ function readListFile(file: string): unknown[] | string {
  * cannot be used.
  */
 export function parseListText(text: string): unknown[] | string {
+  const r = parseListDocument(text);
+  return typeof r === 'string' ? r : r.items;
+}
+
+/** parseListText with each entry's line (for `... in lists/office.yaml:12`). */
+function parseListDocument(text: string): ListDocument | string {
+  const counter = new LineCounter();
+  const doc = YAML.parseDocument(text, { uniqueKeys: true, lineCounter: counter });
+  if (doc.errors.length > 0) return `is not valid YAML/JSON: ${doc.errors[0]!.message.split('\n')[0]}`;
   let parsed: unknown;
   try {
-    parsed = YAML.parse(text, { uniqueKeys: true });
+    parsed = doc.toJS();
   } catch (err) {
     return `is not valid YAML/JSON: ${(err as Error).message.split('\n')[0]}`;
   }
-  if (parsed === null || parsed === undefined) return [];
+  if (parsed === null || parsed === undefined) return { items: [], lineOf: () => 1 };
   if (!Array.isArray(parsed)) return 'must hold an array of entries (CIDR strings or {cidr, action?, comment?, expiresAt?})';
-  return parsed;
+  const seq = doc.contents;
+  return {
+    items: parsed,
+    lineOf: (i) => {
+      const item = isSeq(seq) ? seq.items[i] as { range?: [number, number, number] } | undefined : undefined;
+      return item?.range ? counter.linePos(item.range[0]).line : 1;
+    },
+  };
 }
 
 /**
  * A list's entries checked one by one (validateEntry) and normalised to {cidr, ...}: each bad or
- * repeated entry adds a problem `<at>[i]...: value: why` to `problems` and is left out.
+ * repeated entry adds a problem `<at>[i]...: value: why` to `problems` and is left out. `where(i)`:
+ * the entry's place, appended to its problem (` in lists/office.yaml:12`).
  */
-export function validateListEntries(at: string, items: readonly unknown[], problems: string[]): AllowEntryConfig[] {
+export function validateListEntries(at: string, items: readonly unknown[], problems: string[], where: (i: number) => string = () => ''): AllowEntryConfig[] {
   const out: AllowEntryConfig[] = [];
   const seen = new Map<string, number>();
   items.forEach((item, i) => {
@@ -242,12 +301,12 @@ export function validateListEntries(at: string, items: readonly unknown[], probl
     if (!r.ok) {
       const p = typeof item === 'string' || r.field === '' ? `${at}[${i}]` : `${at}[${i}].${r.field}`;
       const value = typeof item === 'string' ? item : isRecord(candidate) ? candidate[r.field] ?? candidate : candidate;
-      problems.push(problem(p, value, r.message));
+      problems.push(problem(p, value, r.message) + where(i));
       return;
     }
     const dup = seen.get(r.entry.cidr);
     if (dup !== undefined) {
-      problems.push(problem(`${at}[${i}].cidr`, r.entry.cidr, `is listed twice (also ${at}[${dup}]); one CIDR has one action`));
+      problems.push(problem(`${at}[${i}].cidr`, r.entry.cidr, `is listed twice (also ${at}[${dup}]); one CIDR has one action`) + where(i));
       return;
     }
     seen.set(r.entry.cidr, i);

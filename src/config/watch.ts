@@ -17,15 +17,22 @@
  * Lists kept in a ConfigMap key (`configMap`) are filled in by `configMaps` (configmap-lists.ts) on
  * every reload, and a change to a watched ConfigMap runs a reload: the same path, the same
  * all-or-nothing validation, the same refusal as an edit of the file.
+ *
+ * Each reload's outcome for the file is recorded in `reloads` (reload-status.ts: the
+ * `ipgate_config_last_reload_successful` gauges; the ConfigMaps record their own in fill()).
+ * Changes outside the lists and routes are compared with the config the process started with,
+ * not with the previous file: a change and its revert leave nothing pending, and the revert says
+ * so once instead of "applied at the next restart" a second time.
  */
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import type { ConfigMapLists } from './configmap-lists';
 import { ConfigError } from './errors';
 import { loadConfigFile } from './load';
-import type { Config } from './schema';
+import type { ReloadStatus } from './reload-status';
+import type { Config } from '../schema/config';
 
-export interface ConfigWatcherOptions {
+interface ConfigWatcherOptions {
   file: string;
   logger: Logger;
   /** The config in force at start (its list files are watched too). */
@@ -42,6 +49,8 @@ export interface ConfigWatcherOptions {
   intervalMs?: number;
   /** Fills in the lists kept in ConfigMaps (the initial config is already filled); closed with the watcher. */
   configMaps?: ConfigMapLists | null;
+  /** Where each reload's outcome for the file is recorded (metrics); the initial load counts as good. */
+  reloads?: ReloadStatus | null;
 }
 
 export class ConfigWatcher {
@@ -53,10 +62,18 @@ export class ConfigWatcher {
   private closed = false;
   /** The last refusal (problems), or null when the file in force is the file on disk. */
   lastRefusal: { problems: readonly string[]; at: number } | null = null;
+  /** Fields changed outside the lists and routes since start, waiting for a restart (sorted). */
+  private pendingRestart: readonly string[] = [];
 
   constructor(private readonly opts: ConfigWatcherOptions) {
     this.current = opts.initial;
     this.intervalMs = opts.intervalMs ?? 500;
+    opts.reloads?.record('file', opts.file, true);
+  }
+
+  /** Fields changed in the file outside the lists and routes that only a restart applies. */
+  get restartPending(): readonly string[] {
+    return this.pendingRestart;
   }
 
   start(): void {
@@ -123,32 +140,42 @@ export class ConfigWatcher {
       if (this.opts.configMaps) next = await this.opts.configMaps.fill(next);
     } catch (err) {
       const problems = err instanceof ConfigError ? err.problems : [(err as Error).message];
+      // The file itself, or (fill) one of its ConfigMaps, which fill() has recorded.
+      if (!(err instanceof ConfigError && err.source === 'configmap')) this.opts.reloads?.record('file', this.opts.file, false);
+      else this.opts.reloads?.record('file', this.opts.file, true);
       this.lastRefusal = { problems, at: Date.now() };
       this.opts.onRefusal?.(problems);
       for (const p of problems) log.error({ config: this.opts.file, problem: p }, `config change refused, the lists in force stay: ${p}`);
       return;
     }
     if (this.closed) return;
-    const restart = changedOutsideLists(this.current, next);
-    if (restart.length > 0) {
+    // Against the config this process runs with: what only a restart applies is what differs from it.
+    const restart = changedOutsideLists(this.opts.initial, next);
+    const before = this.pendingRestart;
+    this.pendingRestart = restart;
+    if (restart.length > 0 && restart.join() !== before.join()) {
       log.warn({ config: this.opts.file, fields: restart }, `config changed outside allowlists and routes (${restart.join(', ')}): applied at the next restart; allowlists and routes are applied now`);
+    } else if (restart.length === 0 && before.length > 0) {
+      log.info({ config: this.opts.file, fields: before }, `config outside allowlists and routes is back to the one running (${before.join(', ')} reverted): nothing waits for a restart`);
     }
     this.current = next;
     this.rewatch(next);
     await this.opts.onConfig(next);
     const refused = this.opts.onRoutes === undefined ? [] : await this.opts.onRoutes(next);
     if (refused.length > 0) {
+      this.opts.reloads?.record('file', this.opts.file, false);
       this.lastRefusal = { problems: refused, at: Date.now() };
       this.opts.onRefusal?.(refused);
       for (const p of refused) log.error({ config: this.opts.file, problem: p }, `routes change refused, the routes in force stay: ${p}`);
       return;
     }
+    this.opts.reloads?.record('file', this.opts.file, true);
     if (this.lastRefusal !== null) this.opts.onRefusal?.(null);
     this.lastRefusal = null;
   }
 }
 
-/** Top-level config fields other than `allowlists` (and the listeners' `routes`) whose value changed. */
+/** Top-level config fields other than `allowlists` (and the listeners' `routes`) whose value changed, sorted. */
 function changedOutsideLists(a: Config, b: Config): string[] {
   const out: string[] = [];
   const withoutRoutes = (c: Config): unknown => c.listeners.map(({ routes: _routes, ...rest }) => rest);
@@ -160,5 +187,5 @@ function changedOutsideLists(a: Config, b: Config): string[] {
     }
     if (JSON.stringify((a as unknown as Record<string, unknown>)[key]) !== JSON.stringify((b as unknown as Record<string, unknown>)[key])) out.push(key);
   }
-  return out;
+  return out.sort();
 }

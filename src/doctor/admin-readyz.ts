@@ -8,14 +8,14 @@ import type { AdminView } from './snapshot';
 
 const MAX_BODY_BYTES = 1024 * 1024;
 
-export interface ReadyzOptions {
+interface ReadyzOptions {
   adminUrl: string;
   token?: string;
   tokenProblem?: string;
   timeoutMs?: number;
 }
 
-export function readyzUrl(adminUrl: string): URL {
+function readyzUrl(adminUrl: string): URL {
   const url = new URL(adminUrl);
   if (!/\/readyz\/?$/.test(url.pathname)) url.pathname = `${url.pathname.replace(/\/+$/, '')}/readyz`;
   return url;

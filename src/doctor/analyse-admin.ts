@@ -5,10 +5,12 @@
 import type { Finding, Severity } from './finding';
 import type { AdminView } from './snapshot';
 
-const PORT_FORWARD_FIX =
-  'reach the admin API from where doctor runs, e.g. kubectl -n <ns> port-forward svc/ipgate-admin 9901 and --admin-url http://127.0.0.1:9901';
+/** `adminService`: the admin Service's name when known (the chart's `<data Service>-admin`). */
+function portForwardFix(adminService: string | null): string {
+  return `reach the admin API from where doctor runs, e.g. kubectl -n <ns> port-forward svc/${adminService ?? '<release>-ipgate-admin'} 9901 and --admin-url http://127.0.0.1:9901`;
+}
 
-export function analyseAdmin(admin: AdminView | null, findings: Finding[]): void {
+export function analyseAdmin(admin: AdminView | null, findings: Finding[], adminService: string | null = null): void {
   const subject = 'ipgate';
   if (admin === null) {
     findings.push({
@@ -28,7 +30,7 @@ export function analyseAdmin(admin: AdminView | null, findings: Finding[]): void
       severity: 'warn',
       subject,
       statement: `cannot reach ipgate's admin API at ${admin.url}: ${admin.error ?? 'no response'}`,
-      fix: PORT_FORWARD_FIX,
+      fix: portForwardFix(adminService),
     });
     return;
   }

@@ -11,21 +11,32 @@ export function analyse(snapshot: Snapshot): Finding[] {
   const findings: Finding[] = [];
   const subject = `service/${snapshot.namespace}/${snapshot.serviceName}`;
   const svc = snapshot.service;
-  if (svc === null) {
+  const hostNetworkPods = snapshot.pods.state === 'ok' ? snapshot.pods.value.filter((p) => p.hostNetwork) : [];
+  if (svc === null && hostNetworkPods.length > 0) {
+    // The chart with hostNetwork and service.enabled: false: no kube-proxy hop to check.
+    const ready = hostNetworkPods.filter((p) => p.ready).length;
+    findings.push({
+      id: 'service.none-host-network',
+      severity: 'info',
+      subject,
+      statement: `no Service ${snapshot.namespace}/${snapshot.serviceName}: ${ready} of ${hostNetworkPods.length} ipgate pods (hostNetwork) ready, taking client connections on their nodes' own addresses; kube-proxy and externalTrafficPolicy are not on the way`,
+      check: `kubectl -n ${snapshot.namespace} get pods -l ${'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller'} -o wide`,
+    });
+  } else if (svc === null) {
     findings.push({
       id: 'service.missing',
       severity: 'error',
       subject,
       statement: `Service ${snapshot.namespace}/${snapshot.serviceName} not found: nothing routes client traffic to ipgate`,
-      fix: `install the chart (helm install ipgate helm/ipgate -n ${snapshot.namespace}) or pass the right --namespace / --service`,
-      check: `kubectl -n ${snapshot.namespace} get svc`,
+      fix: `install the chart (helm install edge helm/ipgate -n ${snapshot.namespace}: its Service is edge-ipgate) or pass the right --namespace / --service`,
+      check: `kubectl -n ${snapshot.namespace} get svc -l app.kubernetes.io/part-of=ipgate`,
     });
   } else {
     analyseService(snapshot, svc, subject, findings);
     analyseWorkload(snapshot, svc, subject, findings);
   }
   analyseDataplane(snapshot, findings);
-  analyseAdmin(snapshot.admin, findings);
+  analyseAdmin(snapshot.admin, findings, `${snapshot.serviceName}-admin`);
   return findings;
 }
 

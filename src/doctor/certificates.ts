@@ -15,7 +15,7 @@ import YAML from 'yaml';
 import { CertInfoError, keyMatches, readCertFile, readKeyFile, type CertFileInfo } from '../tls/cert-info';
 import { DoctorError } from './errors';
 
-export interface CertificateRef {
+interface CertificateRef {
   readonly listener: string;
   /** Index in the listener's `tls.certificates`. */
   readonly index: number;
@@ -28,7 +28,7 @@ export interface CertificateRef {
 }
 
 /** The private key beside a readable certificate: fine, or what is wrong with it. */
-export type KeyRead = { readonly state: 'ok' } | { readonly state: 'unreadable' | 'mismatch'; readonly reason: string };
+type KeyRead = { readonly state: 'ok' } | { readonly state: 'unreadable' | 'mismatch'; readonly reason: string };
 
 export type CertificateRead =
   | (CertificateRef & { readonly state: 'ok'; readonly info: CertFileInfo; readonly key: KeyRead | null })
@@ -55,7 +55,7 @@ export function collectCertificates(configFile: string, checkedAt: Date = new Da
     raw = YAML.parse(fs.readFileSync(configFile, 'utf8'));
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    const why = e.code !== undefined && e.code.startsWith('E') && !e.code.startsWith('ERR_') ? `cannot read it: ${e.code}` : `not valid YAML: ${e.message.split('\n')[0]}`;
+    const why = e.code?.startsWith('E') && !e.code.startsWith('ERR_') ? `cannot read it: ${e.code}` : `not valid YAML: ${e.message.split('\n')[0]}`;
     throw new DoctorError('IPGATE_DOCTOR_CONFIG', `--config ${configFile}: ${why}`, { cause: err });
   }
   if (!isObj(raw) || !Array.isArray(raw.listeners)) {

@@ -4,7 +4,7 @@
  * ok / absent / unreadable, so a narrow RBAC role still gets a report.
  */
 import YAML from 'yaml';
-import { KubeStatusError } from './errors';
+import { DoctorError, KubeStatusError } from './errors';
 import type { KubeClient } from '../kube/kube-client';
 import type {
   CiliumView,
@@ -21,9 +21,10 @@ import type {
 } from './snapshot';
 
 /** API JSON, read defensively: every field access tolerates absence. */
+// biome-ignore lint/suspicious/noExplicitAny: Kubernetes API JSON read defensively, every access checked where it is used
 type Obj = Record<string, any>;
 
-export interface CollectOptions {
+interface CollectOptions {
   namespace: string;
   serviceName: string;
   /** Fetched in parallel with the cluster reads; null when not requested. */
@@ -32,17 +33,50 @@ export interface CollectOptions {
 
 const enc = encodeURIComponent;
 
+/**
+ * The labels the Helm chart puts on its data Service and its pods (helm/ipgate/templates/
+ * _helpers.tpl `ipgate.labels`, component `controller`); the admin Service is component `admin`.
+ * `part-of` is fixed, whatever the release name or nameOverride.
+ */
+const CHART_CONTROLLER_SELECTOR = 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller';
+/** The Service name doctor falls back to when no Service carries the chart's labels. */
+const DEFAULT_SERVICE = 'ipgate';
+
+/**
+ * The data Service to check when --service is not given: the chart names it `<release>-ipgate`
+ * (or `<release>` when the release name contains "ipgate"), so a fixed default would miss most
+ * installs. The namespace's one Service with the chart's labels; several (two releases in one
+ * namespace) is a usage error naming them; none, or no right to list Services: DEFAULT_SERVICE.
+ */
+export async function findChartService(client: KubeClient, namespace: string): Promise<string> {
+  let items: Obj[] | null;
+  try {
+    items = await client.list<Obj>(`/api/v1/namespaces/${enc(namespace)}/services?labelSelector=${enc(CHART_CONTROLLER_SELECTOR)}`);
+  } catch (err) {
+    if (err instanceof KubeStatusError && err.status !== 401) return DEFAULT_SERVICE;
+    throw err;
+  }
+  const names = (items ?? []).map((s) => s.metadata?.name).filter((n): n is string => typeof n === 'string').sort();
+  if (names.length > 1) {
+    throw new DoctorError('IPGATE_DOCTOR_USAGE',
+      `namespace ${namespace} has ${names.length} ipgate data Services (${names.join(', ')}): pass --service NAME to choose one`);
+  }
+  return names[0] ?? DEFAULT_SERVICE;
+}
+
 export async function collectSnapshot(client: KubeClient, opts: CollectOptions): Promise<Snapshot> {
   const { namespace, serviceName } = opts;
   const rawService = await client.getObject<Obj>(`/api/v1/namespaces/${enc(namespace)}/services/${enc(serviceName)}`);
   const service = rawService ? serviceView(rawService) : null;
 
-  const selector = service?.selector ?? null;
+  // Without a Service (the chart's service.enabled: false with hostNetwork), the chart's pods by
+  // its labels: whether they take traffic on their nodes' addresses decides the finding.
+  const selector = service === null ? CHART_CONTROLLER_SELECTOR : service.selector === null ? null : labelSelector(service.selector);
   const podsRead: Promise<Read<readonly PodView[]>> =
     selector === null
       ? Promise.resolve({ state: 'ok', value: [] })
       : optional(
-          client.list<Obj>(`/api/v1/namespaces/${enc(namespace)}/pods?labelSelector=${enc(labelSelector(selector))}`),
+          client.list<Obj>(`/api/v1/namespaces/${enc(namespace)}/pods?labelSelector=${enc(selector)}`),
           (items) => items.map(podView),
         );
   const endpointsRead: Promise<Read<readonly EndpointView[]>> = service

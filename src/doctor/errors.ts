@@ -9,7 +9,7 @@ import { KubeError, type KubeErrorCode } from '../kube/errors';
 
 export { KubeStatusError } from '../kube/errors';
 
-export type DoctorErrorCode =
+type DoctorErrorCode =
   | 'IPGATE_DOCTOR_USAGE' // bad flags
   | 'IPGATE_DOCTOR_KUBECONFIG' // no usable kubeconfig / in-cluster credentials
   | 'IPGATE_DOCTOR_API_UNREACHABLE' // TCP/TLS failure or timeout talking to the API server

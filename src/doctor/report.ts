@@ -1,7 +1,7 @@
 /** Human text and JSON renderings of a doctor run. */
 import { countBySeverity, type Finding } from './finding';
 
-export interface ReportHeader {
+interface ReportHeader {
   /** `ipgate/ipgate` */
   readonly service: string;
   /** Where the API access came from (kubeconfig + context, or in-cluster). */

@@ -9,7 +9,7 @@ export type Read<T> =
   | { readonly state: 'absent' }
   | { readonly state: 'unreadable'; readonly reason: string };
 
-export interface ServicePortView {
+interface ServicePortView {
   readonly name?: string;
   readonly protocol: string;
   readonly port: number;

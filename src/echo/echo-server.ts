@@ -25,7 +25,7 @@ export interface EchoServers {
 }
 
 /** The line the TCP echo writes first. Exported for tests. */
-export function echoLine(client: string, via: string, peer: string): string {
+function echoLine(client: string, via: string, peer: string): string {
   return `ipgate-echo client=${client} via=${via} peer=${peer}\n`;
 }
 
@@ -72,10 +72,10 @@ export function createTcpEcho(): net.Server {
 }
 
 /** The JSON the HTTP echo reports for a request (also the first WebSocket message). */
-export function echoReport(req: http.IncomingMessage, bodyBytes: number): string {
+function echoReport(req: http.IncomingMessage, bodyBytes: number): string {
   const peer = canonicalAddress(req.socket.remoteAddress ?? '');
   const realIp = req.headers['x-real-ip'];
-  return JSON.stringify({
+  return `${JSON.stringify({
     client: typeof realIp === 'string' ? realIp : peer,
     via: typeof realIp === 'string' ? 'x-real-ip' : 'socket',
     peer: formatHostPort(peer, req.socket.remotePort ?? 0),
@@ -91,7 +91,7 @@ export function echoReport(req: http.IncomingMessage, bodyBytes: number): string
       host: req.headers.host ?? null,
     },
     bodyBytes,
-  }) + '\n';
+  })}\n`;
 }
 
 const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';

@@ -6,15 +6,9 @@
  * IPv4 peer) is the IPv4 address; IPv6 is lower-case RFC 5952 text as Node reports it. The same
  * canonical form as address/canonical.ts, which spells addresses read from text.
  */
-import { scanAddress, scanIPv4 } from '../address/scan';
+import { scanIPv4 } from '../address/scan';
 
 const MAPPED_PREFIX = '::ffff:';
-const words = new Uint32Array(4);
-
-/** Family of an address by the shared scanner's rules (address/scan.ts): 4 or 6, 0 when it refuses it. */
-export function addressFamily(address: string): 0 | 4 | 6 {
-  return scanAddress(address, words);
-}
 
 /**
  * Canonical form of an address Node reported (socket.remoteAddress / localAddress).

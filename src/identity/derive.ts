@@ -12,7 +12,7 @@
  *
  * Outcomes carry the `version/result` label of `ListenerStats.proxyHeader` (the metric's labels).
  */
-import type { Via } from '../listener/connection';
+import type { Via } from '../connection/connection';
 import type { PpReason } from '../proxy-protocol/codes';
 import type { DecodeResult, ProxyAddress, Tlv } from '../proxy-protocol/decoder';
 
@@ -20,7 +20,7 @@ export type ProxyMode = 'off' | 'optional' | 'required';
 export type HeaderVersion = 'v1' | 'v2' | 'none' | 'unknown';
 
 /** The connection is closed: `reason` is the close result and the denial reason. */
-export interface IdentityRejected {
+interface IdentityRejected {
   ok: false;
   reason: PpReason;
   version: HeaderVersion;
@@ -29,7 +29,7 @@ export interface IdentityRejected {
 }
 
 /** The client is known. `source` null: the socket peer is the client. */
-export interface IdentityResolved {
+interface IdentityResolved {
   ok: true;
   via: Via;
   /** `ListenerStats.proxyHeader` key, e.g. `v2/ok`, `v2/local`, `none/none`, `none/off`. */

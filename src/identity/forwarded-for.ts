@@ -28,9 +28,9 @@
 import { canonicalText } from '../address/canonical';
 import { scanIPv4 } from '../address/scan';
 
-/** What the walk needs of a matcher (the compiled trustedProxies). */
-export interface AddressSet {
-  lookup(address: string): number;
+/** A set of trusted addresses (store/list-ref.ts AddressLookup; a Matcher is one). */
+interface AddressSet {
+  admits(address: string): boolean;
 }
 
 /**
@@ -45,14 +45,14 @@ export function clientFromForwardedFor(xff: string | null, peer: string, trusted
     const comma = xff.lastIndexOf(',', end - 1);
     let s = comma + 1;
     let e = end;
-    end = comma < 0 ? 0 : comma;
+    end = Math.max(comma , 0);
     while (s < e && isSpace(xff.charCodeAt(s))) s++;
     while (e > s && isSpace(xff.charCodeAt(e - 1))) e--;
     if (s === e) continue; // empty entry: no claim
     const address = forwardedForEntry(xff, s, e);
     if (address === null) return client; // junk: stop at the last trusted hop
     client = address;
-    if (trusted.lookup(address) < 0) return client;
+    if (!trusted.admits(address)) return client;
   }
   return client;
 }

@@ -2,8 +2,8 @@
  * ingress-nginx annotations: which ones ipgate carries over (or has nothing to carry for), and
  * for each other one, why not, in one sentence for the report.
  */
-import { FALSE, readTimeout } from './controller-configmap';
-import { isRecord, type KubeObject } from './objects';
+import { readTimeout } from './controller-configmap';
+import { FALSE, isRecord, type KubeObject } from './objects';
 
 /** null when the annotation is carried over (or has nothing to carry), else why not. */
 export function annotationVerdict(short: string, value: string): string | null {
@@ -13,18 +13,39 @@ export function annotationVerdict(short: string, value: string): string | null {
     case 'denylist-source-range':
       return null; // converted (or reported as invalid) with the allowlist
     case 'use-regex':
-      return null; // decides how the host's paths are read
+      return null; // decides how the host's paths are read; reported with them (ingress-nginx.ts)
+    case 'auth-tls-secret':
+    case 'auth-tls-verify-client':
+    case 'auth-tls-verify-depth':
+    case 'auth-tls-error-page':
+    case 'auth-tls-pass-certificate-to-upstream':
+    case 'auth-tls-match-cn':
+      return null; // client certificates: carried over or reported per host (client-certs.ts, listeners.ts)
     case 'service-upstream':
       return null; // ipgate always sends to the Service address, as service-upstream: "true" does
     case 'proxy-read-timeout':
+    case 'proxy-connect-timeout':
+    case 'proxy-send-timeout':
       return readTimeout(value) !== null ? null : 'not a whole number of seconds from 1 to 86400';
+    case 'proxy-body-size':
+      return bodySize(value) !== undefined ? null : 'not an nginx size (digits, then k, m or g)';
+    case 'permanent-redirect':
+    case 'temporal-redirect':
+      return /^https?:\/\/[\x21-\x7e]+$/.test(value) && value.length <= 2048 ? null : 'not an absolute http(s) URL ipgate can send as a Location';
+    case 'permanent-redirect-code':
+    case 'temporal-redirect-code':
+      return null; // read with the redirect (ingress-nginx.ts)
     case 'ssl-redirect':
     case 'force-ssl-redirect':
-      return FALSE.has(value) ? null : 'ipgate has no HTTP-to-HTTPS redirect';
-    case 'backend-protocol':
-      return value.toUpperCase() === 'HTTP' ? null : `ipgate speaks plain HTTP/1.1 to upstreams; ${JSON.stringify(value)} backends are not supported`;
+      return FALSE.has(value) ? null : 'not converted yet: the import does not write http.httpsRedirect (docs/edge-rules.md "Redirects")';
+    case 'backend-protocol': {
+      // GRPC / GRPCS: the route's http.upstreamProtocol (h2c / h2), ingress-nginx.ts.
+      const p = value.toUpperCase();
+      return p === 'HTTP' || p === 'GRPC' || p === 'GRPCS' ? null
+        : `ipgate speaks HTTP/1.1 to upstreams, or HTTP/2 for gRPC (GRPC, GRPCS); ${JSON.stringify(value)} backends are not supported`;
+    }
     case 'rewrite-target':
-      return 'ipgate does not rewrite paths: the upstream receives the request path as sent';
+      return 'not converted yet: the import does not write http.rewrite (docs/edge-rules.md "Rewrites"); the upstream receives the request path as sent';
     case 'configuration-snippet':
     case 'server-snippet':
     case 'stream-snippet':
@@ -37,6 +58,17 @@ export function annotationVerdict(short: string, value: string): string | null {
       if (short.includes('cors')) return 'ipgate adds no CORS headers';
       return 'no ipgate equivalent';
   }
+}
+
+/**
+ * An nginx size (ingress-nginx `proxy-body-size`: `8m`, `512k`, `1g`, bytes without a unit) in
+ * bytes; null for `0` (nginx: no limit); undefined when it is not one.
+ */
+export function bodySize(v: string): number | null | undefined {
+  const m = /^\s*([0-9]{1,12})([kKmMgG]?)\s*$/.exec(v);
+  if (m === null) return undefined;
+  const n = Number(m[1]) * ({ '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 } as Record<string, number>)[m[2]!.toLowerCase()]!;
+  return n === 0 ? null : n;
 }
 
 /** The annotations as strings (a YAML `true` written unquoted is `"true"`, as the API server would refuse it anyway). */

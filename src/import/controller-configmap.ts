@@ -1,34 +1,37 @@
 /**
  * The ingress-nginx controller ConfigMap keys ipgate has an equivalent for: the default (global)
- * source ranges, PROXY protocol, the trusted proxies and their header, X-Forwarded-For appending,
- * the read timeout (docs/migrating-from-ingress-nginx.md). Every other key is reported.
+ * source ranges, the client-address trust (trust.ts: PROXY protocol, the trusted proxies and
+ * their header, X-Forwarded-For appending), the read timeout (docs/migrating-from-ingress-nginx.md).
+ * Every other key is reported.
  */
 import type { Cidr } from '../allowlist/cidr';
-import { isRecord, objectKey, type KubeObject } from './objects';
+import { FALSE, isRecord, objectKey, TRUE, type KubeObject } from './objects';
 import type { ImportReport } from './report';
 import { parseSourceRange } from './source-ranges';
+import { importTrust, TRUST_KEYS, type Trust, type TrustOptions } from './trust';
 
-/** strconv.ParseBool, which ingress-nginx uses for boolean annotations and ConfigMap keys. */
-export const TRUE: ReadonlySet<string> = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
-export const FALSE: ReadonlySet<string> = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
-
-export interface ConfigMapSettings {
+export interface ConfigMapSettings extends Trust {
   source: string;
   allow: Cidr[] | null;
   deny: Cidr[] | null;
-  proxyProtocol: string[] | null;
-  trustedProxies: string[] | null;
-  xForwardedFor: 'append' | 'replace';
   upstreamTimeoutMs: number | null;
+  /** ssl-redirect: plain HTTP to a TLS host is redirected unless an Ingress says otherwise (default true). */
+  sslRedirect: boolean;
+  /** allow-cross-namespace-resources: an annotation may name a Secret of another namespace (default false). */
+  crossNamespace: boolean;
 }
 
 /** The controller ConfigMap's keys that ipgate has an equivalent for; every other key is listed. */
-export function configMapSettings(cm: KubeObject | null, report: ImportReport): ConfigMapSettings {
+export function configMapSettings(cm: KubeObject | null, report: ImportReport, trust: TrustOptions): ConfigMapSettings {
   const source = cm === null ? 'ConfigMap (none)' : `ConfigMap ${objectKey(cm)}`;
-  const out: ConfigMapSettings = { source, allow: null, deny: null, proxyProtocol: null, trustedProxies: null, xForwardedFor: 'replace', upstreamTimeoutMs: null };
-  if (cm === null) return out;
   const data: Record<string, string> = {};
-  if (isRecord(cm.data)) for (const [k, v] of Object.entries(cm.data)) data[k] = typeof v === 'string' ? v : String(v);
+  if (cm !== null && isRecord(cm.data)) for (const [k, v] of Object.entries(cm.data)) data[k] = typeof v === 'string' ? v : String(v);
+  // No ConfigMap is ingress-nginx's defaults: nothing trusted, which importTrust says for empty data.
+  const out: ConfigMapSettings = {
+    source, allow: null, deny: null, upstreamTimeoutMs: null, sslRedirect: !FALSE.has(data['ssl-redirect'] ?? ''),
+    crossNamespace: TRUE.has(data['allow-cross-namespace-resources'] ?? ''), ...importTrust(data, source, trust, report),
+  };
+  if (cm === null) return out;
   const ranges = (key: string): Cidr[] | null => {
     const text = data[key];
     if (text === undefined || text.trim() === '') return null;
@@ -40,33 +43,11 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport): 
     if (r.rewritten.length > 0) report.notes.push({ source, item: key, value: text, reason: `written as ipgate reads it: ${r.rewritten.join(', ')}` });
     return r.cidrs;
   };
-  const used = new Set(['whitelist-source-range', 'denylist-source-range', 'use-proxy-protocol', 'proxy-real-ip-cidr', 'use-forwarded-headers',
-    'enable-real-ip', 'forwarded-for-header', 'compute-full-forwarded-for', 'proxy-read-timeout']);
+  const used = new Set(['whitelist-source-range', 'denylist-source-range', 'proxy-read-timeout', 'allow-cross-namespace-resources', ...TRUST_KEYS]);
+  // Read for the plaintext listener (which hosts ingress-nginx served only over HTTPS); ipgate does not redirect.
+  if (!out.sslRedirect) used.add('ssl-redirect');
   out.allow = ranges('whitelist-source-range');
   out.deny = ranges('denylist-source-range');
-  const pp = TRUE.has(data['use-proxy-protocol'] ?? '');
-  const xff = TRUE.has(data['use-forwarded-headers'] ?? '') || TRUE.has(data['enable-real-ip'] ?? '');
-  let realIp: string[] | null = null;
-  if (pp || xff) {
-    const text = data['proxy-real-ip-cidr'];
-    if (text === undefined || text.trim() === '') {
-      realIp = ['0.0.0.0/0'];
-      report.notes.push({ source, item: 'proxy-real-ip-cidr', reason: 'not set: ingress-nginx\'s default 0.0.0.0/0 is written, which trusts every IPv4 peer\'s PROXY header / X-Forwarded-For; list your load balancers\' CIDRs instead' });
-    } else {
-      const r = parseSourceRange(text);
-      if (!r.ok) report.unconverted.push({ source, item: 'proxy-real-ip-cidr', value: text, reason: `invalid: ${r.message}; no peer is trusted` });
-      else realIp = r.cidrs.map((c) => c.text);
-    }
-  }
-  if (pp && realIp !== null) out.proxyProtocol = realIp;
-  if (xff && realIp !== null) {
-    const header = data['forwarded-for-header'] ?? 'X-Forwarded-For';
-    if (header.toLowerCase() === 'x-forwarded-for') out.trustedProxies = realIp;
-    else report.unconverted.push({ source, item: 'forwarded-for-header', value: header, reason: 'ipgate reads the client address from X-Forwarded-For only; no proxy is trusted' });
-  } else if (data['forwarded-for-header'] !== undefined && !pp) {
-    report.notes.push({ source, item: 'forwarded-for-header', value: data['forwarded-for-header'], reason: 'has no effect without use-forwarded-headers or enable-real-ip (nothing to carry over)' });
-  }
-  if (TRUE.has(data['compute-full-forwarded-for'] ?? '')) out.xForwardedFor = 'append';
   if (data['proxy-read-timeout'] !== undefined) {
     out.upstreamTimeoutMs = readTimeout(data['proxy-read-timeout']);
     if (out.upstreamTimeoutMs === null) report.unconverted.push({ source, item: 'proxy-read-timeout', value: data['proxy-read-timeout'], reason: 'not a whole number of seconds from 1 to 86400' });

@@ -11,12 +11,16 @@
  */
 import { hostNameProblem } from '../route/host-name';
 import { configPathProblem } from '../route/path';
-import type { Cidr } from '../allowlist/cidr';
-import { annotationsOf, annotationVerdict } from './annotations';
+import { parseCidr, type Cidr } from '../allowlist/cidr';
+import { annotationsOf, annotationVerdict, bodySize } from './annotations';
 import { backendUpstream } from './backend';
-import { configMapSettings, FALSE, READ_TIMEOUT_NOTE, readTimeout, TRUE } from './controller-configmap';
+import { clientAuthPlan } from './client-certs';
+import { configMapSettings, readTimeout } from './controller-configmap';
+
+const ROUTE_READ_TIMEOUT_NOTE = 'as http.readTimeoutMs (between two reads, as nginx\'s proxy_read_timeout) and http.upstreamTimeoutMs (the wait for the response headers, so that its own default does not cut a longer timeout)';
+import { buildListeners, REFUSED_LIST, secretNameProblem, type RouteOut } from './listeners';
 import { uniqueName } from './names';
-import { isRecord, objectKey, str, type KubeObject } from './objects';
+import { FALSE, isRecord, objectKey, str, TRUE, type KubeObject } from './objects';
 import type { Finding, ImportReport } from './report';
 import { mergeRanges, parseSourceRange, type RangeEntry } from './source-ranges';
 
@@ -38,16 +42,20 @@ export interface ImportOptions {
   httpsListen: string;
   /** Emit an HTTPS listener with the Ingresses' TLS certificates. Default false. */
   tls: boolean;
-  /** Where the Helm chart mounts TLS Secrets. Default `/etc/ipgate/tls`. */
+  /** Where the TLS Secrets' directories are (the Helm chart mounts them at `/etc/ipgate/tls`; relative: to the config file). Default `/etc/ipgate/tls`. */
   tlsDir: string;
+  /** The load balancers' CIDRs, in place of the ConfigMap's proxy-real-ip-cidr (inside it). Default null: the ConfigMap's. */
+  proxyRealIpCidr: readonly string[] | null;
+  /** A trust-all range (every peer names the client) may be written. Default false: the import is refused. */
+  trustAllProxies: boolean;
 }
 
 export const DEFAULT_OPTIONS: ImportOptions = {
   ingressClass: 'nginx', withoutClass: false, annotationsPrefix: 'nginx.ingress.kubernetes.io', clusterDomain: 'cluster.local',
-  httpListen: '0.0.0.0:8080', httpsListen: '0.0.0.0:8443', tls: false, tlsDir: '/etc/ipgate/tls',
+  httpListen: '0.0.0.0:8080', httpsListen: '0.0.0.0:8443', tls: false, tlsDir: '/etc/ipgate/tls', proxyRealIpCidr: null, trustAllProxies: false,
 };
 
-export interface ImportInput {
+interface ImportInput {
   ingresses: readonly KubeObject[];
   /** Services known to the importer, for named ports. */
   services: readonly KubeObject[];
@@ -58,7 +66,7 @@ export interface ImportInput {
 }
 
 export interface ImportResult {
-  /** The config, or null when no route could be made (nothing to serve). */
+  /** The config, or null when no route could be made (nothing to serve) or the import is refused (`report.refused`). */
   config: Record<string, unknown> | null;
   report: ImportReport;
   /** Per listener, per route: the Ingress and rule it came from (a comment in the YAML output). */
@@ -90,13 +98,17 @@ interface IngressPlan {
   allowlist?: string;
   /** From proxy-read-timeout: the route's http.upstreamTimeoutMs. */
   upstreamTimeoutMs?: number;
+  /** From backend-protocol GRPC / GRPCS: the route's http.upstreamProtocol. */
+  upstreamProtocol?: 'h2c' | 'h2';
+  /** The edge rules its annotations map to (docs/edge-rules.md): the route's `http` options. */
+  edge?: Json;
   drafts: RouteDraft[];
 }
 
 export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DEFAULT_OPTIONS): ImportResult {
   const report: ImportReport = {
     ingresses: { read: input.ingresses.length, converted: 0, skipped: 0 }, routes: 0, allowlists: 0,
-    unconverted: [], notes: [], skipped: [], ignored: [],
+    refused: [], unconverted: [], notes: [], skipped: [], ignored: [],
   };
   const prefix = `${opts.annotationsPrefix}/`;
   const allowlists: Record<string, Json> = {};
@@ -104,7 +116,16 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
   const routeNames = new Set<string>();
 
   // ---- the controller ConfigMap: listener settings and the default (global) source ranges
-  const cm = configMapSettings(input.configMap, report);
+  let realIp: Cidr[] | null = null;
+  if (opts.proxyRealIpCidr !== null) {
+    realIp = [];
+    for (const text of opts.proxyRealIpCidr) {
+      const r = parseCidr(text);
+      if (r.ok) realIp.push(r.cidr);
+      else report.refused.push({ source: 'options', item: '--proxy-real-ip-cidr', value: text, reason: r.message });
+    }
+  }
+  const cm = configMapSettings(input.configMap, report, { proxyRealIpCidr: realIp, trustAllProxies: opts.trustAllProxies });
   const defaultList = mergeRanges(cm.allow, cm.deny, {
     allow: 'ConfigMap whitelist-source-range',
     deny: 'ConfigMap denylist-source-range',
@@ -165,12 +186,31 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     if (!regex) continue;
     for (const host of ruleHosts(p.ing)) if (!regexHosts.has(host)) regexHosts.set(host, p.key);
   }
+  /** Per host under regexHosts: the paths left out as regular expressions, and those made prefixes. */
+  const regexPaths = new Map<string, { left: string[]; prefixed: string[] }>();
+  const regexAt = (host: string): { left: string[]; prefixed: string[] } => {
+    let r = regexPaths.get(host);
+    if (r === undefined) regexPaths.set(host, (r = { left: [], prefixed: [] }));
+    return r;
+  };
+
+  // ---- client certificates per host (auth-tls-*), and the hosts served with TLS (for ssl-redirect)
+  const auth = clientAuthPlan(ours.map((p) => ({
+    source: p.source, namespace: str(p.ing.metadata?.namespace) ?? 'default', ann: (short: string) => p.ann[`${prefix}${short}`], hosts: [...new Set(ruleHosts(p.ing))],
+  })), prefix, cm.crossNamespace, report);
+  const tlsHosts = new Set<string>();
+  for (const p of ours) {
+    const spec = isRecord(p.ing.spec) ? p.ing.spec : {};
+    for (const t of Array.isArray(spec.tls) ? spec.tls : []) {
+      if (isRecord(t) && Array.isArray(t.hosts)) for (const h of t.hosts) if (typeof h === 'string') tlsHosts.add(h.toLowerCase());
+    }
+  }
 
   const services = new Map(input.services.map((s) => [objectKey(s), s]));
   const claims = new Map<string, PathClaim>();
   const hostOwner = new Map<string, string>();
-  const certificates = new Map<string, { dir: string; from: string[] }>();
-  const secretDirs = new Map<string, Set<string>>();
+  /** `namespace/secretName` -> the Ingresses whose TLS block names it, in order of first use. */
+  const certificates = new Map<string, string[]>();
 
   // defaultBackend without rules: the catch-all server's root, set before any path is added, so
   // no Ingress's "/" path on the default host replaces it (the oldest such Ingress wins).
@@ -248,11 +288,38 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       p.allowlist = name;
     }
 
+    const backendProtocol = (ann[`${prefix}backend-protocol`] ?? '').toUpperCase();
+    if (backendProtocol === 'GRPC' || backendProtocol === 'GRPCS') {
+      p.upstreamProtocol = backendProtocol === 'GRPC' ? 'h2c' : 'h2';
+      report.notes.push({ source, item: `${prefix}backend-protocol`, value: ann[`${prefix}backend-protocol`], reason: backendProtocol === 'GRPC'
+        ? 'gRPC: the routes get http.upstreamProtocol h2c; HTTP/2 clients reach them on a TLS listener (--tls), as with ingress-nginx; an HTTP/1.1 request gets 505'
+        : 'gRPC over TLS: the routes get http.upstreamProtocol h2, and ipgate verifies the backend\'s certificate (ingress-nginx\'s grpcs did not, by default): set the routes\' http.upstreamCA to the CA that signed it' });
+    }
     const timeout = readTimeout(ann[`${prefix}proxy-read-timeout`]);
+    const edge: Json = {};
     if (timeout !== null) {
       p.upstreamTimeoutMs = timeout;
-      report.notes.push({ source, item: `${prefix}proxy-read-timeout`, value: ann[`${prefix}proxy-read-timeout`], reason: READ_TIMEOUT_NOTE });
+      edge.readTimeoutMs = timeout;
+      report.notes.push({ source, item: `${prefix}proxy-read-timeout`, value: ann[`${prefix}proxy-read-timeout`], reason: ROUTE_READ_TIMEOUT_NOTE });
     }
+    // The edge rules (docs/edge-rules.md): each annotation to the route option with its meaning.
+    const connect = readTimeout(ann[`${prefix}proxy-connect-timeout`]);
+    if (connect !== null) edge.connectTimeoutMs = connect;
+    const send = readTimeout(ann[`${prefix}proxy-send-timeout`]);
+    if (send !== null) edge.sendTimeoutMs = send;
+    const body = ann[`${prefix}proxy-body-size`];
+    if (body !== undefined && bodySize(body) !== undefined) edge.maxBodyBytes = bodySize(body)!;
+    const permanent = ann[`${prefix}permanent-redirect`];
+    const temporal = ann[`${prefix}temporal-redirect`];
+    // ingress-nginx reads permanent-redirect first; each with its -code annotation (301 / 302 unless set).
+    const redirectUrl = permanent !== undefined && annotationVerdict('permanent-redirect', permanent) === null ? { url: permanent, code: ann[`${prefix}permanent-redirect-code`], status: 301 }
+      : temporal !== undefined && annotationVerdict('temporal-redirect', temporal) === null ? { url: temporal, code: ann[`${prefix}temporal-redirect-code`], status: 302 } : null;
+    if (redirectUrl !== null) {
+      const code = redirectUrl.code !== undefined ? Number(redirectUrl.code) : redirectUrl.status;
+      if ([301, 302, 303, 307, 308].includes(code)) edge.redirect = { url: redirectUrl.url, status: code };
+      else report.unconverted.push({ source, item: `${prefix}${permanent !== undefined ? 'permanent' : 'temporal'}-redirect-code`, value: redirectUrl.code, reason: 'not a redirect status ipgate sends (301, 302, 303, 307, 308)' });
+    }
+    if (Object.keys(edge).length > 0) p.edge = edge;
 
     // rules and paths
     const rules = Array.isArray(spec.rules) ? spec.rules : [];
@@ -287,10 +354,12 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
         if (regexFrom !== undefined) {
           if (REGEX_CHARS.test(rawPath)) {
             report.unconverted.push({ source, item: pat, value: rawPath, reason: `a regular expression (use-regex or rewrite-target on host ${host}, Ingress ${regexFrom}): ipgate routes exact paths and prefixes only` });
+            regexAt(host).left.push(rawPath);
             return;
           }
           match = 'prefix';
           regexPrefixes.push(rawPath);
+          regexAt(host).prefixed.push(rawPath);
         } else if (pathType === 'Exact') match = 'exact';
         else if (pathType === 'Prefix') match = 'prefix';
         else if (pathType === 'ImplementationSpecific') {
@@ -353,16 +422,18 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
         report.unconverted.push({ source, item: at, value: `${secret} (${hosts.join(', ')})`, reason: 'TLS is written only with --tls (an HTTPS listener with the certificate from the Secret, mounted by the chart)' });
         return;
       }
-      const dirs = secretDirs.get(secret) ?? new Set<string>();
-      dirs.add(ns);
-      secretDirs.set(secret, dirs);
+      const secretWhy = secretNameProblem(secret);
+      if (secretWhy !== null) {
+        report.unconverted.push({ source, item: `${at}.secretName`, value: secret, reason: `${secretWhy}: no Secret can have it (ingress-nginx served its default certificate)` });
+        return;
+      }
       const id = `${ns}/${secret}`;
-      const c = certificates.get(id) ?? { dir: secret, from: [] };
-      c.from.push(source);
-      certificates.set(id, c);
+      const from = certificates.get(id) ?? [];
+      if (!from.includes(source)) from.push(source);
+      certificates.set(id, from);
     });
-    if (redirected.length > 0 && !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') && !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')) {
-      report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; ipgate has no redirect: its plaintext listener serves them' });
+    if (redirected.length > 0 && cm.sslRedirect && !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') && !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')) {
+      report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; the import does not write http.httpsRedirect yet: the plaintext listener serves them (a host that required a client certificate excepted: it is left off)' });
     }
   }
 
@@ -379,60 +450,60 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     if (!usedDefault.has(p)) report.notes.push({ source: p.source, item: 'spec.defaultBackend', reason: 'not used, as in ingress-nginx: an older Ingress named each of its hosts first, or an Ingress routes "/" on them itself' });
   }
 
+  // ---- use-regex by name: what it made of the paths of its hosts
+  for (const p of ours) {
+    const v = p.ann[`${prefix}use-regex`];
+    if (!isTrue(v)) continue;
+    const hosts = [...new Set(ruleHosts(p.ing))];
+    const left = hosts.flatMap((h) => (regexPaths.get(h)?.left ?? []).map((x) => `${h}${x}`));
+    const prefixed = hosts.flatMap((h) => (regexPaths.get(h)?.prefixed ?? []).map((x) => `${h}${x}`));
+    const made = prefixed.length > 0 ? `; ${prefixed.join(', ')} hold no regex syntax and became case-sensitive prefixes` : '';
+    if (left.length > 0) {
+      report.unconverted.push({ source: p.source, item: `${prefix}use-regex`, value: v!, reason: `ipgate matches no regular expressions: ${left.join(', ')} (every Ingress's paths on ${hosts.join(', ')}) are not routed${made}` });
+    } else {
+      report.notes.push({ source: p.source, item: `${prefix}use-regex`, value: v!, reason: `ipgate matches no regular expressions${made || `: no path on ${hosts.join(', ')} was converted`} (ingress-nginx matched them as case-insensitive regular expressions anchored at the start)` });
+    }
+  }
+
   // ---- routes, named `<namespace>-<name>-<index>` (hashed when long or taken)
-  const routes: Json[] = [];
-  const sources: string[] = [];
+  const routes: RouteOut[] = [];
   for (const p of ours) {
     if (p.drafts.length > 0) report.ingresses.converted++;
+    const sslRedirect = p.ann[`${prefix}ssl-redirect`] !== undefined ? !FALSE.has(p.ann[`${prefix}ssl-redirect`]!) : cm.sslRedirect;
+    const forced = isTrue(p.ann[`${prefix}force-ssl-redirect`]);
     p.drafts.forEach((d, i) => {
       const ns = str(p.ing.metadata?.namespace) ?? 'default';
       const name = uniqueName(`${ns}-${str(p.ing.metadata?.name) ?? 'ingress'}-${i}`, `route:${p.key}#${i}`, routeNames);
       const route: Json = { name, hosts: [d.host] };
       if (d.paths !== null) route.paths = d.paths;
       route.upstreams = [d.upstream];
-      if (p.allowlist !== undefined) route.allowlist = p.allowlist;
-      if (p.upstreamTimeoutMs !== undefined) route.http = { upstreamTimeoutMs: p.upstreamTimeoutMs };
-      routes.push(route);
-      sources.push(`${p.source} ${d.from.join(', ')}`);
+      if (auth.refused.has(d.host)) route.allowlist = REFUSED_LIST;
+      else if (p.allowlist !== undefined) route.allowlist = p.allowlist;
+      if (p.upstreamTimeoutMs !== undefined || p.edge !== undefined || p.upstreamProtocol !== undefined) {
+        route.http = {
+          ...(p.upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs: p.upstreamTimeoutMs } : {}),
+          ...(p.upstreamProtocol !== undefined ? { upstreamProtocol: p.upstreamProtocol } : {}),
+          ...p.edge,
+        };
+      }
+      routes.push({ route, host: d.host, from: `${p.source} ${d.from.join(', ')}`, redirected: forced || (sslRedirect && tlsHosts.has(d.host)) });
     });
   }
   if (noTimestamp.length > 0 && noTimestamp.length < ours.length) {
     report.notes.push({ source: 'input', item: 'metadata.creationTimestamp', value: noTimestamp.join(', '), reason: 'missing: these Ingresses are taken as the newest when two claim the same host and path' });
   }
-  const used = new Set(routes.map((r) => r.allowlist).filter((n): n is string => typeof n === 'string'));
+  if (routes.some((r) => r.route.allowlist === REFUSED_LIST)) allowlists[REFUSED_LIST] = { source: 'config', entries: [] };
+  const built = routes.length > 0 && report.refused.length === 0
+    ? buildListeners(routes, DEFAULT_LIST, cm, opts, certificates, auth, prefix, report)
+    : { listeners: [], routeSources: [] };
+  const onListeners = built.listeners.flatMap((l) => l.routes as Json[]);
+  const used = new Set(onListeners.map((r) => r.allowlist).filter((n): n is string => typeof n === 'string'));
   used.add(DEFAULT_LIST);
   for (const name of Object.keys(allowlists)) if (!used.has(name)) delete allowlists[name];
   report.routes = routes.length;
-  report.allowlists = Object.keys(allowlists).length;
-  if (routes.length === 0) return { config: null, report, routeSources: [] };
-
-  const listener = (name: string, listen: string): Json => {
-    const l: Json = { name, mode: 'http', listen, allowlist: DEFAULT_LIST };
-    // Copies, not shared references: the YAML writer would print shared ones as anchors and aliases.
-    if (cm.proxyProtocol !== null) l.proxyProtocol = { mode: 'required', trustedSources: [...cm.proxyProtocol] };
-    const http: Json = {};
-    if (cm.trustedProxies !== null) http.trustedProxies = [...cm.trustedProxies];
-    http.xForwardedFor = cm.xForwardedFor;
-    if (cm.upstreamTimeoutMs !== null) http.upstreamTimeoutMs = cm.upstreamTimeoutMs;
-    l.http = http;
-    l.routes = structuredClone(routes);
-    return l;
-  };
-  const listeners: Json[] = [listener('http', opts.httpListen)];
-  if (opts.tls && certificates.size > 0) {
-    const https = listener('https', opts.httpsListen);
-    const list: Json[] = [];
-    for (const [id, c] of certificates) {
-      const [ns, secret] = id.split('/') as [string, string];
-      // One directory per Secret name; the same name in two namespaces is two Secrets.
-      const dir = (secretDirs.get(secret)?.size ?? 1) > 1 ? `${ns}.${secret}` : secret;
-      list.push({ cert: `${opts.tlsDir}/${dir}/tls.crt`, key: `${opts.tlsDir}/${dir}/tls.key` });
-      report.notes.push({ source: c.from.join(', '), item: 'TLS Secret', value: id, reason: `read from ${opts.tlsDir}/${dir}/: copy the Secret into ipgate's namespace${dir !== secret ? ` as ${dir}` : ''} and list it in the chart's TLS Secrets` });
-    }
-    https.tls = { certificates: list };
-    listeners.push(https);
-  }
-  return { config: { allowlists, listeners }, report, routeSources: listeners.map(() => sources) };
+  report.allowlists = built.listeners.length > 0 ? Object.keys(allowlists).length : 0;
+  if (built.listeners.length === 0) return { config: null, report, routeSources: [] };
+  return { config: { allowlists, listeners: built.listeners }, report, routeSources: built.routeSources };
 }
 
 function addDraft(p: IngressPlan, host: string, upstream: string, path: { path: string; match: 'exact' | 'prefix' } | null, from: string): void {

@@ -41,8 +41,19 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+/** strconv.ParseBool, which ingress-nginx uses for boolean annotations and ConfigMap keys. */
+export const TRUE: ReadonlySet<string> = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
+export const FALSE: ReadonlySet<string> = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
+
 export function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
+}
+
+/** Where each object read from text came from (`file: document 2`), for messages about two of them. */
+const ORIGIN = new WeakMap<KubeObject, string>();
+
+export function originOf(o: KubeObject): string | undefined {
+  return ORIGIN.get(o);
 }
 
 /** `ns/name` of an object (namespace `default` when the manifest leaves it out, as kubectl would). */
@@ -70,11 +81,12 @@ function addObject(set: ObjectSet, value: unknown, where: string, itemKind?: str
   if (kind.endsWith('List') && Array.isArray(value.items)) {
     // IngressList items come without kind; a `List` says it per item.
     const inner = kind === 'List' ? undefined : kind.slice(0, -4);
-    value.items.forEach((item, j) => addObject(set, item, `${where} items[${j}]`, inner));
+    value.items.forEach((item, j) => { addObject(set, item, `${where} items[${j}]`, inner); });
     return;
   }
   const o = value as KubeObject;
   if (o.metadata !== undefined && !isRecord(o.metadata)) throw new InputError(`${where}: ${kind}: metadata is not a mapping`);
+  ORIGIN.set(o, where);
   switch (kind) {
     case 'Ingress': set.ingresses.push(o); break;
     case 'Service': set.services.push(o); break;

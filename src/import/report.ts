@@ -14,9 +14,15 @@ export interface Finding {
 }
 
 export interface ImportReport {
+  /** `converted`: made at least one route; `skipped`: another class, no class, canary; the rest made none. */
   ingresses: { read: number; converted: number; skipped: number };
   routes: number;
   allowlists: number;
+  /**
+   * Why no config was written although routes could be made: the source asks for trust only the
+   * operator can narrow (a trust-all range), or a flag asks for more than the source trusted.
+   */
+  refused: Finding[];
   /** ingress-nginx behaviour that the config does not reproduce. */
   unconverted: Finding[];
   /** Converted, but with a difference worth knowing. */

@@ -27,7 +27,7 @@ export interface RangeEntry {
   comment?: string;
 }
 
-export type RangeParse =
+type RangeParse =
   | { ok: true; cidrs: Cidr[]; /** items rewritten on the way (host bits masked, mapped IPv4) */ rewritten: string[] }
   | { ok: false; message: string };
 
@@ -82,7 +82,7 @@ export function parseSourceRange(value: string): RangeParse {
  * `inner` lies inside `outer` (or is it). Two CIDRs are nested or disjoint, so a start address
  * inside the range and a prefix no shorter is enough.
  */
-function within(inner: Cidr, outer: Cidr): boolean {
+export function within(inner: Cidr, outer: Cidr): boolean {
   if (inner.family !== outer.family || outer.prefix > inner.prefix) return false;
   return compareWords(inner.start, outer.start) >= 0 && compareWords(inner.start, outer.end) <= 0;
 }
@@ -92,9 +92,9 @@ function compareWords(a: readonly number[], b: readonly number[]): number {
   return 0;
 }
 
-export const ALLOW_ALL: readonly string[] = ['0.0.0.0/0', '::/0'];
+const ALLOW_ALL: readonly string[] = ['0.0.0.0/0', '::/0'];
 
-export interface MergedList {
+interface MergedList {
   entries: RangeEntry[];
   /** Allow entries left out because a deny entry covers them (never admitted anyone in ingress-nginx). */
   shadowed: string[];

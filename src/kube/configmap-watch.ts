@@ -1,6 +1,9 @@
 /**
  * Follow one ConfigMap through the API server: list it, then watch it from the list's
- * resourceVersion, and call `onObject` each time a newer version (or its absence) is seen. Read
+ * resourceVersion, and call `onObject` each time a newer version (or its absence) is seen. The one
+ * list-then-watch of the project: the declarative lists' ConfigMaps (config/configmap-lists.ts)
+ * and the ConfigMap store (store/kubernetes-store.ts, which writes through its own PUTs and
+ * follows everyone's changes through this). Read
  * only: for the declarative allowlists kept in a ConfigMap (config/configmap-lists.ts).
  *
  * The same protocol as the ConfigMap store (store/kubernetes-store.ts; the supervision of the watch,
@@ -32,8 +35,17 @@ export interface ConfigMapWatchOptions {
   namespace: string;
   name: string;
   logger: Logger;
-  /** A newer version of the ConfigMap, or null once it is gone (deleted, or missing at a relist). */
-  onObject: (obj: ConfigMapObject | null) => void;
+  /**
+   * A newer version of the ConfigMap, or null once it is gone (`deleted` by a watch event, or
+   * `missing` at a list).
+   */
+  onObject: (obj: ConfigMapObject | null, gone: 'deleted' | 'missing' | null) => void;
+  /** The API confirmed the view: a list, a watch opened, an event or a bookmark. */
+  onSync?: () => void;
+  /** What the log lines call this follower. Default "declarative lists". */
+  label?: string;
+  /** What a 403 says the Role needs on the ConfigMap. Default "get, list, watch". */
+  verbs?: string;
   /** Re-watch and relist after failures. Default 500 ms doubling to 30 s. */
   backoff?: BackoffPolicy;
   /** Relist even while the watch is healthy. Default 300000 (5 minutes). */
@@ -44,12 +56,17 @@ export interface ConfigMapWatchOptions {
   watchIdleTimeoutMs?: number;
 }
 
-export interface ConfigMapWatchStatus {
+interface ConfigMapWatchStatus {
   /** resourceVersion of the last version handed to onObject. */
   readonly resourceVersion: string | null;
   readonly watchConnected: boolean;
   /** The last API failure since the watch was last healthy, or null. */
   readonly lastError: string | null;
+  /**
+   * Last time the API answered (a list, a watch opened, an event or a bookmark: bookmarks come
+   * about every minute), ms epoch; null before the first (ipgate_configmap_watch_last_success_timestamp_seconds).
+   */
+  readonly lastSuccessAt: number | null;
 }
 
 export class ConfigMapWatch {
@@ -61,6 +78,7 @@ export class ConfigMapWatch {
   private seenRV: string | null = null;
   private watchConnected = false;
   private lastError: string | null = null;
+  private lastSuccessAt: number | null = null;
   private streamError: { code: number; message: string } | null = null;
   private watch: Watch | null = null;
   private loop: Promise<void> | null = null;
@@ -77,8 +95,18 @@ export class ConfigMapWatch {
     return `ConfigMap ${this.opts.namespace}/${this.opts.name}`;
   }
 
+  /**
+   * Watch from `resourceVersion` on, the caller having listed the ConfigMap itself (the store's
+   * load, which may write it first): no list of ours, that version counts as seen.
+   */
+  resume(resourceVersion: string): void {
+    this.watchRV = resourceVersion;
+    this.seenRV ??= resourceVersion;
+    this.start();
+  }
+
   status(): ConfigMapWatchStatus {
-    return { resourceVersion: this.seenRV, watchConnected: this.watchConnected, lastError: this.lastError };
+    return { resourceVersion: this.seenRV, watchConnected: this.watchConnected, lastError: this.lastError, lastSuccessAt: this.lastSuccessAt };
   }
 
   /**
@@ -126,7 +154,7 @@ export class ConfigMapWatch {
         this.watchConnected = false;
         return { end, streamError: this.streamError as { code: number; message: string } | null };
       },
-      expired: () => this.log.info({ resourceVersion: this.watchRV }, 'declarative lists: watch expired (410 Gone); relisting'),
+      expired: () => this.log.info({ resourceVersion: this.watchRV }, `${this.label}: watch expired (410 Gone); relisting`),
       noteError: (err, during) => this.noteError(err, during),
       pause: (ms) => this.pause(ms),
     });
@@ -139,9 +167,11 @@ export class ConfigMapWatch {
     const watch = this.opts.client.watch(path, {
       idleTimeoutMs: this.opts.watchIdleTimeoutMs ?? 150_000,
       onOpen: () => {
-        if (!this.watchConnected && this.lastError !== null) this.log.info({ resourceVersion: this.watchRV }, 'declarative lists: watching the ConfigMap again');
+        if (!this.watchConnected && this.lastError !== null) this.log.info({ resourceVersion: this.watchRV }, `${this.label}: watching the ConfigMap again`);
         this.watchConnected = true;
         this.lastError = null;
+        this.lastSuccessAt = Date.now();
+        this.opts.onSync?.();
       },
       onEvent: (event) => this.onEvent(event),
     });
@@ -155,11 +185,14 @@ export class ConfigMapWatch {
       this.streamError = { code: typeof s.code === 'number' ? s.code : 0, message: String(s.message ?? '') };
       throw new Error(`watch ERROR event: ${this.streamError.message}`);
     }
+    this.lastSuccessAt = Date.now();
     const obj = event.object as ConfigMapObject;
     const rv = obj.metadata?.resourceVersion ?? '';
     if (rv !== '') this.watchRV = rv;
+    this.opts.onSync?.();
     if (event.type === 'BOOKMARK' || obj.metadata?.name !== this.opts.name) return;
-    this.see(event.type === 'DELETED' ? null : obj, rv);
+    if (event.type === 'DELETED') this.see(null, rv, 'deleted');
+    else this.see(obj, rv, null);
   }
 
   /** `resetWatch`: the next watch starts from the list's resourceVersion (at load, after 410). */
@@ -167,24 +200,31 @@ export class ConfigMapWatch {
     if (this.closed) return;
     const r = await this.opts.client.listWithVersion<ConfigMapObject>(this.listPath());
     if (r === null) throw new KubeStatusError(404, this.listPath(), 'the configmaps resource is not served');
+    this.lastSuccessAt = Date.now();
     const obj = r.items.find((i) => i.metadata?.name === this.opts.name) ?? null;
     if (resetWatch) this.watchRV = r.resourceVersion || (obj?.metadata?.resourceVersion ?? this.watchRV);
-    this.see(obj, obj === null ? '' : obj.metadata?.resourceVersion ?? '');
+    this.opts.onSync?.();
+    if (obj === null) this.see(null, '', 'missing');
+    else this.see(obj, obj.metadata?.resourceVersion ?? '', null);
   }
 
   /** Hand on a version not seen yet (a relist or a replayed event can repeat one). */
-  private see(obj: ConfigMapObject | null, rv: string): void {
+  private see(obj: ConfigMapObject | null, rv: string, gone: 'deleted' | 'missing' | null): void {
     const key = obj === null ? '' : rv;
     if (key === this.seenRV) return;
     if (obj !== null && this.seenRV !== null && this.seenRV !== '' && !isNewerVersion(rv, this.seenRV)) return;
     this.seenRV = key;
-    this.opts.onObject(obj);
+    this.opts.onObject(obj, gone);
+  }
+
+  private get label(): string {
+    return this.opts.label ?? 'declarative lists';
   }
 
   private noteError(err: unknown, during: string): void {
-    const message = `${during}: ${explain(err, this.opts.name)}`;
+    const message = `${during}: ${explain(err, this.opts.name, this.opts.verbs)}`;
     // One warning per distinct failure: an API down for an hour is not a log flood.
-    if (message !== this.lastError) this.log.warn({ err: message }, 'declarative lists: Kubernetes API failure; the lists in force stay');
+    if (message !== this.lastError) this.log.warn({ err: message }, `${this.label}: Kubernetes API failure; the lists in force stay`);
     this.lastError = message;
   }
 
@@ -198,11 +238,11 @@ export class ConfigMapWatch {
 }
 
 /** A failure as an operator can act on it. */
-export function explain(err: unknown, name: string): string {
+export function explain(err: unknown, name: string, verbs = 'get, list, watch'): string {
   if (err instanceof KubeStatusError) {
     if (err.status === 403) {
-      return `HTTP 403: ${err.reason} (the Role needs get, list, watch on configmaps with resourceNames [${name}]; ` +
-        'the chart grants them for its lists ConfigMap; list and watch are sent with fieldSelector=metadata.name)';
+      return `HTTP 403: ${err.reason} (the Role needs ${verbs} on configmaps with resourceNames [${name}]; ` +
+        'the chart grants them for its ConfigMaps; list and watch are sent with fieldSelector=metadata.name)';
     }
     if (err.status === 401) return `HTTP 401: ${err.reason} (the service account token or kubeconfig credentials are not accepted)`;
   }

@@ -24,12 +24,12 @@ const LIST_LIMIT = 500;
 /** Re-read a rotating token file this often (client-go: one minute). */
 const TOKEN_REREAD_MS = 60_000;
 
-export interface KubeResponse {
+interface KubeResponse {
   readonly status: number;
   readonly body: unknown;
 }
 
-export interface KubeClientOptions {
+interface KubeClientOptions {
   /** Per request, connect to last byte (watches: connect to response headers). Default 10000. */
   timeoutMs?: number;
   /** Default `ipgate`. */
@@ -60,7 +60,7 @@ export interface Watch {
   stop(): void;
 }
 
-export interface WatchOptions {
+interface WatchOptions {
   /** Called once the server accepted the watch (200). */
   onOpen?: () => void;
   /** Called for every event line, in order. A throw ends the watch as `failed`. */

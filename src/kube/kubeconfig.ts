@@ -36,7 +36,7 @@ export interface KubeAccess {
   readonly source: string;
 }
 
-export interface ResolveOptions {
+interface ResolveOptions {
   kubeconfig?: string;
   context?: string;
   env: NodeJS.ProcessEnv;

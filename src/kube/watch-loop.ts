@@ -11,7 +11,7 @@
 import { backoffDelay, type BackoffPolicy } from './backoff';
 import type { WatchEnd } from './kube-client';
 
-export interface WatchLoop {
+interface WatchLoop {
   readonly backoff: BackoffPolicy;
   closed(): boolean;
   /** List, and make the list's resourceVersion the next watch's start. */

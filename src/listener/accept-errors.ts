@@ -23,7 +23,7 @@ import type { ListenerStats } from '../metrics/listener-stats';
 const UV_EMFILE = -24;
 const UV_ENFILE = -23;
 
-export type AcceptErrorCode = 'EMFILE' | 'ENFILE' | 'other';
+type AcceptErrorCode = 'EMFILE' | 'ENFILE' | 'other';
 
 /** The soft RLIMIT_NOFILE of this process, from /proc/self/limits (Linux); null where unknown. */
 export function openFileLimit(text?: string): number | null {

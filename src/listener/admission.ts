@@ -14,11 +14,12 @@ import { denialReason, type Decision } from '../allowlist/matcher';
 import { ListenerStats } from '../metrics/listener-stats';
 import type { AllowlistRefusal } from '../reasons';
 import type { LiveList } from '../store/live-lists';
-import type { Connection, Via } from './connection';
+import type { Connection, Via } from '../connection/connection';
 
 export class Admission {
   constructor(
-    private readonly list: LiveList,
+    /** The list that decides (read live: `.matcher` per decision). */
+    readonly list: LiveList,
     private readonly stats: ListenerStats,
     private readonly log: Logger,
   ) {}

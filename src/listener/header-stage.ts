@@ -11,8 +11,8 @@
 import { afterHeader, type HeaderVersion, type IdentityOutcome, type ProxyMode } from '../identity/derive';
 import type { PpReason } from '../proxy-protocol/codes';
 import { decodeProxyHeader, type DecodeOptions } from '../proxy-protocol/decoder';
-import type { Connection } from './connection';
-import type { GatherStage } from './gather';
+import type { Connection } from '../connection/connection';
+import type { GatherStage } from '../connection/gather';
 
 /** Who takes the outcome: the listener (one object, like tls/hello-stage.ts's HelloSink). */
 export interface HeaderSink {
@@ -20,7 +20,7 @@ export interface HeaderSink {
   headerRead(conn: Connection, outcome: IdentityOutcome, buf: Buffer): void;
 }
 
-export interface HeaderStageOptions {
+interface HeaderStageOptions {
   readonly mode: ProxyMode;
   readonly headerTimeoutMs: number;
   readonly maxV2Length: number;

@@ -15,8 +15,8 @@ import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../access-log/access-log';
 import { addressSet, readsList, type AddressLookup } from '../store/list-ref';
-import type { ListenerConfig } from '../config/schema';
-import { parseHostPort } from '../config/host-port';
+import type { ListenerConfig, RouteConfig } from '../schema/config';
+import { parseHostPort } from '../address/host-port';
 import { canonicalAddress, formatHostPort } from '../identity/address';
 import { beforeHeader, type IdentityOutcome } from '../identity/derive';
 import { ListenerStats } from '../metrics/listener-stats';
@@ -24,40 +24,60 @@ import type { PpReason } from '../proxy-protocol/codes';
 import type { Reason } from '../reasons';
 import type { LiveList } from '../store/live-lists';
 import type { TlsStageResult, TlsTerminator } from '../tls/terminate';
+import type { RouteReceiver } from '../route/route-receiver';
 import { SniRoutes } from '../route/sni-routes';
-import { HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
+import type { ClientHelloDone } from '../tls/client-hello';
+import { helloTimeoutMs, HelloStage, type HelloSink, type HelloStageResult } from '../tls/hello-stage';
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
-import { Connection } from './connection';
-import { gather } from './gather';
+import { Connection } from '../connection/connection';
+import { gather } from '../connection/gather';
 import { HeaderStage, type HeaderSink } from './header-stage';
 import { RawSocket } from '../transport/raw-socket';
 
-/** What a listener hands an admitted connection to. */
+/**
+ * What a listener hands an admitted connection to, and the lifecycle the listener drives through
+ * it (docs/architecture.md "The data path"): a list change (revokeLive) re-checks open connections,
+ * a change of a trusted-peer list closes what an untrusted peer spoke for, a reload swaps routes,
+ * a drain stops new work. Listener.listChanged is the one place that decides which of these a
+ * list change calls; each handler answers for what it decided.
+ */
 export interface ConnectionHandler {
   /**
    * Take over an admitted connection. `leftover` holds bytes that arrived after the PROXY header
-   * (payload, forwarded untouched). The socket is paused.
+   * (payload, forwarded untouched). The socket is paused. `hello`: on a TCP listener with routes,
+   * the ClientHello that chose the route (`leftover` starts with its `length` bytes); the
+   * forwarder follows the handshake to the backend's ServerHello with it (a second hello after a
+   * HelloRetryRequest must match it: forward/tcp/hello-watch.ts).
    */
-  handle(conn: Connection, leftover: Buffer): void;
+  handle(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void;
   /**
-   * HTTP listeners decide per request when the client comes from X-Forwarded-For (the peer is a
-   * trusted proxy): the listener then skips the per-connection allowlist check.
+   * The handler decides the allowlist per request (HTTP: a 403 per request, and a trusted proxy's
+   * clients come from X-Forwarded-For): the listener then makes no connection-level decision, and
+   * a list change asks the handler to `recheck` each such connection.
    */
-  decidesPerRequest?(conn: Connection): boolean;
-  /** Stop taking new requests on open connections (drain); close idle ones. */
-  drain?(): void;
-  /** Read/write buffer size for accepted sockets (bytes); default: Node's. */
+  readonly decidesPerRequest: boolean;
+  /** Read/write buffer size for accepted sockets (bytes); undefined: Node's. */
   readonly socketHighWaterMark?: number;
   /**
    * The handler takes RawSockets (raw-socket.ts) instead of net.Sockets (it checked that this Node
    * has them: rawSocketsWanted): the listener then accepts libuv handles itself and never builds
    * a net.Socket.
    */
-  readonly rawSockets?: boolean;
+  readonly rawSockets: boolean;
+  /** Stop taking new requests on open connections (drain); close idle ones. */
+  drain(): void;
+  /** Whether the handler decides with `list` besides the listener's own (an HTTP route's list). */
+  enforces(list: LiveList): boolean;
+  /** After a list change: re-decide a connection this handler decides per request; true when it cut it (now or after its response). */
+  recheck(conn: Connection): boolean;
+  /** After a change of `list`: close what a peer it no longer trusts spoke for (HTTP trustedProxies); how many. */
+  trustChanged(list: LiveList): number;
+  /** The routes the handler takes live (HTTP listeners), or null: the listener's own (SNI) routes, if any. */
+  readonly routes: RouteReceiver | null;
 }
 
-export interface ListenerDeps {
+interface ListenerDeps {
   list: LiveList;
   logger: Logger;
   handler: ConnectionHandler;
@@ -68,20 +88,28 @@ export interface ListenerDeps {
   accessLog?: ListenerAccessLog | null;
   /** HTTP listeners with `tls`: the TLS stage, run after the PROXY header (src/tls/terminate.ts). */
   tls?: TlsTerminator | null;
+  /** `revokeLive`: a reload of SNI routes re-checks open connections against their new routes' lists. */
+  revokeLive?: boolean;
+}
+
+/** What a list change closed on one listener (Listener.listChanged). */
+interface ListChangeResult {
+  /** Connections a peer no longer trusted spoke for (`trust_revoked`). */
+  readonly untrusted: number;
+  /** Connections whose client is no longer allowed (`revoked`; HTTP ones may be marked to close after their response). */
+  readonly revoked: number;
 }
 
 /** Sees the peer address of every accepted connection (src/selfcheck). */
-export interface PeerObserver {
+interface PeerObserver {
   observe(peer: string): void;
 }
 
 const EMPTY = Buffer.alloc(0);
 let nextConnectionId = 1;
 
-/** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
-const DEFAULT_HELLO_TIMEOUT_MS = 5000;
-
-export class Listener implements HeaderSink, HelloSink {
+export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes | null> {
+  readonly routeKind = 'sni';
   readonly name: string;
   readonly stats: ListenerStats;
   readonly connections = new Set<Connection>();
@@ -127,7 +155,7 @@ export class Listener implements HeaderSink, HelloSink {
     this.routes = config.mode === 'tcp' && config.routes !== undefined ? SniRoutes.compile(config, deps.list.owner, this.stats) : null;
     this.headerTrusted = new HeaderStage(config.proxyProtocol, true, this);
     this.headerUntrusted = new HeaderStage(config.proxyProtocol, false, this);
-    this.hello = new HelloStage({ timeoutMs: config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS }, this.stats, this);
+    this.hello = new HelloStage({ timeoutMs: helloTimeoutMs(config) }, this.stats, this);
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -203,7 +231,7 @@ export class Listener implements HeaderSink, HelloSink {
   stopAccepting(): void {
     this.draining = true;
     this.acceptErrors.close();
-    this.deps.handler.drain?.();
+    this.deps.handler.drain();
     // close() stops accepting at once; its callback would wait for every open connection, which is
     // the drain's job (bounded by drainTimeoutMs), so it is not awaited here.
     if (this.server.listening) this.server.close();
@@ -220,9 +248,22 @@ export class Listener implements HeaderSink, HelloSink {
     conn.upstreamSocket?.destroy();
   }
 
-  /** Whether `list` is the named list behind proxyProtocol.trustedSources (read live). */
-  trustsBy(list: LiveList): boolean {
-    return readsList(this.trustedSources, list);
+  /**
+   * A list changed (revokeLive): the one place that decides what that closes on this listener.
+   * A list behind proxyProtocol.trustedSources or http.trustedProxies closes what a peer it no
+   * longer trusts spoke for; a list this listener decides with (its own, an SNI route's, an HTTP
+   * route's) re-checks every open connection against the list that decides it now.
+   */
+  listChanged(list: LiveList): ListChangeResult {
+    const handler = this.deps.handler;
+    const untrusted = (readsList(this.trustedSources, list) ? this.revokeUntrusted() : 0) + handler.trustChanged(list);
+    const revoked = this.enforces(list) || handler.enforces(list) ? this.revokeDenied() : 0;
+    return { untrusted, revoked };
+  }
+
+  /** What takes this listener's routes on a reload: the HTTP handler, or the listener itself (SNI routes of a TCP listener). */
+  get routeReceiver(): RouteReceiver {
+    return this.deps.handler.routes ?? this;
   }
 
   /**
@@ -235,7 +276,7 @@ export class Listener implements HeaderSink, HelloSink {
     let closed = 0;
     for (const conn of this.connections) {
       if (conn.via !== 'proxy-v1' && conn.via !== 'proxy-v2') continue;
-      if (this.trustedSources.lookup(conn.peerAddress) >= 0) continue;
+      if (this.trustedSources.admits(conn.peerAddress)) continue;
       conn.revoked = true;
       this.close(conn, 'trust_revoked');
       closed++;
@@ -245,15 +286,15 @@ export class Listener implements HeaderSink, HelloSink {
 
   /**
    * Re-check every live connection against the list in force and close those whose client is no
-   * longer allowed (revokeLive). Connections whose identity is decided per request are asked to
-   * re-check themselves through onRevoke.
+   * longer allowed (revokeLive). Connections the handler decides per request are re-decided by it.
+   * Returns how many were cut (an HTTP connection's response in flight may still finish).
    */
   revokeDenied(): number {
     let closed = 0;
     for (const conn of this.connections) {
-      if (conn.entry === null && conn.onRevoke === null) continue; // not yet admitted
-      if (conn.onRevoke !== null) {
-        conn.onRevoke(conn);
+      if (conn.entry === null && !conn.decidedPerRequest) continue; // not yet admitted
+      if (conn.decidedPerRequest) {
+        if (this.deps.handler.recheck(conn)) closed++;
         continue;
       }
       const entry = this.admission.matchConnection(conn);
@@ -317,7 +358,7 @@ export class Listener implements HeaderSink, HelloSink {
     this.deps.selfCheck?.observe(conn.peerAddress);
 
     const mode = this.config.proxyProtocol.mode;
-    const trusted = mode !== 'off' && this.trustedSources.lookup(conn.peerAddress) >= 0;
+    const trusted = mode !== 'off' && this.trustedSources.admits(conn.peerAddress);
     // The decision is derive.ts's (shared with the admin API's explain).
     const early = beforeHeader(mode, trusted);
     // Nothing else happens for this connection until the header is read (no dial, no allowlist).
@@ -375,12 +416,12 @@ export class Listener implements HeaderSink, HelloSink {
       return;
     }
     conn.route = d.route;
-    this.admit(conn, r.bytes);
+    this.admit(conn, r.bytes, r.hello);
   }
 
   /** Whether this listener decides on `list` (its own, or one of its routes'): revocation asks. */
   enforces(list: LiveList): boolean {
-    return list === this.deps.list || (this.routes !== null && this.routes.routes.some((r) => r.list === list));
+    return list === this.deps.list || this.routes?.routes.some((r) => r.list === list) === true;
   }
 
   /** The SNI routes in force (TCP listeners with routes), or null. */
@@ -399,7 +440,8 @@ export class Listener implements HeaderSink, HelloSink {
    * when this listener relays on libuv handles and a new upstream is a name (handles dial
    * addresses only: a restart picks the net.Socket path).
    */
-  replaceRoutes(next: SniRoutes): number {
+  replaceRoutes(next: SniRoutes | null): number {
+    if (next === null) return 0;
     if (this.routes === null) throw new Error(`listener "${this.name}" has no SNI routes (mode tcp with routes): nothing to replace`);
     if (this.raw && !next.ipLiteralsOnly) {
       throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
@@ -407,12 +449,33 @@ export class Listener implements HeaderSink, HelloSink {
     this.routes = next;
     const gone = next.adopt(this.connections);
     for (const conn of gone) this.close(conn, 'route_removed');
-    return gone.length;
+    return this.deps.revokeLive === true ? gone.length + this.revokeDenied() : gone.length;
   }
 
-  private admit(conn: Connection, leftover: Buffer): void {
+  /**
+   * A TCP listener's side of a routes reload (route/route-receiver.ts): the SNI routes compiled
+   * from the new config without touching what is in force. Turning SNI routing on or off changes
+   * the listener's stages (ClientHello read or not), so that is refused with "needs a restart", as
+   * a changed `mode` or `listen` is.
+   */
+  compileRoutes(routes: readonly RouteConfig[] | undefined): SniRoutes | null {
+    const started = this.config.routes !== undefined;
+    if ((routes !== undefined) !== started) {
+      throw new Error(`SNI routing turned ${started ? 'off' : 'on'} for TCP listener "${this.name}": its stages change, which needs a restart`);
+    }
+    if (routes === undefined) return null;
+    const next = SniRoutes.compile({ ...this.config, routes }, this.deps.list.owner, this.stats);
+    if (this.raw && !next.ipLiteralsOnly) {
+      throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
+    }
+    return next;
+  }
+
+  private admit(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void {
     const handler = this.deps.handler;
-    if (handler.decidesPerRequest?.(conn) !== true) {
+    if (handler.decidesPerRequest) {
+      conn.decidedPerRequest = true;
+    } else {
       const entry = this.admission.matchConnection(conn);
       if (entry === null) {
         this.admission.refused(conn.clientAddress, conn, conn.via);
@@ -421,7 +484,7 @@ export class Listener implements HeaderSink, HelloSink {
       }
       conn.entry = entry;
     }
-    handler.handle(conn, leftover);
+    handler.handle(conn, leftover, hello);
   }
 
   private reject(conn: Connection, reason: PpReason, version: string): void {

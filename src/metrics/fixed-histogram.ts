@@ -53,3 +53,11 @@ export const HTTP_DURATION_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0
 
 /** Upstream TCP connect time, seconds: the SYN/SYN-ACK round trip plus the dial's own cost. */
 export const CONNECT_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/**
+ * HTTP request and response sizes, bytes: powers of 4 from 64 B (a bodiless request head, a 304)
+ * to 64 MiB (uploads, downloads). Eleven buckets: an observe walks at most twelve bounds, and a
+ * typical head-only request stops at the second (ingress-nginx uses 10 B-10 MB in powers of 10,
+ * which puts most requests into one bucket).
+ */
+export const SIZE_BUCKETS: readonly number[] = [64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216, 67_108_864];

@@ -1,7 +1,10 @@
 /**
- * Every ipgate metric, defined once (docs/architecture.md "Observability"): prefix `ipgate_`, base units (seconds,
- * bytes), `_total` counters, bounded labels only: listener, list, reason, result, version (PROXY
- * version or list version), direction, code_class, route. Never a client address.
+ * Every ipgate metric, defined once (docs/architecture.md "Observability"; docs/metrics.md says
+ * which question each answers): prefix `ipgate_`, base units (seconds, bytes), `_total` counters,
+ * bounded labels only: listener, list, reason, result, version (PROXY version or list version),
+ * direction, code_class, route, method (HTTP_METHODS), status (100-599, none, other), upstream (a
+ * configured target), kind and source (configured files, ConfigMaps, certificates). Never a client
+ * address or a host.
  *
  * The data path counts in plain numbers (ListenerStats: property increments, Map bumps, typed-array
  * histograms); the metrics here read them at scrape time. prom-client's labelled inc() costs
@@ -16,14 +19,33 @@ import { Registry } from './prom-registry';
 import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
 import { histogramSamples, Published } from './published';
-import type { ListenerStats, RouteCounts } from './listener-stats';
+import type { ListenerStats, RequestCounts, RouteCounts } from './listener-stats';
 import type { TlsStats } from './tls-stats';
 
 /** What the metrics read from a TLS listener's certificates (src/tls/cert-store.ts). */
-export interface CertSource {
+interface CertSource {
   readonly listener: string;
   readonly reloads: { readonly ok: number; readonly refused: number };
   expiries(): { label: string; notAfter: number }[];
+  /** Whether each pair's files were last found good, and when last (optional: older test doubles). */
+  reloadStates?(): { label: string; ok: boolean; lastSuccessAt: number }[];
+}
+
+/** What the metrics read of the config's sources (src/config/reload-status.ts). */
+interface ReloadSource {
+  list(): readonly { readonly kind: string; readonly source: string; readonly ok: boolean; readonly lastSuccessAt: number }[];
+}
+
+/** One ConfigMap watch's health: the lists' (config/configmap-lists.ts) or the store's. */
+export interface WatchState {
+  /** `namespace/name`. */
+  configMap: string;
+  /** `lists` (declarative lists), `store` (the allowlist store). */
+  use: 'lists' | 'store';
+  /** No API failure since the watch last worked. */
+  healthy: boolean;
+  /** Last time the API answered (list, watch, event, bookmark), ms epoch; null: never yet. */
+  lastSuccessAt: number | null;
 }
 
 /** What the metrics read from the live lists (src/store/live-lists.ts). */
@@ -36,17 +58,17 @@ export interface ListsSource {
 }
 
 /** What the metrics read from the store (src/store/store.ts). */
-export interface StoreSource {
+interface StoreSource {
   readonly kind: string;
   lastRefusal(): { readonly reason: string; readonly at: number } | null;
 }
 
 /** What the metrics read from the self-checks (src/selfcheck/self-checks.ts). */
-export interface SelfCheckSource {
+interface SelfCheckSource {
   state(): { listeners: Record<string, { sourceNat: { suspected: boolean; public: boolean } }> };
 }
 
-export interface MetricsOptions {
+interface MetricsOptions {
   /** Node process metrics (event-loop lag, heap, GC, CPU, fds), prefixed `ipgate_`. Default true. */
   processMetrics?: boolean;
   /** Labels added to the process metrics, e.g. `{ worker: '2' }` in a cluster (bounded: one per process). */
@@ -55,7 +77,7 @@ export interface MetricsOptions {
   version?: string;
 }
 
-export const CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
+const CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
 /**
  * Metrics only the primary publishes in a cluster (it runs the store and the admin API): workers'
@@ -71,6 +93,8 @@ export const PRIMARY_OWNED: ReadonlySet<string> = new Set([
   'ipgate_allowlist_store_refusals_total',
   'ipgate_admin_requests_total',
   'ipgate_admin_auth_failures_total',
+  'ipgate_configmap_watch_healthy',
+  'ipgate_configmap_watch_last_success_timestamp_seconds',
 ]);
 
 const STATUS_CLASS = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
@@ -85,6 +109,8 @@ export class Metrics {
   private readonly tls: { stats: TlsStats; certs: CertSource }[] = [];
   private lists: ListsSource | null = null;
   private store: StoreSource | null = null;
+  private reloadSource: ReloadSource | null = null;
+  private watchSource: (() => WatchState[]) | null = null;
   private selfChecks: SelfCheckSource | null = null;
   /** Admin API requests by `route \0 method \0 code_class`. */
   private readonly adminRequests = new Map<string, number>();
@@ -151,6 +177,9 @@ export class Metrics {
     new Published({ name: 'ipgate_sni_hellos_total', type: 'counter',
       help: 'TCP listeners with routes: ClientHello reads by result, ok or tls_<code> (the connection was closed: malformed, too large, not TLS, truncated, timeout).',
       collect: each((s, out) => byKey(s.sniHellos, out, s.listener, 'result')) }).register(r);
+    new Published({ name: 'ipgate_sni_hello_retries_total', type: 'counter',
+      help: 'TCP listeners with routes: HelloRetryRequests from backends, by the second ClientHello\'s result: ok (it matched the first), or tls_<code> (closed: another server_name or ALPN, truncated, timeout, ...).',
+      collect: each((s, out) => byKey(s.sniHelloRetries, out, s.listener, 'result')) }).register(r);
     new Published({ name: 'ipgate_route_misses_total', type: 'counter',
       help: 'TCP listeners with routes: connections whose SNI matched no route (route_no_host); HTTP listeners count theirs in ipgate_http_route_misses_total.',
       collect: each((s, out) => { if (!this.httpListeners.includes(s)) byKey(s.routeMisses, out, s.listener, 'reason'); }) }).register(r);
@@ -197,32 +226,75 @@ export class Metrics {
       help: 'Time to establish a new upstream TCP connection (pooled HTTP connections are counted when opened).',
       collect: each((s, out) => histogramSamples(out, 'ipgate_upstream_connect_seconds', { listener: s.listener }, s.upstreamConnect)) }).register(r);
 
+    new Published({ name: 'ipgate_upstream_up', type: 'gauge', aggregator: 'max',
+      help: 'Whether each upstream target answered its last attempt: 1 it connected (TCP) or sent a response head (HTTP), 0 it refused, timed out or did not resolve. Passive (what the traffic saw); a target not tried yet has no series. Across workers: 1 while any worker\'s last attempt succeeded.',
+      collect: each((s, out) => {
+        for (const [upstream, u] of s.upstreams) if (u.up >= 0) out.push({ labels: { listener: s.listener, upstream }, value: u.up });
+      }) }).register(r);
+
     // --- HTTP ------------------------------------------------------------------------------------
+    /** Each route's counts (route="" for misses) on a listener with routes, else the listener's one group. */
+    const requestGroups = (s: ListenerStats, fn: (labels: Labels, c: RequestCounts) => void): void => {
+      if (s.httpRoutes === null || s.http.duration.count > 0) fn({ listener: s.listener }, s.http);
+      if (s.httpRoutes !== null) for (const [route, rs] of s.httpRoutes) fn({ listener: s.listener, route }, rs);
+    };
     new Published({ name: 'ipgate_http_requests_total', type: 'counter',
-      help: 'HTTP requests finished, by status class (1xx..5xx; none = the client left before a status); on listeners with routes, by route too (route="" : no route matched).',
+      help: 'HTTP requests finished, by method (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH, OTHER), status (the exact code 100-599; none = the client left before a status; other = outside 100-599) and its class (code_class 1xx..5xx, none, other), and protocol (h1, h2: one HTTP/2 stream each); on listeners with routes, by route too (route="" : no route matched).',
+      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => {
+        for (const x of c.labelled()) out.push({ labels: { ...labels, method: x.method, status: x.status, code_class: x.code_class, protocol: x.protocol }, value: x.value });
+      })) }).register(r);
+    new Published({ name: 'ipgate_http2_connections_total', type: 'counter',
+      help: 'HTTP/2 client connections served (ALPN h2 on a TLS listener, or h2c with prior knowledge).',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Connections })) }).register(r);
+    new Published({ name: 'ipgate_http2_streams_total', type: 'counter',
+      help: 'HTTP/2 streams received from clients, refused and malformed ones included.',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Streams })) }).register(r);
+    new Published({ name: 'ipgate_http2_resets_total', type: 'counter',
+      help: 'HTTP/2 RST_STREAM frames, by direction: received (the client reset a stream before its response was complete; the rapid-reset budget counts these), sent.',
       collect: eachHttp((s, out) => {
-        byKey(s.httpResponses, out, s.listener, 'code_class');
-        if (s.httpRoutes !== null) {
-          for (const [route, rs] of s.httpRoutes) for (const [k, v] of rs.responses) out.push({ labels: { listener: s.listener, route, code_class: k }, value: v });
+        out.push({ labels: { listener: s.listener, direction: 'received' }, value: s.h2ResetsReceived });
+        out.push({ labels: { listener: s.listener, direction: 'sent' }, value: s.h2ResetsSent });
+      }) }).register(r);
+    new Published({ name: 'ipgate_http2_goaways_total', type: 'counter',
+      help: 'HTTP/2 GOAWAY frames on client connections, by direction (sent, received) and error code (NO_ERROR, PROTOCOL_ERROR, ENHANCE_YOUR_CALM, ...); why ipgate sent one is the connection\'s close result (h2_<code>, drain, revoked).',
+      collect: eachHttp((s, out) => {
+        for (const [k, v] of s.h2Goaways) {
+          const slash = k.indexOf('/');
+          out.push({ labels: { listener: s.listener, direction: k.slice(0, slash), code: k.slice(slash + 1) }, value: v });
         }
       }) }).register(r);
+    new Published({ name: 'ipgate_http_request_size_bytes', type: 'histogram',
+      help: 'HTTP request size: the head as parsed (request line and header fields) plus the body bytes relayed upstream (nginx $request_length); on listeners with routes, by route too.',
+      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_size_bytes', labels, c.requestSize))) }).register(r);
+    new Published({ name: 'ipgate_http_response_size_bytes', type: 'histogram',
+      help: 'HTTP response size: the bytes written to the client for the request, head included (nginx $bytes_sent); on listeners with routes, by route too.',
+      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_response_size_bytes', labels, c.responseSize))) }).register(r);
     new Published({ name: 'ipgate_http_upgrades_total', type: 'counter',
       help: 'HTTP upgrade requests (WebSocket, ...) received.',
       collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })) }).register(r);
     new Published({ name: 'ipgate_http_client_errors_total', type: 'counter',
-      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431).',
+      help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long; or for their body size: body_too_large (413).',
       collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
-    new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
-      help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
+    new Published({ name: 'ipgate_upstream_target_up', type: 'gauge', aggregator: 'min',
+      help: 'HTTP upstream targets of groups with health rules (upstreamHealth): 1 while the target may take requests, 0 while it is skipped after failures (with workers: 0 while any worker skips it, each keeping its own state); by route (route="": the listener\'s own group).',
       collect: eachHttp((s, out) => {
-        // A listener without routes keeps its one series; with routes, one per route name.
-        if (s.httpRoutes === null || s.httpDuration.count > 0) histogramSamples(out, 'ipgate_http_request_duration_seconds', { listener: s.listener }, s.httpDuration);
-        if (s.httpRoutes !== null) {
-          for (const [route, rs] of s.httpRoutes) histogramSamples(out, 'ipgate_http_request_duration_seconds', { listener: s.listener, route }, rs.duration);
+        const now = performance.now();
+        for (const g of s.health) for (const tg of g.targets) out.push({ labels: { listener: s.listener, route: g.route, upstream: tg.label }, value: tg.health?.up(now) === false ? 0 : 1 });
+      }) }).register(r);
+    new Published({ name: 'ipgate_http_edge_total', type: 'counter',
+      help: 'HTTP requests an edge rule answered or changed (docs/edge-rules.md), by route (route="": a listener without routes) and rule: redirect, https_redirect, rewrite, upstream_none_up.',
+      collect: eachHttp((s, out) => {
+        for (const [k, v] of s.edge) {
+          const cut = k.indexOf('\0');
+          out.push({ labels: { listener: s.listener, route: k.slice(0, cut), rule: k.slice(cut + 1) }, value: v });
         }
       }) }).register(r);
+    new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
+      help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
+      // A listener without routes keeps its one series; with routes, one per route name.
+      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_duration_seconds', labels, c.duration))) }).register(r);
     new Published({ name: 'ipgate_http_route_misses_total', type: 'counter',
-      help: 'HTTP requests on a listener with routes that no route matched, by reason: route_no_host, route_no_path (404), route_bad_path (400).',
+      help: 'HTTP requests on a listener with routes that no route matched, by reason: route_no_host, route_no_path (404), route_bad_path, route_path_params (400).',
       collect: eachHttp((s, out) => byKey(s.routeMisses, out, s.listener, 'reason')) }).register(r);
 
     // --- TLS termination (docs/tls.md) -----------------------------------------------------------
@@ -246,6 +318,11 @@ export class Metrics {
       collect: (out) => {
         for (const { stats } of this.tls) out.push({ labels: { listener: stats.listener }, value: stats.resumed });
       } }).register(r);
+    new Published({ name: 'ipgate_tls_renegotiations_refused_total', type: 'counter',
+      help: 'Client-initiated TLS 1.2 renegotiations refused on established connections (a no_renegotiation alert, as nginx sends; the connection goes on).',
+      collect: (out) => {
+        for (const { stats } of this.tls) out.push({ labels: { listener: stats.listener }, value: stats.renegotiationsRefused });
+      } }).register(r);
     new Published({ name: 'ipgate_tls_certificate_expiry_timestamp_seconds', type: 'gauge', aggregator: 'min',
       help: 'notAfter of the leaf certificate in force, seconds since the epoch, per listener and certificate (its tls.certificates name or index).',
       collect: (out) => {
@@ -258,6 +335,24 @@ export class Metrics {
           out.push({ labels: { listener: certs.listener, result: 'ok' }, value: certs.reloads.ok });
           out.push({ labels: { listener: certs.listener, result: 'refused' }, value: certs.reloads.refused });
         }
+      } }).register(r);
+
+    // --- config sources: refused reloads and the ConfigMap watches (config/reload-status.ts) ------
+    new Published({ name: 'ipgate_config_last_reload_successful', type: 'gauge', aggregator: 'min',
+      help: 'Whether the last read of each live config source was good and applied: 1 yes, 0 refused (the config in force stays, a change is not applied). kind: file (the config file and its list files), configmap (namespace/name of declarative lists), certificate (listener/certificate, or listener/clientCA). Across workers: 0 if any worker refused.',
+      collect: (out) => this.reloadStates(out, (st) => (st.ok ? 1 : 0)) }).register(r);
+    new Published({ name: 'ipgate_config_last_reload_successful_timestamp_seconds', type: 'gauge', aggregator: 'min',
+      help: 'When each live config source was last read good (Unix time; the start-up load counts). Across workers: the oldest.',
+      collect: (out) => this.reloadStates(out, (st) => st.lastSuccessAt / 1000) }).register(r);
+    new Published({ name: 'ipgate_configmap_watch_healthy', type: 'gauge', aggregator: 'first',
+      help: 'Whether the Kubernetes API watch of each ConfigMap ipgate follows works: 1 no failure since it last answered, 0 failing (retried with backoff; the lists in force stay). use: lists (declarative lists) or store (the allowlist store).',
+      collect: (out) => {
+        for (const w of this.watchSource?.() ?? []) out.push({ labels: { configmap: w.configMap, use: w.use }, value: w.healthy ? 1 : 0 });
+      } }).register(r);
+    new Published({ name: 'ipgate_configmap_watch_last_success_timestamp_seconds', type: 'gauge', aggregator: 'first',
+      help: 'When the API last answered the watch of each ConfigMap (a list, the watch opened, an event or a bookmark, about one a minute), Unix time.',
+      collect: (out) => {
+        for (const w of this.watchSource?.() ?? []) if (w.lastSuccessAt !== null) out.push({ labels: { configmap: w.configMap, use: w.use }, value: w.lastSuccessAt / 1000 });
       } }).register(r);
 
     // --- self-checks -----------------------------------------------------------------------------
@@ -362,6 +457,24 @@ export class Metrics {
 
   setSelfChecks(selfChecks: SelfCheckSource): void {
     this.selfChecks = selfChecks;
+  }
+
+  /** Publish the config sources' reload outcomes (the process that watches the config file). */
+  setReloads(reloads: ReloadSource): void {
+    this.reloadSource = reloads;
+  }
+
+  /** Publish the health of the ConfigMap watches (read at each scrape). */
+  setWatches(watches: () => WatchState[]): void {
+    this.watchSource = watches;
+  }
+
+  /** The config sources' samples, and each TLS listener's certificates as `certificate` sources. */
+  private reloadStates(out: Sample[], value: (st: { ok: boolean; lastSuccessAt: number }) => number): void {
+    for (const st of this.reloadSource?.list() ?? []) out.push({ labels: { kind: st.kind, source: st.source }, value: value(st) });
+    for (const { certs } of this.tls) {
+      for (const st of certs.reloadStates?.() ?? []) out.push({ labels: { kind: 'certificate', source: `${certs.listener}/${st.label}` }, value: value(st) });
+    }
   }
 
   /** Count one admin API request (admin/routes/metrics.ts hooks every response). */

@@ -94,7 +94,7 @@ function readOrNull(file: string): string | null {
 }
 
 /** What `registerProcessMetrics` keeps running; `stop()` ends the monitors (tests, shutdown). */
-export interface ProcessMetricsHandle {
+interface ProcessMetricsHandle {
   stop(): void;
 }
 
@@ -159,9 +159,15 @@ export function registerProcessMetrics(registry: Registry, prefixOrLabels: strin
     return mem;
   };
   gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', 'sum', () => memory().rss);
-  gauge('process_virtual_memory_bytes', 'Virtual memory size in bytes.', 'sum', () => (memory(), status === null ? null : statusKb(status, 'VmSize')));
+  gauge('process_virtual_memory_bytes', 'Virtual memory size in bytes.', 'sum', () => {
+    memory();
+    return status === null ? null : statusKb(status, 'VmSize');
+  });
   // `VmData`, the data segment, is what prom-client reads for this one too.
-  gauge('process_heap_bytes', 'Process heap size in bytes.', 'sum', () => (memory(), status === null ? null : statusKb(status, 'VmData')));
+  gauge('process_heap_bytes', 'Process heap size in bytes.', 'sum', () => {
+    memory();
+    return status === null ? null : statusKb(status, 'VmData');
+  });
   gauge('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', 'sum', () => memory().heapTotal);
   gauge('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', 'sum', () => memory().heapUsed);
   gauge('nodejs_external_memory_bytes', 'Node.js external memory size in bytes.', 'sum', () => memory().external);

@@ -7,7 +7,7 @@
  * ~1.5 MiB of heap and ~5 MiB of RSS for code ipgate never runs in a single process (its metrics
  * are its own, published.ts; its process metrics are its own, process-metrics.ts). The Registry
  * is lib/registry.js, which index.js re-exports as is (`exports.Registry = require('./lib/registry')`),
- * 9 modules with what it needs (bench/README.md "2026-12-02: memory of the default pod").
+ * 9 modules with what it needs (bench/README.md "Memory of the default pod").
  * The workers' aggregation (cluster.ts) still loads the whole package: it runs only with
  * `workers >= 2`.
  *

@@ -8,7 +8,7 @@
  */
 import type { Aggregator, Metric, Registry } from 'prom-client';
 
-export type MetricKind = 'counter' | 'gauge' | 'histogram';
+type MetricKind = 'counter' | 'gauge' | 'histogram';
 export type Labels = Record<string, string | number>;
 
 /** One sample; `metricName` only for the `_bucket` / `_sum` / `_count` series of a histogram. */
@@ -27,7 +27,7 @@ export interface MetricJson {
   values: Sample[];
 }
 
-export interface PublishedOptions {
+interface PublishedOptions {
   name: string;
   help: string;
   type: MetricKind;

@@ -5,7 +5,7 @@ import { FixedHistogram } from './fixed-histogram';
  * on loopback a full ECDSA handshake takes ~1-3 ms of CPU and an RSA 2048 one a few more; over
  * the internet add two round trips; the top buckets catch slow or stalled clients.
  */
-export const HANDSHAKE_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const HANDSHAKE_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /**
  * A terminating listener's TLS counters, plain numbers on the data path published at scrape time
@@ -18,6 +18,8 @@ export class TlsStats {
   readonly duration = new FixedHistogram(HANDSHAKE_BUCKETS);
   /** Handshakes that resumed a session (a ticket). */
   resumed = 0;
+  /** Client-initiated renegotiations refused on established connections (terminate.ts). */
+  renegotiationsRefused = 0;
 
   constructor(readonly listener: string) {}
 

@@ -40,7 +40,6 @@ export const V2_AF_INET = 0x1;
 export const V2_AF_INET6 = 0x2;
 export const V2_AF_UNIX = 0x3;
 
-export const V2_TRANSPORT_UNSPEC = 0x0;
 export const V2_TRANSPORT_STREAM = 0x1;
 export const V2_TRANSPORT_DGRAM = 0x2;
 
@@ -52,11 +51,3 @@ export const V2_ADDR_LEN_UNIX = 216;
 /** A TLV is type (1 byte) + length (2 bytes, network order) + value. */
 export const TLV_HEADER_LENGTH = 3;
 
-/** Registered TLV types (section 2.2); values are kept raw, these name them for callers and tests. */
-export const PP2_TYPE_ALPN = 0x01;
-export const PP2_TYPE_AUTHORITY = 0x02;
-export const PP2_TYPE_CRC32C = 0x03;
-export const PP2_TYPE_NOOP = 0x04;
-export const PP2_TYPE_UNIQUE_ID = 0x05;
-export const PP2_TYPE_SSL = 0x20;
-export const PP2_TYPE_NETNS = 0x30;

@@ -19,7 +19,7 @@
 /** RFC 1035 section 2.3.4 ("255 octets or less" on the wire = 253 characters of text). */
 export const MAX_HOST_NAME_LENGTH = 253;
 /** RFC 1035 section 2.3.4, "63 octets or less" per label. */
-export const MAX_LABEL_LENGTH = 63;
+const MAX_LABEL_LENGTH = 63;
 
 const HYPHEN = 0x2d;
 const DOT = 0x2e;
@@ -51,11 +51,11 @@ function numericLabel(text: string, from: number, to: number): boolean {
 }
 
 /**
- * Why `name` is not a host name, or null when it is. The sentence is meant to follow a quoted
- * value in an error message.
+ * Why `name` (its first `length` characters: a Host value's name part is read in place, without
+ * a copy) is not a host name, or null when it is. The sentence is meant to follow a quoted value
+ * in an error message.
  */
-export function hostNameProblem(name: string): string | null {
-  const length = name.length;
+export function hostNameProblem(name: string, length = name.length): string | null {
   if (length === 0) return 'is empty';
   if (length > MAX_HOST_NAME_LENGTH) return `is ${length} characters long (at most ${MAX_HOST_NAME_LENGTH})`;
   let labelStart = 0;

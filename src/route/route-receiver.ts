@@ -6,7 +6,7 @@
  * (forward/http/http-routes.ts via HttpForwarder); a TCP listener routing on SNI implements the
  * same two calls with `kind: 'sni'` tables.
  */
-import type { RouteConfig } from '../config/schema';
+import type { RouteConfig } from '../schema/config';
 
 /** Which routes are in force: a hash of the config's routes and when they were loaded. */
 export interface RoutesVersion {
@@ -25,13 +25,10 @@ export interface RouteReceiver<Compiled = unknown> {
    */
   compileRoutes(routes: readonly RouteConfig[] | undefined, version: RoutesVersion): Compiled;
   /**
-   * Swap `compiled` in (one assignment). Connections whose route disappeared close after their
-   * in-flight response (`route_removed`); returns how many were marked.
+   * Swap `compiled` in (one assignment), then re-decide the open connections against it:
+   * those whose route disappeared close after their in-flight response (`route_removed`), and
+   * with revokeLive those the route's list in `compiled` no longer admits (`revoked`); returns
+   * how many were marked.
    */
   replaceRoutes(compiled: Compiled): number;
-}
-
-export function isRouteReceiver(x: unknown): x is RouteReceiver {
-  return typeof x === 'object' && x !== null && typeof (x as RouteReceiver).replaceRoutes === 'function'
-    && typeof (x as RouteReceiver).compileRoutes === 'function';
 }

@@ -4,9 +4,10 @@
  * says what it decides and why.
  *
  * Lookup, in this order, each step a hash lookup:
- *   1. host: exact map; then wildcards by walking the name's label suffixes, longest first
- *      ("a.b.example.com" tries "b.example.com", "example.com", "com" in the wildcard map), so
- *      the cost is bounded by the label count, not the route count; then the default "*".
+ *   1. host: exact map; then wildcards, longest suffix first, looked up only at the suffix
+ *      lengths some wildcard has ("a.b.example.com" with "*.example.com" tries "example.com"
+ *      alone), so the cost is bounded by the distinct wildcard suffix lengths, never by the
+ *      route count or the name's label count; then the default "*".
  *      The host found decides: its routes answer, or the request is a route_no_path miss. A
  *      more specific host whose paths do not match does not fall back to a wildcard or the
  *      default (nginx `server_name` and ingress-nginx behave the same; Gateway API would fall
@@ -16,18 +17,23 @@
  *      "/api/v1", never "/apix"; nginx's `location /api` would also take "/apix"). A route
  *      without `paths` is the prefix "/". The cost is bounded by the host's own path count (a
  *      short scan) or, past 8 of a kind, by the number of distinct prefix lengths (hash lookups).
+ *      A path entry with `ignoreCase` is compared with the path ASCII-lower-cased (a case-
+ *      insensitive backend, Express's default, serves `/ADMIN` as `/admin`); only a host that
+ *      has such an entry lower-cases the path, so tables without one cost nothing more.
  * Host matching is case-insensitive (ASCII only: no Unicode case folding), ignores a ":port"
- * and one trailing dot; a Host with a character no host name has only reaches the default. Every answer is a frozen object built at compile time: a lookup
+ * and one trailing dot; a Host with a character no host name has, a port that is no number or
+ * over 253 characters only reaches the default (the HTTP engine answers such a Host 400 before
+ * any lookup: forward/http/request-host.ts). Every answer is a frozen object built at compile time: a lookup
  * allocates nothing on a plain path (bench/micro/route-table.ts).
  *
  * A RouteTable is built completely, validated with every problem reported at once, then never
  * changes: a reload compiles a new one and swaps the reference (docs/architecture.md, "Allowlist":
  * the same build-then-swap).
  */
-import { problem } from '../config/errors';
+import { problem } from '../schema/problem';
 import type { RouteMissReason } from './codes';
-import { asciiLower, hostNameProblem } from './host-name';
-import { configPathProblem, normalizePath, plainPathEnd } from './path';
+import { asciiLower, hostNameProblem, MAX_HOST_NAME_LENGTH } from './host-name';
+import { configPathProblem, matchForm, normalizePath, plainPathEnd, type PathParameters } from './path';
 
 export type { RouteMissReason } from './codes';
 
@@ -35,6 +41,8 @@ export interface PathSpec {
   path: string;
   /** "exact": the path only. "prefix": the path and everything below it on a "/" boundary. */
   match: 'exact' | 'prefix';
+  /** Compare ASCII letters case-insensitively (`/ADMIN` matches `/admin`); absent: case-sensitive. */
+  ignoreCase?: boolean;
 }
 
 export interface RouteSpec {
@@ -46,11 +54,13 @@ export interface RouteSpec {
   paths?: PathSpec[];
 }
 
-export interface CompileOptions {
+interface CompileOptions {
   /** "http" (default): hosts and paths. "sni": hosts only, for TCP listeners routing on SNI. */
   kind?: 'http' | 'sni';
   /** Config path the routes live at, for error messages (default "routes"). */
   at?: string;
+  /** How ";" in a request path is read (route/path.ts; default "refuse"). HTTP tables only. */
+  pathParameters?: PathParameters;
 }
 
 export interface RouteMatch {
@@ -79,6 +89,7 @@ export class RouteTableError extends Error {
 const NO_HOST: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_host' });
 const NO_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_no_path' });
 const BAD_PATH: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_bad_path' });
+const PATH_PARAMS: RouteMiss = Object.freeze({ kind: 'miss', reason: 'route_path_params' });
 
 /**
  * Everything one host (exact, wildcard or default) routes. A host with a few paths (the usual
@@ -98,25 +109,41 @@ interface HostEntry {
   prefixLengths: number[];
   /** The prefix "/" (or a route without paths): matches every path. */
   root: RouteMatch | null;
+  /** The `ignoreCase` paths (lower-cased, same layout), null when the host has none. */
+  folded: HostEntry | null;
 }
 
 /** bench/micro/route-table.ts: below this many paths a scan beats hashing a fresh string. */
 const SMALL = 8;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+const DOT = 0x2e;
 
 export class RouteTable {
   readonly kind: 'http' | 'sni';
   readonly routeNames: readonly string[];
+  /** How ";" in a request path is read (route/path.ts). */
+  readonly pathParameters: PathParameters;
   private readonly exact: Map<string, HostEntry>;
+  /** Keyed by the suffix after "*." ("example.com" for "*.example.com"). */
   private readonly wildcard: Map<string, HostEntry>;
+  /**
+   * The distinct lengths of the wildcard suffixes, longest first: a name is looked up only at the
+   * suffixes of these lengths that start after a dot, so a lookup costs one comparison per length
+   * and a hash only where a wildcard could match, not a slice and a hash per label of the name
+   * (a Host of 8,000 one-letter labels cost ~100 ms that way: test/unit/route/route-table.test.ts
+   * "the wildcard walk").
+   */
+  private readonly wildcardLengths: readonly number[];
   private readonly fallback: HostEntry | null;
 
-  private constructor(kind: 'http' | 'sni', names: string[], exact: Map<string, HostEntry>, wildcard: Map<string, HostEntry>, fallback: HostEntry | null) {
+  private constructor(kind: 'http' | 'sni', names: string[], pathParameters: PathParameters, exact: Map<string, HostEntry>, wildcard: Map<string, HostEntry>, fallback: HostEntry | null) {
     this.kind = kind;
+    this.pathParameters = pathParameters;
     this.routeNames = Object.freeze(names);
     this.exact = exact;
     this.wildcard = wildcard;
+    this.wildcardLengths = Object.freeze([...new Set([...wildcard.keys()].map((k) => k.length))].sort((a, b) => b - a));
     this.fallback = fallback;
     Object.freeze(this);
   }
@@ -181,7 +208,7 @@ export class RouteTable {
       else if (key.startsWith('*.')) wildcard.set(key.slice(2), entry);
       else exact.set(key, entry);
     }
-    return new RouteTable(kind, names, exact, wildcard, fallback);
+    return new RouteTable(kind, names, options.pathParameters ?? 'refuse', exact, wildcard, fallback);
   }
 
   /** HTTP: the route for a Host header value (any case, ":port", trailing dot) and a request target. */
@@ -192,35 +219,13 @@ export class RouteTable {
     let path = target;
     let end = plainPathEnd(target);
     if (end < 0) {
-      const normal = normalizePath(target);
-      if (normal === null) return BAD_PATH;
-      path = normal;
-      end = normal.length;
+      const normal = normalizePath(target, this.pathParameters);
+      if (typeof normal !== 'string') return normal.reason === 'route_path_params' ? PATH_PARAMS : BAD_PATH;
+      path = matchForm(normal);
+      end = path.length;
     }
-    const exactMap = entry.exactMap;
-    if (exactMap === null) {
-      const exactPaths = entry.exactPaths;
-      for (let k = 0; k < exactPaths.length; k++) {
-        const e = exactPaths[k]!;
-        if (e.length === end && path.startsWith(e)) return entry.exactMatches[k]!;
-      }
-    } else {
-      const m = exactMap.get(end === path.length ? path : path.slice(0, end));
-      if (m !== undefined) return m;
-    }
-    const prefixMap = entry.prefixMap;
-    if (prefixMap === null) {
-      const prefixPaths = entry.prefixPaths;
-      for (let k = 0; k < prefixPaths.length; k++) {
-        const pre = prefixPaths[k]!;
-        const l = pre.length;
-        if (l <= end && (l === end || path.charCodeAt(l) === 0x2f) && path.startsWith(pre)) return entry.prefixMatches[k]!;
-      }
-    } else {
-      const m = longestPrefix(prefixMap, entry.prefixLengths, path, end);
-      if (m !== null) return m;
-    }
-    return entry.root ?? NO_PATH;
+    if (entry.folded !== null) return lookupFolded(entry, entry.folded, path, end);
+    return lookupPath(entry, path, end) ?? entry.root ?? NO_PATH;
   }
 
   /** SNI (TCP listeners): the route for a server name; null SNI (none sent) takes the default. */
@@ -235,15 +240,63 @@ export class RouteTable {
     if (name !== null) {
       const e = this.exact.get(name);
       if (e !== undefined) return e;
-      if (this.wildcard.size > 0) {
-        for (let i = name.indexOf('.'); i !== -1; i = name.indexOf('.', i + 1)) {
-          const w = this.wildcard.get(name.slice(i + 1));
-          if (w !== undefined) return w;
-        }
+      // The longest suffix first is the most specific wildcard. A suffix of length l matches only
+      // when the name is longer and has a dot just before it ("*.b" never takes "b" or "ab").
+      const lengths = this.wildcardLengths;
+      const n = name.length;
+      for (let k = 0; k < lengths.length; k++) {
+        const l = lengths[k]!;
+        if (l >= n - 1 || name.charCodeAt(n - l - 1) !== DOT) continue;
+        const w = this.wildcard.get(name.slice(n - l));
+        if (w !== undefined) return w;
       }
     }
     return this.fallback;
   }
+}
+
+/** Precedence within one case rule: an exact path, then the longest prefix (not "/"); null: neither. */
+function lookupPath(entry: HostEntry, path: string, end: number): RouteMatch | null {
+  const exactMap = entry.exactMap;
+  if (exactMap === null) {
+    const exactPaths = entry.exactPaths;
+    for (let k = 0; k < exactPaths.length; k++) {
+      const e = exactPaths[k]!;
+      if (e.length === end && path.startsWith(e)) return entry.exactMatches[k]!;
+    }
+  } else {
+    const m = exactMap.get(end === path.length ? path : path.slice(0, end));
+    if (m !== undefined) return m;
+  }
+  const prefixMap = entry.prefixMap;
+  if (prefixMap === null) {
+    const prefixPaths = entry.prefixPaths;
+    for (let k = 0; k < prefixPaths.length; k++) {
+      const pre = prefixPaths[k]!;
+      const l = pre.length;
+      if (l <= end && (l === end || path.charCodeAt(l) === 0x2f) && path.startsWith(pre)) return entry.prefixMatches[k]!;
+    }
+  } else {
+    const m = longestPrefix(prefixMap, entry.prefixLengths, path, end);
+    if (m !== null) return m;
+  }
+  return null;
+}
+
+/**
+ * A host with `ignoreCase` paths: exact paths of either rule first (the case-sensitive one, then
+ * the folded one compared with the lower-cased path), then the longer of the two longest
+ * prefixes. Compile refuses two entries that are equal ignoring case when either ignores it, so
+ * the two rules never both claim one path at one length.
+ */
+function lookupFolded(entry: HostEntry, folded: HostEntry, path: string, end: number): RouteResult {
+  const lower = asciiLower(end === path.length ? path : path.slice(0, end));
+  const sensitive = lookupPath(entry, path, end);
+  if (sensitive !== null && sensitive.path!.match === 'exact') return sensitive;
+  const insensitive = lookupPath(folded, lower, lower.length);
+  if (insensitive === null) return sensitive ?? entry.root ?? NO_PATH;
+  if (insensitive.path!.match === 'exact' || sensitive === null) return insensitive;
+  return insensitive.path!.path.length > sensitive.path!.path.length ? insensitive : sensitive;
 }
 
 /** A host with many prefixes: one hash lookup per distinct prefix length that ends on a "/" boundary. */
@@ -260,14 +313,27 @@ function longestPrefix(map: Map<string, RouteMatch>, lengths: number[], path: st
 /**
  * A Host header value as the table's keys are spelled: the ":port" and one trailing dot cut,
  * ASCII lower-cased. null when what is left holds a character no host name has (anything but
- * letters, digits, "-", "_" and "."): such a value -- a bracketed IPv6 literal, `user@host`, a
- * space, a non-ASCII character that case folding could make equal to an ASCII name -- can only
- * take the default route, never an exact or wildcard one through its suffix.
+ * letters, digits, "-", "_" and "."), when it is longer than a host name can be (253), or when
+ * what follows the ":" is not a port: such a value -- a bracketed IPv6 literal, `user@host`,
+ * `a.example:x@b.example`, a space, a non-ASCII character that case folding could make equal to
+ * an ASCII name -- can only take the default route, never an exact or wildcard one through its
+ * prefix or suffix. (HTTP requests reach the table with a Host already validated by
+ * forward/http/request-host.ts, which refuses all of these with 400; the table stays safe for any
+ * caller.)
  */
 export function canonicalHost(host: string): string | null {
   let end = host.indexOf(':');
-  if (end === -1) end = host.length;
-  if (end > 0 && host.charCodeAt(end - 1) === 0x2e) end--;
+  if (end === -1) {
+    end = host.length;
+  } else {
+    if (host.length - end > 6) return null;
+    for (let k = end + 1; k < host.length; k++) {
+      const c = host.charCodeAt(k);
+      if (c < 0x30 || c > 0x39) return null;
+    }
+  }
+  if (end > 0 && host.charCodeAt(end - 1) === DOT) end--;
+  if (end > MAX_HOST_NAME_LENGTH) return null;
   let upper = false;
   for (let k = 0; k < end; k++) {
     const c = host.charCodeAt(k);
@@ -327,9 +393,13 @@ function checkPaths(paths: unknown, here: string, kind: 'http' | 'sni', problems
       problems.push(problem(at, p, 'must be {path, match: "exact" | "prefix"}'));
       return;
     }
-    const { path, match } = p as { path: unknown; match: unknown };
+    const { path, match, ignoreCase } = p as { path: unknown; match: unknown; ignoreCase: unknown };
     if (match !== 'exact' && match !== 'prefix') {
       problems.push(problem(`${at}.match`, match, 'must be "exact" or "prefix"'));
+      return;
+    }
+    if (ignoreCase !== undefined && typeof ignoreCase !== 'boolean') {
+      problems.push(problem(`${at}.ignoreCase`, ignoreCase, 'must be true or false'));
       return;
     }
     if (typeof path !== 'string') {
@@ -343,15 +413,23 @@ function checkPaths(paths: unknown, here: string, kind: 'http' | 'sni', problems
     }
     // Gateway API: "a trailing / is ignored" for PathPrefix, so "/api/" and "/api" are one prefix.
     const normal = match === 'prefix' && path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-    out.push(Object.freeze({ path: normal, match }));
+    out.push(Object.freeze(ignoreCase === true ? { path: normal, match, ignoreCase } : { path: normal, match }));
   });
   return out;
 }
 
+type Claim = { m: RouteMatch; where: string };
+
 /** Collects one host's paths while compiling; reports a host+path that two entries claim. */
 class Builder {
-  private readonly exact = new Map<string, { m: RouteMatch; where: string }>();
-  private readonly prefix = new Map<string, { m: RouteMatch; where: string }>();
+  private readonly exact = new Map<string, Claim>();
+  private readonly prefix = new Map<string, Claim>();
+  /** `ignoreCase` paths by their lower-cased form. */
+  private readonly foldExact = new Map<string, Claim>();
+  private readonly foldPrefix = new Map<string, Claim>();
+  /** Case-sensitive paths by their lower-cased form (the first of each), to find a folded path's rival. */
+  private readonly lowerExact = new Map<string, Claim>();
+  private readonly lowerPrefix = new Map<string, Claim>();
   private readonly hostMatch: RouteMatch['hostMatch'];
 
   constructor(private readonly key: string) {
@@ -360,33 +438,50 @@ class Builder {
 
   add(p: PathSpec | null, routeIndex: number, route: string, where: string, host: unknown, problems: string[], at: string): void {
     const m: RouteMatch = Object.freeze({ kind: 'match', route, routeIndex, host: this.key, hostMatch: this.hostMatch, path: p });
-    const map = p !== null && p.match === 'exact' ? this.exact : this.prefix;
+    const isExact = p !== null && p.match === 'exact';
     const path = p === null ? '/' : p.path;
-    const prior = map.get(path);
+    const lower = asciiLower(path);
+    // A path without ASCII letters reads the same in any case: kept with the case-sensitive ones.
+    const fold = p !== null && p.ignoreCase === true && /[A-Za-z]/.test(path);
+    const map = fold ? (isExact ? this.foldExact : this.foldPrefix) : isExact ? this.exact : this.prefix;
+    const key = fold ? lower : path;
+    // Equal as written, or equal ignoring case where either entry ignores it: the same requests.
+    const prior = map.get(key) ?? (fold ? (isExact ? this.lowerExact : this.lowerPrefix).get(lower) : (isExact ? this.foldExact : this.foldPrefix).get(lower));
     if (prior !== undefined) {
-      const what = p === null ? 'every path (no paths)' : `${p.match} path ${JSON.stringify(p.path)}`;
-      const priorWhat = prior.m.path === null ? 'every path' : `${prior.m.path.match} ${JSON.stringify(prior.m.path.path)}`;
+      const what = p === null ? 'every path (no paths)' : `${p.match} path ${JSON.stringify(p.path)}${p.ignoreCase === true ? ' (ignoreCase)' : ''}`;
+      const priorWhat = prior.m.path === null ? 'every path' : `${prior.m.path.match} ${JSON.stringify(prior.m.path.path)}${prior.m.path.ignoreCase === true ? ', ignoreCase' : ''}`;
       problems.push(problem(where, host, `${what} on this host is already routed by ${prior.where} (${priorWhat}); ${at}: each host + path once`));
       return;
     }
-    map.set(path, { m, where: `${at}[${routeIndex}] (${JSON.stringify(route)})` });
+    const claim = { m, where: `${at}[${routeIndex}] (${JSON.stringify(route)})` };
+    map.set(key, claim);
+    if (!fold) {
+      const lowers = isExact ? this.lowerExact : this.lowerPrefix;
+      if (!lowers.has(lower)) lowers.set(lower, claim);
+    }
   }
 
   build(): HostEntry {
-    const exact = [...this.exact].map(([k, v]) => [k, v.m] as const);
-    const root = this.prefix.get('/')?.m ?? null;
-    const rest = [...this.prefix].filter(([k]) => k !== '/').map(([k, v]) => [k, v.m] as const).sort((a, b) => b[0].length - a[0].length);
-    const smallExact = exact.length <= SMALL;
-    const smallPrefix = rest.length <= SMALL;
-    return {
-      exactPaths: smallExact ? exact.map(([k]) => k) : [],
-      exactMatches: smallExact ? exact.map(([, m]) => m) : [],
-      exactMap: smallExact ? null : new Map(exact),
-      prefixPaths: smallPrefix ? rest.map(([k]) => k) : [],
-      prefixMatches: smallPrefix ? rest.map(([, m]) => m) : [],
-      prefixMap: smallPrefix ? null : new Map(rest),
-      prefixLengths: smallPrefix ? [] : [...new Set(rest.map(([k]) => k.length))], // rest is longest first
-      root,
-    };
+    const folded = this.foldExact.size + this.foldPrefix.size > 0 ? entryOf(this.foldExact, this.foldPrefix, null) : null;
+    return entryOf(this.exact, this.prefix, folded);
   }
+}
+
+function entryOf(exactClaims: Map<string, Claim>, prefixClaims: Map<string, Claim>, folded: HostEntry | null): HostEntry {
+  const exact = [...exactClaims].map(([k, v]) => [k, v.m] as const);
+  const root = prefixClaims.get('/')?.m ?? null;
+  const rest = [...prefixClaims].filter(([k]) => k !== '/').map(([k, v]) => [k, v.m] as const).sort((a, b) => b[0].length - a[0].length);
+  const smallExact = exact.length <= SMALL;
+  const smallPrefix = rest.length <= SMALL;
+  return {
+    exactPaths: smallExact ? exact.map(([k]) => k) : [],
+    exactMatches: smallExact ? exact.map(([, m]) => m) : [],
+    exactMap: smallExact ? null : new Map(exact),
+    prefixPaths: smallPrefix ? rest.map(([k]) => k) : [],
+    prefixMatches: smallPrefix ? rest.map(([, m]) => m) : [],
+    prefixMap: smallPrefix ? null : new Map(rest),
+    prefixLengths: smallPrefix ? [] : [...new Set(rest.map(([k]) => k.length))], // rest is longest first
+    root,
+    folded,
+  };
 }

@@ -12,16 +12,19 @@
  * cluster the primary keeps one (it has no listeners) and each worker swaps its own listeners.
  */
 import { createHash } from 'node:crypto';
-import type { Config, ListenerConfig, RouteConfig } from '../config/schema';
+import type { Config, ListenerConfig, RouteConfig } from '../schema/config';
+import type { PathParameters } from './path';
 import type { RouteReceiver, RoutesVersion } from './route-receiver';
 import { RouteTable, RouteTableError } from './route-table';
 
-export interface ListenerRoutes {
+interface ListenerRoutes {
   readonly listener: string;
   readonly mode: 'tcp' | 'http';
   /** The listener's own allowlist and upstreams (what routes without theirs use). */
   readonly allowlist: string;
   readonly upstreams: readonly string[];
+  /** How the listener reads ";" in request paths (`http.pathParameters`), which the table applies. */
+  readonly pathParameters: PathParameters;
   /** null: the listener does not route. */
   readonly routes: readonly RouteConfig[] | null;
   readonly table: RouteTable | null;
@@ -60,7 +63,7 @@ export class RoutesInForce {
     for (const l of update.listeners) {
       const prior = this.byName.get(l.name);
       if (prior === undefined) continue;
-      next.set(l.name, { ...prior, routes: l.routes, table: l.routes === null ? null : compileTable(l.routes, prior.mode) });
+      next.set(l.name, { ...prior, routes: l.routes, table: l.routes === null ? null : compileTable(l.routes, prior.mode, prior.pathParameters) });
     }
     this.byName = next;
     this.version = update.version;
@@ -68,11 +71,13 @@ export class RoutesInForce {
 }
 
 function entry(l: Readonly<ListenerConfig>, routes: readonly RouteConfig[] | null): ListenerRoutes {
-  return { listener: l.name, mode: l.mode, allowlist: l.allowlist, upstreams: l.upstreams, routes, table: routes === null ? null : compileTable(routes, l.mode) };
+  const pathParameters = l.http.pathParameters;
+  return { listener: l.name, mode: l.mode, allowlist: l.allowlist, upstreams: l.upstreams, pathParameters, routes,
+    table: routes === null ? null : compileTable(routes, l.mode, pathParameters) };
 }
 
-function compileTable(routes: readonly RouteConfig[], mode: 'tcp' | 'http'): RouteTable {
-  return RouteTable.compile(routes, { kind: mode === 'tcp' ? 'sni' : 'http' });
+function compileTable(routes: readonly RouteConfig[], mode: 'tcp' | 'http', pathParameters: PathParameters): RouteTable {
+  return RouteTable.compile(routes, { kind: mode === 'tcp' ? 'sni' : 'http', pathParameters });
 }
 
 /**
@@ -105,7 +110,7 @@ export function routesChanged(a: Pick<Config, 'listeners'>, b: Pick<Config, 'lis
 export interface RouteSwapResult {
   /** Problems that refused the swap (nothing changed), empty when applied. */
   problems: string[];
-  /** Connections marked to close (their route is gone), per listener. */
+  /** Connections marked to close (their route is gone, or its list no longer admits them), per listener. */
   closed: Record<string, number>;
 }
 

@@ -9,27 +9,27 @@
  * (route-table.ts, the one matcher HTTP listeners use too) and each route's group and list sit in
  * one object, so a reload swaps them together in one assignment (Listener.replaceRoutes).
  */
-import type { RouteConfig } from '../config/schema/routes';
-import { parseUpstreams, UpstreamPool } from '../forward/upstream-group';
-import type { Connection, ConnectionRoute } from '../listener/connection';
+import type { RouteConfig } from '../schema/routes';
+import { parseUpstreams, UpstreamGroup } from '../upstream/upstream-group';
+import type { Connection, ConnectionRoute } from '../connection/connection';
 import type { ListenerStats, RouteCounts } from '../metrics/listener-stats';
 import type { LiveList } from '../store/live-lists';
 import { RouteTable, type RouteMatch, type RouteMiss } from './route-table';
 
 /** One compiled route: what a connection it takes is decided and forwarded by. */
-export interface SniRoute extends ConnectionRoute {
+interface SniRoute extends ConnectionRoute {
   readonly index: number;
   /** The allowlist's name (its own, or the listener's): explain and logs. */
   readonly allowlist: string;
 }
 
 /** The stage's answer: a route (with the host entry that matched), or a miss. */
-export type SniDecision =
+type SniDecision =
   | { readonly kind: 'route'; readonly route: SniRoute; readonly match: RouteMatch }
   | RouteMiss;
 
 /** What compiling needs of the listener's config. */
-export interface SniRoutesSource {
+interface SniRoutesSource {
   readonly name: string;
   readonly allowlist: string;
   readonly upstreams: readonly string[];
@@ -53,10 +53,10 @@ export class SniRoutes {
   static compile(config: SniRoutesSource, lists: { get(name: string): LiveList }, stats: ListenerStats): SniRoutes {
     const specs = config.routes ?? [];
     const table = RouteTable.compile(specs, { kind: 'sni', at: `listeners.${config.name}.routes` });
-    const listenerGroup = config.upstreams.length > 0 ? new UpstreamPool(parseUpstreams(config.upstreams)) : null;
+    const listenerGroup = config.upstreams.length > 0 ? new UpstreamGroup(parseUpstreams(config.upstreams)) : null;
     const routes = specs.map((r, index): SniRoute => {
       const allowlist = r.allowlist ?? config.allowlist;
-      const upstreams = r.upstreams !== undefined ? new UpstreamPool(parseUpstreams(r.upstreams)) : listenerGroup;
+      const upstreams = r.upstreams !== undefined ? new UpstreamGroup(parseUpstreams(r.upstreams)) : listenerGroup;
       if (upstreams === null) throw new Error(`listeners.${config.name}.routes[${index}].upstreams: required when the listener has none`);
       const counts: RouteCounts = stats.route(r.name);
       return Object.freeze({ name: r.name, index, allowlist, list: lists.get(allowlist), upstreams, counts });

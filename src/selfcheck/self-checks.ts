@@ -9,12 +9,12 @@
  */
 import type { Logger } from 'pino';
 import { Matcher } from '../allowlist/matcher';
-import type { ListenerConfig } from '../config/schema';
+import type { ListenerConfig } from '../schema/config';
 import type { ListenerStats } from '../metrics/listener-stats';
 import type { LiveLists } from '../store/live-lists';
 import { SourceNatCheck, SOURCE_NAT_DEFAULTS, type SourceNatOptions, type SourceNatState } from './source-nat-check';
 
-export interface SelfCheckOptions extends SourceNatOptions {
+interface SelfCheckOptions extends SourceNatOptions {
   /** Evaluation tick. Default 1000. */
   evaluateMs: number;
   /** A suspicion that persists is logged again after this long. Default 60000. */
@@ -23,7 +23,7 @@ export interface SelfCheckOptions extends SourceNatOptions {
   trustWindowMs: number;
 }
 
-export const SELF_CHECK_DEFAULTS: Readonly<SelfCheckOptions> = Object.freeze({
+const SELF_CHECK_DEFAULTS: Readonly<SelfCheckOptions> = Object.freeze({
   ...SOURCE_NAT_DEFAULTS,
   evaluateMs: 1000,
   logIntervalMs: 60_000,
@@ -31,7 +31,7 @@ export const SELF_CHECK_DEFAULTS: Readonly<SelfCheckOptions> = Object.freeze({
 });
 
 /** PROXY header counts of one listener, from `ListenerStats.proxyHeader`. */
-export interface ProxyHeaderState {
+interface ProxyHeaderState {
   /** Headers refused because the peer is not in trustedSources (`v1/pp_untrusted`, `v2/pp_untrusted`). */
   refusedUntrustedV1: number;
   refusedUntrustedV2: number;
@@ -45,21 +45,21 @@ export interface ProxyHeaderState {
 }
 
 /** The same counts over the last `trustWindowMs` (sampled every `evaluateMs`). */
-export interface ProxyHeaderWindow {
+interface ProxyHeaderWindow {
   windowMs: number;
   refusedUntrusted: number;
   trustedWithoutHeader: number;
   accepted: number;
 }
 
-export interface ListenerSelfCheckState {
+interface ListenerSelfCheckState {
   sourceNat: SourceNatState;
   /** Totals since start. */
   proxyHeader: ProxyHeaderState;
   proxyHeaderRecent: ProxyHeaderWindow;
 }
 
-export interface SelfCheckState {
+interface SelfCheckState {
   /** The configured clusterNetworks (empty: the source NAT check is off). */
   clusterNetworks: readonly string[];
   thresholds: { windowConnections: number; minConnections: number; threshold: number };
@@ -200,7 +200,7 @@ function trustCounts(stats: ListenerStats): [number, number, number] {
   return [p.refusedUntrustedV1 + p.refusedUntrustedV2 + p.closedUntrusted, p.trustedMissing + p.trustedWithoutHeader, p.accepted];
 }
 
-export function proxyHeaderState(stats: ListenerStats): ProxyHeaderState {
+function proxyHeaderState(stats: ListenerStats): ProxyHeaderState {
   const m = stats.proxyHeader;
   const n = (k: string): number => m.get(k) ?? 0;
   return {

@@ -26,8 +26,8 @@
 import { addressSet, type AddressLookup } from '../store/list-ref';
 import type { LiveLists } from '../store/live-lists';
 import { Matcher } from '../allowlist/matcher';
-import type { ListenerConfig } from '../config/schema';
-import { parseHostPort } from '../config/host-port';
+import type { ListenerConfig } from '../schema/config';
+import { parseHostPort } from '../address/host-port';
 
 export interface SourceNatOptions {
   /** Connections in the sliding window. Default 100. */
@@ -92,8 +92,8 @@ export class SourceNatCheck {
   observe(peer: string): void {
     if (!this.public) return;
     let bit = 0;
-    if (this.clusterNetworks.lookup(peer) >= 0) {
-      if (this.trusted.some((t) => t.lookup(peer) >= 0)) {
+    if (this.clusterNetworks.admits(peer)) {
+      if (this.trusted.some((t) => t.admits(peer))) {
         this.trustedInCluster++;
         return;
       }

@@ -23,7 +23,7 @@ import { createHash } from 'node:crypto';
 import { parseAddress } from '../allowlist/cidr';
 import { parseRfc3339, type AllowEntry } from '../allowlist/entry';
 import type { DenialReason } from '../allowlist/matcher';
-import { AuditLog, diffEntries, type AuditAction, type AuditRecord } from '../audit/audit-log';
+import { type AuditLog, diffEntries, type AuditAction, type AuditRecord } from '../audit/audit-log';
 import type { LiveLists } from './live-lists';
 import { duplicateCidr, LIST_NAME, MAX_ENTRIES, seedList } from './document';
 import {
@@ -44,7 +44,7 @@ export class ServiceError extends Error {
 /** `If-Match` as the API received it: null when absent, `*`, or a list of strong ETags (unquoted). */
 export type Precondition = null | '*' | readonly string[];
 
-export type ListSource = 'config' | 'store';
+type ListSource = 'config' | 'store';
 
 /** A list the config owns (`source: config`). */
 export interface DeclaredList {
@@ -78,7 +78,7 @@ export interface ChangeResult {
   audit: AuditRecord;
 }
 
-export interface CheckResult {
+interface CheckResult {
   allowed: boolean;
   /** The address as ipgate compares it (canonical; IPv4-mapped IPv6 is IPv4). */
   ip: string;
@@ -99,7 +99,7 @@ export interface ServiceStartOptions {
 }
 
 /** Problems a start found that do not stop it: logged once, shown in /readyz. */
-export interface SeedWarning {
+interface SeedWarning {
   list: string;
   message: string;
 }

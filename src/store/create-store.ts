@@ -1,6 +1,6 @@
 /** The store named by the config. */
 import type { Logger } from 'pino';
-import type { StoreConfig } from '../config/schema';
+import type { StoreConfig } from '../schema/config';
 import { FileStore } from './file-store';
 import { KubernetesStore } from './kubernetes-store';
 import { MemoryStore } from './memory-store';

@@ -24,7 +24,7 @@ export const LIST_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
  *  the document (a ConfigMap holds at most 1 MiB) and the admin API's request bodies. */
 export const MAX_ENTRIES = 100_000;
 
-export type DocumentParse = { ok: true; lists: Map<string, StoredList> } | { ok: false; reason: string };
+type DocumentParse = { ok: true; lists: Map<string, StoredList> } | { ok: false; reason: string };
 
 export function listVersion(revision: number, entries: readonly AllowEntry[]): string {
   const hash = createHash('sha256').update(JSON.stringify(entries)).digest('hex').slice(0, 12);
@@ -113,7 +113,7 @@ export function serializeDocument(snapshot: StoreSnapshot, compact = false): str
 }
 
 /** An entry as the compact document writes it: the bare CIDR when that is all it has. */
-export function compactEntry(e: AllowEntry): AllowEntry | string {
+function compactEntry(e: AllowEntry): AllowEntry | string {
   return e.action === undefined && e.comment === undefined && e.expiresAt === undefined ? e.cidr : e;
 }
 

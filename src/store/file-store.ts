@@ -22,7 +22,7 @@ import { BaseStore } from './base-store';
 import { parseDocument, seedList, serializeDocument } from './document';
 import { StoreError, StoreLoadError, type StoredList, type StoreSnapshot } from './store';
 
-export interface FileStoreOptions {
+interface FileStoreOptions {
   path: string;
   logger: Logger;
   /** Periodic stat of the file, in case fs.watch misses an edit. Default 2000. */

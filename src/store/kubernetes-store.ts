@@ -14,9 +14,9 @@
  *   re-read; the change is retried only if the list's version is still the one the caller expected
  *   (another list changed, or only metadata); otherwise StoreConflictError (the API's 412): a change
  *   made on a stale version is refused, never written over the other one.
- * - watch: one streamed watch from the last resourceVersion seen, with bookmarks; a dropped or ended
- *   stream is re-watched from there (exponential backoff with jitter, capped), 410 Gone (HTTP or an
- *   ERROR event) relists first; a periodic relist is the safety net for anything a watch missed.
+ * - watch: the project's one list-then-watch (kube/configmap-watch.ts) from the resourceVersion the
+ *   load ended at: bookmarks, re-watch with backoff, relist on 410 Gone, a periodic relist as the
+ *   safety net. Each version it sees is examined in the write queue, after any write in flight.
  * - a document that is corrupt, invalid or drops a list is refused (lastRefusal, one error log
  *   line per distinct content) and the last good lists stay in force, as when the API is unreachable.
  *
@@ -27,8 +27,8 @@ import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
 import { backoffDelay, type BackoffPolicy } from '../kube/backoff';
 import { isNewerVersion, isTransient, KubeStatusError } from '../kube/errors';
-import { KubeClient, statusError, type Watch, type WatchEnd, type WatchEvent } from '../kube/kube-client';
-import { runWatchLoop } from '../kube/watch-loop';
+import { ConfigMapWatch, explain as explainKube } from '../kube/configmap-watch';
+import { KubeClient, statusError } from '../kube/kube-client';
 import type { KubeAccess } from '../kube/kubeconfig';
 import { BaseStore } from './base-store';
 import { entryBytes, parseDocument, seedList, serializeDocument } from './document';
@@ -67,7 +67,7 @@ export interface KubernetesStoreOptions {
 }
 
 /** What a replica reports about its store: for the metrics and /readyz. */
-export interface KubernetesStoreStatus {
+interface KubernetesStoreStatus {
   /** resourceVersion of the ConfigMap whose document is in force (a refused one does not count). */
   readonly resourceVersion: string | null;
   /** Last time the API confirmed our view (list, watch event or bookmark, write), ms epoch. */
@@ -75,6 +75,8 @@ export interface KubernetesStoreStatus {
   readonly watchConnected: boolean;
   /** The last API failure since the watch was last healthy, or null. */
   readonly lastError: string | null;
+  /** `namespace/name` of the ConfigMap (ipgate_configmap_watch_healthy{use="store"}). */
+  readonly configMap: string;
 }
 
 type ConfigMap = {
@@ -99,18 +101,14 @@ export class KubernetesStore extends BaseStore {
   private obj: ConfigMap | null = null;
   /** resourceVersion of the ConfigMap whose document is in force. */
   private appliedRV: string | null = null;
-  /** Where the next watch starts (advanced by events and bookmarks). */
-  private watchRV = '';
   private lastText: string | null = null;
   private refusedText: string | null = null;
   private lastSyncAt: number | null = null;
-  private watchConnected = false;
+  /** The last failure of a write since one succeeded (the watch keeps its own). */
   private lastError: string | null = null;
-  /** Set by an ERROR event in the stream: what ended it. */
-  private streamError: { code: number; message: string } | null = null;
-  private watch: Watch | null = null;
-  private watchLoop: Promise<void> | null = null;
-  private resyncTimer: NodeJS.Timeout | null = null;
+  private watch: ConfigMapWatch | null = null;
+  /** Where the watch starts: the resourceVersion the load ended at. */
+  private watchFrom = '';
   private readonly stop = new AbortController();
   private closed = false;
 
@@ -127,7 +125,9 @@ export class KubernetesStore extends BaseStore {
   }
 
   status(): KubernetesStoreStatus {
-    return { resourceVersion: this.appliedRV, lastSyncAt: this.lastSyncAt, watchConnected: this.watchConnected, lastError: this.lastError };
+    const w = this.watch?.status();
+    return { resourceVersion: this.appliedRV, lastSyncAt: this.lastSyncAt, watchConnected: w?.watchConnected ?? false, lastError: w?.lastError ?? this.lastError,
+      configMap: `${this.namespace ?? '(pod namespace)'}/${this.opts.configMap}` };
   }
 
   async load(seed: ReadonlyMap<string, readonly AllowEntry[]>): Promise<StoreSnapshot> {
@@ -156,10 +156,7 @@ export class KubernetesStore extends BaseStore {
       // A lost seeding race (409): re-read at once, the winner's document is there.
       if (attempt >= 10) throw new StoreLoadError(`allowlist store ${this.location}: the ConfigMap kept changing while loading`);
     }
-    this.watchLoop = this.runWatch();
-    const resync = this.opts.resyncIntervalMs ?? 300_000;
-    this.resyncTimer = setInterval(() => void this.serialise(() => this.relist()).catch((err) => this.noteError(err, 'resync')), resync);
-    this.resyncTimer.unref();
+    if (!this.closed) this.follow();
     return this.snapshot;
   }
 
@@ -189,7 +186,7 @@ export class KubernetesStore extends BaseStore {
     const snapshot: StoreSnapshot = { lists };
     if (added.length === 0) {
       this.accept(obj, text, snapshot);
-      this.watchRV = resourceVersion || rvOf(obj);
+      this.watchFrom = resourceVersion || rvOf(obj);
       return true;
     }
     const res = await this.put(obj, serializeDocument(snapshot, true));
@@ -198,7 +195,7 @@ export class KubernetesStore extends BaseStore {
       return false;
     }
     this.accept(res.obj, dataText(res.obj), snapshot);
-    this.watchRV = rvOf(res.obj);
+    this.watchFrom = rvOf(res.obj);
     this.log.info({ lists: added, created: text === null, resourceVersion: this.appliedRV }, text === null
       ? 'allowlist store: empty ConfigMap filled from the config'
       : 'allowlist store: lists named in the config but missing from the ConfigMap were added');
@@ -276,86 +273,38 @@ export class KubernetesStore extends BaseStore {
   override async close(): Promise<void> {
     this.closed = true;
     this.stop.abort();
-    if (this.resyncTimer) clearInterval(this.resyncTimer);
-    this.resyncTimer = null;
-    this.watch?.stop();
+    await this.watch?.close();
     await super.close();
     this.client?.close();
-    await this.watchLoop;
   }
 
   // --- watch ------------------------------------------------------------------------------------
 
-  private runWatch(): Promise<void> {
-    return runWatchLoop({
-      backoff: this.backoff,
-      closed: () => this.closed,
-      relist: () => this.serialise(() => this.relist(true)),
-      watchOnce: async () => {
-        this.streamError = null;
-        const end = await this.watchOnce();
-        this.watchConnected = false;
-        return { end, streamError: this.streamError as { code: number; message: string } | null };
-      },
-      // The resourceVersion is older than the API server keeps: list again, watch from the list.
-      expired: () => this.log.info({ resourceVersion: this.watchRV }, 'allowlist store: watch expired (410 Gone); relisting'),
-      noteError: (err, during) => this.noteError(err, during),
-      pause: (ms) => this.pause(ms),
-    });
-  }
-
-  private watchOnce(): Promise<WatchEnd> {
-    const base = this.opts.watchTimeoutSeconds ?? 300;
-    // Spread the replicas' re-watches (client-go: a random timeout between 5 and 10 minutes).
-    const timeoutSeconds = Math.max(1, Math.round(base * (0.8 + Math.random() * 0.4)));
-    const path = `${this.listPath()}&watch=1&resourceVersion=${encodeURIComponent(this.watchRV)}&allowWatchBookmarks=true&timeoutSeconds=${timeoutSeconds}`;
-    const watch = this.client!.watch(path, {
-      idleTimeoutMs: this.opts.watchIdleTimeoutMs ?? 150_000,
-      onOpen: () => {
-        if (!this.watchConnected && this.lastError !== null) this.log.info({ resourceVersion: this.watchRV }, 'allowlist store: watching the ConfigMap again');
-        this.watchConnected = true;
-        this.lastError = null;
+  /** Follow the ConfigMap from where the load left it (kube/configmap-watch.ts). */
+  private follow(): void {
+    this.watch = new ConfigMapWatch({
+      client: this.client!, namespace: this.namespace!, name: this.opts.configMap, logger: this.log,
+      label: 'allowlist store', verbs: 'get, list, watch, update',
+      backoff: this.backoff, resyncIntervalMs: this.opts.resyncIntervalMs, watchTimeoutSeconds: this.opts.watchTimeoutSeconds,
+      watchIdleTimeoutMs: this.opts.watchIdleTimeoutMs,
+      onSync: () => {
+        // The API answers again: a write's failure is history (the watch keeps its own).
         this.lastSyncAt = Date.now();
+        this.lastError = null;
       },
-      onEvent: (event) => this.onEvent(event),
-    });
-    this.watch = watch;
-    return watch.done;
-  }
-
-  private onEvent(event: WatchEvent): void {
-    if (event.type === 'ERROR') {
-      const s = event.object as { code?: unknown; message?: unknown };
-      this.streamError = { code: typeof s.code === 'number' ? s.code : 0, message: String(s.message ?? '') };
-      throw new Error(`watch ERROR event: ${this.streamError.message}`);
-    }
-    const obj = event.object as ConfigMap;
-    const rv = rvOf(obj);
-    if (rv !== '') this.watchRV = rv;
-    this.lastSyncAt = Date.now();
-    if (event.type === 'BOOKMARK' || obj.metadata?.name !== this.opts.configMap) return;
-    void this.serialise(async () => {
-      if (event.type === 'DELETED') {
+      // In the write queue: a version is examined after the write in flight, never beside it.
+      onObject: (obj, gone) => void this.serialise(async () => {
+        if (obj !== null) {
+          this.examine(obj as ConfigMap, 'configmap update');
+          return;
+        }
         this.obj = null;
-        this.refuse('the ConfigMap was deleted: recreate it (helm upgrade); the last good lists stay in force', null);
-      } else {
-        this.examine(obj, 'configmap update');
-      }
-    }).catch((err) => this.noteError(err, 'watch event'));
-  }
-
-  /** Inside the queue. `resetWatch`: the watch resumes from the list's resourceVersion (after 410). */
-  private async relist(resetWatch = false): Promise<void> {
-    if (this.closed) return;
-    const { obj, resourceVersion } = await this.list();
-    this.lastSyncAt = Date.now();
-    if (resetWatch) this.watchRV = resourceVersion || (obj ? rvOf(obj) : this.watchRV);
-    if (obj === null) {
-      this.obj = null;
-      this.refuse('the ConfigMap is missing: recreate it (helm upgrade); the last good lists stay in force', null);
-      return;
-    }
-    this.examine(obj, 'configmap update');
+        this.refuse(gone === 'deleted'
+          ? 'the ConfigMap was deleted: recreate it (helm upgrade); the last good lists stay in force'
+          : 'the ConfigMap is missing: recreate it (helm upgrade); the last good lists stay in force', null);
+      }).catch((err) => this.noteError(err, 'watch event')),
+    });
+    this.watch.resume(this.watchFrom);
   }
 
   /**
@@ -472,14 +421,7 @@ function rvOf(obj: ConfigMap): string {
   return obj.metadata?.resourceVersion ?? '';
 }
 
-/** A failure as an operator can act on it. */
+/** A failure as an operator can act on it (the store writes too: its Role has update). */
 function explain(err: unknown, name: string): string {
-  if (err instanceof KubeStatusError) {
-    if (err.status === 403) {
-      return `${err.reason} (the Role needs get, list, watch, update on configmaps with resourceNames [${name}]; ` +
-        'the chart creates it; list and watch are sent with fieldSelector=metadata.name)';
-    }
-    if (err.status === 401) return `${err.reason} (the service account token or kubeconfig credentials are not accepted)`;
-  }
-  return (err as Error).message;
+  return explainKube(err, name, 'get, list, watch, update');
 }

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { KubeError } from '../kube/errors';
 import { resolveKubeAccess, SERVICE_ACCOUNT_DIR, type KubeAccess } from '../kube/kubeconfig';
 
-export interface TargetOptions {
+interface TargetOptions {
   /** `store.namespace`; null: POD_NAMESPACE, then the service account's namespace file, then the kubeconfig context's. */
   namespace: string | null;
   env: NodeJS.ProcessEnv;

@@ -10,16 +10,16 @@ import type { LiveList, LiveLists } from './live-lists';
 
 /** What the identity stage needs of a set of trusted peers. */
 export interface AddressLookup {
-  /** >= 0: in the set; < 0: not (Matcher.lookup's sign). */
-  lookup(address: string): number;
+  /** Whether `address` is in the set (Matcher.admits). */
+  admits(address: string): boolean;
 }
 
 /** A named list, read live. */
-export class ListRef implements AddressLookup {
+class ListRef implements AddressLookup {
   constructor(readonly list: LiveList) {}
 
-  lookup(address: string): number {
-    return this.list.matcher.lookup(address);
+  admits(address: string): boolean {
+    return this.list.matcher.admits(address);
   }
 }
 

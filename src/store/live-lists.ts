@@ -18,7 +18,7 @@ export class LiveList {
   constructor(readonly name: string, readonly owner: LiveLists) {}
 }
 
-export interface ListChange {
+interface ListChange {
   list: LiveList;
   previous: Matcher;
   /** `update` (a write), `expiry` (an entry's expiresAt passed). */

@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { AllowEntry } from '../allowlist/entry';
 import { AuditLog } from '../audit/audit-log';
-import type { Config } from '../config/schema';
+import type { Config } from '../schema/config';
 import { AllowlistService, CONFIG_FILE, type DeclaredList, type ServiceStartOptions } from './allowlist-service';
 import { createStore } from './create-store';
 import { listUsers } from './list-ref';

@@ -12,7 +12,7 @@ import { X509Certificate, type KeyObject } from 'node:crypto';
 import { pemCertificates, pemPrivateKey, readPemFile, type KeyProblem } from './pem';
 import { parseSubjectAltName } from './subject-alt-name';
 
-export type CertInfoErrorCode =
+type CertInfoErrorCode =
   | 'IPGATE_CERT_UNREADABLE' // the file cannot be read (missing, permissions, a directory)
   | 'IPGATE_CERT_NO_PEM' // no "-----BEGIN CERTIFICATE-----" block in it (empty, DER, a key file)
   | 'IPGATE_CERT_INVALID' // a CERTIFICATE block that does not parse as X.509
@@ -82,7 +82,7 @@ export function readCertFile(file: string): CertFileInfo {
 }
 
 /** Describe PEM text (`source` names it in errors). */
-export function describePem(text: string, source: string): CertFileInfo {
+function describePem(text: string, source: string): CertFileInfo {
   const r = pemCertificates(text);
   if (!r.ok && r.problem === 'no_pem') {
     const hint = text.length === 0 ? 'the file is empty' : text.includes('PRIVATE KEY-----') ? 'it holds a private key, not a certificate' : 'no "-----BEGIN CERTIFICATE-----" block';

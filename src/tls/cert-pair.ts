@@ -81,7 +81,7 @@ export function loadCaBundle(file: string): { pem: Buffer; count: number; hash: 
  * The DNS names a certificate serves: the subjectAltName's DNS entries (RFC 6125 6.4.4: when there
  * are any, the CN is not looked at), else the subject's CN if it is a host name. Lower-case.
  */
-export function certificateNames(cert: X509Certificate): string[] {
+function certificateNames(cert: X509Certificate): string[] {
   const names = parseSubjectAltName(cert.subjectAltName).dns.map(asciiLower);
   if (names.length > 0) return names;
   const cn = /^CN=(.*)$/m.exec(cert.subject);

@@ -13,12 +13,27 @@
  * new lookup table, swapped in one assignment: handshakes from then on use it, open connections
  * keep the session they have. A bad pair is refused with an error line naming the file and the
  * reason, once per distinct content, and the pair in force stays.
+ *
+ * Every context of the listener carries the same session id context, derived from the listener
+ * and its client-certificate settings (clientCertificate, the clientCA bundle's hash), as nginx
+ * derives one per server from its certificates and client CAs:
+ *   - OpenSSL resumes a session only in the context it was made in. With a client certificate
+ *     asked for and no session id context, it refuses a resumption attempt outright (Node 20,
+ *     OpenSSL 3.0: the handshake fails, `ERR_SSL_SESSION_ID_CONTEXT_UNINITIALIZED`) or quietly
+ *     does a full handshake (Node 24): curl fetching three URLs over new connections got 200, a
+ *     failure, 200.
+ *   - A session carries the client certificate verified when it was made, and a ticket outlives a
+ *     CA reload (the ticket key does not change with it). With the CA's hash in the context, a
+ *     session made under the old CA no longer matches: its client does a full handshake and its
+ *     certificate is verified against the new CA.
+ * Client-initiated renegotiation is refused by every context (SSL_OP_NO_RENEGOTIATION, as nginx
+ * sets it): a TLS 1.2 client asking for one gets a no_renegotiation alert; terminate.ts counts it.
  */
-import { constants } from 'node:crypto';
+import { constants, createHash } from 'node:crypto';
 import fs from 'node:fs';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import type { TlsCertificateConfig, TlsConfig } from '../config/schema-tls';
+import type { TlsCertificateConfig, TlsConfig } from '../schema/tls';
 import { asciiLower } from '../route/host-name';
 import { loadCaBundle, loadCertPair, type CertPair } from './cert-pair';
 import { SESSION_TIMEOUT_S, TicketKeys } from './session-tickets';
@@ -35,6 +50,10 @@ interface Entry {
   stamp: string;
   /** Hash of the last content refused (logged once). */
   refusedHash: string | null;
+  /** The files on disk were last found good (in force, or the same bytes as in force). */
+  ok: boolean;
+  /** ms epoch of the last time they were (the load at start counts). */
+  lastSuccessAt: number;
 }
 
 /** The lookup in force: replaced whole on a reload. */
@@ -48,12 +67,12 @@ interface Table {
   readonly fallback: tls.SecureContext | null;
 }
 
-export class CertStoreError extends Error {
+class CertStoreError extends Error {
   readonly code = 'IPGATE_TLS';
 }
 
 /** Reload outcomes (ipgate_tls_certificate_reloads_total{result}). */
-export interface ReloadCounts {
+interface ReloadCounts {
   ok: number;
   refused: number;
 }
@@ -62,7 +81,7 @@ export class CertStore {
   private readonly entries: Entry[] = [];
   private table: Table;
   private readonly tickets: TicketKeys | null;
-  private ca: { pem: Buffer; hash: string; stamp: string; refusedHash: string | null } | null = null;
+  private ca: { pem: Buffer; hash: string; stamp: string; refusedHash: string | null; ok: boolean; lastSuccessAt: number } | null = null;
   private timer: NodeJS.Timeout | null = null;
   readonly reloads: ReloadCounts = { ok: 0, refused: 0 };
 
@@ -77,12 +96,13 @@ export class CertStore {
     if (config.clientCA !== null) {
       const ca = loadCaBundle(config.clientCA);
       if (typeof ca === 'string') throw new CertStoreError(`listener "${listener}" tls.clientCA: ${ca}`);
-      this.ca = { pem: ca.pem, hash: ca.hash, stamp: stamp(config.clientCA), refusedHash: null };
+      this.ca = { pem: ca.pem, hash: ca.hash, stamp: stamp(config.clientCA), refusedHash: null, ok: true, lastSuccessAt: Date.now() };
     }
     config.certificates.forEach((c, index) => {
       const pair = loadCertPair(c.cert, c.key);
       if (typeof pair === 'string') throw new CertStoreError(`listener "${listener}" tls.certificates[${index}]: ${pair}`);
-      this.entries.push({ index, label: c.name ?? String(index), config: c, pair, context: this.context(pair), stamp: pairStamp(c), refusedHash: null });
+      this.entries.push({ index, label: c.name ?? String(index), config: c, pair, context: this.context(pair), stamp: pairStamp(c), refusedHash: null,
+        ok: true, lastSuccessAt: Date.now() });
     });
     this.table = this.buildTable();
   }
@@ -94,7 +114,8 @@ export class CertStore {
 
   /**
    * The context for an SNI name (as the client sent it), or null: no pair serves it (the handshake
-   * then goes on with `initial`: the default certificate, or a refusal).
+   * then goes on with `initial`: the default certificate, or a refusal). terminate.ts builds each
+   * handshake's TLSSocket on the context found here, so OpenSSL never switches contexts.
    */
   lookup(servername: string): tls.SecureContext | null {
     const t = this.table;
@@ -113,7 +134,7 @@ export class CertStore {
   /**
    * Whether the SNI name can change what a handshake gets: false with one certificate that also
    * serves unknown names (`unknownSni: first`), where every lookup gives `initial` (terminate.ts
-   * then sets no SNICallback).
+   * then reads no ClientHello before the handshake).
    */
   get sniDecides(): boolean {
     return this.entries.length > 1 || this.config.unknownSni !== 'first';
@@ -127,6 +148,16 @@ export class CertStore {
   /** Each pair's label and leaf notAfter (seconds): ipgate_tls_certificate_expiry_timestamp_seconds. */
   expiries(): { label: string; notAfter: number }[] {
     return this.entries.map((e) => ({ label: e.label, notAfter: e.pair.notAfter }));
+  }
+
+  /**
+   * Whether each pair's files (and the client CA, label `clientCA`) were last found good, and when
+   * they last were: ipgate_config_last_reload_successful{kind="certificate"} (config/reload-status.ts).
+   */
+  reloadStates(): { label: string; ok: boolean; lastSuccessAt: number }[] {
+    const out = this.entries.map((e) => ({ label: e.label, ok: e.ok, lastSuccessAt: e.lastSuccessAt }));
+    if (this.ca !== null) out.push({ label: 'clientCA', ok: this.ca.ok, lastSuccessAt: this.ca.lastSuccessAt });
+    return out;
   }
 
   /** Each pair's label and the names it serves (log line at start and reload). */
@@ -158,8 +189,10 @@ export class CertStore {
         const ca = loadCaBundle(this.config.clientCA);
         if (typeof ca === 'string') {
           this.refused(this.config.clientCA, 'clientCA', ca, s, this.ca);
-        } else if (ca.hash !== this.ca.hash) {
-          this.ca = { pem: ca.pem, hash: ca.hash, stamp: s, refusedHash: null };
+        } else if (ca.hash === this.ca.hash) {
+          this.good(this.ca); // touched, or put back: the bytes in force
+        } else {
+          this.ca = { pem: ca.pem, hash: ca.hash, stamp: s, refusedHash: null, ok: true, lastSuccessAt: Date.now() };
           this.log.info({ listener: this.listener, file: this.config.clientCA, certificates: ca.count }, 'TLS client CA reloaded');
           this.reloads.ok++;
           for (const e of this.entries) e.context = this.context(e.pair);
@@ -176,7 +209,10 @@ export class CertStore {
         this.refused(e.config.cert, e.label, pair, s, e);
         continue;
       }
-      if (pair.hash === e.pair.hash) continue; // touched, same bytes
+      if (pair.hash === e.pair.hash) {
+        this.good(e); // touched, or put back after a refusal: the bytes in force
+        continue;
+      }
       let context: tls.SecureContext;
       try {
         context = this.context(pair);
@@ -187,6 +223,7 @@ export class CertStore {
       e.pair = pair;
       e.context = context;
       e.refusedHash = null;
+      this.good(e);
       this.reloads.ok++;
       changed = true;
       this.log.info({ listener: this.listener, certificate: e.label, file: e.config.cert, names: this.names(e), notAfter: pair.leaf.validTo },
@@ -195,7 +232,14 @@ export class CertStore {
     if (changed) this.table = this.buildTable();
   }
 
-  private refused(file: string, label: string, reason: string, key: string, holder: { refusedHash: string | null }): void {
+  private good(holder: { refusedHash: string | null; ok: boolean; lastSuccessAt: number }): void {
+    holder.refusedHash = null;
+    holder.ok = true;
+    holder.lastSuccessAt = Date.now();
+  }
+
+  private refused(file: string, label: string, reason: string, key: string, holder: { refusedHash: string | null; ok: boolean }): void {
+    holder.ok = false;
     // Once per distinct content: a file half written, then completed, logs at most twice.
     if (holder.refusedHash === key) return;
     holder.refusedHash = key;
@@ -220,8 +264,23 @@ export class CertStore {
       minVersion: c.minVersion,
       maxVersion: c.maxVersion,
       ...(this.ca !== null ? { ca: this.ca.pem } : {}),
-      ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : { secureOptions: constants.SSL_OP_NO_TICKET }),
+      sessionIdContext: this.sessionIdContext(),
+      secureOptions: constants.SSL_OP_NO_RENEGOTIATION | (this.tickets !== null ? 0 : constants.SSL_OP_NO_TICKET),
+      ...(this.tickets !== null ? { ticketKeys: this.tickets.current, sessionTimeout: SESSION_TIMEOUT_S } : {}),
     });
+  }
+
+  /**
+   * The session id context of this listener's contexts (see the top of this file): 32 hex
+   * characters (OpenSSL takes at most 32 bytes), the same in every worker (a ticket one issues
+   * resumes on another), different for another listener, another clientCertificate setting or
+   * another CA bundle.
+   */
+  sessionIdContext(): string {
+    return createHash('sha256')
+      .update(`ipgate tls\0${this.listener}\0${this.config.clientCertificate}\0${this.ca?.hash ?? ''}`)
+      .digest('hex')
+      .slice(0, 32);
   }
 
   private names(e: Entry): string[] {

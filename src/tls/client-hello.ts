@@ -34,7 +34,7 @@ import type { TlsReason } from './codes';
 export type { TlsReason } from './codes';
 
 /** RFC 8446 5.1: "The length MUST NOT exceed 2^14 bytes" (record_overflow otherwise). */
-export const MAX_RECORD_LENGTH = 16384;
+const MAX_RECORD_LENGTH = 16384;
 /**
  * Default cap on the ClientHello's declared length (the handshake body). Threat: a peer that
  * declares a 16 MiB hello makes the router buffer it before any backend is chosen, one buffer per
@@ -49,17 +49,18 @@ export const DEFAULT_MAX_HELLO_LENGTH = 16384;
  * censorship-evasion clients do, to hide the SNI from middleboxes) passes while its records
  * fit; a stream of 1-byte records cannot grow the buffer past the cap.
  */
-export const WIRE_SLACK_RECORDS = 64;
+const WIRE_SLACK_RECORDS = 64;
 
-export const RECORD_HEADER_LENGTH = 5;
-export const HANDSHAKE_HEADER_LENGTH = 4;
+const RECORD_HEADER_LENGTH = 5;
+const HANDSHAKE_HEADER_LENGTH = 4;
 /** legacy_version + random + session_id length + 2-byte cipher list length + one suite + 1 + 1 method. */
-export const MIN_HELLO_LENGTH = 2 + 32 + 1 + 2 + 2 + 1 + 1;
+const MIN_HELLO_LENGTH = 2 + 32 + 1 + 2 + 2 + 1 + 1;
 
 const CONTENT_HANDSHAKE = 22;
 const HANDSHAKE_CLIENT_HELLO = 1;
 const EXT_SERVER_NAME = 0;
 const EXT_ALPN = 16;
+const EXT_EARLY_DATA = 42;
 const EXT_SUPPORTED_VERSIONS = 43;
 const EXT_ENCRYPTED_CLIENT_HELLO = 0xfe0d;
 const NAME_TYPE_HOST_NAME = 0;
@@ -91,6 +92,11 @@ export type ClientHelloResult =
       recordVersion: number;
       /** encrypted_client_hello present: `sni` is then the outer (public) name. */
       ech: boolean;
+      /**
+       * early_data present (RFC 8446 4.2.10): the client may send 0-RTT application_data records
+       * right after this hello, before the server's answer.
+       */
+      earlyData: boolean;
       /** Bytes of the records that carry the ClientHello (headers included), <= buf.length. */
       length: number;
       /** Always 0: the reader only looks; every byte is forwarded to the backend untouched. */
@@ -174,7 +180,7 @@ export function readClientHello(buf: Buffer, options?: ReadOptions): ClientHello
     if (end > maxWire) return fail('tls_too_large', `the ClientHello's records reach byte ${end} (at most ${maxWire})`);
 
     // The handshake header may itself be split across records: take its bytes as they come.
-    const avail = end < n ? end : n;
+    const avail = Math.min(end , n);
     for (let i = pos + RECORD_HEADER_LENGTH; headerSeen < HANDSHAKE_HEADER_LENGTH && i < avail; i++, headerSeen++) {
       const byte = buf[i]!;
       if (headerSeen === 0) {
@@ -271,6 +277,7 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
   let alpn: string[] = [];
   let supportedVersions: number[] = [];
   let ech = false;
+  let earlyData = false;
   if (p < end) {
     if (p + 2 > end) return fail('tls_malformed', 'one byte where the extensions length belongs');
     const extensionsLength = u16(b, p);
@@ -310,6 +317,9 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
         case EXT_ENCRYPTED_CLIENT_HELLO:
           ech = true;
           break;
+        case EXT_EARLY_DATA:
+          earlyData = true;
+          break;
         default:
           break;
       }
@@ -318,7 +328,7 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
   }
   let maxVersion = supportedVersions.length === 0 ? legacyVersion : 0;
   for (const v of supportedVersions) if (v > maxVersion) maxVersion = v;
-  return { kind: 'done', sni, alpn, legacyVersion, supportedVersions, maxVersion, recordVersion, ech, length, consumed: 0 };
+  return { kind: 'done', sni, alpn, legacyVersion, supportedVersions, maxVersion, recordVersion, ech, earlyData, length, consumed: 0 };
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * The ClientHello stage of a TCP listener with routes (docs/architecture.md "The data path": after
  * the PROXY header, before the route). The connection's first bytes are gathered
- * (listener/gather.ts, the loop the PROXY stage uses too) until readClientHello (client-hello.ts)
+ * (connection/gather.ts, the loop the PROXY stage uses too) until readClientHello (client-hello.ts)
  * can say done or error, within the listener's hello timeout, and the listener gets one result.
  * Nothing is consumed: on `ok`, `bytes` holds the hello and whatever followed it, which the
  * forwarder sends to the backend untouched.
@@ -11,10 +11,21 @@
  * is held (at most maxHelloLength + 324 bytes: client-hello.ts), the timer bounds the time.
  */
 import { ListenerStats } from '../metrics/listener-stats';
-import type { Connection } from '../listener/connection';
-import { gather, type GatherStage } from '../listener/gather';
+import type { Connection } from '../connection/connection';
+import { gather, type GatherStage } from '../connection/gather';
 import { readClientHello, type ClientHelloDone, type ReadOptions } from './client-hello';
 import type { TlsReason } from './codes';
+
+/** `sni.helloTimeoutMs` when the listener's config has no `sni` block (schema/routes.ts). */
+const DEFAULT_HELLO_TIMEOUT_MS = 5000;
+
+/**
+ * The time a ClientHello may take, from the listener's config: the first one (this stage), and
+ * the second after a HelloRetryRequest (forward/tcp/hello-watch.ts).
+ */
+export function helloTimeoutMs(config: { readonly sni?: { readonly helloTimeoutMs: number } }): number {
+  return config.sni?.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS;
+}
 
 /** What the stage hands on: the hello and the bytes to forward, or why the connection must close. */
 export type HelloStageResult =
@@ -26,7 +37,7 @@ export interface HelloSink {
   helloRead(conn: Connection, result: HelloStageResult): void;
 }
 
-export interface HelloStageOptions extends ReadOptions {
+interface HelloStageOptions extends ReadOptions {
   /** `sni.helloTimeoutMs`: a hello not complete by then closes the connection (`tls_timeout`). */
   timeoutMs: number;
 }

@@ -9,7 +9,7 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 
 /** Why a file could not be read: the errno code (`ENOENT`, `EISDIR`, ...) or the error's message. */
-export interface UnreadableFile {
+interface UnreadableFile {
   readonly unreadable: string;
   readonly cause: unknown;
 }
@@ -29,7 +29,7 @@ export function readPemFile(file: string): Buffer | UnreadableFile {
  */
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 
-export type PemCertificates =
+type PemCertificates =
   | {
     readonly ok: true;
     /** Each block's text, in file order (the first is the leaf a server presents). */
@@ -56,7 +56,7 @@ export function pemCertificates(pem: Buffer | string): PemCertificates {
   return { ok: true, blocks, certs };
 }
 
-export type PemPrivateKey =
+type PemPrivateKey =
   | { readonly ok: true; readonly key: KeyObject }
   | { readonly ok: false; readonly problem: KeyProblem; readonly says: string; readonly cause?: Error };
 

@@ -6,21 +6,41 @@
  * a wrapped socket's buffered bytes to OpenSSL before reading more). The engine then gets the
  * TLSSocket, a net.Socket like a plaintext one, and its code is the same for both.
  *
+ * The certificate is chosen before OpenSSL sees a byte. With several pairs (or `unknownSni:
+ * refuse`) the stage first reads the ClientHello off the accepted socket (readClientHello, the
+ * SNI router's reader), looks its server_name up in the store, and builds the TLSSocket on that
+ * pair's SecureContext; the hello is handed back with the rest. Node's SNICallback is not used:
+ * on Node 20 the context it returns is applied by copying its certificate and key onto the
+ * connection (`SSL_use_certificate`), which leaves the initial context's certificate of another
+ * key type in place, and OpenSSL then signs with whichever the client prefers: with an ECDSA
+ * default and an RSA pair for another name, a client asking for the RSA name got the ECDSA
+ * certificate of the default name (docs/tls.md "Certificates"; test/integration/tls-contexts
+ * .test.ts "the certificate of the name asked for, whatever the key types and their order"; Node
+ * 24 was right). A handshake on the pair's own context has nothing else to choose from, on every
+ * Node. With one pair and `unknownSni: first` nothing is read first: the name cannot change the
+ * certificate.
+ *
  * Result: `done(conn, tlsSocket)` once the handshake finished, or `failed(conn, reason)` after the
  * socket was destroyed. A failure is the peer's fault: counted (ipgate_tls_handshakes_total
  * {result}), logged at debug, never thrown.
+ *
+ * Renegotiation: every context refuses a client-initiated TLS 1.2 renegotiation (cert-store.ts,
+ * `SSL_OP_NO_RENEGOTIATION`: OpenSSL answers its ClientHello with a no_renegotiation alert and the
+ * connection goes on, as nginx does). Node reports the refused attempt as a second `secure` event,
+ * which is counted (ipgate_tls_renegotiations_refused_total) and logged at debug.
  */
 import type net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import type { TlsConfig } from '../config/schema-tls';
-import type { Connection } from '../listener/connection';
+import type { TlsConfig } from '../schema/tls';
+import type { Connection } from '../connection/connection';
 import type { TlsHandshakeReason } from '../reasons';
 import type { TlsStats } from '../metrics/tls-stats';
 import type { CertStore } from './cert-store';
-import { TlsFacts } from './facts';
-import { WaitSweep, type Waiter } from '../listener/wait-sweep';
+import { TlsFacts } from '../connection/tls-facts';
+import { WaitSweep, type Waiter } from '../connection/wait-sweep';
 import { peerVerifyError } from './peer-verify';
+import { readClientHello } from './client-hello';
 
 export interface TlsStageResult {
   done(conn: Connection, socket: tls.TLSSocket): void;
@@ -28,16 +48,23 @@ export interface TlsStageResult {
 }
 
 /**
- * ALPN: the engine speaks HTTP/1.1 only; a client that offers h2 too gets http/1.1. Given to each
- * TLSSocket in wire form (length-prefixed), which Node only copies: the list form is encoded per
- * socket, ~5 us of a handshake's CPU on Node 20 (bench/README.md "2026-12-02: what ipgate adds to a
- * new TLS handshake").
+ * ALPN, in the server's order of preference (OpenSSL picks the first of ours the client offers):
+ * `h2` then `http/1.1` where the listener serves HTTP/2 (`http.http2.enabled`, docs/tls.md "ALPN"),
+ * else `http/1.1` alone. Given to each TLSSocket in wire form (length-prefixed), which Node only
+ * copies: the list form is encoded per socket, ~5 us of a handshake's CPU on Node 20
+ * (bench/README.md "What ipgate adds to a new TLS handshake").
  */
-const ALPN = Buffer.from('\x08http/1.1', 'latin1');
+const ALPN_H1 = Buffer.from('\x08http/1.1', 'latin1');
+const ALPN_H2 = Buffer.from('\x02h2\x08http/1.1', 'latin1');
 
-/** The Handshake of a TLSSocket, for the event handlers (shared functions, not one closure each). */
+/**
+ * The Handshake of a socket, for the event handlers (shared functions, not one closure each): the
+ * accepted socket while its ClientHello is read, then the TLSSocket.
+ */
 const kHandshake = Symbol('ipgate.tlsHandshake');
-type HsSocket = tls.TLSSocket & { [kHandshake]?: Handshake };
+type HsSocket = net.Socket & { [kHandshake]?: Handshake | undefined };
+
+const EMPTY = Buffer.alloc(0);
 
 /**
  * OpenSSL error codes (Node's `ERR_SSL_*`) by what they say about the peer. Anything else is
@@ -63,17 +90,23 @@ const BY_CODE: Readonly<Record<string, TlsHandshakeReason>> = {
  * while it lasts: the handshake timeout is checked there, not by a timer per handshake.
  */
 export class Handshake implements Waiter {
-  /** The client asked for a name no certificate serves (SNICallback found none). */
+  /** The client asked for a name no certificate serves (the store's lookup found none). */
   sniMiss = false;
-  /** The client sent SNI at all (SNICallback ran). */
+  /** The ClientHello carried a server_name the reader took. */
   sniSeen = false;
+  /** Done or failed: counted, and the sweep no longer checks it. */
   settled = false;
+  /** Handed to the listener (`done`): a `secure` event after this is a refused renegotiation. */
+  established = false;
+  /** The TLS socket, once the certificate is chosen; null while the ClientHello is read. */
+  socket: tls.TLSSocket | null = null;
+  /** The bytes read so far while the ClientHello is read. */
+  hello: Buffer = EMPTY;
 
   constructor(
     readonly stage: TlsTerminator,
     readonly conn: Connection,
     readonly raw: net.Socket,
-    readonly socket: tls.TLSSocket,
     readonly result: TlsStageResult,
     readonly startedAt: number,
   ) {}
@@ -89,10 +122,12 @@ export class TlsTerminator {
   private readonly log: Logger;
   /** `handshakeTimeoutMs`. */
   readonly timeoutMs: number;
+  /** The ALPN list offered (wire form). */
+  private readonly alpn: Buffer;
   /**
    * The handshake timeouts: one periodic check per listener (a quarter of the timeout, 50 ms to
    * 1 s) instead of a setTimeout + clearTimeout per handshake, ~7 us of a handshake's CPU on Node
-   * 20 (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake"). A handshake may
+   * 20 (bench/README.md "What ipgate adds to a new TLS handshake"). A handshake may
    * so run up to one interval past the timeout before it is closed.
    */
   private readonly sweep: WaitSweep;
@@ -102,7 +137,10 @@ export class TlsTerminator {
     readonly store: CertStore,
     readonly stats: TlsStats,
     logger: Logger,
+    /** The listener serves HTTP/2 (ALPN `h2` first). */
+    h2 = false,
   ) {
+    this.alpn = h2 ? ALPN_H2 : ALPN_H1;
     this.requestCert = config.clientCertificate !== 'none';
     this.rejectUnauthorized = config.clientCertificate === 'required';
     this.log = logger.child({ listener: stats.listener });
@@ -112,37 +150,63 @@ export class TlsTerminator {
 
   /** Handshake on `raw` (paused); `leftover`: bytes read past the PROXY header. */
   start(conn: Connection, raw: net.Socket, leftover: Buffer, result: TlsStageResult): void {
-    if (leftover.length > 0) raw.unshift(leftover);
-    const store = this.store;
-    let hs: Handshake | null = null;
-    const socket: HsSocket = new tls.TLSSocket(raw, {
+    const hs = new Handshake(this, conn, raw, result, performance.now());
+    this.sweep.add(hs);
+    // One pair that also serves unknown names: every name gets `initial`, nothing to read first.
+    if (!this.store.sniDecides) {
+      this.handshake(hs, leftover, this.store.initial);
+      return;
+    }
+    hs.hello = leftover;
+    if (leftover.length > 0 && this.helloRead(hs)) return;
+    (raw as HsSocket)[kHandshake] = hs;
+    raw.on('data', onHelloData);
+    raw.on('end', onEndEarly);
+    raw.on('close', onHelloClose);
+    raw.resume();
+  }
+
+  /**
+   * The ClientHello as read so far: once the reader answers, the certificate is chosen and the
+   * handshake starts on it (true); false while it needs more. A hello the reader refuses (not
+   * TLS, malformed, a server_name that is no host name, larger than it holds) is handed to
+   * OpenSSL as it is, on `initial`: OpenSSL says what is wrong with it (the failure codes are
+   * OpenSSL's, as before), or, for one it takes, the default certificate answers, as for a name no
+   * pair serves (none with `unknownSni: refuse`).
+   */
+  helloRead(hs: Handshake): boolean {
+    const r = readClientHello(hs.hello);
+    if (r.kind === 'need_more') return false;
+    let ctx: tls.SecureContext | null = null;
+    if (r.kind === 'done' && r.sni !== null) {
+      hs.sniSeen = true;
+      ctx = this.store.lookup(r.sni);
+      hs.sniMiss = ctx === null;
+    }
+    const bytes = hs.hello;
+    hs.hello = EMPTY;
+    stopReading(hs.raw);
+    this.handshake(hs, bytes, ctx ?? this.store.initial);
+    return true;
+  }
+
+  /** The TLS socket around `raw` on `context`, `bytes` (read already) handed back first. */
+  private handshake(hs: Handshake, bytes: Buffer, context: tls.SecureContext): void {
+    const raw = hs.raw;
+    if (bytes.length > 0) raw.unshift(bytes);
+    const socket: HsSocket & tls.TLSSocket = new tls.TLSSocket(raw, {
       isServer: true,
-      secureContext: store.initial,
-      ALPNProtocols: ALPN,
+      secureContext: context,
+      ALPNProtocols: this.alpn,
       requestCert: this.requestCert,
       // `required`: OpenSSL fails a handshake without a client certificate; whether one that was
       // sent verifies is checked at `secure` (peer-verify.ts), for `optional` too.
       rejectUnauthorized: this.rejectUnauthorized,
-      // Only when the name can change the certificate: with an SNICallback, Node stops every
-      // handshake at OpenSSL's certificate callback to call into JS and back, even for a client
-      // that sent no name (bench/README.md "2026-12-02: what ipgate adds to a new TLS handshake").
-      // With one certificate that also serves unknown names, every lookup would give `initial`.
-      ...(store.sniDecides ? {
-        SNICallback: (servername: string, cb: (err: Error | null, ctx?: tls.SecureContext) => void): void => {
-          const ctx = store.lookup(servername);
-          if (hs !== null) {
-            hs.sniSeen = true;
-            hs.sniMiss = ctx === null;
-          }
-          // No context: the handshake goes on with `initial` (the default certificate, or none).
-          cb(null, ctx ?? undefined);
-        },
-      } : {}),
     });
-    hs = new Handshake(this, conn, raw, socket, result, performance.now());
-    this.sweep.add(hs);
+    hs.socket = socket;
     // Shared handlers finding the state on the socket, and `on` rather than `once` (which wraps
-    // each listener): fewer objects per handshake. Each acts once (`settled`).
+    // each listener): fewer objects per handshake. Each acts once (`settled`), but `secure`,
+    // which also reports a refused renegotiation.
     socket[kHandshake] = hs;
     socket.on('secure', onSecure);
     socket.on('error', onHandshakeError);
@@ -156,7 +220,7 @@ export class TlsTerminator {
 
   /** The handshake finished: verify the client certificate, record the facts, hand over. */
   secured(hs: Handshake): void {
-    const socket = hs.socket;
+    const socket = hs.socket!;
     const version = socket.getProtocol() ?? 'unknown';
     let clientCert: string | null = null;
     if (this.requestCert) {
@@ -189,7 +253,19 @@ export class TlsTerminator {
     hs.conn.tls = new TlsFacts(version, typeof servername === 'string' ? servername : null, cipher.standardName ?? cipher.name, resumed, clientCert);
     // Errors after the handshake (a reset, a bad record) end this connection only.
     socket.on('error', onLaterError);
+    hs.established = true;
     hs.result.done(hs.conn, socket);
+  }
+
+  /**
+   * The client started a TLS 1.2 renegotiation on an established connection and OpenSSL refused
+   * it (SSL_OP_NO_RENEGOTIATION: a no_renegotiation alert, nothing computed for it). Counted and
+   * logged at debug, a peer's doing; the connection goes on, as with nginx (an OpenSSL client
+   * then gives up on its own: `openssl s_client` ends with "no renegotiation").
+   */
+  renegotiationRefused(hs: Handshake): void {
+    this.stats.renegotiationsRefused++;
+    this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, client: hs.conn.clientAddress }, 'TLS renegotiation refused');
   }
 
   errored(hs: Handshake, err: NodeJS.ErrnoException): void {
@@ -200,15 +276,19 @@ export class TlsTerminator {
     this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, reason, err: err.code ?? err.message }, 'TLS handshake failed');
     // Before the versions are agreed, getProtocol() names the server's highest: not the client's.
     const agreed = reason !== 'tls_not_handshake' && reason !== 'tls_handshake_aborted' && reason !== 'tls_handshake_failed';
-    this.fail(hs, reason, agreed ? hs.socket.getProtocol() ?? 'unknown' : 'unknown');
+    this.fail(hs, reason, agreed ? hs.socket!.getProtocol() ?? 'unknown' : 'unknown');
   }
 
   fail(hs: Handshake, reason: TlsHandshakeReason, version: string): void {
     if (hs.settled) return;
     this.settle(hs);
     this.stats.handshake(reason, version === 'unknown' || version === null ? 'unknown' : version, (performance.now() - hs.startedAt) / 1000);
-    hs.socket.on('error', onLaterError);
-    hs.socket.destroy();
+    if (hs.socket !== null) {
+      hs.socket.on('error', onLaterError);
+      hs.socket.destroy();
+    } else {
+      stopReading(hs.raw);
+    }
     hs.raw.destroy();
     hs.result.failed(hs.conn, reason);
   }
@@ -222,6 +302,7 @@ export class TlsTerminator {
 function onSecure(this: HsSocket): void {
   const hs = this[kHandshake]!;
   if (!hs.settled) hs.stage.secured(hs);
+  else if (hs.established) hs.stage.renegotiationRefused(hs);
 }
 
 function onHandshakeError(this: HsSocket, err: NodeJS.ErrnoException): void {
@@ -239,6 +320,29 @@ function onCloseEarly(this: HsSocket): void {
 function onEndEarly(this: HsSocket): void {
   const hs = this[kHandshake]!;
   if (!hs.settled) hs.stage.fail(hs, 'tls_handshake_aborted', 'unknown');
+}
+
+/** A chunk of the accepted socket while its ClientHello is read. */
+function onHelloData(this: HsSocket, chunk: Buffer): void {
+  const hs = this[kHandshake]!;
+  hs.hello = hs.hello.length === 0 ? chunk : Buffer.concat([hs.hello, chunk]);
+  hs.stage.helloRead(hs);
+}
+
+/** The accepted socket closed (a reset) while its ClientHello was read. */
+function onHelloClose(this: HsSocket): void {
+  const hs = this[kHandshake]!;
+  if (!hs.settled) hs.stage.fail(hs, 'tls_handshake_aborted', 'unknown');
+}
+
+/** The ClientHello is read (or the handshake failed first): the accepted socket's data is the TLSSocket's. */
+function stopReading(raw: HsSocket): void {
+  if (raw[kHandshake] === undefined) return;
+  raw.pause();
+  raw.off('data', onHelloData);
+  raw.off('end', onEndEarly);
+  raw.off('close', onHelloClose);
+  raw[kHandshake] = undefined;
 }
 
 function onLaterError(): void {

@@ -33,6 +33,10 @@ export interface ByteSocket {
   readonly lastActive: number;
   readonly bytesRead: number;
   readonly bytesWritten: number;
+  /** Bytes accepted by write() that the kernel has not taken yet (a stalled peer: upstream send timeouts). */
+  readonly pendingBytes: number;
+  /** Not reading (paused, or never resumed): a peer silent while paused is not timed out for it. */
+  isPaused(): boolean;
   /** Write `buf`. False when it could not all go out at once: stop the source until onDrain. */
   write(buf: Buffer): boolean;
   /** write() for a string whose chars are bytes (HTTP heads: the parser gives header bytes as latin1). */
@@ -96,6 +100,14 @@ export class NetByteSocket implements ByteSocket {
 
   get bytesWritten(): number {
     return this.socket.bytesWritten;
+  }
+
+  get pendingBytes(): number {
+    return this.socket.writableLength;
+  }
+
+  isPaused(): boolean {
+    return this.socket.isPaused();
   }
 
   write(buf: Buffer): boolean {

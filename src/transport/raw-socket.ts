@@ -125,7 +125,7 @@ export function rawSocketsWanted(): boolean {
 }
 
 /** A connection error code from a libuv status (`ECONNREFUSED`, ...). */
-export function errorCode(status: number): string {
+function errorCode(status: number): string {
   try {
     return getSystemErrorName(status);
   } catch {

@@ -49,7 +49,7 @@ function routeSet(): RouteSpec[] {
     }
     const keys = hosts.flatMap((h) => (paths ?? [{ path: '/', match: 'prefix' as const }]).map((p) => `${h} ${p.match} ${p.path}`));
     if (keys.some((k) => claimed.has(k))) continue;
-    keys.forEach((k) => claimed.add(k));
+    keys.forEach((k) => { claimed.add(k); });
     routes.push(paths === undefined ? { name: `r${i}`, hosts } : { name: `r${i}`, hosts, paths });
   }
   return routes;

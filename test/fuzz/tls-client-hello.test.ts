@@ -23,7 +23,8 @@ const BUDGET_MS = Number(process.env.TLS_FUZZ_MS ?? 3000);
 const rand = prng(SEED);
 const int = (n: number): number => Math.floor(rand() * n);
 const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
-const LISTENER_ONLY = new Set(['tls_truncated', 'tls_timeout']);
+const LISTENER_ONLY = new Set(['tls_truncated', 'tls_timeout', 'tls_hrr_sni_changed', 'tls_hrr_alpn_changed', 'tls_hrr_hello_changed',
+  'tls_hrr_unexpected', 'tls_bad_server_hello']);
 
 function key(r: ClientHelloResult): string {
   if (r.kind === 'done') {

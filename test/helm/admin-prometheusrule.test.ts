@@ -17,6 +17,8 @@ import { ListenerStats } from '../../src/metrics/listener-stats';
 import { clusterExposition, workerMetricsJson } from '../../src/metrics/cluster';
 import { Metrics } from '../../src/metrics/metrics';
 import { LiveLists } from '../../src/store/live-lists';
+import { ReloadStatus } from '../../src/config/reload-status';
+import { methodIndex } from '../../src/metrics/listener-stats';
 import { VARIANTS, render, renderError } from '../helpers/helm';
 
 interface Rule { alert: string; expr: string; for?: string; labels: Record<string, string>; annotations: Record<string, string> }
@@ -59,9 +61,15 @@ async function published(): Promise<Map<string, Set<string>>> {
   const primary = new Metrics({ version: 'test' });
   primary.setAllowlists(new LiveLists(), { kind: 'kubernetes', lastRefusal: () => null });
   primary.adminRequest('/v1/allowlists/:name/entries', 'POST', 503);
+  const reloads = new ReloadStatus();
+  reloads.record('file', '/etc/ipgate/config.yaml', true);
+  primary.setReloads(reloads);
+  primary.setWatches(() => [{ configMap: 'ipgate-system/edge-ipgate-lists', use: 'lists', healthy: true, lastSuccessAt: Date.now() }]);
   const worker = new Metrics({ version: 'test' });
   const stats = new ListenerStats('web');
   stats.denied.set('not_allowlisted', 1);
+  stats.http.record(methodIndex('GET'), 502, 0.01, 100, 200);
+  stats.upstreamFailed('10.0.0.1:80', 'upstream_refused');
   worker.addListener(stats, 'http');
   worker.setSelfChecks({ state: () => ({ listeners: { web: { sourceNat: { suspected: false, public: true } } } }) });
   const out = new Map<string, Set<string>>();
@@ -79,7 +87,9 @@ t.test('off by default; on, one PrometheusRule with the release label Prometheus
   t.equal(render({}).all('PrometheusRule').length, 0);
   const out = render(VARIANTS['prometheusRule on']!);
   t.equal(out.one('PrometheusRule').metadata.labels!.release, 'kube-prometheus-stack');
-  t.same(rules().map((r) => r.alert), ['IpgateDenialsSpike', 'IpgateSourceNatSuspected', 'IpgateStoreWritesFailing', 'IpgateStoreContentRefused', 'IpgateRestarting', 'IpgateWorkersReplaced', 'IpgateCertificateExpiringSoon']);
+  t.same(rules().map((r) => r.alert), ['IpgateDenialsSpike', 'IpgateSourceNatSuspected', 'IpgateStoreWritesFailing', 'IpgateStoreContentRefused', 'IpgateRestarting',
+    'IpgateWorkersReplaced', 'IpgateCertificateExpiringSoon', 'IpgateConfigReloadFailed', 'IpgateConfigMapWatchFailing', 'IpgateHttp5xxRatio',
+    'IpgateUpstreamErrors', 'IpgateUpstreamDown']);
   for (const r of rules()) {
     t.ok(r.labels.severity, `${r.alert} has a severity`);
     t.ok(r.annotations.summary && r.annotations.description, `${r.alert} has a summary and a description`);
@@ -89,7 +99,7 @@ t.test('off by default; on, one PrometheusRule with the release label Prometheus
 t.test('every ipgate metric an alert uses is published, with the labels the alert groups and filters by', async (t) => {
   const series = await published();
   for (const r of rules()) {
-    const names = [...r.expr.matchAll(/\b([a-z_]+_(?:total|seconds|suspected|refused))\b/g)].map((m) => m[1]!);
+    const names = [...r.expr.matchAll(/\b((?:ipgate|process|kube)_[a-z_]+)\{/g)].map((m) => m[1]!);
     t.ok(names.length > 0, `${r.alert} names a metric`);
     for (const n of names) {
       if (FUTURE.has(n) || KUBE_STATE_METRICS.has(n)) continue;
@@ -131,7 +141,7 @@ t.test('promtool check rules accepts the rendered rules', { skip: skipPromtool }
   const groups = render(VARIANTS['prometheusRule on']!).one('PrometheusRule').spec.groups;
   const r = promtool(['check', 'rules', 'rules.yaml'], { 'rules.yaml': { groups } });
   t.equal(r.status, 0, r.output);
-  t.match(r.output, /SUCCESS: 7 rules found/);
+  t.match(r.output, /SUCCESS: 12 rules found/);
 });
 
 // promtool unit tests: each alert against series that should fire it and series that should not.
@@ -220,6 +230,80 @@ const UNIT_TESTS = [
     ],
     alert_rule_test: [
       { eval_time: '2m', alertname: 'IpgateCertificateExpiringSoon', exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'ipgate-system', job: 'edge-ipgate-admin', pod: 'edge-ipgate-abcde', listener: 'web', certificate: 'a' }, summary: 'an ipgate TLS certificate expires in 9d 23h 58m 0s' }] },
+    ],
+  },
+  {
+    name: 'a refused edit of the config file: 0 for 5 minutes; a lists ConfigMap stays good',
+    interval: '1m',
+    input_series: [
+      { series: `ipgate_config_last_reload_successful{${SEL},${POD},kind="file",source="/etc/ipgate/config.yaml"}`, values: '1x10 0x5 1x5' },
+      { series: `ipgate_config_last_reload_successful{${SEL},${POD},kind="configmap",source="ipgate-system/edge-ipgate-lists"}`, values: '1x20' },
+    ],
+    alert_rule_test: [
+      { eval_time: '10m', alertname: 'IpgateConfigReloadFailed', exp_alerts: [] },
+      { eval_time: '11m', alertname: 'IpgateConfigReloadFailed', exp_alerts: [], comment: 'pending: for 2m' },
+      { eval_time: '14m', alertname: 'IpgateConfigReloadFailed', exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'ipgate-system', pod: 'edge-ipgate-abcde', kind: 'file', source: '/etc/ipgate/config.yaml' }, summary: 'ipgate edge-ipgate-abcde refuses the last change of file /etc/ipgate/config.yaml' }] },
+      { eval_time: '17m', alertname: 'IpgateConfigReloadFailed', exp_alerts: [], comment: 'a good edit clears it' },
+    ],
+  },
+  {
+    name: 'a ConfigMap watch failing; another answered too long ago (stale); a third healthy',
+    interval: '1m',
+    input_series: [
+      { series: `ipgate_configmap_watch_healthy{${SEL},${POD},configmap="ipgate-system/edge-ipgate-lists",use="lists"}`, values: '1x5 0x30' },
+      { series: `ipgate_configmap_watch_last_success_timestamp_seconds{${SEL},${POD},configmap="ipgate-system/edge-ipgate-lists",use="lists"}`, values: '0+60x5 300x30' },
+      { series: `ipgate_configmap_watch_healthy{${SEL},${POD},configmap="ipgate-system/edge-ipgate-allowlists",use="store"}`, values: '1x35' },
+      { series: `ipgate_configmap_watch_last_success_timestamp_seconds{${SEL},${POD},configmap="ipgate-system/edge-ipgate-allowlists",use="store"}`, values: '0x35' },
+      { series: `ipgate_configmap_watch_healthy{${SEL},pod="edge-ipgate-fghij",configmap="ipgate-system/edge-ipgate-lists",use="lists"}`, values: '1x35' },
+      { series: `ipgate_configmap_watch_last_success_timestamp_seconds{${SEL},pod="edge-ipgate-fghij",configmap="ipgate-system/edge-ipgate-lists",use="lists"}`, values: '0+60x35' },
+    ],
+    alert_rule_test: [
+      { eval_time: '10m', alertname: 'IpgateConfigMapWatchFailing', exp_alerts: [], comment: 'failing for 5m, stale for none yet: pending' },
+      { eval_time: '30m', alertname: 'IpgateConfigMapWatchFailing', exp_alerts: [
+        { exp_labels: { severity: 'warning', namespace: 'ipgate-system', pod: 'edge-ipgate-abcde', configmap: 'ipgate-system/edge-ipgate-lists', use: 'lists' }, summary: 'ipgate edge-ipgate-abcde cannot watch ConfigMap ipgate-system/edge-ipgate-lists' },
+        { exp_labels: { severity: 'warning', namespace: 'ipgate-system', pod: 'edge-ipgate-abcde', configmap: 'ipgate-system/edge-ipgate-allowlists', use: 'store' }, summary: 'ipgate edge-ipgate-abcde cannot watch ConfigMap ipgate-system/edge-ipgate-allowlists' },
+      ] },
+    ],
+  },
+  {
+    name: '5xx: 10% of 10/s on web fires; 2% on api and a quiet listener\'s errors do not',
+    interval: '1m',
+    input_series: [
+      { series: `ipgate_http_requests_total{${SEL},${POD},listener="web",method="GET",status="200",code_class="2xx"}`, values: '0+540x30' },
+      { series: `ipgate_http_requests_total{${SEL},${POD},listener="web",method="GET",status="502",code_class="5xx"}`, values: '0+60x30' },
+      { series: `ipgate_http_requests_total{${SEL},${POD},listener="api",method="POST",status="200",code_class="2xx"}`, values: '0+588x30' },
+      { series: `ipgate_http_requests_total{${SEL},${POD},listener="api",method="POST",status="503",code_class="5xx"}`, values: '0+12x30' },
+      { series: `ipgate_http_requests_total{${SEL},${POD},listener="quiet",method="GET",status="500",code_class="5xx"}`, values: '0+3x30' },
+    ],
+    alert_rule_test: [
+      { eval_time: '8m', alertname: 'IpgateHttp5xxRatio', exp_alerts: [], comment: 'pending: for 10m' },
+      { eval_time: '20m', alertname: 'IpgateHttp5xxRatio', exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'ipgate-system', listener: 'web' }, summary: 'ipgate listener web answers 10% of requests with 5xx' }] },
+    ],
+  },
+  {
+    name: 'an upstream refusing 0.1/s fires; another failing 0.01/s does not',
+    interval: '1m',
+    input_series: [
+      { series: `ipgate_upstream_failures_total{${SEL},${POD},listener="web",upstream="10.0.0.1:80",reason="upstream_refused"}`, values: '0+6x30' },
+      { series: `ipgate_upstream_failures_total{${SEL},${POD},listener="web",upstream="10.0.0.2:80",reason="upstream_timeout"}`, values: '0+0.6x30' },
+    ],
+    alert_rule_test: [
+      { eval_time: '8m', alertname: 'IpgateUpstreamErrors', exp_alerts: [] },
+      { eval_time: '20m', alertname: 'IpgateUpstreamErrors', exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'ipgate-system', listener: 'web', upstream: '10.0.0.1:80', reason: 'upstream_refused' }, summary: 'ipgate listener web: upstream 10.0.0.1:80 fails 100m/s (upstream_refused)' }] },
+    ],
+  },
+  {
+    name: 'a target down for 5 minutes in one pod; up in the other; another target up',
+    interval: '1m',
+    input_series: [
+      { series: `ipgate_upstream_up{${SEL},${POD},listener="web",upstream="10.0.0.1:80"}`, values: '1x5 0x5 1x5' },
+      { series: `ipgate_upstream_up{${SEL},pod="edge-ipgate-fghij",listener="web",upstream="10.0.0.1:80"}`, values: '1x15' },
+      { series: `ipgate_upstream_up{${SEL},${POD},listener="web",upstream="10.0.0.2:80"}`, values: '1x15' },
+    ],
+    alert_rule_test: [
+      { eval_time: '6m', alertname: 'IpgateUpstreamDown', exp_alerts: [], comment: 'pending: for 2m' },
+      { eval_time: '9m', alertname: 'IpgateUpstreamDown', exp_alerts: [{ exp_labels: { severity: 'critical', namespace: 'ipgate-system', pod: 'edge-ipgate-abcde', listener: 'web', upstream: '10.0.0.1:80' }, summary: 'upstream 10.0.0.1:80 of listener web is down for ipgate edge-ipgate-abcde' }] },
+      { eval_time: '13m', alertname: 'IpgateUpstreamDown', exp_alerts: [], comment: 'up again' },
     ],
   },
 ];

@@ -3,7 +3,7 @@
  * listener, and never the admin port.
  */
 import t from 'tap';
-import { HTTP_LISTENER, TCP_LISTENER, VARIANTS, render } from '../helpers/helm';
+import { HTTP_LISTENER, TCP_LISTENER, VARIANTS, render, renderError } from '../helpers/helm';
 
 const dataService = (values: Record<string, unknown>) => render(values).one('Service', 'edge-ipgate');
 
@@ -41,8 +41,9 @@ for (const [name, values] of Object.entries(VARIANTS)) {
         t.equal(svc.spec.externalTrafficPolicy, 'Local', `${svc.metadata.name} keeps the client IP`);
       }
     }
-    t.equal(out.all('Service').filter((s) => s.spec.type === 'NodePort' || s.spec.type === 'LoadBalancer').length, 1,
-      'exactly one externally reachable Service');
+    const wanted = (values.service as { enabled?: boolean } | undefined)?.enabled === false ? 0 : 1;
+    t.equal(out.all('Service').filter((s) => s.spec.type === 'NodePort' || s.spec.type === 'LoadBalancer').length, wanted,
+      wanted === 1 ? 'exactly one externally reachable Service' : 'none: hostNetwork without a Service');
   });
 }
 
@@ -61,9 +62,44 @@ t.test('NodePort: LoadBalancer-only fields are not rendered', async (t) => {
   t.equal(svc.spec.loadBalancerClass, undefined);
 });
 
-t.test('externalTrafficPolicy Cluster is possible (PROXY-sending load balancer) and NOTES warn about it', async (t) => {
-  const out = render({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [TCP_LISTENER], allowlists: { partners: [] } });
-  t.equal(out.one('Service', 'edge-ipgate').spec.externalTrafficPolicy, 'Cluster');
-  t.match(out.notes(), /WARNING: externalTrafficPolicy is Cluster/);
+const PP_REQUIRED = { ...TCP_LISTENER, proxyProtocol: { mode: 'required', trustedSources: ['10.0.0.0/8'] } };
+
+t.test('externalTrafficPolicy Cluster is refused while a listener takes connections without a PROXY header, with the reason', async (t) => {
+  const message = renderError({ service: { externalTrafficPolicy: 'Cluster' } });
+  t.match(message, /service\.externalTrafficPolicy: Cluster: kube-proxy forwards NodePort traffic to other nodes' pods and source-NATs it, so ipgate would see a node address instead of the client, and the allowlist would decide on it/);
+  t.match(message, /listeners\[0\] \("http"\) has proxyProtocol\.mode "off"/, 'names the listener and why');
+  t.match(message, /Keep Local; or .* set proxyProtocol\.mode: required .* or, to accept node addresses, set service\.acceptSourceNat: true/, 'and the ways out');
+  t.match(renderError({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [HTTP_LISTENER, TCP_LISTENER], allowlists: { office: [], partners: [] } }),
+    /listeners\[0\] \("web"\) has proxyProtocol\.mode "off"/, 'the first listener without a header is named');
+  t.match(renderError({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [TCP_LISTENER], allowlists: { partners: [] } }),
+    /listeners\[0\] \("tls"\) has proxyProtocol\.mode "optional"/, 'optional is not enough: a client that sends no header keeps the node address');
+});
+
+t.test('externalTrafficPolicy Cluster renders behind a PROXY-sending balancer (every listener required), or when accepted explicitly', async (t) => {
+  const behindBalancer = render({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [PP_REQUIRED], allowlists: { partners: [] } });
+  t.equal(behindBalancer.one('Service', 'edge-ipgate').spec.externalTrafficPolicy, 'Cluster');
+  t.notMatch(behindBalancer.notes(), /WARNING/, 'every client is named by a PROXY header: nothing to warn about');
+  const accepted = render({ service: { externalTrafficPolicy: 'Cluster', acceptSourceNat: true } });
+  t.equal(accepted.one('Service', 'edge-ipgate').spec.externalTrafficPolicy, 'Cluster');
+  t.match(accepted.notes(), /WARNING: externalTrafficPolicy is Cluster with service\.acceptSourceNat/);
   t.notMatch(render({}).notes(), /WARNING/);
+  t.equal(render({ hostNetwork: true, service: { enabled: false, externalTrafficPolicy: 'Cluster' } }).all('Service').length, 1,
+    'without a Service the policy has no effect: not refused');
+});
+
+t.test('hostNetwork: the data Service can be turned off; the admin Service stays; NOTES speak of node addresses', async (t) => {
+  const out = render(VARIANTS['hostNetwork without a Service']!);
+  t.same(out.all('Service').map((s) => s.metadata.name), ['edge-ipgate-admin'], 'only the admin Service (ClusterIP)');
+  t.equal(out.podSpec().hostNetwork, true);
+  const notes = out.notes();
+  t.match(notes, /Listeners \(no Service: hostNetwork, on each node's own addresses\):\n {2}- http \(http\): node port 8080/);
+  t.match(notes, /1\. No Service: no kube-proxy on the way/);
+  t.notMatch(notes, /get svc edge-ipgate /, 'no step reads a Service that is not there');
+  t.match(notes, /ipgate doctor --namespace ipgate-system\n/, 'doctor finds the pods by the chart\'s labels');
+  t.match(render(VARIANTS.hostNetwork!).notes(), /ipgate doctor --namespace ipgate-system --service edge-ipgate/);
+});
+
+t.test('service.enabled: false without hostNetwork is refused: nothing would carry client traffic', async (t) => {
+  t.match(renderError({ service: { enabled: false } }),
+    /service\.enabled: false without hostNetwork: nothing would carry client connections to the pods .* keep the Service, or set hostNetwork: true/);
 });

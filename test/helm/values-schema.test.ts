@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { parseCidr } from '../../src/allowlist/cidr';
-import { parseHostPort } from '../../src/config/host-port';
+import { parseHostPort } from '../../src/address/host-port';
+import { parseConfig } from '../../src/config/load';
 import { prng } from '../helpers/prng';
 import { CHART, HTTP_LISTENER, TCP_LISTENER, lint, render, renderError } from '../helpers/helm';
 
@@ -202,4 +203,35 @@ t.test('IPv6 host bits: the chart agrees with ipgate on seeded random CIDRs (all
   for (const c of hostBits) {
     t.match(renderError(withLists({ office: [c] })), /allowlists\.office\[0\]: host bits set in .*: the address must be the first of its \/\d+/, c);
   }
+});
+
+// -------------------------------------------------------------------------------------------------
+// Trusting every address
+
+t.test('a trust list covering every address is refused with the reason, listed or through the allowlist it names', async (t) => {
+  const rows: { what: string; values: Record<string, unknown>; message: RegExp }[] = [
+    { what: 'trustedSources 0.0.0.0/0', values: { listeners: [{ ...TCP_LISTENER, proxyProtocol: { mode: 'required', trustedSources: ['10.0.0.0/8', '0.0.0.0/0'] } }], allowlists: { partners: [] } },
+      message: /listeners\[0\]\.proxyProtocol\.trustedSources: a range covering every address \(\/0\) trusts every peer: any client could send a PROXY header naming any client address and pass the allowlist as that address/ },
+    { what: 'trustedProxies ::/0', values: { listeners: [{ ...HTTP_LISTENER, http: { trustedProxies: ['::/0'] } }], allowlists: { office: [] } },
+      message: /listeners\[0\]\.http\.trustedProxies: a range covering every address \(\/0\) trusts every peer: any client could send an X-Forwarded-For naming any client address/ },
+    { what: 'trustedSources naming an allowlist that holds 0.0.0.0/0', values: { listeners: [{ ...TCP_LISTENER, proxyProtocol: { mode: 'optional', trustedSources: 'balancers' } }], allowlists: { partners: [], balancers: ['192.0.2.0/24', { cidr: '0.0.0.0/0', comment: 'all' }] } },
+      message: /listeners\[0\]\.proxyProtocol\.trustedSources: a range covering every address \(\/0\) \(through allowlist "balancers"\) trusts every peer/ },
+    { what: 'trustedProxies naming a source: config list that holds ::/0', values: { listeners: [{ ...HTTP_LISTENER, http: { trustedProxies: 'proxies' } }], allowlists: { office: [], proxies: { source: 'config', entries: ['::/0'] } } },
+      message: /listeners\[0\]\.http\.trustedProxies: .* \(through allowlist "proxies"\)/ },
+  ];
+  for (const row of rows) {
+    const message = renderError(row.values);
+    t.match(message, row.message, row.what);
+    t.match(message, /List your balancers' or proxies' CIDRs instead; if nothing but them can reach this listener \(a firewall, a NetworkPolicy\), set listeners\[0\]\.allowTrustAll: true/, `${row.what}: the way out`);
+  }
+});
+
+t.test('allowTrustAll: true renders the trust-all range, and stays out of ipgate\'s config (a chart-only key)', async (t) => {
+  const out = render({ listeners: [{ ...TCP_LISTENER, allowTrustAll: true, proxyProtocol: { mode: 'required', trustedSources: ['0.0.0.0/0', '::/0'] } }], allowlists: { partners: [] } });
+  const config = parseConfig(out.one('ConfigMap', '-config').data['config.yaml'] as string);
+  t.same(config.listeners[0]!.proxyProtocol.trustedSources, ['0.0.0.0/0', '::/0']);
+  t.notMatch(out.one('ConfigMap', '-config').data['config.yaml'] as string, /allowTrustAll/, 'ipgate\'s schema would refuse the key');
+  t.match(renderError({ listeners: [{ ...TCP_LISTENER, allowTrustAll: 'always' }], allowlists: { partners: [] } }), /at '\/listeners\/0\/allowTrustAll': got string, want boolean/);
+  // An allowlist of clients may of course admit everyone: only trust lists are checked.
+  t.doesNotThrow(() => render({ listeners: [{ ...HTTP_LISTENER, allowlist: 'office' }], allowlists: { office: ['0.0.0.0/0', '::/0'] } }));
 });

@@ -44,7 +44,7 @@ export function request(base: string, method: string, url: string, opts: Request
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown = undefined;
+        let json: unknown ;
         try { json = text ? JSON.parse(text) : undefined; } catch { /* not JSON */ }
         resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
       });

@@ -10,17 +10,14 @@ import path from 'node:path';
 import ts from 'typescript';
 import Ajv from 'ajv';
 import { OptionalKind } from '@sinclair/typebox';
-import { configSchema } from '../../src/config/schema';
+import { configSchema } from '../../src/schema/config';
 
 const ROOT = path.resolve(__dirname, '../..');
-const CONFIG_DIR = path.join(ROOT, 'src/config');
+const SCHEMA_DIR = path.join(ROOT, 'src/schema');
 
 /** The files that define config options: schema.ts, schema/*.ts and the schema-*.ts sections. */
 export function schemaFiles(): string[] {
-  const top = fs.readdirSync(CONFIG_DIR).filter((f) => /^schema(-[a-z0-9-]+)?\.ts$/.test(f)).map((f) => path.join(CONFIG_DIR, f));
-  const dir = path.join(CONFIG_DIR, 'schema');
-  const inner = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.ts')).map((f) => path.join(dir, f)) : [];
-  return [...top, ...inner].sort();
+  return fs.readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.ts') && f !== 'problem.ts').map((f) => path.join(SCHEMA_DIR, f)).sort();
 }
 
 /** One object literal handed to `Section` / `Type.Object`: where, its keys in order, each key's doc. */
@@ -164,15 +161,25 @@ export function renderReference(walk: SchemaWalk = walkSchema()): string {
   const lines = [
     '# Config reference',
     '',
-    '<!-- Generated from src/config/schema.ts and src/config/schema/ by test/helpers/config-reference.ts.',
+    '<!-- Generated from src/schema/config.ts and src/schema/ by test/helpers/config-reference.ts.',
     '     Do not edit: change the schema, then run',
     '     UPDATE_CONFIG_REFERENCE=1 npx tap test/unit/config/schema-docs.test.ts -->',
     '',
     'Every option of the config file (YAML or JSON), its type, its default and what it does. An option',
     'with a default may be left out; "required" ones must be written; "(none)" means leaving it out',
     'is meaningful in itself. Unknown keys are refused everywhere. The definitions, with the same',
-    'text, are in [src/config/schema.ts](../src/config/schema.ts) and',
-    '[src/config/schema/](../src/config/schema/).',
+    'text, are in [src/schema/config.ts](../src/schema/config.ts) and',
+    '[src/schema/](../src/schema/).',
+    '',
+    'Paths: every file the config names (`allowlists.<name>.file`, `tls` certificates, keys and CAs,',
+    '`store.path`, `admin.tokenFile`, `admin.tokensFile`) is read relative to the config file\'s',
+    'directory when it is not absolute, as nginx reads its `include`s. Before, `store.path` and the',
+    'token files were relative to the working directory: a relative one that exists only at its old',
+    'place is named in a warning at start-up and by `ipgate check-config`.',
+    '',
+    'Errors: every problem names the option\'s path, its value (summarised when large) and its line',
+    '(`listeners[1].listen: 22023: must be a string, not a number: ... in config.yaml:12`); an',
+    'unknown key names the option it was probably meant to be.',
   ];
   const sections: string[] = [];
   for (const r of walk.rows) if (!sections.includes(r.section)) sections.push(r.section);

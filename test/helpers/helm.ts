@@ -66,20 +66,41 @@ export function helmBinary(): string {
   return (found = installed);
 }
 
+/**
+ * Values under every test's own (a values file before theirs), unless a test asks for the bare
+ * chart (`{ bare: true }`): the chart requires the admin token's Secret to be named
+ * (admin.existingSecret; it generates none by default, docs/kubernetes.md), and this names the
+ * one its generated Secret would have, so the tests of other parts need not repeat it.
+ */
+export const BASE_VALUES: Record<string, unknown> = { admin: { existingSecret: 'edge-ipgate-admin-token' } };
+
+export interface HelmOptions {
+  /** Render the chart's own defaults: no BASE_VALUES. */
+  bare?: boolean;
+}
+
 export interface HelmResult {
   status: number | null;
   stdout: string;
   stderr: string;
 }
 
-export function helm(args: string[], values?: Record<string, unknown>): HelmResult {
+export function helm(args: string[], values?: Record<string, unknown>, opts: HelmOptions = {}): HelmResult {
   const extra: string[] = [];
   let dir: string | undefined;
-  if (values !== undefined) {
+  const base = opts.bare !== true && ['template', 'lint', 'install'].includes(args[0] ?? '');
+  if (values !== undefined || base) {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-helm-'));
-    const file = path.join(dir, 'values.yaml');
-    fs.writeFileSync(file, YAML.stringify(values));
-    extra.push('--values', file);
+    if (base) {
+      const file = path.join(dir, 'base-values.yaml');
+      fs.writeFileSync(file, YAML.stringify(BASE_VALUES));
+      extra.push('--values', file);
+    }
+    if (values !== undefined) {
+      const file = path.join(dir, 'values.yaml');
+      fs.writeFileSync(file, YAML.stringify(values));
+      extra.push('--values', file);
+    }
   }
   try {
     const r = spawnSync(helmBinary(), [...args, ...extra], { encoding: 'utf8', env: { ...process.env, HELM_CACHE_HOME: path.join(os.tmpdir(), 'ipgate-helm-cache') } });
@@ -105,10 +126,11 @@ export class Rendered {
     readonly objects: K8sObject[],
     private readonly args: string[],
     private readonly values: Record<string, unknown>,
+    private readonly opts: HelmOptions = {},
   ) {}
   /** The rendered NOTES.txt: `helm template` skips it, a client-side dry-run install prints it. */
   notes(): string {
-    const r = helm(['install', ...this.args.slice(1), '--dry-run=client'], this.values);
+    const r = helm(['install', ...this.args.slice(1), '--dry-run=client'], this.values, this.opts);
     if (r.status !== 0) throw new Error(`helm install --dry-run=client failed:\n${r.stderr}`);
     const at = r.stdout.indexOf('\nNOTES:\n');
     if (at < 0) throw new Error('helm printed no NOTES');
@@ -141,16 +163,16 @@ const renders = new Map<string, Rendered>();
  * values (tests only read the result). The Secret's random token is the one thing that differs
  * between two runs: `renderFresh` renders again.
  */
-export function render(values: Record<string, unknown> = {}, extraArgs: string[] = []): Rendered {
-  const key = JSON.stringify([values, extraArgs]);
+export function render(values: Record<string, unknown> = {}, extraArgs: string[] = [], opts: HelmOptions = {}): Rendered {
+  const key = JSON.stringify([values, extraArgs, opts]);
   let r = renders.get(key);
-  if (!r) renders.set(key, (r = renderFresh(values, extraArgs)));
+  if (!r) renders.set(key, (r = renderFresh(values, extraArgs, opts)));
   return r;
 }
 
-export function renderFresh(values: Record<string, unknown> = {}, extraArgs: string[] = []): Rendered {
+export function renderFresh(values: Record<string, unknown> = {}, extraArgs: string[] = [], opts: HelmOptions = {}): Rendered {
   const args = ['template', RELEASE, CHART, '--namespace', NAMESPACE, ...extraArgs];
-  const r = helm(args, values);
+  const r = helm(args, values, opts);
   if (r.status !== 0) throw new Error(`helm template failed (exit ${r.status}):\n${r.stderr}`);
   const objects = YAML.parseAllDocuments(r.stdout)
     .map((d) => {
@@ -158,25 +180,25 @@ export function renderFresh(values: Record<string, unknown> = {}, extraArgs: str
       return d.toJS() as K8sObject | null;
     })
     .filter((o): o is K8sObject => o !== null);
-  return new Rendered(objects, args, values);
+  return new Rendered(objects, args, values, opts);
 }
 
 /** The raw output of `helm template` (stdout), failing with helm's message when it fails. */
-export function templateText(values: Record<string, unknown> = {}, extraArgs: string[] = []): string {
-  const r = helm(['template', RELEASE, CHART, '--namespace', NAMESPACE, ...extraArgs], values);
+export function templateText(values: Record<string, unknown> = {}, extraArgs: string[] = [], opts: HelmOptions = {}): string {
+  const r = helm(['template', RELEASE, CHART, '--namespace', NAMESPACE, ...extraArgs], values, opts);
   if (r.status !== 0) throw new Error(`helm template failed (exit ${r.status}):\n${r.stderr}`);
   return r.stdout;
 }
 
 /** `helm lint --strict` with these values: exit status and combined output. */
-export function lint(values: Record<string, unknown>): { status: number | null; output: string } {
-  const r = helm(['lint', '--strict', CHART], values);
+export function lint(values: Record<string, unknown>, opts: HelmOptions = {}): { status: number | null; output: string } {
+  const r = helm(['lint', '--strict', CHART], values, opts);
   return { status: r.status, output: r.stdout + r.stderr };
 }
 
 /** `helm template` that must fail: returns helm's error output. */
-export function renderError(values: Record<string, unknown>): string {
-  const r = helm(['template', RELEASE, CHART, '--namespace', NAMESPACE], values);
+export function renderError(values: Record<string, unknown>, opts: HelmOptions = {}): string {
+  const r = helm(['template', RELEASE, CHART, '--namespace', NAMESPACE], values, opts);
   if (r.status === 0) throw new Error('helm template succeeded, expected it to refuse the values');
   return r.stderr;
 }
@@ -250,6 +272,7 @@ export const VARIANTS: Record<string, Record<string, unknown>> = {
   'two listeners, fixed nodePorts': { listeners: [HTTP_LISTENER, TCP_LISTENER], allowlists: ALLOWLISTS },
   'kind=Deployment': { kind: 'Deployment', replicaCount: 3 },
   hostNetwork: { hostNetwork: true },
+  'hostNetwork without a Service': { hostNetwork: true, service: { enabled: false } },
   'hostNetwork with port 443': {
     hostNetwork: true,
     listeners: [{ ...TCP_LISTENER, port: 443 }],

@@ -79,3 +79,67 @@ export async function deadPort(): Promise<number> {
   await new Promise((r) => s.close(r));
   return p;
 }
+
+/** A response read off the wire, as the client got it. */
+export interface RawReply {
+  /** 0 when no status line came back (the connection closed first). */
+  status: number;
+  /** Header lines in order, names lower-cased. */
+  headers: Array<[string, string]>;
+  body: string;
+  header(name: string): string | undefined;
+}
+
+/**
+ * Send `bytes` as they are (no client library normalises the target or the headers) on a new
+ * connection from `localAddress`, read until the peer closes, and parse the one response (send
+ * `Connection: close`). For inputs a client library would refuse or rewrite.
+ */
+export async function rawRequest(port: number, bytes: Buffer, localAddress?: string, ms = 10_000): Promise<RawReply> {
+  const socket = net.connect({ host: '127.0.0.1', port, localAddress });
+  socket.on('error', () => undefined);
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`rawRequest: no close within ${ms} ms; got ${Buffer.concat(chunks).toString('latin1').slice(0, 200)}`));
+    }, ms);
+    socket.once('connect', () => socket.write(bytes));
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  const text = Buffer.concat(chunks).toString('latin1');
+  const headEnd = text.indexOf('\r\n\r\n');
+  const lines = (headEnd === -1 ? text : text.slice(0, headEnd)).split('\r\n');
+  const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? '');
+  const headers: Array<[string, string]> = [];
+  for (const line of lines.slice(1)) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers.push([line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()]);
+  }
+  let body = headEnd === -1 ? '' : text.slice(headEnd + 4);
+  if (headers.some(([k, v]) => k === 'transfer-encoding' && /chunked/i.test(v))) body = dechunk(body);
+  return {
+    status: m === null ? 0 : Number(m[1]),
+    headers,
+    body,
+    header: (name: string) => headers.find(([k]) => k === name)?.[1],
+  };
+}
+
+/** A chunked body's data (RFC 9112 7.1), as far as it goes. */
+function dechunk(text: string): string {
+  let out = '';
+  let k = 0;
+  for (;;) {
+    const eol = text.indexOf('\r\n', k);
+    if (eol === -1) return out;
+    const size = parseInt(text.slice(k, eol), 16);
+    if (!(size > 0)) return out;
+    out += text.slice(eol + 2, eol + 2 + size);
+    k = eol + 2 + size + 2;
+  }
+}

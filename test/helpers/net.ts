@@ -166,5 +166,5 @@ export async function stalledPort(): Promise<{ port: number; cleanup: () => void
     fillers.push(s);
   }
   await new Promise((r) => setTimeout(r, 200)); // let the fillers occupy the queue
-  return { port, cleanup: () => { py.kill('SIGKILL'); fillers.forEach((s) => s.destroy()); } };
+  return { port, cleanup: () => { py.kill('SIGKILL'); fillers.forEach((s) => { s.destroy(); }); } };
 }

@@ -233,7 +233,6 @@ export class RawBackend {
         }
         c.buf = c.buf.subarray(2);
         c.phase = 'chunk-size';
-        continue;
       }
     }
   }
@@ -367,7 +366,7 @@ export class RawBackend {
       };
       next();
     };
-    const lengthHead = (extra = ''): string => `HTTP/1.1 200 OK\r\nContent-Length: ${b.size}\r\nX-Target: ${id}\r\n${extra}\r\n`;
+    const lengthHead = (extra = '', size = b.size): string => `HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\nX-Target: ${id}\r\n${extra}\r\n`;
     switch (b.kind) {
       case 'reset-before-response':
         c.taint = 'reset';
@@ -431,7 +430,12 @@ export class RawBackend {
         case 'reset-mid-response':
         case 'close-mid-response':
         case 'stall': {
-          s.write(lengthHead());
+          // A truncated response promises at least one byte more than it sends: with size 0, half
+          // of nothing would be the whole of a `Content-Length: 0` body, a complete response after
+          // which a proxy rightly reuses the connection (it was this witness's false "reused"
+          // report on fuzz seed 999546447).
+          const promised = Math.max(1, b.size);
+          s.write(lengthHead('', promised));
           if (head) {
             // A HEAD response is complete after its head: nothing to truncate, the connection
             // stays usable.
@@ -439,7 +443,7 @@ export class RawBackend {
             return;
           }
           c.taint = `a truncated response (${b.kind}) to ${req.method} ${id}`;
-          s.write(body.subarray(0, Math.floor(body.length / 2)));
+          s.write(body.subarray(0, Math.floor(promised / 2)));
           if (b.kind === 'reset-mid-response') s.resetAndDestroy();
           else if (b.kind === 'close-mid-response') s.end();
           else later(b.holdMs, () => s.destroy());

@@ -290,3 +290,62 @@ t.test('deny, create, delete and the 409 entry_exists of the server side of issu
     t.match(get.out, /\n10\.6\.6\.0\/24 +deny +- +bad subnet\n/);
   });
 });
+
+t.test('explain on listeners with routes: --host, --path, --header, --sni pick the route (issue 32 item 4)', async (t) => {
+  const g = await startAdminGate(t, {
+    allowlists: { main: ['10.0.0.0/8'], partners: [{ cidr: '203.0.113.0/24', comment: 'acme' }] },
+    listeners: [
+      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'], routes: [
+        { name: 'api', hosts: ['api.example.com'], paths: [{ path: '/v1', match: 'prefix' }], upstreams: ['127.0.0.1:10'], allowlist: 'partners' },
+        { name: 'site', hosts: ['*'] },
+      ] },
+      { name: 'tls', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'], routes: [
+        { name: 'db', hosts: ['db.example.com'], upstreams: ['127.0.0.1:11'], allowlist: 'partners' },
+      ] },
+    ],
+  });
+  const admin = ['--admin-url', g.base];
+
+  // The binary: --host and --path choose the route whose list decides.
+  const api = await cli(['explain', '203.0.113.7', '--listener', 'web', '--host', 'api.example.com', '--path', '/v1/users', ...admin]);
+  t.equal(api.code, 0, api.err);
+  t.match(api.out, /^route +api \(host api\.example\.com, exact; path \/v1, prefix\) -> 127\.0\.0\.1:10\n/m, 'the route, its host and path entries and upstreams');
+  t.match(api.out, /^allowlist +partners version /m, 'the route\'s list decides');
+  t.match(api.out, /^entry +203\.0\.113\.0\/24 allow "acme"\ndecision +allow\n$/m);
+
+  // The same client on the other route: the listener's list, which does not admit it.
+  const site = await inProcess(['explain', '203.0.113.7', '--listener', 'web', '--header', 'Host: www.example.com', ...admin]);
+  t.equal(site.code, 1, site.err);
+  t.match(site.out, /^route +site \(host \*, default\) -> 127\.0\.0\.1:9\n/m, 'a Host --header picks the route as --host does; path / by default');
+  t.match(site.out, /decision +deny \(not_allowlisted\)\n$/);
+
+  // No route: the status the client would get.
+  const miss = await inProcess(['explain', '203.0.113.7', '--listener', 'web', '--host', 'api.example.com', '--path', '/v2', '-o', 'json', ...admin]);
+  t.equal(miss.code, 1);
+  t.match(JSON.parse(miss.out), { decision: 'no_route', reason: 'route_no_path', status: 404, route: null });
+
+  // --header several times and --xff together reach the API as headers.
+  const both = await inProcess(['explain', '127.0.0.1', '--listener', 'web', '--host', 'api.example.com', '--path', '/v1',
+    '--header', 'X-Forwarded-For: 198.51.100.1', '--xff', '203.0.113.8', '-o', 'json', ...admin]);
+  t.match(JSON.parse(both.out), { trustedProxy: false, client: '127.0.0.1' }, 'headers sent (not believed: 127.0.0.1 is no trusted proxy here)');
+
+  // Without --host on a routed listener: the API's refusal, and the flag that answers it.
+  const noHost = await inProcess(['explain', '203.0.113.7', '--listener', 'web', ...admin]);
+  t.equal(noHost.code, 3);
+  t.match(noHost.err, /HTTP 400: missing_host: .*\ngive --host NAME \(or --header "Host: NAME"\)\n$/);
+
+  // --sni on a TCP listener with routes; no --sni: a ClientHello without one.
+  const db = await cli(['explain', '203.0.113.7', '--listener', 'tls', '--sni', 'DB.example.com.', ...admin]);
+  t.equal(db.code, 0, db.err);
+  t.match(db.out, /^sni +db\.example\.com\nroute +db \(host db\.example\.com, exact\) -> 127\.0\.0\.1:11\n/m);
+  const noSni = await inProcess(['explain', '203.0.113.7', '--listener', 'tls', '-o', 'json', ...admin]);
+  t.match(JSON.parse(noSni.out), { decision: 'close', reason: 'route_no_host', sni: null });
+
+  // Usage errors, before anything is sent.
+  const badHeader = await inProcess(['explain', '203.0.113.7', '--listener', 'web', '--header', 'no colon', ...admin]);
+  t.equal(badHeader.code, 2);
+  t.match(badHeader.err, /--header "no colon": expected "Name: value"/);
+  const wrongCommand = await inProcess(['check', 'main', '10.0.0.1', '--host', 'x', ...admin]);
+  t.equal(wrongCommand.code, 2);
+  t.match(wrongCommand.err, /check takes no --host/);
+});

@@ -155,7 +155,7 @@ t.test('workers: 1 with the admin API (default): a primary and one worker that h
   await waitFor(async () => metric((await gate.api('GET', '/metrics')).text, 'ipgate_connections_active', 'listener="tcp"') === 0, 5000, 'streams closed');
   const text = (await gate.api('GET', '/metrics')).text;
   t.equal(metric(text, 'ipgate_connections_accepted_total', 'listener="tcp"'), 3, 'TCP connections accepted by the worker');
-  t.equal(metric(text, 'ipgate_http_requests_total', 'listener="web",code_class="2xx"'), 4, 'HTTP requests answered by the worker');
+  t.equal(metric(text, 'ipgate_http_requests_total', 'listener="web",method="GET",status="200",code_class="2xx",protocol="h1"'), 4, 'HTTP requests answered by the worker');
   const ready = await gate.api('GET', '/readyz');
   t.equal(ready.status, 200);
   t.match(JSON.stringify(ready.json.checks), /1 worker\(s\) listening/);
@@ -282,7 +282,7 @@ t.test('admin.separateProcess: false: one process serves the listeners and the a
   await waitFor(async () => metric((await gate.api('GET', '/metrics')).text, 'ipgate_connections_active', 'listener="tcp"') === 0, 5000, 'streams closed');
   const text = (await gate.api('GET', '/metrics')).text;
   t.equal(metric(text, 'ipgate_connections_accepted_total', 'listener="tcp"'), 3);
-  t.equal(metric(text, 'ipgate_http_requests_total', 'listener="web",code_class="2xx"'), 2);
+  t.equal(metric(text, 'ipgate_http_requests_total', 'listener="web",method="GET",status="200",code_class="2xx",protocol="h1"'), 2);
   await drainsOnSigterm(t, gate);
 });
 

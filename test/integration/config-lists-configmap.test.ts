@@ -5,7 +5,10 @@
  * every worker, and in two ipgate processes, within 2 s; admin API writes are refused with 409
  * naming the ConfigMap; a bad edit is refused with a line per problem and the old list enforced;
  * the watch survives a dropped connection and 410 Gone; a ConfigMap ipgate cannot use stops the
- * start with the reason. Clients are real connections from 127.0.0.x.
+ * start with the reason. The metrics say it too (issue 32 item 2): a refused edit sets
+ * ipgate_config_last_reload_successful{kind="configmap"} to 0 until a good one; the API away sets
+ * ipgate_configmap_watch_healthy to 0 for the lists' watch and the store's. Clients are real
+ * connections from 127.0.0.x.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -97,6 +100,14 @@ async function inForce(gates: readonly Gate[], from: string, want: boolean, ms: 
   return Date.now() - start;
 }
 
+/** One sample of `/metrics` (undefined: no such series). */
+async function metric(x: Gate, series: string): Promise<number | undefined> {
+  const line = (await x.api('GET', '/metrics')).text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+const CM_RELOAD = `ipgate_config_last_reload_successful{kind="configmap",source="${NS}/${LISTS_CM}"}`;
+
 const refusals = (g: Spawned): Record<string, unknown>[] =>
   logLines(g.stdout()).filter((l) => l.level === 'error' && /config change refused/.test(String(l.msg)));
 
@@ -119,6 +130,8 @@ t.test('a list in a ConfigMap key, workers: 2: an edit in every worker within 2 
   await inForce([a], '127.0.0.6', true, 2000, 'the edit in force in every worker');
   t.ok(Date.now() - edited < 2000, `in force in every worker ${Date.now() - edited} ms after the API write`);
   t.equal(await admittedCount(a.port, '127.0.0.5', 6), 0, 'the removed entry admits nowhere');
+  t.equal(await metric(a, CM_RELOAD), 1, 'the ConfigMap\'s last reload: good');
+  const goodAt = await metric(a, `ipgate_config_last_reload_successful_timestamp_seconds{kind="configmap",source="${NS}/${LISTS_CM}"}`);
   // Audited as the ConfigMap key the change came from, in the history and in the log line (the
   // durable record; log lines reach stdout in blocks: wait for it).
   const who = `configmap ${NS}/${LISTS_CM} key ${KEY}`;
@@ -145,9 +158,12 @@ t.test('a list in a ConfigMap key, workers: 2: an edit in every worker within 2 
     t.equal(await admittedCount(a.port, '127.0.0.7', 6), 0, `${c.description}: nothing of the bad edit is applied`);
     const ready = await a.api('GET', '/readyz');
     t.match(ready.json.checks.find((x: { name: string }) => x.name === 'config'), { status: 'warn', message: c.line }, `${c.description}: /readyz shows it`);
+    t.equal(await metric(a, CM_RELOAD), 0, `${c.description}: ipgate_config_last_reload_successful 0`);
+    t.equal(await metric(a, `ipgate_config_last_reload_successful_timestamp_seconds{kind="configmap",source="${NS}/${LISTS_CM}"}`), goodAt, `${c.description}: the last success time kept`);
   }
   s.fake.setData(NS, LISTS_CM, KEY, '- 127.0.0.6/32\n- 127.0.0.7/32\n');
   await inForce([a], '127.0.0.7', true, 2000, 'a good edit after the bad ones');
+  t.equal(await metric(a, CM_RELOAD), 1, 'a good edit: 1 again');
   t.notOk((await a.api('GET', '/readyz')).json.checks.some((x: { name: string }) => x.name === 'config'), '/readyz clears the refusal');
 });
 
@@ -180,14 +196,24 @@ t.test('the watch survives a dropped connection, 410 Gone and the API away (/rea
   const listsCheck = async (): Promise<{ status: string; message: string } | undefined> =>
     (await a.api('GET', '/readyz')).json.checks.find((c: { name: string }) => c.name === 'config_lists');
   t.match(await listsCheck(), { status: 'ok', message: `ConfigMap ${NS}/${LISTS_CM} watched` });
+  const healthy = (cm: string, use: string): string => `ipgate_configmap_watch_healthy{configmap="${NS}/${cm}",use="${use}"}`;
+  t.equal(await metric(a, healthy(LISTS_CM, 'lists')), 1, 'the lists watch: healthy');
+  // The store's watch was dropped too and reconnects after its own backoff: wait for it.
+  await waitFor(async () => (await metric(a, healthy(STORE_CM, 'store'))) === 1, 5000, 'the store watch back');
+  t.equal(await metric(a, healthy(STORE_CM, 'store')), 1, 'the store watch: healthy');
+  const lastOk = (await metric(a, `ipgate_configmap_watch_last_success_timestamp_seconds{configmap="${NS}/${LISTS_CM}",use="lists"}`))!;
+  t.ok(Math.abs(lastOk - Date.now() / 1000) < 60, `the API answered the watch lately (${lastOk})`);
   await s.fake.down();
   // The first failure is the stream's end; the retries then find the port closed.
   await waitFor(async () => /ECONNREFUSED/.test((await listsCheck())?.message ?? ''), 8000, '/readyz warns while the API is away');
   t.match(await listsCheck(), { status: 'warn', message: /ECONNREFUSED.*the lists in force stay/ });
+  t.equal(await metric(a, healthy(LISTS_CM, 'lists')), 0, 'the lists watch: failing');
+  await waitFor(async () => (await metric(a, healthy(STORE_CM, 'store'))) === 0, 8000, 'the store watch: failing');
   t.equal(await admittedCount(a.port, '127.0.0.8', 1), 1, 'the list in force stays while the API is away');
   await s.fake.up();
   await waitFor(async () => (await listsCheck())?.message === `ConfigMap ${NS}/${LISTS_CM} watched`, 8000, 'watched again');
   t.equal((await listsCheck())!.status, 'ok');
+  t.equal(await metric(a, healthy(LISTS_CM, 'lists')), 1, 'the lists watch: healthy again');
 
   const after = watches();
   s.fake.setData(NS, LISTS_CM, KEY, '- 127.0.0.9/32\n');

@@ -4,7 +4,9 @@
  * one write. What must not change: the order, the client's format (Accept), the strict framing
  * (bodies read past, a request hidden in a body is no request, garbage answered 400 after the 403s
  * before it), and the counters and info lines a denial gives (denied_by_entry named by its entry).
- * Runs at level info: at debug every denial takes the full path (its debug lines need the Exchange).
+ * Runs at level info with the access log off (`logging.access: false`): at debug, or with the
+ * access log on below its denial lines' rate, every denial takes the full path (its line needs the
+ * Exchange); access-log.test.ts covers the quick path past that rate.
  */
 import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
@@ -15,7 +17,7 @@ async function gate(t: Test, allow: unknown[], logging: Record<string, unknown> 
   const b = await countingBackend();
   t.teardown(() => b.close());
   const g = await startIpgate({
-    logging: { denialSummaryIntervalMs: 0, ...logging },
+    logging: { access: false, denialSummaryIntervalMs: 0, ...logging },
     allowlists: { main: allow },
     listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.port}`] }],
   }, 'info');
@@ -32,7 +34,7 @@ const cases: Array<{ name: string; bytes: string; statuses: string[]; bodies?: R
     bytes: Array.from({ length: 12 }, (_, i) => `GET /${i} HTTP/1.1\r\nHost: a\r\n${i % 3 === 0 ? 'Accept: application/json\r\n' : ''}\r\n`).join('')
       + 'GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n',
     statuses: Array(13).fill('403') as string[],
-    bodies: /^(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: application\/json[^]*?\r\n\r\n\{"error":"forbidden","message":"Forbidden"\}\n(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain[^]*?\r\n\r\nForbidden\n){2}){4}HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain; charset=utf-8\r\nContent-Length: 10\r\nCache-Control: no-store\r\nConnection: close\r\n\r\nForbidden\n$/,
+    bodies: /^(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: application\/json[\s\S]*?\r\n\r\n\{"error":"forbidden","message":"Forbidden"\}\n(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain[\s\S]*?\r\n\r\nForbidden\n){2}){4}HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain; charset=utf-8\r\nContent-Length: 10\r\nCache-Control: no-store\r\nConnection: close\r\n\r\nForbidden\n$/,
     closes: true,
   },
   {

@@ -184,7 +184,7 @@ t.test('outbound PROXY header to nginx `listen proxy_protocol`: one upstream con
   const results: Record<string, string[]> = {};
   // Interleave two clients, each on its own keep-alive connection.
   const agents = { '127.0.0.3': new http.Agent({ keepAlive: true, maxSockets: 1 }), '127.0.0.9': new http.Agent({ keepAlive: true, maxSockets: 1 }) };
-  t.teardown(() => Object.values(agents).forEach((a) => a.destroy()));
+  t.teardown(() => Object.values(agents).forEach((a) => { a.destroy(); }));
   for (let i = 0; i < 3; i++) {
     for (const [addr, agent] of Object.entries(agents)) {
       const r = await request({ port: g.port(), localAddress: addr, agent });

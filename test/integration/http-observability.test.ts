@@ -5,7 +5,7 @@
  * upstream; and the per-upstream series (responses by class, failures, response time).
  */
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { deadPort } from '../helpers/http';

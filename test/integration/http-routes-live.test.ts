@@ -2,8 +2,8 @@
  * What a swap of routes and a list change do to open connections on a routed HTTP listener, in
  * process over real sockets to real nginx backends: a connection whose route is removed closes
  * after its in-flight response (`route_removed`), one whose route stays is not cut; a list change
- * is decided per route (revokeLive re-checks requests in flight against their route's list, and
- * the next request on a keep-alive connection is decided afresh); the admin API's GET /v1/routes
+ * is decided per route (revokeLive re-checks each connection's latest request against its route's
+ * list, and the next request on a keep-alive connection is decided afresh); the admin API's GET /v1/routes
  * and POST /v1/explain with host and path (the same route table as the data path).
  */
 import net from 'node:net';
@@ -13,7 +13,7 @@ import { closed, readUntil } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { threeBackends } from '../helpers/routes';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
-import type { Config } from '../../src/config/schema';
+import type { Config } from '../../src/schema/config';
 
 const skip = missing('nginx');
 
@@ -87,8 +87,13 @@ t.test('live routes: removal closes only the connections of removed routes; list
   t.test('a list change is decided per route, on one keep-alive connection', async (t) => {
     const s = await open();
     t.match(await ask(s, 'guarded.example.com', '/in/1'), /^HTTP\/1\.1 200[\s\S]*C\|\/in\/1\|/);
+    t.match(await ask(s, 'stable.example.com', '/s0'), /^HTTP\/1\.1 200[\s\S]*A\|\/s0\|/, 'its latest request: on the stable route');
+    const onGuarded = await open();
+    t.match(await ask(onGuarded, 'guarded.example.com', '/in/0'), /^HTTP\/1\.1 200/);
     g.app.lists.apply('guard', [{ cidr: '127.0.0.9/32' }], 'v2');
-    t.match(await ask(s, 'guarded.example.com', '/in/2'), /^HTTP\/1\.1 403/, 'the next request on the same connection: refused by the new list');
+    await closed(onGuarded, 5000);
+    t.pass('an idle connection whose latest request the guard list admitted is cut');
+    t.match(await ask(s, 'guarded.example.com', '/in/2'), /^HTTP\/1\.1 403/, 'one whose latest request was on another route stays; its next request: refused by the new list');
     t.match(await ask(s, 'stable.example.com', '/s'), /^HTTP\/1\.1 200[\s\S]*A\|\/s\|/, 'another route on the same connection: still served');
     g.app.lists.apply('guard', [{ cidr: '127.0.0.3/32' }], 'v3');
     t.match(await ask(s, 'guarded.example.com', '/in/3'), /^HTTP\/1\.1 200/, 'admitted again');

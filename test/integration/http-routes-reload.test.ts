@@ -4,7 +4,9 @@
  * requesting a route that stays (none of its requests may fail); a bad file is refused (a line per
  * problem, /readyz says so) and the old routes are still served; a listener change that needs a
  * restart is refused with that message; SIGHUP reloads; GET /v1/routes and POST /v1/explain follow
- * the routes in force.
+ * the routes in force. WebSocket tunnels open in both workers are re-decided by each reload: moved
+ * to a narrower list, the refused client's tunnel is cut; moved to a store list, an edit of that
+ * list through the admin API cuts the client it drops (issue 27 item 4).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -16,6 +18,10 @@ import { killAtTeardown, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate
 import { freePort, waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { threeBackends } from '../helpers/routes';
+import { createHttpEcho, wsFrame } from '../../src/echo/echo-server';
+import { closed, connect } from '../helpers/net';
+import { wsHandshake, WsReader } from '../helpers/websocket';
+import type net from 'node:net';
 
 const skip = missing('nginx');
 
@@ -159,4 +165,82 @@ t.test('routes follow the config file in every worker; bad changes are refused; 
   await looping;
   t.ok(done > 20, `${done} requests on the stable route during the reloads`);
   t.same(failures, [], 'none of them failed');
+});
+
+t.test('tunnels in every worker follow the reload: a narrower list cuts the client it refuses; a store list\'s edit reaches them', async (t) => {
+  const echo = createHttpEcho();
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => { echo.closeAllConnections(); echo.close(() => r()); }));
+  const port = await freePort();
+  const adminPort = await freePort();
+  const dir = tmpDir('ipgate-tunnel-reload-');
+  fs.writeFileSync(path.join(dir, 'token'), `${TOKEN}\n`);
+  const file = path.join(dir, 'config.yaml');
+  const config = (list: string): string => YAML.stringify({
+    workers: 2,
+    logging: { level: 'info', access: false },
+    store: { type: 'file', path: path.join(dir, 'allowlists.json') },
+    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token') },
+    allowlists: {
+      everyone: { source: 'config', entries: ['127.0.0.0/8'] },
+      few: { source: 'config', entries: ['127.0.0.3/32', '127.0.0.4/32'] },
+      partners: { source: 'store', entries: ['127.0.0.3/32', '127.0.0.4/32', '127.0.0.5/32'] },
+    },
+    listeners: [{ name: 'edge', mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'everyone', upstreams: [`127.0.0.1:${(echo.address() as net.AddressInfo).port}`],
+      routes: [{ name: 'www', hosts: ['www.example.com'], allowlist: list }] }],
+  });
+  const put = (text: string): void => {
+    fs.writeFileSync(`${file}.tmp`, text);
+    fs.renameSync(`${file}.tmp`, file);
+  };
+  fs.writeFileSync(file, config('everyone'));
+  const g = spawnIpgate(['run', '--config', file]);
+  killAtTeardown(t, g);
+  await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 30_000, 'primary ready');
+  t.equal(g.child.exitCode, null, g.stderr());
+
+  // Three tunnels on new connections (the workers take turns): from .2, .3 and .4.
+  const tunnels = new Map<string, { socket: net.Socket; reader: WsReader }>();
+  for (const from of ['127.0.0.2', '127.0.0.3', '127.0.0.4']) {
+    const socket = await connect({ port, localAddress: from });
+    t.teardown(() => socket.destroy());
+    const reader = new WsReader(socket);
+    socket.write(wsHandshake('/ws', '', 'www.example.com').text);
+    t.match(await reader.head(), /^HTTP\/1\.1 101 /, `tunnel from ${from}`);
+    await reader.messages(1);
+    tunnels.set(from, { socket, reader });
+  }
+  const echoes = async (from: string, text: string): Promise<void> => {
+    const tun = tunnels.get(from)!;
+    tun.socket.write(wsFrame(1, Buffer.from(text), true));
+    const [m] = await tun.reader.messages(1);
+    t.equal(m!.payload.toString(), text, `the tunnel from ${from} echoes "${text}"`);
+  };
+  const from = async (source: string, n = 6): Promise<number[]> => {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) out.push((await get(port, 'www.example.com', '/', source)).status);
+    return out;
+  };
+
+  // Reload 1: www moves to the config list `few` (.3, .4).
+  put(config('few'));
+  await waitFor(async () => (await from('127.0.0.2')).every((s) => s === 403), 10_000, 'www decided by `few` in every worker');
+  await closed(tunnels.get('127.0.0.2')!.socket, 5000);
+  t.pass('the tunnel from 127.0.0.2 is cut by the reload');
+  await echoes('127.0.0.3', 'after reload 1');
+  await echoes('127.0.0.4', 'after reload 1');
+
+  // Reload 2: www moves to the store list `partners` (.3, .4, .5): nothing more cut.
+  put(config('partners'));
+  await waitFor(async () => (await from('127.0.0.5')).every((s) => s === 200), 10_000, 'www decided by `partners` in every worker');
+  await echoes('127.0.0.4', 'after reload 2');
+
+  // The store list edited through the admin API: .4 dropped.
+  const api = (m: string, u: string, o: Parameters<typeof adminRequest>[3] = {}): ReturnType<typeof adminRequest> => adminRequest(`http://127.0.0.1:${adminPort}`, m, u, o);
+  const cur = await api('GET', '/v1/allowlists/partners');
+  const edit = await api('PUT', '/v1/allowlists/partners', { headers: { 'if-match': cur.headers.etag! }, body: { entries: [{ cidr: '127.0.0.3/32' }, { cidr: '127.0.0.5/32' }] } });
+  t.equal(edit.status, 200, 'partners edited');
+  await closed(tunnels.get('127.0.0.4')!.socket, 5000);
+  t.pass('the tunnel from 127.0.0.4, admitted before reload 2, is cut by the edit of the list www moved to');
+  await echoes('127.0.0.3', 'after the edit');
 });

@@ -129,15 +129,22 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
   t.test('metrics carry the route; misses counted by reason', async (t) => {
     const text = await g.app.metrics.registry.metrics();
     const value = (re: RegExp): number => Number(re.exec(text)?.[1] ?? NaN);
-    t.ok(value(/ipgate_http_requests_total\{listener="edge",route="api",code_class="2xx"\} (\d+)/) >= 6, 'api 2xx');
-    t.ok(value(/ipgate_http_requests_total\{listener="edge",route="api",code_class="4xx"\} (\d+)/) >= 2, 'api 4xx (its 403s)');
-    t.ok(value(/ipgate_http_requests_total\{listener="edge",route="tenants",code_class="2xx"\} (\d+)/) >= 5, 'tenants 2xx');
-    t.ok(value(/ipgate_http_requests_total\{listener="edge",route="slow",code_class="5xx"\} (\d+)/) >= 1, 'slow 5xx');
+    /** ipgate_http_requests_total of `route` and `cls` over every method and status (HTTP/1.1). */
+    const requests = (route: string, cls: string): number => {
+      const re = new RegExp(`^ipgate_http_requests_total\\{listener="edge",route="${route}",method="\\w+",status="\\w+",code_class="${cls}",protocol="h1"\\} (\\d+)$`, 'gm');
+      let n = 0;
+      for (const m of text.matchAll(re)) n += Number(m[1]);
+      return n;
+    };
+    t.ok(requests('api', '2xx') >= 6, 'api 2xx');
+    t.ok(requests('api', '4xx') >= 2, 'api 4xx (its 403s)');
+    t.ok(requests('tenants', '2xx') >= 5, 'tenants 2xx');
+    t.ok(requests('slow', '5xx') >= 1, 'slow 5xx');
     t.equal(value(/ipgate_http_route_misses_total\{listener="edge",reason="route_no_path"\} (\d+)/), 3, 'route_no_path: /health/x, /v1x, /secret');
     t.equal(value(/ipgate_http_route_misses_total\{listener="edge",reason="route_bad_path"\} (\d+)/), 2, 'route_bad_path: %2F, /../');
-    t.ok(value(/ipgate_http_requests_total\{listener="edge",route="",code_class="4xx"\} (\d+)/) >= 5, 'misses under route=""');
+    t.ok(requests('', '4xx') >= 5, 'misses under route=""');
     t.match(text, /ipgate_http_request_duration_seconds_count\{listener="edge",route="api"\} \d+/);
-    t.notMatch(text, /ipgate_http_requests_total\{listener="edge",code_class=/, 'no route-less series on a routed listener');
+    t.notMatch(text, /ipgate_http_requests_total\{listener="edge",method=/, 'no route-less series on a routed listener');
     t.ok(value(/ipgate_denied_total\{listener="edge",reason="not_allowlisted"\} (\d+)/) >= 3, 'route denials counted as denials');
   });
 
@@ -166,7 +173,7 @@ t.test('a listener without routes: no route field, no route label, behaviour unc
   t.match(ok.body, /^A\|\/a\/\.\.\/b\|\|127\.0\.0\.3/, 'the target goes upstream as sent (no route normalisation)');
   t.equal((await request({ port: g.port(), localAddress: '127.0.0.4', path: '/' })).status, 403);
   const text = await g.app.metrics.registry.metrics();
-  t.match(text, /ipgate_http_requests_total\{listener="plain",code_class="2xx"\} 1/);
+  t.match(text, /ipgate_http_requests_total\{listener="plain",method="GET",status="200",code_class="2xx",protocol="h1"\} 1/);
   t.notMatch(text, /ipgate_http_requests_total\{[^}]*route=/, 'no route label');
   await waitFor(() => g.logs.lines.some((l) => l.msg === 'access' && l.path === '/a/../b'));
   t.notOk('route' in g.logs.find((l) => l.msg === 'access' && l.path === '/a/../b')!, 'no route field');

@@ -21,4 +21,5 @@ t.test('IPGATE_TCP_HANDLES=0: the HTTP listener runs on net.Sockets', async (t) 
 
 // The suites register their tests on import and run in this process with the setting above (a
 // path in a variable: see tcp-sockets.test.ts).
-for (const suite of ['./http-engine.test.ts', './http-relay.test.ts', './http-websocket.test.ts', './http-denied.test.ts']) void import(suite);
+for (const suite of ['./http-engine.test.ts', './http-relay.test.ts', './http-websocket.test.ts', './http-denied.test.ts',
+  './http-reload-revoke.test.ts', './http-refused-body.test.ts']) void import(suite);

@@ -3,15 +3,15 @@
  * done by hand (RFC 6455) against the built-in echo, which reports the identity headers it saw in
  * its first message.
  */
-import crypto from 'node:crypto';
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
-import { createHttpEcho, wsAccept, wsFrame, wsParse, type WsMessage } from '../../src/echo/echo-server';
+import { createHttpEcho, wsAccept, wsFrame } from '../../src/echo/echo-server';
 import { encodeProxyV1 } from '../../src/proxy-protocol/encoder';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, waitFor } from '../helpers/net';
 import { deadPort } from '../helpers/http';
+import { wsHandshake as handshake, WsReader as Reader } from '../helpers/websocket';
 
 async function echo(t: Test): Promise<http.Server> {
   const server = createHttpEcho();
@@ -31,63 +31,6 @@ async function gate(t: Test, listener: Record<string, unknown>, allow = ['127.0.
   });
   t.teardown(() => g.app.shutdown(0));
   return g;
-}
-
-function handshake(path = '/chat', extra = ''): { text: string; key: string } {
-  const key = crypto.randomBytes(16).toString('base64');
-  return {
-    key,
-    text: `GET ${path} HTTP/1.1\r\nHost: ws.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`,
-  };
-}
-
-/** Everything a socket receives, buffered: the HTTP head first, then WebSocket frames. */
-class Reader {
-  private buf = Buffer.alloc(0);
-  private ended = false;
-  private wake: (() => void) | null = null;
-  constructor(socket: net.Socket) {
-    socket.on('data', (c: Buffer) => { this.buf = Buffer.concat([this.buf, c]); this.wake?.(); });
-    socket.on('close', () => { this.ended = true; this.wake?.(); });
-    socket.on('error', () => undefined);
-  }
-
-  private async more(deadline: number, what: string): Promise<void> {
-    if (this.ended) throw new Error(`${what}: closed; got ${JSON.stringify(this.buf.toString('latin1').slice(0, 200))}`);
-    const left = deadline - Date.now();
-    if (left <= 0) throw new Error(`${what}: timeout`);
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, left);
-      this.wake = () => { clearTimeout(timer); this.wake = null; resolve(); };
-    });
-  }
-
-  async head(ms = 5000): Promise<string> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const i = this.buf.indexOf('\r\n\r\n');
-      if (i >= 0) {
-        const text = this.buf.subarray(0, i + 4).toString('latin1');
-        this.buf = this.buf.subarray(i + 4);
-        return text;
-      }
-      await this.more(deadline, 'head');
-    }
-  }
-
-  async messages(n: number, ms = 5000): Promise<WsMessage[]> {
-    const deadline = Date.now() + ms;
-    const got: WsMessage[] = [];
-    for (;;) {
-      const r = wsParse(this.buf);
-      if (r === null) throw new Error('bad frame');
-      got.push(...r.messages);
-      this.buf = Buffer.from(r.rest);
-      if (got.length >= n) return got;
-      await this.more(deadline, `${n} messages`);
-    }
-  }
 }
 
 t.test('WebSocket echo through ipgate: 101, identity headers at the backend, messages both ways', async (t) => {
@@ -169,7 +112,7 @@ t.test('a client reset closes the upstream tunnel (http-proxy would only half-cl
       `Sec-WebSocket-Accept: ${wsAccept(String(req.headers['sec-websocket-key']))}\r\n\r\n`);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { upstreamSockets.forEach((s) => s.destroy()); server.close(() => r()); }));
+  t.teardown(() => new Promise<void>((r) => { upstreamSockets.forEach((s) => { s.destroy(); }); server.close(() => r()); }));
   const g = await gate(t, { upstreams: [`127.0.0.1:${portOf(server)}`] });
   const c = await connect({ port: g.port(), localAddress: '127.0.0.3' });
   c.write(handshake().text);

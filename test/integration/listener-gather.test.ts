@@ -1,5 +1,5 @@
 /**
- * The byte gatherer of the PROXY and ClientHello stages (src/listener/gather.ts), on its own, over
+ * The byte gatherer of the PROXY and ClientHello stages (src/connection/gather.ts), on its own, over
  * real loopback connections, on a net.Socket (accepted with pauseOnConnect, as HTTP listeners
  * accept) and on a RawSocket (a libuv handle, as TCP listeners run). The stage here answers once
  * it has a line; each row scripts what the peer does and says every call the stage must see:
@@ -9,8 +9,8 @@
  */
 import net from 'node:net';
 import t, { type Test } from 'tap';
-import { Connection } from '../../src/listener/connection';
-import { gather, type GatherStage } from '../../src/listener/gather';
+import { Connection } from '../../src/connection/connection';
+import { gather, type GatherStage } from '../../src/connection/gather';
 import { RawSocket, rawSocketsAvailable } from '../../src/transport/raw-socket';
 import { waitFor } from '../helpers/net';
 

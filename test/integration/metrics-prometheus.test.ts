@@ -10,7 +10,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
@@ -124,6 +124,14 @@ const expected: [string, number][] = [
   ['ipgate_http_requests_total{listener="web",code_class="4xx"}', 1],
   ['ipgate_denied_total{listener="web",reason="not_allowlisted"}', 1],
   ['ipgate_http_request_duration_seconds_count{listener="web"}', 2],
+  ['ipgate_http_requests_total{listener="web",method="GET",status="200"}', 1],
+  ['ipgate_http_requests_total{listener="web",method="GET",status="403"}', 1],
+  ['sum(ipgate_http_requests_total{listener="web",code_class="4xx"})', 1],
+  ['ipgate_http_request_size_bytes_count{listener="web"}', 2],
+  ['ipgate_http_response_size_bytes_count{listener="web"}', 2],
+  ['ipgate_upstream_up{listener="edge"}', 1],
+  ['ipgate_upstream_up{listener="web"}', 1],
+  ['ipgate_upstream_up{listener="dead"}', 0],
   ['ipgate_upstream_connect_seconds_count{listener="edge"}', 6],
   ['ipgate_allowlist_entries{list="main"}', 2],
   ['count(ipgate_allowlist_version_info{list="main"})', 1],

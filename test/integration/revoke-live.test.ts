@@ -4,7 +4,7 @@
  * the acknowledgement, and leaves still-allowed clients undisturbed. Entries with expiresAt stop
  * matching (and their connections are cut) at that time without any request.
  */
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { startAdminGate, type AdminGate } from '../helpers/admin-api';
 import { countingBackend } from '../helpers/http';

@@ -105,7 +105,7 @@ t.test('SIGKILL during a stream of updates: the file is whole and holds the last
       for (let i = 0; i < UPDATES; i++) {
         const u = nextUpdate(runs * UPDATES + i, last);
         inflight = u.expect;
-        let r;
+        let r: Awaited<ReturnType<typeof send>>;
         try {
           r = await send(agent, adminPort, u.method, u.url, u.body, u.headers);
         } catch {

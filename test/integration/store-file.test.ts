@@ -4,7 +4,7 @@
  * last good list stays in force; a corrupt file at boot stops the start and is left untouched.
  */
 import fs from 'node:fs';
-import net from 'node:net';
+import type net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';

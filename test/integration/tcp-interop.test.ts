@@ -5,7 +5,7 @@
  * - ipgate's outbound v1 / v2 headers accepted by nginx `stream` (`listen ... proxy_protocol`) and
  *   by HAProxy `accept-proxy`, which report the client address they were given.
  */
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { startIpgate } from '../helpers/ipgate';

@@ -256,7 +256,7 @@ t.test('500 half-sent headers at once do not stop a good client', async (t) => {
     s.write('PROXY TCP4 198.51.100.');
     loris.push(s);
   }
-  t.teardown(() => loris.forEach((s) => s.destroy()));
+  t.teardown(() => loris.forEach((s) => { s.destroy(); }));
   await waitFor(() => g.app.listeners[0]!.connections.size >= 500);
   const start = Date.now();
   const good = await connect({ port: g.port(), localAddress: '127.0.0.2' });

@@ -6,7 +6,7 @@
  * never holds a certificate: the backend's own certificate reaching the client and the backend
  * reporting the client's SNI show the hello went through untouched.
  */
-import net from 'node:net';
+import type net from 'node:net';
 import tls from 'node:tls';
 import { Duplex } from 'node:stream';
 import t, { type Test } from 'tap';

@@ -5,7 +5,7 @@
  * `trust_revoked`, within 1 s of the acknowledgement; connections through peers still trusted,
  * and direct ones, carry on; the peer's next connection is an untrusted one.
  */
-import net from 'node:net';
+import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { startAdminGate, type AdminGate } from '../helpers/admin-api';
 import { countingBackend } from '../helpers/http';

@@ -1,12 +1,13 @@
 {{/*
 The ipgate config file (config.yaml), built as a dict and serialised with toYaml so every value is
-quoted correctly. Its shape is ipgate's own schema (src/config/schema.ts); the chart tests parse the
+quoted correctly. Its shape is ipgate's own schema (src/schema/config.ts); the chart tests parse the
 rendered file with ipgate's parseConfig.
 */}}
 {{- define "ipgate.config" -}}
 {{- $listeners := list -}}
 {{- range .Values.listeners -}}
-{{- $l := omit . "port" "servicePort" "nodePort" -}}
+{{- /* Chart-only keys stay out of ipgate's config. */ -}}
+{{- $l := omit . "port" "servicePort" "nodePort" "allowTrustAll" -}}
 {{- $_ := set $l "listen" (include "ipgate.hostPort" (list $.Values.listenAddress .port)) -}}
 {{- $listeners = append $listeners $l -}}
 {{- end -}}

@@ -23,6 +23,10 @@ spec:
   # Without this, a hostNetwork pod resolves names with the node's resolv.conf, not cluster DNS.
   dnsPolicy: ClusterFirstWithHostNet
   {{- end }}
+  {{- with .Values.dnsConfig }}
+  dnsConfig:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
@@ -87,6 +91,10 @@ spec:
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+      {{- with .Values.extraEnvFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       ports:
         {{- range .Values.listeners }}
         - name: {{ .name }}
@@ -150,13 +158,16 @@ spec:
                renewal swaps the volume's ..data link and ipgate reloads the changed files. Nested in
                the config volume's /etc/ipgate: the kubelet creates the mount point there. */}}
         {{- range .Values.tls.secrets }}
-        - name: tls-{{ .name }}
+        - name: tls-{{ if regexMatch "^[a-z0-9]([-a-z0-9]{0,57}[a-z0-9])?$" .name }}{{ .name }}{{ else }}{{ sha256sum .name | trunc 16 }}{{ end }}
           mountPath: /etc/ipgate/tls/{{ .name }}
           readOnly: true
         {{- end }}
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+    {{- with .Values.extraContainers }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   volumes:
     # config.yaml only: the entries of source: config lists are read and watched through the API
     # (allowlist-declared-configmap.yaml), not mounted.
@@ -174,7 +185,8 @@ spec:
         medium: Memory
         sizeLimit: 16Mi
     {{- range .Values.tls.secrets }}
-    - name: tls-{{ .name }}
+    {{- /* A volume name is a DNS label (63): a Secret name with a dot, or longer, is hashed. */}}
+    - name: tls-{{ if regexMatch "^[a-z0-9]([-a-z0-9]{0,57}[a-z0-9])?$" .name }}{{ .name }}{{ else }}{{ sha256sum .name | trunc 16 }}{{ end }}
       secret:
         secretName: {{ .secretName }}
         defaultMode: {{ int $.Values.tls.defaultMode }}

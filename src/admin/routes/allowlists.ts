@@ -99,7 +99,7 @@ function validEntries(raw: readonly unknown[]): AllowEntry[] {
 }
 
 /** If-Match: null (absent), `*`, or the strong ETags listed. Weak ETags never match (RFC 9110 13.1.1). */
-export function parseIfMatch(header: string | undefined): Precondition {
+function parseIfMatch(header: string | undefined): Precondition {
   if (header === undefined) return null;
   const text = header.trim();
   if (text === '*') return '*';

@@ -73,7 +73,7 @@ export function liveConnections(listeners: readonly Listener[], listener: string
         peer: formatHostPort(c.peerAddress, c.peerPort),
         client: formatHostPort(c.clientAddress, c.clientPort),
         via: c.via,
-        admitted: c.entry !== null || c.onRevoke !== null,
+        admitted: c.entry !== null || c.decidedPerRequest,
         upstream: c.upstream,
         ...(c.route !== null ? { route: c.route.name } : {}),
         ...(c.sni !== null ? { sni: c.sni } : {}),

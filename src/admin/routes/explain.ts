@@ -6,18 +6,25 @@
  * headers, and for TCP listeners with routes the ClientHello's SNI (`sni`; absent or null: the
  * client sends none). Output: the client address, how it was derived (socket / proxy-v1 /
  * proxy-v2 / xff), the allowlist entry that matched and the decision, or the reason the
- * connection would be closed. On a listener with routes the route is chosen first, as the data
- * path does (the same route table): by `host` and `path` on an HTTP listener (or the Host header
- * among `headers`; path `/` when left out), by `sni` on a TCP one (tls_bad_sni for a name the
- * ClientHello reader refuses). The answer names the route (name, host entry and how it matched,
- * path entry, upstreams), the allowlist the route enforces and the entry that decided; no route:
- * HTTP decision `no_route` with the reason and status (route_no_host, route_no_path: 404;
- * route_bad_path: 400), TCP decision `close` (route_no_host).
+ * connection would be closed. On an HTTP listener the request target (`path`) and the Host
+ * (`host`, or the Host lines among `headers`) are checked first, as the engine checks them: a
+ * target that is neither origin-form nor http(s) absolute-form, or a Host the engine answers 400
+ * (missing with an absolute-form path, two lines, invalid, too long), is decision `bad_request`
+ * with the reason (bad_request, host_*), `status: 400` and `detail`; an absolute-form path's
+ * authority replaces Host, as on the wire. On a listener with routes the route is chosen next,
+ * as the data path does (the same route table): by that host and path (`/` when left out), by
+ * `sni` on a TCP one (tls_bad_sni for a name the ClientHello reader refuses). The answer names the
+ * route (name, host entry and how it matched, path entry, upstreams), the allowlist the route
+ * enforces and the entry that decided; no route: HTTP decision `no_route` with the reason and
+ * status (route_no_host, route_no_path: 404; route_bad_path, route_path_params: 400), TCP
+ * decision `close` (route_no_host).
  *
  * The same functions as the data path decide: derive.ts (PROXY trust and header outcome, shared
- * with the listener), the PROXY decoder, forwarded-for.ts (the HTTP forwarder's X-Forwarded-For
- * walk), the listener's live matcher and its live SNI routes (route/sni-routes.ts: the same
- * table lookup), so the explanation cannot drift from the behaviour.
+ * with the listener), the PROXY decoder, request-target.ts and request-host.ts (the engine's
+ * target and Host checks: `headers` become the header lines the engine reads, an array value one
+ * line per element), forwarded-for.ts (the HTTP forwarder's X-Forwarded-For walk), the
+ * listener's live matcher and its live SNI routes (route/sni-routes.ts: the same table lookup),
+ * so the explanation cannot drift from the behaviour.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { parseAddress } from '../../allowlist/cidr';
@@ -28,6 +35,8 @@ import type { Listener } from '../../listener/listener';
 import { decodeProxyHeader } from '../../proxy-protocol/decoder';
 import { asciiLower, hostNameProblem } from '../../route/host-name';
 import { RouteTable } from '../../route/route-table';
+import { requestHost } from '../../forward/http/request-host';
+import { requestTarget } from '../../forward/http/request-target';
 import { ApiError } from '../errors';
 import type { RoutesInForce } from '../../route/routes-in-force';
 import { AUTH_ERRORS, errorResponses } from '../openapi';
@@ -43,8 +52,8 @@ const bodySchema = {
     peer: { type: 'string', maxLength: 64, description: 'the address that connects to ipgate (the socket peer)' },
     proxyHeader: { type: 'string', maxLength: MAX_HEADER_TEXT, description: 'the first bytes the peer sends: PROXY v1 text ("PROXY TCP4 ..."), hex or base64' },
     sni: { type: ['string', 'null'], maxLength: 300, description: 'TCP listeners with routes: the SNI of the ClientHello (absent or null: none sent)' },
-    host: { type: 'string', maxLength: 1024, description: 'HTTP listeners with routes: the request\'s Host (default: the Host header among `headers`)' },
-    path: { type: 'string', maxLength: 8192, description: 'HTTP listeners with routes: the request target (path and query; default "/")' },
+    host: { type: 'string', maxLength: 1024, description: 'HTTP listeners: the request\'s Host, one line (default: the Host lines among `headers`); checked as the engine checks it' },
+    path: { type: 'string', maxLength: 8192, description: 'HTTP listeners: the request target (origin-form path and query, or absolute-form `http://authority/path`, whose authority replaces Host; default "/")' },
     headers: {
       type: 'object', maxProperties: 64, description: 'HTTP request headers (HTTP listeners)',
       additionalProperties: { anyOf: [{ type: 'string', maxLength: 8192 }, { type: 'array', maxItems: 32, items: { type: 'string', maxLength: 8192 } }] },
@@ -72,6 +81,7 @@ const responseSchema = {
     via: { type: ['string', 'null'] },
     trustedProxy: { type: 'boolean', description: 'HTTP: the client after PROXY is in http.trustedProxies (X-Forwarded-For is walked)' },
     sni: { type: ['string', 'null'], description: 'TCP listeners with routes: the SNI as the router sees it (lower-cased, trailing dot cut)' },
+    host: { type: 'string', description: 'HTTP listeners: the host the request is decided on and sent upstream with (Host or the absolute-form authority, lower-cased, trailing dot cut)' },
     allowlist: { type: 'string', description: 'the list that decides: the route\'s, or the listener\'s' },
     allowlistVersion: { type: 'string' },
     entry: entryOut,
@@ -83,14 +93,14 @@ const responseSchema = {
         host: { type: 'string', description: 'the host entry that matched, as configured (lower-case): a name, *.suffix or *' },
         hostMatch: { type: 'string', enum: ['exact', 'wildcard', 'default'] },
         path: { type: ['object', 'null'], additionalProperties: false, description: 'the path entry that matched (null: the route has no paths)',
-          properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] } } },
+          properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] }, ignoreCase: { type: 'boolean', description: 'present (true) when the entry compares ASCII letters without case' } } },
         upstreams: { type: 'array', items: { type: 'string' } },
       },
     },
     routesVersion: { type: 'string', description: 'hash of the routes in force' },
-    status: { type: 'integer', description: 'no_route: the status the client gets (404 or 400)' },
-    decision: { enum: ['allow', 'deny', 'close', 'no_route'] },
-    reason: { type: 'string', description: 'close, deny or no_route reason code (log field and metric label): pp_<code>, tls_bad_sni, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path' },
+    status: { type: 'integer', description: 'no_route and bad_request: the status the client gets (404 or 400)' },
+    decision: { enum: ['allow', 'deny', 'close', 'no_route', 'bad_request'] },
+    reason: { type: 'string', description: 'close, deny, no_route or bad_request reason code (log field and metric label): pp_<code>, tls_bad_sni, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path, route_path_params, bad_request (the target), host_missing, host_repeated, host_invalid, host_too_long' },
     detail: { type: 'string' },
   },
 } as const;
@@ -112,7 +122,7 @@ interface SniRouting {
 }
 
 /** `PROXY ...` text (CRLF added when missing), else hex, else base64. */
-export function headerBytes(text: string): Buffer {
+function headerBytes(text: string): Buffer {
   if (text.startsWith('PROXY ')) return Buffer.from(text.endsWith('\r\n') ? text : `${text.replace(/\n$/, '')}\r\n`, 'latin1');
   const compact = text.replace(/\s+/g, '');
   if (compact.length % 2 === 0 && /^[0-9a-fA-F]+$/.test(compact)) return Buffer.from(compact, 'hex');
@@ -172,7 +182,7 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
       throw new ApiError(400, 'invalid_sni', `sni ${JSON.stringify(b.sni)}: listener ${JSON.stringify(l.name)} does not route on SNI (only tcp listeners with routes do)`, 'sni');
     }
     const mode = l.config.proxyProtocol.mode;
-    const peerTrusted = mode !== 'off' && trustedSources.get(l.name)!.lookup(peer.address) >= 0;
+    const peerTrusted = mode !== 'off' && trustedSources.get(l.name)!.admits(peer.address);
     const base = { listener: l.name, mode: l.config.mode, peer: peer.address, peerTrusted, allowlist: l.config.allowlist, allowlistVersion: l.list.version };
 
     let outcome: IdentityOutcome | null = beforeHeader(mode, peerTrusted);
@@ -195,9 +205,35 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
     const clientPort = outcome.source?.port ?? null;
     let via: string = outcome.via;
     let trustedProxy = false;
+    // HTTP: the request target and the Host, checked by the engine's functions before anything
+    // else of the request (relay-conn.ts onHead).
+    const lr = l.config.mode === 'http' ? routes?.get(l.name) : undefined;
+    const routed = lr !== undefined && lr.table !== null;
+    let host: string | null = null;
+    let path = '/';
+    if (l.config.mode === 'http') {
+      const target = requestTarget(b.path ?? '/');
+      if (target === null) {
+        return { ...base, proxyHeader: outcome.label, client, clientPort, via, entry: null, route: null, decision: 'bad_request', reason: 'bad_request', status: 400,
+          detail: `path ${JSON.stringify(b.path)} is neither origin-form ("/...") nor an http(s)://authority/... absolute-form without userinfo` };
+      }
+      path = target.path;
+      const lines = hostLines(b);
+      if (lines.length === 0 && target.authority === null) {
+        // Not told the request's Host: a routed listener cannot choose a route without one.
+        if (routed) throw new ApiError(400, 'missing_host', 'this listener routes by host: give "host" (or a Host header in "headers")', 'host');
+      } else {
+        const h = requestHost(lines, target.authority);
+        if (typeof h !== 'string') {
+          return { ...base, proxyHeader: outcome.label, client, clientPort, via, entry: null, route: null, decision: 'bad_request', reason: h.reason, status: 400, detail: h.detail };
+        }
+        host = h;
+      }
+    }
+    const hostOut = host === null ? {} : { host };
     if (l.config.mode === 'http') {
       const proxies = trustedProxies.get(l.name)!;
-      trustedProxy = proxies.lookup(client) >= 0;
+      trustedProxy = proxies.admits(client);
       if (trustedProxy) {
         const xff = headerValue(b.headers, 'x-forwarded-for');
         const walked = clientFromForwardedFor(xff, client, proxies);
@@ -208,7 +244,6 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
     // Routes: the route picks the allowlist (and the upstreams) before the decision.
     let list = l.list;
     let routeOut: Record<string, unknown> = {};
-    const lr = l.config.mode === 'http' ? routes?.get(l.name) : undefined;
     if (routing !== null) {
       // The ClientHello reader's rule for the name (tls/client-hello.ts), then the route table.
       let sni = b.sni ?? null;
@@ -232,28 +267,27 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
         sni, allowlist: route.allowlist, allowlistVersion: list.version,
         route: { name: route.name, host: m.host, hostMatch: m.hostMatch, path: null, upstreams: rc?.upstreams ?? l.config.upstreams },
       };
-    } else if (lr !== undefined && lr.table !== null) {
-      const host = b.host ?? headerValue(b.headers, 'host');
-      if (host === null) throw new ApiError(400, 'missing_host', 'this listener routes by host: give "host" (or a Host header in "headers")', 'host');
-      const r = lr.table.lookup(host, b.path ?? '/');
+    } else if (routed && host !== null) {
+      const r = lr.table!.lookup(host, path);
       const version = routes!.version.hash;
       if (r.kind === 'miss') {
-        return { ...base, proxyHeader: outcome.label, client, clientPort, via, trustedProxy, entry: null, route: null, routesVersion: version,
-          decision: 'no_route', reason: r.reason, status: r.reason === 'route_bad_path' ? 400 : 404 };
+        return { ...base, ...hostOut, proxyHeader: outcome.label, client, clientPort, via, trustedProxy, entry: null, route: null, routesVersion: version,
+          decision: 'no_route', reason: r.reason, status: r.reason === 'route_bad_path' || r.reason === 'route_path_params' ? 400 : 404 };
       }
       const rc = lr.routes![r.routeIndex]!;
       const allowlist = rc.allowlist ?? lr.allowlist;
       list = l.list.owner.get(allowlist);
       routeOut = {
         allowlist, allowlistVersion: list.version, routesVersion: version,
-        route: { name: r.route, host: r.host, hostMatch: r.hostMatch, path: r.path === null ? null : { path: r.path.path, match: r.path.match },
+        route: { name: r.route, host: r.host, hostMatch: r.hostMatch,
+          path: r.path === null ? null : { path: r.path.path, match: r.path.match, ...(r.path.ignoreCase === true ? { ignoreCase: true } : {}) },
           upstreams: rc.upstreams ?? lr.upstreams },
       };
     }
     const d = list.matcher.decide(client);
     const e = d.entry;
     return {
-      ...base, ...routeOut, proxyHeader: outcome.label, client, clientPort, via, trustedProxy,
+      ...base, ...routeOut, ...hostOut, proxyHeader: outcome.label, client, clientPort, via, trustedProxy,
       entry: e === null ? null : { index: d.index, cidr: e.cidr, action: e.action ?? 'allow', ...(e.comment !== undefined ? { comment: e.comment } : {}),
         ...(e.expiresAt !== undefined ? { expiresAt: e.expiresAt } : {}) },
       decision: d.allowed ? 'allow' : 'deny',
@@ -261,6 +295,22 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
     };
   });
 };
+
+/**
+ * The request's Host lines as the engine's parser hands them over ([name, value, ...]): `host`
+ * as one line, else each Host entry of `headers` (an array: one line per element, so two lines
+ * are two Host headers, as on the wire).
+ */
+function hostLines(b: ExplainBody): string[] {
+  if (b.host !== undefined) return ['host', b.host];
+  const out: string[] = [];
+  if (b.headers === undefined) return out;
+  for (const [k, v] of Object.entries(b.headers)) {
+    if (k.toLowerCase() !== 'host') continue;
+    for (const line of Array.isArray(v) ? v : [v]) out.push(k, line);
+  }
+  return out;
+}
 
 /** Header lines joined the way a request carries them (RFC 9110 5.3), case-insensitive name. */
 function headerValue(headers: Record<string, string | string[]> | undefined, name: string): string | null {

@@ -15,7 +15,7 @@ const route = {
     name: { type: 'string', description: 'the route name (the `route` label of metrics and the access log)' },
     hosts: { type: 'array', items: { type: 'string' } },
     paths: { type: ['array', 'null'], description: 'null: every path',
-      items: { type: 'object', additionalProperties: false, properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] } } } },
+      items: { type: 'object', additionalProperties: false, properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] }, ignoreCase: { type: 'boolean' } } } },
     upstreams: { type: 'array', items: { type: 'string' } },
     upstreamsInherited: { type: 'boolean', description: 'the listener\'s upstreams (the route names none)' },
     allowlist: { type: 'string' },
@@ -30,6 +30,7 @@ const listenerRoutes = {
     listener: { type: 'string' },
     mode: { type: 'string', enum: ['tcp', 'http'] },
     routed: { type: 'boolean', description: 'false: the listener has no routes (one upstream group, one allowlist)' },
+    pathParameters: { type: 'string', enum: ['refuse', 'servlet'], description: 'HTTP listeners: how ";" in a request path is read (http.pathParameters)' },
     routes: { type: 'array', items: route },
   },
 } as const;
@@ -61,7 +62,7 @@ export const routesRoutes: FastifyPluginAsync<{ routes: RoutesInForce }> = async
       version: routes.version.hash,
       loadedAt: new Date(routes.version.loadedAt).toISOString(),
       listeners: chosen.map((l) => ({
-        listener: l.listener, mode: l.mode, routed: l.routes !== null,
+        listener: l.listener, mode: l.mode, routed: l.routes !== null, ...(l.mode === 'http' ? { pathParameters: l.pathParameters } : {}),
         routes: (l.routes ?? []).map((r) => ({
           name: r.name, hosts: r.hosts, paths: r.paths ?? null,
           upstreams: r.upstreams ?? l.upstreams, upstreamsInherited: r.upstreams === undefined,

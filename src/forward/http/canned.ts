@@ -11,18 +11,22 @@
 export class Canned {
   readonly wire: Buffer;
   readonly keepAliveWire: Buffer;
-  /** Flat [name, value, ...] list (no Connection header). */
+  /** Flat [name, value, ...] list (no Connection header); `extra` ones last. */
   readonly headers: readonly string[];
-  constructor(readonly status: number, readonly reason: string, contentType: string, readonly body: Buffer) {
-    this.headers = ['Content-Type', contentType, 'Content-Length', String(body.length), 'Cache-Control', 'no-store'];
+  constructor(readonly status: number, readonly reason: string, contentType: string, readonly body: Buffer,
+    /** More header fields, [name, value, ...] (a redirect's Location: built per request, edge-rules.ts). */
+    extra: readonly string[] = []) {
+    this.headers = ['Content-Type', contentType, 'Content-Length', String(body.length), 'Cache-Control', 'no-store', ...extra];
+    let more = '';
+    for (let i = 0; i + 1 < extra.length; i += 2) more += `${extra[i]!}: ${extra[i + 1]!}\r\n`;
     this.wire = Buffer.concat([
       Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
-        'Cache-Control: no-store\r\nConnection: close\r\n\r\n', 'latin1'),
+        `Cache-Control: no-store\r\n${more}Connection: close\r\n\r\n`, 'latin1'),
       body,
     ]);
     this.keepAliveWire = Buffer.concat([
       Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
-        'Cache-Control: no-store\r\n\r\n', 'latin1'),
+        `Cache-Control: no-store\r\n${more}\r\n`, 'latin1'),
       body,
     ]);
   }
@@ -43,6 +47,12 @@ export class CannedResponses {
   readonly headersTooLarge = text(431, 'Request Header Fields Too Large', 'Request Header Fields Too Large\n');
   readonly badGateway = text(502, 'Bad Gateway', 'Bad Gateway\n');
   readonly gatewayTimeout = text(504, 'Gateway Timeout', 'Gateway Timeout\n');
+  /** An HTTP/1.1 request routed to an upstream group that speaks HTTP/2 only (gRPC). */
+  readonly versionNotSupported = text(505, 'HTTP Version Not Supported', 'HTTP Version Not Supported: this route serves HTTP/2 only\n');
+  /** A request body over `maxBodyBytes` (edge-rules.ts). */
+  readonly payloadTooLarge = text(413, 'Payload Too Large', 'Payload Too Large\n');
+  /** No target of the upstream group is up (upstream-health.ts). */
+  readonly serviceUnavailable = text(503, 'Service Unavailable', 'Service Unavailable\n');
 
   constructor(deniedBody: string) {
     this.forbiddenText = text(403, 'Forbidden', deniedBody);
@@ -52,6 +62,6 @@ export class CannedResponses {
 
   /** 403 in the client's format: JSON when its Accept names application/json, else text. */
   forbidden(accept: string | null): Canned {
-    return accept !== null && accept.includes('application/json') ? this.forbiddenJson : this.forbiddenText;
+    return accept?.includes('application/json') ? this.forbiddenJson : this.forbiddenText;
   }
 }

@@ -5,14 +5,26 @@
  */
 import type { AllowEntry } from '../../allowlist/entry';
 import type { Decision } from '../../allowlist/matcher';
-import type { Connection, Via } from '../../listener/connection';
+import type { Connection, Via } from '../../connection/connection';
 import type { Reason } from '../../reasons';
-import type { ByteSocket } from '../../transport/byte-socket';
-import type { Upstream } from '../upstream-group';
+import type { Upstream } from '../../upstream/upstream-group';
 import type { HttpRoute } from './http-routes';
+
+/**
+ * How a connection that multiplexes requests (HTTP/2) is ended: GOAWAY, then close once its open
+ * streams are done (forward/http/h2/h2-conn.ts). The forwarder's lifecycle (drain, revocation, a
+ * route removed) calls it where an HTTP/1.1 connection would close after its in-flight response.
+ */
+export interface GracefulEnd {
+  goaway(): void;
+}
 
 /** One client connection handed to the HTTP forwarder. */
 export class HttpConn {
+  /** `h1` or `h2`: the engine serving it (a bounded label of the metrics and the access line). */
+  protocol: 'h1' | 'h2' = 'h1';
+  /** HTTP/2: the engine's graceful end (GOAWAY); null for HTTP/1.1. */
+  h2: GracefulEnd | null = null;
   /** The peer is a trusted proxy: identity (and the allowlist decision) per request from XFF. */
   readonly trusted: boolean;
   /** Connection-level decision for untrusted peers: the allowlist entry that admits it, null denied. */
@@ -23,28 +35,32 @@ export class HttpConn {
    * (kept current by a list change's re-check, as `entry` is). Null otherwise.
    */
   denial: Decision | null = null;
-  /** Exchanges whose response has not closed yet (pipelining can make it more than one). */
+  /** Exchanges whose response has not closed yet (pipelining, or HTTP/2 streams, can make it more than one). */
   readonly open: Exchange[] = [];
   /** The exchange that upgraded this connection (WebSocket), if any. */
   upgraded: Exchange | null = null;
   /** A list change no longer allows this connection: no new requests, close after the in-flight one. */
   revoked = false;
-  /** The connection is ending (revoked, draining): no new request is admitted on it. */
+  /** The connection is ending (revoked, a route removed, draining): its in-flight response is its last. */
   closing = false;
+  /** The listener is draining: no new request is admitted on this connection (it closes instead). */
+  draining = false;
   /** A revoked connection's in-flight response gets a grace period, then this cuts it. */
   revokeTimer: NodeJS.Timeout | null = null;
   /** conn.destPort as text, for X-Forwarded-Port. */
   readonly destPortText: string;
   /** The listener had routes when this connection arrived: every request is routed (http-routes.ts). */
   routed = false;
-  /** The route of this connection's latest request (a reload that removes it closes the connection). */
-  routeName: string | null = null;
+  /**
+   * This connection's latest request that a route took (admitted or refused; a tunnel's upgrade,
+   * the one in flight, or the last one answered): what a reload or a list change re-decides
+   * (HttpForwarder.redecide). Null before any.
+   */
+  latest: Exchange | null = null;
 
   constructor(
     readonly conn: Connection,
     trusted: boolean,
-    /** The HttpForwarder (typed loosely to keep this file free of a cycle). */
-    readonly forwarder: unknown,
   ) {
     this.trusted = trusted;
     this.destPortText = String(conn.destPort);
@@ -79,7 +95,15 @@ export class Exchange {
   /** Failure / result reason (`upstream_refused`, `upstream_timeout`, `denied`, `client_abort`, ...). */
   reason: Reason | null = null;
   readonly startedAt: number;
-  readonly bytesAtStart: number;
+  /** The client socket's bytesWritten when the request arrived; the engine sets both. */
+  bytesAtStart = 0;
+  /** Bytes written to the client for this request (the response, or a tunnel's), set before it is recorded. */
+  bytesOut = 0;
+  /**
+   * Request bytes for ipgate_http_request_size_bytes: the head's (request-size.ts) at the start,
+   * plus the body bytes relayed upstream (the engine adds them as they go).
+   */
+  requestBytes = 0;
   /** The client sent no body (no Content-Length > 0, no Transfer-Encoding): safe to retry. */
   readonly bodyless: boolean;
 
@@ -88,8 +112,6 @@ export class Exchange {
     /** The request line's method and target, as the client sent them. */
     readonly method: string,
     readonly url: string,
-    /** The client socket (the access log reads the bytes written to it). */
-    readonly socket: ByteSocket,
     client: string,
     via: Via,
     now: number,
@@ -98,7 +120,6 @@ export class Exchange {
     this.client = client;
     this.via = via;
     this.startedAt = now;
-    this.bytesAtStart = socket.bytesWritten;
     this.bodyless = bodyless;
   }
 }

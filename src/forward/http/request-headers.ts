@@ -38,6 +38,8 @@ export class ReceivedHeaders {
   upgrade: string | null = null;
   /** The request has a body (Content-Length > 0 or Transfer-Encoding): not safe to send twice. */
   hasBody = false;
+  /** Content-Length as a number (the parser checked it is one), -1 without one. */
+  contentLength = -1;
   /** Extra tokens of the Connection header (other than close/keep-alive/upgrade), lower-case. */
   connectionTokens: string[] | null = null;
 
@@ -53,6 +55,7 @@ export class ReceivedHeaders {
     this.requestId = null;
     this.upgrade = null;
     this.hasBody = false;
+    this.contentLength = -1;
     this.connectionTokens = null;
   }
 }
@@ -119,6 +122,7 @@ export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out
         break;
       case 'content-length':
         if (value !== '0') got.hasBody = true;
+        if (got.contentLength < 0) got.contentLength = Number(value);
         break;
       case 'transfer-encoding':
         got.hasBody = true;

@@ -1,26 +1,33 @@
 /**
  * TCP forwarding: dial an upstream (round robin, next target on connect failure), write the
  * outbound PROXY header and any bytes that followed the inbound header, then relay both ways.
+ * A connection an SNI route took first has its handshake watched up to the backend's ServerHello
+ * (hello-watch.ts: a second ClientHello after a HelloRetryRequest must match the first).
  *
- * - Backpressure: relay() pauses the fast side while the slow side's buffer is full, so a
+ * One dial routine for both socket models (TcpForwarder.dial; a SocketKind opens the upstream in
+ * the client's model) and one relay contract (transport/relay-pair.ts: an entry per model):
+ * - Backpressure: the relay pauses the fast side while the slow side's buffer is full, so a
  *   stalled reader never makes memory grow without bound.
- * - Half-close: both sockets are allowHalfOpen; relay() ends the destination when the source ends,
- *   so a FIN travels on while the other direction keeps flowing.
+ * - Half-close: the relay ends the destination when the source ends, so a FIN travels on while
+ *   the other direction keeps flowing.
  * - One upstream connection per client connection: the PROXY header describes one client.
  */
 import net from 'node:net';
 import type { Logger } from 'pino';
-import type { ListenerConfig } from '../../config/schema';
-import type { Connection, Endpoint } from '../../listener/connection';
+import type { ListenerConfig } from '../../schema/config';
+import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
-import type { ByteSocket } from '../../transport/byte-socket';
-import { relayPair, type BulkSwitch } from '../../transport/relay-pair';
-import { ListenerStats } from '../../metrics/listener-stats';
+import { netRelayPair, relayPair, type BulkSwitch } from '../../transport/relay-pair';
+import type { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';
-import { parseUpstreams, UpstreamPool, type Upstream } from '../upstream-group';
-import { upstreamReason } from '../upstream-reason';
+import type { ClientHelloDone } from '../../tls/client-hello';
+import type { TlsReason } from '../../tls/codes';
+import { helloTimeoutMs } from '../../tls/hello-stage';
+import { parseUpstreams, UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
+import { upstreamReason } from '../../upstream/upstream-reason';
+import { HelloWatch, type WatchHost } from './hello-watch';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
 /**
@@ -29,18 +36,30 @@ import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, ma
  * a 'drain' + resume per chunk. 256 KiB holds four reads; a stalled reader still pins at most
  * this much per direction. bench/README.md "Hot path" has the before/after.
  */
-export const RELAY_HIGH_WATER_MARK = 256 * 1024;
+const RELAY_HIGH_WATER_MARK = 256 * 1024;
 
 export class TcpForwarder implements ConnectionHandler {
   readonly socketHighWaterMark = RELAY_HIGH_WATER_MARK;
+  /** A TCP connection is decided once, by the listener's allowlist stage (its SNI route's list, or its own). */
+  readonly decidesPerRequest = false;
+  /** SNI routes are the listener's own (Listener.routeReceiver). */
+  readonly routes = null;
   /**
    * Relay on libuv handles (raw-socket.ts) where this Node has them, unless IPGATE_TCP_HANDLES=0,
    * and when every upstream (the listener's and its routes') is an IP literal: a RawSocket
    * connects to an address, not a name (names keep net.connect's lookup and the net.Socket path).
    */
   readonly rawSockets: boolean;
-  private readonly pool: UpstreamPool;
+  private readonly pool: UpstreamGroup;
   private readonly log: Logger;
+  /**
+   * What a connection's HelloWatch calls back (SNI routes only), one per socket model, built once
+   * per listener: the watch ends in that model's relay (transport/relay-pair.ts).
+   * @internal (SocketKind)
+   */
+  readonly netWatch: WatchHost<net.Socket>;
+  /** @internal (SocketKind) */
+  readonly rawWatch: WatchHost<RawSocket>;
 
   constructor(
     private readonly config: Readonly<ListenerConfig>,
@@ -48,153 +67,99 @@ export class TcpForwarder implements ConnectionHandler {
     private readonly stats: ListenerStats,
   ) {
     // With routes the listener's own group may be empty: every route then has its own.
-    this.pool = new UpstreamPool(parseUpstreams(config.upstreams));
+    this.pool = new UpstreamGroup(parseUpstreams(config.upstreams));
     this.log = logger.child({ listener: config.name });
     const routeTargets = (config.routes ?? []).flatMap((r) => parseUpstreams(r.upstreams ?? []));
     this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => t.family !== 0) && routeTargets.every((t) => t.family !== 0);
     if (!largeReadsEnabled()) this.log.debug('bulk relays use ordinary socket reads (large reads off or unsupported by this Node)');
+    const watch = {
+      helloTimeoutMs: helloTimeoutMs(config),
+      stats,
+      log: this.log,
+      closeWith: (conn: Connection, reason: TlsReason) => this.closeWith(conn, reason),
+    };
+    this.netWatch = { ...watch, relayBoth: relayNet };
+    this.rawWatch = { ...watch, relayBoth: relayRaw };
   }
 
-  handle(conn: Connection, leftover: Buffer): void {
+  // Lifecycle (ConnectionHandler): the listener re-checks and closes TCP connections itself (each
+  // was decided once, by the listener); a stream has no request boundary to drain at.
+  drain(): void {}
+  enforces(): boolean {
+    return false;
+  }
+  recheck(): boolean {
+    return false;
+  }
+  trustChanged(): number {
+    return 0;
+  }
+
+  /**
+   * `hello` (TCP listeners with routes): the ClientHello that chose the route, the first
+   * `hello.length` bytes of `leftover`; only those go to the backend at first (hello-watch.ts).
+   * The client's socket model picks the SocketKind (the listener accepts RawSockets where it can,
+   * else net.Sockets); from here on the path is the same for both.
+   */
+  handle(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void {
     const client = conn.socket;
+    // A connection an SNI route took dials the route's group (its own round robin).
+    const pool = conn.route === null ? this.pool : conn.route.upstreams;
+    client.pause();
     if (client instanceof RawSocket) {
-      this.handleRaw(conn, client, leftover);
+      watchIdle(conn, client, this.config.timeouts.idleMs, this);
+      this.dial(RAW, conn, client, leftover, hello ?? null, pool, pool.start(), 0);
       return;
     }
-    client.pause();
     // Idle in both directions: any read or write on the client socket resets the timer, and
     // everything from the upstream is written to it.
     client.setTimeout(this.config.timeouts.idleMs, () => this.fail(conn, 'idle_timeout'));
-    // A connection an SNI route took dials the route's group (its own round robin).
-    const pool = conn.route === null ? this.pool : conn.route.upstreams;
-    this.dial(conn, client, leftover, pool, pool.start(), 0);
+    this.dial(NET, conn, client, leftover, hello ?? null, pool, pool.start(), 0);
   }
 
-  private dial(conn: Connection, client: net.Socket, leftover: Buffer, pool: UpstreamPool, index: number, attempt: number): void {
+  /**
+   * The one dial routine: connect to the group's next target (round robin from `index`), and on a
+   * connect failure or timeout try the next one until every target was tried once. Each failure
+   * but the last is logged ("trying next") and counted under its target; the last one ends the
+   * connection with its reason. `kind` opens the upstream socket in the client's model.
+   */
+  private dial<S extends Endpoint>(kind: SocketKind<S>, conn: Connection, client: S, leftover: Buffer, hello: ClientHelloDone | null,
+    pool: UpstreamGroup, index: number, attempt: number): void {
     const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
     if (client.destroyed) return;
     const dialedAt = performance.now();
-    const upstream = net.connect(connectOptions(target));
-    conn.upstreamSocket = upstream;
-    conn.upstream = target.label;
-    let connected = false;
-    const timer = setTimeout(() => upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT' })),
-      this.config.timeouts.connectMs);
-
-    upstream.once('connect', () => {
-      connected = true;
-      clearTimeout(timer);
-      if (!this.opened(conn, client, upstream, dialedAt, leftover)) return;
-      relay(client, upstream);
-      relay(upstream, client);
-      client.resume();
-    });
-
-    upstream.on('error', (err: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      if (!connected) {
-        if (attempt + 1 < targets.length && !client.destroyed) {
-          this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed; trying next');
-          this.stats.upstreamFailed(target.label, upstreamReason(err));
-          this.dial(conn, client, leftover, pool, index, attempt + 1);
-          return;
-        }
-        this.log.warn({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream connect failed');
-        this.fail(conn, upstreamReason(err));
-        return;
-      }
-      this.log.debug({ conn: conn.id, upstream: target.label, err: err.code ?? err.message }, 'upstream socket error');
-      this.fail(conn, 'upstream_reset');
-    });
-
-    upstream.once('close', () => {
-      clearTimeout(timer);
-      if (!connected || conn.upstreamSocket !== upstream) return;
-      // The upstream is gone in both directions. Let what it sent reach the client (relay already
-      // ended the client's write side), then close; an aborted upstream aborts the client.
-      if (client.destroyed) return;
-      if (client.writableFinished) client.destroy();
-      else client.once('finish', () => client.destroy());
-    });
-
-    client.once('close', () => {
-      if (!upstream.destroyed) {
-        // The client is gone: a FIN was already forwarded by relay() if it closed cleanly; if it
-        // aborted, abort the upstream too.
-        if (client.readableEnded && !upstream.writableFinished) upstream.once('finish', () => upstream.destroy());
-        else upstream.destroy();
-      }
-    });
-  }
-
-  // --- the same on RawSockets ------------------------------------------------------------------
-
-  private handleRaw(conn: Connection, client: RawSocket, leftover: Buffer): void {
-    client.pause();
-    watchIdle(conn, client, this.config.timeouts.idleMs, this);
-    const pool = conn.route === null ? this.pool : conn.route.upstreams;
-    this.dialRaw(conn, client, leftover, pool, pool.start(), 0);
-  }
-
-  private dialRaw(conn: Connection, client: RawSocket, leftover: Buffer, pool: UpstreamPool, index: number, attempt: number): void {
-    const targets = pool.targets;
-    const target = targets[(index + attempt) % targets.length]!;
-    if (client.destroyed) return;
-    const dialedAt = performance.now();
-    const failed = (code: string): void => {
+    // `code` null: connected; else the connect failure (the socket is destroyed).
+    const outcome = (code: string | null): void => {
       clearTimeout(timer);
       if (conn.upstreamSocket !== upstream) return;
+      if (code === null) {
+        if (this.opened(conn, client, upstream, dialedAt, leftover, hello)) kind.relay(this, conn, client, upstream, hello, leftover);
+        return;
+      }
       const reason = upstreamReason({ code } as NodeJS.ErrnoException);
       if (attempt + 1 < targets.length && !client.destroyed) {
         this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed; trying next');
         this.stats.upstreamFailed(target.label, reason);
-        this.dialRaw(conn, client, leftover, pool, index, attempt + 1);
+        this.dial(kind, conn, client, leftover, hello, pool, index, attempt + 1);
         return;
       }
       this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed');
       this.fail(conn, reason);
     };
-    const upstream = RawSocket.connect(target.host, target.port, target.family === 6 ? 6 : 4, (err) => {
-      if (err !== null) {
-        failed(err);
-        return;
-      }
-      clearTimeout(timer);
-      if (!this.opened(conn, client, upstream, dialedAt, leftover)) return;
-      this.relayRaw(conn, client, upstream);
-    });
-    conn.upstreamSocket = upstream;
-    conn.upstream = target.label;
     const timer = setTimeout(() => {
       upstream.destroy();
-      failed('ETIMEDOUT');
+      outcome('ETIMEDOUT');
     }, this.config.timeouts.connectMs);
-    // Closed before connecting (Listener.close: revocation, drain): no timeout to report.
-    upstream.onClose(() => clearTimeout(timer));
+    const upstream = kind.open(this, conn, client, target, timer, outcome);
+    conn.upstreamSocket = upstream;
+    conn.upstream = target.label;
   }
 
-  /**
-   * relay() both ways for RawSockets, same contract (transport/relay-pair.ts); a socket error
-   * on either side closes both.
-   */
-  private relayRaw(conn: Connection, client: RawSocket, upstream: RawSocket): void {
-    if (upstream.destroyed) {
-      // The first write failed at once (the upstream reset right after accepting).
-      this.fail(conn, 'upstream_reset');
-      return;
-    }
-    // The listener logs the client's error; either side failing ends the connection.
-    const onClientError = client.onError;
-    client.onError = (code) => {
-      onClientError?.(code);
-      upstream.destroy();
-    };
-    upstream.onError = (code) => {
-      this.log.debug({ conn: conn.id, upstream: conn.upstream, err: code }, 'upstream socket error');
-      this.fail(conn, 'upstream_reset');
-    };
-    relayPair(client, upstream, LARGE_READS);
+  /** @internal (SocketKind) An upstream socket failed after connecting: both sides close. */
+  upstreamError(conn: Connection, code: string): void {
+    this.log.debug({ conn: conn.id, upstream: conn.upstream, err: code }, 'upstream socket error');
+    this.fail(conn, 'upstream_reset');
   }
 
   /** @internal (watchIdle) */
@@ -203,18 +168,21 @@ export class TcpForwarder implements ConnectionHandler {
   }
 
   /**
-   * The upstream connected (both paths): count the connect time and send the first bytes in one
-   * write (the outbound PROXY header and what followed the inbound one). False when the client is
-   * already gone: the upstream is closed and there is nothing to relay.
+   * The upstream connected (either socket model): count the connect time and send the first bytes in one
+   * write (the outbound PROXY header and what followed the inbound one; with a `hello`, only the
+   * hello: the rest waits for the backend's ServerHello). False when the client is already gone:
+   * the upstream is closed and there is nothing to relay.
    */
-  private opened(conn: Connection, client: Endpoint, upstream: Endpoint, dialedAt: number, leftover: Buffer): boolean {
+  private opened(conn: Connection, client: Endpoint, upstream: Endpoint, dialedAt: number, leftover: Buffer, hello: ClientHelloDone | null): boolean {
     this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
+    this.stats.upstreamConnected(conn.upstream); // ipgate_upstream_up
     if (client.destroyed) {
       upstream.destroy();
       return false;
     }
     const header = this.header(conn);
-    const first = header === null ? leftover : leftover.length > 0 ? Buffer.concat([header, leftover]) : header;
+    const payload = hello === null || hello.length === leftover.length ? leftover : leftover.subarray(0, hello.length);
+    const first = header === null ? payload : payload.length > 0 ? Buffer.concat([header, payload]) : header;
     if (first.length > 0) upstream.write(first);
     return true;
   }
@@ -227,7 +195,15 @@ export class TcpForwarder implements ConnectionHandler {
     return mode === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
   }
 
-  private fail(conn: Connection, reason: 'idle_timeout' | UpstreamReason): void {
+  /** The handshake watch refused the connection (hello-watch.ts): close both sides with `reason`. */
+  private closeWith(conn: Connection, reason: TlsReason): void {
+    if (conn.result === null) conn.result = reason;
+    conn.socket.destroy();
+    conn.upstreamSocket?.destroy();
+  }
+
+  /** @internal (SocketKind) */
+  fail(conn: Connection, reason: 'idle_timeout' | UpstreamReason): void {
     if (conn.result === null) conn.result = reason;
     if (reason !== 'idle_timeout') this.stats.upstreamFailed(conn.upstream, reason);
     conn.socket.destroy();
@@ -236,49 +212,102 @@ export class TcpForwarder implements ConnectionHandler {
 }
 
 /**
- * `src` -> `dst` without stream.pipe(): pipe() registers ~8 listeners per direction (and removes
- * them at the end) and its closures are allocated per connection; this is 3 shared functions, the
- * peer kept on the socket. Same contract: every chunk written as it comes, `src` paused while
- * `dst`'s buffer is above its high-water mark and resumed on 'drain' (a stalled reader never makes
- * memory grow), `dst.end()` after `src` ends (half-close travels on). A destroyed `dst` makes
- * write() return false, so `src` stays paused until the close handlers above destroy it.
- * bench/README.md "Hot path" has the before/after. A direction that turns out to carry a bulk flow
- * switches to large reads into a reused buffer (large-reads.ts), with the same contract.
+ * What differs between the two socket models on the forwarder's path, one object per model
+ * (shared by every listener): how to open an upstream socket of the client's kind and what its
+ * errors and closes do to the pair, and which relay of transport/relay-pair.ts moves the bytes.
+ * The dial routine (TcpForwarder.dial: round robin, failover, counts, logs) is one for both.
  */
-const PEER = Symbol('ipgate.relayPeer');
-interface RelaySocket extends net.Socket {
-  [PEER]?: RelaySocket;
+interface SocketKind<S extends Endpoint> {
+  /**
+   * Start connecting `client`'s upstream to `target`. `outcome(null)` once connected,
+   * `outcome(code)` when the connect fails (the socket is destroyed); nothing after our own
+   * destroy(). The socket's close clears `timer` (the connect timeout).
+   */
+  open(fwd: TcpForwarder, conn: Connection, client: S, target: Upstream, timer: NodeJS.Timeout, outcome: (code: string | null) => void): S;
+  /**
+   * Connected, the first bytes written (TcpForwarder.opened): relay both ways, after the handshake
+   * watch when there is a `hello`.
+   */
+  relay(fwd: TcpForwarder, conn: Connection, client: S, upstream: S, hello: ClientHelloDone | null, leftover: Buffer): void;
 }
 
-function relay(src: RelaySocket, dst: RelaySocket): void {
-  src[PEER] = dst;
-  dst[PEER] ??= src;
-  src.on('data', relayData);
-  src.on('end', relayEnd);
-  dst.on('drain', relayDrain);
-}
+/** net.Sockets: TCP listeners where libuv handles are off or unavailable, and DNS-named upstreams. */
+const NET: SocketKind<net.Socket> = {
+  open(fwd, conn, client, target, timer, outcome) {
+    const upstream = net.connect(connectOptions(target));
+    let connected = false;
+    upstream.once('connect', () => {
+      connected = true;
+      outcome(null);
+    });
+    upstream.on('error', (err: NodeJS.ErrnoException) => {
+      if (!connected) outcome(err.code ?? err.message);
+      else fwd.upstreamError(conn, err.code ?? err.message);
+    });
+    upstream.once('close', () => {
+      clearTimeout(timer);
+      if (!connected || conn.upstreamSocket !== upstream) return;
+      // The upstream is gone in both directions. Let what it sent reach the client (the relay
+      // already ended the client's write side), then close; an aborted upstream aborts the client.
+      if (client.destroyed) return;
+      if (client.writableFinished) client.destroy();
+      else client.once('finish', () => client.destroy());
+    });
+    client.once('close', () => {
+      if (!upstream.destroyed) {
+        // The client is gone: the relay already forwarded a FIN if it closed cleanly; if it
+        // aborted, abort the upstream too.
+        if (client.readableEnded && !upstream.writableFinished) upstream.once('finish', () => upstream.destroy());
+        else upstream.destroy();
+      }
+    });
+    return upstream;
+  },
+  relay(fwd, conn, client, upstream, hello, leftover) {
+    if (hello !== null) new HelloWatch(conn, client, upstream, hello, held(leftover, hello), fwd.netWatch).start();
+    else relayNet(client, upstream);
+  },
+};
 
-function relayData(this: RelaySocket, chunk: Buffer): void {
-  const dst = this[PEER]!;
-  if (!dst.write(chunk)) this.pause();
-  else if (chunk.length >= BULK_CHUNK_BYTES) maybeSwitch(this, dst);
-}
+/** RawSockets (libuv handles): TCP listeners whose upstreams are all IP literals, where Node has them. */
+const RAW: SocketKind<RawSocket> = {
+  open(_fwd, _conn, _client, target, timer, outcome) {
+    const upstream = RawSocket.connect(target.host, target.port, target.family === 6 ? 6 : 4, outcome);
+    // Closed before connecting (Listener.close: revocation, drain): no timeout to report.
+    upstream.onClose(() => clearTimeout(timer));
+    return upstream;
+  },
+  relay(fwd, conn, client, upstream, hello, leftover) {
+    if (upstream.destroyed) {
+      // The first write failed at once (the upstream reset right after accepting).
+      fwd.fail(conn, 'upstream_reset');
+      return;
+    }
+    // The listener logs the client's error; either side failing ends the connection.
+    const onClientError = client.onError;
+    client.onError = (code) => {
+      onClientError?.(code);
+      upstream.destroy();
+    };
+    upstream.onError = (code) => fwd.upstreamError(conn, code);
+    if (hello !== null) new HelloWatch(conn, client, upstream, hello, held(leftover, hello), fwd.rawWatch).start();
+    else relayRaw(client, upstream);
+  },
+};
 
-function relayEnd(this: RelaySocket): void {
-  this[PEER]!.end();
-}
-
-/** `this` is the destination that drained: its source is the peer. */
-function relayDrain(this: RelaySocket): void {
-  this[PEER]!.resume();
+/** The relays (transport/relay-pair.ts) with this forwarder's bulk switches (large-reads.ts). */
+const relayNet = netRelayPair({ bytes: BULK_CHUNK_BYTES, switch: maybeSwitch });
+const RAW_BULK: BulkSwitch<RawSocket> = { bytes: BULK_CHUNK_BYTES, switch: switchRaw };
+function relayRaw(client: RawSocket, upstream: RawSocket): void {
+  relayPair(client, upstream, RAW_BULK);
 }
 
 /**
  * maybeSwitch() for RawSockets: a read of BULK_CHUNK_BYTES or more that `dst` took at once (a bulk
  * flow) switches `src` to large reads into a pooled buffer, which goes back to the pool once both
- * sockets are closed. relayRaw's pause-until-drain is the rule the reused buffer needs.
+ * sockets are closed. relayPair's pause-until-drain is the rule the reused buffer needs.
  */
-function switchRaw(src: RawSocket, dst: ByteSocket): void {
+function switchRaw(src: RawSocket, dst: RawSocket): void {
   if (src.largeReads || !largeReadsEnabled() || dst.destroyed) return;
   const buf = takeReadBuffer();
   if (!src.useLargeReads(buf)) {
@@ -293,14 +322,6 @@ function switchRaw(src: RawSocket, dst: ByteSocket): void {
   src.onClose(closed);
   dst.onClose(closed);
 }
-
-/** relayPair's bulk switch for this relay's RawSockets. */
-const LARGE_READS: BulkSwitch = {
-  bytes: BULK_CHUNK_BYTES,
-  switch(src: ByteSocket, dst: ByteSocket): void {
-    if (src instanceof RawSocket) switchRaw(src, dst);
-  },
-};
 
 /**
  * The client socket's idle timeout for RawSockets: like net's socket.setTimeout, any read or write
@@ -318,6 +339,13 @@ function watchIdle(conn: Connection, client: RawSocket, idleMs: number, fwd: Tcp
   timer = setTimeout(check, idleMs);
   client.onClose(() => clearTimeout(timer));
 }
+
+/** What the client sent after its first hello (held by the watch until the backend's ServerHello). */
+function held(leftover: Buffer, hello: ClientHelloDone): Buffer {
+  return hello.length === leftover.length ? EMPTY : leftover.subarray(hello.length);
+}
+
+const EMPTY = Buffer.alloc(0);
 
 /** highWaterMark is a net.Socket (Duplex) option that @types/node's NetConnectOpts does not list. */
 function connectOptions(target: Upstream): net.NetConnectOpts {

@@ -9,8 +9,8 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { ListenerAccessLog } from '../../../src/access-log/access-log';
 import type { Exchange } from '../../../src/forward/http/exchange';
-import type { Connection } from '../../../src/listener/connection';
-import { tlsFacts } from '../../../src/tls/facts';
+import type { Connection } from '../../../src/connection/connection';
+import { tlsFacts } from '../../../src/connection/tls-facts';
 import { BlockWriter, createLogger, levelLabel, rawLineTarget } from '../../../src/log';
 
 const ENTRY = Object.freeze({ cidr: '10.0.0.0/8' });
@@ -27,14 +27,14 @@ function pair(mode: 'tcp' | 'http'): { fast: string[]; slow: string[]; logs: [Li
 
 function conn(over: Partial<Record<string, unknown>> = {}): Connection {
   return { id: 17, clientAddress: '10.1.2.3', clientPort: 40123, via: 'proxy-v2', peerAddress: '127.0.0.1', result: null,
-    entry: ENTRY, onRevoke: null, upstream: '127.0.0.1:7100', socket: { bytesRead: 1234, bytesWritten: 5678 }, startedAt: Date.now() - 5, tls: null, ...over } as unknown as Connection;
+    entry: ENTRY, decidedPerRequest: false, upstream: '127.0.0.1:7100', socket: { bytesRead: 1234, bytesWritten: 5678 }, startedAt: Date.now() - 5, tls: null, ...over } as unknown as Connection;
 }
 
 function exchange(url: string | undefined, over: Partial<Record<string, unknown>> = {}): Exchange {
-  const c = conn({ onRevoke: () => {} });
-  return { hc: { conn: c }, reason: null, url, method: 'GET', client: '10.9.9.9', via: 'xff', entry: ENTRY, upstream: { label: '127.0.0.1:7180' },
+  const c = conn({ decidedPerRequest: true });
+  return { hc: { conn: c, protocol: 'h1' }, reason: null, url, method: 'GET', client: '10.9.9.9', via: 'xff', entry: ENTRY, upstream: { label: '127.0.0.1:7180' },
     status: 200, upstreamStatus: 200, upstreamMs: 2, host: 'app.example', userAgent: 'curl/8.5.0', requestId: '0123456789abcdef0123456789abcdef',
-    socket: { bytesWritten: 900 }, bytesAtStart: 100, startedAt: Date.now() - 3, ...over } as unknown as Exchange;
+    bytesOut: 800, startedAt: Date.now() - 3, ...over } as unknown as Exchange;
 }
 
 function compare(t: Test, fast: string, slow: string, what: string): void {
@@ -99,7 +99,7 @@ t.test('HTTP lines: text-built equals pino, paths with anything in them stay val
   p.logs[1].request(ex, now);
   compare(t, p.fast[0]!, p.slow[0]!, 'an upstream timeout');
   const overTls = pair('http');
-  const exTls = exchange('/tls', { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } });
+  const exTls = exchange('/tls', { hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } });
   overTls.logs[0].request(exTls, now);
   overTls.logs[1].request(exTls, now);
   compare(t, overTls.fast[0]!, overTls.slow[0]!, 'a request over TLS');
@@ -126,7 +126,7 @@ t.test('HTTP lines: text-built equals pino, paths with anything in them stay val
 const ROUTED: Array<[string, Partial<Record<string, unknown>>]> = [
   ['a routed request', { routed: true, route: { name: 'api' } }],
   ['a route miss', { routed: true, route: null, reason: 'route_no_path', status: 404, upstream: null, entry: null, upstreamStatus: 0 }],
-  ['a routed request over TLS', { routed: true, route: { name: 'api' }, hc: { conn: conn({ onRevoke: () => {}, tls: tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', false, null) }) } }],
+  ['a routed request over TLS', { routed: true, route: { name: 'api' }, hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, tls: tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', false, null) }) } }],
 ];
 
 const TLS_FACTS = tlsFacts('TLSv1.3', 'app.example', 'TLS_AES_128_GCM_SHA256', true, 'CN=ü "client", O=x');
@@ -158,7 +158,7 @@ t.test('HTTP lines written field by field into a BlockWriter: the bytes of the t
     '/ünïcödé/😀', '/lone\ud800surrogate', 'x'.repeat(300), '\u00ff'.repeat(256), undefined];
   const rows: Array<Partial<Record<string, unknown>>> = [{}, { reason: 'upstream_timeout', status: 504, upstream: null },
     { client: '2001:db8::1', via: 'proxy-v2', entry: { cidr: '2001:db8::/32' } }, { url: '/m', method: undefined }, { status: 0 },
-    { hc: { conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }, { hc: { conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } },
+    { hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, peerAddress: undefined }) } }, { hc: { protocol: 'h1', conn: conn({ onRevoke: () => {}, tls: TLS_FACTS }) } },
     ...ROUTED.map(([, over]) => over)];
   for (const p of paths) for (const over of rows) {
     const ex = exchange(p, over);
@@ -202,4 +202,20 @@ t.test('TCP lines written field by field into a BlockWriter: the bytes of the te
   t.equal(text.length, rows.length, 'one text line per connection');
   t.equal(written, text.join(''), 'the same bytes, line for line');
   for (const line of written.trimEnd().split('\n')) t.doesNotThrow(() => JSON.parse(line), 'valid JSON');
+});
+
+t.test('TCP: a second hello the handshake watch refused is a rejection; a bad ServerHello is the backend\'s failure', async (t) => {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger({ level: 'debug', format: 'json' }, { write: (s: string) => { lines.push(JSON.parse(s) as Record<string, unknown>); } });
+  const log = new ListenerAccessLog('sni', 'tcp', logger, null, null, true);
+  const route = { name: 'www' };
+  for (const result of ['tls_hrr_sni_changed', 'tls_hrr_alpn_changed', 'tls_timeout', 'tls_bad_server_hello']) {
+    const c = conn({ result, route, sni: 'www.example.com' });
+    log.connection(c, 1, 2);
+  }
+  t.match(lines[0], { level: 'info', decision: 'reject', reason: 'tls_hrr_sni_changed', result: 'tls_hrr_sni_changed', route: 'www', sni: 'www.example.com' },
+    'admitted by the route, then refused at the second hello: reject, at info like every rejection with the access log on');
+  t.match(lines[1], { decision: 'reject', reason: 'tls_hrr_alpn_changed' }, 'ALPN changed: reject');
+  t.match(lines[2], { decision: 'reject', reason: 'tls_timeout' }, 'no second hello in time: reject');
+  t.match(lines[3], { level: 'info', decision: 'allow', result: 'tls_bad_server_hello', route: 'www' }, 'the backend\'s fault: an allowed connection that failed');
 });

@@ -34,7 +34,7 @@ const STRICT_V4 = /^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2}
  */
 function oracle(s: string): string | null {
   if (s.length === 0 || /[^0-9a-fA-F:.]/.test(s)) return null;
-  const quad = (q: string): boolean => { const m = STRICT_V4.exec(q); return m !== null && m.slice(1).every((o) => Number(o) <= 255); };
+  const quad = (q: string): boolean => { const m = STRICT_V4.exec(q); return m?.slice(1).every((o) => Number(o) <= 255) === true; };
   if (!s.includes(':')) return quad(s) ? s : null;
   const tail = s.slice(s.lastIndexOf(':') + 1);
   if (tail.includes('.') && (!quad(tail) || (s.lastIndexOf(':') === 1 && s.startsWith('::')))) return null;

@@ -1,5 +1,5 @@
 /**
- * `listeners[*].routes` and `sni` in the config (src/config/schema/routes.ts, validate-routes.ts):
+ * `listeners[*].routes` and `sni` in the config (src/schema/routes.ts, validate-routes.ts):
  * defaults, and every refusal naming the field and quoting the value.
  */
 import t from 'tap';

@@ -7,8 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { configSchema } from '../../../src/config/schema';
-import { Section, Type } from '../../../src/config/schema/kit';
+import { configSchema } from '../../../src/schema/config';
+import { Section, Type } from '../../../src/schema/kit';
 import { REFERENCE_FILE, renderReference, schemaLiterals, schemaProblems, walkSchema, type OptionRow } from '../../helpers/config-reference';
 
 const ROOT = path.resolve(__dirname, '../../..');
@@ -177,7 +177,7 @@ function compare(c: J, g: J, at: string, omit: Record<string, string>, out: stri
   const gb = g.anyOf;
   if (cb !== undefined || gb !== undefined) {
     if (cb?.length !== gb?.length) out.push(`${at}: chart has ${cb?.length ?? 0} alternatives, ipgate ${gb?.length ?? 0}`);
-    else cb!.forEach((b, i) => compare(b, gb![i]!, `${at}|${i}`, omit, out));
+    else cb!.forEach((b, i) => { compare(b, gb![i]!, `${at}|${i}`, omit, out); });
   }
   if (c.items !== undefined && g.items !== undefined) compare(c.items, g.items, `${at}[]`, omit, out);
   if (g.properties !== undefined) {
@@ -191,7 +191,9 @@ function compare(c: J, g: J, at: string, omit: Record<string, string>, out: stri
     }
   }
   for (const key of Object.keys(c.properties ?? {})) {
-    if (g.properties !== undefined && g.properties[key] === undefined && !['port', 'servicePort', 'nodePort'].includes(key)) out.push(`${at}.${key}: in the chart, not an ipgate option`);
+    // The chart's own listener keys, left out of config.yaml (_config.tpl): the ports, and the
+    // acknowledgement of a trust-all range (allowTrustAll, checked by the chart only).
+    if (g.properties !== undefined && g.properties[key] === undefined && !['port', 'servicePort', 'nodePort', 'allowTrustAll'].includes(key)) out.push(`${at}.${key}: in the chart, not an ipgate option`);
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * The config's `Type` (src/config/schema/kit.ts) builds exactly what `@sinclair/typebox`'s `Type`
+ * The config's `Type` (src/schema/kit.ts) builds exactly what `@sinclair/typebox`'s `Type`
  * builds, symbols included, so a section written with either mixes with the others and TypeBox's own
  * tools (Value, TypeCompiler) read the config schema; and the running program never loads TypeBox.
  */
@@ -8,8 +8,8 @@ import path from 'node:path';
 import t from 'tap';
 import { Kind as TbKind, OptionalKind as TbOptionalKind, Type as Tb } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { Kind, OptionalKind, Section, Type } from '../../../src/config/schema/kit';
-import { configSchema } from '../../../src/config/schema';
+import { Kind, OptionalKind, Section, Type } from '../../../src/schema/kit';
+import { configSchema } from '../../../src/schema/config';
 
 /** JSON plus the TypeBox symbols, at every depth. */
 function shape(v: unknown): unknown {

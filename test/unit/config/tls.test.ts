@@ -1,5 +1,5 @@
 /**
- * The `tls:` block of an HTTP listener (src/config/schema-tls.ts, validate-tls.ts): defaults, paths
+ * The `tls:` block of an HTTP listener (src/schema/tls.ts, validate-tls.ts): defaults, paths
  * relative to the config file, and every refusal naming the field and quoting the value. The
  * files are made by the openssl CLI (test/helpers/certs.ts).
  */
@@ -80,7 +80,7 @@ const rows: { desc: string; raw: Record<string, unknown>; problem: string }[] = 
   { desc: 'a client CA file that is not PEM', raw: http({ certificates: [cert()], clientCA: certs.file('empty.crt'), clientCertificate: 'optional' }),
     problem: `listeners[0].tls.clientCA: ${JSON.stringify(certs.file('empty.crt'))}: ${certs.file('empty.crt')} holds no PEM certificate` },
   { desc: 'tls on a tcp listener', raw: http({ certificates: [cert()] }, { mode: 'tcp' }),
-    problem: 'listeners[0].tls: {"certificates":[{' },
+    problem: 'listeners[0].tls: {certificates: [1 item]}: is for mode: http listeners' },
   { desc: 'minVersion above maxVersion', raw: http({ certificates: [cert()], minVersion: 'TLSv1.3', maxVersion: 'TLSv1.2' }),
     problem: 'listeners[0].tls.minVersion: "TLSv1.3": is above tls.maxVersion "TLSv1.2"' },
   { desc: 'TLS 1.1 is not a choice', raw: http({ certificates: [cert()], minVersion: 'TLSv1.1' }),

@@ -99,7 +99,7 @@ t.test('accepted: the config builds, with exactly the warnings expected', async 
     const { problems, warnings } = outcome(row.raw);
     t.same(problems, [], `${row.what}: no problem`);
     t.equal(warnings.length, row.warnings.length, `${row.what}: ${row.warnings.length} warning(s), got ${JSON.stringify(warnings)}`);
-    row.warnings.forEach((w, i) => t.ok(warnings[i]?.startsWith(w), `${row.what}: warning ${i} is ${JSON.stringify(w)}`));
+    row.warnings.forEach((w, i) => { t.ok(warnings[i]?.startsWith(w), `${row.what}: warning ${i} is ${JSON.stringify(w)}`); });
   }
 });
 
@@ -129,10 +129,13 @@ t.test('ipgate check-config prints the warnings and still says valid; a refused 
   const warned = run(config([tcp('127.0.0.1:7000', { proxyProtocol: { mode: 'optional', trustedSources: ['0.0.0.0/0'] } })]));
   t.equal(warned.status, 0, warned.stderr);
   t.match(warned.stdout, `${warned.file}: valid (1 listener(s), 1 allowlist(s))`);
+  // The YAML line of the value, as nginx -t names file and line.
+  const lineOf = (file: string, text: string): number => fs.readFileSync(file, 'utf8').split('\n').findIndex((l) => l.includes(text)) + 1;
   t.equal(warned.stderr, `ipgate: warning: ${warned.file}: listeners[0].proxyProtocol.trustedSources[0]: "0.0.0.0/0": trusts every IPv4 address: `
-    + 'anyone there can send a PROXY header and choose the client address ipgate checks; list only the CIDRs of your load balancers or proxies\n');
+    + `anyone there can send a PROXY header and choose the client address ipgate checks; list only the CIDRs of your load balancers or proxies in ${warned.file}:${lineOf(warned.file, '0.0.0.0/0')}\n`);
   const refused = run(config([tcp('0.0.0.0:7000'), tcp('127.0.0.1:7000')]));
   t.equal(refused.status, 1);
   t.match(refused.stderr, 'listeners[1].listen: "127.0.0.1:7000": collides with listeners[0].listen "0.0.0.0:7000"');
+  t.match(refused.stderr, ` in ${refused.file}:${lineOf(refused.file, '127.0.0.1:7000')}\n`, 'and names the line of the value');
   t.equal(refused.stdout, '', 'not "valid"');
 });

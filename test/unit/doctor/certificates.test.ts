@@ -230,7 +230,7 @@ t.test('human text: the certificate lines and the summary', async (t) => {
   const r = await runDoctor(['--config', config, '--no-cluster']);
   t.equal(r.code, 1);
   t.match(r.stdout, new RegExp(`^ipgate doctor: --no-cluster, --config ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\n`));
-  t.match(r.stdout, /\n\[warn\]  listener\/web: certificate 0 .*expiring\.crt expires .*\n {8}fix: renew the certificate/);
+  t.match(r.stdout, /\n\[warn\] {2}listener\/web: certificate 0 .*expiring\.crt expires .*\n {8}fix: renew the certificate/);
   t.match(r.stdout, /\n\[error\] listener\/api: certificate 0 .*expired\.crt expired .*\n {8}fix: .*\n {8}check: openssl x509 -in .*expired\.crt -noout/);
   t.match(r.stdout, /\n1 error\(s\), 1 warning\(s\), 0 info, 0 ok\n$/);
 });
@@ -265,7 +265,7 @@ t.test('the run cannot happen: exit 2 naming the file or the flag', async (t) =>
     { name: 'config file missing', args: ['--config', path.join(dir, 'nope.yaml'), '--no-cluster'], says: /--config .*nope\.yaml: cannot read it: ENOENT/, code: 'IPGATE_DOCTOR_CONFIG' },
     { name: 'config not YAML', args: ['--config', notYaml, '--no-cluster'], says: /--config .*not-yaml\.yaml: not valid YAML/, code: 'IPGATE_DOCTOR_CONFIG' },
     { name: 'config without listeners', args: ['--config', noListeners, '--no-cluster'], says: /no "listeners" list: not an ipgate config/, code: 'IPGATE_DOCTOR_CONFIG' },
-    { name: '--no-cluster alone', args: ['--no-cluster'], says: /--no-cluster leaves nothing to check without --config/ },
+    { name: '--no-cluster alone', args: ['--no-cluster'], says: /--no-cluster leaves nothing to check: add --admin-url \(ipgate's \/readyz\) and\/or --config/ },
   ];
   for (const c of cases) {
     const r = await runDoctor(c.args);

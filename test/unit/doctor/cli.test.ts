@@ -244,10 +244,14 @@ t.test('the pods request selects by the Service selector; slices by service name
   t.equal(new URLSearchParams(slices!.query).get('labelSelector'), 'kubernetes.io/service-name=ipgate');
 });
 
-t.test('a missing Service does not list its pods', async (t) => {
-  const r = await run({ ...BASE, [P.service]: { status: 404, fixture: 'status-404-service-ipgate.json' } }, [], t.testdir());
+t.test('a missing Service: its slices are not listed; the chart\'s pods are, by the chart\'s labels', async (t) => {
+  const r = await run({ ...BASE, [P.service]: { status: 404, fixture: 'status-404-service-ipgate.json' }, [P.pods]: 'podlist-empty.json' }, ['--json'], t.testdir());
   t.equal(r.code, 1);
-  t.notOk(r.requests.some((q) => q.path === P.pods || q.path === P.slices));
+  t.notOk(r.requests.some((q) => q.path === P.slices));
+  const pods = r.requests.find((q) => q.path === P.pods);
+  t.equal(new URLSearchParams(pods?.query ?? '').get('labelSelector'), 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller');
+  t.match((JSON.parse(r.stdout) as { findings: Finding[] }).findings.find((f) => f.id === 'service.missing'),
+    { severity: 'error', fix: /its Service is edge-ipgate\) or pass the right --namespace \/ --service/ });
 });
 
 t.test('human text: one line per finding, fixes indented, a summary', async (t) => {
@@ -384,4 +388,39 @@ t.test('ipgate admin unreachable is a warning, not a failed run', async (t) => {
   t.equal(code, 0);
   const f = (JSON.parse(out.text()) as { findings: Finding[] }).findings.find((x) => x.id === 'ipgate.admin-unreachable');
   t.match(f, { severity: 'warn', statement: /cannot reach ipgate's admin API at http:\/\/127\.0\.0\.1:1\/readyz: ECONNREFUSED/, fix: /port-forward/ });
+});
+
+/** A ServiceList of the chart's data Services, named as the chart names them. */
+function chartServices(names: string[]): Route {
+  const svc = fixture('service-nodeport-local.json') as { metadata: Record<string, unknown> };
+  return (url: URL) => {
+    if (url.searchParams.get('labelSelector') !== 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller') return { status: 400, body: 'unexpected selector' };
+    return { body: { kind: 'ServiceList', apiVersion: 'v1', metadata: {}, items: names.map((name) => ({ ...svc, metadata: { ...svc.metadata, name } })) } };
+  };
+}
+
+t.test('without --service: the chart\'s data Service (<release>-ipgate) is found by its labels', async (t) => {
+  const r = await run({ ...BASE, [`/api/v1/namespaces/${NS}/services`]: chartServices(['edge-ipgate']), [`/api/v1/namespaces/${NS}/services/edge-ipgate`]: 'service-nodeport-local.json' },
+    ['--json'], t.testdir());
+  t.equal(r.code, 0, r.stderr);
+  t.equal(JSON.parse(r.stdout).service, `${NS}/edge-ipgate`, 'the release\'s Service, not "ipgate"');
+  t.ok(r.requests.some((q) => q.path === `/api/v1/namespaces/${NS}/services/edge-ipgate`), 'read by name');
+  t.notOk(r.requests.some((q) => q.path === P.service), '"ipgate" not asked');
+});
+
+t.test('two releases in one namespace: exit 2 naming both Services', async (t) => {
+  const r = await run({ ...BASE, [`/api/v1/namespaces/${NS}/services`]: chartServices(['edge-ipgate', 'internal-ipgate']) }, [], t.testdir());
+  t.equal(r.code, 2);
+  t.match(r.stderr, /namespace ipgate has 2 ipgate data Services \(edge-ipgate, internal-ipgate\): pass --service NAME to choose one/);
+});
+
+t.test('hostNetwork without a Service (service.enabled: false): the pods are found by the chart\'s labels, no error', async (t) => {
+  const list = fixture('podlist-daemonset-all-ready.json') as { items: { spec: Record<string, unknown> }[] };
+  const hostNet = { ...list, items: list.items.map((p) => ({ ...p, spec: { ...p.spec, hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' } })) };
+  const r = await run({ ...BASE, [P.service]: { status: 404, fixture: 'status-404-service-ipgate.json' }, [P.pods]: { body: hostNet } }, ['--json'], t.testdir());
+  t.equal(r.code, 0, r.stderr);
+  const findings = (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
+  t.match(findings.find((f) => f.id === 'service.none-host-network'),
+    { severity: 'info', statement: /no Service ipgate\/ipgate: 3 of 3 ipgate pods \(hostNetwork\) ready, taking client connections on their nodes' own addresses/ });
+  t.notOk(findings.some((f) => f.id === 'service.missing'));
 });

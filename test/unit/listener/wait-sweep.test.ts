@@ -1,10 +1,10 @@
 /**
- * The listener's sweep of keep-alive and header waits (src/listener/wait-sweep.ts): a
+ * The listener's sweep of keep-alive and header waits (src/connection/wait-sweep.ts): a
  * wait runs out at its deadline, one that is not waiting never does, and a waiter may leave while
  * the sweep runs.
  */
 import t from 'tap';
-import { WaitSweep, type Waiter } from '../../../src/listener/wait-sweep';
+import { WaitSweep, type Waiter } from '../../../src/connection/wait-sweep';
 
 /** A waiter with one deadline, as RelayConn.check keeps its wait between requests (0: not waiting). */
 function waiter(deadline: number, onExpire: (w: Waiter) => void = () => undefined): Waiter & { expired: number } {
@@ -33,7 +33,7 @@ t.test('only waits whose deadline has passed expire, once', async (t) => {
   const later = waiter(500);
   const idle = waiter(0);
   for (const w of [due, later, idle]) s.add(w);
-  t.teardown(() => [due, later, idle].forEach((w) => s.delete(w)));
+  t.teardown(() => [due, later, idle].forEach((w) => { s.delete(w); }));
   s.run(200);
   t.same([due.expired, later.expired, idle.expired], [1, 0, 0], 'at 200: the one due at 100');
   s.run(600);

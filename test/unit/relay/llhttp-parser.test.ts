@@ -6,13 +6,13 @@
  */
 import t from 'tap';
 import {
-  ExecuteResult,
+  type ExecuteResult,
   HttpParser,
-  ParserOptions,
-  ParserSink,
-  ParserType,
-  RequestHead,
-  ResponseHead,
+  type ParserOptions,
+  type ParserSink,
+  type ParserType,
+  type RequestHead,
+  type ResponseHead,
   llhttpMemoryBytes,
 } from '../../../src/forward/http/relay/llhttp-parser';
 import { prng } from '../../helpers/prng';
@@ -296,12 +296,12 @@ t.test('maxHeaderBytes: the whole head counted, exact at the boundary, across re
   // Incomplete heads fail as soon as they pass the limit, without waiting for the end.
   const rec = new Recorder<RequestHead>();
   const p = new HttpParser('request', rec, { maxHeaderBytes: max });
-  t.same(p.execute(b('GET / HTTP/1.1\r\nX-Big: ' + 'x'.repeat(max))).kind, 'error', 'one big read, head unfinished');
+  t.same(p.execute(b(`GET / HTTP/1.1\r\nX-Big: ${'x'.repeat(max)}`)).kind, 'error', 'one big read, head unfinished');
   p.free();
   const slow = new HttpParser('request', new Recorder<RequestHead>(), { maxHeaderBytes: max });
   let r: ExecuteResult = { kind: 'ok' };
   let fed = 0;
-  for (const piece of pieces(b('GET / HTTP/1.1\r\n' + 'X-H: v\r\n'.repeat(200)), 10)) {
+  for (const piece of pieces(b(`GET / HTTP/1.1\r\n${'X-H: v\r\n'.repeat(200)}`), 10)) {
     r = slow.execute(piece);
     fed += piece.length;
     if (r.kind !== 'ok') break;
@@ -321,18 +321,18 @@ t.test('maxHeaderBytes: the whole head counted, exact at the boundary, across re
   }
 
   // The default limit.
-  const big = request([b('GET / HTTP/1.1\r\nX-Big: ' + 'x'.repeat(16384) + '\r\n\r\n')]);
+  const big = request([b(`GET / HTTP/1.1\r\nX-Big: ${'x'.repeat(16384)}\r\n\r\n`)]);
   t.equal(big.last.kind === 'error' && big.last.status, 431, 'default 16384');
   const fits = request([sizedRequest(16384).msg]);
   t.equal(fits.rec.heads.length, 1, 'a 16384-byte head fits the default');
 
   // Responses and trailers.
-  const resAt = b('HTTP/1.1 200 OK\r\nX-Pad: ' + 'p'.repeat(60) + '\r\nContent-Length: 0\r\n\r\n');
+  const resAt = b(`HTTP/1.1 200 OK\r\nX-Pad: ${'p'.repeat(60)}\r\nContent-Length: 0\r\n\r\n`);
   const limit = resAt.length;
   t.equal(response([resAt], undefined, { maxHeaderBytes: limit }).rec.heads.length, 1, 'response at its limit');
   const resOver = response([resAt], undefined, { maxHeaderBytes: limit - 1 }).last;
   t.equal(resOver.kind === 'error' && resOver.status, 431, 'response one over');
-  const trailers = b('POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: ' + 'v'.repeat(200) + '\r\n\r\n');
+  const trailers = b(`POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: ${'v'.repeat(200)}\r\n\r\n`);
   const tr = request([trailers], { maxHeaderBytes: 150 });
   t.equal(tr.rec.heads.length, 1);
   t.equal(tr.last.kind === 'error' && tr.last.code, 'HPE_HEADER_OVERFLOW', 'trailers are bounded too');
@@ -507,7 +507,7 @@ t.test('upgrade: consumed at the end of the head, the rest untouched', async (t)
   const plain = request([b('GET / HTTP/1.1\r\nConnection: Upgrade\r\n\r\n')]);
   t.equal(plain.rec.heads[0]!.upgrade, false, 'Connection: Upgrade without an Upgrade header is no upgrade');
   const connectHead = 'CONNECT db.internal:5432 HTTP/1.1\r\nHost: db.internal:5432\r\n\r\n';
-  const connect = request([b(connectHead + '\x00\x01')]);
+  const connect = request([b(`${connectHead}\x00\x01`)]);
   t.same(connect.last, { kind: 'upgrade', consumed: connectHead.length });
   t.equal(connect.rec.heads[0]!.method, 'CONNECT');
   t.equal(connect.rec.heads[0]!.url, 'db.internal:5432');
@@ -518,7 +518,7 @@ t.test('upgrade: consumed at the end of the head, the rest untouched', async (t)
   t.same(res.last, { kind: 'upgrade', consumed: sw.length - 2 });
   t.equal(res.rec.heads[0]!.upgrade, true);
   const tunnelHead = 'HTTP/1.1 200 Connection Established\r\n\r\n';
-  const tunnel = response([b(tunnelHead + '\x16\x03')], 'CONNECT');
+  const tunnel = response([b(`${tunnelHead}\x16\x03`)], 'CONNECT');
   t.same(tunnel.last, { kind: 'upgrade', consumed: tunnelHead.length }, 'a 2xx to CONNECT is a tunnel');
   t.equal(tunnel.rec.heads[0]!.upgrade, true);
   const refused = response([b('HTTP/1.1 407 Auth\r\nContent-Length: 1\r\n\r\nx')], 'CONNECT');
@@ -576,7 +576,7 @@ t.test('many parsers at once: interleaved reads, no cross-talk; free() releases 
   t.equal(llhttpMemoryBytes(), before, 'and 200 more alive at once reuse the freed space');
 
   // A large read grows the shared input buffer; parsing still works across the move.
-  const large = b('POST /big HTTP/1.1\r\nContent-Length: 3000000\r\n\r\n' + 'z'.repeat(3000000));
+  const large = b(`POST /big HTTP/1.1\r\nContent-Length: 3000000\r\n\r\n${'z'.repeat(3000000)}`);
   const r = request([large]);
   t.equal(r.rec.bodies.reduce((s, x) => s + x.length, 0), 3000000);
   t.ok(llhttpMemoryBytes() > before, 'memory grew for the large read');

@@ -64,6 +64,11 @@ const LOOKUPS: [description: string, host: string, path: string, expect: string]
   ['a backslash is refused', 'api.example.com', '/v1\\admin', 'route_bad_path'],
   ['a target that is not origin-form is refused', 'api.example.com', '*', 'route_bad_path'],
   ['a bad path is refused on a host with only a root route too', 'www.example.com', '/a/../../etc', 'route_bad_path'],
+  // Issue 27: what a servlet container serves as /v1/admin/ must not be decided by another route.
+  ['";" parameters are refused (Tomcat: /v1/admin/)', 'api.example.com', '/v1/admin;x=1/', 'route_path_params'],
+  ['"..;" is refused (Tomcat: /v1/admin/)', 'api.example.com', '/v1/x/..;/admin/', 'route_path_params'],
+  ['an encoded ";" is refused (nginx decodes it)', 'api.example.com', '/v1/admin%3bx=1/', 'route_path_params'],
+  ['case matters by default (nginx location, Gateway API)', 'api.example.com', '/V1/ADMIN/x', 'route_no_path'],
 ];
 
 t.test('lookup: host, then path', async (t) => {
@@ -75,6 +80,55 @@ t.test('without a default route', async (t) => {
   t.equal(show(noDefault.lookup('b.example', '/')), 'route_no_host', 'an unknown host is a route_no_host miss');
   t.equal(show(noDefault.lookup('a.example', '/x')), 'a a.example (any)', 'the known host matches');
   t.equal(show(noDefault.lookupHost(null)), 'route_no_host', 'no SNI and no default: no route');
+});
+
+t.test('servlet path parameters: each segment cut at its ";" before matching', async (t) => {
+  const servlet = RouteTable.compile([
+    { name: 'admin', hosts: ['www.example.com'], paths: [{ path: '/admin', match: 'prefix' }] },
+    { name: 'open', hosts: ['www.example.com'], paths: [{ path: '/', match: 'prefix' }] },
+  ], { pathParameters: 'servlet' });
+  t.equal(servlet.pathParameters, 'servlet');
+  const rows: [string, string][] = [
+    ['/admin;x=1/', 'admin www.example.com prefix:/admin'],
+    ['/;/admin/', 'admin www.example.com prefix:/admin'],
+    ['/public/..;/admin/', 'admin www.example.com prefix:/admin'],
+    ['/admin/..;/public', 'open www.example.com prefix:/'],
+    ['/adm;x=1in/', 'open www.example.com prefix:/'],
+    ['/admin;jsessionid=1?q;x', 'admin www.example.com prefix:/admin'],
+    ['/admin%3bx=1/', 'route_path_params'],
+    ['/..;/admin/', 'route_bad_path'],
+  ];
+  for (const [path, expect] of rows) t.equal(show(servlet.lookup('www.example.com', path)), expect, path);
+});
+
+t.test('ignoreCase paths: ASCII letters without case, only where asked', async (t) => {
+  const folded = RouteTable.compile([
+    { name: 'admin', hosts: ['www.example.com'], paths: [{ path: '/admin', match: 'prefix', ignoreCase: true }] },
+    { name: 'Api', hosts: ['www.example.com'], paths: [{ path: '/API/v1', match: 'prefix' }, { path: '/Exact', match: 'exact', ignoreCase: true }] },
+    { name: 'deep', hosts: ['www.example.com'], paths: [{ path: '/admin/keys', match: 'prefix' }] },
+    { name: 'open', hosts: ['www.example.com'], paths: [{ path: '/', match: 'prefix' }] },
+    { name: 'other', hosts: ['*'], paths: [{ path: '/admin', match: 'prefix' }] },
+  ]);
+  const rows: [string, string, string][] = [
+    ['www.example.com', '/admin/', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/ADMIN/', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/aDmIn', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/%41DMIN/x', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/ADMINX', 'open www.example.com prefix:/'],
+    ['www.example.com', '/adm\u0130n', 'open www.example.com prefix:/'],
+    ['www.example.com', '/admin/keys/1', 'deep www.example.com prefix:/admin/keys'],
+    ['www.example.com', '/ADMIN/KEYS/1', 'admin www.example.com prefix:/admin'],
+    ['www.example.com', '/API/v1/x', 'Api www.example.com prefix:/API/v1'],
+    ['www.example.com', '/api/v1/x', 'open www.example.com prefix:/'],
+    ['www.example.com', '/exact', 'Api www.example.com exact:/Exact'],
+    ['www.example.com', '/EXACT?x', 'Api www.example.com exact:/Exact'],
+    ['other.example', '/ADMIN', 'route_no_path'],
+    ['other.example', '/admin', 'other * prefix:/admin'],
+  ];
+  for (const [host, path, expect] of rows) t.equal(show(folded.lookup(host, path)), expect, `${host} ${path}`);
+  const m = folded.lookup('www.example.com', '/ADMIN');
+  t.equal(m, folded.lookup('www.example.com', '/admin/x'), 'the same frozen answer either way');
+  t.ok(m.kind === 'match' && m.path?.ignoreCase === true, 'the match says the entry ignores case');
 });
 
 t.test('SNI tables: hosts only', async (t) => {
@@ -104,7 +158,7 @@ t.test('tables and answers are immutable and built once', async (t) => {
   t.equal(a, b, 'the same match object every time (nothing allocated per lookup)');
   t.equal(table.lookup('nope', '/../x'), table.lookup('nope2', '/%2f'), 'misses are shared constants too');
   t.same(table.routeNames, ROUTES.map((r) => r.name), 'route names in config order');
-  for (const reason of ['route_no_host', 'route_no_path', 'route_bad_path'] as const) t.ok(ROUTE_MISS_REASONS[reason].endsWith('.'), `${reason} has a sentence`);
+  for (const reason of ['route_no_host', 'route_no_path', 'route_bad_path', 'route_path_params'] as const) t.ok(ROUTE_MISS_REASONS[reason].endsWith('.'), `${reason} has a sentence`);
 });
 
 t.test('canonicalHost', async (t) => {
@@ -117,8 +171,52 @@ t.test('canonicalHost', async (t) => {
     ['refuses a space', 'a b.example', null],
     ['refuses non-ASCII (no case folding)', '\u212A.example', null],
     ['returns a plain lower-case host as is', 'a.example', 'a.example'],
+    ['refuses what follows ":" when it is no port (not cut there and matched as "a.example")', 'a.example:x@b.example', null],
+    ['refuses a port of more than 5 digits', 'a.example:123456', null],
+    ['an empty port is no port', 'a.example:', 'a.example'],
+    ['refuses a name longer than 253 characters', `${'a.'.repeat(127)}a`, null],
+    ['253 characters and a trailing dot', `${'a.'.repeat(126)}a.`, `${'a.'.repeat(126)}a`],
   ];
   for (const [description, input, expect] of rows) t.equal(canonicalHost(input), expect, description);
+});
+
+t.test('the wildcard walk: hash lookups only at the wildcard suffix lengths, none past 253 characters', async (t) => {
+  // A Host of 8,000 one-letter labels cost one slice and one hash of a long suffix per label
+  // (quadratic: 90-170 ms of CPU per request, issue 27). Now a name is looked up at the suffix
+  // lengths some wildcard has, and a name longer than any host name is not looked up at all.
+  const wild = RouteTable.compile([
+    { name: 'tenants', hosts: ['*.example.com'] },
+    { name: 'eu', hosts: ['*.eu.example.com'] },
+    { name: 'api', hosts: ['api.example.com'] },
+    { name: 'fallback', hosts: ['*'] },
+  ]);
+  const get = Map.prototype.get;
+  let gets = 0;
+  const counted = (fn: () => RouteResult): RouteResult => {
+    gets = 0;
+    Map.prototype.get = function (this: Map<unknown, unknown>, k: unknown) {
+      gets++;
+      return get.call(this, k);
+    };
+    try {
+      return fn();
+    } finally {
+      Map.prototype.get = get;
+    }
+  };
+  const many = `${'a.'.repeat(120)}example.com`; // 251 characters, 122 labels
+  t.equal(show(counted(() => wild.lookup(many, '/'))), 'tenants *.example.com (any)', 'a 122-label name under *.example.com');
+  t.ok(gets <= 3, `1 exact + at most 2 wildcard lookups (one per suffix length), not one per label: ${gets}`);
+  t.equal(show(counted(() => wild.lookup(`${'a.'.repeat(120)}x`, '/'))), 'fallback * (any)', 'a 121-label name under no wildcard');
+  t.ok(gets <= 3, `1 exact + at most one lookup per wildcard suffix length: ${gets}`);
+  t.equal(show(counted(() => wild.lookup(`${'ab'.repeat(60)}.${'ab'.repeat(60)}`, '/'))), 'fallback * (any)', 'a name whose only dot starts no suffix of a wildcard\'s length');
+  t.equal(gets, 1, 'the exact lookup alone');
+  t.equal(show(counted(() => wild.lookup(`${'a.'.repeat(8000)}example.com`, '/'))), 'fallback * (any)', 'a 16 KB name only reaches the default');
+  t.equal(gets, 0, 'no lookup at all for a name longer than 253 characters');
+  t.equal(show(counted(() => wild.lookup('x.eu.example.com', '/'))), 'eu *.eu.example.com (any)', 'the longer wildcard still wins');
+  t.equal(show(wild.lookup('eu.example.com', '/')), 'tenants *.example.com (any)', 'a wildcard never matches its bare suffix');
+  t.equal(show(wild.lookup('xexample.com', '/')), 'fallback * (any)', 'a suffix matches on a label boundary only');
+  t.equal(show(wild.lookup('.example.com', '/')), 'fallback * (any)', 'an empty first label is no name under the wildcard');
 });
 
 /** Compiles and returns the problems (or [] if it compiled). */
@@ -159,6 +257,13 @@ const INVALID: [description: string, routes: unknown, expect: RegExp, kind?: 'sn
   ['a path with a query', [route({ paths: [{ path: '/a?b=1', match: 'exact' }] })], /holds a "\?"/],
   ['an unknown match type', [route({ paths: [{ path: '/a', match: 'regex' as 'exact' }] })], /paths\[0\]\.match: "regex": must be "exact" or "prefix"/],
   ['an empty paths list', [route({ paths: [] })], /paths: \[\]: must be a non-empty list of \{path, match\}; leave it out/],
+  ['a path with parameters', [route({ paths: [{ path: '/a;v=1', match: 'prefix' }] })], /paths\[0\]\.path: "\/a;v=1": holds a ";"/],
+  ['a prefix equal ignoring case to an ignoreCase one', [route({ name: 'one', paths: [{ path: '/admin', match: 'prefix', ignoreCase: true }] }), route({ name: 'two', paths: [{ path: '/Admin', match: 'prefix' }] })],
+    /routes\[1\] \("two"\)\.hosts\[0\]: "a\.example": prefix path "\/Admin" on this host is already routed by routes\[0\] \("one"\) \(prefix "\/admin", ignoreCase\)/],
+  ['an ignoreCase exact path equal ignoring case to a case-sensitive one', [route({ name: 'one', paths: [{ path: '/X', match: 'exact' }] }), route({ name: 'two', paths: [{ path: '/x', match: 'exact', ignoreCase: true }] })],
+    /exact path "\/x" \(ignoreCase\) on this host is already routed by routes\[0\] \("one"\) \(exact "\/X"\)/],
+  ['two ignoreCase prefixes equal ignoring case', [route({ paths: [{ path: '/a', match: 'prefix', ignoreCase: true }, { path: '/A', match: 'prefix', ignoreCase: true }] })], /prefix path "\/A" \(ignoreCase\) on this host is already routed/],
+  ['ignoreCase not a boolean', [route({ paths: [{ path: '/a', match: 'prefix', ignoreCase: 'yes' as unknown as boolean }] })], /paths\[0\]\.ignoreCase: "yes": must be true or false/],
   ['paths on an SNI route', [route({ paths: [{ path: '/', match: 'prefix' }] })], /an SNI route \(tcp listener\) cannot match paths/, 'sni'],
   ['not a list', { name: 'x' }, /^routes: \{"name":"x"\}: must be a list of routes/],
 ];

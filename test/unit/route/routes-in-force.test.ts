@@ -1,7 +1,7 @@
 import t from 'tap';
 import { planRoutes, routeReloader, routesChanged, routesVersion, RoutesInForce, routesUpdate } from '../../../src/route/routes-in-force';
 import { buildConfig } from '../../../src/config/load';
-import type { Config } from '../../../src/config/schema';
+import type { Config } from '../../../src/schema/config';
 
 const base = (listeners: Array<Record<string, unknown>>): Config => buildConfig({
   store: { type: 'memory' }, admin: { listen: null }, allowlists: { a: [], b: [] }, listeners,
@@ -24,7 +24,7 @@ t.test('planRoutes: what needs a restart', async (t) => {
   for (const row of rows) {
     const got = planRoutes(current, row.next);
     t.equal(got.length, row.want.length, `${row.desc}: ${got.join(' | ')}`);
-    row.want.forEach((re, i) => t.match(got[i], re, row.desc));
+    row.want.forEach((re, i) => { t.match(got[i], re, row.desc); });
   }
 });
 

@@ -4,13 +4,14 @@
  * over the certificate's names, the first pair winning a shared name. And the peer-verify door
  * (src/tls/peer-verify.ts) still finds what it reads on this Node.
  */
+import fs from 'node:fs';
 import net from 'node:net';
 import tls from 'node:tls';
 import pino from 'pino';
 import t from 'tap';
 import { CertStore } from '../../../src/tls/cert-store';
 import { verifyErrorAvailable } from '../../../src/tls/peer-verify';
-import type { TlsConfig } from '../../../src/config/schema-tls';
+import type { TlsConfig } from '../../../src/schema/tls';
 import { CertDir } from '../../helpers/certs';
 
 const certs = new CertDir();
@@ -62,7 +63,7 @@ t.test('lookup', async (t) => {
   t.same(s.expiries().map((e) => e.label), ['a', 'w', 'b'], 'expiry per pair, labelled by name');
 });
 
-t.test('whether the SNI name can change the certificate (terminate.ts sets an SNICallback only then)', async (t) => {
+t.test('whether the SNI name can change the certificate (terminate.ts reads the ClientHello first only then)', async (t) => {
   const one = (unknownSni: 'first' | 'refuse'): CertStore => new CertStore('web', {
     certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
     unknownSni, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
@@ -79,6 +80,30 @@ t.test('whether the SNI name can change the certificate (terminate.ts sets an SN
   for (const name of ['a.test', 'www.a.test', 'unknown.test']) {
     t.equal(single.lookup(name) ?? single.initial, single.initial, `one pair, first: ${name} ends on the initial context`);
   }
+});
+
+t.test('the session id context: one per listener and client-certificate setting, the same in every worker', async (t) => {
+  if (!fs.existsSync(certs.file('other.crt'))) certs.ca('other');
+  const caFile = certs.file('bundle.pem');
+  fs.writeFileSync(caFile, certs.read('ca.crt'));
+  const make = (listener: string, clientCertificate: 'none' | 'optional' | 'required', clientCA: string | null): CertStore => new CertStore(listener, {
+    certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
+    unknownSni: 'first', minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA, clientCertificate,
+    handshakeTimeoutMs: 1000, sessionTickets: true, reloadIntervalMs: 1000,
+  }, log);
+  const base = make('web', 'required', caFile);
+  t.match(base.sessionIdContext(), /^[0-9a-f]{32}$/, '32 hex characters (OpenSSL takes at most 32 bytes)');
+  t.equal(make('web', 'required', caFile).sessionIdContext(), base.sessionIdContext(), 'another store of the same listener (another worker): the same');
+  const rows: { desc: string; store: CertStore }[] = [
+    { desc: 'another listener', store: make('api', 'required', caFile) },
+    { desc: 'optional instead of required', store: make('web', 'optional', caFile) },
+    { desc: 'no client certificates', store: make('web', 'none', null) },
+  ];
+  for (const row of rows) t.not(row.store.sessionIdContext(), base.sessionIdContext(), `${row.desc}: another`);
+  const before = base.sessionIdContext();
+  fs.writeFileSync(caFile, Buffer.concat([certs.read('ca.crt'), certs.read('other.crt')]));
+  base.poll();
+  t.not(base.sessionIdContext(), before, 'a reloaded CA bundle: another (sessions made under the old one do not resume)');
 });
 
 t.test('the verify result is where peer-verify.ts reads it (fails on a Node that moved it)', async (t) => {

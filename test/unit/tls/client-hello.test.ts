@@ -90,7 +90,9 @@ t.test('version names', async (t) => {
 });
 
 t.test('the reason catalogue', async (t) => {
-  const listenerOnly: TlsReason[] = ['tls_truncated', 'tls_timeout'];
+  // The listener's own, and the handshake watch's (test/unit/tls/retry-hello.test.ts, server-hello.test.ts).
+  const listenerOnly: TlsReason[] = ['tls_truncated', 'tls_timeout', 'tls_hrr_sni_changed', 'tls_hrr_alpn_changed', 'tls_hrr_hello_changed',
+    'tls_hrr_unexpected', 'tls_bad_server_hello'];
   for (const [code, sentence] of Object.entries(TLS_REASONS)) {
     t.match(code, /^tls_[a-z0-9_]+$/, `${code} is a bounded snake_case label`);
     t.match(sentence, /^[A-Z].*\.$/, `${code} reads as a sentence`);

@@ -129,7 +129,7 @@ export interface ResponseHead extends HeadCommon {
   reason: string;
 }
 
-export type HeadOf<T extends ParserType> = T extends 'request' ? RequestHead : ResponseHead;
+type HeadOf<T extends ParserType> = T extends 'request' ? RequestHead : ResponseHead;
 
 export interface ParserSink<H> {
   onHead(head: H): void;
@@ -137,7 +137,7 @@ export interface ParserSink<H> {
   onMessageComplete(keepAlive: boolean, rawTrailers: string[]): void;
 }
 
-export interface ParseError {
+interface ParseError {
   kind: 'error';
   /** llhttp's error name (HPE_INVALID_HEADER_TOKEN ...), or HPE_HEADER_OVERFLOW for the head limit. */
   code: string;
@@ -159,7 +159,7 @@ export interface ParserOptions {
   pauseAfterMessage?: boolean;
 }
 
-export const DEFAULT_MAX_HEADER_BYTES = 16384;
+const DEFAULT_MAX_HEADER_BYTES = 16384;
 
 const OK_RESULT: { kind: 'ok' } = Object.freeze({ kind: 'ok' });
 const NO_TRAILERS: string[] = Object.freeze([]) as unknown as string[];
@@ -221,7 +221,7 @@ function reserveInput(len: number): number {
 /** Parsers dropped without free(): their llhttp state is freed when they are collected. */
 const leaked = new FinalizationRegistry<number>((ptr) => L?.llhttp_free(ptr));
 
-export type ParserState = 'active' | 'paused' | 'upgraded' | 'errored' | 'freed';
+type ParserState = 'active' | 'paused' | 'upgraded' | 'errored' | 'freed';
 type State = ParserState;
 
 /** Where a skip-body head waits for on_message_complete (see HttpParser.#onHeadersComplete). */
@@ -592,7 +592,10 @@ export class HttpParser<T extends ParserType> {
     let ret = 0;
     if (s.type === 'response') {
       const m = s.#requestMethod;
-      if (status < 200 && status !== 101) (ret = 1), (s.#interim = true);
+      if (status < 200 && status !== 101) {
+        ret = 1;
+        s.#interim = true;
+      }
       else if (m === 'HEAD') ret = 1;
       else if (m === 'CONNECT' && status >= 200 && status < 300) ret = 2;
     }

@@ -1,7 +1,7 @@
 /**
  * The HTTP engine (docs/http-engines.md): HTTP/1.1 relayed with no node:http on either side. The
  * client connection is parsed with llhttp in WebAssembly (llhttp-parser.ts); each request goes to
- * an upstream socket (upstream-pool.ts) whose response is parsed the same way and relayed back.
+ * an upstream socket (socket-pool.ts) whose response is parsed the same way and relayed back.
  *
  * What is decided stays in the policy (RelayHost, implemented by HttpForwarder): identity and
  * allowlist per request, the upstream head (scanRequestHeaders + the identity headers), canned
@@ -15,7 +15,8 @@
  *   (client asked, maxRequestsPerConnection, revoked, body delimited by the upstream's close);
  *   an HTTP/1.0 client gets a chunked body decoded, then the close; `Expect: 100-continue` is
  *   answered here for admitted requests only (a denied client gets its 403 first), other 1xx are
- *   passed on;
+ *   passed on; a refused request (403, 404, 400) whose body did not come with its head is
+ *   answered `connection: close` and its connection ends (refuse);
  * - output gathered per read and written once; backpressure both ways (a full socket pauses the
  *   other side until 'drain');
  * - timeouts: the request head within requestHeaderTimeoutMs (408), an idle keep-alive connection
@@ -33,89 +34,38 @@
  * - a reused socket the backend closed as the request reached it (nothing came back): an
  *   idempotent request without a body is sent once more on a new connection.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
-import type { ClientReason } from '../../../reasons';
 import type { ByteSocket } from '../../../transport/byte-socket';
-import type { Upstream } from '../../upstream-group';
+import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
+import type { Upstream, UpstreamGroup } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
-import { requestTarget } from '../request-target';
+import type { EngineSettings } from '../engine-settings';
 import type { Exchange, HttpConn } from '../exchange';
+import type { EngineEvents } from '../http-events';
+import type { RequestDecision, RequestFacts } from '../http-policy';
+import { bodyOverLimit } from '../request-decision';
+import { requestTarget } from '../request-target';
 import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
-import type { PoolWaiter, RelayPool, UpstreamConn, UpstreamOwner } from './upstream-pool';
-import type { Waiter, WaitSweep } from '../../../listener/wait-sweep';
+import type { PoolWaiter, SocketPool, UpstreamConn, UpstreamOwner } from './socket-pool';
 
-/** One admitted or refused request, as the policy made it. */
-export interface Admitted {
-  ex: Exchange;
-  /** The upstream head's headers (rewritten); unused when denied. */
-  headers: OutgoingHttpHeaders;
-  accept: string | null;
-  /** The Upgrade header's value (an upgrade request), or null. */
-  upgrade: string | null;
-  /** Listeners with routes: the request's route (its upstream group, timeout and 403s). */
-  route?: RouteUse;
-  /** The request target sent upstream instead of the client's (routes: the normal form), or null. */
-  path?: string | null;
-  /** Answered by ipgate without going upstream (a route miss: 404 / 400). */
-  answer?: Canned;
+/** The policy as an engine calls it (http-policy.ts HttpPolicy): one decision per request. */
+export interface RequestPolicy {
+  /** The decision for a request head, or null: the connection takes no new request and closes. */
+  admit(hc: HttpConn, head: RequestFacts, authority: string | null): RequestDecision | null;
 }
 
-/** What the engine takes from a route (forward/http/http-routes.ts HttpRoute). */
-export interface RouteUse {
-  readonly targets: readonly Upstream[];
-  /** Round robin: the first target to try. */
-  readonly pick: () => number;
-  readonly upstreamTimeoutMs: number;
-  readonly canned: { forbidden(accept: string | null): Canned };
-}
-
-/** What the engine needs from the policy (HttpForwarder): its decisions and its records. */
+/** What every connection's engine of one listener shares (built once per listener by HttpForwarder). */
 export interface RelayHost {
-  /**
-   * An Exchange for this request (identity, allowlist entry) and its upstream headers, or null
-   * when the connection is closing. `authority`: an absolute-form target's, which replaces the
-   * Host header (RFC 9112 3.2.2).
-   */
-  relayExchange(hc: HttpConn, head: RequestHead, socket: ByteSocket, authority: string | null): Admitted | null;
-  forbidden(accept: string | null): Canned;
-  readonly badRequest: Canned;
-  readonly headersTooLarge: Canned;
-  readonly badGateway: Canned;
-  readonly gatewayTimeout: Canned;
-  readonly upstreamTimeoutMs: number;
-  readonly requestTimeout: Canned;
-  readonly requestHeaderTimeoutMs: number;
-  readonly keepAliveTimeoutMs: number;
-  /** timeouts.idleMs: a client connection (or tunnel) silent this long in both directions is closed. */
-  readonly idleTimeoutMs: number;
-  /** http.upstreamIdleTimeoutMs: a client connection's own upstream socket idles this long at most. */
-  readonly upstreamIdleTimeoutMs: number;
-  readonly maxRequestsPerConnection: number;
-  /** Count a client error (`bad_request`, `header_too_large`, `header_timeout`) on its connection. */
-  relayClientError(hc: HttpConn, reason: ClientReason): void;
-  /** Count and log an upstream failure (`upstream_refused`, ...); `retrying`: the next target follows. */
-  relayUpstreamFailed(ex: Exchange, code: string, timedOut: boolean, retrying: boolean): void;
-  /** The upstream's response head (status, time since `ex.sentAt`), counted per target. */
-  relayUpstreamResponse(ex: Exchange, status: number): void;
-  /** A 101 turned the connection into a tunnel to `upstream` (revocation and drain close it). */
-  relayUpgraded(ex: Exchange, upstream: ByteSocket): void;
-  /** Count and log one finished request. */
-  relayRecord(ex: Exchange): void;
-  /** Denied request bookkeeping (counts, debug line). */
-  relayDenied(ex: Exchange): void;
-  /** This connection's requests are answered by `quickDeny` (a direct client refused, no debug lines). */
-  quickDenial(hc: HttpConn): boolean;
-  /** A quick denial's request: counted as relayExchange + relayDenied count one. */
-  relayQuickDenied(hc: HttpConn, method: string, url: string): void;
-  /** A quick denial done (its body read past): counted and summarised as relayRecord does a denial. */
-  relayQuickRecord(hc: HttpConn, startedAt: number): void;
-  readonly maxHeaderBytes: number;
+  readonly settings: EngineSettings;
+  readonly policy: RequestPolicy;
+  readonly events: EngineEvents;
   /** The listener's sweep of keep-alive and header waits. */
   readonly waits: WaitSweep;
-  /** `http.denied.keepAlive`: a denied direct client keeps its connection after the 403. */
-  readonly deniedKeepAlive: boolean;
+  /** The keep-alive pool of upstream sockets. */
+  readonly pool: SocketPool;
 }
+
+const NO_TARGETS: readonly Upstream[] = Object.freeze([]);
 
 /** How long an ended connection reads and drops what the client still sends before it is closed. */
 export const LINGER_MS = 5000;
@@ -125,7 +75,7 @@ function destroySocket(socket: ByteSocket): void {
 }
 
 /** RFC 9110 9.2.2: a request the backend may receive twice without harm. */
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
 
@@ -133,7 +83,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private readonly parser: HttpParser<'request'>;
   /** Bytes read after a paused (complete) request, parsed once its response is done. */
   private backlog: Buffer | null = null;
+  /** The current request's decision and its record (null for a quick denial, whose decision is shared). */
+  private d: RequestDecision | null = null;
   private ex: Exchange | null = null;
+  /** The upstream group serving the current request (the route's, or the listener's). */
+  private targets: readonly Upstream[] = NO_TARGETS;
+  private group: UpstreamGroup | null = null;
   private up: UpstreamConn | null = null;
   private head: RequestHead | null = null;
   /** Response framing towards the client. */
@@ -144,6 +99,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   /** The upstream request head (resent to the next target after a refused connect). */
   private upHead = '';
   private attempt = 0;
+  /** Body bytes of the current request relayed so far (checked against its maxBodyBytes). */
+  private bodySeen = 0;
   /** This request was sent again after a stale pooled socket (at most once). */
   private staleRetried = false;
   private first = 0;
@@ -151,7 +108,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private timedOut = false;
   /**
    * Between requests: the keep-alive wait, then (first byte of a request) the header wait, checked
-   * by the listener's sweep (listener/wait-sweep.ts); `waitDeadline` is when the current one runs out.
+   * by the listener's sweep (connection/wait-sweep.ts); `waitDeadline` is when the current one runs out.
    */
   private waiting: 'idle' | 'head' | null = null;
   waitDeadline = 0;
@@ -179,29 +136,33 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private readonly onCloseFn = (): void => this.closed();
   private readonly nextFn = (): void => this.next();
   /**
-   * The current request is a quick denial (quickDeny): answered, no Exchange; `quickStart` is its
-   * Date.now(). `quickNext`: one is done and the connection goes on, so feed() parses the next
-   * request of the same read at once (its 403 joins the same write).
+   * The current request is a quick denial (quickDeny; its decision has no Exchange): answered,
+   * `quickStart` is its Date.now(). `quickNext`: one is done and the connection goes on, so feed()
+   * parses the next request of the same read at once (its 403 joins the same write).
    */
   private quick = false;
   private quickStart = 0;
+  /** The quick denial's head and the bytes of its 403 as written (ipgate_http_request_size_bytes and _response_size_bytes). */
+  private quickHead: RequestHead | null = null;
+  private quickBytes = 0;
   private quickNext = false;
+  /**
+   * A refusal (403, 404, 400) of a request that announced a body, held until its body is read or
+   * this read ends (refuse): whether the connection can stay depends on which comes first.
+   */
+  private held: Canned | null = null;
   /** Output collected during one read, written once. */
   private out: (string | Buffer)[] = [];
   private upOut: (string | Buffer)[] = [];
 
   constructor(
     private readonly host: RelayHost,
-    private readonly pool: RelayPool,
     private readonly hc: HttpConn,
     private readonly socket: ByteSocket,
-    /** The listener's upstream group; a route's replaces them for its request (Admitted.route). */
-    private targets: readonly Upstream[],
-    private pick: () => number,
     /** The outbound PROXY header for this client connection, null when the listener sends none. */
     private readonly proxyHeader: Buffer | null,
   ) {
-    this.parser = new HttpParser('request', this, { maxHeaderBytes: host.maxHeaderBytes });
+    this.parser = new HttpParser('request', this, { maxHeaderBytes: host.settings.maxHeaderBytes });
     socket.onData = this.onDataFn;
     socket.onDrain = this.onDrainFn;
     socket.onClose(this.onCloseFn);
@@ -226,7 +187,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private wait(kind: 'idle' | 'head'): void {
     if (this.ending) return; // the linger timer runs
     this.waiting = kind;
-    this.waitDeadline = performance.now() + (kind === 'idle' ? this.host.keepAliveTimeoutMs : this.host.requestHeaderTimeoutMs);
+    this.waitDeadline = performance.now() + (kind === 'idle' ? this.host.settings.keepAliveTimeoutMs : this.host.settings.requestHeaderTimeoutMs);
   }
 
   private stopWaiting(): void {
@@ -235,7 +196,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /**
-   * The listener's sweep (listener/wait-sweep.ts), every interval: the wait between requests, the idle
+   * The listener's sweep (connection/wait-sweep.ts), every interval: the wait between requests, the idle
    * timeout (no byte either way on the client socket for timeouts.idleMs: the same rule as a
    * net.Socket's setTimeout), and the idle bound of the connection's own upstream socket.
    */
@@ -244,12 +205,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.waitExpired();
       return;
     }
-    if (now - this.socket.lastActive >= this.host.idleTimeoutMs) {
+    if (now - this.socket.lastActive >= this.host.settings.idleTimeoutMs) {
       this.socket.destroy();
       return;
     }
     const d = this.dedicated;
-    if (d !== null && d.owner === null && now - d.socket.lastActive >= this.host.upstreamIdleTimeoutMs) d.socket.destroy();
+    if (d !== null && d.owner === null && now - d.socket.lastActive >= this.host.settings.upstreamIdleTimeoutMs) d.socket.destroy();
   }
 
   /** The current wait ran out. */
@@ -261,8 +222,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     this.waiting = null;
-    this.host.relayClientError(this.hc, 'header_timeout');
-    this.endConnection(this.host.requestTimeout.wire);
+    this.host.events.clientError(this.hc, 'header_timeout');
+    this.endConnection(this.host.settings.canned.requestTimeout.wire);
   }
 
   /** End our side (after `wire`, if any) and stop parsing: see `ending`. */
@@ -318,6 +279,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       d = d.subarray(r.consumed);
       r = this.parser.execute(d);
     }
+    if (this.held !== null) this.refuseUnread();
     this.flushUp();
     this.flush(); // a 100 Continue
     if (r.kind === 'ok' || this.ending) return;
@@ -332,12 +294,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     }
     if (r.kind === 'upgrade') {
       // CONNECT (ipgate is no forward proxy), or an upgrade that did not go upstream.
-      this.host.relayClientError(this.hc, 'bad_request');
-      this.fail(this.host.badRequest);
+      this.host.events.clientError(this.hc, 'bad_request');
+      this.fail(this.host.settings.canned.badRequest);
       return;
     }
-    this.host.relayClientError(this.hc, r.status === 431 ? 'header_too_large' : 'bad_request');
-    this.fail(r.status === 431 ? this.host.headersTooLarge : this.host.badRequest);
+    this.host.events.clientError(this.hc, r.status === 431 ? 'header_too_large' : 'bad_request');
+    this.fail(r.status === 431 ? this.host.settings.canned.headersTooLarge : this.host.settings.canned.badRequest);
   }
 
   // --- request side (parser sink) ---
@@ -348,74 +310,73 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       // An upgrade's body would go upstream only after a 101, so a backend declining it would
       // read that body as the next request on the connection (issue "Hardening" 3): refused, as
       // upgrades over HTTP/1.0 are (RFC 9110 7.8: Upgrade is HTTP/1.1).
-      this.host.relayClientError(this.hc, 'bad_request');
-      this.fail(this.host.badRequest);
-      return;
-    }
-    if (!hasHost(head.rawHeaders)) {
-      // Answered before any handler, as node:http's requireHostHeader did (not a counted client
-      // error), and for HTTP/1.0 too: the backend would otherwise get the upstream's address.
-      this.fail(this.host.badRequest);
+      this.host.events.clientError(this.hc, 'bad_request');
+      this.fail(this.host.settings.canned.badRequest);
       return;
     }
     const target = requestTarget(head.url);
     if (target === null) {
-      this.host.relayClientError(this.hc, 'bad_request');
-      this.fail(this.host.badRequest);
+      this.host.events.clientError(this.hc, 'bad_request');
+      this.fail(this.host.settings.canned.badRequest);
       return;
     }
-    if (!head.upgrade && this.host.quickDenial(this.hc)) {
-      this.quickDeny(head);
-      return;
-    }
-    const made = this.host.relayExchange(this.hc, head, this.socket, target.authority);
-    if (made === null) {
+    const d = this.host.policy.admit(this.hc, head, target.authority);
+    if (d === null) {
       this.socket.destroy();
       return;
     }
-    const { ex, headers, accept } = made;
+    if (d.verdict === 'reject') {
+      // A request no backend may see (a bad Host: request-host.ts): 400, counted as a client
+      // error, and the connection ends, as for a malformed request.
+      const r = d.refusal!;
+      this.host.events.clientError(this.hc, r.reason, r.detail);
+      this.fail(d.answer!);
+      return;
+    }
+    const ex = d.ex;
+    if (ex === null) {
+      this.quickDeny(head, d);
+      return;
+    }
+    ex.bytesAtStart = this.socket.bytesWritten;
     this.stopWaiting();
+    this.d = d;
     this.ex = ex;
     this.head = head;
     this.requestDone = false;
     this.responseStarted = false;
     this.upgrading = false;
     this.requests++;
-    const max = this.host.maxRequestsPerConnection;
+    const max = this.host.settings.maxRequestsPerConnection;
     // An upgrade request answered by anyone but a 101 ends the connection: the client may already
     // be sending the new protocol's bytes, which are no HTTP request.
     this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || this.hc.revoked || this.hc.closing || upgrade;
     this.hc.open.push(ex);
-    if (made.answer !== undefined) {
-      // A route miss (404 / 400): answered here, as a denial is; nothing goes upstream.
-      this.cannedAnswer(made.answer);
+    if (d.verdict === 'answer') {
+      // A refusal (403, counted by the policy) or a route miss (404 / 400 / 421): answered here,
+      // nothing goes upstream.
+      if (d.closeAfterAnswer) this.closeAfter = true;
+      this.refuse(d.answer!, head);
+      return;
+    }
+    const group = d.group!;
+    if (group.http2 !== null) {
+      // An upstream group that speaks HTTP/2 only (gRPC: upstreamProtocol h2c or h2): an HTTP/1.1
+      // request does not reach it (docs/http-engines.md "The HTTP/2 engine").
+      ex.reason = 'h2_required';
+      this.cannedAnswer(this.host.settings.canned.versionNotSupported);
       if (!this.requestDone && !this.closeAfter) this.wait('idle');
       return;
     }
-    const route = made.route;
-    if (ex.entry === null) {
-      this.host.relayDenied(ex);
-      const canned = route === undefined ? this.host.forbidden(accept) : route.canned.forbidden(accept);
-      if (!this.hc.trusted && !this.host.deniedKeepAlive) this.closeAfter = true;
-      this.cannedAnswer(canned);
-      // Answered, the body (if any) still to read past: idle from here as between requests, so a
-      // body that stops is cut after keepAliveTimeoutMs (a trickled one after the header timeout)
-      // (test: "finding B").
-      if (!this.requestDone && !this.closeAfter) this.wait('idle');
-      return;
-    }
-    let upTimeoutMs = this.host.upstreamTimeoutMs;
-    let path = target.path;
-    if (route !== undefined) {
-      this.targets = route.targets;
-      this.pick = route.pick;
-      upTimeoutMs = route.upstreamTimeoutMs;
-      path = made.path ?? path;
-    }
+    this.targets = group.targets;
+    this.group = group;
+    this.bodySeen = 0;
+    const path = d.path ?? target.path;
+    const headers = d.headers!;
     let text: string;
     if (upgrade) {
       this.upgrading = true;
-      text = `${head.method} ${path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${made.upgrade ?? ''}\r\n`;
+      text = `${head.method} ${path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${d.upgrade ?? ''}\r\n`;
     } else {
       // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
       text = `${head.method} ${path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
@@ -429,15 +390,15 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // Expect: 100-continue is answered here, for an admitted request only (scanRequestHeaders
     // drops the header upstream): the client sends its body now.
     if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.out.push('HTTP/1.1 100 Continue\r\n\r\n');
-    const d = this.dedicated;
+    const own0 = this.dedicated;
     // A client connection's own upstream stays on one target while it lives.
     // (A route's group may not hold it: then the group's round robin picks.)
-    const own = d !== null && !upgrade && !d.socket.destroyed ? this.targets.indexOf(d.target) : -1;
-    this.first = own >= 0 ? own : this.pick();
+    const own = own0 !== null && !upgrade && !own0.socket.destroyed ? this.targets.indexOf(own0.target) : -1;
+    this.first = own >= 0 ? own : group.start();
     this.attempt = 0;
     this.staleRetried = false;
     this.timedOut = false;
-    this.timer = setTimeout(() => this.onTimeout(), upTimeoutMs);
+    this.timer = setTimeout(() => this.onTimeout(), d.upstreamTimeoutMs);
     this.dispatch();
   }
 
@@ -447,9 +408,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     ex.upstream = target;
     ex.sentAt = performance.now();
     let up: UpstreamConn | null;
-    if (this.upgrading) up = this.pool.dial(target, this.proxyHeader, true);
-    else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh);
-    else up = this.pool.acquire(target, this, fresh);
+    const connectMs = this.d!.timeouts?.connectMs ?? this.host.pool.connectMs;
+    if (this.upgrading) up = this.host.pool.dial(target, this.proxyHeader, true, connectMs);
+    else if (this.proxyHeader !== null) up = this.ownUpstream(target, fresh, connectMs);
+    else up = this.host.pool.acquire(target, this, fresh, connectMs);
     if (up === null) {
       // At the pool's bound: wait (the upstream timeout runs); the body waits with the client.
       this.queued = target;
@@ -463,6 +425,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     up.owner = this;
     up.parser.setRequestMethod(this.head!.method);
     this.up = up;
+    const to = this.d!.timeouts;
+    // The route's read and send bounds (docs/edge-rules.md "Timeouts"); a tunnel drops them at its
+    // 101. The read bound starts once the whole request is sent (onMessageComplete): while a slow
+    // client's body streams, the backend is not expected to say anything.
+    if (to !== null && (to.readMs > 0 || to.sendMs > 0)) up.watch(this.requestDone ? to.readMs : 0, to.sendMs);
     this.upOut.unshift(this.upHead);
   }
 
@@ -470,7 +437,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   poolGranted(up: UpstreamConn): void {
     this.queued = null;
     if (this.ex === null || this.up !== null || this.socket.destroyed) {
-      this.pool.release(up); // not expected: a waiter is cancelled when it stops waiting
+      this.host.pool.release(up); // not expected: a waiter is cancelled when it stops waiting
       return;
     }
     this.attach(up);
@@ -479,7 +446,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   /** The client connection's own upstream socket (outbound PROXY): reused while alive. */
-  private ownUpstream(target: Upstream, fresh: boolean): UpstreamConn {
+  private ownUpstream(target: Upstream, fresh: boolean, connectMs: number): UpstreamConn {
     const d = this.dedicated;
     if (d !== null && !fresh && d.target === target && d.owner === null && !d.socket.destroyed && d.parser.state === 'active') {
       d.reused = true;
@@ -487,7 +454,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return d;
     }
     d?.socket.destroy();
-    const c = this.pool.dial(target, this.proxyHeader, false);
+    const c = this.host.pool.dial(target, this.proxyHeader, false, connectMs);
     this.dedicated = c;
     return c;
   }
@@ -498,11 +465,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.timedOut = true;
     if (this.queued !== null) {
       // Still waiting for a pooled socket: answered now.
-      this.pool.cancel(this.queued, this);
+      this.host.pool.cancel(this.queued, this);
       this.queued = null;
-      this.host.relayUpstreamFailed(this.ex!, 'ETIMEDOUT', true, false);
+      this.host.events.upstreamFailed(this.ex!, 'ETIMEDOUT', true, false);
       this.closeAfter = true;
-      this.cannedAnswer(this.host.gatewayTimeout);
+      this.cannedAnswer(this.host.settings.canned.gatewayTimeout);
       return;
     }
     this.up?.socket.destroy(); // upstreamClosed answers 504
@@ -515,25 +482,68 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    * body, if any, is read past by the parser as for any denial; the framing is the strict
    * parser's, so nothing differs in what a request is.
    */
-  private quickDeny(head: RequestHead): void {
+  private quickDeny(head: RequestHead, d: RequestDecision): void {
     this.stopWaiting();
     this.requests++;
     this.requestDone = false;
     this.quick = true;
     this.quickStart = Date.now();
-    const max = this.host.maxRequestsPerConnection;
-    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || !this.host.deniedKeepAlive;
-    this.host.relayQuickDenied(this.hc, head.method, head.url);
-    const canned = this.host.forbidden(headerValue(head.rawHeaders, 'accept'));
+    this.quickHead = head;
+    this.d = d;
+    const max = this.host.settings.maxRequestsPerConnection;
+    this.closeAfter = !head.keepAlive || (max > 0 && this.requests >= max) || d.closeAfterAnswer;
+    const canned = d.answer!;
+    if (!this.closeAfter && announcesBody(head)) {
+      this.held = canned; // as refuse() holds it
+      return;
+    }
+    const wire = this.closeAfter ? canned.wire : canned.keepAliveWire;
+    this.quickBytes = wire.length;
     // Written by feed() once the read is parsed (with the denials pipelined behind this one).
-    this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
+    this.out.push(wire);
     if (this.closeAfter) this.quickDone();
-    else this.wait('idle'); // a body that stops is cut as between requests ("finding B")
+  }
+
+  /**
+   * Answer a request ipgate refuses (a denial, a route miss) with `canned`; nothing goes
+   * upstream. A request that announced a body (Content-Length > 0, chunked) keeps its connection
+   * only when the whole body came in the read that brought its head: its answer is held
+   * (`held`) until onMessageComplete (keep-alive) or the end of the read (refuseUnread: close).
+   * A body still to come may never come: a client waiting for 100 Continue (which a refused
+   * request never gets) may skip it after a final status (RFC 9110 10.1.1), and on a kept
+   * connection its next request would be read as that body. So the answer then says
+   * `Connection: close` and the connection ends, read and dropped (endConnection), as HAProxy
+   * does; nginx keeps it and answers that next request 400. A request without a body, or whose
+   * body came with it, is answered and the connection stays, as before.
+   */
+  private refuse(canned: Canned, head: RequestHead): void {
+    if (!this.closeAfter && announcesBody(head)) {
+      this.held = canned;
+      return;
+    }
+    this.cannedAnswer(canned);
+  }
+
+  /** The end of a read with a refusal held: the body did not all come with its head. */
+  private refuseUnread(): void {
+    const canned = this.held!;
+    this.held = null;
+    this.closeAfter = true;
+    if (this.quick) {
+      this.out.push(canned.wire);
+      this.quickBytes = canned.wire.length;
+      this.quickDone();
+    } else {
+      this.cannedAnswer(canned);
+    }
   }
 
   private quickDone(): void {
     this.quick = false;
-    this.host.relayQuickRecord(this.hc, this.quickStart);
+    const d = this.d!;
+    this.d = null;
+    this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    this.quickHead = null;
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -544,18 +554,65 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   onBody(chunk: Buffer): void {
     if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
+    // The body limit as the body streams (a Content-Length over it was answered by the policy).
+    if (bodyOverLimit(this.d!, (this.bodySeen += chunk.length))) {
+      this.bodyTooLarge();
+      return;
+    }
+    if (this.ex !== null) this.ex.requestBytes += chunk.length; // ipgate_http_request_size_bytes: the body relayed
     if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
     else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
   }
 
   onMessageComplete(): void {
     this.requestDone = true;
+    const held = this.held;
+    if (held !== null) {
+      // A refused request's whole body came in the read that brought its head: the connection stays.
+      this.held = null;
+      if (!this.quick) {
+        this.cannedAnswer(held);
+        return;
+      }
+      this.out.push(held.keepAliveWire);
+      this.quickBytes = held.keepAliveWire.length;
+    }
     if (this.quick) {
       this.quickDone();
       return;
     }
     if ((this.up !== null || this.queued !== null) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
+    const to = this.d?.timeouts ?? null;
+    if (to !== null && to.readMs > 0 && this.up !== null) this.up.watch(to.readMs, to.sendMs);
     if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
+  }
+
+  /**
+   * A streamed body passed the request's maxBodyBytes (docs/edge-rules.md "Body size"): the
+   * upstream exchange is abandoned (its socket closed, so the backend never takes the partial body
+   * for a complete request), the client gets 413 and the connection ends; after the response head
+   * (a backend that answered before reading the body) the connection is cut.
+   */
+  private bodyTooLarge(): void {
+    const ex = this.ex!;
+    ex.reason = 'body_too_large';
+    this.host.events.clientError(this.hc, 'body_too_large');
+    this.upOut.length = 0;
+    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
+    this.queued = null;
+    const up = this.up;
+    this.up = null;
+    if (up !== null) {
+      up.owner = null;
+      up.socket.destroy();
+    }
+    if (this.responseStarted) {
+      this.socket.destroy();
+      return;
+    }
+    this.clearTimer();
+    this.closeAfter = true;
+    this.cannedAnswer(this.host.settings.canned.payloadTooLarge);
   }
 
   private flushUp(): void {
@@ -588,7 +645,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       // Relayed as is (Connection and Upgrade included: they are the handshake); the tunnel
       // starts in responseUpgraded, when the parser hands over the bytes after this head.
       ex.status = 101;
-      this.host.relayUpstreamResponse(ex, 101);
+      this.host.events.upstreamAnswered(ex, 101);
       this.responseStarted = true;
       this.clearTimer();
       this.out.push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
@@ -600,7 +657,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     ex.status = head.statusCode;
-    this.host.relayUpstreamResponse(ex, head.statusCode);
+    this.host.events.upstreamAnswered(ex, head.statusCode);
     this.responseStarted = true;
     this.clearTimer();
     const http10 = this.head!.versionMinor === 0;
@@ -631,7 +688,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (up === this.dedicated && reusable) {
       up.owner = null; // idle from here: check() closes it after upstreamIdleTimeoutMs
     } else if (reusable && up.pooled) {
-      this.pool.release(up);
+      this.host.pool.release(up);
     } else {
       up.socket.destroy();
     }
@@ -660,7 +717,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.socket.onDrain = null;
     this.socket.onEnd = null;
     this.tunnelSocket = up.socket;
-    this.host.relayUpgraded(ex, up.socket);
+    this.host.events.upgraded(ex, up.socket);
     new Tunnel(this.socket, up.socket, early).start();
   }
 
@@ -690,17 +747,22 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
         return;
       }
       const code = this.timedOut ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
-      const retry = !this.timedOut && !up.connected && ex.bodyless && this.attempt + 1 < this.targets.length && isConnectFailure(code);
-      this.host.relayUpstreamFailed(ex, code, this.timedOut, retry);
+      // A connect that failed or timed out (never connected: nothing was sent) goes to the next target.
+      // The next target that is up (a group with health rules skips those out: upstream-group.ts).
+      const nextOffset = this.timedOut || up.connected || !ex.bodyless || !(isConnectFailure(code) || code === 'ETIMEDOUT') ? -1
+        : this.group!.nextOffset(this.first, this.attempt + 1);
+      const retry = nextOffset > 0;
+      this.host.events.upstreamFailed(ex, code, this.timedOut, retry);
       if (retry) {
-        this.attempt++;
+        this.attempt = nextOffset;
         this.dispatch();
         this.flushUp();
         return;
       }
       this.clearTimer();
       this.closeAfter = true;
-      this.cannedAnswer(this.timedOut ? this.host.gatewayTimeout : this.host.badGateway);
+      // A timeout (the response head's, or a connect / read / send bound's ETIMEDOUT) is a 504, as nginx answers it.
+      this.cannedAnswer(this.timedOut || code === 'ETIMEDOUT' ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway);
       return;
     }
     // Mid-response, or a body that ran to the connection's end.
@@ -735,7 +797,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (ex === null) return;
     this.ex = null;
     this.forget(ex);
-    this.host.relayRecord(ex);
+    this.record(ex);
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -771,7 +833,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
     this.lingerTimer = null;
     this.parser.free();
-    if (this.queued !== null) this.pool.cancel(this.queued, this);
+    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
     this.queued = null;
     const up = this.up;
     this.up = null;
@@ -784,14 +846,26 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.tunnelSocket?.destroy();
     if (this.quick) {
       this.quick = false; // a denied request whose body never came: recorded, as any exchange
-      this.host.relayQuickRecord(this.hc, this.quickStart);
+      const d = this.d!;
+      this.d = null;
+      this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    this.quickHead = null;
     }
-    if (this.ex !== null) {
-      if (this.ex.status !== 101) this.ex.reason ??= 'client_abort';
-      this.forget(this.ex);
-      this.host.relayRecord(this.ex);
+    const ex = this.ex;
+    if (ex !== null) {
+      if (ex.status !== 101) ex.reason ??= 'client_abort';
+      this.forget(ex);
       this.ex = null;
+      this.record(ex);
     }
+  }
+
+  /** The current request is over: its bytes counted, reported once. */
+  private record(ex: Exchange): void {
+    const d = this.d!;
+    this.d = null;
+    ex.bytesOut = this.socket.bytesWritten - ex.bytesAtStart;
+    this.host.events.finished(this.hc, d, ex.startedAt, null, 0);
   }
 
   /** Off the connection's open list (revocation looks there). */
@@ -814,14 +888,14 @@ export function responseHeaderLines(raw: readonly string[], http10: boolean): st
     const name = raw[i]!;
     const lower = name.toLowerCase();
     if (HOP.has(lower) || (lower === 'transfer-encoding' && http10)) continue;
-    if (named !== null && named.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
+    if (named?.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
     text += `${name}: ${raw[i + 1]!}\r\n`;
   }
   return text;
 }
 
 /** Header names listed in Connection (RFC 9110 7.6.1: hop-by-hop too), lower-case; null without any. */
-function connectionTokens(raw: readonly string[]): Set<string> | null {
+export function connectionTokens(raw: readonly string[]): Set<string> | null {
   let out: Set<string> | null = null;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     if (raw[i]!.toLowerCase() !== 'connection') continue;
@@ -850,21 +924,13 @@ function expectsContinue(raw: readonly string[]): boolean {
   return false;
 }
 
-/** The header `lower` (a lower-case name): its values joined as scanRequestHeaders joins them, or null. */
-function headerValue(raw: readonly string[], lower: string): string | null {
-  let v: string | null = null;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (raw[i]!.length === lower.length && raw[i]!.toLowerCase() === lower) v = v === null ? raw[i + 1]! : `${v}, ${raw[i + 1]!}`;
-  }
-  return v;
+/** The request announced a body (Content-Length > 0, or chunked). */
+function announcesBody(head: RequestHead): boolean {
+  return head.chunked || (head.contentLength !== null && head.contentLength > 0);
 }
 
-function hasHost(raw: readonly string[]): boolean {
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') return true;
-  return false;
-}
-
-function isConnectFailure(code: string): boolean {
+/** A connect that failed before anything was sent: the next target may take the request. */
+export function isConnectFailure(code: string): boolean {
   return code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH';
 }
 

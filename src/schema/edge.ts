@@ -1,0 +1,102 @@
+/**
+ * The edge rules' option sections (docs/edge-rules.md; src/forward/http/edge-rules.ts applies
+ * them): what an nginx `location` block holds besides `allow` / `deny` and `proxy_pass`.
+ *
+ * ```yaml
+ * listeners:
+ *   - name: web
+ *     mode: http
+ *     http:
+ *       httpsRedirect: {status: 308}      # plain HTTP -> https://host/path (behind a trusted proxy, its X-Forwarded-Proto decides)
+ *     routes:
+ *       - name: old
+ *         hosts: [old.example.com]
+ *         http:
+ *           redirect: {host: new.example.com, status: 301}
+ * ```
+ */
+import { Enum, Nullable, Section, Type, type Static } from './kit';
+
+/**
+ * Redirect the request (nginx `return 30x`, Gateway API `RequestRedirect`): to `url` as it is, or
+ * to the request's own URL with the parts given replaced. The Location is built from the host the
+ * request was decided on and its target as sent.
+ */
+export const RedirectSchema = Section({
+  /** A fixed Location (ingress-nginx `permanent-redirect` / `temporal-redirect`); the request's path is not appended. */
+  url: Type.Optional(Type.String({ pattern: '^https?://[\\x21-\\x7e]+$', maxLength: 2048 })),
+  /** Replace the scheme. */
+  scheme: Type.Optional(Enum(['http', 'https'])),
+  /** Replace the host (e.g. to or from `www.`). */
+  host: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.-]{1,253}$' })),
+  /** Replace the port; absent: none in the Location when the scheme changed, else the request's. */
+  port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65_535 })),
+  /** Replace the path (the query is kept). */
+  path: Type.Optional(Type.String({ pattern: '^/[\\x21-\\x7e]*$', maxLength: 2048 })),
+  /** 301, 302 (Gateway API's when none is given), 303, 307 or 308. */
+  status: Type.Unsafe<301 | 302 | 303 | 307 | 308>({ enum: [301, 302, 303, 307, 308], default: 302 }),
+  /**
+   * Redirect before the allowlist decides, as nginx's `return` does: a refused client is redirected
+   * too (and so learns where to). `false`: after it, so a refused client learns nothing but its 403.
+   */
+  beforeAllowlist: Type.Boolean({ default: false }),
+});
+
+/** Plain HTTP to HTTPS (ingress-nginx `ssl-redirect`, `force-ssl-redirect`): `https://host[:port]/target`. */
+export const HttpsRedirectSchema = Section({
+  /** 301, 302, 307 or 308 (ingress-nginx's `http-redirect-code`). */
+  status: Type.Unsafe<301 | 302 | 307 | 308>({ enum: [301, 302, 307, 308], default: 308 }),
+  /** The HTTPS port in the Location (none written for 443). */
+  port: Type.Integer({ minimum: 1, maximum: 65_535, default: 443 }),
+  /** As `redirect.beforeAllowlist`: redirect refused clients too (nginx's order). */
+  beforeAllowlist: Type.Boolean({ default: false }),
+});
+
+/**
+ * Replace the path prefix the route matched (Gateway API `ReplacePrefixMatch`, Traefik
+ * `StripPrefix`, ingress-nginx `rewrite-target: /$2` with `path: /api(/|$)(.*)`): with
+ * `replacePrefix: /`, `/api/v1/x?q` on the path entry `/api/v1` goes upstream as `/x?q`. No
+ * regular expression is evaluated on a request (docs/edge-rules.md "Rewrites").
+ */
+export const RewriteSchema = Section({
+  /** What the matched path entry is replaced with: `/` removes it. */
+  replacePrefix: Type.String({ pattern: '^/[\\x21-\\x7e]*$', maxLength: 2048 }),
+  /** Send `X-Forwarded-Prefix` with the prefix removed (Spring, ASP.NET and Traefik-aware apps build links from it). */
+  forwardedPrefix: Type.Boolean({ default: true }),
+});
+
+export type RewriteConfig = Static<typeof RewriteSchema>;
+export type RedirectConfig = Static<typeof RedirectSchema>;
+export type HttpsRedirectConfig = Static<typeof HttpsRedirectSchema>;
+
+/**
+ * nginx `max_fails` / `fail_timeout` (HAProxy `observe layer7` with `error-limit`): a target that
+ * fails is skipped for a while (docs/edge-rules.md "Upstream health").
+ */
+export const PassiveHealthSchema = Section({
+  /** Failures in a row (the first no older than `failTimeoutMs`) that take a target out (nginx `max_fails`). */
+  maxFails: Type.Integer({ minimum: 1, maximum: 1000, default: 1 }),
+  /** The window the failures must fall in, and how long the target is then skipped (nginx `fail_timeout`). */
+  failTimeoutMs: Type.Integer({ minimum: 1, maximum: 86_400_000, default: 10_000 }),
+  /**
+   * Upstream statuses counted as failures besides failed connects and timeouts (nginx
+   * `proxy_next_upstream http_502 ...`); a response with any other status resets the count.
+   */
+  statuses: Type.Array(Type.Integer({ minimum: 500, maximum: 599 }), { default: [], maxItems: 100 }),
+});
+
+/**
+ * Health of an HTTP listener's upstream group (and its routes' without their own) or of one
+ * route's group. A target that is out is skipped; only when no target of the group is up is a
+ * request answered 503 (`upstream_none_up`) without a connect.
+ */
+export const UpstreamHealthSchema = Section({
+  /** Skip a target that fails `maxFails` times in a row; null: never (ingress-nginx's `upstream-max-fails: 0`). */
+  passive: Nullable(PassiveHealthSchema, { default: null }),
+});
+
+/** No health rules: a listener without `upstreamHealth`. */
+export const NO_UPSTREAM_HEALTH: Readonly<UpstreamHealthConfig> = Object.freeze({ passive: null });
+
+export type PassiveHealthConfig = Static<typeof PassiveHealthSchema>;
+export type UpstreamHealthConfig = Static<typeof UpstreamHealthSchema>;
