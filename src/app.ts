@@ -88,7 +88,14 @@ export async function startApp(config: Config, { logger, configFile = null, tick
       metrics.addTls(tls.stats, store);
     }
     const listener = new Listener(lc, {
-      list: lists.get(lc.allowlist), logger, handler, stats, selfCheck: selfChecks.add(lc, stats, lists), accessLog, tls, revokeLive: config.revokeLive,
+      list: lists.get(lc.allowlist),
+      logger,
+      handler,
+      stats,
+      selfCheck: selfChecks.add(lc, stats, lists),
+      accessLog,
+      tls,
+      revokeLive: config.revokeLive,
     });
     listeners.push(listener);
     receivers.set(lc.name, listener.routeReceiver);
@@ -104,7 +111,8 @@ export async function startApp(config: Config, { logger, configFile = null, tick
     lists.on('change', ({ list }) => {
       for (const l of listeners) {
         const { untrusted, revoked } = l.listChanged(list);
-        if (untrusted > 0) logger.info({ listener: l.name, list: list.name, closed: untrusted }, 'closed connections from peers no longer trusted');
+        if (untrusted > 0)
+          logger.info({ listener: l.name, list: list.name, closed: untrusted }, 'closed connections from peers no longer trusted');
         if (revoked > 0) logger.info({ listener: l.name, list: list.name, closed: revoked }, 'closed connections no longer allowed');
       }
     });
@@ -114,10 +122,19 @@ export async function startApp(config: Config, { logger, configFile = null, tick
   try {
     for (const l of listeners) {
       const addr = await l.listen();
-      logger.info({ listener: l.name, mode: l.config.mode, address: addr.address, port: addr.port,
-        allowlist: l.config.allowlist, proxyProtocol: l.config.proxyProtocol.mode,
-        // libuv handles, or net.Sockets (TLS, TCP upstream names, IPGATE_TCP_HANDLES=0, a Node without them)
-        sockets: l.rawSockets ? 'handles' : 'net' }, 'listening');
+      logger.info(
+        {
+          listener: l.name,
+          mode: l.config.mode,
+          address: addr.address,
+          port: addr.port,
+          allowlist: l.config.allowlist,
+          proxyProtocol: l.config.proxyProtocol.mode,
+          // libuv handles, or net.Sockets (TLS, TCP upstream names, IPGATE_TCP_HANDLES=0, a Node without them)
+          sockets: l.rawSockets ? 'handles' : 'net',
+        },
+        'listening',
+      );
     }
     for (const s of certStores) {
       s.start();

@@ -6,8 +6,10 @@ import type { LoggingConfig } from './schema/config';
  * The process logger. JSON to stdout by default (one object per line, for the cluster's log
  * pipeline); `pretty` for a terminal. Built once; components take child loggers built once too.
  */
-export function createLogger(config: Pick<LoggingConfig, 'level' | 'format'> & Partial<Pick<LoggingConfig, 'bufferBytes' | 'flushIntervalMs'>>,
-  destination?: pino.DestinationStream): Logger {
+export function createLogger(
+  config: Pick<LoggingConfig, 'level' | 'format'> & Partial<Pick<LoggingConfig, 'bufferBytes' | 'flushIntervalMs'>>,
+  destination?: pino.DestinationStream,
+): Logger {
   const children = new Set<WeakRef<Logger>>();
   const options: pino.LoggerOptions = {
     level: config.level,
@@ -30,7 +32,12 @@ export function createLogger(config: Pick<LoggingConfig, 'level' | 'format'> & P
   };
   if (destination) return make(pino(options, destination));
   if (config.format === 'pretty') {
-    return make(pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l' } } }));
+    return make(
+      pino({
+        ...options,
+        transport: { target: 'pino-pretty', options: { colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l' } },
+      }),
+    );
   }
   // Buffered like nginx's `access_log ... buffer= flush=` (bench/README.md, "Metrics and access
   // logs"): lines are copied into a Buffer and written in blocks of `bufferBytes`, at least every
@@ -89,9 +96,17 @@ export function rawLineTarget(logger: Logger): { stream: { write(line: string): 
   const hooks = l[s.hooksSym] as { logMethod?: unknown; streamWrite?: unknown } | undefined;
   const formatters = l[s.formattersSym] as { level?: unknown } | undefined;
   const stream = l[s.streamSym] as { write?: unknown } | undefined;
-  if (l[s.timeSym] !== isoTime || formatters?.level !== levelLabel || l[s.mixinSym] !== undefined
-    || hooks?.logMethod !== undefined || hooks?.streamWrite !== undefined || l[s.messageKeySym] !== 'msg'
-    || l[(s as unknown as Record<string, symbol>).msgPrefixSym!] !== undefined || typeof stream?.write !== 'function' || typeof l[s.chindingsSym] !== 'string') {
+  if (
+    l[s.timeSym] !== isoTime ||
+    formatters?.level !== levelLabel ||
+    l[s.mixinSym] !== undefined ||
+    hooks?.logMethod !== undefined ||
+    hooks?.streamWrite !== undefined ||
+    l[s.messageKeySym] !== 'msg' ||
+    l[(s as unknown as Record<string, symbol>).msgPrefixSym!] !== undefined ||
+    typeof stream?.write !== 'function' ||
+    typeof l[s.chindingsSym] !== 'string'
+  ) {
     return null;
   }
   return { stream: stream as { write(line: string): unknown }, bindings: l[s.chindingsSym] as string };
@@ -150,11 +165,18 @@ export class BlockWriter {
   private waiting: (() => void)[] = [];
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly fd: number, private readonly size: number, flushIntervalMs: number) {
+  constructor(
+    private readonly fd: number,
+    private readonly size: number,
+    flushIntervalMs: number,
+  ) {
     this.block = Buffer.allocUnsafe(size);
     this.timer = setInterval(() => this.flush(), flushIntervalMs);
     this.timer.unref();
-    if (writers.size === 0) process.once('exit', () => { for (const w of writers) w.flushSync(); });
+    if (writers.size === 0)
+      process.once('exit', () => {
+        for (const w of writers) w.flushSync();
+      });
     writers.add(this);
   }
 
@@ -216,9 +238,14 @@ export class BlockWriter {
     const milli = ms - s * 1000;
     const b = this.block;
     let u = this.used;
-    b[u++] = 48 + ((s / 10) | 0); b[u++] = 48 + (s % 10); b[u++] = 46; // "ss."
-    b[u++] = 48 + ((milli / 100) | 0); b[u++] = 48 + (((milli / 10) | 0) % 10); b[u++] = 48 + (milli % 10);
-    b[u++] = 90; b[u++] = 34; // Z"
+    b[u++] = 48 + ((s / 10) | 0);
+    b[u++] = 48 + (s % 10);
+    b[u++] = 46; // "ss."
+    b[u++] = 48 + ((milli / 100) | 0);
+    b[u++] = 48 + (((milli / 10) | 0) % 10);
+    b[u++] = 48 + (milli % 10);
+    b[u++] = 90;
+    b[u++] = 34; // Z"
     this.used = u;
   }
 
@@ -242,23 +269,37 @@ export class BlockWriter {
         if (short !== 0) {
           b[u++] = short;
         } else {
-          b[u++] = 117; b[u++] = 48; b[u++] = 48; b[u++] = HEX_DIGITS[c >> 4]!; b[u++] = HEX_DIGITS[c & 15]!;
+          b[u++] = 117;
+          b[u++] = 48;
+          b[u++] = 48;
+          b[u++] = HEX_DIGITS[c >> 4]!;
+          b[u++] = HEX_DIGITS[c & 15]!;
         }
       } else if (c < 0x800) {
-        b[u++] = 0xc0 | (c >> 6); b[u++] = 0x80 | (c & 63);
+        b[u++] = 0xc0 | (c >> 6);
+        b[u++] = 0x80 | (c & 63);
       } else if (c >= 0xd800 && c <= 0xdfff) {
         const d = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
         if (c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff) {
           const cp = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
-          b[u++] = 0xf0 | (cp >> 18); b[u++] = 0x80 | ((cp >> 12) & 63); b[u++] = 0x80 | ((cp >> 6) & 63); b[u++] = 0x80 | (cp & 63);
+          b[u++] = 0xf0 | (cp >> 18);
+          b[u++] = 0x80 | ((cp >> 12) & 63);
+          b[u++] = 0x80 | ((cp >> 6) & 63);
+          b[u++] = 0x80 | (cp & 63);
           i++;
         } else {
           // A lone surrogate: escaped, as JSON.stringify does.
-          b[u++] = 92; b[u++] = 117;
-          b[u++] = HEX_DIGITS[c >> 12]!; b[u++] = HEX_DIGITS[(c >> 8) & 15]!; b[u++] = HEX_DIGITS[(c >> 4) & 15]!; b[u++] = HEX_DIGITS[c & 15]!;
+          b[u++] = 92;
+          b[u++] = 117;
+          b[u++] = HEX_DIGITS[c >> 12]!;
+          b[u++] = HEX_DIGITS[(c >> 8) & 15]!;
+          b[u++] = HEX_DIGITS[(c >> 4) & 15]!;
+          b[u++] = HEX_DIGITS[c & 15]!;
         }
       } else {
-        b[u++] = 0xe0 | (c >> 12); b[u++] = 0x80 | ((c >> 6) & 63); b[u++] = 0x80 | (c & 63);
+        b[u++] = 0xe0 | (c >> 12);
+        b[u++] = 0x80 | ((c >> 6) & 63);
+        b[u++] = 0x80 | (c & 63);
       }
     }
     b[u++] = 34;
@@ -353,7 +394,10 @@ export class BlockWriter {
       // A non-blocking pipe whose reader is behind: try again shortly (sonic-boom does the same).
       if (err.code === 'EAGAIN' || err.code === 'EBUSY') {
         this.writing = true;
-        setTimeout(() => { this.writing = false; this.next(); }, 100).unref();
+        setTimeout(() => {
+          this.writing = false;
+          this.next();
+        }, 100).unref();
         return;
       }
       // stdout gone (EPIPE, EBADF): drop what is queued; the process carries on.

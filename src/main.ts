@@ -108,11 +108,21 @@ async function run(args: string[]): Promise<number> {
   const { routeReloader } = require('./route/routes-in-force') as typeof import('./route/routes-in-force');
   started.metrics.setReloads(reloads);
   started.metrics.setWatches(() => watchHealth(configMaps, started.service.store));
-  const watcher = new ConfigWatcher({ file: path.resolve(file), logger, initial: config, configMaps, reloads,
-    onConfig: async (next) => { await started.service.setDeclared(declaredLists(next, path.resolve(file))); },
+  const watcher = new ConfigWatcher({
+    file: path.resolve(file),
+    logger,
+    initial: config,
+    configMaps,
+    reloads,
+    onConfig: async (next) => {
+      await started.service.setDeclared(declaredLists(next, path.resolve(file)));
+    },
     // The listeners' routes follow the file too (validated whole first, swapped all at once).
     onRoutes: routeReloader(config, logger, (update) => started.replaceRoutes(update)),
-    onRefusal: (problems) => { started.service.configRefusal = problems; } });
+    onRefusal: (problems) => {
+      started.service.configRefusal = problems;
+    },
+  });
   started.service.declaredWatches = () => configMaps.status();
   watcher.start();
   // SIGHUP: re-read the config file now (as a change of it would).
@@ -146,7 +156,12 @@ async function main(argv: string[]): Promise<number> {
   const args = argv.slice();
   const command = args[0] !== undefined && !args[0].startsWith('-') ? args.shift()! : 'run';
   // `ipgate allowlist --help`, `ipgate doctor --help` and `ipgate import --help` are the subcommands' own help.
-  if (command !== 'allowlist' && command !== 'doctor' && command !== 'import' && (args.includes('--help') || args.includes('-h') || command === 'help')) {
+  if (
+    command !== 'allowlist' &&
+    command !== 'doctor' &&
+    command !== 'import' &&
+    (args.includes('--help') || args.includes('-h') || command === 'help')
+  ) {
     process.stdout.write(USAGE);
     return 0;
   }
@@ -162,10 +177,15 @@ async function main(argv: string[]): Promise<number> {
       if (file === undefined) throw new UsageError('check-config needs a FILE');
       const config = loadConfigFile(file);
       for (const warning of configWarnings(config)) process.stderr.write(`ipgate: warning: ${file}: ${warning}\n`);
-      process.stdout.write(`${file}: valid (${config.listeners.length} listener(s), ${Object.keys(config.allowlists).length} allowlist(s))\n`);
+      process.stdout.write(
+        `${file}: valid (${config.listeners.length} listener(s), ${Object.keys(config.allowlists).length} allowlist(s))\n`,
+      );
       // Their entries come from the API when ipgate runs, checked then as a list file is here.
-      const fromApi = Object.entries(config.allowlists).filter(([, l]) => l.configMap !== null).map(([name]) => name);
-      if (fromApi.length > 0) process.stdout.write(`${file}: not checked here: the entries of ${fromApi.join(', ')} (read from a ConfigMap when ipgate runs)\n`);
+      const fromApi = Object.entries(config.allowlists)
+        .filter(([, l]) => l.configMap !== null)
+        .map(([name]) => name);
+      if (fromApi.length > 0)
+        process.stdout.write(`${file}: not checked here: the entries of ${fromApi.join(', ')} (read from a ConfigMap when ipgate runs)\n`);
       return 0;
     }
     case 'echo': {

@@ -25,12 +25,14 @@ export type AllowlistRefusal = Exclude<DenialReason, 'revoked'>;
 
 /** An HTTP client's fault or departure (`ipgate_http_client_errors_total{reason}` for the first three). */
 export const CLIENT_REASONS = Object.freeze({
-  bad_request: 'The request could not be parsed, or is one ipgate refuses (HTTP/0.9, 2.x, a request target neither origin-form nor http(s) absolute-form, a body on an upgrade, CONNECT).',
+  bad_request:
+    'The request could not be parsed, or is one ipgate refuses (HTTP/0.9, 2.x, a request target neither origin-form nor http(s) absolute-form, a body on an upgrade, CONNECT).',
   header_timeout: 'The request head was not complete within http.requestHeaderTimeoutMs (408).',
   header_too_large: 'The request head exceeded http.maxHeaderBytes (431).',
   client_abort: 'The client closed the connection before its response was complete.',
   idle_timeout: 'Nothing moved in either direction for timeouts.idleMs.',
-  h2_malformed: 'An HTTP/2 request broke RFC 9113 8.2 / 8.3 (a connection-specific, upper-case or pseudo header out of place, CR, LF or NUL in a value, a bad :method, :path or :authority, content-length against DATA): 400 or RST_STREAM, nothing upstream.',
+  h2_malformed:
+    'An HTTP/2 request broke RFC 9113 8.2 / 8.3 (a connection-specific, upper-case or pseudo header out of place, CR, LF or NUL in a value, a bad :method, :path or :authority, content-length against DATA): 400 or RST_STREAM, nothing upstream.',
   h2_stream_timeout: 'An HTTP/2 stream moved no byte either way for http.http2.streamIdleTimeoutMs; it was reset (CANCEL).',
   h2_required: 'An HTTP/1.1 request was routed to an upstream group that speaks HTTP/2 only (upstreamProtocol h2c or h2): 505.',
 });
@@ -46,7 +48,8 @@ type ClientReason = keyof typeof CLIENT_REASONS;
 export const HOST_REASONS = Object.freeze({
   host_missing: 'The request has no Host header (HTTP/1.0 included: the backend would be given no host to serve) (400).',
   host_repeated: 'The request has more than one Host header line (400).',
-  host_invalid: 'The Host (or the absolute-form target\'s authority) is not a host name, an IPv4 address or a bracketed IPv6 address with an optional port of digits up to 65535: empty, percent-encoded, userinfo ("@"), a comma, a non-ASCII byte, a bad label (400).',
+  host_invalid:
+    'The Host (or the absolute-form target\'s authority) is not a host name, an IPv4 address or a bracketed IPv6 address with an optional port of digits up to 65535: empty, percent-encoded, userinfo ("@"), a comma, a non-ASCII byte, a bad label (400).',
   host_too_long: 'The host name of the Host (or the absolute-form authority) is longer than 253 characters, the DNS limit (400).',
 });
 export type HostReason = keyof typeof HOST_REASONS;
@@ -56,8 +59,10 @@ export type HostReason = keyof typeof HOST_REASONS;
  */
 export const EDGE_REASONS = Object.freeze({
   upstream_none_up: 'No target of the upstream group is up (upstreamHealth.passive: each failed within its window): 503 without a connect.',
-  redirected: 'A redirect rule answered the request (routes[].http.redirect, http.httpsRedirect): a 30x with its Location, nothing upstream (ipgate_http_edge_total).',
-  body_too_large: 'The request body is larger than maxBodyBytes: 413, at once for its Content-Length, as soon as a chunked body passes it; the connection closes (ipgate_http_client_errors_total).',
+  redirected:
+    'A redirect rule answered the request (routes[].http.redirect, http.httpsRedirect): a 30x with its Location, nothing upstream (ipgate_http_edge_total).',
+  body_too_large:
+    'The request body is larger than maxBodyBytes: 413, at once for its Content-Length, as soon as a chunked body passes it; the connection closes (ipgate_http_client_errors_total).',
 });
 export type EdgeReason = keyof typeof EDGE_REASONS;
 
@@ -78,8 +83,10 @@ export type UpstreamReason = keyof typeof UPSTREAM_REASONS;
 export const END_REASONS = Object.freeze({
   denied: 'The client was refused: a TCP connection is closed; an HTTP one is answered 403 per request.',
   drain: 'Still open when shutdown.drainTimeoutMs ran out after SIGTERM; closed.',
-  trust_revoked: 'A change of the list named by proxyProtocol.trustedSources or http.trustedProxies no longer trusts the peer whose PROXY header or X-Forwarded-For named the client of an open connection; it was closed (HTTP: after its in-flight response).',
-  route_removed: 'A routes reload removed the route of an open connection (or sent its SNI to another route): an HTTP one is closed after its in-flight response, a TCP one at once.',
+  trust_revoked:
+    'A change of the list named by proxyProtocol.trustedSources or http.trustedProxies no longer trusts the peer whose PROXY header or X-Forwarded-For named the client of an open connection; it was closed (HTTP: after its in-flight response).',
+  route_removed:
+    'A routes reload removed the route of an open connection (or sent its SNI to another route): an HTTP one is closed after its in-flight response, a TCP one at once.',
 });
 type EndReason = keyof typeof END_REASONS;
 
@@ -89,10 +96,13 @@ type EndReason = keyof typeof END_REASONS;
  * docs/http-engines.md "The HTTP/2 engine".
  */
 export const H2_REASONS = Object.freeze({
-  h2_protocol_error: 'The client broke HTTP/2 framing, flow control or HPACK, or went past a bound node:http2 keeps (streams, refused streams, session memory): GOAWAY with the error found, closed.',
-  h2_rapid_reset: 'The client reset more streams before their response than http.http2.resets allows (CVE-2023-44487): GOAWAY ENHANCE_YOUR_CALM, closed.',
+  h2_protocol_error:
+    'The client broke HTTP/2 framing, flow control or HPACK, or went past a bound node:http2 keeps (streams, refused streams, session memory): GOAWAY with the error found, closed.',
+  h2_rapid_reset:
+    'The client reset more streams before their response than http.http2.resets allows (CVE-2023-44487): GOAWAY ENHANCE_YOUR_CALM, closed.',
   h2_control_flood: 'The client sent more PING and SETTINGS frames than http.http2.controlFrames allows: GOAWAY ENHANCE_YOUR_CALM, closed.',
-  h2_idle_timeout: 'An HTTP/2 connection had no open stream for http.keepAliveTimeoutMs (its first within http.requestHeaderTimeoutMs): GOAWAY, closed.',
+  h2_idle_timeout:
+    'An HTTP/2 connection had no open stream for http.keepAliveTimeoutMs (its first within http.requestHeaderTimeoutMs): GOAWAY, closed.',
 });
 export type H2Reason = keyof typeof H2_REASONS;
 
@@ -113,11 +123,32 @@ export const TLS_HANDSHAKE_REASONS = Object.freeze({
 export type TlsHandshakeReason = keyof typeof TLS_HANDSHAKE_REASONS | 'tls_not_handshake';
 
 /** Every code a connection or request can end with, `ok` aside. */
-export type Reason = DenialReason | ClientReason | HostReason | UpstreamReason | EndReason | EdgeReason | H2Reason | PpReason | TlsReason | RouteMissReason | TlsHandshakeReason;
+export type Reason =
+  | DenialReason
+  | ClientReason
+  | HostReason
+  | UpstreamReason
+  | EndReason
+  | EdgeReason
+  | H2Reason
+  | PpReason
+  | TlsReason
+  | RouteMissReason
+  | TlsHandshakeReason;
 
 /** Each code with its sentence (docs and `ipgate doctor` read it). */
 export const REASONS: Readonly<Record<Reason, string>> = Object.freeze({
-  ...DENIAL_REASONS, ...CLIENT_REASONS, ...HOST_REASONS, ...UPSTREAM_REASONS, ...END_REASONS, ...EDGE_REASONS, ...H2_REASONS, ...PP_REASONS, ...TLS_REASONS, ...ROUTE_MISS_REASONS, ...TLS_HANDSHAKE_REASONS,
+  ...DENIAL_REASONS,
+  ...CLIENT_REASONS,
+  ...HOST_REASONS,
+  ...UPSTREAM_REASONS,
+  ...END_REASONS,
+  ...EDGE_REASONS,
+  ...H2_REASONS,
+  ...PP_REASONS,
+  ...TLS_REASONS,
+  ...ROUTE_MISS_REASONS,
+  ...TLS_HANDSHAKE_REASONS,
 });
 
 /** What `ipgate_denied_total{reason}` can carry: allowlist refusals and the PROXY stage's. */

@@ -83,12 +83,48 @@ const h6 = builds.base.enc1(V6_SRC, V6_DST);
 let sink = 0;
 type Which = 'base' | 'new';
 const cases: Array<[string, (k: Which, n: number) => void]> = [
-  ['Matcher.lookup IPv4, 100k CIDRs', (k, n) => { const m = matchers[k].m4; for (let i = 0; i < n; i++) sink += m.lookup(addrs4[i & 1023]!); }],
-  ['Matcher.lookup IPv6, 100k CIDRs', (k, n) => { const m = matchers[k].m6; for (let i = 0; i < n; i++) sink += m.lookup(addrs6[i & 1023]!); }],
-  ['decode v1 TCP4', (k, n) => { const d = builds[k].decode; for (let i = 0; i < n; i++) sink += d(h4).kind.length; }],
-  ['decode v1 TCP6', (k, n) => { const d = builds[k].decode; for (let i = 0; i < n; i++) sink += d(h6).kind.length; }],
-  ['encode v1 TCP6, a new source each', (k, n) => { const e = builds[k].enc1; for (let i = 0; i < n; i++) sink += e(i & 1 ? V6_SRC : { address: addrs6[i & 1023]!, port: 1 }, V6_DST).length; }],
-  ['encode v2 IPv4, a new source each', (k, n) => { const e = builds[k].enc2; for (let i = 0; i < n; i++) sink += e({ address: addrs4[i & 1023]!, port: 1 }, V4_DST).length; }],
+  [
+    'Matcher.lookup IPv4, 100k CIDRs',
+    (k, n) => {
+      const m = matchers[k].m4;
+      for (let i = 0; i < n; i++) sink += m.lookup(addrs4[i & 1023]!);
+    },
+  ],
+  [
+    'Matcher.lookup IPv6, 100k CIDRs',
+    (k, n) => {
+      const m = matchers[k].m6;
+      for (let i = 0; i < n; i++) sink += m.lookup(addrs6[i & 1023]!);
+    },
+  ],
+  [
+    'decode v1 TCP4',
+    (k, n) => {
+      const d = builds[k].decode;
+      for (let i = 0; i < n; i++) sink += d(h4).kind.length;
+    },
+  ],
+  [
+    'decode v1 TCP6',
+    (k, n) => {
+      const d = builds[k].decode;
+      for (let i = 0; i < n; i++) sink += d(h6).kind.length;
+    },
+  ],
+  [
+    'encode v1 TCP6, a new source each',
+    (k, n) => {
+      const e = builds[k].enc1;
+      for (let i = 0; i < n; i++) sink += e(i & 1 ? V6_SRC : { address: addrs6[i & 1023]!, port: 1 }, V6_DST).length;
+    },
+  ],
+  [
+    'encode v2 IPv4, a new source each',
+    (k, n) => {
+      const e = builds[k].enc2;
+      for (let i = 0; i < n; i++) sink += e({ address: addrs4[i & 1023]!, port: 1 }, V4_DST).length;
+    },
+  ],
 ];
 
 const OPS = 100_000;

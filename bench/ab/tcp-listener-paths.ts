@@ -29,7 +29,10 @@ import { Writable } from 'node:stream';
 import { encodeProxyV2 } from '../../src/proxy-protocol/encoder';
 
 interface Build {
-  startApp: (config: unknown, o: { logger: unknown }) => Promise<{ listeners: { address: net.AddressInfo | null }[]; shutdown(ms?: number): Promise<void> }>;
+  startApp: (
+    config: unknown,
+    o: { logger: unknown },
+  ) => Promise<{ listeners: { address: net.AddressInfo | null }[]; shutdown(ms?: number): Promise<void> }>;
   buildConfig: (raw: unknown) => unknown;
   createLogger: (c: { level: string; format: string }, d: unknown) => unknown;
 }
@@ -58,7 +61,11 @@ function proxyArg(arg: string | undefined): Proxy {
 /** The listener under test: PROXY v2 required from loopback, or no PROXY stage at all. */
 function listenerConfig(up: number, proxy: Proxy): Record<string, unknown> {
   return {
-    name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${up}`],
+    name: 'tcp',
+    mode: 'tcp',
+    listen: '127.0.0.1:0',
+    allowlist: 'main',
+    upstreams: [`127.0.0.1:${up}`],
     ...(proxy === 'v2' ? { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'] } } : {}),
   };
 }
@@ -95,11 +102,15 @@ async function single(root: string, conns: number, proxy: Proxy): Promise<void> 
   const up = (echo.address() as net.AddressInfo).port;
   const b = load(root);
   const config = b.buildConfig({
-    store: { type: 'memory' }, admin: { listen: null }, logging: { level: 'info' },
+    store: { type: 'memory' },
+    admin: { listen: null },
+    logging: { level: 'info' },
     allowlists: { main: ['127.0.0.0/8'] },
     listeners: [listenerConfig(up, proxy)],
   });
-  const app = await b.startApp(config, { logger: b.createLogger({ level: 'info', format: 'json' }, new Writable({ write: (_c, _e, cb) => cb() })) });
+  const app = await b.startApp(config, {
+    logger: b.createLogger({ level: 'info', format: 'json' }, new Writable({ write: (_c, _e, cb) => cb() })),
+  });
   if (conns > 0) await round(app.listeners[0]!.address!.port, conns, proxy === 'v2' ? WITH_HEADER : PAYLOAD);
   await app.shutdown(0);
   echo.close();
@@ -126,10 +137,15 @@ async function main(): Promise<void> {
   const sink = new Writable({ write: (_c, _e, cb) => cb() });
   const ports: Record<string, number> = {};
   const apps: { shutdown(ms?: number): Promise<void> }[] = [];
-  for (const [name, root] of [['base', baseRoot], ['new', newRoot]] as const) {
+  for (const [name, root] of [
+    ['base', baseRoot],
+    ['new', newRoot],
+  ] as const) {
     const b = load(root);
     const config = b.buildConfig({
-      store: { type: 'memory' }, admin: { listen: null }, logging: { level: 'info' },
+      store: { type: 'memory' },
+      admin: { listen: null },
+      logging: { level: 'info' },
       allowlists: { main: ['127.0.0.0/8'] },
       listeners: [listenerConfig(up, proxy)],
     });
@@ -151,8 +167,12 @@ async function main(): Promise<void> {
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const q = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)]!;
-  process.stdout.write(`CPU per connection (us, proxy ${proxy}, median of ${rounds} rounds of ${conns}): base ${median(per.base!).toFixed(1)}, new ${median(per.new!).toFixed(1)}\n`);
-  process.stdout.write(`new/base per round: median ${median(ratios).toFixed(3)} (quartiles ${q(ratios, 0.25).toFixed(3)} .. ${q(ratios, 0.75).toFixed(3)})\n`);
+  process.stdout.write(
+    `CPU per connection (us, proxy ${proxy}, median of ${rounds} rounds of ${conns}): base ${median(per.base!).toFixed(1)}, new ${median(per.new!).toFixed(1)}\n`,
+  );
+  process.stdout.write(
+    `new/base per round: median ${median(ratios).toFixed(3)} (quartiles ${q(ratios, 0.25).toFixed(3)} .. ${q(ratios, 0.75).toFixed(3)})\n`,
+  );
   for (const a of apps) await a.shutdown(0);
   echo.close();
 }

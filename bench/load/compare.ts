@@ -119,36 +119,97 @@ function splitEnv(v: string): [string, string] {
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
-    rounds: 3, duration: 6, proxies: ['ipgate', 'nginx', 'haproxy'],
+    rounds: 3,
+    duration: 6,
+    proxies: ['ipgate', 'nginx', 'haproxy'],
     workloads: ['http', 'http-denied', 'tcp', 'tcp-ppin', 'bulk', 'idle'],
-    cidrs: 1000, workers: '1', proxyCpus: '0', loadCpus: '1', idle: 9000, connections: 50, env: {}, cpuProf: null, baseline: null, baseEnv: {}, baseWorkers: null, rate: 3000, baseEngine: null,
-    admin: true, separate: null, baseSeparate: null,
+    cidrs: 1000,
+    workers: '1',
+    proxyCpus: '0',
+    loadCpus: '1',
+    idle: 9000,
+    connections: 50,
+    env: {},
+    cpuProf: null,
+    baseline: null,
+    baseEnv: {},
+    baseWorkers: null,
+    rate: 3000,
+    baseEngine: null,
+    admin: true,
+    separate: null,
+    baseSeparate: null,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
     const v = argv[i + 1] ?? '';
     switch (k) {
-      case '--rounds': o.rounds = Number(v); break;
-      case '--duration': o.duration = Number(v); break;
-      case '--proxies': o.proxies = v.split(','); break;
-      case '--workloads': o.workloads = v.split(','); break;
-      case '--cidrs': o.cidrs = Number(v); break;
-      case '--workers': o.workers = v; break;
-      case '--proxy-cpus': o.proxyCpus = v; break;
-      case '--load-cpus': o.loadCpus = v; break;
-      case '--idle': o.idle = Number(v); break;
-      case '--connections': o.connections = Number(v); break;
-      case '--env': { const [a, b] = splitEnv(v); o.env[a] = b; break; }
-      case '--rate': o.rate = Number(v); break;
-      case '--base-env': { const [a, b] = splitEnv(v); o.baseEnv[a] = b; break; }
-      case '--cpu-prof': o.cpuProf = v; break;
-      case '--baseline': o.baseline = v; break;
-      case '--base-workers': o.baseWorkers = v; break;
-      case '--base-engine': o.baseEngine = v; break;
-      case '--admin': o.admin = v !== 'off'; break;
-      case '--separate-process': o.separate = triState(v); break;
-      case '--base-separate-process': o.baseSeparate = triState(v); break;
-      default: throw new Error(`unknown option ${k}`);
+      case '--rounds':
+        o.rounds = Number(v);
+        break;
+      case '--duration':
+        o.duration = Number(v);
+        break;
+      case '--proxies':
+        o.proxies = v.split(',');
+        break;
+      case '--workloads':
+        o.workloads = v.split(',');
+        break;
+      case '--cidrs':
+        o.cidrs = Number(v);
+        break;
+      case '--workers':
+        o.workers = v;
+        break;
+      case '--proxy-cpus':
+        o.proxyCpus = v;
+        break;
+      case '--load-cpus':
+        o.loadCpus = v;
+        break;
+      case '--idle':
+        o.idle = Number(v);
+        break;
+      case '--connections':
+        o.connections = Number(v);
+        break;
+      case '--env': {
+        const [a, b] = splitEnv(v);
+        o.env[a] = b;
+        break;
+      }
+      case '--rate':
+        o.rate = Number(v);
+        break;
+      case '--base-env': {
+        const [a, b] = splitEnv(v);
+        o.baseEnv[a] = b;
+        break;
+      }
+      case '--cpu-prof':
+        o.cpuProf = v;
+        break;
+      case '--baseline':
+        o.baseline = v;
+        break;
+      case '--base-workers':
+        o.baseWorkers = v;
+        break;
+      case '--base-engine':
+        o.baseEngine = v;
+        break;
+      case '--admin':
+        o.admin = v !== 'off';
+        break;
+      case '--separate-process':
+        o.separate = triState(v);
+        break;
+      case '--base-separate-process':
+        o.baseSeparate = triState(v);
+        break;
+      default:
+        throw new Error(`unknown option ${k}`);
     }
   }
   if (o.baseline !== null && !o.proxies.includes('base')) o.proxies.push('base');
@@ -161,17 +222,40 @@ function parseOptions(argv: string[]): Options {
 const BASE = 18000;
 const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 };
 /** Per proxy: base + offset per workload listener. */
-const PROXY_BASE: Record<string, number> = { ipgate: BASE + 100, nginx: BASE + 200, haproxy: BASE + 300, base: BASE + 400,
-  'node-min': BASE + 500, 'undici-min': BASE + 600, 'ipgate-undici': BASE + 700,
-  'undici-stream-min': BASE + 800, 'ipgate-http-proxy': BASE + 900, 'tcp-min': BASE + 1000,
-  'tcp-raw-min': BASE + 1100, 'relay-min': BASE + 1200, 'ipgate-relay': BASE + 1300 };
+const PROXY_BASE: Record<string, number> = {
+  ipgate: BASE + 100,
+  nginx: BASE + 200,
+  haproxy: BASE + 300,
+  base: BASE + 400,
+  'node-min': BASE + 500,
+  'undici-min': BASE + 600,
+  'ipgate-undici': BASE + 700,
+  'undici-stream-min': BASE + 800,
+  'ipgate-http-proxy': BASE + 900,
+  'tcp-min': BASE + 1000,
+  'tcp-raw-min': BASE + 1100,
+  'relay-min': BASE + 1200,
+  'ipgate-relay': BASE + 1300,
+};
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around
  * it; `relay-min` (bench/load/http-relay-min.ts) is a relay without node:http (llhttp in wasm). */
 const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay-min']);
 /** TCP-only minimal forwarders: two Node sockets and pipe() (bench/load/tcp-min.ts), or the
  * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
 const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
-const L = { http: 0, httpDenied: 1, tcp: 2, tcpPpin: 3, bulk: 4, idle: 5, httpsEcdsa: 6, httpsRsa: 7, routes1: 8, routes100: 9, httpsH2: 10 } as const;
+const L = {
+  http: 0,
+  httpDenied: 1,
+  tcp: 2,
+  tcpPpin: 3,
+  bulk: 4,
+  idle: 5,
+  httpsEcdsa: 6,
+  httpsRsa: 7,
+  routes1: 8,
+  routes100: 9,
+  httpsH2: 10,
+} as const;
 /** TLS workloads: the listener each uses and whether every request opens a new connection. */
 const TLS_WORKLOADS: Record<string, { listener: number; handshakes: boolean }> = {
   'https-handshake-ecdsa': { listener: L.httpsEcdsa, handshakes: true },
@@ -188,8 +272,14 @@ const ROUTED_HOST = 'app.example.com';
 function benchRoutes(n: number): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [{ name: 'app', hosts: [ROUTED_HOST] }];
   for (let i = 1; i < n; i++) {
-    out.push({ name: `r${i}`, hosts: [`h${i}.example.com`, `*.t${i}.example.com`],
-      paths: [{ path: `/api${i}`, match: 'prefix' }, { path: '/health', match: 'exact' }] });
+    out.push({
+      name: `r${i}`,
+      hosts: [`h${i}.example.com`, `*.t${i}.example.com`],
+      paths: [
+        { path: `/api${i}`, match: 'prefix' },
+        { path: '/health', match: 'exact' },
+      ],
+    });
   }
   return out;
 }
@@ -203,7 +293,7 @@ function makeCidrs(n: number): { allow: string[]; deny: string[] } {
   let x = 0x9e3779b9;
   while (out.length < n - 1) {
     x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    const a = 1 + (x >>> 24) % 223;
+    const a = 1 + ((x >>> 24) % 223);
     if (a === 127 || a === 10) continue;
     const prefix = 16 + (x & 15);
     const ip = ((a << 24) | (x & 0x00ffffff)) >>> 0;
@@ -220,15 +310,38 @@ function makeCidrs(n: number): { allow: string[]; deny: string[] } {
 }
 
 /** One certificate + key per key type, the same files for every proxy (HAProxy: both in one file). */
-interface TlsFiles { ecdsa: { cert: string; key: string; pem: string }; rsa: { cert: string; key: string; pem: string } }
+interface TlsFiles {
+  ecdsa: { cert: string; key: string; pem: string };
+  rsa: { cert: string; key: string; pem: string };
+}
 
 /** Self-signed server certificates made by the openssl CLI (wrk does not verify them). */
 function makeCertificates(dir: string): TlsFiles {
   const one = (name: string, keyArgs: string[]): { cert: string; key: string; pem: string } => {
     const cert = path.join(dir, `${name}.crt`);
     const key = path.join(dir, `${name}.key`);
-    execFileSync('openssl', ['req', '-x509', '-newkey', ...keyArgs, '-nodes', '-sha256', '-days', '30', '-subj', `/CN=${TLS_NAME}`,
-      '-addext', `subjectAltName=DNS:${TLS_NAME},IP:127.0.0.1`, '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        ...keyArgs,
+        '-nodes',
+        '-sha256',
+        '-days',
+        '30',
+        '-subj',
+        `/CN=${TLS_NAME}`,
+        '-addext',
+        `subjectAltName=DNS:${TLS_NAME},IP:127.0.0.1`,
+        '-keyout',
+        key,
+        '-out',
+        cert,
+      ],
+      { stdio: 'ignore' },
+    );
     const pem = path.join(dir, `${name}.pem`);
     fs.writeFileSync(pem, fs.readFileSync(cert, 'utf8') + fs.readFileSync(key, 'utf8'));
     return { cert, key, pem };
@@ -251,8 +364,12 @@ function start(name: string, cmd: string, args: string[], cpus: string | null, e
   const full = cpus === null ? [cmd, ...args] : ['taskset', '-c', cpus, cmd, ...args];
   const child = spawn(full[0]!, full.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd });
   let out = '';
-  child.stdout!.on('data', (c: Buffer) => { out = (out + c.toString()).slice(-20000); });
-  child.stderr!.on('data', (c: Buffer) => { out = (out + c.toString()).slice(-20000); });
+  child.stdout!.on('data', (c: Buffer) => {
+    out = (out + c.toString()).slice(-20000);
+  });
+  child.stderr!.on('data', (c: Buffer) => {
+    out = (out + c.toString()).slice(-20000);
+  });
   const p = { name, child, output: () => out };
   procs.push(p);
   return p;
@@ -271,7 +388,10 @@ async function waitPort(port: number, p: Proc, ms = 15000): Promise<void> {
     if (p.child.exitCode !== null) throw new Error(`${p.name} exited: ${p.output()}`);
     const ok = await new Promise<boolean>((resolve) => {
       const s = net.connect(port, '127.0.0.1');
-      s.once('connect', () => { s.destroy(); resolve(true); });
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
       s.once('error', () => resolve(false));
     });
     if (ok) return;
@@ -332,8 +452,12 @@ function nginxConfig(dir: string, p: number, tls: TlsFiles | null): string {
   // shared session cache, tickets on): only the certificate is set.
   const https = (port: number, f: { cert: string; key: string }): string =>
     `  server { listen 127.0.0.1:${port} ssl; ssl_certificate ${f.cert}; ssl_certificate_key ${f.key}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }\n`;
-  const tlsServers = tls === null ? '' : https(p + L.httpsEcdsa, tls.ecdsa) + https(p + L.httpsRsa, tls.rsa)
-    + `  server { listen 127.0.0.1:${p + L.httpsH2} ssl http2; ssl_certificate ${tls.ecdsa.cert}; ssl_certificate_key ${tls.ecdsa.key}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }\n`;
+  const tlsServers =
+    tls === null
+      ? ''
+      : https(p + L.httpsEcdsa, tls.ecdsa) +
+        https(p + L.httpsRsa, tls.rsa) +
+        `  server { listen 127.0.0.1:${p + L.httpsH2} ssl http2; ssl_certificate ${tls.ecdsa.cert}; ssl_certificate_key ${tls.ecdsa.key}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }\n`;
   return `load_module /usr/lib/nginx/modules/ngx_stream_module.so;
 daemon off; master_process off; worker_processes 1; pid ${dir}/nginx.pid;
 error_log ${dir}/nginx-error.log error;
@@ -373,8 +497,12 @@ function haproxyConfig(dir: string, p: number, tls: TlsFiles | null): string {
   option forwardfor
   default_backend be_http
 `;
-  const tlsFrontends = tls === null ? '' : https('https_ecdsa', p + L.httpsEcdsa, tls.ecdsa.pem) + https('https_rsa', p + L.httpsRsa, tls.rsa.pem)
-    + https('https_h2', p + L.httpsH2, tls.ecdsa.pem, ' alpn h2,http/1.1');
+  const tlsFrontends =
+    tls === null
+      ? ''
+      : https('https_ecdsa', p + L.httpsEcdsa, tls.ecdsa.pem) +
+        https('https_rsa', p + L.httpsRsa, tls.rsa.pem) +
+        https('https_h2', p + L.httpsH2, tls.ecdsa.pem, ' alpn h2,http/1.1');
   return `global
   nbthread 1
   maxconn 9900
@@ -424,36 +552,90 @@ listen idle
 `;
 }
 
-function ipgateConfig(p: number, allow: string[], deny: string[], workers: string, engine: string | null, admin: boolean,
-  separate: boolean | null, tls: TlsFiles | null): Record<string, unknown> {
+function ipgateConfig(
+  p: number,
+  allow: string[],
+  deny: string[],
+  workers: string,
+  engine: string | null,
+  admin: boolean,
+  separate: boolean | null,
+  tls: TlsFiles | null,
+): Record<string, unknown> {
   // The listener `tls` block of docs/tls.md, at its defaults but for the certificate.
   const https = (name: string, port: number, f: { cert: string; key: string }): Record<string, unknown> => ({
-    name, mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], ...http,
+    name,
+    mode: 'http',
+    listen: `127.0.0.1:${port}`,
+    allowlist: 'bench',
+    upstreams: [`127.0.0.1:${BACKEND.http}`],
+    ...http,
     tls: { certificates: [{ cert: f.cert, key: f.key }] },
   });
   const http = engine === null ? {} : { http: { engine } }; // null: the build's default
   const tcp = (name: string, port: number, upstream: number, out: string, ppin: boolean): Record<string, unknown> => ({
-    name, mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'bench', upstreams: [`127.0.0.1:${upstream}`],
+    name,
+    mode: 'tcp',
+    listen: `127.0.0.1:${port}`,
+    allowlist: 'bench',
+    upstreams: [`127.0.0.1:${upstream}`],
     outboundProxyProtocol: out,
     ...(ppin ? { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'] } } : {}),
   });
   return {
     workers: workers === 'auto' ? 'auto' : Number(workers),
     logging: { level: 'warn', format: 'json', access: false },
-    admin: admin ? { listen: `127.0.0.1:${p + ADMIN_OFFSET}`, ...(separate === null ? {} : { separateProcess: separate }) } : { listen: null },
+    admin: admin
+      ? { listen: `127.0.0.1:${p + ADMIN_OFFSET}`, ...(separate === null ? {} : { separateProcess: separate }) }
+      : { listen: null },
     store: { type: 'memory' },
     allowlists: { bench: allow, denied: deny },
     listeners: [
-      { name: 'http', mode: 'http', listen: `127.0.0.1:${p + L.http}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], ...http },
-      { name: 'http-denied', mode: 'http', listen: `127.0.0.1:${p + L.httpDenied}`, allowlist: 'denied', upstreams: [`127.0.0.1:${BACKEND.http}`], ...http },
+      {
+        name: 'http',
+        mode: 'http',
+        listen: `127.0.0.1:${p + L.http}`,
+        allowlist: 'bench',
+        upstreams: [`127.0.0.1:${BACKEND.http}`],
+        ...http,
+      },
+      {
+        name: 'http-denied',
+        mode: 'http',
+        listen: `127.0.0.1:${p + L.httpDenied}`,
+        allowlist: 'denied',
+        upstreams: [`127.0.0.1:${BACKEND.http}`],
+        ...http,
+      },
       tcp('tcp', p + L.tcp, BACKEND.pp, 'v2', false),
       tcp('tcp-ppin', p + L.tcpPpin, BACKEND.pp, 'v2', true),
       tcp('bulk', p + L.bulk, BACKEND.iperf, 'none', false),
       tcp('idle', p + L.idle, BACKEND.hold, 'none', false),
-      ...(tls === null ? [] : [https('https-ecdsa', p + L.httpsEcdsa, tls.ecdsa), https('https-rsa', p + L.httpsRsa, tls.rsa),
-        https('https-h2', p + L.httpsH2, tls.ecdsa)]),
-      { name: 'http-routes-1', mode: 'http', listen: `127.0.0.1:${p + L.routes1}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], routes: benchRoutes(1), ...http },
-      { name: 'http-routes-100', mode: 'http', listen: `127.0.0.1:${p + L.routes100}`, allowlist: 'bench', upstreams: [`127.0.0.1:${BACKEND.http}`], routes: benchRoutes(100), ...http },
+      ...(tls === null
+        ? []
+        : [
+            https('https-ecdsa', p + L.httpsEcdsa, tls.ecdsa),
+            https('https-rsa', p + L.httpsRsa, tls.rsa),
+            https('https-h2', p + L.httpsH2, tls.ecdsa),
+          ]),
+      {
+        name: 'http-routes-1',
+        mode: 'http',
+        listen: `127.0.0.1:${p + L.routes1}`,
+        allowlist: 'bench',
+        upstreams: [`127.0.0.1:${BACKEND.http}`],
+        routes: benchRoutes(1),
+        ...http,
+      },
+      {
+        name: 'http-routes-100',
+        mode: 'http',
+        listen: `127.0.0.1:${p + L.routes100}`,
+        allowlist: 'bench',
+        upstreams: [`127.0.0.1:${BACKEND.http}`],
+        routes: benchRoutes(100),
+        ...http,
+      },
     ],
   };
 }
@@ -467,7 +649,10 @@ function startScraper(port: number): NodeJS.Timeout {
     const req = http.get({ host: '127.0.0.1', port, path, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }, (res) => res.resume());
     req.on('error', () => undefined);
   };
-  return setInterval(() => { get('/metrics'); get('/readyz'); }, 1000);
+  return setInterval(() => {
+    get('/metrics');
+    get('/readyz');
+  }, 1000);
 }
 
 interface Sample {
@@ -488,8 +673,17 @@ interface Sample {
  */
 function wrk(port: number, o: Options, https = false, host: string | null = null): Promise<Sample> {
   return new Promise((resolve, reject) => {
-    const c = spawn('taskset', ['-c', o.loadCpus, 'wrk', '-t1', `-c${o.connections}`, `-d${o.duration}s`, '--latency',
-      ...(host === null ? [] : ['-H', `Host: ${host}`]), `${https ? 'https' : 'http'}://127.0.0.1:${port}/`]);
+    const c = spawn('taskset', [
+      '-c',
+      o.loadCpus,
+      'wrk',
+      '-t1',
+      `-c${o.connections}`,
+      `-d${o.duration}s`,
+      '--latency',
+      ...(host === null ? [] : ['-H', `Host: ${host}`]),
+      `${https ? 'https' : 'http'}://127.0.0.1:${port}/`,
+    ]);
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -504,7 +698,12 @@ function wrk(port: number, o: Options, https = false, host: string | null = null
       };
       const non2xx = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
       const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-      resolve({ rate: Number(rate[1]), p50ms: lat('50'), p99ms: lat('99'), errors: (errs ? errs.slice(1).reduce((n, x) => n + Number(x), 0) : 0) + (non2xx ? Number(non2xx[1]) * 0 : 0) });
+      resolve({
+        rate: Number(rate[1]),
+        p50ms: lat('50'),
+        p99ms: lat('99'),
+        errors: (errs ? errs.slice(1).reduce((n, x) => n + Number(x), 0) : 0) + (non2xx ? Number(non2xx[1]) * 0 : 0),
+      });
     });
   });
 }
@@ -518,7 +717,18 @@ function wrk(port: number, o: Options, https = false, host: string | null = null
 function hey(port: number, o: Options): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const perConnection = o.rate / o.connections;
-    const c = spawn('taskset', ['-c', o.loadCpus, 'hey', '-z', `${o.duration}s`, '-c', String(o.connections), '-q', perConnection.toFixed(3), `http://127.0.0.1:${port}/`]);
+    const c = spawn('taskset', [
+      '-c',
+      o.loadCpus,
+      'hey',
+      '-z',
+      `${o.duration}s`,
+      '-c',
+      String(o.connections),
+      '-q',
+      perConnection.toFixed(3),
+      `http://127.0.0.1:${port}/`,
+    ]);
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -544,8 +754,17 @@ function hey(port: number, o: Options): Promise<Sample> {
 function h2load(port: number, o: Options, dir: string): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const log = path.join(dir, `h2load-${port}.log`);
-    const c = spawn('taskset', ['-c', o.loadCpus, 'h2load', '-t1', `-c${o.connections}`, '-m10', `-D${o.duration}`, `--log-file=${log}`,
-      `https://127.0.0.1:${port}/`]);
+    const c = spawn('taskset', [
+      '-c',
+      o.loadCpus,
+      'h2load',
+      '-t1',
+      `-c${o.connections}`,
+      '-m10',
+      `-D${o.duration}`,
+      `--log-file=${log}`,
+      `https://127.0.0.1:${port}/`,
+    ]);
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -557,15 +776,25 @@ function h2load(port: number, o: Options, dir: string): Promise<Sample> {
       if (rate === null || reqs === null) return reject(new Error(`h2load: ${out}`));
       let lat: number[] = [];
       try {
-        lat = fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => Number(l.split('\t')[2]) / 1000).sort((a, b) => a - b);
+        lat = fs
+          .readFileSync(log, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => Number(l.split('\t')[2]) / 1000)
+          .sort((a, b) => a - b);
         fs.rmSync(log);
       } catch {
         // no log: no latencies
       }
       const pct = (q: number): number | null => (lat.length === 0 ? null : lat[Math.min(lat.length - 1, Math.floor(q * lat.length))]!);
       const done = Number(reqs[3]);
-      resolve({ rate: Number(rate[1]), p50ms: pct(0.5), p99ms: pct(0.99), errors: Number(reqs[5]) + Number(reqs[6]) + (done - Number(codes?.[1] ?? 0)),
-        tls: proto?.[1] ?? undefined });
+      resolve({
+        rate: Number(rate[1]),
+        p50ms: pct(0.5),
+        p99ms: pct(0.99),
+        errors: Number(reqs[5]) + Number(reqs[6]) + (done - Number(codes?.[1] ?? 0)),
+        tls: proto?.[1] ?? undefined,
+      });
     });
   });
 }
@@ -575,7 +804,17 @@ type DriverMode = 'plain' | 'ppin' | 'tls';
 
 function driver(port: number, o: Options, mode: DriverMode): Promise<Sample> {
   return new Promise((resolve, reject) => {
-    const c = spawn('taskset', ['-c', o.loadCpus, process.execPath, __filename, '--driver', String(port), String(o.duration), String(o.connections), mode]);
+    const c = spawn('taskset', [
+      '-c',
+      o.loadCpus,
+      process.execPath,
+      __filename,
+      '--driver',
+      String(port),
+      String(o.duration),
+      String(o.connections),
+      mode,
+    ]);
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -591,7 +830,8 @@ function driver(port: number, o: Options, mode: DriverMode): Promise<Sample> {
 
 /** PROXY v2 header: 127.0.0.1:40000 -> 127.0.0.1:443, TCP over IPv4. */
 const PPV2 = Buffer.concat([
-  Buffer.from('0d0a0d0a000d0a515549540a', 'hex'), Buffer.from([0x21, 0x11, 0x00, 0x0c]),
+  Buffer.from('0d0a0d0a000d0a515549540a', 'hex'),
+  Buffer.from([0x21, 0x11, 0x00, 0x0c]),
   Buffer.from([127, 0, 0, 1, 127, 0, 0, 1, 0x9c, 0x40, 0x01, 0xbb]),
 ]);
 
@@ -634,9 +874,13 @@ function runDriver(port: number, seconds: number, concurrency: number, mode: Dri
     } else {
       s = net.connect({ port, host: '127.0.0.1' });
       if (mode === 'ppin') s.write(PPV2);
-      s.on('data', () => { got = true; });
+      s.on('data', () => {
+        got = true;
+      });
     }
-    s.on('error', () => { errors++; });
+    s.on('error', () => {
+      errors++;
+    });
     s.on('end', () => s.destroy());
     s.on('close', () => {
       if (got) {
@@ -677,7 +921,12 @@ function iperf(port: number, o: Options): Promise<Sample> {
 /** Hold backend: accepts and keeps connections open (for the idle workload); a child process (fds). */
 function runHold(port: number): void {
   const socks = new Set<net.Socket>();
-  net.createServer((s) => { socks.add(s); s.on('error', () => undefined); s.on('close', () => socks.delete(s)); })
+  net
+    .createServer((s) => {
+      socks.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => socks.delete(s));
+    })
     .listen(port, '127.0.0.1');
 }
 
@@ -687,11 +936,24 @@ async function idle(port: number, pid: number, n: number): Promise<{ held: numbe
   const socks: net.Socket[] = [];
   let failed = 0;
   for (let i = 0; i < n; i += 200) {
-    await Promise.all(Array.from({ length: Math.min(200, n - i) }, () => new Promise<void>((resolve) => {
-      const s = net.connect({ port, host: '127.0.0.1' });
-      s.once('connect', () => { s.write('x'); socks.push(s); resolve(); });
-      s.once('error', () => { failed++; resolve(); });
-    })));
+    await Promise.all(
+      Array.from(
+        { length: Math.min(200, n - i) },
+        () =>
+          new Promise<void>((resolve) => {
+            const s = net.connect({ port, host: '127.0.0.1' });
+            s.once('connect', () => {
+              s.write('x');
+              socks.push(s);
+              resolve();
+            });
+            s.once('error', () => {
+              failed++;
+              resolve();
+            });
+          }),
+      ),
+    );
   }
   await sleep(2000);
   const alive = socks.filter((s) => !s.destroyed).length;
@@ -705,11 +967,28 @@ async function idle(port: number, pid: number, n: number): Promise<{ held: numbe
 // ---------------------------------------------------------------------------------------------
 // Main
 
-interface Result { proxy: string; workload: string; round: number; sample: Sample; cpu: number }
+interface Result {
+  proxy: string;
+  workload: string;
+  round: number;
+  sample: Sample;
+  cpu: number;
+}
 
-const UNITS: Record<string, string> = { http: 'req/s', 'http-rate': 'req/s', 'http-denied': 'req/s', tcp: 'conn/s', 'tcp-ppin': 'conn/s', bulk: 'Gbit/s',
-  'https-handshake-ecdsa': 'handshake/s', 'https-handshake-rsa': 'handshake/s', 'https-keepalive': 'req/s', 'http-routes-1': 'req/s', 'http-routes-100': 'req/s',
-  'https-h2': 'req/s' };
+const UNITS: Record<string, string> = {
+  http: 'req/s',
+  'http-rate': 'req/s',
+  'http-denied': 'req/s',
+  tcp: 'conn/s',
+  'tcp-ppin': 'conn/s',
+  bulk: 'Gbit/s',
+  'https-handshake-ecdsa': 'handshake/s',
+  'https-handshake-rsa': 'handshake/s',
+  'https-keepalive': 'req/s',
+  'http-routes-1': 'req/s',
+  'http-routes-100': 'req/s',
+  'https-h2': 'req/s',
+};
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
@@ -721,17 +1000,29 @@ async function main(): Promise<void> {
   fs.writeFileSync(path.join(dir, 'allow.geo'), allow.map((c) => `${c} 1;`).join('\n'));
   fs.writeFileSync(path.join(dir, 'deny.geo'), deny.map((c) => `${c} 1;`).join('\n'));
   fs.writeFileSync(path.join(dir, 'allow.access'), `${allow.map((c) => `allow ${c};`).join('\n')}\ndeny all;\n`);
-  process.on('exit', () => { for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL'); });
+  process.on('exit', () => {
+    for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+  });
   const tlsRun = o.workloads.some((w) => w in TLS_WORKLOADS);
   const tls = tlsRun ? makeCertificates(dir) : null;
 
   // Backends on the load CPUs.
   fs.writeFileSync(path.join(dir, 'backend.conf'), backendNginx(dir));
-  const be = start('backend-nginx', 'nginx', ['-p', dir, '-c', path.join(dir, 'backend.conf'), '-e', path.join(dir, 'backend-error.log')], o.loadCpus);
+  const be = start(
+    'backend-nginx',
+    'nginx',
+    ['-p', dir, '-c', path.join(dir, 'backend.conf'), '-e', path.join(dir, 'backend-error.log')],
+    o.loadCpus,
+  );
   // iperf3 only for the bulk workload (a run without it needs no iperf3 installed).
   const ip = o.workloads.includes('bulk') ? start('iperf3-server', 'iperf3', ['-s', '-p', String(BACKEND.iperf)], o.loadCpus) : null;
   const hold = start('hold', process.execPath, [__filename, '--hold', String(BACKEND.hold)], o.loadCpus);
-  await Promise.all([waitPort(BACKEND.http, be), waitPort(BACKEND.pp, be), ...(ip === null ? [] : [waitPort(BACKEND.iperf, ip)]), waitPort(BACKEND.hold, hold)]);
+  await Promise.all([
+    waitPort(BACKEND.http, be),
+    waitPort(BACKEND.pp, be),
+    ...(ip === null ? [] : [waitPort(BACKEND.iperf, ip)]),
+    waitPort(BACKEND.hold, hold),
+  ]);
 
   const pcpus = o.workers === '1' ? o.proxyCpus : `${o.proxyCpus}`;
   const proxies: Record<string, Proc> = {};
@@ -741,14 +1032,20 @@ async function main(): Promise<void> {
       fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, p, tls));
       proxies[name] = start(name, 'nginx', ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'nginx-error.log')], pcpus);
     } else if (HTTP_ONLY.has(name)) {
-      const args = name === 'relay-min'
-        ? [path.join(__dirname, 'http-relay-min.js'), String(p + L.http), String(BACKEND.http)]
-        : [path.join(__dirname, 'http-engines.js'), name.replace('-min', ''), String(p + L.http), String(BACKEND.http)];
+      const args =
+        name === 'relay-min'
+          ? [path.join(__dirname, 'http-relay-min.js'), String(p + L.http), String(BACKEND.http)]
+          : [path.join(__dirname, 'http-engines.js'), name.replace('-min', ''), String(p + L.http), String(BACKEND.http)];
       proxies[name] = start(name, process.execPath, args, pcpus);
       await waitPort(p + L.http, proxies[name]!);
       continue;
     } else if (TCP_ONLY.has(name)) {
-      proxies[name] = start(name, process.execPath, [path.join(__dirname, `${name}.js`), String(p + L.tcp), String(p + L.tcpPpin), String(BACKEND.pp)], pcpus);
+      proxies[name] = start(
+        name,
+        process.execPath,
+        [path.join(__dirname, `${name}.js`), String(p + L.tcp), String(p + L.tcpPpin), String(BACKEND.pp)],
+        pcpus,
+      );
       await waitPort(p + L.tcpPpin, proxies[name]!);
       continue;
     } else if (name === 'haproxy') {
@@ -760,12 +1057,29 @@ async function main(): Promise<void> {
       // listeners; `ipgate` and `base` as an operator runs them (the default engine). Until
       // 2026-11-29 19:00 UTC `ipgate` was pinned to http-proxy here although undici had become
       // the default: the "ipgate" HTTP rows before that are the http-proxy engine's.
-      const engine = name === 'ipgate-undici' ? 'undici' : name === 'ipgate-http-proxy' ? 'http-proxy' : name === 'ipgate-relay' ? 'relay'
-        : name === 'base' ? o.baseEngine : null;
+      const engine =
+        name === 'ipgate-undici'
+          ? 'undici'
+          : name === 'ipgate-http-proxy'
+            ? 'http-proxy'
+            : name === 'ipgate-relay'
+              ? 'relay'
+              : name === 'base'
+                ? o.baseEngine
+                : null;
       const workers = name === 'base' && o.baseWorkers !== null ? o.baseWorkers : o.workers;
-      fs.writeFileSync(file, JSON.stringify(ipgateConfig(p, allow, deny, workers, engine, o.admin, name === 'base' ? o.baseSeparate : o.separate, tls)));
+      fs.writeFileSync(
+        file,
+        JSON.stringify(ipgateConfig(p, allow, deny, workers, engine, o.admin, name === 'base' ? o.baseSeparate : o.separate, tls)),
+      );
       const main = name === 'base' ? o.baseline! : MAIN;
-      const args = [...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []), main, 'run', '--config', file];
+      const args = [
+        ...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []),
+        main,
+        'run',
+        '--config',
+        file,
+      ];
       const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN };
       proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...env, ...o.baseEnv } : env);
     }
@@ -776,8 +1090,10 @@ async function main(): Promise<void> {
       if (tls !== null) await waitPort(p + L.httpsH2, proxies[name]!);
     } catch (err) {
       if (tls !== null && name !== 'nginx' && name !== 'haproxy') {
-        throw new Error(`${name} did not start with its TLS listeners (a build without TLS termination, issue 18, refuses ` +
-          `the listener "tls" key): no TLS numbers for it; run the TLS workloads with --proxies nginx,haproxy to see the peers alone.\n${(err as Error).message}`);
+        throw new Error(
+          `${name} did not start with its TLS listeners (a build without TLS termination, issue 18, refuses ` +
+            `the listener "tls" key): no TLS numbers for it; run the TLS workloads with --proxies nginx,haproxy to see the peers alone.\n${(err as Error).message}`,
+        );
       }
       throw err;
     }
@@ -801,19 +1117,39 @@ async function main(): Promise<void> {
         const p = PROXY_BASE[proxy]!;
         const pid = proxies[proxy]!.child.pid!;
         const c0 = cpuSeconds(pid);
-        const scraper = o.admin && !HTTP_ONLY.has(proxy) && !TCP_ONLY.has(proxy) && proxy !== 'nginx' && proxy !== 'haproxy'
-          ? startScraper(p + ADMIN_OFFSET) : null;
+        const scraper =
+          o.admin && !HTTP_ONLY.has(proxy) && !TCP_ONLY.has(proxy) && proxy !== 'nginx' && proxy !== 'haproxy'
+            ? startScraper(p + ADMIN_OFFSET)
+            : null;
         let sample: Sample;
         switch (workload) {
-          case 'http': sample = await wrk(p + L.http, o); break;
-          case 'http-denied': sample = await wrk(p + L.httpDenied, o); break;
-          case 'http-routes-1': sample = await wrk(p + L.routes1, o, false, ROUTED_HOST); break;
-          case 'http-routes-100': sample = await wrk(p + L.routes100, o, false, ROUTED_HOST); break;
-          case 'http-rate': sample = await hey(p + L.http, o); break;
-          case 'tcp': sample = await driver(p + L.tcp, o, 'plain'); break;
-          case 'tcp-ppin': sample = await driver(p + L.tcpPpin, o, 'ppin'); break;
-          case 'bulk': sample = await iperf(p + L.bulk, o); break;
-          case 'https-h2': sample = await h2load(p + L.httpsH2, o, dir); break;
+          case 'http':
+            sample = await wrk(p + L.http, o);
+            break;
+          case 'http-denied':
+            sample = await wrk(p + L.httpDenied, o);
+            break;
+          case 'http-routes-1':
+            sample = await wrk(p + L.routes1, o, false, ROUTED_HOST);
+            break;
+          case 'http-routes-100':
+            sample = await wrk(p + L.routes100, o, false, ROUTED_HOST);
+            break;
+          case 'http-rate':
+            sample = await hey(p + L.http, o);
+            break;
+          case 'tcp':
+            sample = await driver(p + L.tcp, o, 'plain');
+            break;
+          case 'tcp-ppin':
+            sample = await driver(p + L.tcpPpin, o, 'ppin');
+            break;
+          case 'bulk':
+            sample = await iperf(p + L.bulk, o);
+            break;
+          case 'https-h2':
+            sample = await h2load(p + L.httpsH2, o, dir);
+            break;
           case 'https-handshake-ecdsa':
           case 'https-handshake-rsa':
           case 'https-keepalive': {
@@ -821,12 +1157,15 @@ async function main(): Promise<void> {
             sample = w.handshakes ? await driver(p + w.listener, o, 'tls') : await wrk(p + w.listener, o, true);
             break;
           }
-          default: throw new Error(`unknown workload ${workload}`);
+          default:
+            throw new Error(`unknown workload ${workload}`);
         }
         if (scraper !== null) clearInterval(scraper);
         const cpu = cpuSeconds(pid) - c0;
         results.push({ proxy, workload, round, sample, cpu });
-        process.stderr.write(`round ${round} ${workload.padEnd(11)} ${proxy.padEnd(7)} ${fmtRate(workload, sample.rate).padStart(10)} ${UNITS[workload]}  cpu ${cpu.toFixed(2)} s  p50 ${fmtMs(sample.p50ms)} p99 ${fmtMs(sample.p99ms)}  errors ${sample.errors}${sample.tls ? `  ${sample.tls}` : ''}\n`);
+        process.stderr.write(
+          `round ${round} ${workload.padEnd(11)} ${proxy.padEnd(7)} ${fmtRate(workload, sample.rate).padStart(10)} ${UNITS[workload]}  cpu ${cpu.toFixed(2)} s  p50 ${fmtMs(sample.p50ms)} p99 ${fmtMs(sample.p99ms)}  errors ${sample.errors}${sample.tls ? `  ${sample.tls}` : ''}\n`,
+        );
         await sleep(500);
       }
     }
@@ -835,13 +1174,17 @@ async function main(): Promise<void> {
   for (const proxy of o.proxies) {
     const pid = proxies[proxy]!.child.pid!;
     const rss = rssBytes(pid); // the process and its descendants
-    process.stderr.write(`rss after load ${proxy.padEnd(8)} ${(rss / 1048576).toFixed(1)} MiB (${1 + descendants(pid).length} process(es))\n`);
+    process.stderr.write(
+      `rss after load ${proxy.padEnd(8)} ${(rss / 1048576).toFixed(1)} MiB (${1 + descendants(pid).length} process(es))\n`,
+    );
   }
   if (o.workloads.includes('idle')) {
     for (const proxy of o.proxies.filter((x) => !HTTP_ONLY.has(x) && !TCP_ONLY.has(x))) {
       const r = await idle(PROXY_BASE[proxy]! + L.idle, proxies[proxy]!.child.pid!, o.idle);
       idleResults.push({ proxy, ...r });
-      process.stderr.write(`idle ${proxy}: held ${r.held}/${o.idle}, RSS ${(r.base / 1048576).toFixed(1)} MiB + ${(r.rssPerConn / 1024).toFixed(1)} KiB/conn\n`);
+      process.stderr.write(
+        `idle ${proxy}: held ${r.held}/${o.idle}, RSS ${(r.base / 1048576).toFixed(1)} MiB + ${(r.rssPerConn / 1024).toFixed(1)} KiB/conn\n`,
+      );
     }
   }
   report(o, results, idleResults);
@@ -864,18 +1207,26 @@ const median = (xs: number[]): number => {
   return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-function report(o: Options, results: Result[], idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }>): void {
+function report(
+  o: Options,
+  results: Result[],
+  idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }>,
+): void {
   const lines: string[] = [];
-  lines.push(`\n${new Date().toISOString()} ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, node ${process.version}, ` +
-    `${o.cidrs} CIDRs, ipgate workers ${o.workers}, proxy cpus ${o.proxyCpus}, load cpus ${o.loadCpus}, ${o.rounds} rounds x ${o.duration} s, ${o.connections} connections`);
+  lines.push(
+    `\n${new Date().toISOString()} ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, node ${process.version}, ` +
+      `${o.cidrs} CIDRs, ipgate workers ${o.workers}, proxy cpus ${o.proxyCpus}, load cpus ${o.loadCpus}, ${o.rounds} rounds x ${o.duration} s, ${o.connections} connections`,
+  );
   lines.push('');
-  lines.push('| workload | proxy | throughput | p50 | p99 | proxy CPU s | work / CPU s | ipgate / this (per CPU s, median of rounds) | this / nginx (same) |');
+  lines.push(
+    '| workload | proxy | throughput | p50 | p99 | proxy CPU s | work / CPU s | ipgate / this (per CPU s, median of rounds) | this / nginx (same) |',
+  );
   lines.push('|---|---|---|---|---|---|---|---|---|');
   const workloads = [...new Set(results.map((r) => r.workload))];
   for (const w of workloads) {
     const eff = (proxy: string, round: number): number => {
       const r = results.find((x) => x.proxy === proxy && x.workload === w && x.round === round);
-      return r ? r.sample.rate * o.duration / Math.max(r.cpu, 0.01) : NaN;
+      return r ? (r.sample.rate * o.duration) / Math.max(r.cpu, 0.01) : NaN;
     };
     for (const proxy of o.proxies) {
       const rs = results.filter((r) => r.workload === w && r.proxy === proxy);
@@ -883,20 +1234,26 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
       const rate = median(rs.map((r) => r.sample.rate));
       const cpu = median(rs.map((r) => r.cpu));
       // Work done in the run (rate x duration) per CPU-second the proxy spent on it.
-      const per = median(rs.map((r) => r.sample.rate * o.duration / Math.max(r.cpu, 0.01)));
-      const ratios = proxy === 'ipgate' || !o.proxies.includes('ipgate') ? '' :
-        (() => {
-          const rr = rs.map((r) => eff('ipgate', r.round) / eff(proxy, r.round));
-          return `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
-        })();
+      const per = median(rs.map((r) => (r.sample.rate * o.duration) / Math.max(r.cpu, 0.01)));
+      const ratios =
+        proxy === 'ipgate' || !o.proxies.includes('ipgate')
+          ? ''
+          : (() => {
+              const rr = rs.map((r) => eff('ipgate', r.round) / eff(proxy, r.round));
+              return `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
+            })();
       // Per round, so each proxy is compared with nginx's run next to it (ipgate-undici vs nginx).
-      const vsNginx = proxy === 'nginx' || !o.proxies.includes('nginx') ? '' :
-        (() => {
-          const rr = rs.map((r) => eff(proxy, r.round) / eff('nginx', r.round));
-          return `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
-        })();
-      lines.push(`| ${w} | ${proxy} | ${fmtRate(w, rate)} ${UNITS[w]} | ${fmtMs(median(rs.map((r) => r.sample.p50ms ?? NaN)))} | ` +
-        `${fmtMs(median(rs.map((r) => r.sample.p99ms ?? NaN)))} | ${cpu.toFixed(2)} | ${fmtRate(w, per)} | ${ratios} | ${vsNginx} |`);
+      const vsNginx =
+        proxy === 'nginx' || !o.proxies.includes('nginx')
+          ? ''
+          : (() => {
+              const rr = rs.map((r) => eff(proxy, r.round) / eff('nginx', r.round));
+              return `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
+            })();
+      lines.push(
+        `| ${w} | ${proxy} | ${fmtRate(w, rate)} ${UNITS[w]} | ${fmtMs(median(rs.map((r) => r.sample.p50ms ?? NaN)))} | ` +
+          `${fmtMs(median(rs.map((r) => r.sample.p99ms ?? NaN)))} | ${cpu.toFixed(2)} | ${fmtRate(w, per)} | ${ratios} | ${vsNginx} |`,
+      );
     }
   }
   // Latency against nginx's in the same round (per round, then median and range).
@@ -904,11 +1261,14 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
     const rows: string[] = [];
     for (const w of workloads) {
       for (const proxy of o.proxies.filter((x) => x !== 'nginx')) {
-        const rr = results.filter((r) => r.workload === w && r.proxy === proxy && r.sample.p99ms !== null).flatMap((r) => {
-          const n = results.find((x) => x.proxy === 'nginx' && x.workload === w && x.round === r.round);
-          return n?.sample.p99ms ? [r.sample.p99ms! / n.sample.p99ms] : [];
-        });
-        if (rr.length > 0) rows.push(`| ${w} | ${proxy} | ${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)}) |`);
+        const rr = results
+          .filter((r) => r.workload === w && r.proxy === proxy && r.sample.p99ms !== null)
+          .flatMap((r) => {
+            const n = results.find((x) => x.proxy === 'nginx' && x.workload === w && x.round === r.round);
+            return n?.sample.p99ms ? [r.sample.p99ms! / n.sample.p99ms] : [];
+          });
+        if (rr.length > 0)
+          rows.push(`| ${w} | ${proxy} | ${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)}) |`);
       }
     }
     if (rows.length > 0) lines.push('', '| workload | proxy | p99 / nginx p99 (same round, median (range)) |', '|---|---|---|', ...rows);
@@ -917,10 +1277,12 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
   if (o.proxies.includes('base') && o.proxies.includes('ipgate')) {
     const rows: string[] = [];
     for (const w of workloads) {
-      const rr = results.filter((r) => r.workload === w && r.proxy === 'ipgate').flatMap((r) => {
-        const b = results.find((x) => x.proxy === 'base' && x.workload === w && x.round === r.round);
-        return b && b.sample.rate > 0 ? [r.sample.rate / b.sample.rate] : [];
-      });
+      const rr = results
+        .filter((r) => r.workload === w && r.proxy === 'ipgate')
+        .flatMap((r) => {
+          const b = results.find((x) => x.proxy === 'base' && x.workload === w && x.round === r.round);
+          return b && b.sample.rate > 0 ? [r.sample.rate / b.sample.rate] : [];
+        });
       if (rr.length > 0) rows.push(`| ${w} | ${rr.map((x) => x.toFixed(2)).join(', ')} | ${median(rr).toFixed(2)} |`);
     }
     const what = o.baseWorkers === null ? '' : ` (ipgate workers ${o.workers}, base workers ${o.baseWorkers})`;
@@ -928,14 +1290,22 @@ function report(o: Options, results: Result[], idleResults: Array<{ proxy: strin
   }
   // 100 routes against 1 route, same proxy, same round: the route table's cost (target within 5%).
   for (const proxy of o.proxies) {
-    const pairs = results.filter((r) => r.workload === 'http-routes-100' && r.proxy === proxy).flatMap((r) => {
-      const one = results.find((x) => x.proxy === proxy && x.workload === 'http-routes-1' && x.round === r.round);
-      return one && one.sample.rate > 0 && one.cpu > 0 && r.cpu > 0 ? [{ rate: r.sample.rate / one.sample.rate, work: (r.sample.rate / r.cpu) / (one.sample.rate / one.cpu) }] : [];
-    });
+    const pairs = results
+      .filter((r) => r.workload === 'http-routes-100' && r.proxy === proxy)
+      .flatMap((r) => {
+        const one = results.find((x) => x.proxy === proxy && x.workload === 'http-routes-1' && x.round === r.round);
+        return one && one.sample.rate > 0 && one.cpu > 0 && r.cpu > 0
+          ? [{ rate: r.sample.rate / one.sample.rate, work: r.sample.rate / r.cpu / (one.sample.rate / one.cpu) }]
+          : [];
+      });
     if (pairs.length === 0) continue;
     const fmt = (xs: number[]): string => `${median(xs).toFixed(3)} (${Math.min(...xs).toFixed(3)}-${Math.max(...xs).toFixed(3)})`;
-    lines.push('', `| ${proxy}: 100 routes / 1 route, per round | throughput | work per CPU s |`, '|---|---|---|',
-      `| median (range), ${pairs.length} rounds | ${fmt(pairs.map((x) => x.rate))} | ${fmt(pairs.map((x) => x.work))} |`);
+    lines.push(
+      '',
+      `| ${proxy}: 100 routes / 1 route, per round | throughput | work per CPU s |`,
+      '|---|---|---|',
+      `| median (range), ${pairs.length} rounds | ${fmt(pairs.map((x) => x.rate))} | ${fmt(pairs.map((x) => x.work))} |`,
+    );
   }
   if (idleResults.length > 0) {
     lines.push('');
@@ -959,4 +1329,3 @@ if (process.argv[2] === '--driver') {
     process.exit(1);
   });
 }
-

@@ -49,7 +49,9 @@ const CPU_PROF = arg('--cpu-prof', '');
 /** `--stat`: no valgrind; user and system CPU microseconds per request from /proc (noisy, but splits the two). */
 const STAT = process.argv.includes('--stat');
 /** `--node-flags "--flag ..."`: V8/Node flags for ipgate (an A/B of a flag on one build). */
-const NODE_FLAGS = arg('--node-flags', '').split(' ').filter((f) => f !== '');
+const NODE_FLAGS = arg('--node-flags', '')
+  .split(' ')
+  .filter((f) => f !== '');
 
 function cpuTicks(pid: number): [number, number] {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -139,11 +141,15 @@ async function main(): Promise<void> {
   fs.writeFileSync(file, JSON.stringify(config));
   const out = path.join(dir, 'callgrind.out');
   const wrap = process.env.BENCH_WRAP ? process.env.BENCH_WRAP.split(' ') : [];
-  const argv = STAT ? [...wrap, NODE, ...NODE_FLAGS, MAIN, '--config', file]
-    : CPU_PROF !== '' ? [NODE, ...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, MAIN, '--config', file]
-    : ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file];
-  const child = spawn(argv[0]!, argv.slice(1),
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789' } });
+  const argv = STAT
+    ? [...wrap, NODE, ...NODE_FLAGS, MAIN, '--config', file]
+    : CPU_PROF !== ''
+      ? [NODE, ...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, MAIN, '--config', file]
+      : ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file];
+  const child = spawn(argv[0]!, argv.slice(1), {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789' },
+  });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const expect = ALLOWED ? 200 : 403;
@@ -158,8 +164,10 @@ async function main(): Promise<void> {
       await load(listen, REQUESTS, expect);
       const [u1, s1] = cpuTicks(child.pid!);
       const per = (t: number): string => ((t * 10_000) / REQUESTS).toFixed(1);
-      process.stdout.write(`${path.relative(ROOT, MAIN) || MAIN} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE}: `
-        + `${REQUESTS} requests in ${Date.now() - t0} ms, user ${per(u1 - u0)} us + system ${per(s1 - s0)} us per request\n`);
+      process.stdout.write(
+        `${path.relative(ROOT, MAIN) || MAIN} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE}: ` +
+          `${REQUESTS} requests in ${Date.now() - t0} ms, user ${per(u1 - u0)} us + system ${per(s1 - s0)} us per request\n`,
+      );
       child.kill('SIGTERM');
       return;
     }
@@ -183,9 +191,11 @@ async function main(): Promise<void> {
     const m = /^totals:\s+(\d+)/m.exec(text) ?? /^summary:\s+(\d+)/m.exec(text);
     if (!m) throw new Error(`no totals in ${out}`);
     const ir = Number(m[1]);
-    process.stdout.write(`${path.relative(ROOT, MAIN) || MAIN} node ${execFileSync(NODE, ['--version']).toString().trim()} `
-      + `${NODE_FLAGS.join(' ')} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE} access ${ACCESS ? 'on' : 'off'}: ${sent} requests, `
-      + `${(ir / sent).toFixed(0)} instructions/request (${ms} ms instrumented)\n`);
+    process.stdout.write(
+      `${path.relative(ROOT, MAIN) || MAIN} node ${execFileSync(NODE, ['--version']).toString().trim()} ` +
+        `${NODE_FLAGS.join(' ')} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE} access ${ACCESS ? 'on' : 'off'}: ${sent} requests, ` +
+        `${(ir / sent).toFixed(0)} instructions/request (${ms} ms instrumented)\n`,
+    );
   } catch (e) {
     child.kill('SIGKILL');
     process.stderr.write(err.slice(-2000));

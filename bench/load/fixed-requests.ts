@@ -15,7 +15,11 @@
 import net from 'node:net';
 import path from 'node:path';
 
-interface Args { dist: string; requests: number; routes: number }
+interface Args {
+  dist: string;
+  requests: number;
+  routes: number;
+}
 
 function args(): Args {
   const a: Args = { dist: path.resolve(__dirname, '../..'), requests: 3000, routes: 0 };
@@ -31,7 +35,15 @@ function args(): Args {
 
 function routes(n: number): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [{ name: 'app', hosts: ['app.example.com'] }];
-  for (let i = 1; i < n; i++) out.push({ name: `r${i}`, hosts: [`h${i}.example.com`, `*.t${i}.example.com`], paths: [{ path: `/api${i}`, match: 'prefix' }, { path: '/health', match: 'exact' }] });
+  for (let i = 1; i < n; i++)
+    out.push({
+      name: `r${i}`,
+      hosts: [`h${i}.example.com`, `*.t${i}.example.com`],
+      paths: [
+        { path: `/api${i}`, match: 'prefix' },
+        { path: '/health', match: 'exact' },
+      ],
+    });
   return out;
 }
 
@@ -58,10 +70,21 @@ async function main(): Promise<void> {
   await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
   const upstream = `127.0.0.1:${(backend.address() as net.AddressInfo).port}`;
   const config = buildConfig({
-    store: { type: 'memory' }, admin: { listen: null }, logging: { level: 'error', access: false },
+    store: { type: 'memory' },
+    admin: { listen: null },
+    logging: { level: 'error', access: false },
     allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'h', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [upstream], http: { maxRequestsPerConnection: 0 },
-      ...(a.routes > 0 ? { routes: routes(a.routes) } : {}) }],
+    listeners: [
+      {
+        name: 'h',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: [upstream],
+        http: { maxRequestsPerConnection: 0 },
+        ...(a.routes > 0 ? { routes: routes(a.routes) } : {}),
+      },
+    ],
   });
   const app = await startApp(config, { logger: createLogger({ level: 'error', format: 'json' }) });
   const port = app.listeners[0]!.address!.port;

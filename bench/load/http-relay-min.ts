@@ -42,7 +42,10 @@ type Wasm = { Module: new (b: Buffer) => object; Instance: new (m: object, i: ob
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const K = require('undici/lib/llhttp/constants.js') as {
-  TYPE: { REQUEST: number; RESPONSE: number }; ERROR: { OK: number; PAUSED: number }; METHODS: Record<string, number> };
+  TYPE: { REQUEST: number; RESPONSE: number };
+  ERROR: { OK: number; PAUSED: number };
+  METHODS: Record<string, number>;
+};
 const { OK, PAUSED } = K.ERROR;
 const HEAD = K.METHODS.HEAD!;
 const CONNECT = K.METHODS.CONNECT!;

@@ -50,7 +50,15 @@ function rss(pid: number): number {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
-interface Run { requests: number; seconds: number; rps: number; p50: string; p99: string; non2xx: number; errors: string }
+interface Run {
+  requests: number;
+  seconds: number;
+  rps: number;
+  p50: string;
+  p99: string;
+  non2xx: number;
+  errors: string;
+}
 
 function wrk(port: number, seconds: number): Run {
   const r = spawnSync('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', `http://127.0.0.1:${port}/`], { encoding: 'utf8' });
@@ -61,8 +69,12 @@ function wrk(port: number, seconds: number): Run {
   const secs = m[3] === 'ms' ? Number(m[2]) / 1000 : Number(m[2]);
   const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
   return {
-    requests: Number(m[1]), seconds: secs, rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0),
-    p50: /50%\s+(\S+)/.exec(out)?.[1] ?? '?', p99: /99%\s+(\S+)/.exec(out)?.[1] ?? '?', non2xx,
+    requests: Number(m[1]),
+    seconds: secs,
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0),
+    p50: /50%\s+(\S+)/.exec(out)?.[1] ?? '?',
+    p99: /99%\s+(\S+)/.exec(out)?.[1] ?? '?',
+    non2xx,
     errors: /Socket errors: (.*)/.exec(out)?.[1] ?? 'none',
   };
 }
@@ -70,7 +82,9 @@ function wrk(port: number, seconds: number): Run {
 function nginxConf(dir: string, body: string): string {
   for (const d of ['logs', 'tmp']) fs.mkdirSync(path.join(dir, d), { recursive: true });
   const file = path.join(dir, 'nginx.conf');
-  fs.writeFileSync(file, `daemon off;
+  fs.writeFileSync(
+    file,
+    `daemon off;
 master_process off;
 worker_processes 1;
 pid ${dir}/nginx.pid;
@@ -82,7 +96,8 @@ http {
   keepalive_requests 1000000;
 ${body}
 }
-`);
+`,
+  );
   return file;
 }
 
@@ -91,7 +106,13 @@ function start(cmd: string, args: string[]): ChildProcess {
   return child;
 }
 
-interface Result { name: string; run: Run; cpuUsPerReq: number; cpuPct: number; rssMiB: number }
+interface Result {
+  name: string;
+  run: Run;
+  cpuUsPerReq: number;
+  cpuPct: number;
+  rssMiB: number;
+}
 
 async function measure(name: string, pid: number, port: number): Promise<Result> {
   wrk(port, WARMUP);
@@ -100,7 +121,8 @@ async function measure(name: string, pid: number, port: number): Promise<Result>
   const ticks = cpuTicks(pid) - before;
   const cpuSeconds = ticks / CLK_TCK;
   return {
-    name, run,
+    name,
+    run,
     cpuUsPerReq: (cpuSeconds * 1e6) / run.requests,
     cpuPct: (cpuSeconds / run.seconds) * 100,
     rssMiB: rss(pid) / 1048576,
@@ -108,12 +130,16 @@ async function measure(name: string, pid: number, port: number): Promise<Result>
 }
 
 async function main(): Promise<void> {
-  if (spawnSync('sh', ['-c', 'command -v wrk && command -v nginx']).status !== 0) throw new Error('needs wrk and nginx (apt-get install wrk nginx-light)');
+  if (spawnSync('sh', ['-c', 'command -v wrk && command -v nginx']).status !== 0)
+    throw new Error('needs wrk and nginx (apt-get install wrk nginx-light)');
   const main = path.join(ROOT, 'dist/src/main.js');
   if (!fs.existsSync(main)) throw new Error('build first: npx tsc -p tsconfig.json');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-bench-'));
   const children: ChildProcess[] = [];
-  const stop = (): void => children.forEach((c) => { c.kill('SIGKILL'); });
+  const stop = (): void =>
+    children.forEach((c) => {
+      c.kill('SIGKILL');
+    });
   process.on('exit', stop);
 
   const backendPort = await freePort();
@@ -122,12 +148,28 @@ async function main(): Promise<void> {
   const cidrs = allowlist();
 
   // The backend: its own nginx, one worker, answering from memory.
-  children.push(start('nginx', ['-p', path.join(tmp, 'backend'), '-c', nginxConf(path.join(tmp, 'backend'), `
-  server { listen 127.0.0.1:${backendPort}; location / { return 200 "ok\\n"; } }`)]));
+  children.push(
+    start('nginx', [
+      '-p',
+      path.join(tmp, 'backend'),
+      '-c',
+      nginxConf(
+        path.join(tmp, 'backend'),
+        `
+  server { listen 127.0.0.1:${backendPort}; location / { return 200 "ok\\n"; } }`,
+      ),
+    ]),
+  );
 
   // nginx as the proxy, configured for the same job.
   const allow = cidrs.map((c) => `    allow ${c};`).join('\n');
-  const proxy = start('nginx', ['-p', path.join(tmp, 'proxy'), '-c', nginxConf(path.join(tmp, 'proxy'), `
+  const proxy = start('nginx', [
+    '-p',
+    path.join(tmp, 'proxy'),
+    '-c',
+    nginxConf(
+      path.join(tmp, 'proxy'),
+      `
   upstream backend { server 127.0.0.1:${backendPort}; keepalive 128; keepalive_timeout 60s; }
   server {
     listen 127.0.0.1:${nginxPort};
@@ -147,21 +189,31 @@ ${allow}
       proxy_set_header X-Forwarded-Port $server_port;
       proxy_pass http://backend;
     }
-  }`)]);
+  }`,
+    ),
+  ]);
   children.push(proxy);
 
   const configFile = path.join(tmp, 'ipgate.yaml');
-  fs.writeFileSync(configFile, YAML.stringify({
-    logging: { level: 'warn', format: 'json', access: false },
-    admin: { listen: null },
-    store: { type: 'memory' },
-    allowlists: { bench: cidrs },
-    listeners: [{
-      name: 'bench', mode: 'http', listen: `127.0.0.1:${ipgatePort}`, allowlist: 'bench',
-      upstreams: [`127.0.0.1:${backendPort}`],
-      http: { trustedProxies: ['10.255.0.0/16'], maxRequestsPerConnection: 0 },
-    }],
-  }));
+  fs.writeFileSync(
+    configFile,
+    YAML.stringify({
+      logging: { level: 'warn', format: 'json', access: false },
+      admin: { listen: null },
+      store: { type: 'memory' },
+      allowlists: { bench: cidrs },
+      listeners: [
+        {
+          name: 'bench',
+          mode: 'http',
+          listen: `127.0.0.1:${ipgatePort}`,
+          allowlist: 'bench',
+          upstreams: [`127.0.0.1:${backendPort}`],
+          http: { trustedProxies: ['10.255.0.0/16'], maxRequestsPerConnection: 0 },
+        },
+      ],
+    }),
+  );
   // BENCH_NODE_ARGS, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`, to profile ipgate under this load.
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const gate = start(process.execPath, [...nodeArgs, main, '--config', configFile]);
@@ -174,16 +226,23 @@ ${allow}
     if (probe.non2xx > 0) throw new Error(`proxy on ${port} answered non-2xx: check its allowlist`);
   }
 
-  const results = [await measure('nginx 1.22 (1 worker)', proxy.pid!, nginxPort), await measure(`ipgate (node ${process.version})`, gate.pid!, ipgatePort)];
+  const results = [
+    await measure('nginx 1.22 (1 worker)', proxy.pid!, nginxPort),
+    await measure(`ipgate (node ${process.version})`, gate.pid!, ipgatePort),
+  ];
   const cpus = os.cpus();
   console.log(`# http-vs-nginx: ${SECONDS}s, wrk -t1 -c${CONNECTIONS}, ${CIDRS} CIDRs, ${cpus.length} x ${cpus[0]?.model ?? '?'}`);
   console.log('| proxy | req/s | CPU us/request | proxy CPU % | p50 | p99 | non-2xx | socket errors | RSS MiB |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---|---:|');
   for (const r of results) {
-    console.log(`| ${r.name} | ${r.run.rps.toFixed(0)} | ${r.cpuUsPerReq.toFixed(1)} | ${r.cpuPct.toFixed(0)} | ${r.run.p50} | ${r.run.p99} | ${r.run.non2xx} | ${r.run.errors} | ${r.rssMiB.toFixed(0)} |`);
+    console.log(
+      `| ${r.name} | ${r.run.rps.toFixed(0)} | ${r.cpuUsPerReq.toFixed(1)} | ${r.cpuPct.toFixed(0)} | ${r.run.p50} | ${r.run.p99} | ${r.run.non2xx} | ${r.run.errors} | ${r.rssMiB.toFixed(0)} |`,
+    );
   }
   const [n, g] = results as [Result, Result];
-  console.log(`\nipgate / nginx: req/s ${(g.run.rps / n.run.rps).toFixed(2)}x, CPU per request ${(g.cpuUsPerReq / n.cpuUsPerReq).toFixed(2)}x`);
+  console.log(
+    `\nipgate / nginx: req/s ${(g.run.rps / n.run.rps).toFixed(2)}x, CPU per request ${(g.cpuUsPerReq / n.cpuUsPerReq).toFixed(2)}x`,
+  );
   gate.kill('SIGTERM'); // a clean exit writes a --cpu-prof profile
   await new Promise((r) => gate.once('exit', r));
   stop();

@@ -59,7 +59,9 @@ async function run(): Promise<void> {
   const port = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-long-host-'));
   const config = path.join(dir, 'config.yaml');
-  fs.writeFileSync(config, `store: {type: memory}
+  fs.writeFileSync(
+    config,
+    `store: {type: memory}
 admin: {listen: null}
 logging: {level: error}
 allowlists: {everyone: ['127.0.0.0/8']}
@@ -73,7 +75,8 @@ listeners:
     routes:
       - {name: tenants, hosts: ['*.example.com']}
       - {name: www, hosts: ['www.example.org']}
-`);
+`,
+  );
   const child = spawn(process.execPath, [main, '--config', config], { stdio: ['ignore', 'ignore', 'inherit'] });
   try {
     for (let i = 0; ; i++) {
@@ -91,7 +94,9 @@ listeners:
     let answer = '';
     for (let i = 0; i < requests; i++) answer = await once(port);
     const ms = cpuMs(child.pid!) - before;
-    console.log(`${main}: ${kind} Host (${host.length} characters), ${requests} requests: ipgate CPU ${ms} ms = ${(ms / requests).toFixed(2)} ms per request, wall ${Date.now() - started} ms, answer ${JSON.stringify(answer)}`);
+    console.log(
+      `${main}: ${kind} Host (${host.length} characters), ${requests} requests: ipgate CPU ${ms} ms = ${(ms / requests).toFixed(2)} ms per request, wall ${Date.now() - started} ms, answer ${JSON.stringify(answer)}`,
+    );
   } finally {
     child.kill();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -89,8 +89,19 @@ function cpuSeconds(pid: number): number {
   return ticks / CLK_TCK;
 }
 
-interface Scrape { path: string; intervalMs: number }
-interface Gate { child: ChildProcess; tcp: number; http: number; admin: number | null; scrape: Scrape | null; logFile: string; stop(): Promise<void> }
+interface Scrape {
+  path: string;
+  intervalMs: number;
+}
+interface Gate {
+  child: ChildProcess;
+  tcp: number;
+  http: number;
+  admin: number | null;
+  scrape: Scrape | null;
+  logFile: string;
+  stop(): Promise<void>;
+}
 
 /** `admin`: the admin API up, never scraped, no access log: the part of "on" that is neither (bench/README.md). */
 /** `probed`: admin API up and asked /healthz every PROBE_INTERVAL_MS, as the chart's kubelet probes do; no scrape, no log. */
@@ -103,12 +114,19 @@ const BASELINE = (process.env.BENCH_BASELINE ?? 'off') as Mode;
 
 async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir: string, tag = ''): Promise<Gate> {
   const access = mode === 'on' || mode === 'log';
-  const scrape: Scrape | null = mode === 'on' || mode === 'metrics' ? { path: SCRAPE_PATH, intervalMs: SCRAPE_INTERVAL_MS }
-    : mode === 'probed' ? { path: '/healthz', intervalMs: PROBE_INTERVAL_MS } : null;
+  const scrape: Scrape | null =
+    mode === 'on' || mode === 'metrics'
+      ? { path: SCRAPE_PATH, intervalMs: SCRAPE_INTERVAL_MS }
+      : mode === 'probed'
+        ? { path: '/healthz', intervalMs: PROBE_INTERVAL_MS }
+        : null;
   const [tcp, http, admin] = [await freePort(), await freePort(), scrape !== null || mode === 'admin' ? await freePort() : null];
   const config = {
     logging: { level: 'info', access },
-    admin: { listen: admin === null ? null : `127.0.0.1:${admin}`, ...(SEPARATE_ADMIN === undefined ? {} : { separateProcess: SEPARATE_ADMIN }) },
+    admin: {
+      listen: admin === null ? null : `127.0.0.1:${admin}`,
+      ...(SEPARATE_ADMIN === undefined ? {} : { separateProcess: SEPARATE_ADMIN }),
+    },
     store: { type: 'memory' },
     allowlists: { main: ['127.0.0.0/8'] },
     listeners: [
@@ -125,7 +143,18 @@ async function startGate(mode: Mode, backend: { tcp: number; http: number }, dir
   await waitPort(tcp);
   await waitPort(http);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  return { child, tcp, http, admin, scrape, logFile, stop: async () => { child.kill('SIGTERM'); await exited; } };
+  return {
+    child,
+    tcp,
+    http,
+    admin,
+    scrape,
+    logFile,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
 }
 
 /** Keep `concurrency` TCP connections in flight for `seconds`; returns completed connections. */
@@ -134,16 +163,27 @@ async function tcpLoad(port: number, seconds: number, concurrency: number): Prom
   let done = 0;
   let failed = 0;
   let src = 0;
-  const one = (): Promise<void> => new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port, localAddress: `127.0.0.${2 + (src++ % 60)}` });
-    s.once('connect', () => s.write('ping'));
-    s.once('data', () => { done++; s.destroy(); resolve(); });
-    s.once('error', () => { failed++; s.destroy(); resolve(); });
-    s.once('close', () => resolve());
-  });
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (Date.now() < deadline) await one();
-  }));
+  const one = (): Promise<void> =>
+    new Promise((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port, localAddress: `127.0.0.${2 + (src++ % 60)}` });
+      s.once('connect', () => s.write('ping'));
+      s.once('data', () => {
+        done++;
+        s.destroy();
+        resolve();
+      });
+      s.once('error', () => {
+        failed++;
+        s.destroy();
+        resolve();
+      });
+      s.once('close', () => resolve());
+    });
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < deadline) await one();
+    }),
+  );
   if (failed > done / 100) throw new Error(`tcp load: ${failed} failed of ${done + failed}`);
   return done;
 }
@@ -180,7 +220,10 @@ async function tcpPaced(port: number, seconds: number, rate: number): Promise<nu
   };
   while (Date.now() < deadline) {
     const due = Math.floor(((Date.now() - started) / 1000) * rate);
-    while (issued < due && inFlight < rate * 4) { issued++; one(); }
+    while (issued < due && inFlight < rate * 4) {
+      issued++;
+      one();
+    }
     await new Promise((r) => setTimeout(r, 10));
   }
   while (inFlight > 0) await new Promise((r) => setTimeout(r, 10));
@@ -192,7 +235,9 @@ async function tcpPaced(port: number, seconds: number, rate: number): Promise<nu
 function heyPaced(port: number, seconds: number, rate: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const q = Math.max(1, Math.round(rate / HEY_CONNECTIONS));
-    const child = spawn('hey', ['-z', `${seconds}s`, '-q', String(q), '-c', String(HEY_CONNECTIONS), `http://127.0.0.1:${port}/`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn('hey', ['-z', `${seconds}s`, '-q', String(q), '-c', String(HEY_CONNECTIONS), `http://127.0.0.1:${port}/`], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     child.once('exit', (code) => {
@@ -208,7 +253,9 @@ function heyPaced(port: number, seconds: number, rate: number): Promise<number> 
 /** wrk in the background (the scrape loop keeps running); resolves with the requests completed. */
 function wrk(port: number, seconds: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn('wrk', ['-t1', `-c${HTTP_CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', `http://127.0.0.1:${port}/`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn('wrk', ['-t1', `-c${HTTP_CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', `http://127.0.0.1:${port}/`], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     child.once('exit', (code) => {
@@ -265,7 +312,14 @@ async function warmScrape(g: Gate): Promise<void> {
   await r.text();
 }
 
-interface Sample { tcpRate: number; tcpCpuUs: number; httpRate: number; httpCpuUs: number; logLines: number; scrapes: number }
+interface Sample {
+  tcpRate: number;
+  tcpCpuUs: number;
+  httpRate: number;
+  httpCpuUs: number;
+  logLines: number;
+  scrapes: number;
+}
 
 async function round(mode: Mode, backend: { tcp: number; http: number }, dir: string): Promise<Sample> {
   const g = await startGate(mode, backend, dir);
@@ -281,9 +335,18 @@ async function round(mode: Mode, backend: { tcp: number; http: number }, dir: st
     const http = await withScrapes(g, () => wrk(g.http, SECONDS));
     const httpCpu = cpuSeconds(pid) - cpu0;
     await g.stop();
-    const logLines = fs.readFileSync(g.logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"access"')).length;
-    return { tcpRate: tcp.result / SECONDS, tcpCpuUs: (tcpCpu * 1e6) / tcp.result, httpRate: http.result / SECONDS,
-      httpCpuUs: (httpCpu * 1e6) / http.result, logLines, scrapes: tcp.scrapes + http.scrapes };
+    const logLines = fs
+      .readFileSync(g.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('"msg":"access"')).length;
+    return {
+      tcpRate: tcp.result / SECONDS,
+      tcpCpuUs: (tcpCpu * 1e6) / tcp.result,
+      httpRate: http.result / SECONDS,
+      httpCpuUs: (httpCpu * 1e6) / http.result,
+      logLines,
+      scrapes: tcp.scrapes + http.scrapes,
+    };
   } finally {
     if (g.child.exitCode === null) g.child.kill('SIGKILL');
   }
@@ -305,17 +368,29 @@ async function pairRound(mode: Mode, backend: { tcp: number; http: number }, dir
     await both((g) => wrk(g.http, WARMUP));
     await both(warmScrape);
     let cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
-    const tcp = await both((g) => withScrapes(g, () => TCP_RATE === null ? tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY) : tcpPaced(g.tcp, SECONDS, TCP_RATE)));
+    const tcp = await both((g) =>
+      withScrapes(g, () => (TCP_RATE === null ? tcpLoad(g.tcp, SECONDS, TCP_CONCURRENCY) : tcpPaced(g.tcp, SECONDS, TCP_RATE))),
+    );
     const tcpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
     cpu0 = gates.map((g) => cpuSeconds(g.child.pid!));
-    const http = await both((g) => withScrapes(g, () => HTTP_RATE === null ? wrk(g.http, SECONDS) : heyPaced(g.http, SECONDS, HTTP_RATE)));
+    const http = await both((g) =>
+      withScrapes(g, () => (HTTP_RATE === null ? wrk(g.http, SECONDS) : heyPaced(g.http, SECONDS, HTTP_RATE))),
+    );
     const httpCpu = gates.map((g, k) => cpuSeconds(g.child.pid!) - cpu0[k]!);
     await both((g) => g.stop());
-    const out = gates.map((g, k): Sample => ({
-      tcpRate: tcp[k]!.result / SECONDS, tcpCpuUs: (tcpCpu[k]! * 1e6) / tcp[k]!.result, httpRate: http[k]!.result / SECONDS,
-      httpCpuUs: (httpCpu[k]! * 1e6) / http[k]!.result, scrapes: tcp[k]!.scrapes + http[k]!.scrapes,
-      logLines: fs.readFileSync(g.logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"access"')).length,
-    }));
+    const out = gates.map(
+      (g, k): Sample => ({
+        tcpRate: tcp[k]!.result / SECONDS,
+        tcpCpuUs: (tcpCpu[k]! * 1e6) / tcp[k]!.result,
+        httpRate: http[k]!.result / SECONDS,
+        httpCpuUs: (httpCpu[k]! * 1e6) / http[k]!.result,
+        scrapes: tcp[k]!.scrapes + http[k]!.scrapes,
+        logLines: fs
+          .readFileSync(g.logFile, 'utf8')
+          .split('\n')
+          .filter((l) => l.includes('"msg":"access"')).length,
+      }),
+    );
     return [out[0]!, out[1]!];
   } finally {
     for (const g of gates) if (g.child.exitCode === null) g.child.kill('SIGKILL');
@@ -331,20 +406,33 @@ async function paired(backend: { tcp: number; http: number }, dir: string): Prom
       const r = ratios.get(mode)!;
       r.tcp.push(other.tcpCpuUs / off.tcpCpuUs - 1);
       r.http.push(other.httpCpuUs / off.httpCpuUs - 1);
-      console.log(`pair ${i + 1} ${BASELINE} vs ${mode.padEnd(7)}: tcp ${off.tcpCpuUs.toFixed(0)} / ${other.tcpCpuUs.toFixed(0)} us CPU/conn ` +
-        `(${off.tcpRate.toFixed(0)} / ${other.tcpRate.toFixed(0)} conn/s), http ${off.httpCpuUs.toFixed(1)} / ${other.httpCpuUs.toFixed(1)} us CPU/req ` +
-        `(${off.httpRate.toFixed(0)} / ${other.httpRate.toFixed(0)} req/s), access lines ${other.logLines}, scrapes ${other.scrapes}`);
+      console.log(
+        `pair ${i + 1} ${BASELINE} vs ${mode.padEnd(7)}: tcp ${off.tcpCpuUs.toFixed(0)} / ${other.tcpCpuUs.toFixed(0)} us CPU/conn ` +
+          `(${off.tcpRate.toFixed(0)} / ${other.tcpRate.toFixed(0)} conn/s), http ${off.httpCpuUs.toFixed(1)} / ${other.httpCpuUs.toFixed(1)} us CPU/req ` +
+          `(${off.httpRate.toFixed(0)} / ${other.httpRate.toFixed(0)} req/s), access lines ${other.logLines}, scrapes ${other.scrapes}`,
+      );
     }
   }
   const f = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
-  const cell = (xs: number[]): string => { const s = [...xs].sort((a, b) => a - b); return `${f(median(s))} (${f(s[0]!)}..${f(s[s.length - 1]!)})`; };
-  console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
-    `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ` +
-    `${TCP_RATE === null ? 'closed loop' : `open loop: ${TCP_RATE} conn/s and ${HTTP_RATE ?? 'closed-loop'} req/s offered per gate`}; ipgate CPU per operation (process tree), mode vs ${BASELINE} in the same pair: median (range); ` +
-    `admin.separateProcess ${SEPARATE_ADMIN ?? 'default'}`);
+  const cell = (xs: number[]): string => {
+    const s = [...xs].sort((a, b) => a - b);
+    return `${f(median(s))} (${f(s[0]!)}..${f(s[s.length - 1]!)})`;
+  };
+  console.log(
+    `\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}; ` +
+      `${ROUNDS} simultaneous pairs of ${SECONDS} s per mode; ` +
+      `${TCP_RATE === null ? 'closed loop' : `open loop: ${TCP_RATE} conn/s and ${HTTP_RATE ?? 'closed-loop'} req/s offered per gate`}; ipgate CPU per operation (process tree), mode vs ${BASELINE} in the same pair: median (range); ` +
+      `admin.separateProcess ${SEPARATE_ADMIN ?? 'default'}`,
+  );
   console.log(`| mode vs ${BASELINE} | TCP CPU/connection | HTTP CPU/request |`);
   console.log('|---|---|---|');
-  for (const mode of modes) console.log(`| ${mode === BASELINE ? `${mode} (A/A control)` : mode} | ${cell(ratios.get(mode)!.tcp)} | ${cell(ratios.get(mode)!.http)} |`);
+  for (const mode of modes)
+    console.log(
+      `| ${mode === BASELINE ? `${mode} (A/A control)` : mode} | ${cell(ratios.get(mode)!.tcp)} | ${cell(ratios.get(mode)!.http)} |`,
+    );
 }
 
 /** The median (an even count: the mean of the two middle values; until 2026-11-30 the upper one). */
@@ -379,8 +467,10 @@ async function main(): Promise<void> {
       for (const mode of order) {
         const s = await round(mode, backend, dir);
         results[mode].push(s);
-        console.log(`round ${i + 1} ${mode.padEnd(7)}: tcp ${s.tcpRate.toFixed(0)} conn/s (${s.tcpCpuUs.toFixed(0)} us CPU/conn), ` +
-          `http ${s.httpRate.toFixed(0)} req/s (${s.httpCpuUs.toFixed(1)} us CPU/req), access lines ${s.logLines}, scrapes ${s.scrapes}`);
+        console.log(
+          `round ${i + 1} ${mode.padEnd(7)}: tcp ${s.tcpRate.toFixed(0)} conn/s (${s.tcpCpuUs.toFixed(0)} us CPU/conn), ` +
+            `http ${s.httpRate.toFixed(0)} req/s (${s.httpCpuUs.toFixed(1)} us CPU/req), access lines ${s.logLines}, scrapes ${s.scrapes}`,
+        );
       }
     }
   } finally {
@@ -392,28 +482,38 @@ async function main(): Promise<void> {
     const d = lowerIsBetter ? (on - off) / off : (off - on) / off;
     return `${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}%`;
   };
-  console.log(`\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
-    `${ROUNDS} rounds of ${SECONDS} s per mode, medians; admin.separateProcess ${SEPARATE_ADMIN ?? 'default'}`);
+  console.log(
+    `\nnode ${process.version}, ${os.cpus().length} CPUs, load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}; ` + `${ROUNDS} rounds of ${SECONDS} s per mode, medians; admin.separateProcess ${SEPARATE_ADMIN ?? 'default'}`,
+  );
   const others = MODES.filter((x) => x !== 'off');
   console.log(`| path | measure | off | ${others.map((o) => `${o} | cost (paired: median, range)`).join(' | ')} |`);
   console.log(`|---|---|---|${others.map(() => '---|---').join('|')}|`);
   const rows: [string, string, keyof Sample, boolean, number][] = [
-    ['TCP', 'connections/s', 'tcpRate', false, 0], ['TCP', 'ipgate CPU us/connection', 'tcpCpuUs', true, 0],
-    ['HTTP', 'requests/s', 'httpRate', false, 0], ['HTTP', 'ipgate CPU us/request', 'httpCpuUs', true, 1],
+    ['TCP', 'connections/s', 'tcpRate', false, 0],
+    ['TCP', 'ipgate CPU us/connection', 'tcpCpuUs', true, 0],
+    ['HTTP', 'requests/s', 'httpRate', false, 0],
+    ['HTTP', 'ipgate CPU us/request', 'httpCpuUs', true, 1],
   ];
   for (const [p, what, k, lower, digits] of rows) {
     const off = m('off', k);
     // Paired: each round's mode against that round's off, which ran next to it; the median of
     // those is steadier on a shared machine than the ratio of the two medians.
     const paired = (o: Mode): string => {
-      const d = results[o].map((s, r) => {
-        const x = results.off[r]![k];
-        return (lower ? s[k] - x : x - s[k]) / x;
-      }).sort((u, v) => u - v);
+      const d = results[o]
+        .map((s, r) => {
+          const x = results.off[r]![k];
+          return (lower ? s[k] - x : x - s[k]) / x;
+        })
+        .sort((u, v) => u - v);
       const f = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
       return `${f(median(d))} (${f(d[0]!)}..${f(d[d.length - 1]!)})`;
     };
-    console.log(`| ${p} | ${what} | ${off.toFixed(digits)} | ${others.map((o) => `${m(o, k).toFixed(digits)} | ${pct(off, m(o, k), lower)}; ${paired(o)}`).join(' | ')} |`);
+    console.log(
+      `| ${p} | ${what} | ${off.toFixed(digits)} | ${others.map((o) => `${m(o, k).toFixed(digits)} | ${pct(off, m(o, k), lower)}; ${paired(o)}`).join(' | ')} |`,
+    );
   }
 }
 

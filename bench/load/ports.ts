@@ -16,7 +16,10 @@ export async function waitPort(port: number, ms = 15_000): Promise<void> {
   for (;;) {
     const ok = await new Promise<boolean>((resolve) => {
       const s = net.connect({ host: '127.0.0.1', port });
-      s.once('connect', () => { s.destroy(); resolve(true); });
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
       s.once('error', () => resolve(false));
     });
     if (ok) return;

@@ -47,7 +47,9 @@ const CONCURRENCY = Number(arg('--concurrency', '8'));
 const BULK_MIB = Number(arg('--bulk-mib', '200'));
 const BULK_WARMUP_MIB = Number(arg('--bulk-warmup-mib', '64'));
 /** `--node-flags "--flag ..."`: V8/Node flags for ipgate (`--predictable`: JIT and GC off threads, same every run). */
-const NODE_FLAGS = arg('--node-flags', '').split(' ').filter((f) => f !== '');
+const NODE_FLAGS = arg('--node-flags', '')
+  .split(' ')
+  .filter((f) => f !== '');
 
 const SIG = Buffer.from('0d0a0d0a000d0a515549540a', 'hex');
 const REQUEST = Buffer.alloc(100, 0x71);
@@ -153,12 +155,18 @@ async function main(): Promise<void> {
     admin: { listen: null },
     store: { type: 'memory' },
     allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{
-      name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${listen}`, allowlist: 'main', upstreams: [`127.0.0.1:${backendPort}`],
-      outboundProxyProtocol: 'v2',
-      // Under valgrind a busy event loop can run the connect timer before the connect's completion.
-      timeouts: { connectMs: 120_000, idleMs: 600_000 },
-    }],
+    listeners: [
+      {
+        name: 'tcp',
+        mode: 'tcp',
+        listen: `127.0.0.1:${listen}`,
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${backendPort}`],
+        outboundProxyProtocol: 'v2',
+        // Under valgrind a busy event loop can run the connect timer before the connect's completion.
+        timeouts: { connectMs: 120_000, idleMs: 600_000 },
+      },
+    ],
   };
   const file = path.join(dir, 'ipgate.json');
   fs.writeFileSync(file, JSON.stringify(config));
@@ -166,8 +174,11 @@ async function main(): Promise<void> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   if (SOCKETS === 'net') env.IPGATE_TCP_HANDLES = '0';
   else delete env.IPGATE_TCP_HANDLES;
-  const child = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file],
-    { stdio: ['ignore', 'ignore', 'pipe'], env });
+  const child = spawn(
+    'valgrind',
+    ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file],
+    { stdio: ['ignore', 'ignore', 'pipe'], env },
+  );
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   // The backend's checks exit this process: never leave ipgate running under valgrind.
@@ -221,9 +232,11 @@ async function main(): Promise<void> {
     child.kill('SIGTERM');
     await gone;
     const version = execFileSync(NODE, ['--version']).toString().trim();
-    process.stdout.write(`${path.relative(ROOT, MAIN) || MAIN} node ${version} ${NODE_FLAGS.join(' ')} sockets ${SOCKETS}: `
-      + `short ${(shortIr / CONNS).toFixed(0)} instructions/connection (${CONNS} after ${WARMUP}, ${shortMs} ms); `
-      + `bulk ${(bulkIr / BULK_MIB).toFixed(0)} instructions/MiB (${BULK_MIB} MiB after ${BULK_WARMUP_MIB}, ${bulkMs} ms)\n`);
+    process.stdout.write(
+      `${path.relative(ROOT, MAIN) || MAIN} node ${version} ${NODE_FLAGS.join(' ')} sockets ${SOCKETS}: ` +
+        `short ${(shortIr / CONNS).toFixed(0)} instructions/connection (${CONNS} after ${WARMUP}, ${shortMs} ms); ` +
+        `bulk ${(bulkIr / BULK_MIB).toFixed(0)} instructions/MiB (${BULK_MIB} MiB after ${BULK_WARMUP_MIB}, ${bulkMs} ms)\n`,
+    );
   } catch (e) {
     child.kill('SIGKILL');
     process.stderr.write(err.slice(-2000));

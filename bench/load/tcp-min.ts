@@ -25,19 +25,28 @@ function forward(client: net.Socket, header: Buffer, rest: Buffer | null, upPort
 
 function main(): void {
   const [tcpPort, ppinPort, upPort] = process.argv.slice(2).map(Number) as [number, number, number];
-  net.createServer((c) => {
-    c.on('error', () => c.destroy());
-    forward(c, v2(c.remoteAddress!.replace(/^::ffff:/, ''), c.remotePort!, c.localAddress!.replace(/^::ffff:/, ''), c.localPort!), null, upPort);
-  }).listen(tcpPort, '127.0.0.1');
-  net.createServer((c) => {
-    c.on('error', () => c.destroy());
-    c.once('data', (d: Buffer) => {
-      const len = 16 + d.readUInt16BE(14);
-      const src = `${d[16]}.${d[17]}.${d[18]}.${d[19]}`;
-      const dst = `${d[20]}.${d[21]}.${d[22]}.${d[23]}`;
-      forward(c, v2(src, d.readUInt16BE(24), dst, d.readUInt16BE(26)), d.subarray(len), upPort);
-    });
-  }).listen(ppinPort, '127.0.0.1');
+  net
+    .createServer((c) => {
+      c.on('error', () => c.destroy());
+      forward(
+        c,
+        v2(c.remoteAddress!.replace(/^::ffff:/, ''), c.remotePort!, c.localAddress!.replace(/^::ffff:/, ''), c.localPort!),
+        null,
+        upPort,
+      );
+    })
+    .listen(tcpPort, '127.0.0.1');
+  net
+    .createServer((c) => {
+      c.on('error', () => c.destroy());
+      c.once('data', (d: Buffer) => {
+        const len = 16 + d.readUInt16BE(14);
+        const src = `${d[16]}.${d[17]}.${d[18]}.${d[19]}`;
+        const dst = `${d[20]}.${d[21]}.${d[22]}.${d[23]}`;
+        forward(c, v2(src, d.readUInt16BE(24), dst, d.readUInt16BE(26)), d.subarray(len), upPort);
+      });
+    })
+    .listen(ppinPort, '127.0.0.1');
 }
 
 main();

@@ -39,14 +39,16 @@ interface Handle {
   writeQueueSize: number;
 }
 
-
 /** One side of a relay: a handle, whether it has ended reading and writing. */
 class Side {
   peer!: Side;
   readEnded = false;
   writeEnded = false;
   closed = false;
-  constructor(readonly handle: Handle, readonly pair: Pair) {}
+  constructor(
+    readonly handle: Handle,
+    readonly pair: Pair,
+  ) {}
 }
 
 /** Both handles of one forwarded connection. */
@@ -119,7 +121,8 @@ function onData(side: Side, ab: ArrayBuffer | undefined): void {
     side.readEnded = true;
     side.handle.readStop();
     if (side.peer.readEnded) side.pair.destroy();
-    else if (side === side.pair.client && !side.pair.connected) return; // flushed on connect
+    else if (side === side.pair.client && !side.pair.connected)
+      return; // flushed on connect
     else shutdown(side.peer);
     return;
   }

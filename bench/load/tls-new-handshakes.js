@@ -7,9 +7,15 @@ let done = 0;
 function one() {
   if (done === n) return;
   const s = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, ...(name !== '-' ? { servername: name } : {}) });
-  s.on('error', (err) => { console.error(err.message); process.exit(1); });
+  s.on('error', (err) => {
+    console.error(err.message);
+    process.exit(1);
+  });
   s.once('secureConnect', () => s.end());
   s.on('data', () => {});
-  s.once('close', () => { done++; one(); });
+  s.once('close', () => {
+    done++;
+    one();
+  });
 }
 one();

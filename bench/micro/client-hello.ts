@@ -34,7 +34,10 @@ function typicalBody(): Buffer {
   const body = helloBody({ suites: Array.from({ length: 31 }, (_, k) => 0xc000 + k), extensions: exts });
   // padding (RFC 7685) to a 512-byte handshake message, as OpenSSL does
   const pad = 512 - 4 - body.length - 4;
-  return helloBody({ suites: Array.from({ length: 31 }, (_, k) => 0xc000 + k), extensions: [...exts, ext(21, Buffer.alloc(Math.max(0, pad)))] });
+  return helloBody({
+    suites: Array.from({ length: 31 }, (_, k) => 0xc000 + k),
+    extensions: [...exts, ext(21, Buffer.alloc(Math.max(0, pad)))],
+  });
 }
 
 const typical = records(handshake(typicalBody()));
@@ -42,17 +45,45 @@ const split3 = records(handshake(typicalBody()), [100, 200]);
 const half = typical.subarray(0, 250);
 const plain = Buffer.from('GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n');
 
-for (const [name, buf, kind] of [['typical', typical, 'done'], ['split', split3, 'done'], ['half', half, 'need_more'], ['plain', plain, 'error']] as const) {
+for (const [name, buf, kind] of [
+  ['typical', typical, 'done'],
+  ['split', split3, 'done'],
+  ['half', half, 'need_more'],
+  ['plain', plain, 'error'],
+] as const) {
   const r = readClientHello(buf);
-  if (r.kind !== kind || (kind === 'done' && r.kind === 'done' && r.sni !== 'api.example.com')) throw new Error(`bench input ${name} does not read as ${kind}`);
+  if (r.kind !== kind || (kind === 'done' && r.kind === 'done' && r.sni !== 'api.example.com'))
+    throw new Error(`bench input ${name} does not read as ${kind}`);
 }
 
 let sink = 0;
 const CASES: [string, () => void][] = [
-  [`typical hello, one record (${typical.length} bytes)`, () => { const r = readClientHello(typical); sink += r.kind === 'done' ? r.length : -1; }],
-  [`the same hello in 3 records (${split3.length} bytes)`, () => { const r = readClientHello(split3); sink += r.kind === 'done' ? r.length : -1; }],
-  ['first 250 bytes of it (need_more)', () => { sink += readClientHello(half).kind.length; }],
-  ['plain HTTP (tls_not_handshake)', () => { sink += readClientHello(plain).kind.length; }],
+  [
+    `typical hello, one record (${typical.length} bytes)`,
+    () => {
+      const r = readClientHello(typical);
+      sink += r.kind === 'done' ? r.length : -1;
+    },
+  ],
+  [
+    `the same hello in 3 records (${split3.length} bytes)`,
+    () => {
+      const r = readClientHello(split3);
+      sink += r.kind === 'done' ? r.length : -1;
+    },
+  ],
+  [
+    'first 250 bytes of it (need_more)',
+    () => {
+      sink += readClientHello(half).kind.length;
+    },
+  ],
+  [
+    'plain HTTP (tls_not_handshake)',
+    () => {
+      sink += readClientHello(plain).kind.length;
+    },
+  ],
 ];
 
 function measure(fn: () => void): Measured {

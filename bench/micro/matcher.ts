@@ -115,8 +115,7 @@ let sink = 0;
  * Each loop sums into a local int: summing into the module-level `sink` outgrew a small integer
  * and boxed a heap number per lookup, which the first version of this bench measured too.
  */
-function timeLookups(loop: (addresses: string[], iterations: number) => number, addresses: string[],
-  iterations: number): Timing {
+function timeLookups(loop: (addresses: string[], iterations: number) => number, addresses: string[], iterations: number): Timing {
   const wall: number[] = [];
   for (let run = 0; run <= RUNS; run++) {
     const t0 = process.hrtime.bigint();
@@ -128,20 +127,27 @@ function timeLookups(loop: (addresses: string[], iterations: number) => number, 
 }
 
 /** The matcher's loop: `Matcher#lookup` called directly, as the listener does. */
-const matcherLoop = (m: Matcher) => (addresses: string[], iterations: number): number => {
-  let acc = 0;
-  for (let i = 0; i < iterations; i++) acc = (acc + m.lookup(addresses[i & (PROBES - 1)]!)) | 0;
-  return acc;
-};
+const matcherLoop =
+  (m: Matcher) =>
+  (addresses: string[], iterations: number): number => {
+    let acc = 0;
+    for (let i = 0; i < iterations; i++) acc = (acc + m.lookup(addresses[i & (PROBES - 1)]!)) | 0;
+    return acc;
+  };
 
 /** The same loop around any function (naive matcher, floor). */
-const fnLoop = (fn: (a: string) => number) => (addresses: string[], iterations: number): number => {
-  let acc = 0;
-  for (let i = 0; i < iterations; i++) acc = (acc + fn(addresses[i & (PROBES - 1)]!)) | 0;
-  return acc;
-};
+const fnLoop =
+  (fn: (a: string) => number) =>
+  (addresses: string[], iterations: number): number => {
+    let acc = 0;
+    for (let i = 0; i < iterations; i++) acc = (acc + fn(addresses[i & (PROBES - 1)]!)) | 0;
+    return acc;
+  };
 
-interface Timing { median: number; best: number }
+interface Timing {
+  median: number;
+  best: number;
+}
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -168,12 +174,17 @@ function compileMs(entries: AllowEntry[], runs: number): { wall: number; cpu: nu
 const fmt = (ns: number): string => (ns >= 10_000 ? `${(ns / 1000).toFixed(0)} µs` : `${ns.toFixed(0)} ns`);
 const perSec = (ns: number): string => `${(1e9 / ns / 1e6).toFixed(2)} M/s`;
 
-console.log(`node ${process.version}, ${process.platform}/${process.arch}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model}), load average ${os.loadavg()[0]!.toFixed(1)}, ${RUNS} runs after a warm-up\n`);
+console.log(
+  `node ${process.version}, ${process.platform}/${process.arch}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model}), load average ${os.loadavg()[0]!.toFixed(1)}, ${RUNS} runs after a warm-up\n`,
+);
 console.log('ns per lookup, wall clock: median of the runs (best run in brackets)\n');
 console.log('| set | CIDRs | matcher hit | matcher miss | lookups/s (hit, median) | naive ipaddr.js hit | naive miss |');
 console.log('|---|---:|---:|---:|---:|---:|---:|');
 const both = (t: Timing): string => `${fmt(t.median)} (${fmt(t.best)})`;
-for (const [name, make] of [['IPv4', v4List], ['IPv6', v6List]] as const) {
+for (const [name, make] of [
+  ['IPv4', v4List],
+  ['IPv6', v6List],
+] as const) {
   for (const n of [1, 1_000, 100_000]) {
     const set = make(n);
     const m = Matcher.compile(set.entries);
@@ -183,7 +194,9 @@ for (const [name, make] of [['IPv4', v4List], ['IPv6', v6List]] as const) {
     const naiveIters = n === 1 ? 200_000 : n === 1_000 ? 2_000 : 20;
     const nHit = timeLookups(fnLoop(slow), set.hit, naiveIters);
     const nMiss = timeLookups(fnLoop(slow), set.miss, naiveIters);
-    console.log(`| ${name} | ${n.toLocaleString('en')} | ${both(hit)} | ${both(miss)} | ${perSec(hit.median)} | ${both(nHit)} | ${both(nMiss)} |`);
+    console.log(
+      `| ${name} | ${n.toLocaleString('en')} | ${both(hit)} | ${both(miss)} | ${perSec(hit.median)} | ${both(nHit)} | ${both(nMiss)} |`,
+    );
   }
 }
 
@@ -196,13 +209,19 @@ const charLoop = (a: string): number => {
 };
 console.log('\n| floor: charCodeAt loop over the address | ns |');
 console.log('|---|---:|');
-for (const [name, make] of [['IPv4', v4List], ['IPv6', v6List]] as const) {
+for (const [name, make] of [
+  ['IPv4', v4List],
+  ['IPv6', v6List],
+] as const) {
   console.log(`| ${name} hit addresses | ${both(timeLookups(fnLoop(charLoop), make(1_000).hit, 2_000_000))} |`);
 }
 
 console.log('\n| compile | CIDRs | wall | CPU |');
 console.log('|---|---:|---:|---:|');
-for (const [name, make] of [['IPv4', v4List], ['IPv6', v6List]] as const) {
+for (const [name, make] of [
+  ['IPv4', v4List],
+  ['IPv6', v6List],
+] as const) {
   const set = make(100_000);
   const c = compileMs(set.entries, 5);
   console.log(`| ${name} | 100,000 | ${c.wall.toFixed(0)} ms | ${c.cpu.toFixed(0)} ms |`);

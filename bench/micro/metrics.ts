@@ -28,7 +28,13 @@ const hist = new FixedHistogram(HTTP_DURATION_BUCKETS);
 const registry = new Registry();
 const counter = new Counter({ name: 'x_total', help: 'x', labelNames: ['listener', 'reason'], registers: [registry] });
 const child = counter.labels('edge', 'not_allowlisted');
-const promHist = new Histogram({ name: 'y_seconds', help: 'y', labelNames: ['listener'], buckets: [...HTTP_DURATION_BUCKETS], registers: [registry] });
+const promHist = new Histogram({
+  name: 'y_seconds',
+  help: 'y',
+  labelNames: ['listener'],
+  buckets: [...HTTP_DURATION_BUCKETS],
+  registers: [registry],
+});
 const promHistChild = promHist.labels('edge');
 
 // The access line as the data path writes it, with the process logger's options (src/log.ts):
@@ -36,9 +42,17 @@ const promHistChild = promHist.labels('edge');
 // (b) to /dev/null with a write(2) per line (sonic-boom sync): an upper bound, as production's
 //     async destination batches lines written in the same event-loop turn.
 let written = 0;
-const counting = { write(s: string): void { written += s.length; } };
-const options: pino.LoggerOptions = { level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime,
-  formatters: { level: (label) => ({ level: label }) } };
+const counting = {
+  write(s: string): void {
+    written += s.length;
+  },
+};
+const options: pino.LoggerOptions = {
+  level: 'info',
+  base: { pid: process.pid },
+  timestamp: pino.stdTimeFunctions.isoTime,
+  formatters: { level: (label) => ({ level: label }) },
+};
 const log = pino(options, counting).child({ listener: 'edge', kind: 'tcp' });
 const devNull = pino(options, pino.destination({ dest: '/dev/null', sync: true })).child({ listener: 'edge', kind: 'tcp' });
 const debugOff = pino({ level: 'info' }, counting).child({ listener: 'edge', kind: 'tcp' });
@@ -50,44 +64,192 @@ const debugOff = pino({ level: 'info' }, counting).child({ listener: 'edge', kin
 const textLog = new ListenerAccessLog('edge', 'tcp', createLogger({ level: 'info', format: 'json' }, counting), null);
 const pinoLog = new ListenerAccessLog('edge', 'tcp', pino({ ...options, mixin: () => ({}) }, counting), null);
 const block = new BlockWriter(fs.openSync('/dev/null', 'w'), 65_536, 1000);
-const blockLog = new ListenerAccessLog('edge', 'tcp', createLogger({ level: 'info', format: 'json' }, block as unknown as pino.DestinationStream), null);
-const fakeConn = { id: 1, clientAddress: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peerAddress: '10.0.0.7', result: null,
-  entry: { cidr: '203.0.113.0/24' }, onRevoke: null, upstream: '10.1.2.3:8080', socket: { bytesRead: 1234, bytesWritten: 56789 }, startedAt: Date.now() } as unknown as Connection;
+const blockLog = new ListenerAccessLog(
+  'edge',
+  'tcp',
+  createLogger({ level: 'info', format: 'json' }, block as unknown as pino.DestinationStream),
+  null,
+);
+const fakeConn = {
+  id: 1,
+  clientAddress: '203.0.113.195',
+  clientPort: 56324,
+  via: 'proxy-v2',
+  peerAddress: '10.0.0.7',
+  result: null,
+  entry: { cidr: '203.0.113.0/24' },
+  onRevoke: null,
+  upstream: '10.1.2.3:8080',
+  socket: { bytesRead: 1234, bytesWritten: 56789 },
+  startedAt: Date.now(),
+} as unknown as Connection;
 
 let sinkN = 0;
 let v = 0;
 const classes = new Map<string, number>();
-const head = { method: 'GET', url: '/api/v1/orders?page=2', rawHeaders: ['Host', 'app.example.com', 'User-Agent', 'curl/8.5.0', 'Accept', '*/*',
-  'Accept-Encoding', 'gzip, deflate, br', 'Accept-Language', 'en-GB,en;q=0.9', 'Cookie', 'session=0123456789abcdef0123456789abcdef',
-  'X-Forwarded-For', '198.51.100.7', 'Connection', 'keep-alive'] };
+const head = {
+  method: 'GET',
+  url: '/api/v1/orders?page=2',
+  rawHeaders: [
+    'Host',
+    'app.example.com',
+    'User-Agent',
+    'curl/8.5.0',
+    'Accept',
+    '*/*',
+    'Accept-Encoding',
+    'gzip, deflate, br',
+    'Accept-Language',
+    'en-GB,en;q=0.9',
+    'Cookie',
+    'session=0123456789abcdef0123456789abcdef',
+    'X-Forwarded-For',
+    '198.51.100.7',
+    'Connection',
+    'keep-alive',
+  ],
+};
 const CASES: [string, () => void][] = [
-  ['plain counter: stats.accepted++', () => { stats.accepted++; }],
-  ['Map bump: ListenerStats.bump(denied, reason)', () => { ListenerStats.bump(stats.denied, 'not_allowlisted'); }],
-  ['FixedHistogram.observe', () => { v = (v + 0.0007) % 0.3; hist.observe(v); }],
+  [
+    'plain counter: stats.accepted++',
+    () => {
+      stats.accepted++;
+    },
+  ],
+  [
+    'Map bump: ListenerStats.bump(denied, reason)',
+    () => {
+      ListenerStats.bump(stats.denied, 'not_allowlisted');
+    },
+  ],
+  [
+    'FixedHistogram.observe',
+    () => {
+      v = (v + 0.0007) % 0.3;
+      hist.observe(v);
+    },
+  ],
   // What HttpForwarder.record paid per request before issue 32 (a status-class Map bump with a
   // string key and the duration), and what it pays now (method and exact status as one number
   // key, duration, request and response size), with the request head's size.
-  ['request record, before: class bump + duration', () => { v = (v + 0.0007) % 0.3; ListenerStats.bump(classes, '2xx'); hist.observe(v); }],
-  ['request record: RequestCounts.record (method, status, sizes)', () => {
-    v = (v + 0.0007) % 0.3; stats.http.record(methodIndex(head.method), 200, v, 420 + (sinkN++ & 255), 1800);
-  }],
-  ['request head size: requestHeadBytes (8 headers)', () => { sinkN += requestHeadBytes(head); }],
-  ['prom-client counter.inc({labels}, 1)', () => { counter.inc({ listener: 'edge', reason: 'not_allowlisted' }, 1); }],
-  ['prom-client counter child .inc()', () => { child.inc(); }],
-  ['prom-client histogram.observe({labels}, v)', () => { v = (v + 0.0007) % 0.3; promHist.observe({ listener: 'edge' }, v); }],
-  ['prom-client histogram child .observe(v)', () => { v = (v + 0.0007) % 0.3; promHistChild.observe(v); }],
-  ['access line: serialisation only', () => {
-    log.info({ conn: sinkN++, client: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peer: '10.0.0.7', decision: 'allow',
-      entry: '203.0.113.0/24', result: 'ok', upstream: '10.1.2.3:8080', bytesIn: 1234, bytesOut: 56789, durationMs: 42 }, 'access');
-  }],
-  ['access line, sync write(2) to /dev/null', () => {
-    devNull.info({ conn: sinkN++, client: '203.0.113.195', clientPort: 56324, via: 'proxy-v2', peer: '10.0.0.7', decision: 'allow',
-      entry: '203.0.113.0/24', result: 'ok', upstream: '10.1.2.3:8080', bytesIn: 1234, bytesOut: 56789, durationMs: 42 }, 'access');
-  }],
-  ['access line: ListenerAccessLog.connection, text-built', () => { (fakeConn as { id: number }).id = sinkN++; textLog.connection(fakeConn, 1234, 56789); }],
-  ['access line: ListenerAccessLog.connection, field by field into a BlockWriter', () => { (fakeConn as { id: number }).id = sinkN++; blockLog.connection(fakeConn, 1234, 56789); }],
-  ['access line: ListenerAccessLog.connection, via pino', () => { (fakeConn as { id: number }).id = sinkN++; pinoLog.connection(fakeConn, 1234, 56789); }],
-  ['denial at info level: isLevelEnabled("debug")', () => { if (debugOff.isLevelEnabled('debug')) sinkN++; }],
+  [
+    'request record, before: class bump + duration',
+    () => {
+      v = (v + 0.0007) % 0.3;
+      ListenerStats.bump(classes, '2xx');
+      hist.observe(v);
+    },
+  ],
+  [
+    'request record: RequestCounts.record (method, status, sizes)',
+    () => {
+      v = (v + 0.0007) % 0.3;
+      stats.http.record(methodIndex(head.method), 200, v, 420 + (sinkN++ & 255), 1800);
+    },
+  ],
+  [
+    'request head size: requestHeadBytes (8 headers)',
+    () => {
+      sinkN += requestHeadBytes(head);
+    },
+  ],
+  [
+    'prom-client counter.inc({labels}, 1)',
+    () => {
+      counter.inc({ listener: 'edge', reason: 'not_allowlisted' }, 1);
+    },
+  ],
+  [
+    'prom-client counter child .inc()',
+    () => {
+      child.inc();
+    },
+  ],
+  [
+    'prom-client histogram.observe({labels}, v)',
+    () => {
+      v = (v + 0.0007) % 0.3;
+      promHist.observe({ listener: 'edge' }, v);
+    },
+  ],
+  [
+    'prom-client histogram child .observe(v)',
+    () => {
+      v = (v + 0.0007) % 0.3;
+      promHistChild.observe(v);
+    },
+  ],
+  [
+    'access line: serialisation only',
+    () => {
+      log.info(
+        {
+          conn: sinkN++,
+          client: '203.0.113.195',
+          clientPort: 56324,
+          via: 'proxy-v2',
+          peer: '10.0.0.7',
+          decision: 'allow',
+          entry: '203.0.113.0/24',
+          result: 'ok',
+          upstream: '10.1.2.3:8080',
+          bytesIn: 1234,
+          bytesOut: 56789,
+          durationMs: 42,
+        },
+        'access',
+      );
+    },
+  ],
+  [
+    'access line, sync write(2) to /dev/null',
+    () => {
+      devNull.info(
+        {
+          conn: sinkN++,
+          client: '203.0.113.195',
+          clientPort: 56324,
+          via: 'proxy-v2',
+          peer: '10.0.0.7',
+          decision: 'allow',
+          entry: '203.0.113.0/24',
+          result: 'ok',
+          upstream: '10.1.2.3:8080',
+          bytesIn: 1234,
+          bytesOut: 56789,
+          durationMs: 42,
+        },
+        'access',
+      );
+    },
+  ],
+  [
+    'access line: ListenerAccessLog.connection, text-built',
+    () => {
+      (fakeConn as { id: number }).id = sinkN++;
+      textLog.connection(fakeConn, 1234, 56789);
+    },
+  ],
+  [
+    'access line: ListenerAccessLog.connection, field by field into a BlockWriter',
+    () => {
+      (fakeConn as { id: number }).id = sinkN++;
+      blockLog.connection(fakeConn, 1234, 56789);
+    },
+  ],
+  [
+    'access line: ListenerAccessLog.connection, via pino',
+    () => {
+      (fakeConn as { id: number }).id = sinkN++;
+      pinoLog.connection(fakeConn, 1234, 56789);
+    },
+  ],
+  [
+    'denial at info level: isLevelEnabled("debug")',
+    () => {
+      if (debugOff.isLevelEnabled('debug')) sinkN++;
+    },
+  ],
 ];
 
 async function measure(fn: () => void, iterations = ITERATIONS, warmup = WARMUP): Promise<{ median: number; min: number; max: number }> {
@@ -132,7 +294,9 @@ async function main(): Promise<void> {
     scrapes.push(Number(process.hrtime.bigint() - t0) / 1000);
   }
   scrapes.sort((a, b) => a - b);
-  console.log(`${'one scrape, 8 listeners + process metrics'.padEnd(50)} ${scrapes[100]!.toFixed(0).padStart(8)} us/scrape (${bytes} bytes)`);
+  console.log(
+    `${'one scrape, 8 listeners + process metrics'.padEnd(50)} ${scrapes[100]!.toFixed(0).padStart(8)} us/scrape (${bytes} bytes)`,
+  );
   console.log(`checksum ${stats.accepted + hist.count + sinkN + written}`);
 }
 

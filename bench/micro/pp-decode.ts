@@ -38,14 +38,54 @@ function length(r: ReturnType<typeof decodeProxyHeader>): number {
 }
 
 const CASES: [string, () => void][] = [
-  ['decode v1 TCP4', () => { sink += length(decodeProxyHeader(v1Tcp4)); }],
-  ['decode v1 TCP6', () => { sink += length(decodeProxyHeader(v1Tcp6)); }],
-  ['decode v2 IPv4', () => { sink += length(decodeProxyHeader(v2Ipv4)); }],
-  ['decode v2 IPv6 + 3 TLVs', () => { sink += length(decodeProxyHeader(v2Ipv6Tlvs)); }],
-  ['decode plain HTTP (none)', () => { sink += decodeProxyHeader(payload).kind.length; }],
-  ['encode v1 TCP4', () => { sink += encodeProxyV1(V4_SRC, V4_DST).length; }],
-  ['encode v2 IPv4', () => { sink += encodeProxyV2(V4_SRC, V4_DST).length; }],
-  ['encode v2 IPv6 + 3 TLVs', () => { sink += encodeProxyV2(V6_SRC, V6_DST, TLVS).length; }],
+  [
+    'decode v1 TCP4',
+    () => {
+      sink += length(decodeProxyHeader(v1Tcp4));
+    },
+  ],
+  [
+    'decode v1 TCP6',
+    () => {
+      sink += length(decodeProxyHeader(v1Tcp6));
+    },
+  ],
+  [
+    'decode v2 IPv4',
+    () => {
+      sink += length(decodeProxyHeader(v2Ipv4));
+    },
+  ],
+  [
+    'decode v2 IPv6 + 3 TLVs',
+    () => {
+      sink += length(decodeProxyHeader(v2Ipv6Tlvs));
+    },
+  ],
+  [
+    'decode plain HTTP (none)',
+    () => {
+      sink += decodeProxyHeader(payload).kind.length;
+    },
+  ],
+  [
+    'encode v1 TCP4',
+    () => {
+      sink += encodeProxyV1(V4_SRC, V4_DST).length;
+    },
+  ],
+  [
+    'encode v2 IPv4',
+    () => {
+      sink += encodeProxyV2(V4_SRC, V4_DST).length;
+    },
+  ],
+  [
+    'encode v2 IPv6 + 3 TLVs',
+    () => {
+      sink += encodeProxyV2(V6_SRC, V6_DST, TLVS).length;
+    },
+  ],
 ];
 
 function measure(fn: () => void): { median: number; min: number; max: number } {
@@ -61,7 +101,12 @@ function measure(fn: () => void): { median: number; min: number; max: number } {
 }
 
 // Sanity: every decode case must be the outcome it claims to measure.
-for (const [name, buf] of [['v1 TCP4', v1Tcp4], ['v1 TCP6', v1Tcp6], ['v2 IPv4', v2Ipv4], ['v2 IPv6', v2Ipv6Tlvs]] as const) {
+for (const [name, buf] of [
+  ['v1 TCP4', v1Tcp4],
+  ['v1 TCP6', v1Tcp6],
+  ['v2 IPv4', v2Ipv4],
+  ['v2 IPv6', v2Ipv6Tlvs],
+] as const) {
   if (decodeProxyHeader(buf).kind !== 'done') throw new Error(`bench input ${name} does not decode`);
 }
 

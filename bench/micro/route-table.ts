@@ -38,7 +38,16 @@ function exactHost(i: number): string {
 function routesOf(n: number): RouteSpec[] {
   const routes: RouteSpec[] = [];
   for (let i = 0; i < n; i++) {
-    routes.push({ name: `r${i}`, hosts: [exactHost(i)], paths: [{ path: '/', match: 'prefix' }, { path: '/api', match: 'prefix' }, { path: '/api/v1/admin', match: 'prefix' }, { path: '/health', match: 'exact' }] });
+    routes.push({
+      name: `r${i}`,
+      hosts: [exactHost(i)],
+      paths: [
+        { path: '/', match: 'prefix' },
+        { path: '/api', match: 'prefix' },
+        { path: '/api/v1/admin', match: 'prefix' },
+        { path: '/health', match: 'exact' },
+      ],
+    });
   }
   for (let i = 0; i < Math.max(1, n / 10); i++) routes.push({ name: `w${i}`, hosts: [`*.tenant${i}.example.net`] });
   routes.push({ name: 'default', hosts: ['*'] });
@@ -106,53 +115,123 @@ function linearScan(routes: RouteSpec[], host: string, path: string): number {
   return best;
 }
 
-console.log(`node ${process.version}, ${process.arch}; ${WARMUP} warmup, ${RUNS} runs x ${ITERATIONS} ops; median ns/lookup, host and path decoded from bytes in every op`);
+console.log(
+  `node ${process.version}, ${process.arch}; ${WARMUP} warmup, ${RUNS} runs x ${ITERATIONS} ops; median ns/lookup, host and path decoded from bytes in every op`,
+);
 for (const n of SIZES) {
   const routes = routesOf(n);
   const http = RouteTable.compile(routes);
-  const sni = RouteTable.compile(routes.map((r) => ({ name: r.name, hosts: r.hosts })), { kind: 'sni' });
+  const sni = RouteTable.compile(
+    routes.map((r) => ({ name: r.name, hosts: r.hosts })),
+    { kind: 'sni' },
+  );
   const wild = Math.max(1, n / 10);
   console.log(`\n${n} exact hosts x 4 paths + ${wild} wildcard hosts + default (${routes.length} routes)\n`);
   console.log('| case | ns/op median (CPU) | min..max |');
   console.log('|---|---:|---:|');
   const prefixReqs = requests(n, (i) => [exactHost(i), `/api/v1/admin/users/${i}?page=2`]);
-  row('floor: decode host + path only', (() => {
-    let k = 0;
-    return () => {
-      const [h, p] = prefixReqs[k++ & (INPUTS - 1)]!;
-      sink += latin1(h).length + latin1(p).length;
-    };
-  })());
+  row(
+    'floor: decode host + path only',
+    (() => {
+      let k = 0;
+      return () => {
+        const [h, p] = prefixReqs[k++ & (INPUTS - 1)]!;
+        sink += latin1(h).length + latin1(p).length;
+      };
+    })(),
+  );
   row('exact host, longest of 3 prefixes', httpCase(http, prefixReqs, 'exact:prefix:/api/v1/admin'));
-  row('the same, 16 hot hosts (small working set)', httpCase(http, requests(n, (i) => [exactHost(i), `/api/v1/admin/users/${i}?page=2`], 16), 'exact:prefix:/api/v1/admin'));
-  row('exact host, exact path', httpCase(http, requests(n, (i) => [exactHost(i), '/health']), 'exact:exact:/health'));
-  row('exact host, root prefix', httpCase(http, requests(n, (i) => [exactHost(i), '/index.html']), 'exact:prefix:/'));
-  row('Host with upper case, :port, trailing dot', httpCase(http, requests(n, (i) => [`${exactHost(i).toUpperCase()}.:8443`, '/api/x']), 'exact:prefix:/api'));
-  row('path needing normalisation (./, //, %61)', httpCase(http, requests(n, (i) => [exactHost(i), '/api/./v1//%61dmin/x']), 'exact:prefix:/api/v1/admin'));
-  row('wildcard host, 5 labels', httpCase(http, requests(wild, (i) => [`a.b.tenant${i}.example.net`, '/x']), 'wildcard:any:'));
-  row('unknown host -> default', httpCase(http, requests(n, (i) => [`nope-${i}.example.org`, '/x']), 'default:any:'));
+  row(
+    'the same, 16 hot hosts (small working set)',
+    httpCase(
+      http,
+      requests(n, (i) => [exactHost(i), `/api/v1/admin/users/${i}?page=2`], 16),
+      'exact:prefix:/api/v1/admin',
+    ),
+  );
+  row(
+    'exact host, exact path',
+    httpCase(
+      http,
+      requests(n, (i) => [exactHost(i), '/health']),
+      'exact:exact:/health',
+    ),
+  );
+  row(
+    'exact host, root prefix',
+    httpCase(
+      http,
+      requests(n, (i) => [exactHost(i), '/index.html']),
+      'exact:prefix:/',
+    ),
+  );
+  row(
+    'Host with upper case, :port, trailing dot',
+    httpCase(
+      http,
+      requests(n, (i) => [`${exactHost(i).toUpperCase()}.:8443`, '/api/x']),
+      'exact:prefix:/api',
+    ),
+  );
+  row(
+    'path needing normalisation (./, //, %61)',
+    httpCase(
+      http,
+      requests(n, (i) => [exactHost(i), '/api/./v1//%61dmin/x']),
+      'exact:prefix:/api/v1/admin',
+    ),
+  );
+  row(
+    'wildcard host, 5 labels',
+    httpCase(
+      http,
+      requests(wild, (i) => [`a.b.tenant${i}.example.net`, '/x']),
+      'wildcard:any:',
+    ),
+  );
+  row(
+    'unknown host -> default',
+    httpCase(
+      http,
+      requests(n, (i) => [`nope-${i}.example.org`, '/x']),
+      'default:any:',
+    ),
+  );
   // Nearly the wildcard walk's worst case a valid Host can be (253 characters, 126 labels): looked up at
   // the wildcard suffix lengths only (was: a slice and a hash per label; a 16 KB Host cost ~97 ms
   // of CPU per request end to end, bench/README.md "Route table").
-  row('126-label Host of 253 characters -> default', httpCase(http, requests(n, (i) => [`${'a.'.repeat(125)}b${String(i % 100).padStart(2, '0')}`, '/x']), 'default:any:'));
+  row(
+    '126-label Host of 253 characters -> default',
+    httpCase(
+      http,
+      requests(n, (i) => [`${'a.'.repeat(125)}b${String(i % 100).padStart(2, '0')}`, '/x']),
+      'default:any:',
+    ),
+  );
   const hostReqs = requests(n, (i) => [`${exactHost(i)}:8443`, '/']);
-  row('Host check (forward/http/request-host.ts), name:port', (() => {
-    let k = 0;
-    return () => {
-      const [h] = hostReqs[k++ & (INPUTS - 1)]!;
-      const r = requestHost(['Host', latin1(h)], null);
-      sink += typeof r === 'string' ? r.length : -1;
-    };
-  })());
+  row(
+    'Host check (forward/http/request-host.ts), name:port',
+    (() => {
+      let k = 0;
+      return () => {
+        const [h] = hostReqs[k++ & (INPUTS - 1)]!;
+        const r = requestHost(['Host', latin1(h)], null);
+        sink += typeof r === 'string' ? r.length : -1;
+      };
+    })(),
+  );
   const sniReqs = requests(n, (i) => [exactHost(i), '']);
-  row('SNI table, exact name', (() => {
-    let k = 0;
-    return () => {
-      const [h] = sniReqs[k++ & (INPUTS - 1)]!;
-      const r = sni.lookupHost(latin1(h));
-      sink += r.kind === 'match' ? r.routeIndex : -1;
-    };
-  })());
+  row(
+    'SNI table, exact name',
+    (() => {
+      let k = 0;
+      return () => {
+        const [h] = sniReqs[k++ & (INPUTS - 1)]!;
+        const r = sni.lookupHost(latin1(h));
+        sink += r.kind === 'match' ? r.routeIndex : -1;
+      };
+    })(),
+  );
   if (n <= 10_000) {
     const scanReqs = prefixReqs.map(([h, p]) => [h.toString('latin1'), p.toString('latin1').split('?')[0]!] as const);
     let k = 0;

@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 const only = process.argv.slice(2);
-const files = fs.readdirSync(__dirname)
+const files = fs
+  .readdirSync(__dirname)
   .filter((f) => f.endsWith('.js') && f !== path.basename(__filename))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort();

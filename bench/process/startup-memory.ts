@@ -30,7 +30,10 @@ const MAIN = process.env.BENCH_MAIN ?? path.join(ROOT, 'dist/src/main.js');
 type Model = 'separate' | 'single' | 'no-admin' | 'default';
 const MODELS = (process.env.BENCH_MODELS ?? 'separate,single,no-admin').split(',') as Model[];
 
-interface Sample { startupMs: number; rssKiB: number[] }
+interface Sample {
+  startupMs: number;
+  rssKiB: number[];
+}
 
 function rssKiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -40,17 +43,22 @@ function rssKiB(pid: number): number {
 async function sample(model: Model, dir: string): Promise<Sample> {
   const [tcp, http, admin] = [await freePort(), await freePort(), await freePort()];
   const file = path.join(dir, `${model}.yaml`);
-  fs.writeFileSync(file, YAML.stringify({
-    logging: { level: 'info', access: true, bufferBytes: 0 },
-    admin: model === 'no-admin' ? { listen: null }
-      : { listen: `127.0.0.1:${admin}`, ...(model === 'default' ? {} : { separateProcess: model === 'separate' }) },
-    store: { type: 'memory' },
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [
-      { name: 'edge', mode: 'tcp', listen: `127.0.0.1:${tcp}`, allowlist: 'main', upstreams: ['127.0.0.1:9'] },
-      { name: 'web', mode: 'http', listen: `127.0.0.1:${http}`, allowlist: 'main', upstreams: ['127.0.0.1:9'] },
-    ],
-  }));
+  fs.writeFileSync(
+    file,
+    YAML.stringify({
+      logging: { level: 'info', access: true, bufferBytes: 0 },
+      admin:
+        model === 'no-admin'
+          ? { listen: null }
+          : { listen: `127.0.0.1:${admin}`, ...(model === 'default' ? {} : { separateProcess: model === 'separate' }) },
+      store: { type: 'memory' },
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        { name: 'edge', mode: 'tcp', listen: `127.0.0.1:${tcp}`, allowlist: 'main', upstreams: ['127.0.0.1:9'] },
+        { name: 'web', mode: 'http', listen: `127.0.0.1:${http}`, allowlist: 'main', upstreams: ['127.0.0.1:9'] },
+      ],
+    }),
+  );
   const t0 = performance.now();
   const child = spawn(process.execPath, [MAIN, '--config', file], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
@@ -87,13 +95,19 @@ async function main(): Promise<void> {
       const model = MODELS[(i + k) % MODELS.length]!;
       const s = await sample(model, dir);
       samples.get(model)!.push(s);
-      console.log(`round ${i + 1} ${model.padEnd(8)}: ready after ${s.startupMs.toFixed(0)} ms; VmRSS ${s.rssKiB.map((k) => `${(k / 1024).toFixed(1)} MiB`).join(' + ')}`);
+      console.log(
+        `round ${i + 1} ${model.padEnd(8)}: ready after ${s.startupMs.toFixed(0)} ms; VmRSS ${s.rssKiB.map((k) => `${(k / 1024).toFixed(1)} MiB`).join(' + ')}`,
+      );
     }
   }
   fs.rmSync(dir, { recursive: true, force: true });
   const mib = (k: number): string => (k / 1024).toFixed(1);
-  console.log(`\n${MAIN}; node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
-    `${ROUNDS} rounds, medians (range); VmRSS ${IDLE_MS} ms after ready`);
+  console.log(
+    `\n${MAIN}; node ${process.version}, ${os.cpus().length} CPUs, load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}; ` + `${ROUNDS} rounds, medians (range); VmRSS ${IDLE_MS} ms after ready`,
+  );
   console.log('| model | processes | start-up to ready, ms | VmRSS first process, MiB | VmRSS worker, MiB | VmRSS total, MiB |');
   console.log('|---|---|---|---|---|---|');
   for (const model of MODELS) {
@@ -102,8 +116,12 @@ async function main(): Promise<void> {
     const first = ss.map((s) => s.rssKiB[0]!);
     const worker = ss.map((s) => s.rssKiB[1] ?? NaN);
     const total = ss.map((s) => s.rssKiB.reduce((a, b) => a + b, 0));
-    console.log(`| ${model} | ${ss[0]!.rssKiB.length} | ${range(ss.map((s) => s.startupMs), (x) => x.toFixed(0))} | ${range(first, mib)} | ` +
-      `${Number.isNaN(worker[0]!) ? '-' : range(worker, mib)} | ${range(total, mib)} |`);
+    console.log(
+      `| ${model} | ${ss[0]!.rssKiB.length} | ${range(
+        ss.map((s) => s.startupMs),
+        (x) => x.toFixed(0),
+      )} | ${range(first, mib)} | ` + `${Number.isNaN(worker[0]!) ? '-' : range(worker, mib)} | ${range(total, mib)} |`,
+    );
   }
 }
 

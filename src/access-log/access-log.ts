@@ -70,7 +70,13 @@ import { DenialLines } from './denial-lines';
 import type { TlsFacts } from '../connection/tls-facts';
 
 function tlsFields(t: TlsFacts): Record<string, unknown> {
-  return { version: t.version, sni: t.sni, cipher: t.cipher, resumed: t.resumed, ...(t.clientCert !== null ? { clientCert: t.clientCert } : {}) };
+  return {
+    version: t.version,
+    sni: t.sni,
+    cipher: t.cipher,
+    resumed: t.resumed,
+    ...(t.clientCert !== null ? { clientCert: t.clientCert } : {}),
+  };
 }
 
 const MAX_PATH = 256;
@@ -130,7 +136,7 @@ export class ListenerAccessLog {
     this.http = mode === 'http';
     this.routed = routed;
     this.lines = lines;
-    this.denials = lines ? denials ?? new DenialLines(logger, 100) : null;
+    this.denials = lines ? (denials ?? new DenialLines(logger, 100)) : null;
     this.log = logger.child({ listener, kind: mode });
     this.raw = rawLineTarget(this.log);
     this.direct = this.raw !== null && this.raw.stream instanceof BlockWriter ? this.raw.stream : null;
@@ -155,8 +161,10 @@ export class ListenerAccessLog {
     } else if (result === 'revoked') {
       decision = 'deny';
       reason = 'revoked';
-    } else if ((conn.entry === null && (result.startsWith('pp_') || result.startsWith('route_')))
-      || (result.startsWith('tls_') && result !== 'tls_bad_server_hello')) {
+    } else if (
+      (conn.entry === null && (result.startsWith('pp_') || result.startsWith('route_'))) ||
+      (result.startsWith('tls_') && result !== 'tls_bad_server_hello')
+    ) {
       // A tls_ code after the allowlist admitted the client is the handshake watch's refusal of a
       // second ClientHello (forward/tcp/hello-watch.ts): a rejection too, not an allowed stream.
       // tls_bad_server_hello is the backend's fault: an allowed connection that failed, as
@@ -178,53 +186,116 @@ export class ListenerAccessLog {
         const durationMs = Date.now() - conn.startedAt;
         const w = this.direct;
         // Field by field into the block, as for HTTP below. Worst case per character: a 6-byte \u escape.
-        if (w?.begin(512 + 3 * raw.bindings.length + 6 * (len(conn.clientAddress) + len(conn.via)
-          + len(conn.peerAddress) + len(entry) + len(result) + len(conn.upstream) + len(conn.route?.name) + len(conn.sni)))) {
+        if (
+          w?.begin(
+            512 +
+              3 * raw.bindings.length +
+              6 *
+                (len(conn.clientAddress) +
+                  len(conn.via) +
+                  len(conn.peerAddress) +
+                  len(entry) +
+                  len(result) +
+                  len(conn.upstream) +
+                  len(conn.route?.name) +
+                  len(conn.sni)),
+          )
+        ) {
           w.fragment('{"level":"info"');
           w.time();
           w.fragment(raw.bindings);
-          w.fragment(',"conn":'); w.number(conn.id);
-          w.fragment(',"client":'); w.jsonString(conn.clientAddress);
-          w.fragment(',"clientPort":'); w.number(conn.clientPort);
-          w.fragment(',"via":'); w.jsonString(conn.via);
-          w.fragment(',"peer":'); w.jsonString(conn.peerAddress);
-          w.fragment(',"decision":"allow","entry":'); w.jsonString(entry);
-          w.fragment(',"result":'); w.jsonString(result);
-          w.fragment(',"upstream":'); w.jsonString(conn.upstream);
+          w.fragment(',"conn":');
+          w.number(conn.id);
+          w.fragment(',"client":');
+          w.jsonString(conn.clientAddress);
+          w.fragment(',"clientPort":');
+          w.number(conn.clientPort);
+          w.fragment(',"via":');
+          w.jsonString(conn.via);
+          w.fragment(',"peer":');
+          w.jsonString(conn.peerAddress);
+          w.fragment(',"decision":"allow","entry":');
+          w.jsonString(entry);
+          w.fragment(',"result":');
+          w.jsonString(result);
+          w.fragment(',"upstream":');
+          w.jsonString(conn.upstream);
           if (this.routed) {
-            w.fragment(',"route":'); w.jsonString(conn.route?.name ?? null);
-            w.fragment(',"sni":'); w.jsonString(conn.sni);
+            w.fragment(',"route":');
+            w.jsonString(conn.route?.name ?? null);
+            w.fragment(',"sni":');
+            w.jsonString(conn.sni);
           }
-          w.fragment(',"bytesIn":'); w.number(bytesIn);
-          w.fragment(',"bytesOut":'); w.number(bytesOut);
-          w.fragment(',"durationMs":'); w.number(durationMs);
+          w.fragment(',"bytesIn":');
+          w.number(bytesIn);
+          w.fragment(',"bytesOut":');
+          w.number(bytesOut);
+          w.fragment(',"durationMs":');
+          w.number(durationMs);
           w.fragment(',"msg":"access"}\n');
           w.end();
           return;
         }
-        raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(conn.clientAddress)}`
-          + `,"clientPort":${num(conn.clientPort)},"via":${str(conn.via)},"peer":${str(conn.peerAddress)},"decision":"allow"`
-          + `,"entry":${str(entry)},"result":${str(result)},"upstream":${str(conn.upstream)}`
-          + (this.routed ? `,"route":${str(conn.route?.name ?? null)},"sni":${str(conn.sni)}` : '')
-          + `,"bytesIn":${num(bytesIn)},"bytesOut":${num(bytesOut)}`
-          + `,"durationMs":${num(durationMs)},"msg":"access"}\n`);
+        raw.stream.write(
+          `{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(conn.clientAddress)}` +
+            `,"clientPort":${num(conn.clientPort)},"via":${str(conn.via)},"peer":${str(conn.peerAddress)},"decision":"allow"` +
+            `,"entry":${str(entry)},"result":${str(result)},"upstream":${str(conn.upstream)}` +
+            (this.routed ? `,"route":${str(conn.route?.name ?? null)},"sni":${str(conn.sni)}` : '') +
+            `,"bytesIn":${num(bytesIn)},"bytesOut":${num(bytesOut)}` +
+            `,"durationMs":${num(durationMs)},"msg":"access"}\n`,
+        );
         return;
       }
-      this.log.info({
-        conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-        decision, entry, result, upstream: conn.upstream, ...(this.routed ? { route: conn.route?.name ?? null, sni: conn.sni } : {}),
-        bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
-      }, 'access');
+      this.log.info(
+        {
+          conn: conn.id,
+          client: conn.clientAddress,
+          clientPort: conn.clientPort,
+          via: conn.via,
+          peer: conn.peerAddress,
+          decision,
+          entry,
+          result,
+          upstream: conn.upstream,
+          ...(this.routed ? { route: conn.route?.name ?? null, sni: conn.sni } : {}),
+          bytesIn,
+          bytesOut,
+          durationMs: Date.now() - conn.startedAt,
+        },
+        'access',
+      );
       return;
     }
-    if (!this.lines && reason !== null) this.summary?.add(this.listener, conn.clientAddress, reason, denyEntry, decision === 'deny' ? list?.name ?? null : null, conn.route?.name ?? null);
+    if (!this.lines && reason !== null)
+      this.summary?.add(
+        this.listener,
+        conn.clientAddress,
+        reason,
+        denyEntry,
+        decision === 'deny' ? (list?.name ?? null) : null,
+        conn.route?.name ?? null,
+      );
     const level = this.denialLevel(reason !== null);
     if (level === null) return;
-    this.log[level]({
-      conn: conn.id, client: conn.clientAddress, clientPort: conn.clientPort, via: conn.via, peer: conn.peerAddress,
-      decision, reason, ...(decision === 'deny' ? { list: list?.name ?? null, entry: denyEntry } : {}), result, upstream: conn.upstream,
-      ...(this.routed ? { route: conn.route?.name ?? null, sni: conn.sni } : {}), bytesIn, bytesOut, durationMs: Date.now() - conn.startedAt,
-    }, 'access');
+    this.log[level](
+      {
+        conn: conn.id,
+        client: conn.clientAddress,
+        clientPort: conn.clientPort,
+        via: conn.via,
+        peer: conn.peerAddress,
+        decision,
+        reason,
+        ...(decision === 'deny' ? { list: list?.name ?? null, entry: denyEntry } : {}),
+        result,
+        upstream: conn.upstream,
+        ...(this.routed ? { route: conn.route?.name ?? null, sni: conn.sni } : {}),
+        bytesIn,
+        bytesOut,
+        durationMs: Date.now() - conn.startedAt,
+      },
+      'access',
+    );
   }
 
   /**
@@ -248,7 +319,9 @@ export class ListenerAccessLog {
   private denial(client: string, list: LiveList | null): { reason: DenialReason; entry: string | null } {
     if (list === null) return { reason: 'not_allowlisted', entry: null };
     const d = list.matcher.decide(client);
-    return d.reason === 'denied_by_entry' ? { reason: 'denied_by_entry', entry: d.entry!.cidr } : { reason: 'not_allowlisted', entry: null };
+    return d.reason === 'denied_by_entry'
+      ? { reason: 'denied_by_entry', entry: d.entry!.cidr }
+      : { reason: 'not_allowlisted', entry: null };
   }
 
   /**
@@ -283,15 +356,29 @@ export class ListenerAccessLog {
       if (!this.lines) {
         // The access log off: the line HttpForwarder writes at debug without one.
         if (this.log.isLevelEnabled('debug')) {
-          this.log.debug({ conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, method: ex.method, url: ex.url, status: ex.status,
-            reason: ex.reason, upstream: ex.upstream?.label ?? null, bytes: ex.bytesOut, ms: now - ex.startedAt }, 'request');
+          this.log.debug(
+            {
+              conn: conn.id,
+              client: ex.client,
+              via: ex.via,
+              peer: conn.peerAddress,
+              method: ex.method,
+              url: ex.url,
+              status: ex.status,
+              reason: ex.reason,
+              upstream: ex.upstream?.label ?? null,
+              bytes: ex.bytesOut,
+              ms: now - ex.startedAt,
+            },
+            'request',
+          );
         }
         return;
       }
       // A listener with routes: the `route` field after `entry` (null when no route matched, the
       // decision then `none`); a listener without routes writes neither.
       const routed = ex.routed;
-      const route = routed ? ex.route?.name ?? null : null;
+      const route = routed ? (ex.route?.name ?? null) : null;
       const decision = routed && ex.route === null ? 'none' : 'allow';
       const raw = this.raw;
       if (raw !== null) {
@@ -309,66 +396,143 @@ export class ListenerAccessLog {
         // Field by field into the block: in a loaded server the concatenated line, its flatten
         // and its UTF-8 copy cost 10-20 us (bench/README.md "where an access line's time goes").
         // Worst case per character: a 6-byte \u escape; a line too long for a block is a string.
-        if (w?.begin(512 + 3 * raw.bindings.length + 6 * (len(ex.client) + len(ex.via)
-          + len(conn.peerAddress) + len(entry) + len(result) + len(upstream) + len(method) + len(path)
-          + len(host) + len(ua) + len(ex.requestId) + len(route)) + (conn.tls !== null ? 3 * conn.tls.json.length : 0))) {
+        if (
+          w?.begin(
+            512 +
+              3 * raw.bindings.length +
+              6 *
+                (len(ex.client) +
+                  len(ex.via) +
+                  len(conn.peerAddress) +
+                  len(entry) +
+                  len(result) +
+                  len(upstream) +
+                  len(method) +
+                  len(path) +
+                  len(host) +
+                  len(ua) +
+                  len(ex.requestId) +
+                  len(route)) +
+              (conn.tls !== null ? 3 * conn.tls.json.length : 0),
+          )
+        ) {
           w.fragment('{"level":"info"');
           w.time();
           w.fragment(raw.bindings);
-          w.fragment(',"conn":'); w.number(conn.id);
-          w.fragment(',"client":'); w.jsonString(ex.client);
-          w.fragment(',"via":'); w.jsonString(ex.via);
-          w.fragment(',"peer":'); w.jsonString(conn.peerAddress);
-          w.fragment(decision === 'allow' ? ',"decision":"allow","entry":' : ',"decision":"none","entry":'); w.jsonString(entry);
-          if (routed) { w.fragment(',"route":'); w.jsonString(route); }
-          w.fragment(',"result":'); w.jsonString(result);
-          w.fragment(',"upstream":'); w.jsonString(upstream);
-          w.fragment(protocol === 'h2' ? ',"protocol":"h2","method":' : ',"protocol":"h1","method":'); w.jsonString(method);
-          w.fragment(',"path":'); w.jsonString(path);
-          w.fragment(',"status":'); w.number(ex.status);
-          w.fragment(',"upstreamStatus":'); w.number(upstreamStatus);
-          w.fragment(',"upstreamMs":'); w.number(ex.upstreamMs);
-          w.fragment(',"host":'); w.jsonString(host);
-          w.fragment(',"userAgent":'); w.jsonString(ua);
-          w.fragment(',"requestId":'); w.jsonString(ex.requestId);
-          w.fragment(',"bytesOut":'); w.number(bytesOut);
-          w.fragment(',"durationMs":'); w.number(now - ex.startedAt);
+          w.fragment(',"conn":');
+          w.number(conn.id);
+          w.fragment(',"client":');
+          w.jsonString(ex.client);
+          w.fragment(',"via":');
+          w.jsonString(ex.via);
+          w.fragment(',"peer":');
+          w.jsonString(conn.peerAddress);
+          w.fragment(decision === 'allow' ? ',"decision":"allow","entry":' : ',"decision":"none","entry":');
+          w.jsonString(entry);
+          if (routed) {
+            w.fragment(',"route":');
+            w.jsonString(route);
+          }
+          w.fragment(',"result":');
+          w.jsonString(result);
+          w.fragment(',"upstream":');
+          w.jsonString(upstream);
+          w.fragment(protocol === 'h2' ? ',"protocol":"h2","method":' : ',"protocol":"h1","method":');
+          w.jsonString(method);
+          w.fragment(',"path":');
+          w.jsonString(path);
+          w.fragment(',"status":');
+          w.number(ex.status);
+          w.fragment(',"upstreamStatus":');
+          w.number(upstreamStatus);
+          w.fragment(',"upstreamMs":');
+          w.number(ex.upstreamMs);
+          w.fragment(',"host":');
+          w.jsonString(host);
+          w.fragment(',"userAgent":');
+          w.jsonString(ua);
+          w.fragment(',"requestId":');
+          w.jsonString(ex.requestId);
+          w.fragment(',"bytesOut":');
+          w.number(bytesOut);
+          w.fragment(',"durationMs":');
+          w.number(now - ex.startedAt);
           if (conn.tls !== null) w.fragment(conn.tls.json);
           w.fragment(',"msg":"access"}\n');
           w.end();
           return;
         }
-        raw.stream.write(`{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(ex.client)}`
-          + `,"via":${str(ex.via)},"peer":${str(conn.peerAddress)},"decision":"${decision}","entry":${str(entry)}`
-          + `${routed ? `,"route":${str(route)}` : ''},"result":${str(result)},"upstream":${str(upstream)},"protocol":"${protocol}","method":${str(method)}`
-          + `,"path":${str(path)},"status":${num(ex.status)},"upstreamStatus":${num(upstreamStatus)}`
-          + `,"upstreamMs":${num(ex.upstreamMs)},"host":${str(host)},"userAgent":${str(ua)},"requestId":${str(ex.requestId)}`
-          + `,"bytesOut":${num(bytesOut)}`
-          + `,"durationMs":${num(now - ex.startedAt)}${conn.tls !== null ? conn.tls.json : ''},"msg":"access"}\n`);
+        raw.stream.write(
+          `{"level":"info"${isoTime()}${raw.bindings},"conn":${num(conn.id)},"client":${str(ex.client)}` +
+            `,"via":${str(ex.via)},"peer":${str(conn.peerAddress)},"decision":"${decision}","entry":${str(entry)}` +
+            `${routed ? `,"route":${str(route)}` : ''},"result":${str(result)},"upstream":${str(upstream)},"protocol":"${protocol}","method":${str(method)}` +
+            `,"path":${str(path)},"status":${num(ex.status)},"upstreamStatus":${num(upstreamStatus)}` +
+            `,"upstreamMs":${num(ex.upstreamMs)},"host":${str(host)},"userAgent":${str(ua)},"requestId":${str(ex.requestId)}` +
+            `,"bytesOut":${num(bytesOut)}` +
+            `,"durationMs":${num(now - ex.startedAt)}${conn.tls !== null ? conn.tls.json : ''},"msg":"access"}\n`,
+        );
         return;
       }
-      this.log.info({
-        conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision, entry: ex.entry?.cidr ?? null,
-        ...(routed ? { route } : {}), result: ex.reason ?? 'ok', upstream: ex.upstream?.label ?? null, protocol: ex.hc.protocol, method: ex.method, path, status: ex.status,
-        upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus, upstreamMs: ex.upstreamMs, host: cut(ex.host),
-        userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.bytesOut,
-        durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
-      }, 'access');
+      this.log.info(
+        {
+          conn: conn.id,
+          client: ex.client,
+          via: ex.via,
+          peer: conn.peerAddress,
+          decision,
+          entry: ex.entry?.cidr ?? null,
+          ...(routed ? { route } : {}),
+          result: ex.reason ?? 'ok',
+          upstream: ex.upstream?.label ?? null,
+          protocol: ex.hc.protocol,
+          method: ex.method,
+          path,
+          status: ex.status,
+          upstreamStatus: ex.upstreamStatus === 0 ? null : ex.upstreamStatus,
+          upstreamMs: ex.upstreamMs,
+          host: cut(ex.host),
+          userAgent: cut(ex.userAgent),
+          requestId: ex.requestId,
+          bytesOut: ex.bytesOut,
+          durationMs: now - ex.startedAt,
+          ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
+        },
+        'access',
+      );
       return;
     }
     const list = ex.route?.list ?? this.list;
     const { reason, entry } = ex.reason === 'denied' ? this.denial(ex.client, list) : { reason: 'revoked', entry: null };
-    const route = ex.routed ? ex.route?.name ?? null : null;
+    const route = ex.routed ? (ex.route?.name ?? null) : null;
     if (!this.lines) this.summary?.add(this.listener, ex.client, reason, entry, list?.name ?? null, route);
     const level = this.denialLevel(true);
     if (level === null) return;
-    this.log[level]({
-      conn: conn.id, client: ex.client, via: ex.via, peer: conn.peerAddress, decision: 'deny', reason, list: list?.name ?? null, entry,
-      ...(ex.routed ? { route } : {}),
-      result: ex.reason, upstream: null, protocol: ex.hc.protocol, method: ex.method, path, status: ex.status, host: cut(ex.host),
-      userAgent: cut(ex.userAgent), requestId: ex.requestId, bytesOut: ex.bytesOut,
-      durationMs: now - ex.startedAt, ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
-    }, 'access');
+    this.log[level](
+      {
+        conn: conn.id,
+        client: ex.client,
+        via: ex.via,
+        peer: conn.peerAddress,
+        decision: 'deny',
+        reason,
+        list: list?.name ?? null,
+        entry,
+        ...(ex.routed ? { route } : {}),
+        result: ex.reason,
+        upstream: null,
+        protocol: ex.hc.protocol,
+        method: ex.method,
+        path,
+        status: ex.status,
+        host: cut(ex.host),
+        userAgent: cut(ex.userAgent),
+        requestId: ex.requestId,
+        bytesOut: ex.bytesOut,
+        durationMs: now - ex.startedAt,
+        ...(conn.tls !== null ? { tls: tlsFields(conn.tls) } : {}),
+      },
+      'access',
+    );
   }
 }
 
@@ -387,7 +551,7 @@ function str(s: string | null | undefined): string {
 
 /** A header value as logged: at most MAX_PATH characters (a client chooses its length). */
 function cut(s: string | null): string | null {
-  return s === null || s === undefined || s.length <= MAX_PATH ? s ?? null : s.slice(0, MAX_PATH);
+  return s === null || s === undefined || s.length <= MAX_PATH ? (s ?? null) : s.slice(0, MAX_PATH);
 }
 
 /** Length of a field that the types say is a string, 0 if it is not (a line must never throw). */
@@ -426,14 +590,21 @@ export class AccessLog {
     return options.access !== false || options.denialSummaryIntervalMs > 0;
   }
 
-  constructor(private readonly logger: Logger, options: Readonly<AccessLogOptions>) {
+  constructor(
+    private readonly logger: Logger,
+    options: Readonly<AccessLogOptions>,
+  ) {
     const log = logger.child({ component: 'access' });
     const lines = options.access !== false;
     this.denials = lines ? new DenialLines(log, options.deniedLinesPerSecond ?? 100) : null;
-    this.summary = !lines && options.denialSummaryIntervalMs > 0
-      ? new DenialSummary(log, { intervalMs: options.denialSummaryIntervalMs,
-        maxAddresses: options.denialSummaryMaxAddresses, linesPerInterval: options.denialLinesPerInterval ?? 0 })
-      : null;
+    this.summary =
+      !lines && options.denialSummaryIntervalMs > 0
+        ? new DenialSummary(log, {
+            intervalMs: options.denialSummaryIntervalMs,
+            maxAddresses: options.denialSummaryMaxAddresses,
+            linesPerInterval: options.denialLinesPerInterval ?? 0,
+          })
+        : null;
   }
 
   forListener(name: string, mode: 'tcp' | 'http', list: LiveList | null = null, routed = false): ListenerAccessLog {

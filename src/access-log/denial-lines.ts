@@ -23,7 +23,10 @@ export class DenialLines {
   private since = 0;
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly log: Logger, readonly perSecond: number) {}
+  constructor(
+    private readonly log: Logger,
+    readonly perSecond: number,
+  ) {}
 
   /** Whether a line may be written now (without taking it). */
   available(now: number): boolean {
@@ -62,8 +65,10 @@ export class DenialLines {
     if (n === 0) return;
     this.suppressed = 0;
     const secs = Math.max(1, Math.round((Date.now() - this.since) / 100) / 10);
-    this.log.info({ suppressed: n, intervalMs: Date.now() - this.since, deniedLinesPerSecond: this.perSecond },
-      `${n} access line${n === 1 ? '' : 's'} of denials and rejections suppressed in the last ${secs} s (logging.deniedLinesPerSecond: ${this.perSecond}); ipgate_denied_total counts every one`);
+    this.log.info(
+      { suppressed: n, intervalMs: Date.now() - this.since, deniedLinesPerSecond: this.perSecond },
+      `${n} access line${n === 1 ? '' : 's'} of denials and rejections suppressed in the last ${secs} s (logging.deniedLinesPerSecond: ${this.perSecond}); ipgate_denied_total counts every one`,
+    );
   }
 
   stop(): void {

@@ -38,10 +38,20 @@ export class DenialSummary {
   private lines = 0;
   private suppressed = 0;
 
-  constructor(private readonly log: Logger, private readonly options: Readonly<DenialSummaryOptions>) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly options: Readonly<DenialSummaryOptions>,
+  ) {}
 
   /** One denial: `list` the allowlist that refused, `route` the route that took it (null: none). */
-  add(listener: string, address: string, reason: string, entry: string | null = null, list: string | null = null, route: string | null = null): void {
+  add(
+    listener: string,
+    address: string,
+    reason: string,
+    entry: string | null = null,
+    list: string | null = null,
+    route: string | null = null,
+  ): void {
     // Its lines are at info: below it (logging.level warn, as under load tests), nothing to count
     // (a level raised at run time counts from then on).
     if (!this.log.isLevelEnabled('info')) return;
@@ -68,7 +78,14 @@ export class DenialSummary {
     this.flush();
   }
 
-  private firstDenial(listener: string, address: string, reason: string, entry: string | null, list: string | null, route: string | null): void {
+  private firstDenial(
+    listener: string,
+    address: string,
+    reason: string,
+    entry: string | null,
+    list: string | null,
+    route: string | null,
+  ): void {
     const max = this.options.linesPerInterval ?? 0;
     if (max <= 0) return;
     if (this.lines >= max) {
@@ -77,8 +94,17 @@ export class DenialSummary {
     }
     this.lines++;
     const by = `${list !== null ? ` by list ${list}` : ''}${route !== null ? ` on route ${route}` : ''}`;
-    this.log.info({ listener, ...(route !== null ? { route } : {}), ...(list !== null ? { list } : {}), client: address, reason, ...(entry !== null ? { entry } : {}) },
-      `denied ${address} (${reason}${entry !== null ? ` ${entry}` : ''})${by}; further denials of it this interval are counted in the summary`);
+    this.log.info(
+      {
+        listener,
+        ...(route !== null ? { route } : {}),
+        ...(list !== null ? { list } : {}),
+        client: address,
+        reason,
+        ...(entry !== null ? { entry } : {}),
+      },
+      `denied ${address} (${reason}${entry !== null ? ` ${entry}` : ''})${by}; further denials of it this interval are counted in the summary`,
+    );
   }
 
   flush(): void {
@@ -93,11 +119,19 @@ export class DenialSummary {
       if (sample.length >= (this.options.sampleSize ?? 5)) break;
       sample.push(a);
     }
-    this.log.info({
-      denials: this.count, addresses: this.addresses.size, addressesCapped: this.capped, intervalMs: this.options.intervalMs,
-      reasons: Object.fromEntries(this.reasons), listeners: Object.fromEntries(this.listeners), sample,
-      ...(suppressed > 0 ? { addressLinesSuppressed: suppressed } : {}),
-    }, `${this.count} denial${this.count === 1 ? '' : 's'} from ${m} address${m === '1' ? '' : 'es'} in the last ${secs} s`);
+    this.log.info(
+      {
+        denials: this.count,
+        addresses: this.addresses.size,
+        addressesCapped: this.capped,
+        intervalMs: this.options.intervalMs,
+        reasons: Object.fromEntries(this.reasons),
+        listeners: Object.fromEntries(this.listeners),
+        sample,
+        ...(suppressed > 0 ? { addressLinesSuppressed: suppressed } : {}),
+      },
+      `${this.count} denial${this.count === 1 ? '' : 's'} from ${m} address${m === '1' ? '' : 'es'} in the last ${secs} s`,
+    );
     this.count = 0;
     this.addresses.clear();
     this.capped = false;

@@ -86,7 +86,9 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   app.decorateRequest('who', '');
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) => send(reply, 404, { error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
+  app.setNotFoundHandler((req, reply) =>
+    send(reply, 404, { error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }),
+  );
 
   const hosts = new HostAllowlist(deps.allowedHosts ?? []);
   const failures = new AuthFailureLog(app.log, deps.authFailureLog);
@@ -104,16 +106,27 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
     if (header === undefined || header === '') {
       authFailed('missing', req);
       reply.header('www-authenticate', 'Bearer realm="ipgate-admin"');
-      return send(reply, 401, { error: 'unauthorized', message: 'missing bearer token (Authorization: Bearer <token>)', field: 'Authorization' });
+      return send(reply, 401, {
+        error: 'unauthorized',
+        message: 'missing bearer token (Authorization: Bearer <token>)',
+        field: 'Authorization',
+      });
     }
     const m = /^Bearer +([^\s]+) *$/i.exec(header);
     if (m === null) {
       authFailed('malformed', req);
       reply.header('www-authenticate', 'Bearer realm="ipgate-admin", error="invalid_request"');
-      return send(reply, 401, { error: 'unauthorized', message: 'the Authorization header must be "Bearer <token>"', field: 'Authorization' });
+      return send(reply, 401, {
+        error: 'unauthorized',
+        message: 'the Authorization header must be "Bearer <token>"',
+        field: 'Authorization',
+      });
     }
     if (deps.tokens.entries.length === 0) {
-      return send(reply, 403, { error: 'forbidden', message: 'no admin token is configured (admin.tokenFile, admin.tokensFile or the admin.tokenEnv variable)' });
+      return send(reply, 403, {
+        error: 'forbidden',
+        message: 'no admin token is configured (admin.tokenFile, admin.tokensFile or the admin.tokenEnv variable)',
+      });
     }
     const who = authenticate(deps.tokens, m[1]!);
     if (who === null) {
@@ -123,15 +136,22 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
     req.who = who;
   });
   app.addHook('onResponse', async (req, reply) => {
-    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, who: req.who || undefined,
-      ms: Math.round(reply.elapsedTime) }, 'admin request');
+    req.log.debug(
+      { method: req.method, url: req.url, status: reply.statusCode, who: req.who || undefined, ms: Math.round(reply.elapsedTime) },
+      'admin request',
+    );
   });
 
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
-      info: { title: 'ipgate admin API', version: deps.version, license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
-        description: 'Allowlists, their audit history, health and readiness. Every route except /healthz, /readyz, /metrics and /openapi.json needs `Authorization: Bearer <token>`.' },
+      info: {
+        title: 'ipgate admin API',
+        version: deps.version,
+        license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
+        description:
+          'Allowlists, their audit history, health and readiness. Every route except /healthz, /readyz, /metrics and /openapi.json needs `Authorization: Bearer <token>`.',
+      },
       servers: [...SERVERS],
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearer: [] }],
@@ -141,8 +161,11 @@ export async function buildAdminApp(deps: AdminDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { readiness: deps.readiness });
   await app.register(allowlistRoutes, { service: deps.service, prefix: '/v1' });
   await app.register(auditRoutes, { service: deps.service, prefix: '/v1' });
-  await app.register(logLevelRoutes, { prefix: '/v1', audit: deps.service.audit,
-    control: deps.logLevel ?? { get: () => deps.logger.level, set: (level) => setLogLevel(deps.logger, level) } });
+  await app.register(logLevelRoutes, {
+    prefix: '/v1',
+    audit: deps.service.audit,
+    control: deps.logLevel ?? { get: () => deps.logger.level, set: (level) => setLogLevel(deps.logger, level) },
+  });
   await app.register(explainRoutes, { listeners: deps.explainTargets ?? deps.listeners ?? [], routes: deps.routes ?? null, prefix: '/v1' });
   if (deps.routes !== undefined) await app.register(routesRoutes, { routes: deps.routes, prefix: '/v1' });
   await app.register(connectionsRoutes, { source: deps.connections ?? localConnections(deps.listeners ?? []), prefix: '/v1' });

@@ -47,7 +47,10 @@ export class AuthFailureLog {
   private suppressedOthers = 0;
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly log: FastifyBaseLogger, o: AuthFailureOptions = {}) {
+  constructor(
+    private readonly log: FastifyBaseLogger,
+    o: AuthFailureOptions = {},
+  ) {
     this.intervalMs = o.intervalMs ?? 60_000;
     this.maxAddresses = o.maxAddresses ?? 1024;
     this.maxLines = o.maxLinesPerInterval ?? 64;
@@ -123,8 +126,10 @@ export class AuthFailureLog {
     if (this.suppressedOthers > 0 && next === Infinity) {
       if (this.linesInWindow < this.maxLines) {
         this.linesInWindow++;
-        this.log.warn({ suppressedOthers: this.suppressedOthers, intervalMs: this.intervalMs },
-          `admin API: wrong token (${this.suppressedOthers} more from addresses not logged one by one)`);
+        this.log.warn(
+          { suppressedOthers: this.suppressedOthers, intervalMs: this.intervalMs },
+          `admin API: wrong token (${this.suppressedOthers} more from addresses not logged one by one)`,
+        );
         this.suppressedOthers = 0;
       } else {
         next = this.windowStart + this.intervalMs - now;
@@ -151,9 +156,15 @@ export class AuthFailureLog {
     this.seen.set(remote, { at: now, suppressed: 0 });
     const others = this.suppressedOthers;
     this.suppressedOthers = 0;
-    this.log.warn({ remote, ...(method !== null ? { method, url } : {}), suppressed, ...(others > 0 ? { suppressedOthers: others } : {}), intervalMs: this.intervalMs },
-      suppressed > 0
-        ? `admin API: wrong token (${suppressed} more from this address since its last line)`
-        : 'admin API: wrong token');
+    this.log.warn(
+      {
+        remote,
+        ...(method !== null ? { method, url } : {}),
+        suppressed,
+        ...(others > 0 ? { suppressedOthers: others } : {}),
+        intervalMs: this.intervalMs,
+      },
+      suppressed > 0 ? `admin API: wrong token (${suppressed} more from this address since its last line)` : 'admin API: wrong token',
+    );
   }
 }

@@ -32,7 +32,10 @@ const MIN_TOKEN_LENGTH = 16;
 
 const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
 
-export function loadTokens(config: Pick<AdminConfig, 'tokenFile' | 'tokenEnv' | 'tokensFile'>, env: NodeJS.ProcessEnv = process.env): Tokens {
+export function loadTokens(
+  config: Pick<AdminConfig, 'tokenFile' | 'tokenEnv' | 'tokensFile'>,
+  env: NodeJS.ProcessEnv = process.env,
+): Tokens {
   const entries: { name: string; digest: Buffer }[] = [];
   const sources: string[] = [];
   const add = (name: string, token: string, where: string): void => {

@@ -23,7 +23,12 @@ export const errorBodySchema = {
 } as const;
 
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string, readonly field?: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string,
+  ) {
     super(message);
     this.name = 'ApiError';
   }
@@ -58,7 +63,12 @@ function pointerToField(pointer: string): string {
   return out;
 }
 
-interface AjvError { instancePath: string; keyword: string; message?: string; params: Record<string, unknown> }
+interface AjvError {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
 
 function validationBody(err: FastifyError): ErrorBody {
   const errors = (err.validation ?? []) as AjvError[];
@@ -86,7 +96,8 @@ function validationBody(err: FastifyError): ErrorBody {
 }
 
 export function errorHandler(err: FastifyError | ApiError | ServiceError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (err instanceof ApiError) return send(reply, err.status, { error: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) });
+  if (err instanceof ApiError)
+    return send(reply, err.status, { error: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) });
   if (err instanceof ServiceError) {
     const status = SERVICE_STATUS[err.code];
     if (status >= 500) req.log.error({ err }, 'allowlist store unavailable');

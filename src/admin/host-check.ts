@@ -29,7 +29,8 @@ export class HostAllowlist {
     }
     return {
       ok: false,
-      message: `Host ${JSON.stringify(host.slice(0, 256))} is not an address of this admin API: use an IP address or localhost, ` +
+      message:
+        `Host ${JSON.stringify(host.slice(0, 256))} is not an address of this admin API: use an IP address or localhost, ` +
         'or add the name to admin.allowedHosts',
     };
   }

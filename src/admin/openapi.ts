@@ -13,7 +13,7 @@ const DESCRIPTIONS = {
   404: 'No such allowlist, entry or listener',
   409: 'Conflict, `error` says which: `entry_exists` (the CIDR is already listed: the message quotes the entry there; add ?replace=true to replace it), `managed_by_config` (a source: config list: the message names the config file), `list_exists`, `list_in_use` (the message names the listeners using it), or `conflict` (the list kept changing outside this process through every retry; send the request again)',
   412: 'If-Match names a version the list is no longer at (or no strong ETag)',
-  413: 'The body is larger than admin.bodyLimit, or the store cannot hold the result (`too_large`: the Kubernetes store\'s 1 MiB ConfigMap limit, with how many entries fit)',
+  413: "The body is larger than admin.bodyLimit, or the store cannot hold the result (`too_large`: the Kubernetes store's 1 MiB ConfigMap limit, with how many entries fit)",
   415: 'The body is not application/json',
   421: 'The Host header is not an address of this admin API (an IP address, localhost or a name in admin.allowedHosts): DNS rebinding protection',
   428: 'PUT without If-Match: a whole-list replace must say which version it replaces',
@@ -39,5 +39,9 @@ export function errorResponses(...sets: readonly (readonly DocumentedStatus[])[]
 
 /** `servers` of the document: where the admin API listens by default, and how else it is reached. */
 export const SERVERS = [
-  { url: 'http://127.0.0.1:9901', description: 'The default admin.listen (loopback). In Kubernetes: the admin Service, e.g. http://ipgate-admin.<namespace>.svc:9901, whose names must be in admin.allowedHosts' },
+  {
+    url: 'http://127.0.0.1:9901',
+    description:
+      'The default admin.listen (loopback). In Kubernetes: the admin Service, e.g. http://ipgate-admin.<namespace>.svc:9901, whose names must be in admin.allowedHosts',
+  },
 ] as const;

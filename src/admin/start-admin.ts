@@ -22,8 +22,12 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
   for (const name of service.names()) {
     const l = service.get(name);
     const live = service.lists.has(name) ? service.lists.get(name) : null;
-    lists[name] = { version: l.version, appliedVersion: live?.version ?? null, entries: l.entries.length,
-      appliedAt: live && live.appliedAt > 0 ? new Date(live.appliedAt).toISOString() : null };
+    lists[name] = {
+      version: l.version,
+      appliedVersion: live?.version ?? null,
+      entries: l.entries.length,
+      appliedAt: live && live.appliedAt > 0 ? new Date(live.appliedAt).toISOString() : null,
+    };
   }
   const checks: Readiness['checks'] = [
     unbound.length === 0
@@ -32,20 +36,34 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
     !service.loaded
       ? { name: 'store', status: 'error', message: `${service.store.kind} store ${service.store.location} not loaded` }
       : refusal
-        ? { name: 'store', status: 'warn', message: `${service.store.kind} store ${service.store.location}: content refused (${refusal.reason}); the last good lists stay in force` }
+        ? {
+            name: 'store',
+            status: 'warn',
+            message: `${service.store.kind} store ${service.store.location}: content refused (${refusal.reason}); the last good lists stay in force`,
+          }
         : { name: 'store', status: 'ok', message: `${service.store.kind} store ${service.store.location} loaded` },
   ];
   // A config seed that differs from its store list, store entries a config list ignores: warnings
   // found once at start-up (AllowlistService.checkSeeds), shown until the next start.
   for (const w of service.startWarnings) checks.push({ name: 'allowlist_seed', status: 'warn', message: w.message });
   if (service.configRefusal !== null) {
-    checks.push({ name: 'config', status: 'warn', message: `the last change to the config file or its lists was refused, the lists and routes in force stay: ${service.configRefusal.join('; ')}` });
+    checks.push({
+      name: 'config',
+      status: 'warn',
+      message: `the last change to the config file or its lists was refused, the lists and routes in force stay: ${service.configRefusal.join('; ')}`,
+    });
   }
   // A failing watch of a lists ConfigMap: the lists in force stay, but edits are not arriving.
   for (const [where, w] of Object.entries(service.declaredWatches?.() ?? {})) {
-    checks.push(w.lastError === null
-      ? { name: 'config_lists', status: 'ok', message: `ConfigMap ${where} watched${w.watchConnected ? '' : ' (re-watching)'}` }
-      : { name: 'config_lists', status: 'warn', message: `ConfigMap ${where}: ${w.lastError}; the lists in force stay until the API answers again` });
+    checks.push(
+      w.lastError === null
+        ? { name: 'config_lists', status: 'ok', message: `ConfigMap ${where} watched${w.watchConnected ? '' : ' (re-watching)'}` }
+        : {
+            name: 'config_lists',
+            status: 'warn',
+            message: `ConfigMap ${where}: ${w.lastError}; the lists in force stay until the API answers again`,
+          },
+    );
   }
   // Self-checks (source NAT suspected, PROXY trust) warn but never make ipgate unready.
   if (selfChecks !== null) checks.push(...selfChecks.readinessChecks());
@@ -53,13 +71,27 @@ export function readiness(service: AllowlistService, listeners: readonly Listene
   return { ready: unbound.length === 0 && service.loaded, checks, lists, store };
 }
 
-export async function startAdmin(config: Config, service: AllowlistService, listeners: readonly Listener[], logger: Logger,
-  selfChecks: SelfChecks | null = null, metrics: MetricsEndpoint | null = null, routes?: RoutesInForce): Promise<AdminServer | null> {
+export async function startAdmin(
+  config: Config,
+  service: AllowlistService,
+  listeners: readonly Listener[],
+  logger: Logger,
+  selfChecks: SelfChecks | null = null,
+  metrics: MetricsEndpoint | null = null,
+  routes?: RoutesInForce,
+): Promise<AdminServer | null> {
   if (config.admin.listen === null) return null;
   const tokens = loadTokens(config.admin);
   const app = await buildAdminApp({
-    service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, listeners,
-    readiness: () => readiness(service, listeners, selfChecks), metrics, allowedHosts: config.admin.allowedHosts,
+    service,
+    tokens,
+    logger,
+    bodyLimit: config.admin.bodyLimit,
+    version: VERSION,
+    listeners,
+    readiness: () => readiness(service, listeners, selfChecks),
+    metrics,
+    allowedHosts: config.admin.allowedHosts,
     ...(routes !== undefined ? { routes } : {}),
   });
   const server = await startAdminServer(app, config.admin.listen);
@@ -70,8 +102,14 @@ export async function startAdmin(config: Config, service: AllowlistService, list
 /** The start-up lines of the admin API, the same in one process and in a cluster primary. */
 export function logAdminListening(server: AdminServer, tokens: Tokens, config: Config, logger: Logger): void {
   const names = tokens.entries.map((e) => e.name);
-  logger.info({ address: server.address.address, port: server.address.port, tokens: names, sources: tokens.sources }, 'admin API listening');
+  logger.info(
+    { address: server.address.address, port: server.address.port, tokens: names, sources: tokens.sources },
+    'admin API listening',
+  );
   if (names.length === 0) {
-    logger.warn({ tokenEnv: config.admin.tokenEnv }, 'admin API has no token: only /healthz, /readyz and /openapi.json answer; set the token variable or admin.tokenFile');
+    logger.warn(
+      { tokenEnv: config.admin.tokenEnv },
+      'admin API has no token: only /healthz, /readyz and /openapi.json answer; set the token variable or admin.tokenFile',
+    );
   }
 }

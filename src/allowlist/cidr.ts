@@ -33,9 +33,7 @@ type ParseFailure = { ok: false; message: string };
 
 type CidrParse = { ok: true; cidr: Cidr } | ParseFailure;
 
-type AddressParse =
-  | { ok: true; family: 4 | 6; /** canonical text */ address: string }
-  | ParseFailure;
+type AddressParse = { ok: true; family: 4 | 6 /** canonical text */; address: string } | ParseFailure;
 
 /**
  * Longest valid input is 49 characters (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128`).
@@ -80,8 +78,11 @@ export function parseCidr(text: string): CidrParse {
     // The matcher sees an IPv4 client as IPv4 (identity canonicalises ::ffff:a.b.c.d), so a
     // mapped CIDR would never match anything: refuse it and say what to write instead.
     const v4 = maskWords([addr.words[3]!], prefix - 96);
-    return fail(text, 'an IPv4-mapped IPv6 CIDR is not allowed (ipgate sees IPv4 clients as IPv4): ' +
-      `write it as IPv4 ${formatV4(v4[0]!)}/${prefix - 96}`);
+    return fail(
+      text,
+      'an IPv4-mapped IPv6 CIDR is not allowed (ipgate sees IPv4 clients as IPv4): ' +
+        `write it as IPv4 ${formatV4(v4[0]!)}/${prefix - 96}`,
+    );
   }
 
   const start = maskWords(addr.words, prefix);
@@ -191,8 +192,9 @@ function whyNotV4(text: string, named: string): string {
 function dottedQuad(text: string): number | string {
   const parts = text.split('.');
   if (parts.length !== 4) {
-    return `expected four decimal octets a.b.c.d, got ${parts.length}` +
-      ' (short forms like 10/8 or 10.1/16 are ambiguous; write 10.0.0.0/8)';
+    return (
+      `expected four decimal octets a.b.c.d, got ${parts.length}` + ' (short forms like 10/8 or 10.1/16 are ambiguous; write 10.0.0.0/8)'
+    );
   }
   let value = 0;
   for (const part of parts) {
@@ -222,13 +224,14 @@ function whyNotV6(text: string, named: string): string {
       // RFC 4291 2.5.5.1 deprecated "IPv4-compatible" form. RFC parsers read ::1.2.3.4 as
       // ::102:304, ipaddr.js reads it as ::ffff:1.2.3.4: two meanings, so accept neither.
       const hex = formatWords(6, [0, 0, 0, v4]);
-      return `the deprecated IPv4-compatible form${named} (RFC 4291 2.5.5.1), read ` +
-        `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`;
+      return (
+        `the deprecated IPv4-compatible form${named} (RFC 4291 2.5.5.1), read ` +
+        `differently by different parsers: write IPv4 ${tail}, or ${hex} if the IPv6 address is meant`
+      );
     }
   }
   return `invalid IPv6 address${named}`;
 }
-
 
 /** Words with every bit after `prefix` cleared. */
 function maskWords(words: readonly number[], prefix: number): number[] {

@@ -22,9 +22,7 @@ export interface AllowEntry {
   expiresAt?: string;
 }
 
-type EntryValidation =
-  | { ok: true; entry: AllowEntry }
-  | { ok: false; field: string; message: string };
+type EntryValidation = { ok: true; entry: AllowEntry } | { ok: false; field: string; message: string };
 
 /** Comments land in the store, the audit log and API responses: keep them bounded. */
 const MAX_COMMENT_LENGTH = 1024;
@@ -44,7 +42,11 @@ export function validateEntry(e: unknown): EntryValidation {
   const obj = e as Record<string, unknown>;
   for (const key of Object.keys(obj)) {
     if (!KNOWN_FIELDS.has(key)) {
-      return { ok: false, field: key, message: `unknown field ${JSON.stringify(key).slice(0, 80)} (allowed: cidr, action, comment, expiresAt)` };
+      return {
+        ok: false,
+        field: key,
+        message: `unknown field ${JSON.stringify(key).slice(0, 80)} (allowed: cidr, action, comment, expiresAt)`,
+      };
     }
   }
   if (obj.cidr === undefined) return { ok: false, field: 'cidr', message: 'cidr is required' };
@@ -110,8 +112,7 @@ function rfc3339Error(text: string): string | null {
   if (m === null) {
     return `expiresAt ${shown} is not an RFC 3339 date-time (e.g. 2025-01-31T18:00:00Z)`;
   }
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as
-    [number, number, number, number, number, number];
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
   if (month < 1 || month > 12) return `expiresAt ${shown}: month ${month} out of range`;
   if (day < 1 || day > daysInMonth(year, month)) return `expiresAt ${shown}: day ${day} out of range`;
   if (hour > 23) return `expiresAt ${shown}: hour ${hour} out of range`;
@@ -133,7 +134,6 @@ export function parseRfc3339(text: string): number {
   if (rfc3339Error(text) !== null) return NaN;
   const m = RFC3339.exec(text)!;
   const frac = m[7] === undefined ? '' : m[7].slice(0, 4);
-  const iso = `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}${frac}` +
-    (m[8] !== undefined ? 'Z' : `${m[9]}${m[10]}:${m[11]}`);
+  const iso = `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}${frac}` + (m[8] !== undefined ? 'Z' : `${m[9]}${m[10]}:${m[11]}`);
   return Date.parse(iso);
 }

@@ -35,7 +35,11 @@ import { scanCidr, wordMask } from './address-scan';
 /** Thrown by `compile` for an entry that did not pass `validateEntry`: a caller bug or bad store. */
 export class AllowlistCompileError extends Error {
   readonly code = 'ERR_ALLOWLIST_INVALID_ENTRY';
-  constructor(readonly index: number, readonly field: 'cidr' | 'expiresAt', message: string) {
+  constructor(
+    readonly index: number,
+    readonly field: 'cidr' | 'expiresAt',
+    message: string,
+  ) {
     super(`allowlist entry ${index}: ${field}: ${message}`);
     this.name = 'AllowlistCompileError';
   }
@@ -47,7 +51,13 @@ const scratch = new Uint32Array(4);
 const cidrScratch = new Uint32Array(5);
 
 /** `label`: the entry's index, or `-2 - index` for a deny entry (see the decisions above). */
-interface Item<K> { start: K; end: K; prefix: number; index: number; label: number }
+interface Item<K> {
+  start: K;
+  end: K;
+  prefix: number;
+  index: number;
+  label: number;
+}
 
 /** The label `lookup` returns for entry `index` (a deny entry's is `-2 - index`). */
 function labelOf(e: AllowEntry, index: number): number {
@@ -57,7 +67,11 @@ function labelOf(e: AllowEntry, index: number): number {
 /** Why an address is refused, as the `ipgate_denied_total` reason: which kind of entry decided. */
 /** Why the matcher refuses an address (src/reasons.ts has the sentences). */
 export type DenialReason = AllowlistRefusal;
-interface Ranges<K> { starts: K[]; ends: K[]; labels: number[] }
+interface Ranges<K> {
+  starts: K[];
+  ends: K[];
+  labels: number[];
+}
 
 /**
  * From this many ranges on, a 65,537-entry table (256 KiB) maps the top 16 bits of an address
@@ -117,8 +131,7 @@ export class Matcher {
    * whose start has window bits >= x. */
   readonly #v6Pool: Int32Array | null;
 
-  private constructor(entries: readonly AllowEntry[], size: number, nextExpiry: number | null,
-    v4: Ranges<number>, v6: Ranges<bigint>) {
+  private constructor(entries: readonly AllowEntry[], size: number, nextExpiry: number | null, v4: Ranges<number>, v6: Ranges<bigint>) {
     this.entries = entries;
     this.size = size;
     this.nextExpiry = nextExpiry;
@@ -187,8 +200,21 @@ export class Matcher {
         else v6.push({ start: toBig(start), end: toBig(end), prefix, index, label });
       }
     }
-    return new Matcher(Object.freeze(frozen), v4.length + v6.length, nextExpiry,
-      sweep(v4, (k) => k + 1, (k) => k - 1), sweep(v6, (k) => k + 1n, (k) => k - 1n));
+    return new Matcher(
+      Object.freeze(frozen),
+      v4.length + v6.length,
+      nextExpiry,
+      sweep(
+        v4,
+        (k) => k + 1,
+        (k) => k - 1,
+      ),
+      sweep(
+        v6,
+        (k) => k + 1n,
+        (k) => k - 1n,
+      ),
+    );
   }
 
   /**
@@ -200,8 +226,7 @@ export class Matcher {
   lookup(address: string): number {
     if (typeof address !== 'string') return -1;
     const n = address.length;
-    if (n >= 7 && n <= 15 && (address.charCodeAt(1) === 46 || address.charCodeAt(2) === 46 ||
-      address.charCodeAt(3) === 46)) {
+    if (n >= 7 && n <= 15 && (address.charCodeAt(1) === 46 || address.charCodeAt(2) === 46 || address.charCodeAt(3) === 46)) {
       // A dotted quad has its first '.' at index 1-3, where no IPv6 text that parseAddress
       // accepts has one (the earliest is "::1.2.3.4", the deprecated form it rejects).
       const v4 = scanIPv4(address, 0, n);
@@ -209,7 +234,10 @@ export class Matcher {
     }
     const family = scanAddress(address, scratch, n);
     if (family !== 6) return family === 4 ? this.lookupV4(scratch[0]!) : -1;
-    const w0 = scratch[0]!, w1 = scratch[1]!, w2 = scratch[2]!, w3 = scratch[3]!;
+    const w0 = scratch[0]!,
+      w1 = scratch[1]!,
+      w2 = scratch[2]!,
+      w3 = scratch[3]!;
     if (w0 === 0 && w1 === 0 && w2 === 0xffff) return this.lookupV4(w3);
 
     // The IPv6 search is written out here: as a function or a private method of its own it was
@@ -241,10 +269,14 @@ export class Matcher {
           found = lo - 1;
         } else {
           // The first differing prefix bit says which side (the prefix words are masked).
-          const before = d0 !== 0 ? ((w0 & t[off + 6]!) >>> 0) < t[off + 2]! >>> 0
-            : d1 !== 0 ? ((w1 & t[off + 7]!) >>> 0) < t[off + 3]! >>> 0
-              : d2 !== 0 ? ((w2 & t[off + 8]!) >>> 0) < t[off + 4]! >>> 0
-                : ((w3 & t[off + 9]!) >>> 0) < t[off + 5]! >>> 0;
+          const before =
+            d0 !== 0
+              ? (w0 & t[off + 6]!) >>> 0 < t[off + 2]! >>> 0
+              : d1 !== 0
+                ? (w1 & t[off + 7]!) >>> 0 < t[off + 3]! >>> 0
+                : d2 !== 0
+                  ? (w2 & t[off + 8]!) >>> 0 < t[off + 4]! >>> 0
+                  : (w3 & t[off + 9]!) >>> 0 < t[off + 5]! >>> 0;
           if (before) {
             hi = lo - 1; // the range before the bucket, if any
           } else {
@@ -411,7 +443,10 @@ function v6Index(starts: Uint32Array, index: Uint32Array): { buckets: Int32Array
     let from = 0;
     for (let q = 0; q < 4; q++) {
       const x = (starts[fa + q]! ^ starts[la + q]!) >>> 0;
-      if (x !== 0) { from = 32 * q + Math.clz32(x); break; }
+      if (x !== 0) {
+        from = 32 * q + Math.clz32(x);
+        break;
+      }
     }
     const width = Math.min(16, 128 - from, 32 - Math.clz32(count));
     buckets[2 * h + 1] = pool.length;
@@ -421,8 +456,11 @@ function v6Index(starts: Uint32Array, index: Uint32Array): { buckets: Int32Array
     // Slot x: first range in the bucket whose start's window is >= x.
     let j = a;
     for (let x = 0; x <= 1 << width; x++) {
-      while (j < z && windowBits(starts[j * stride]!, starts[j * stride + 1]!,
-        starts[j * stride + 2]!, starts[j * stride + 3]!, from, width) < x) j++;
+      while (
+        j < z &&
+        windowBits(starts[j * stride]!, starts[j * stride + 1]!, starts[j * stride + 2]!, starts[j * stride + 3]!, from, width) < x
+      )
+        j++;
       pool.push(j);
     }
   }
@@ -434,8 +472,7 @@ function v6Index(starts: Uint32Array, index: Uint32Array): { buckets: Int32Array
  * wider first, then by index; the stack holds the chain of CIDRs containing the current one.
  * Keys are numbers for IPv4 (exact up to 2^53) and BigInt for IPv6 (compile only).
  */
-function sweep<K extends number | bigint>(items: Array<Item<K>>, next: (k: K) => K,
-  prev: (k: K) => K): Ranges<K> {
+function sweep<K extends number | bigint>(items: Array<Item<K>>, next: (k: K) => K, prev: (k: K) => K): Ranges<K> {
   // Items arrive in index order and Array#sort is stable, so equal (start, prefix) keep it.
   items.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.prefix - b.prefix));
   const out: Ranges<K> = { starts: [], ends: [], labels: [] };

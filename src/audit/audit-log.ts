@@ -34,8 +34,10 @@ export interface AuditRecord extends AuditChange {
 }
 
 /** Entries that differ between two versions of a list, keyed by CIDR. */
-export function diffEntries(before: readonly AllowEntry[], after: readonly AllowEntry[]):
-  Pick<AuditChange, 'added' | 'removed' | 'changed'> {
+export function diffEntries(
+  before: readonly AllowEntry[],
+  after: readonly AllowEntry[],
+): Pick<AuditChange, 'added' | 'removed' | 'changed'> {
   const old = new Map(before.map((e) => [e.cidr, e]));
   const now = new Map(after.map((e) => [e.cidr, e]));
   const added: AllowEntry[] = [];
@@ -56,7 +58,10 @@ export class AuditLog {
   private readonly log: Logger;
 
   /** `capacity`: records kept for the API (oldest dropped first). */
-  constructor(logger: Logger, readonly capacity = 1000) {
+  constructor(
+    logger: Logger,
+    readonly capacity = 1000,
+  ) {
     // At info whatever the runtime log level (PUT /v1/log-level): the audit lines are the record.
     this.log = pinLevel(logger.child({ audit: true }, { level: 'info' }));
   }
@@ -65,14 +70,38 @@ export class AuditLog {
     const rec: AuditRecord = { seq: ++this.seq, time: now.toISOString(), ...change };
     this.ring.push(rec);
     if (this.ring.length > this.capacity) this.ring.splice(0, this.ring.length - this.capacity);
-    this.log.info({ seq: rec.seq, who: rec.who, action: rec.action, list: rec.list, added: rec.added, removed: rec.removed,
-      changed: rec.changed, fromVersion: rec.fromVersion, version: rec.version, time: rec.time }, 'allowlist changed');
+    this.log.info(
+      {
+        seq: rec.seq,
+        who: rec.who,
+        action: rec.action,
+        list: rec.list,
+        added: rec.added,
+        removed: rec.removed,
+        changed: rec.changed,
+        fromVersion: rec.fromVersion,
+        version: rec.version,
+        time: rec.time,
+      },
+      'allowlist changed',
+    );
     return rec;
   }
 
   /** A setting changed through the admin API (the log level): `fromVersion` / `version` hold the values. */
   recordSetting(who: string, action: 'log-level', from: string, to: string, now = new Date()): AuditRecord {
-    const rec: AuditRecord = { seq: ++this.seq, time: now.toISOString(), who, action, list: '', added: [], removed: [], changed: [], fromVersion: from, version: to };
+    const rec: AuditRecord = {
+      seq: ++this.seq,
+      time: now.toISOString(),
+      who,
+      action,
+      list: '',
+      added: [],
+      removed: [],
+      changed: [],
+      fromVersion: from,
+      version: to,
+    };
     this.ring.push(rec);
     if (this.ring.length > this.capacity) this.ring.splice(0, this.ring.length - this.capacity);
     this.log.info({ seq: rec.seq, who, action, from, to, time: rec.time }, `${action} changed from ${from} to ${to}`);

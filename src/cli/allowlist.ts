@@ -14,7 +14,15 @@ import http from 'node:http';
 import https from 'node:https';
 import { parseCidr } from '../allowlist/cidr';
 import {
-  ADMIN_OPTIONS, adminOptionsUsage, adminUrl, outputFormat, parseCommandLine, renderDocument, table, tokenFromFile, UsageError,
+  ADMIN_OPTIONS,
+  adminOptionsUsage,
+  adminUrl,
+  outputFormat,
+  parseCommandLine,
+  renderDocument,
+  table,
+  tokenFromFile,
+  UsageError,
   type OutputFormat,
 } from './common';
 
@@ -60,14 +68,34 @@ reached.
 
 const EXIT = { ok: 0, notAllowed: 1, usage: 2, api: 3, unreachable: 4 } as const;
 
-interface Io { out: (s: string) => void; err: (s: string) => void; env: NodeJS.ProcessEnv; now: () => number }
+interface Io {
+  out: (s: string) => void;
+  err: (s: string) => void;
+  env: NodeJS.ProcessEnv;
+  now: () => number;
+}
 
 /** An allowlist entry as the admin API reads and writes it (absent action = allow). */
-export interface Entry { cidr: string; action?: 'allow' | 'deny'; comment?: string; expiresAt?: string }
+export interface Entry {
+  cidr: string;
+  action?: 'allow' | 'deny';
+  comment?: string;
+  expiresAt?: string;
+}
 
-interface ListBody { name: string; version: string; entries: Entry[]; source?: string; temporary?: Entry[] }
+interface ListBody {
+  name: string;
+  version: string;
+  entries: Entry[];
+  source?: string;
+  temporary?: Entry[];
+}
 
-interface ApiReply { status: number; json: Record<string, unknown> | null; text: string }
+interface ApiReply {
+  status: number;
+  json: Record<string, unknown> | null;
+  text: string;
+}
 
 const OPTIONS = {
   ...ADMIN_OPTIONS,
@@ -86,7 +114,19 @@ const OPTIONS = {
   header: { type: 'string', multiple: true },
 } as const;
 
-type CommandOption = 'comment' | 'expires' | 'replace' | 'file' | 'dry-run' | 'listener' | 'xff' | 'proxy-header' | 'host' | 'path' | 'sni' | 'header';
+type CommandOption =
+  | 'comment'
+  | 'expires'
+  | 'replace'
+  | 'file'
+  | 'dry-run'
+  | 'listener'
+  | 'xff'
+  | 'proxy-header'
+  | 'host'
+  | 'path'
+  | 'sni'
+  | 'header';
 
 /** Each command: its positional arguments and the options beyond the admin ones it accepts. */
 const COMMANDS: Record<string, { args: string[]; options: CommandOption[]; required?: CommandOption[] }> = {
@@ -111,15 +151,25 @@ export function expiresAt(text: string, now: number): string {
 }
 
 class Client {
-  constructor(private readonly base: URL, private readonly token: string) {}
+  constructor(
+    private readonly base: URL,
+    private readonly token: string,
+  ) {}
 
-  get href(): string { return this.base.href; }
+  get href(): string {
+    return this.base.href;
+  }
 
   call(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<ApiReply> {
     const base = this.base.href.endsWith('/') ? this.base : new URL(`${this.base.href}/`);
     const url = new URL(path.replace(/^\//, ''), base);
     const payload = body === undefined ? null : Buffer.from(JSON.stringify(body));
-    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json', 'user-agent': 'ipgate-cli', ...extra };
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.token}`,
+      accept: 'application/json',
+      'user-agent': 'ipgate-cli',
+      ...extra,
+    };
     if (payload) {
       headers['content-type'] = 'application/json';
       headers['content-length'] = String(payload.length);
@@ -132,7 +182,11 @@ class Client {
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           let json: Record<string, unknown> | null = null;
-          try { json = JSON.parse(text) as Record<string, unknown>; } catch { /* not JSON */ }
+          try {
+            json = JSON.parse(text) as Record<string, unknown>;
+          } catch {
+            /* not JSON */
+          }
           resolve({ status: res.statusCode ?? 0, json, text });
         });
         res.on('error', reject);
@@ -146,14 +200,20 @@ class Client {
 
 /** The API refused (or answered with something that is not JSON where JSON was due). */
 class Refused extends Error {
-  constructor(readonly reply: ApiReply, readonly hint = '') { super('refused'); }
+  constructor(
+    readonly reply: ApiReply,
+    readonly hint = '',
+  ) {
+    super('refused');
+  }
 }
 
 /** The API could not be reached. */
 class Unreachable extends Error {}
 
 function ok(reply: ApiReply, allowEmpty = false): Record<string, unknown> {
-  if (reply.status >= 200 && reply.status < 300 && (reply.json !== null || (allowEmpty && reply.text.trim() === ''))) return reply.json ?? {};
+  if (reply.status >= 200 && reply.status < 300 && (reply.json !== null || (allowEmpty && reply.text.trim() === '')))
+    return reply.json ?? {};
   throw new Refused(reply, reply.status === 412 ? 'the list changed while this command ran; nothing was written by it: run it again' : '');
 }
 
@@ -199,14 +259,17 @@ function parseListFile(text: string, where: string): Entry[] {
       throw new UsageError(`${where}: not valid JSON: ${(err as Error).message}`);
     }
     const raw = Array.isArray(doc) ? doc : (doc as { entries?: unknown }).entries;
-    if (!Array.isArray(raw)) throw new UsageError(`${where}: JSON must be {"entries": [...]} (as \`get -o json\` prints it) or an array of entries`);
+    if (!Array.isArray(raw))
+      throw new UsageError(`${where}: JSON must be {"entries": [...]} (as \`get -o json\` prints it) or an array of entries`);
     raw.forEach((e: unknown, i) => {
       const at = `${where} entries[${i}]`;
-      if (typeof e !== 'object' || e === null || typeof (e as Entry).cidr !== 'string') throw new UsageError(`${at}: expected {"cidr": "...", ...}`);
+      if (typeof e !== 'object' || e === null || typeof (e as Entry).cidr !== 'string')
+        throw new UsageError(`${at}: expected {"cidr": "...", ...}`);
       const bad = Object.keys(e).find((k) => !ENTRY_FIELDS.has(k));
       if (bad !== undefined) throw new UsageError(`${at}: unknown field ${q(bad)} (allowed: cidr, action, comment, expiresAt)`);
       const entry = e as Entry;
-      if (entry.action !== undefined && entry.action !== 'allow' && entry.action !== 'deny') throw new UsageError(`${at}.action: ${q(String(entry.action))}: expected "allow" or "deny"`);
+      if (entry.action !== undefined && entry.action !== 'allow' && entry.action !== 'deny')
+        throw new UsageError(`${at}.action: ${q(String(entry.action))}: expected "allow" or "deny"`);
       entries.push({ entry: { ...entry }, at });
     });
   } else {
@@ -251,7 +314,11 @@ export function diffEntries(current: readonly Entry[], next: readonly Entry[]): 
     const key = canonical(e.cidr);
     const before = now.get(key);
     if (before === undefined) diff.added.push(e);
-    else if ((before.action ?? 'allow') !== (e.action ?? 'allow') || (before.comment ?? '') !== (e.comment ?? '') || before.expiresAt !== e.expiresAt) {
+    else if (
+      (before.action ?? 'allow') !== (e.action ?? 'allow') ||
+      (before.comment ?? '') !== (e.comment ?? '') ||
+      before.expiresAt !== e.expiresAt
+    ) {
       diff.changed.push({ cidr: key, before, after: e });
     }
   }
@@ -265,11 +332,16 @@ function diffLines(d: ListDiff): string {
   return [
     ...d.added.map((e) => `+ ${describe(e)}\n`),
     ...d.removed.map((e) => `- ${describe(e)}\n`),
-    ...d.changed.map((c) => `~ ${c.cidr}: ${[
-      field('action', c.before.action ?? 'allow', c.after.action ?? 'allow'),
-      field('comment', c.before.comment, c.after.comment),
-      field('expiresAt', c.before.expiresAt, c.after.expiresAt),
-    ].filter((x) => x !== null).join(', ')}\n`),
+    ...d.changed.map(
+      (c) =>
+        `~ ${c.cidr}: ${[
+          field('action', c.before.action ?? 'allow', c.after.action ?? 'allow'),
+          field('comment', c.before.comment, c.after.comment),
+          field('expiresAt', c.before.expiresAt, c.after.expiresAt),
+        ]
+          .filter((x) => x !== null)
+          .join(', ')}\n`,
+    ),
   ].join('');
 }
 
@@ -300,23 +372,35 @@ function parseCommand(argv: string[], env: NodeJS.ProcessEnv): Parsed | 'help' {
   const own: Parsed['values'] = {};
   for (const name of Object.keys(OPTIONS) as Array<keyof typeof OPTIONS>) {
     if (name in ADMIN_OPTIONS || name === 'admin' || values[name] === undefined) continue;
-    if (!spec.options.includes(name as CommandOption)) throw new UsageError(`${command} takes no --${name} (it takes: ${spec.options.map((o) => `--${o}`).join(', ') || 'only the admin options'})`);
+    if (!spec.options.includes(name as CommandOption))
+      throw new UsageError(
+        `${command} takes no --${name} (it takes: ${spec.options.map((o) => `--${o}`).join(', ') || 'only the admin options'})`,
+      );
     own[name as CommandOption] = values[name];
   }
   for (const name of spec.required ?? []) if (own[name] === undefined) throw new UsageError(`${command} needs --${name}`);
   if (positionals.length !== spec.args.length) {
-    throw new UsageError(`${command} takes ${spec.args.length} argument(s)${spec.args.length ? ` (${spec.args.join(' ')})` : ''}, got ${positionals.length}`);
+    throw new UsageError(
+      `${command} takes ${spec.args.length} argument(s)${spec.args.length ? ` (${spec.args.join(' ')})` : ''}, got ${positionals.length}`,
+    );
   }
-  if (values['admin-url'] !== undefined && values.admin !== undefined) throw new UsageError('--admin is the old name of --admin-url: give one of them');
+  if (values['admin-url'] !== undefined && values.admin !== undefined)
+    throw new UsageError('--admin is the old name of --admin-url: give one of them');
   const base = adminUrl(values['admin-url'] ?? values.admin, env)!;
   const token = tokenFromFile(values['token-file']) ?? (env.IPGATE_ADMIN_TOKEN ?? '').trim();
   if (token === '') throw new UsageError('no admin token: pass --token-file FILE or set IPGATE_ADMIN_TOKEN');
   return { command, args: positionals, values: own, output, client: new Client(base, token) };
 }
 
-export async function allowlistMain(argv: string[], io: Io = {
-  out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), env: process.env, now: Date.now,
-}): Promise<number> {
+export async function allowlistMain(
+  argv: string[],
+  io: Io = {
+    out: (s) => process.stdout.write(s),
+    err: (s) => process.stderr.write(s),
+    env: process.env,
+    now: Date.now,
+  },
+): Promise<number> {
   let p: Parsed | 'help';
   try {
     if (argv.length === 0) {
@@ -343,9 +427,10 @@ export async function allowlistMain(argv: string[], io: Io = {
     if (err instanceof Refused) {
       const { reply } = err;
       const body = reply.json;
-      const detail = body && typeof body.message === 'string'
-        ? `${String(body.error)}: ${body.message}${typeof body.field === 'string' ? ` (field ${body.field})` : ''}`
-        : reply.text.slice(0, 300);
+      const detail =
+        body && typeof body.message === 'string'
+          ? `${String(body.error)}: ${body.message}${typeof body.field === 'string' ? ` (field ${body.field})` : ''}`
+          : reply.text.slice(0, 300);
       io.err(`ipgate allowlist ${p.command}: HTTP ${reply.status}: ${detail}\n${err.hint ? `${err.hint}\n` : ''}`);
       return EXIT.api;
     }
@@ -375,22 +460,34 @@ async function run(p: Parsed, io: Io): Promise<number> {
   switch (command) {
     case 'ls': {
       const body = ok(await call('GET', '/v1/allowlists'));
-      const lists = body.allowlists as Array<{ name: string; version: string; appliedVersion: string | null; entries: number; source?: string }>;
+      const lists = body.allowlists as Array<{
+        name: string;
+        version: string;
+        appliedVersion: string | null;
+        entries: number;
+        source?: string;
+      }>;
       const withSource = lists.some((l) => l.source !== undefined);
-      print(body, () => table([
-        ['NAME', 'VERSION', 'APPLIED', 'ENTRIES', ...(withSource ? ['SOURCE'] : [])],
-        ...lists.map((l) => [l.name, l.version, l.appliedVersion ?? '-', String(l.entries), ...(withSource ? [l.source ?? '-'] : [])]),
-      ]));
+      print(body, () =>
+        table([
+          ['NAME', 'VERSION', 'APPLIED', 'ENTRIES', ...(withSource ? ['SOURCE'] : [])],
+          ...lists.map((l) => [l.name, l.version, l.appliedVersion ?? '-', String(l.entries), ...(withSource ? [l.source ?? '-'] : [])]),
+        ]),
+      );
       return EXIT.ok;
     }
     case 'get': {
       const list = await getList(name);
       print(list, () => {
-        const rows = (entries: Entry[]): string => table([['CIDR', 'ACTION', 'EXPIRES', 'COMMENT'],
-          ...entries.map((e) => [e.cidr, e.action ?? 'allow', e.expiresAt ?? '-', e.comment ?? ''])]);
+        const rows = (entries: Entry[]): string =>
+          table([
+            ['CIDR', 'ACTION', 'EXPIRES', 'COMMENT'],
+            ...entries.map((e) => [e.cidr, e.action ?? 'allow', e.expiresAt ?? '-', e.comment ?? '']),
+          ]);
         let s = `# ${list.name} version ${list.version}, ${list.entries.length} entries${list.source ? `, source ${list.source}` : ''}\n`;
         if (list.entries.length > 0) s += rows(list.entries);
-        if (list.temporary && list.temporary.length > 0) s += `# temporary entries (through the API, until they expire): ${list.temporary.length}\n${rows(list.temporary)}`;
+        if (list.temporary && list.temporary.length > 0)
+          s += `# temporary entries (through the API, until they expire): ${list.temporary.length}\n${rows(list.temporary)}`;
         return s;
       });
       return EXIT.ok;
@@ -401,21 +498,32 @@ async function run(p: Parsed, io: Io): Promise<number> {
       const cidr = canonical(args[1]!);
       const existing = [...list.entries, ...(list.temporary ?? [])].find((e) => e.cidr === cidr);
       if (existing !== undefined && values.replace !== true) {
-        io.err(`ipgate allowlist ${command}: ${name} already has ${describe(existing)} (version ${list.version}); nothing changed. ` +
-          'Pass --replace to replace that entry (its comment and expiry are replaced too), or rm it first.\n');
+        io.err(
+          `ipgate allowlist ${command}: ${name} already has ${describe(existing)} (version ${list.version}); nothing changed. ` +
+            'Pass --replace to replace that entry (its comment and expiry are replaced too), or rm it first.\n',
+        );
         return EXIT.api;
       }
       const entry: Entry = {
-        cidr, ...(command === 'deny' ? { action: 'deny' as const } : {}),
+        cidr,
+        ...(command === 'deny' ? { action: 'deny' as const } : {}),
         ...(typeof values.comment === 'string' && values.comment !== '' ? { comment: values.comment } : {}),
         ...(typeof values.expires === 'string' ? { expiresAt: expiresAt(values.expires, io.now()) } : {}),
       };
-      const body = ok(await call('POST', `/v1/allowlists/${enc(name)}/entries${values.replace === true ? '?replace=true' : ''}`,
-        { entries: [entry] }, { 'if-match': `"${list.version}"` }));
+      const body = ok(
+        await call(
+          'POST',
+          `/v1/allowlists/${enc(name)}/entries${values.replace === true ? '?replace=true' : ''}`,
+          { entries: [entry] },
+          { 'if-match': `"${list.version}"` },
+        ),
+      );
       const after = `version ${String(body.version)}, ${(body.entries as Entry[]).length} entries`;
-      print(body, () => (existing !== undefined
-        ? `replaced ${describe(existing)} in ${name} with ${describe(entry)}: ${after}\n`
-        : `added ${command === 'deny' ? 'deny ' : ''}${cidr} to ${name}: ${after}\n`));
+      print(body, () =>
+        existing !== undefined
+          ? `replaced ${describe(existing)} in ${name} with ${describe(entry)}: ${after}\n`
+          : `added ${command === 'deny' ? 'deny ' : ''}${cidr} to ${name}: ${after}\n`,
+      );
       return EXIT.ok;
     }
     case 'rm': {
@@ -427,9 +535,13 @@ async function run(p: Parsed, io: Io): Promise<number> {
       const body = ok(await call('GET', `/v1/allowlists/${enc(name)}/check?ip=${enc(args[1]!)}`));
       const entry = body.entry as Entry | null;
       print(body, () => {
-        const by = entry ? ` entry ${entry.cidr}${entry.action === 'deny' ? ' (deny)' : ''}${entry.comment ? ` (${entry.comment})` : ''}${entry.expiresAt ? `, until ${entry.expiresAt}` : ''}` : '';
+        const by = entry
+          ? ` entry ${entry.cidr}${entry.action === 'deny' ? ' (deny)' : ''}${entry.comment ? ` (${entry.comment})` : ''}${entry.expiresAt ? `, until ${entry.expiresAt}` : ''}`
+          : '';
         if (body.allowed === true) return `${String(body.ip)} is allowed by ${name}${by}\n`;
-        return entry ? `${String(body.ip)} is denied by ${name}${by}\n` : `${String(body.ip)} is not allowed by ${name} (version ${String(body.version)})\n`;
+        return entry
+          ? `${String(body.ip)} is denied by ${name}${by}\n`
+          : `${String(body.ip)} is not allowed by ${name} (version ${String(body.version)})\n`;
       });
       return body.allowed === true ? EXIT.ok : EXIT.notAllowed;
     }
@@ -443,20 +555,34 @@ async function run(p: Parsed, io: Io): Promise<number> {
       const doc = (extra: object): object => ({ name, fromVersion: list.version, ...extra, ...diff });
       if (values['dry-run'] === true || changes === 0) {
         const unchanged = changes === 0;
-        print(doc({ dryRun: values['dry-run'] === true, written: false }), () => `${diffLines(diff)}${unchanged
-          ? `${name} already matches ${file}: version ${list.version}, ${next.length} entries; nothing sent\n`
-          : `dry run: ${name} version ${list.version} not changed; ${file} would make ${next.length} entries (${counts})\n`}`);
+        print(
+          doc({ dryRun: values['dry-run'] === true, written: false }),
+          () =>
+            `${diffLines(diff)}${
+              unchanged
+                ? `${name} already matches ${file}: version ${list.version}, ${next.length} entries; nothing sent\n`
+                : `dry run: ${name} version ${list.version} not changed; ${file} would make ${next.length} entries (${counts})\n`
+            }`,
+        );
         return EXIT.ok;
       }
       const body = ok(await call('PUT', `/v1/allowlists/${enc(name)}`, { entries: next }, { 'if-match': `"${list.version}"` }));
-      print(doc({ dryRun: false, written: true, list: body }), () =>
-        `${diffLines(diff)}replaced ${name} from ${file}: version ${list.version} -> ${String(body.version)}, ${(body.entries as Entry[]).length} entries (${counts})\n`);
+      print(
+        doc({ dryRun: false, written: true, list: body }),
+        () =>
+          `${diffLines(diff)}replaced ${name} from ${file}: version ${list.version} -> ${String(body.version)}, ${(body.entries as Entry[]).length} entries (${counts})\n`,
+      );
       return EXIT.ok;
     }
     case 'create': {
-      const entries = typeof values.file === 'string' ? parseListFile(readFileArg(values.file), values.file === '-' ? 'stdin' : values.file) : [];
+      const entries =
+        typeof values.file === 'string' ? parseListFile(readFileArg(values.file), values.file === '-' ? 'stdin' : values.file) : [];
       const body = ok(await call('POST', '/v1/allowlists', { name, entries }));
-      print(body, () => `created ${name}: version ${String(body.version)}, ${Array.isArray(body.entries) ? body.entries.length : entries.length} entries\n`);
+      print(
+        body,
+        () =>
+          `created ${name}: version ${String(body.version)}, ${Array.isArray(body.entries) ? body.entries.length : entries.length} entries\n`,
+      );
       return EXIT.ok;
     }
     case 'delete': {
@@ -464,7 +590,8 @@ async function run(p: Parsed, io: Io): Promise<number> {
       print(body, () => `deleted ${name}\n`);
       return EXIT.ok;
     }
-    default: { // explain
+    default: {
+      // explain
       const req: Record<string, unknown> = { listener: values.listener, peer: args[0] };
       const headers = explainHeaders(Array.isArray(values.header) ? values.header : [], typeof values.xff === 'string' ? values.xff : null);
       if (Object.keys(headers).length > 0) req.headers = headers;
@@ -478,8 +605,16 @@ async function run(p: Parsed, io: Io): Promise<number> {
       } catch (err) {
         // The API's words name its fields; say which flag sets each.
         const field = err instanceof Refused ? err.reply.json?.field : undefined;
-        const flag = field === 'host' ? '--host NAME (or --header "Host: NAME")' : field === 'sni' ? '--sni only on a TCP listener with routes'
-          : field === 'proxyHeader' ? '--proxy-header' : field === 'peer' ? 'the IP argument' : null;
+        const flag =
+          field === 'host'
+            ? '--host NAME (or --header "Host: NAME")'
+            : field === 'sni'
+              ? '--sni only on a TCP listener with routes'
+              : field === 'proxyHeader'
+                ? '--proxy-header'
+                : field === 'peer'
+                  ? 'the IP argument'
+                  : null;
         if (err instanceof Refused && flag !== null && err.hint === '') throw new Refused(err.reply, `give ${flag}`);
         throw err;
       }
@@ -520,16 +655,30 @@ function explainText(b: Record<string, unknown>): string {
     ['proxy header', s(b.proxyHeader)],
     ['client', b.client == null ? '-' : `${s(b.client)}${b.clientPort != null ? ` port ${s(b.clientPort)}` : ''} via ${s(b.via)}`],
   ];
-  if (b.mode === 'http') rows.push(['trusted proxy', b.trustedProxy === true ? 'yes (X-Forwarded-For walked)' : 'no (X-Forwarded-For ignored)']);
+  if (b.mode === 'http')
+    rows.push(['trusted proxy', b.trustedProxy === true ? 'yes (X-Forwarded-For walked)' : 'no (X-Forwarded-For ignored)']);
   if ('sni' in b) rows.push(['sni', s(b.sni)]);
   if ('route' in b) {
-    const r = b.route as { name: string; host: string; hostMatch: string; path: { path: string; match: string } | null; upstreams: string[] } | null;
-    rows.push(['route', r === null ? '- (none matched)'
-      : `${r.name} (host ${r.host}, ${r.hostMatch}${r.path !== null ? `; path ${r.path.path}, ${r.path.match}` : ''}) -> ${r.upstreams.join(', ')}`]);
+    const r = b.route as {
+      name: string;
+      host: string;
+      hostMatch: string;
+      path: { path: string; match: string } | null;
+      upstreams: string[];
+    } | null;
+    rows.push([
+      'route',
+      r === null
+        ? '- (none matched)'
+        : `${r.name} (host ${r.host}, ${r.hostMatch}${r.path !== null ? `; path ${r.path.path}, ${r.path.match}` : ''}) -> ${r.upstreams.join(', ')}`,
+    ]);
   }
   rows.push(['allowlist', `${s(b.allowlist)} version ${s(b.allowlistVersion)}`]);
   rows.push(['entry', e ? describe(e) : '-']);
-  rows.push(['decision', `${s(b.decision)}${b.reason !== undefined ? ` (${s(b.reason)})` : ''}${b.status !== undefined ? `, status ${s(b.status)}` : ''}`
-    + `${b.detail !== undefined ? `: ${s(b.detail)}` : ''}`]);
+  rows.push([
+    'decision',
+    `${s(b.decision)}${b.reason !== undefined ? ` (${s(b.reason)})` : ''}${b.status !== undefined ? `, status ${s(b.status)}` : ''}` +
+      `${b.detail !== undefined ? `: ${s(b.detail)}` : ''}`,
+  ]);
   return table(rows);
 }

@@ -50,11 +50,16 @@ export function parseCommandLine<O extends NonNullable<ParseArgsConfig['options'
     const quoted = /'(-[^']*?)(?: <value>)?'/.exec(e.message)?.[1];
     const opt = quoted?.split(', ').pop();
     switch (e.code) {
-      case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': throw new UsageError(`unknown option ${opt ?? e.message}`);
+      case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+        throw new UsageError(`unknown option ${opt ?? e.message}`);
       case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
-        throw new UsageError(/argument missing/.test(e.message) ? `${opt ?? 'an option'} needs a value` : `${opt ?? 'an option'} takes no value`);
-      case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL': throw new UsageError(`unexpected argument ${e.message.match(/'([^']*)'/)?.[1] ?? ''}`.trim());
-      default: throw new UsageError(e.message);
+        throw new UsageError(
+          /argument missing/.test(e.message) ? `${opt ?? 'an option'} needs a value` : `${opt ?? 'an option'} takes no value`,
+        );
+      case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+        throw new UsageError(`unexpected argument ${e.message.match(/'([^']*)'/)?.[1] ?? ''}`.trim());
+      default:
+        throw new UsageError(e.message);
     }
   }
 }
@@ -62,7 +67,8 @@ export function parseCommandLine<O extends NonNullable<ParseArgsConfig['options'
 /** `--output` / `--json`: the format, or a UsageError quoting a wrong value. */
 export function outputFormat(values: { output?: string | undefined; json?: boolean | undefined }): OutputFormat {
   if (values.json === true) {
-    if (values.output !== undefined && values.output !== 'json') throw new UsageError(`--json and --output ${values.output} contradict each other`);
+    if (values.output !== undefined && values.output !== 'json')
+      throw new UsageError(`--json and --output ${values.output} contradict each other`);
     return 'json';
   }
   const v = values.output ?? 'table';
@@ -102,5 +108,12 @@ export function tokenFromFile(file: string | undefined): string | null {
 /** Rows as aligned columns (two spaces apart, the last column not padded). */
 export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return `${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd()).join('\n')}\n`;
+  return `${rows
+    .map((r) =>
+      r
+        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
 }

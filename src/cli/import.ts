@@ -24,7 +24,14 @@ import { parseCidr } from '../allowlist/cidr';
 import { KubeError } from '../kube/errors';
 import { KubeClient } from '../kube/kube-client';
 import { resolveKubeAccess } from '../kube/kubeconfig';
-import { convertIngressNginx, DEFAULT_OPTIONS, type Finding, type ImportOptions, type ImportReport, type ImportResult } from '../import/ingress-nginx';
+import {
+  convertIngressNginx,
+  DEFAULT_OPTIONS,
+  type Finding,
+  type ImportOptions,
+  type ImportReport,
+  type ImportResult,
+} from '../import/ingress-nginx';
 import { addDocuments, emptySet, InputError, isRecord, objectKey, originOf, str, type KubeObject, type ObjectSet } from '../import/objects';
 import { parseCommandLine, UsageError } from './common';
 
@@ -116,9 +123,15 @@ const OPTIONS = {
 const CONTROLLER_CONFIGMAPS = ['ingress-nginx-controller', 'nginx-configuration'];
 const CLUSTER_CONFIGMAP = 'ingress-nginx/ingress-nginx-controller';
 
-export async function importMain(argv: string[], io: ImportIo = {
-  out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), env: process.env, readStdin: () => fs.readFileSync(0, 'utf8'),
-}): Promise<number> {
+export async function importMain(
+  argv: string[],
+  io: ImportIo = {
+    out: (s) => process.stdout.write(s),
+    err: (s) => process.stderr.write(s),
+    env: process.env,
+    readStdin: () => fs.readFileSync(0, 'utf8'),
+  },
+): Promise<number> {
   let values: ReturnType<typeof parse>['values'];
   let opts: ImportOptions;
   let reportFormat: 'text' | 'json';
@@ -137,7 +150,9 @@ export async function importMain(argv: string[], io: ImportIo = {
     if (r !== 'text' && r !== 'json') throw new UsageError(`--report ${JSON.stringify(r)}: expected text or json`);
     reportFormat = r;
     if (values.out !== undefined && ['json', 'yaml', 'table', 'text'].includes(values.out)) {
-      throw new UsageError(`-o takes a FILE here (the config is always YAML), not a format: for the report's format use --report; to write a file named ${values.out}, give ./${values.out}`);
+      throw new UsageError(
+        `-o takes a FILE here (the config is always YAML), not a format: for the report's format use --report; to write a file named ${values.out}, give ./${values.out}`,
+      );
     }
     const files = values.file ?? [];
     if (files.length > 0) {
@@ -188,7 +203,11 @@ export async function importMain(argv: string[], io: ImportIo = {
   const writeReport = (): void => io.err(reportFormat === 'json' ? `${JSON.stringify(report, null, 2)}\n` : reportText(report));
   if (report.refused.length > 0) {
     writeReport();
-    io.err(reportFormat === 'json' ? `ipgate import: refused, no config written:\n${report.refused.map(line).join('')}` : 'ipgate import: refused, no config written (the reasons are above)\n');
+    io.err(
+      reportFormat === 'json'
+        ? `ipgate import: refused, no config written:\n${report.refused.map(line).join('')}`
+        : 'ipgate import: refused, no config written (the reasons are above)\n',
+    );
     return 3;
   }
   if (result.config === null) {
@@ -202,12 +221,18 @@ export async function importMain(argv: string[], io: ImportIo = {
     const checked = buildConfig(result.config, undefined, { tlsFiles: false });
     for (const w of configWarnings(checked)) {
       const at = w.indexOf(': ');
-      report.notes.push({ source: 'check-config', item: at < 0 ? 'warning' : w.slice(0, at), reason: `warning: ${at < 0 ? w : w.slice(at + 2)}` });
+      report.notes.push({
+        source: 'check-config',
+        item: at < 0 ? 'warning' : w.slice(0, at),
+        reason: `warning: ${at < 0 ? w : w.slice(at + 2)}`,
+      });
     }
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     writeReport();
-    io.err(`ipgate import: the generated config does not pass the config loader (an importer bug; please report it with the input):\n${err.problems.map((p) => `  - ${p}\n`).join('')}`);
+    io.err(
+      `ipgate import: the generated config does not pass the config loader (an importer bug; please report it with the input):\n${err.problems.map((p) => `  - ${p}\n`).join('')}`,
+    );
     return 1;
   }
   const text = render(result, from, opts);
@@ -229,7 +254,11 @@ function parse(argv: string[]) {
   return parseCommandLine(argv, OPTIONS, true);
 }
 
-interface Loaded { input: Parameters<typeof convertIngressNginx>[0]; from: string; notes: Finding[] }
+interface Loaded {
+  input: Parameters<typeof convertIngressNginx>[0];
+  from: string;
+  notes: Finding[];
+}
 
 function readFiles(files: string[], configmap: string | undefined, io: ImportIo): Loaded {
   const set = emptySet();
@@ -242,7 +271,11 @@ function readFiles(files: string[], configmap: string | undefined, io: ImportIo)
     }
     addDocuments(set, text, f === '-' ? 'stdin' : f);
   }
-  const notes: Finding[] = set.others.map((o) => ({ source: o, item: 'object', reason: 'ignored: the importer reads Ingress, Service and ConfigMap objects' }));
+  const notes: Finding[] = set.others.map((o) => ({
+    source: o,
+    item: 'object',
+    reason: 'ignored: the importer reads Ingress, Service and ConfigMap objects',
+  }));
   const configMap = pickConfigMap(set, configmap, notes);
   return { input: { ingresses: set.ingresses, services: set.services, configMap, servicesFrom: 'file' }, from: files.join(', '), notes };
 }
@@ -255,23 +288,38 @@ function readFiles(files: string[], configmap: string | undefined, io: ImportIo)
  */
 function pickConfigMap(set: ObjectSet, flag: string | undefined, notes: Finding[]): KubeObject | null {
   const where = (c: KubeObject): string => originOf(c) ?? 'input';
-  const candidates = flag === 'none' ? [] : set.configMaps.filter((c) => (flag !== undefined ? objectKey(c) === flag : isControllerConfigMap(c)));
+  const candidates =
+    flag === 'none' ? [] : set.configMaps.filter((c) => (flag !== undefined ? objectKey(c) === flag : isControllerConfigMap(c)));
   const keys = [...new Set(candidates.map(objectKey))];
   if (keys.length > 1) {
-    throw new InputError(`${keys.length} ConfigMaps look like the ingress-nginx controller's: ${candidates.map((c) => `${objectKey(c)} (${where(c)})`).join(', ')}; choose one with --configmap NAMESPACE/NAME (or none)`);
+    throw new InputError(
+      `${keys.length} ConfigMaps look like the ingress-nginx controller's: ${candidates.map((c) => `${objectKey(c)} (${where(c)})`).join(', ')}; choose one with --configmap NAMESPACE/NAME (or none)`,
+    );
   }
   const chosen = candidates[0] ?? null;
   for (const c of candidates.slice(1)) {
     if (stableJson(c.data) !== stableJson(chosen!.data)) {
-      throw new InputError(`ConfigMap ${objectKey(c)} is given twice with different data (${where(chosen!)}, ${where(c)}): a cluster holds one; give only the one in force`);
+      throw new InputError(
+        `ConfigMap ${objectKey(c)} is given twice with different data (${where(chosen!)}, ${where(c)}): a cluster holds one; give only the one in force`,
+      );
     }
-    notes.push({ source: `ConfigMap ${objectKey(c)}`, item: 'object', value: where(c), reason: `given again with the same data (first at ${where(chosen!)}): read once` });
+    notes.push({
+      source: `ConfigMap ${objectKey(c)}`,
+      item: 'object',
+      value: where(c),
+      reason: `given again with the same data (first at ${where(chosen!)}): read once`,
+    });
   }
-  if (flag !== undefined && flag !== 'none' && chosen === null) notes.push({ source: `ConfigMap ${flag}`, item: '--configmap', reason: 'not in the input: ingress-nginx\'s defaults are assumed' });
+  if (flag !== undefined && flag !== 'none' && chosen === null)
+    notes.push({ source: `ConfigMap ${flag}`, item: '--configmap', reason: "not in the input: ingress-nginx's defaults are assumed" });
   for (const c of set.configMaps) {
     if (candidates.includes(c)) continue;
-    const why = flag === 'none' ? '--configmap none' : flag !== undefined ? `--configmap chose ${flag}`
-      : `not named ${CONTROLLER_CONFIGMAPS.join(' or ')} nor labelled as the controller's (--configmap chooses another)`;
+    const why =
+      flag === 'none'
+        ? '--configmap none'
+        : flag !== undefined
+          ? `--configmap chose ${flag}`
+          : `not named ${CONTROLLER_CONFIGMAPS.join(' or ')} nor labelled as the controller's (--configmap chooses another)`;
     notes.push({ source: `ConfigMap ${objectKey(c)}`, item: 'object', reason: `ignored: ${why}` });
   }
   return chosen;
@@ -279,13 +327,19 @@ function pickConfigMap(set: ObjectSet, flag: string | undefined, notes: Finding[
 
 /** JSON with keys sorted, to compare two objects' data. */
 function stableJson(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => (isRecord(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x)) ?? 'null';
+  return (
+    JSON.stringify(v, (_k, x: unknown) =>
+      isRecord(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+    ) ?? 'null'
+  );
 }
 
 function isControllerConfigMap(c: KubeObject): boolean {
   const labels = isRecord(c.metadata?.labels) ? c.metadata.labels : {};
-  return CONTROLLER_CONFIGMAPS.includes(str(c.metadata?.name) ?? '') ||
-    (labels['app.kubernetes.io/name'] === 'ingress-nginx' && labels['app.kubernetes.io/component'] === 'controller');
+  return (
+    CONTROLLER_CONFIGMAPS.includes(str(c.metadata?.name) ?? '') ||
+    (labels['app.kubernetes.io/name'] === 'ingress-nginx' && labels['app.kubernetes.io/component'] === 'controller')
+  );
 }
 
 async function readCluster(values: ReturnType<typeof parse>['values'], io: ImportIo): Promise<Loaded> {
@@ -293,7 +347,10 @@ async function readCluster(values: ReturnType<typeof parse>['values'], io: Impor
   const client = new KubeClient(access, { timeoutMs: io.timeoutMs ?? 10_000, userAgent: 'ipgate-import' });
   try {
     const ns = values.namespace;
-    const ingressPath = ns === undefined ? '/apis/networking.k8s.io/v1/ingresses' : `/apis/networking.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/ingresses`;
+    const ingressPath =
+      ns === undefined
+        ? '/apis/networking.k8s.io/v1/ingresses'
+        : `/apis/networking.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/ingresses`;
     const ingresses = await client.list<KubeObject>(ingressPath);
     if (ingresses === null) throw new InputError(`GET ${ingressPath}: 404: this cluster serves no networking.k8s.io/v1 Ingresses`);
     const notes: Finding[] = [];
@@ -301,8 +358,15 @@ async function readCluster(values: ReturnType<typeof parse>['values'], io: Impor
     const cmKey = values.configmap ?? CLUSTER_CONFIGMAP;
     if (cmKey !== 'none') {
       const [cmNs, cmName] = cmKey.split('/') as [string, string];
-      configMap = await client.getObject<KubeObject>(`/api/v1/namespaces/${encodeURIComponent(cmNs)}/configmaps/${encodeURIComponent(cmName)}`);
-      if (configMap === null) notes.push({ source: `ConfigMap ${cmKey}`, item: '--configmap', reason: 'not found: ingress-nginx\'s defaults are assumed (use --configmap NS/NAME if the controller\'s ConfigMap lives elsewhere)' });
+      configMap = await client.getObject<KubeObject>(
+        `/api/v1/namespaces/${encodeURIComponent(cmNs)}/configmaps/${encodeURIComponent(cmName)}`,
+      );
+      if (configMap === null)
+        notes.push({
+          source: `ConfigMap ${cmKey}`,
+          item: '--configmap',
+          reason: "not found: ingress-nginx's defaults are assumed (use --configmap NS/NAME if the controller's ConfigMap lives elsewhere)",
+        });
     }
     // Named service ports: each Service is read once, only when an Ingress needs it.
     const services: KubeObject[] = [];
@@ -311,7 +375,11 @@ async function readCluster(values: ReturnType<typeof parse>['values'], io: Impor
       const svc = await client.getObject<KubeObject>(`/api/v1/namespaces/${encodeURIComponent(sNs)}/services/${encodeURIComponent(sName)}`);
       if (svc !== null) services.push({ ...svc, metadata: { ...svc.metadata, namespace: sNs, name: sName } });
     }
-    return { input: { ingresses, services, configMap, servicesFrom: 'cluster' }, from: `the cluster at ${access.server.origin} (${access.source})`, notes };
+    return {
+      input: { ingresses, services, configMap, servicesFrom: 'cluster' },
+      from: `the cluster at ${access.server.origin} (${access.source})`,
+      notes,
+    };
   } finally {
     client.close();
   }
@@ -325,10 +393,17 @@ function namedPortServices(ingresses: readonly KubeObject[]): string[] {
     const spec = isRecord(ing.spec) ? ing.spec : {};
     const backends: unknown[] = [spec.defaultBackend];
     for (const r of Array.isArray(spec.rules) ? spec.rules : []) {
-      if (isRecord(r) && isRecord(r.http) && Array.isArray(r.http.paths)) for (const p of r.http.paths) if (isRecord(p)) backends.push(p.backend);
+      if (isRecord(r) && isRecord(r.http) && Array.isArray(r.http.paths))
+        for (const p of r.http.paths) if (isRecord(p)) backends.push(p.backend);
     }
     for (const b of backends) {
-      if (isRecord(b) && isRecord(b.service) && isRecord(b.service.port) && typeof b.service.port.name === 'string' && typeof b.service.name === 'string') {
+      if (
+        isRecord(b) &&
+        isRecord(b.service) &&
+        isRecord(b.service.port) &&
+        typeof b.service.port.name === 'string' &&
+        typeof b.service.name === 'string'
+      ) {
         out.add(`${ns}/${b.service.name}`);
       }
     }
@@ -395,8 +470,11 @@ export function summary(r: ImportReport): string {
   const parts: string[] = [];
   if (read === 0) parts.push('no Ingress read');
   else {
-    parts.push(converted === 0 ? `${n(read, 'Ingress', 'Ingresses')} read: none converted`
-      : `${n(read, 'Ingress', 'Ingresses')} read: ${converted} converted into ${n(r.routes, 'route')}${r.allowlists > 0 ? ` and ${n(r.allowlists, 'allowlist')}` : ''}`);
+    parts.push(
+      converted === 0
+        ? `${n(read, 'Ingress', 'Ingresses')} read: none converted`
+        : `${n(read, 'Ingress', 'Ingresses')} read: ${converted} converted into ${n(r.routes, 'route')}${r.allowlists > 0 ? ` and ${n(r.allowlists, 'allowlist')}` : ''}`,
+    );
     if (skipped > 0) parts.push(`${skipped} skipped`);
     if (noRoute > 0) parts.push(`${noRoute} made no route`);
   }

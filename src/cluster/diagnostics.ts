@@ -27,8 +27,10 @@ export function mergeSelfChecks(answers: ReadonlyArray<{ worker: number; reply: 
       }
     }
   }
-  return [...worst.values()].map(({ check, worker, count }) =>
-    ({ ...check, message: `${check.message} (worker ${worker}, the worst of ${count} workers reporting it)` }));
+  return [...worst.values()].map(({ check, worker, count }) => ({
+    ...check,
+    message: `${check.message} (worker ${worker}, the worst of ${count} workers reporting it)`,
+  }));
 }
 
 /** The listeners of `config` with the primary's own lists (the ones every worker is sent). */

@@ -64,7 +64,13 @@ import { WorkerPool } from './worker-pool';
 
 /** The service the admin API writes through: each change is acknowledged after every worker applied it. */
 class ClusterAllowlistService extends AllowlistService {
-  constructor(store: AllowlistStore, lists: LiveLists, audit: AuditLog, logger: Logger, private readonly pool: WorkerPool) {
+  constructor(
+    store: AllowlistStore,
+    lists: LiveLists,
+    audit: AuditLog,
+    logger: Logger,
+    private readonly pool: WorkerPool,
+  ) {
     super(store, lists, audit, logger);
   }
 
@@ -74,7 +80,13 @@ class ClusterAllowlistService extends AllowlistService {
     return r;
   }
 
-  override async add(name: string, entries: readonly AllowEntry[], ifMatch: Precondition, who: string, replace = false): Promise<ChangeResult> {
+  override async add(
+    name: string,
+    entries: readonly AllowEntry[],
+    ifMatch: Precondition,
+    who: string,
+    replace = false,
+  ): Promise<ChangeResult> {
     const r = await super.add(name, entries, ifMatch, who, replace);
     await this.pool.settled();
     return r;
@@ -100,8 +112,15 @@ class ClusterAllowlistService extends AllowlistService {
 }
 
 /** Run the primary with `n` workers until it is stopped; resolves with the exit code. */
-export async function runPrimary(config: Config, logger: Logger, n: number, reason = `workers: ${n}`, configFile: string | null = null,
-  configMaps: ConfigMapLists | null = null, reloads: ReloadStatus | null = null): Promise<number> {
+export async function runPrimary(
+  config: Config,
+  logger: Logger,
+  n: number,
+  reason = `workers: ${n}`,
+  configFile: string | null = null,
+  configMaps: ConfigMapLists | null = null,
+  reloads: ReloadStatus | null = null,
+): Promise<number> {
   // Read by node:cluster at the first fork; the environment variable, when set, has already chosen.
   if (process.env.NODE_CLUSTER_SCHED_POLICY === undefined) {
     cluster.schedulingPolicy = schedulingFor(n) === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
@@ -111,10 +130,13 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   // The TLS listeners' session ticket keys are made and rotated here and handed to every worker
   // (a replacement too), so a ticket resumes on whichever worker the client reaches next; nginx's
   // master does the same for its workers (tls/session-tickets.ts, docs/tls.md "Session resumption").
-  const tickets = new ClusterTicketKeys(config.listeners.filter((l) => l.tls?.sessionTickets === true).map((l) => l.name), (keys) => {
-    pool.setTicketKeys(keys);
-    logger.info({ listeners: [...keys.keys()] }, 'TLS session ticket keys rotated and sent to the workers');
-  });
+  const tickets = new ClusterTicketKeys(
+    config.listeners.filter((l) => l.tls?.sessionTickets === true).map((l) => l.name),
+    (keys) => {
+      pool.setTicketKeys(keys);
+      logger.info({ listeners: [...keys.keys()] }, 'TLS session ticket keys rotated and sent to the workers');
+    },
+  );
   if (tickets.listeners.length > 0) pool.setTicketKeys(tickets.current());
   const store = createStore(config.store, logger);
   const service = new ClusterAllowlistService(store, lists, new AuditLog(logger, config.admin.auditHistory), logger, pool);
@@ -145,28 +167,49 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
       };
       const tokens = loadTokens(config.admin);
       const app = await buildAdminApp({
-        service, tokens, logger, bodyLimit: config.admin.bodyLimit, version: VERSION, metrics: endpoint, allowedHosts: config.admin.allowedHosts,
+        service,
+        tokens,
+        logger,
+        bodyLimit: config.admin.bodyLimit,
+        version: VERSION,
+        metrics: endpoint,
+        allowedHosts: config.admin.allowedHosts,
         readiness: async () => {
           const r = readiness(service, []);
           const ready = pool.readyCount;
-          r.checks[0] = ready === n
-            ? { name: 'listeners', status: 'ok', message: `${n} worker(s) listening` }
-            : { name: 'listeners', status: 'error', message: `${ready} of ${n} worker(s) listening` };
+          r.checks[0] =
+            ready === n
+              ? { name: 'listeners', status: 'ok', message: `${n} worker(s) listening` }
+              : { name: 'listeners', status: 'error', message: `${ready} of ${n} worker(s) listening` };
           r.ready = r.ready && ready === n;
           // The self-checks (source NAT, PROXY trust) live where the connections are: ask the workers.
           const answers = await pool.selfChecks();
           r.checks.push(...mergeSelfChecks(answers));
           if (answers.length < ready) {
-            r.checks.push({ name: 'self_checks', status: 'warn', message: `${ready - answers.length} of ${ready} listening worker(s) did not report their self-checks in time` });
+            r.checks.push({
+              name: 'self_checks',
+              status: 'warn',
+              message: `${ready - answers.length} of ${ready} listening worker(s) did not report their self-checks in time`,
+            });
           }
           return r;
         },
-        explainTargets: explainTargets(config, lists), routes,
-        logLevel: { get: () => logger.level, set: (level) => { pool.setLogLevel(level); return setLogLevel(logger, level); } },
+        explainTargets: explainTargets(config, lists),
+        routes,
+        logLevel: {
+          get: () => logger.level,
+          set: (level) => {
+            pool.setLogLevel(level);
+            return setLogLevel(logger, level);
+          },
+        },
         connections: {
           names: config.listeners.map((l) => l.name),
           page: async (listener, limit) =>
-            mergeConnectionPages((await pool.connections(listener, limit)).map((a) => ({ worker: a.worker, page: a.reply })), limit),
+            mergeConnectionPages(
+              (await pool.connections(listener, limit)).map((a) => ({ worker: a.worker, page: a.reply })),
+              limit,
+            ),
         },
       });
       admin = await startAdminServer(app, listen);
@@ -191,19 +234,32 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
   // source: config lists follow the file (and the ConfigMaps it names): applied here, sent to every
   // worker like any list change. One watch per pod, not per worker. Routes too: checked here against
   // the listeners the workers bound, then sent to every worker.
-  const watcher = configFile === null ? null : new ConfigWatcher({ file: configFile, logger, initial: config, configMaps, reloads,
-    onConfig: async (next) => { await service.setDeclared(declaredLists(next, configFile)); },
-    onRoutes: routeReloader(config, logger, (update) => {
-      // The tables compiled once already (config validation); a throw here must refuse, not crash.
-      try {
-        routes.set(update);
-      } catch (err) {
-        return { problems: [(err as Error).message], closed: {} };
-      }
-      pool.setRoutes(update);
-      return { problems: [], closed: {} };
-    }),
-    onRefusal: (problems) => { service.configRefusal = problems; } });
+  const watcher =
+    configFile === null
+      ? null
+      : new ConfigWatcher({
+          file: configFile,
+          logger,
+          initial: config,
+          configMaps,
+          reloads,
+          onConfig: async (next) => {
+            await service.setDeclared(declaredLists(next, configFile));
+          },
+          onRoutes: routeReloader(config, logger, (update) => {
+            // The tables compiled once already (config validation); a throw here must refuse, not crash.
+            try {
+              routes.set(update);
+            } catch (err) {
+              return { problems: [(err as Error).message], closed: {} };
+            }
+            pool.setRoutes(update);
+            return { problems: [], closed: {} };
+          }),
+          onRefusal: (problems) => {
+            service.configRefusal = problems;
+          },
+        });
   if (configMaps) service.declaredWatches = () => configMaps.status();
   watcher?.start();
   // SIGHUP: re-read the config file now (as a change of it would).
@@ -218,7 +274,10 @@ export async function runPrimary(config: Config, logger: Logger, n: number, reas
         resolve(1);
         return;
       }
-      logger.info({ signal, drainTimeoutMs: config.shutdown.drainTimeoutMs, workers: pool.size }, 'stopping: workers drain their connections');
+      logger.info(
+        { signal, drainTimeoutMs: config.shutdown.drainTimeoutMs, workers: pool.size },
+        'stopping: workers drain their connections',
+      );
       watcher?.close();
       tickets.stop();
       void (async () => {

@@ -62,7 +62,9 @@ export type ToPrimary =
   | { t: 'ipgate:connections'; id: number; page: ConnectionsPage };
 
 export function isIpgateMessage<T extends { t: string }>(m: unknown): m is T {
-  return typeof m === 'object' && m !== null && typeof (m as { t?: unknown }).t === 'string' && (m as { t: string }).t.startsWith('ipgate:');
+  return (
+    typeof m === 'object' && m !== null && typeof (m as { t?: unknown }).t === 'string' && (m as { t: string }).t.startsWith('ipgate:')
+  );
 }
 
 /**

@@ -84,7 +84,13 @@ export class WorkerPool {
 
   /** Per worker: pid, ready, and the list versions it has applied (readiness, tests). */
   state(): Array<{ id: number; pid: number | undefined; ready: boolean; applied: number; versions: Record<string, string> }> {
-    return [...this.slots.values()].map((s) => ({ id: s.worker.id, pid: s.worker.process.pid, ready: s.ready, applied: s.applied, versions: s.versions }));
+    return [...this.slots.values()].map((s) => ({
+      id: s.worker.id,
+      pid: s.worker.process.pid,
+      ready: s.ready,
+      applied: s.applied,
+      versions: s.versions,
+    }));
   }
 
   /** Fork `n` workers and wait until every one has bound its listeners; a worker dying first fails the start. */
@@ -106,8 +112,10 @@ export class WorkerPool {
         for (const s of this.slots.values()) {
           if (s.applied >= target || s.ready === starting) continue;
           const ms = starting ? START_TIMEOUT_MS : APPLY_TIMEOUT_MS;
-          this.logger.error({ worker: s.worker.id, pid: s.worker.process.pid, seq: target, applied: s.applied },
-            `worker did not apply an allowlist change within ${ms} ms: replacing it`);
+          this.logger.error(
+            { worker: s.worker.id, pid: s.worker.process.pid, seq: target, applied: s.applied },
+            `worker did not apply an allowlist change within ${ms} ms: replacing it`,
+          );
           s.worker.process.kill('SIGKILL');
         }
       };
@@ -141,19 +149,24 @@ export class WorkerPool {
 
   /** Send a request to every ready worker; the answers that came within `timeoutMs`. */
   private async ask<T>(request: (id: number) => ToWorker, timeoutMs: number): Promise<Array<{ worker: number; reply: T }>> {
-    const asks = [...this.slots.values()].filter((s) => s.ready).map((s) => new Promise<{ worker: number; reply: T } | null>((resolve) => {
-      const id = ++this.requestId;
-      const timer = setTimeout(() => {
-        this.requests.delete(id);
-        resolve(null);
-      }, timeoutMs);
-      this.requests.set(id, (reply) => {
-        clearTimeout(timer);
-        this.requests.delete(id);
-        resolve({ worker: s.worker.id, reply: reply as T });
-      });
-      this.send(s.worker, request(id));
-    }));
+    const asks = [...this.slots.values()]
+      .filter((s) => s.ready)
+      .map(
+        (s) =>
+          new Promise<{ worker: number; reply: T } | null>((resolve) => {
+            const id = ++this.requestId;
+            const timer = setTimeout(() => {
+              this.requests.delete(id);
+              resolve(null);
+            }, timeoutMs);
+            this.requests.set(id, (reply) => {
+              clearTimeout(timer);
+              this.requests.delete(id);
+              resolve({ worker: s.worker.id, reply: reply as T });
+            });
+            this.send(s.worker, request(id));
+          }),
+      );
     return (await Promise.all(asks)).filter((a): a is { worker: number; reply: T } => a !== null);
   }
 
@@ -251,7 +264,9 @@ export class WorkerPool {
   }
 
   private snapshot(): ListState[] {
-    return this.lists.names().filter((n) => this.lists.has(n))
+    return this.lists
+      .names()
+      .filter((n) => this.lists.has(n))
       .map((name) => ({ name, entries: this.lists.entries(name), version: this.lists.get(name).version }));
   }
 

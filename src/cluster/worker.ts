@@ -61,7 +61,10 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
         adopted.push(name);
       } catch (err) {
         // The primary runs this same code, so this is our own fault; the key is not logged.
-        logger.error({ listener: name, err: (err as Error).message }, 'TLS session ticket key from the primary refused: this worker\'s own stays');
+        logger.error(
+          { listener: name, err: (err as Error).message },
+          "TLS session ticket key from the primary refused: this worker's own stays",
+        );
       }
     }
     logger.debug({ listeners: adopted }, 'TLS session ticket keys from the primary in force');
@@ -84,8 +87,21 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
     // enforce them from their first connection; the primary's versions are then set on top.
     const allowlists: Config['allowlists'] = {};
     // Every list is a plain store list here: the primary owns the sources and sends the result.
-    for (const l of first) allowlists[l.name] = { source: 'store', entries: l.entries.map((e) => ({ ...e })), file: null, configMap: null, allowTemporary: false };
-    const own: Config = { ...config, allowlists, store: { ...config.store, type: 'memory' }, admin: { ...config.admin, listen: null }, echo: null };
+    for (const l of first)
+      allowlists[l.name] = {
+        source: 'store',
+        entries: l.entries.map((e) => ({ ...e })),
+        file: null,
+        configMap: null,
+        allowTemporary: false,
+      };
+    const own: Config = {
+      ...config,
+      allowlists,
+      store: { ...config.store, type: 'memory' },
+      admin: { ...config.admin, listen: null },
+      echo: null,
+    };
     try {
       app = await startApp(own, { logger, ticketKeys });
     } catch (err) {

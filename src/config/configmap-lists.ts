@@ -104,34 +104,42 @@ export class ConfigMapLists {
       if (!wanted.has(key)) wanted.set(key, name);
     }
     const deadline = Date.now() + (this.opts.loadTimeoutMs ?? 30_000);
-    await Promise.all([...wanted].filter(([key]) => !this.watched.has(key)).map(async ([key, list]) => {
-      const [ns, cmName] = key.split('/') as [string, string];
-      const entry: Watched = { obj: null, watch: null as unknown as ConfigMapWatch };
-      let loaded = false;
-      const watch = new ConfigMapWatch({
-        ...this.opts.watch, client: this.kubeClient(), namespace: ns, name: cmName, logger: this.opts.logger,
-        onObject: (obj) => {
-          entry.obj = obj;
-          if (loaded) this.onChange?.();
-        },
-      });
-      (entry as { watch: ConfigMapWatch }).watch = watch;
-      try {
-        await watch.load(deadline);
-      } catch (err) {
-        await watch.close();
-        bad.add(key);
-        problems.push(problem(`allowlists.${list}.configMap.name`, cmName, `cannot read ConfigMap ${key}: ${explain(err, cmName)}`));
-        return;
-      }
-      loaded = true;
-      if (this.closed) {
-        await watch.close();
-        return;
-      }
-      this.watched.set(key, entry);
-      if (this.started) watch.start();
-    }));
+    await Promise.all(
+      [...wanted]
+        .filter(([key]) => !this.watched.has(key))
+        .map(async ([key, list]) => {
+          const [ns, cmName] = key.split('/') as [string, string];
+          const entry: Watched = { obj: null, watch: null as unknown as ConfigMapWatch };
+          let loaded = false;
+          const watch = new ConfigMapWatch({
+            ...this.opts.watch,
+            client: this.kubeClient(),
+            namespace: ns,
+            name: cmName,
+            logger: this.opts.logger,
+            onObject: (obj) => {
+              entry.obj = obj;
+              if (loaded) this.onChange?.();
+            },
+          });
+          (entry as { watch: ConfigMapWatch }).watch = watch;
+          try {
+            await watch.load(deadline);
+          } catch (err) {
+            await watch.close();
+            bad.add(key);
+            problems.push(problem(`allowlists.${list}.configMap.name`, cmName, `cannot read ConfigMap ${key}: ${explain(err, cmName)}`));
+            return;
+          }
+          loaded = true;
+          if (this.closed) {
+            await watch.close();
+            return;
+          }
+          this.watched.set(key, entry);
+          if (this.started) watch.start();
+        }),
+    );
     if (problems.length > 0) {
       record();
       throw new ConfigError(problems, undefined, 'configmap');
@@ -153,7 +161,13 @@ export class ConfigMapLists {
       if (typeof text !== 'string') {
         bad.add(key);
         const keys = Object.keys(obj.data ?? {}).sort();
-        problems.push(problem(`allowlists.${name}.configMap.key`, ref.key, `${where} has no such key (keys: ${keys.length > 0 ? keys.join(', ') : 'none'})`));
+        problems.push(
+          problem(
+            `allowlists.${name}.configMap.key`,
+            ref.key,
+            `${where} has no such key (keys: ${keys.length > 0 ? keys.join(', ') : 'none'})`,
+          ),
+        );
         continue;
       }
       const items = parseListText(text);
@@ -196,8 +210,13 @@ export class ConfigMapLists {
 
   /** The namespace to use for `namespace` (null: the pod's own); throws Error naming what to set. */
   private namespaceOf(namespace: string | null, field: string): string {
-    const target = resolveTarget({ namespace, namespaceField: field, env: this.opts.env ?? process.env,
-      serviceAccountDir: this.opts.serviceAccountDir, access: this.access ?? undefined });
+    const target = resolveTarget({
+      namespace,
+      namespaceField: field,
+      env: this.opts.env ?? process.env,
+      serviceAccountDir: this.opts.serviceAccountDir,
+      access: this.access ?? undefined,
+    });
     this.access ??= target.access;
     return target.namespace;
   }

@@ -10,10 +10,7 @@ export class ConfigError extends Error {
     /** Where the problems are, when not the config file: `configmap` (configmap-lists.ts fill()). */
     readonly source?: 'configmap',
   ) {
-    super(
-      (file ? `invalid config ${file}:\n` : 'invalid config:\n') +
-        problems.map((p) => `  - ${p}`).join('\n'),
-    );
+    super((file ? `invalid config ${file}:\n` : 'invalid config:\n') + problems.map((p) => `  - ${p}`).join('\n'));
     this.name = 'ConfigError';
   }
 }

@@ -85,7 +85,12 @@ export function buildConfig(raw: unknown, file?: string, opts: BuildOptions = {}
     throw new ConfigError(formatAjvErrors(validateSchema.errors ?? [], copy), file);
   }
   const config = copy as unknown as Config;
-  const { problems, warnings } = checkSemantics(config, raw, file !== undefined ? path.dirname(path.resolve(file)) : null, opts.tlsFiles ?? true);
+  const { problems, warnings } = checkSemantics(
+    config,
+    raw,
+    file !== undefined ? path.dirname(path.resolve(file)) : null,
+    opts.tlsFiles ?? true,
+  );
   if (problems.length > 0) throw new ConfigError(problems, file);
   const frozen = deepFreeze(config);
   WARNINGS.set(frozen, Object.freeze(warnings));
@@ -186,8 +191,9 @@ function unionErrors(errors: ErrorObject[]): ErrorObject[] {
   }
   const out = [...plain];
   for (const [key, g] of groups) {
-    const shallow = (e: ErrorObject): boolean => (e.keyword === 'type' || e.keyword === 'const' || e.keyword === 'enum')
-      && e.schemaPath === `${key}/${[...g.branches].find(([, es]) => es.includes(e))![0]}/${e.keyword}`;
+    const shallow = (e: ErrorObject): boolean =>
+      (e.keyword === 'type' || e.keyword === 'const' || e.keyword === 'enum') &&
+      e.schemaPath === `${key}/${[...g.branches].find(([, es]) => es.includes(e))![0]}/${e.keyword}`;
     const deep = [...g.branches.values()].filter((es) => !es.every(shallow));
     if (deep.length > 0) {
       for (const es of deep) out.push(...es);
@@ -195,16 +201,26 @@ function unionErrors(errors: ErrorObject[]): ErrorObject[] {
     }
     const all = [...g.branches.values()].flat();
     const first = all[0]!;
-    const forms = all.map((e) => e.keyword === 'type' ? typeName((e.params as { type: string }).type)
-      : e.keyword === 'const' ? JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)
-        : `one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`);
+    const forms = all.map((e) =>
+      e.keyword === 'type'
+        ? typeName((e.params as { type: string }).type)
+        : e.keyword === 'const'
+          ? JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)
+          : `one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`,
+    );
     out.push({ ...first, keyword: 'union', message: `must be ${[...new Set(forms)].join(' or ')}` });
   }
   return out;
 }
 
 const TYPE_NAMES: Record<string, string> = {
-  string: 'a string', integer: 'an integer', number: 'a number', boolean: 'true or false', array: 'a list', object: 'a mapping', null: 'null',
+  string: 'a string',
+  integer: 'an integer',
+  number: 'a number',
+  boolean: 'true or false',
+  array: 'a list',
+  object: 'a mapping',
+  null: 'null',
 };
 
 function typeName(t: string | string[]): string {
@@ -227,8 +243,15 @@ function kindOf(v: unknown): string {
  */
 function typeMessage(path: string, type: string | string[], value: unknown): string {
   const base = `must be ${typeName(type)}, not ${kindOf(value)}`;
-  const field = path.replace(/\[\d+\]$/, '').split('.').pop() ?? '';
-  if ((field === 'listen' || field === 'upstreams' || /^echo\.(tcp|http)$/.test(path)) && (typeof value === 'number' || typeof value === 'string')) {
+  const field =
+    path
+      .replace(/\[\d+\]$/, '')
+      .split('.')
+      .pop() ?? '';
+  if (
+    (field === 'listen' || field === 'upstreams' || /^echo\.(tcp|http)$/.test(path)) &&
+    (typeof value === 'number' || typeof value === 'string')
+  ) {
     const port = typeof value === 'number' ? value : null;
     return `${base}: write the address as "host:port" text${port !== null && Number.isInteger(port) ? `, e.g. "0.0.0.0:${port}" or "[::]:${port}"` : ''}`;
   }

@@ -33,7 +33,7 @@ export class ReloadStatus {
     const key = `${kind}\0${source}`;
     const before = this.sources.get(key);
     // A source refused at its first read (a ConfigMap added by a reload) has had no success: 0.
-    this.sources.set(key, { kind, source, ok, lastSuccessAt: ok ? at : before?.lastSuccessAt ?? 0 });
+    this.sources.set(key, { kind, source, ok, lastSuccessAt: ok ? at : (before?.lastSuccessAt ?? 0) });
   }
 
   /** Stop reporting a source the config no longer names. */
@@ -74,7 +74,8 @@ export function watchHealth(
   }
   if (store?.kind === 'kubernetes') {
     const st = store.status?.() as { lastError?: string | null; lastSyncAt?: number | null; configMap?: string } | undefined;
-    if (st?.configMap !== undefined) out.push({ configMap: st.configMap, use: 'store', healthy: (st.lastError ?? null) === null, lastSuccessAt: st.lastSyncAt ?? null });
+    if (st?.configMap !== undefined)
+      out.push({ configMap: st.configMap, use: 'store', healthy: (st.lastError ?? null) === null, lastSuccessAt: st.lastSyncAt ?? null });
   }
   return out;
 }

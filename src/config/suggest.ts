@@ -49,7 +49,10 @@ export function nearestKey(key: string, known: readonly string[]): string | null
   return best !== null && nearEnough(key, bestDistance) ? best : null;
 }
 
-interface ObjectSchema { properties?: Record<string, unknown>; type?: unknown }
+interface ObjectSchema {
+  properties?: Record<string, unknown>;
+  type?: unknown;
+}
 
 /**
  * The sentence after "unknown key" for `key` in an object whose schema is `parent`: `did you mean
@@ -64,7 +67,8 @@ export function suggestKey(key: string, parent: unknown): string | null {
     const inner = (schema as ObjectSchema).properties;
     if (inner === undefined) continue;
     const hit = nearestKey(key, Object.keys(inner));
-    if (hit !== null && hit.toLowerCase() === key.toLowerCase()) return `did you mean ${section}.${hit}? (an option of the ${section} section)`;
+    if (hit !== null && hit.toLowerCase() === key.toLowerCase())
+      return `did you mean ${section}.${hit}? (an option of the ${section} section)`;
   }
   return null;
 }

@@ -19,23 +19,37 @@ export function checkHttp2(at: string, l: ListenerConfig, baseDir: string | null
     return file;
   };
   if (h.http2.cleartext && l.tls !== null && l.tls !== undefined) {
-    warnings.push(problem(`${at}.http.http2.cleartext`, true, 'is ignored on a TLS listener (HTTP/2 comes by ALPN there: http.http2.enabled)'));
+    warnings.push(
+      problem(`${at}.http.http2.cleartext`, true, 'is ignored on a TLS listener (HTTP/2 comes by ALPN there: http.http2.enabled)'),
+    );
   }
   if (h.upstreamCA !== null) {
-    if (h.upstreamProtocol !== 'h2') warnings.push(problem(`${at}.http.upstreamCA`, h.upstreamCA, `is ignored: http.upstreamProtocol is "${h.upstreamProtocol}" (only h2 dials TLS)`));
+    if (h.upstreamProtocol !== 'h2')
+      warnings.push(
+        problem(`${at}.http.upstreamCA`, h.upstreamCA, `is ignored: http.upstreamProtocol is "${h.upstreamProtocol}" (only h2 dials TLS)`),
+      );
     h.upstreamCA = ca(`${at}.http.upstreamCA`, h.upstreamCA);
   }
   const shares = (p: string): boolean => p !== 'http1';
-  if (l.outboundProxyProtocol !== 'none' && (shares(h.upstreamProtocol) || (l.routes ?? []).some((r) => shares(r.http?.upstreamProtocol ?? 'http1')))) {
-    problems.push(problem(`${at}.outboundProxyProtocol`, l.outboundProxyProtocol,
-      'cannot be sent to HTTP/2 upstreams (upstreamProtocol h2c or h2): their connection is shared by every client\'s streams, and a PROXY header names one client'));
+  if (
+    l.outboundProxyProtocol !== 'none' &&
+    (shares(h.upstreamProtocol) || (l.routes ?? []).some((r) => shares(r.http?.upstreamProtocol ?? 'http1')))
+  ) {
+    problems.push(
+      problem(
+        `${at}.outboundProxyProtocol`,
+        l.outboundProxyProtocol,
+        "cannot be sent to HTTP/2 upstreams (upstreamProtocol h2c or h2): their connection is shared by every client's streams, and a PROXY header names one client",
+      ),
+    );
   }
   (l.routes ?? []).forEach((r, i) => {
     const rh = r.http;
     if (rh?.upstreamCA === undefined) return;
     const protocol = rh.upstreamProtocol ?? h.upstreamProtocol;
     const field = `${at}.routes[${i}].http.upstreamCA`;
-    if (protocol !== 'h2') warnings.push(problem(field, rh.upstreamCA, `is ignored: the route's upstreamProtocol is "${protocol}" (only h2 dials TLS)`));
+    if (protocol !== 'h2')
+      warnings.push(problem(field, rh.upstreamCA, `is ignored: the route's upstreamProtocol is "${protocol}" (only h2 dials TLS)`));
     rh.upstreamCA = ca(field, rh.upstreamCA);
   });
 }

@@ -26,8 +26,16 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
   const { at } = ctx;
   const routes = l.routes;
   if (routes === undefined) {
-    if (l.upstreams.length === 0) problems.push(problem(`${at}.upstreams`, l.upstreams, 'is empty: give at least one upstream target host:port (or routes, each with its upstreams)'));
-    if (l.sni !== undefined) problems.push(problem(`${at}.sni`, l.sni, 'is for TCP listeners with routes (SNI routing): remove it, or add routes'));
+    if (l.upstreams.length === 0)
+      problems.push(
+        problem(
+          `${at}.upstreams`,
+          l.upstreams,
+          'is empty: give at least one upstream target host:port (or routes, each with its upstreams)',
+        ),
+      );
+    if (l.sni !== undefined)
+      problems.push(problem(`${at}.sni`, l.sni, 'is for TCP listeners with routes (SNI routing): remove it, or add routes'));
     return;
   }
   if (l.mode === 'http' && l.sni !== undefined) {
@@ -43,18 +51,36 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
     const rat = `${at}.routes[${i}]`;
     if (r.allowlist !== undefined && !ctx.hasList(r.allowlist)) {
       const known = ctx.listNames();
-      problems.push(problem(`${rat}.allowlist`, r.allowlist, `no such allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists")`));
+      problems.push(
+        problem(
+          `${rat}.allowlist`,
+          r.allowlist,
+          `no such allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists")`,
+        ),
+      );
     }
     if (r.upstreams === undefined) {
       if (l.upstreams.length === 0) {
-        problems.push(problem(`${rat}.upstreams`, undefined, `is required: ${at}.upstreams is empty, so route ${JSON.stringify(r.name)} has nowhere to send its traffic`));
+        problems.push(
+          problem(
+            `${rat}.upstreams`,
+            undefined,
+            `is required: ${at}.upstreams is empty, so route ${JSON.stringify(r.name)} has nowhere to send its traffic`,
+          ),
+        );
       }
     } else {
       r.upstreams.forEach((u, j) => {
         const up = parseHostPort(u, false);
         if (typeof up === 'string') problems.push(problem(`${rat}.upstreams[${j}]`, u, up));
         else if (ctx.listen !== null && loopsToItself(ctx.listen, up)) {
-          problems.push(problem(`${rat}.upstreams[${j}]`, u, `is this listener's own address (${at}.listen): every connection would be forwarded back to ipgate, without end`));
+          problems.push(
+            problem(
+              `${rat}.upstreams[${j}]`,
+              u,
+              `is this listener's own address (${at}.listen): every connection would be forwarded back to ipgate, without end`,
+            ),
+          );
         }
       });
     }
@@ -62,11 +88,19 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
       problems.push(problem(`${rat}.upstreamHealth`, r.upstreamHealth, `applies to HTTP routes only (${at}.mode is "tcp")`));
     }
     if (l.mode === 'tcp' && r.http !== undefined) {
-      problems.push(problem(`${rat}.http`, r.http, `is an HTTP option but ${at}.mode is "tcp" (a TCP listener never sees HTTP): remove it`));
+      problems.push(
+        problem(`${rat}.http`, r.http, `is an HTTP option but ${at}.mode is "tcp" (a TCP listener never sees HTTP): remove it`),
+      );
     }
     for (const name of Object.keys(r.http?.requestHeaders ?? {})) {
       if (IDENTITY_HEADERS.has(name.toLowerCase())) {
-        problems.push(problem(`${rat}.http.requestHeaders`, name, 'is a client-IP header ipgate writes itself (docs/real-ip.md): it cannot be set per route'));
+        problems.push(
+          problem(
+            `${rat}.http.requestHeaders`,
+            name,
+            'is a client-IP header ipgate writes itself (docs/real-ip.md): it cannot be set per route',
+          ),
+        );
       }
     }
   });
@@ -74,5 +108,12 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
 
 /** Headers that carry the client's identity: written by ipgate only. */
 const IDENTITY_HEADERS: ReadonlySet<string> = new Set([
-  'x-forwarded-for', 'x-real-ip', 'forwarded', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-request-id', 'host',
+  'x-forwarded-for',
+  'x-real-ip',
+  'forwarded',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-request-id',
+  'host',
 ]);

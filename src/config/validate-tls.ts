@@ -11,7 +11,15 @@ import { problem } from '../schema/problem';
 import type { ListenerConfig } from '../schema/config';
 
 /** `files` false: the files are named but not read (a config written where they are not). */
-export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir: string | null, problems: string[], warnings: string[], files = true): void {
+export function checkTls(
+  at: string,
+  l: ListenerConfig,
+  rawTls: unknown,
+  baseDir: string | null,
+  problems: string[],
+  warnings: string[],
+  files = true,
+): void {
   // Ajv leaves an absent `tls` absent; the loaded config always has the field.
   if (l.tls === undefined) l.tls = null;
   const t = l.tls;
@@ -28,10 +36,14 @@ export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir
     if (typeof ca === 'string') problems.push(problem(`${at}.tls.clientCA`, written, ca));
   }
   if (t.clientCertificate !== 'none' && t.clientCA === null) {
-    problems.push(problem(`${at}.tls.clientCertificate`, t.clientCertificate, `needs ${at}.tls.clientCA (the CAs client certificates must chain to)`));
+    problems.push(
+      problem(`${at}.tls.clientCertificate`, t.clientCertificate, `needs ${at}.tls.clientCA (the CAs client certificates must chain to)`),
+    );
   }
   if (t.clientCertificate === 'none' && t.clientCA !== null) {
-    warnings.push(problem(`${at}.tls.clientCA`, t.clientCA, 'is ignored: tls.clientCertificate is "none" (no client certificate is asked for)'));
+    warnings.push(
+      problem(`${at}.tls.clientCA`, t.clientCA, 'is ignored: tls.clientCertificate is "none" (no client certificate is asked for)'),
+    );
   }
   if (t.minVersion > t.maxVersion) {
     problems.push(problem(`${at}.tls.minVersion`, t.minVersion, `is above tls.maxVersion "${t.maxVersion}"`));
@@ -41,7 +53,8 @@ export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir
     const here = `${at}.tls.certificates[${i}]`;
     const label = c.name ?? String(i);
     const seen = labels.get(label);
-    if (seen !== undefined) problems.push(problem(`${here}.name`, label, `is also the name of certificates[${seen}] (names are metric labels: one each)`));
+    if (seen !== undefined)
+      problems.push(problem(`${here}.name`, label, `is also the name of certificates[${seen}] (names are metric labels: one each)`));
     labels.set(label, i);
     (c.hosts ?? []).forEach((h, j) => {
       const why = hostPattern(h.toLowerCase());
@@ -59,7 +72,13 @@ export function checkTls(at: string, l: ListenerConfig, rawTls: unknown, baseDir
       return;
     }
     if (c.hosts === null && pair.names.length === 0 && i > 0) {
-      warnings.push(problem(`${here}.cert`, cert, 'names no DNS host (no subjectAltName DNS entry or host-name CN) and is not the default: no client can reach it; give it hosts'));
+      warnings.push(
+        problem(
+          `${here}.cert`,
+          cert,
+          'names no DNS host (no subjectAltName DNS entry or host-name CN) and is not the default: no client can reach it; give it hosts',
+        ),
+      );
     }
     if (pair.notAfter * 1000 < Date.now()) {
       warnings.push(problem(`${here}.cert`, cert, `expired on ${pair.leaf.validTo}`));

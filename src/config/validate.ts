@@ -30,8 +30,9 @@ const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[
 
 /** Removed HTTP engines, still accepted in old configs (the relay serves them), and why they went. */
 const REMOVED_ENGINES: Readonly<Record<string, string>> = {
-  undici: 'undici\'s client can kill the process on a close-delimited response',
-  'http-proxy': 'its shared keep-alive agent let an upgrade request desync a pooled upstream connection, and it leaked upstream sockets under the engine fuzz test',
+  undici: "undici's client can kill the process on a close-delimited response",
+  'http-proxy':
+    'its shared keep-alive agent let an upgrade request desync a pooled upstream connection, and it leaked upstream sockets under the engine fuzz test',
 };
 
 interface SemanticResult {
@@ -53,7 +54,8 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
       const r = parseCidr(text);
       if (!r.ok) problems.push(problem(`${path}[${i}]`, text, r.message));
       else if (trust !== null && r.cidr.prefix <= WIDE_PREFIX) {
-        const span = r.cidr.prefix === 0 ? `every IPv${r.cidr.family} address` : `1/${2 ** r.cidr.prefix} of all IPv${r.cidr.family} addresses`;
+        const span =
+          r.cidr.prefix === 0 ? `every IPv${r.cidr.family} address` : `1/${2 ** r.cidr.prefix} of all IPv${r.cidr.family} addresses`;
         warnings.push(problem(`${path}[${i}]`, text, `trusts ${span}: ${trust}; list only the CIDRs of your load balancers or proxies`));
       }
     });
@@ -65,22 +67,41 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
   for (const [name, value] of Object.entries(config.allowlists as Record<string, unknown>)) {
     const at = `allowlists.${name}`;
     if (Array.isArray(value)) {
-      config.allowlists[name] = { source: 'store', entries: validEntries(at, value), file: null, configMap: null, allowTemporary: allowlistDefault('allowTemporary') };
+      config.allowlists[name] = {
+        source: 'store',
+        entries: validEntries(at, value),
+        file: null,
+        configMap: null,
+        allowTemporary: allowlistDefault('allowTemporary'),
+      };
       continue;
     }
     // As written (Ajv fills in no default inside the allowlists' anyOf): the schema's defaults here.
     const v = value as Partial<AllowlistObjectInput> & Pick<AllowlistObjectInput, 'source'>;
-    const list: AllowlistConfig = { source: v.source, entries: [], file: null, configMap: null, allowTemporary: v.allowTemporary ?? allowlistDefault('allowTemporary') };
+    const list: AllowlistConfig = {
+      source: v.source,
+      entries: [],
+      file: null,
+      configMap: null,
+      allowTemporary: v.allowTemporary ?? allowlistDefault('allowTemporary'),
+    };
     if (v.configMap !== undefined) {
       // The entries come from the API when ipgate runs (config/configmap-lists.ts fills them in
       // with the same checks as a file's); loading the file alone (check-config, workers) cannot read them.
-      if (v.source !== 'config') problems.push(problem(`${at}.configMap`, v.configMap, 'is for source: config lists (a store list is edited through the admin API)'));
-      if (v.entries !== undefined) problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.configMap both given: keep the entries in one place`));
-      if (v.file !== undefined) problems.push(problem(`${at}.file`, v.file, `and ${at}.configMap both given: keep the entries in one place`));
+      if (v.source !== 'config')
+        problems.push(
+          problem(`${at}.configMap`, v.configMap, 'is for source: config lists (a store list is edited through the admin API)'),
+        );
+      if (v.entries !== undefined)
+        problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.configMap both given: keep the entries in one place`));
+      if (v.file !== undefined)
+        problems.push(problem(`${at}.file`, v.file, `and ${at}.configMap both given: keep the entries in one place`));
       list.configMap = { name: v.configMap.name, key: v.configMap.key, namespace: v.configMap.namespace ?? null };
     } else if (v.file !== undefined) {
-      if (v.source !== 'config') problems.push(problem(`${at}.file`, v.file, 'is for source: config lists (a store list is edited through the admin API)'));
-      if (v.entries !== undefined) problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.file both given: keep the entries in one place`));
+      if (v.source !== 'config')
+        problems.push(problem(`${at}.file`, v.file, 'is for source: config lists (a store list is edited through the admin API)'));
+      if (v.entries !== undefined)
+        problems.push(problem(`${at}.entries`, v.entries.length, `and ${at}.file both given: keep the entries in one place`));
       const file = path.resolve(baseDir ?? process.cwd(), v.file);
       list.file = file;
       const read = readListFile(file);
@@ -90,7 +111,13 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
       list.entries = validEntries(`${at}.entries`, v.entries ?? []);
     }
     if (v.allowTemporary !== undefined && v.source !== 'config') {
-      problems.push(problem(`${at}.allowTemporary`, v.allowTemporary, 'is for source: config lists (every entry of a store list can be edited through the admin API)'));
+      problems.push(
+        problem(
+          `${at}.allowTemporary`,
+          v.allowTemporary,
+          'is for source: config lists (every entry of a store list can be edited through the admin API)',
+        ),
+      );
     }
     config.allowlists[name] = list;
   }
@@ -99,8 +126,13 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
   checkCidrs('clusterNetworks', config.clusterNetworks);
   config.admin.allowedHosts.forEach((h, i) => {
     if (!HOST_NAME.test(h)) {
-      problems.push(problem(`admin.allowedHosts[${i}]`, h,
-        'must be a host name without port, scheme or wildcard (IP addresses and localhost are always allowed)'));
+      problems.push(
+        problem(
+          `admin.allowedHosts[${i}]`,
+          h,
+          'must be a host name without port, scheme or wildcard (IP addresses and localhost are always allowed)',
+        ),
+      );
     }
   });
 
@@ -118,7 +150,8 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
       for (const other of binds) {
         const why = bindCollision(other.hp, hp);
         if (why === null) continue;
-        const consequence = other.what === 'admin' || what === 'admin' ? 'the admin API never shares a data port' : 'only one socket can listen on it';
+        const consequence =
+          other.what === 'admin' || what === 'admin' ? 'the admin API never shares a data port' : 'only one socket can listen on it';
         problems.push(problem(field, text, `collides with ${other.field} ${JSON.stringify(other.text)}: ${why}; ${consequence}`));
         break;
       }
@@ -140,7 +173,13 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
   const checkListRef = (field: string, name: string): void => {
     if (!Object.hasOwn(config.allowlists, name)) {
       const known = Object.keys(config.allowlists);
-      problems.push(problem(field, name, `names no allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists", or give CIDRs)`));
+      problems.push(
+        problem(
+          field,
+          name,
+          `names no allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists", or give CIDRs)`,
+        ),
+      );
     }
   };
 
@@ -155,43 +194,79 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
 
     if (!Object.hasOwn(config.allowlists, l.allowlist)) {
       const known = Object.keys(config.allowlists);
-      problems.push(problem(`${at}.allowlist`, l.allowlist,
-        `no such allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists")`));
+      problems.push(
+        problem(
+          `${at}.allowlist`,
+          l.allowlist,
+          `no such allowlist (defined: ${known.length ? known.join(', ') : 'none'}; define it under "allowlists")`,
+        ),
+      );
     }
     l.upstreams.forEach((u, j) => {
       const up = parseHostPort(u, false);
       if (typeof up === 'string') problems.push(problem(`${at}.upstreams[${j}]`, u, up));
       else if (hp !== null && loopsToItself(hp, up)) {
-        problems.push(problem(`${at}.upstreams[${j}]`, u,
-          `is this listener's own address (${at}.listen ${JSON.stringify(l.listen)}): every connection would be forwarded back to ipgate, without end`));
+        problems.push(
+          problem(
+            `${at}.upstreams[${j}]`,
+            u,
+            `is this listener's own address (${at}.listen ${JSON.stringify(l.listen)}): every connection would be forwarded back to ipgate, without end`,
+          ),
+        );
       }
     });
-    checkRoutes(l, {
-      at, listen: hp,
-      hasList: (n) => Object.hasOwn(config.allowlists, n),
-      listNames: () => Object.keys(config.allowlists),
-    }, problems);
+    checkRoutes(
+      l,
+      {
+        at,
+        listen: hp,
+        hasList: (n) => Object.hasOwn(config.allowlists, n),
+        listNames: () => Object.keys(config.allowlists),
+      },
+      problems,
+    );
     const ts = l.proxyProtocol.trustedSources;
     if (typeof ts === 'string') checkListRef(`${at}.proxyProtocol.trustedSources`, ts);
-    else checkCidrs(`${at}.proxyProtocol.trustedSources`, ts, 'anyone there can send a PROXY header and choose the client address ipgate checks');
+    else
+      checkCidrs(
+        `${at}.proxyProtocol.trustedSources`,
+        ts,
+        'anyone there can send a PROXY header and choose the client address ipgate checks',
+      );
     if (l.proxyProtocol.mode !== 'off' && Array.isArray(ts) && ts.length === 0) {
-      problems.push(problem(`${at}.proxyProtocol.trustedSources`, [],
-        `is empty, so no peer may send a PROXY header in mode "${l.proxyProtocol.mode}": list the load balancers' CIDRs`));
+      problems.push(
+        problem(
+          `${at}.proxyProtocol.trustedSources`,
+          [],
+          `is empty, so no peer may send a PROXY header in mode "${l.proxyProtocol.mode}": list the load balancers' CIDRs`,
+        ),
+      );
     }
     const rawPp = rawObject(rawListener?.proxyProtocol);
     if (l.proxyProtocol.mode === 'off' && rawPp !== null) {
       for (const key of ['trustedSources', 'headerTimeoutMs', 'maxV2Length'] as const) {
-        if (key in rawPp) warnings.push(problem(`${at}.proxyProtocol.${key}`, rawPp[key], 'is ignored: proxyProtocol.mode is "off" (no PROXY header is read)'));
+        if (key in rawPp)
+          warnings.push(
+            problem(`${at}.proxyProtocol.${key}`, rawPp[key], 'is ignored: proxyProtocol.mode is "off" (no PROXY header is read)'),
+          );
       }
     }
     checkTls(at, l, rawListener?.tls, baseDir, problems, warnings, tlsFiles);
     const rawHttp = rawObject(rawListener?.http);
     if (l.mode === 'tcp') {
       for (const key of Object.keys(rawHttp ?? {})) {
-        problems.push(problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`));
+        problems.push(
+          problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`),
+        );
       }
       if (l.upstreamHealth !== undefined && l.upstreamHealth.passive !== null) {
-        problems.push(problem(`${at}.upstreamHealth.passive`, l.upstreamHealth.passive, 'applies to HTTP listeners only (TCP listeners try the next target after a failed connect, without a health state)'));
+        problems.push(
+          problem(
+            `${at}.upstreamHealth.passive`,
+            l.upstreamHealth.passive,
+            'applies to HTTP listeners only (TCP listeners try the next target after a failed connect, without a health state)',
+          ),
+        );
       }
       return;
     }
@@ -201,8 +276,13 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     checkHttp2(at, l, baseDir, problems, warnings);
     const removed = REMOVED_ENGINES[l.http.engine];
     if (removed !== undefined) {
-      warnings.push(problem(`${at}.http.engine`, l.http.engine,
-        `was removed (${removed}; docs/http-engines.md): the relay engine serves this listener`));
+      warnings.push(
+        problem(
+          `${at}.http.engine`,
+          l.http.engine,
+          `was removed (${removed}; docs/http-engines.md): the relay engine serves this listener`,
+        ),
+      );
     }
   });
   return { problems, warnings };
@@ -225,8 +305,14 @@ function resolvePaths(config: Config, raw: unknown, baseDir: string | null, warn
     const now = path.resolve(base, written);
     const before = path.resolve(process.cwd(), written);
     if (used && !path.isAbsolute(written) && now !== before && fs.existsSync(before) && !fs.existsSync(now)) {
-      warnings.push(problem(field, written, `now resolves to ${now} (relative to the config file), where nothing is; it used to resolve to ${before}, `
-        + 'which exists: write that absolute path, or move the file'));
+      warnings.push(
+        problem(
+          field,
+          written,
+          `now resolves to ${now} (relative to the config file), where nothing is; it used to resolve to ${before}, ` +
+            'which exists: write that absolute path, or move the file',
+        ),
+      );
     }
     return now;
   };
@@ -234,7 +320,8 @@ function resolvePaths(config: Config, raw: unknown, baseDir: string | null, warn
   config.store.path = resolve('store.path', rawStore?.path, config.store.type === 'file') ?? path.resolve(process.cwd(), config.store.path);
   const rawAdmin = rawObject(rawObject(raw)?.admin);
   if (config.admin.tokenFile !== null) config.admin.tokenFile = resolve('admin.tokenFile', rawAdmin?.tokenFile) ?? config.admin.tokenFile;
-  if (config.admin.tokensFile !== null) config.admin.tokensFile = resolve('admin.tokensFile', rawAdmin?.tokensFile) ?? config.admin.tokensFile;
+  if (config.admin.tokensFile !== null)
+    config.admin.tokensFile = resolve('admin.tokensFile', rawAdmin?.tokensFile) ?? config.admin.tokensFile;
 }
 
 /** The entries of a list file (YAML or JSON) with each one's line, or why it cannot be used. */
@@ -281,7 +368,7 @@ function parseListDocument(text: string): ListDocument | string {
   return {
     items: parsed,
     lineOf: (i) => {
-      const item = isSeq(seq) ? seq.items[i] as { range?: [number, number, number] } | undefined : undefined;
+      const item = isSeq(seq) ? (seq.items[i] as { range?: [number, number, number] } | undefined) : undefined;
       return item?.range ? counter.linePos(item.range[0]).line : 1;
     },
   };
@@ -292,7 +379,12 @@ function parseListDocument(text: string): ListDocument | string {
  * repeated entry adds a problem `<at>[i]...: value: why` to `problems` and is left out. `where(i)`:
  * the entry's place, appended to its problem (` in lists/office.yaml:12`).
  */
-export function validateListEntries(at: string, items: readonly unknown[], problems: string[], where: (i: number) => string = () => ''): AllowEntryConfig[] {
+export function validateListEntries(
+  at: string,
+  items: readonly unknown[],
+  problems: string[],
+  where: (i: number) => string = () => '',
+): AllowEntryConfig[] {
   const out: AllowEntryConfig[] = [];
   const seen = new Map<string, number>();
   items.forEach((item, i) => {
@@ -300,7 +392,7 @@ export function validateListEntries(at: string, items: readonly unknown[], probl
     const r = validateEntry(candidate);
     if (!r.ok) {
       const p = typeof item === 'string' || r.field === '' ? `${at}[${i}]` : `${at}[${i}].${r.field}`;
-      const value = typeof item === 'string' ? item : isRecord(candidate) ? candidate[r.field] ?? candidate : candidate;
+      const value = typeof item === 'string' ? item : isRecord(candidate) ? (candidate[r.field] ?? candidate) : candidate;
       problems.push(problem(p, value, r.message) + where(i));
       return;
     }
@@ -320,7 +412,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 function rawObject(v: unknown): Record<string, unknown> | null {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, unknown> : null;
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
 }
 
 function rawArray(v: unknown): unknown[] {

@@ -154,9 +154,15 @@ export class ConfigWatcher {
     const before = this.pendingRestart;
     this.pendingRestart = restart;
     if (restart.length > 0 && restart.join() !== before.join()) {
-      log.warn({ config: this.opts.file, fields: restart }, `config changed outside allowlists and routes (${restart.join(', ')}): applied at the next restart; allowlists and routes are applied now`);
+      log.warn(
+        { config: this.opts.file, fields: restart },
+        `config changed outside allowlists and routes (${restart.join(', ')}): applied at the next restart; allowlists and routes are applied now`,
+      );
     } else if (restart.length === 0 && before.length > 0) {
-      log.info({ config: this.opts.file, fields: before }, `config outside allowlists and routes is back to the one running (${before.join(', ')} reverted): nothing waits for a restart`);
+      log.info(
+        { config: this.opts.file, fields: before },
+        `config outside allowlists and routes is back to the one running (${before.join(', ')} reverted): nothing waits for a restart`,
+      );
     }
     this.current = next;
     this.rewatch(next);
@@ -185,7 +191,8 @@ function changedOutsideLists(a: Config, b: Config): string[] {
       if (JSON.stringify(withoutRoutes(a)) !== JSON.stringify(withoutRoutes(b))) out.push(key);
       continue;
     }
-    if (JSON.stringify((a as unknown as Record<string, unknown>)[key]) !== JSON.stringify((b as unknown as Record<string, unknown>)[key])) out.push(key);
+    if (JSON.stringify((a as unknown as Record<string, unknown>)[key]) !== JSON.stringify((b as unknown as Record<string, unknown>)[key]))
+      out.push(key);
   }
   return out.sort();
 }

@@ -24,7 +24,13 @@ export class TlsFacts {
   /** `,"tls":{...}`: the access line's field, ready to append. */
   get json(): string {
     if (this.fragment === null) {
-      const fields = { version: this.version, sni: this.sni, cipher: this.cipher, resumed: this.resumed, ...(this.clientCert !== null ? { clientCert: this.clientCert } : {}) };
+      const fields = {
+        version: this.version,
+        sni: this.sni,
+        cipher: this.cipher,
+        resumed: this.resumed,
+        ...(this.clientCert !== null ? { clientCert: this.clientCert } : {}),
+      };
       this.fragment = `,"tls":${JSON.stringify(fields)}`;
     }
     return this.fragment;

@@ -17,12 +17,18 @@ export function analyseAdmin(admin: AdminView | null, findings: Finding[], admin
       id: 'ipgate.not-checked',
       severity: 'info',
       subject,
-      statement: 'ipgate\'s own view not checked (pass --admin-url and --admin-token-env)',
+      statement: "ipgate's own view not checked (pass --admin-url and --admin-token-env)",
     });
     return;
   }
   if (admin.tokenProblem) {
-    findings.push({ id: 'ipgate.admin-token', severity: 'warn', subject, statement: admin.tokenProblem, fix: 'export the admin token in that variable' });
+    findings.push({
+      id: 'ipgate.admin-token',
+      severity: 'warn',
+      subject,
+      statement: admin.tokenProblem,
+      fix: 'export the admin token in that variable',
+    });
   }
   if (admin.error !== undefined || admin.status === undefined) {
     findings.push({
@@ -40,7 +46,7 @@ export function analyseAdmin(admin: AdminView | null, findings: Finding[], admin
       severity: 'warn',
       subject,
       statement: `ipgate's admin API refused the token (HTTP ${admin.status}) at ${admin.url}`,
-      fix: 'pass the admin token through --admin-token-env (the variable\'s name, not the token)',
+      fix: "pass the admin token through --admin-token-env (the variable's name, not the token)",
     });
     return;
   }
@@ -58,13 +64,18 @@ export function analyseAdmin(admin: AdminView | null, findings: Finding[], admin
     return;
   }
   const ready = admin.status >= 200 && admin.status < 300;
-  const detail = obj && typeof obj.status === 'string' ? ` (status "${obj.status}")` : typeof body === 'string' && body !== '' ? `: ${oneLine(body)}` : '';
+  const detail =
+    obj && typeof obj.status === 'string'
+      ? ` (status "${obj.status}")`
+      : typeof body === 'string' && body !== ''
+        ? `: ${oneLine(body)}`
+        : '';
   findings.push({
     id: ready ? 'ipgate.ready' : 'ipgate.not-ready',
     severity: ready ? 'ok' : 'error',
     subject,
     statement: `ipgate /readyz answered HTTP ${admin.status}${detail}: ${ready ? 'ready' : 'not ready'}`,
-    ...(ready ? {} : { fix: 'read ipgate\'s logs and the checks below; kubectl describe pod for probe failures' }),
+    ...(ready ? {} : { fix: "read ipgate's logs and the checks below; kubectl describe pod for probe failures" }),
   });
   const checks = obj && Array.isArray(obj.checks) ? obj.checks : [];
   for (const [i, raw] of checks.entries()) findings.push(checkFinding(raw, i));
@@ -86,7 +97,7 @@ function checkFinding(raw: unknown, index: number): Finding {
     severity,
     subject: 'ipgate',
     statement: `${name}: ${rest}`,
-    ...(fix ? { fix } : needsFix ? { fix: 'see ipgate\'s logs and metrics for this check, and docs/real-ip.md' } : {}),
+    ...(fix ? { fix } : needsFix ? { fix: "see ipgate's logs and metrics for this check, and docs/real-ip.md" } : {}),
   };
 }
 

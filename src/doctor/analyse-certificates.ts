@@ -53,7 +53,7 @@ function analyseOne(c: CertificateRead, now: Date, findings: Finding[]): void {
       severity: 'error',
       subject,
       statement: `cannot use ${where}: ${c.reason}`,
-      fix: 'point tls.certificates[].cert at a readable PEM certificate (in Kubernetes: the mounted Secret\'s tls.crt, helm value tls.secrets)',
+      fix: "point tls.certificates[].cert at a readable PEM certificate (in Kubernetes: the mounted Secret's tls.crt, helm value tls.secrets)",
       check: `ls -lL ${c.file}`,
     });
     return;
@@ -105,9 +105,10 @@ function analyseOne(c: CertificateRead, now: Date, findings: Finding[]): void {
       severity: 'error',
       subject,
       statement: `key of ${where}: ${c.key.reason}: the listener cannot serve this pair`,
-      fix: c.key.state === 'mismatch'
-        ? 'point key at the private key the certificate was issued for (a Secret\'s tls.key beside its tls.crt)'
-        : 'point tls.certificates[].key at a readable, unencrypted PEM private key',
+      fix:
+        c.key.state === 'mismatch'
+          ? "point key at the private key the certificate was issued for (a Secret's tls.key beside its tls.crt)"
+          : 'point tls.certificates[].key at a readable, unencrypted PEM private key',
       check: `openssl pkey -in ${c.keyFile ?? '<key>'} -pubout | openssl sha256; openssl x509 -in ${c.file} -noout -pubkey | openssl sha256`,
     });
   }
@@ -118,7 +119,7 @@ function analyseOne(c: CertificateRead, now: Date, findings: Finding[]): void {
       severity: 'warn',
       subject,
       statement: `${where}: the certificates after the first are not each the issuer of the one before: clients that need the intermediates may fail to build a path`,
-      fix: 'write the file as the leaf first, then each issuer in turn (cert-manager\'s tls.crt already is)',
+      fix: "write the file as the leaf first, then each issuer in turn (cert-manager's tls.crt already is)",
       check,
     });
   }

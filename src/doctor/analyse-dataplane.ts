@@ -40,7 +40,7 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
       s.felix.state === 'ok' && s.felix.value.bpfEnabled
         ? 'Calico eBPF is enabled and handles Services'
         : s.cilium.state === 'ok' && ciliumReplacesKubeProxy(s.cilium.value)
-          ? 'Cilium\'s kube-proxy replacement handles Services'
+          ? "Cilium's kube-proxy replacement handles Services"
           : 'kube-proxy may be replaced by an eBPF dataplane (Cilium, Calico eBPF), configured by flags, or managed by the provider';
     findings.push({
       id: 'kube-proxy.configmap-missing',
@@ -88,7 +88,8 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
         id: 'kube-proxy.mode.ipvs',
         severity: 'ok',
         subject,
-        statement: 'mode ipvs: NodePorts are IPVS virtual servers; traffic in the KUBE-NODE-PORT-LOCAL-* ipsets (externalTrafficPolicy: Local) is not masqueraded, the rest goes to KUBE-MARK-MASQ',
+        statement:
+          'mode ipvs: NodePorts are IPVS virtual servers; traffic in the KUBE-NODE-PORT-LOCAL-* ipsets (externalTrafficPolicy: Local) is not masqueraded, the rest goes to KUBE-MARK-MASQ',
         check: 'on a node: ipvsadm -Ln; ipset list KUBE-NODE-PORT-LOCAL-TCP',
       });
       break;
@@ -99,7 +100,7 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
         subject,
         statement:
           'mode nftables: externalTrafficPolicy: Cluster traffic jumps to mark-for-masquerade (source NAT), Local does not; ' +
-          'NodePorts are accepted only on the node\'s primary addresses unless nodePortAddresses says otherwise',
+          "NodePorts are accepted only on the node's primary addresses unless nodePortAddresses says otherwise",
         check: 'on a node: nft list table ip kube-proxy',
       });
       break;
@@ -126,7 +127,8 @@ function analyseKubeProxy(s: Snapshot, findings: Finding[]): void {
       id: 'kube-proxy.masquerade-all',
       severity: 'info',
       subject,
-      statement: 'masqueradeAll: true: kube-proxy SNATs all traffic to Service ClusterIPs, so in-cluster clients reaching ipgate by its ClusterIP appear as node addresses',
+      statement:
+        'masqueradeAll: true: kube-proxy SNATs all traffic to Service ClusterIPs, so in-cluster clients reaching ipgate by its ClusterIP appear as node addresses',
       fix: 'set masqueradeAll: false unless the CNI needs it; in-cluster clients that must be identified should not go through the ClusterIP',
     });
   }
@@ -234,7 +236,7 @@ function analyseFelix(f: FelixView, findings: Finding[]): void {
       subject,
       statement:
         'Calico eBPF with bpfExternalServiceMode DSR: the client address reaches the pod; replies from a pod on another node go straight to the client, ' +
-        'with the ingress node\'s address as source',
+        "with the ingress node's address as source",
       fix: 'make sure the network between nodes and clients lets those replies through (no reverse-path or source/destination checks on node interfaces), or use Tunnel',
       check,
     });

@@ -65,7 +65,7 @@ function analyseService(snapshot: Snapshot, svc: ServiceView, subject: string, f
         statement:
           `type LoadBalancer (${ingress.length > 0 ? `ingress ${ingress.join(', ')}` : 'no ingress address yet'}, ${nodePortsText(svc)}): ` +
           'the client IP survives only if the load balancer passes packets through unchanged or sends a PROXY header',
-        fix: 'if the load balancer proxies connections, enable its PROXY protocol and set proxyProtocol.mode on the listener with trustedSources = the load balancer\'s addresses only',
+        fix: "if the load balancer proxies connections, enable its PROXY protocol and set proxyProtocol.mode on the listener with trustedSources = the load balancer's addresses only",
         check,
       });
       const proxied = svc.loadBalancerIngress.filter((i) => i.ipMode === 'Proxy');
@@ -75,7 +75,7 @@ function analyseService(snapshot: Snapshot, svc: ServiceView, subject: string, f
           severity: 'warn',
           subject,
           statement: `load balancer ingress ${proxied.map((i) => i.ip ?? i.hostname).join(', ')} has ipMode: Proxy: the load balancer terminates connections, so ipgate sees the load balancer's address as the peer`,
-          fix: 'turn on the load balancer\'s PROXY protocol (v2) and set proxyProtocol.mode: required with trustedSources = the load balancer\'s source addresses',
+          fix: "turn on the load balancer's PROXY protocol (v2) and set proxyProtocol.mode: required with trustedSources = the load balancer's source addresses",
           check,
         });
       }
@@ -84,7 +84,8 @@ function analyseService(snapshot: Snapshot, svc: ServiceView, subject: string, f
           id: 'service.no-node-ports',
           severity: 'info',
           subject,
-          statement: 'allocateLoadBalancerNodePorts: false: the load balancer must route straight to pod IPs; kube-proxy\'s NodePort path (and externalTrafficPolicy) is not on the way',
+          statement:
+            "allocateLoadBalancerNodePorts: false: the load balancer must route straight to pod IPs; kube-proxy's NodePort path (and externalTrafficPolicy) is not on the way",
         });
       }
       break;
@@ -128,7 +129,8 @@ function analyseService(snapshot: Snapshot, svc: ServiceView, subject: string, f
         id: 'service.external-traffic-policy.local',
         severity: 'ok',
         subject,
-        statement: 'externalTrafficPolicy: Local: nodes deliver NodePort traffic to a local ipgate pod without source NAT, so ipgate sees the client address',
+        statement:
+          'externalTrafficPolicy: Local: nodes deliver NodePort traffic to a local ipgate pod without source NAT, so ipgate sees the client address',
         check,
       });
     } else {
@@ -154,7 +156,8 @@ function analyseService(snapshot: Snapshot, svc: ServiceView, subject: string, f
       id: 'service.internal-traffic-policy.local',
       severity: 'warn',
       subject,
-      statement: 'internalTrafficPolicy: Local: in-cluster clients on a node without a ready ipgate pod have their connections to the ClusterIP dropped',
+      statement:
+        'internalTrafficPolicy: Local: in-cluster clients on a node without a ready ipgate pod have their connections to the ClusterIP dropped',
       fix: 'set spec.internalTrafficPolicy: Cluster (in-cluster clients are not source-NATed by kube-proxy either way)',
       check,
     });
@@ -212,7 +215,11 @@ function analyseWorkload(snapshot: Snapshot, svc: ServiceView, subject: string, 
       fix: 'give the Service a selector matching the ipgate pods (the chart does)',
     });
   }
-  const selectorText = svc.selector ? Object.entries(svc.selector).map(([k, v]) => `${k}=${v}`).join(',') : '';
+  const selectorText = svc.selector
+    ? Object.entries(svc.selector)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(',')
+    : '';
   let pods: readonly PodView[] | null = null;
   if (svc.selector !== null) {
     if (snapshot.pods.state === 'ok') pods = snapshot.pods.value;
@@ -222,7 +229,7 @@ function analyseWorkload(snapshot: Snapshot, svc: ServiceView, subject: string, 
         severity: 'warn',
         subject: `pods/${ns}`,
         statement: `cannot list pods (${snapshot.pods.state === 'unreadable' ? snapshot.pods.reason : 'not found'}): node coverage is taken from EndpointSlices if readable`,
-        fix: 'grant the doctor\'s identity get/list on pods in this namespace',
+        fix: "grant the doctor's identity get/list on pods in this namespace",
       });
     }
   }
@@ -264,7 +271,7 @@ function analyseWorkload(snapshot: Snapshot, svc: ServiceView, subject: string, 
       severity: 'warn',
       subject: 'nodes',
       statement: `cannot list nodes (${snapshot.nodes.state === 'unreadable' ? snapshot.nodes.reason : 'not found'}): which nodes drop NodePort traffic under Local is not checked`,
-      fix: 'grant the doctor\'s identity list on nodes (a ClusterRole)',
+      fix: "grant the doctor's identity list on nodes (a ClusterRole)",
     });
     return;
   }

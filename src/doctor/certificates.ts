@@ -55,7 +55,8 @@ export function collectCertificates(configFile: string, checkedAt: Date = new Da
     raw = YAML.parse(fs.readFileSync(configFile, 'utf8'));
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    const why = e.code?.startsWith('E') && !e.code.startsWith('ERR_') ? `cannot read it: ${e.code}` : `not valid YAML: ${e.message.split('\n')[0]}`;
+    const why =
+      e.code?.startsWith('E') && !e.code.startsWith('ERR_') ? `cannot read it: ${e.code}` : `not valid YAML: ${e.message.split('\n')[0]}`;
     throw new DoctorError('IPGATE_DOCTOR_CONFIG', `--config ${configFile}: ${why}`, { cause: err });
   }
   if (!isObj(raw) || !Array.isArray(raw.listeners)) {
@@ -71,13 +72,17 @@ export function collectCertificates(configFile: string, checkedAt: Date = new Da
     tlsListeners.push(name);
     const certs = isObj(listener.tls) ? listener.tls.certificates : undefined;
     if (!Array.isArray(certs) || certs.length === 0) {
-      malformed.push(`listeners[${i}].tls.certificates (listener ${name}): ${JSON.stringify(certs ?? null)}: expected a list of {cert, key}`);
+      malformed.push(
+        `listeners[${i}].tls.certificates (listener ${name}): ${JSON.stringify(certs ?? null)}: expected a list of {cert, key}`,
+      );
       return;
     }
     certs.forEach((c: unknown, j: number) => {
       const cert = isObj(c) ? c.cert : undefined;
       if (typeof cert !== 'string' || cert === '') {
-        malformed.push(`listeners[${i}].tls.certificates[${j}].cert (listener ${name}): ${JSON.stringify(cert ?? null)}: expected a file path`);
+        malformed.push(
+          `listeners[${i}].tls.certificates[${j}].cert (listener ${name}): ${JSON.stringify(cert ?? null)}: expected a file path`,
+        );
         return;
       }
       const key = isObj(c) && typeof c.key === 'string' && c.key !== '' ? path.resolve(baseDir, c.key) : null;

@@ -69,7 +69,7 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
       throw new Error('--token-file and --admin-token-env: give one of them');
     }
     if (values['no-cluster'] === true && values.config === undefined && values['admin-url'] === undefined) {
-      throw new Error('--no-cluster leaves nothing to check: add --admin-url (ipgate\'s /readyz) and/or --config (certificates)');
+      throw new Error("--no-cluster leaves nothing to check: add --admin-url (ipgate's /readyz) and/or --config (certificates)");
     }
     fileToken = values.help ? null : tokenFromFile(values['token-file']);
   } catch (err) {
@@ -102,7 +102,11 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
       if (admin !== null) analyseAdmin(await admin, findings, null);
       findings.push(...certFindings);
       const code = exitCodeFor(findings);
-      const source = ['--no-cluster', ...(values['admin-url'] ? [`--admin-url ${values['admin-url']}`] : []), ...(values.config !== undefined ? [`--config ${values.config}`] : [])].join(', ');
+      const source = [
+        '--no-cluster',
+        ...(values['admin-url'] ? [`--admin-url ${values['admin-url']}`] : []),
+        ...(values.config !== undefined ? [`--config ${values.config}`] : []),
+      ].join(', ');
       const header = { service: '-', source, server: '-' };
       stdout.write(json ? doc(renderJson(header, findings, code)) : renderText(header, findings));
       return code;
@@ -115,7 +119,7 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
     });
     client = new KubeClient(access, { timeoutMs: deps.timeoutMs ?? 10_000, userAgent: 'ipgate-doctor' });
     const namespace = values.namespace ?? access.namespace ?? 'default';
-    const serviceName = values.service ?? await findChartService(client, namespace);
+    const serviceName = values.service ?? (await findChartService(client, namespace));
 
     const snapshot = await collectSnapshot(client, { namespace, serviceName, admin });
     const findings = [...analyse(snapshot), ...certFindings];
@@ -135,14 +139,18 @@ export async function doctorMain(argv: string[], deps: Partial<DoctorDeps> = {})
 }
 
 function parse(argv: string[]) {
-  return parseCommandLine(argv, {
-    ...ADMIN_OPTIONS,
-    kubeconfig: { type: 'string' },
-    context: { type: 'string' },
-    namespace: { type: 'string', short: 'n' },
-    service: { type: 'string' },
-    'admin-token-env': { type: 'string' },
-    config: { type: 'string' },
-    'no-cluster': { type: 'boolean' },
-  }, false);
+  return parseCommandLine(
+    argv,
+    {
+      ...ADMIN_OPTIONS,
+      kubeconfig: { type: 'string' },
+      context: { type: 'string' },
+      namespace: { type: 'string', short: 'n' },
+      service: { type: 'string' },
+      'admin-token-env': { type: 'string' },
+      config: { type: 'string' },
+      'no-cluster': { type: 'boolean' },
+    },
+    false,
+  );
 }

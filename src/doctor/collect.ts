@@ -56,10 +56,15 @@ export async function findChartService(client: KubeClient, namespace: string): P
     if (err instanceof KubeStatusError && err.status !== 401) return DEFAULT_SERVICE;
     throw err;
   }
-  const names = (items ?? []).map((s) => s.metadata?.name).filter((n): n is string => typeof n === 'string').sort();
+  const names = (items ?? [])
+    .map((s) => s.metadata?.name)
+    .filter((n): n is string => typeof n === 'string')
+    .sort();
   if (names.length > 1) {
-    throw new DoctorError('IPGATE_DOCTOR_USAGE',
-      `namespace ${namespace} has ${names.length} ipgate data Services (${names.join(', ')}): pass --service NAME to choose one`);
+    throw new DoctorError(
+      'IPGATE_DOCTOR_USAGE',
+      `namespace ${namespace} has ${names.length} ipgate data Services (${names.join(', ')}): pass --service NAME to choose one`,
+    );
   }
   return names[0] ?? DEFAULT_SERVICE;
 }
@@ -75,9 +80,8 @@ export async function collectSnapshot(client: KubeClient, opts: CollectOptions):
   const podsRead: Promise<Read<readonly PodView[]>> =
     selector === null
       ? Promise.resolve({ state: 'ok', value: [] })
-      : optional(
-          client.list<Obj>(`/api/v1/namespaces/${enc(namespace)}/pods?labelSelector=${enc(selector)}`),
-          (items) => items.map(podView),
+      : optional(client.list<Obj>(`/api/v1/namespaces/${enc(namespace)}/pods?labelSelector=${enc(selector)}`), (items) =>
+          items.map(podView),
         );
   const endpointsRead: Promise<Read<readonly EndpointView[]>> = service
     ? optional(
@@ -146,9 +150,7 @@ function podView(p: Obj): PodView {
   const conditions: Obj[] = Array.isArray(p.status?.conditions) ? p.status.conditions : [];
   const terminating = Boolean(p.metadata?.deletionTimestamp);
   const readyCondition = conditions.some((c) => c.type === 'Ready' && c.status === 'True');
-  const owner = (Array.isArray(p.metadata?.ownerReferences) ? p.metadata.ownerReferences : []).find(
-    (o: Obj) => o.controller === true,
-  );
+  const owner = (Array.isArray(p.metadata?.ownerReferences) ? p.metadata.ownerReferences : []).find((o: Obj) => o.controller === true);
   return {
     name: p.metadata?.name ?? '(unnamed)',
     nodeName: p.spec?.nodeName,

@@ -4,7 +4,6 @@
  */
 export type Severity = 'ok' | 'info' | 'warn' | 'error';
 
-
 export interface Finding {
   /** Stable code, e.g. `service.external-traffic-policy.cluster`, `nodes.no-ready-pod`. */
   readonly id: string;

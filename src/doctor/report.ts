@@ -12,7 +12,10 @@ interface ReportHeader {
 const TAG: Record<Finding['severity'], string> = { ok: '[ok]   ', info: '[info] ', warn: '[warn] ', error: '[error]' };
 
 export function renderText(header: ReportHeader, findings: readonly Finding[]): string {
-  const title = header.service === '-' ? `ipgate doctor: ${header.source}` : `ipgate doctor: service ${header.service} via ${header.server} (${header.source})`;
+  const title =
+    header.service === '-'
+      ? `ipgate doctor: ${header.source}`
+      : `ipgate doctor: service ${header.service} via ${header.server} (${header.source})`;
   const lines: string[] = [title, ''];
   for (const f of findings) {
     lines.push(`${TAG[f.severity]} ${f.subject}: ${f.statement}`);

@@ -99,7 +99,10 @@ const WS_MAX_PAYLOAD = 1 << 20;
 
 /** RFC 6455 4.2.2: Sec-WebSocket-Accept for a Sec-WebSocket-Key. */
 export function wsAccept(key: string): string {
-  return crypto.createHash('sha1').update(key + WS_GUID).digest('base64');
+  return crypto
+    .createHash('sha1')
+    .update(key + WS_GUID)
+    .digest('base64');
 }
 
 /** One unfragmented frame; `mask` for client-to-server frames (RFC 6455 5.3). */
@@ -119,7 +122,10 @@ export function wsFrame(opcode: number, payload: Buffer, mask = false): Buffer {
   return Buffer.concat([head, body]);
 }
 
-export interface WsMessage { opcode: number; payload: Buffer }
+export interface WsMessage {
+  opcode: number;
+  payload: Buffer;
+}
 
 /**
  * Parse complete frames from `buf`: the messages and the bytes left over (an incomplete frame).
@@ -166,8 +172,9 @@ function wsEcho(req: http.IncomingMessage, socket: net.Socket, head: Buffer): vo
     socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
     return;
   }
-  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-    `Sec-WebSocket-Accept: ${wsAccept(key)}\r\n\r\n`);
+  socket.write(
+    `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` + `Sec-WebSocket-Accept: ${wsAccept(key)}\r\n\r\n`,
+  );
   socket.write(wsFrame(1, Buffer.from(echoReport(req, 0))));
   let buf = head;
   const onData = (chunk: Buffer): void => {

@@ -15,8 +15,7 @@ const MAPPED_PREFIX = '::ffff:';
  * Cheap on the hot path: a prefix test, no parsing, unless the mapped prefix is present.
  */
 export function canonicalAddress(address: string): string {
-  if (address.length > 7 && address.charCodeAt(0) === 58 /* : */ &&
-      address.toLowerCase().startsWith(MAPPED_PREFIX)) {
+  if (address.length > 7 && address.charCodeAt(0) === 58 /* : */ && address.toLowerCase().startsWith(MAPPED_PREFIX)) {
     const rest = address.slice(MAPPED_PREFIX.length);
     if (scanIPv4(rest, 0, rest.length) >= 0) return rest;
   }

@@ -45,17 +45,35 @@ export type IdentityOutcome = IdentityRejected | IdentityResolved;
 
 const NO_TLVS: readonly Tlv[] = Object.freeze([]);
 const SOCKET_OFF: IdentityResolved = Object.freeze({
-  ok: true, via: 'socket', label: 'none/off', source: null, destination: null, tlvs: NO_TLVS, headerLength: 0,
+  ok: true,
+  via: 'socket',
+  label: 'none/off',
+  source: null,
+  destination: null,
+  tlvs: NO_TLVS,
+  headerLength: 0,
 });
 const SOCKET_PLAIN: IdentityResolved = Object.freeze({
-  ok: true, via: 'socket', label: 'none/none', source: null, destination: null, tlvs: NO_TLVS, headerLength: 0,
+  ok: true,
+  via: 'socket',
+  label: 'none/none',
+  source: null,
+  destination: null,
+  tlvs: NO_TLVS,
+  headerLength: 0,
 });
 /**
  * A trusted balancer that sent no header in `optional` mode: allowed (its own health checks, say),
  * but counted apart from plain public traffic, so "the balancer stopped sending PROXY" shows.
  */
 const SOCKET_TRUSTED_PLAIN: IdentityResolved = Object.freeze({
-  ok: true, via: 'socket', label: 'none/trusted_none', source: null, destination: null, tlvs: NO_TLVS, headerLength: 0,
+  ok: true,
+  via: 'socket',
+  label: 'none/trusted_none',
+  source: null,
+  destination: null,
+  tlvs: NO_TLVS,
+  headerLength: 0,
 });
 const UNTRUSTED_UNREAD: IdentityRejected = Object.freeze({ ok: false, reason: 'pp_untrusted', version: 'none' });
 
@@ -70,7 +88,12 @@ export function beforeHeader(mode: ProxyMode, trusted: boolean): IdentityOutcome
  * Step 2: the decoder's final answer (never `more`) for the bytes read, whose first byte tells
  * the version of a header that could not be decoded.
  */
-export function afterHeader(r: Exclude<DecodeResult, { kind: 'more' }>, firstByte: number, mode: ProxyMode, trusted: boolean): IdentityOutcome {
+export function afterHeader(
+  r: Exclude<DecodeResult, { kind: 'more' }>,
+  firstByte: number,
+  mode: ProxyMode,
+  trusted: boolean,
+): IdentityOutcome {
   if (r.kind === 'none') {
     if (mode === 'required') return { ok: false, reason: 'pp_missing', version: 'none' };
     return trusted ? SOCKET_TRUSTED_PLAIN : SOCKET_PLAIN;
@@ -81,8 +104,15 @@ export function afterHeader(r: Exclude<DecodeResult, { kind: 'more' }>, firstByt
   if (r.kind === 'error') return { ok: false, reason: r.reason, version, detail: r.message };
   const h = r.header;
   if (h.command === 'proxy' && h.source !== null && h.destination !== null) {
-    return { ok: true, via: h.version === 1 ? 'proxy-v1' : 'proxy-v2', label: `${version}/ok`,
-      source: h.source, destination: h.destination, tlvs: h.tlvs, headerLength: r.length };
+    return {
+      ok: true,
+      via: h.version === 1 ? 'proxy-v1' : 'proxy-v2',
+      label: `${version}/ok`,
+      source: h.source,
+      destination: h.destination,
+      tlvs: h.tlvs,
+      headerLength: r.length,
+    };
   }
   // LOCAL (health checks from the balancer itself) and UNKNOWN / UNSPEC: the spec says to use the
   // real connection endpoints.

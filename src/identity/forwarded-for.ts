@@ -45,7 +45,7 @@ export function clientFromForwardedFor(xff: string | null, peer: string, trusted
     const comma = xff.lastIndexOf(',', end - 1);
     let s = comma + 1;
     let e = end;
-    end = Math.max(comma , 0);
+    end = Math.max(comma, 0);
     while (s < e && isSpace(xff.charCodeAt(s))) s++;
     while (e > s && isSpace(xff.charCodeAt(e - 1))) e--;
     if (s === e) continue; // empty entry: no claim

@@ -31,7 +31,9 @@ export function annotationVerdict(short: string, value: string): string | null {
       return bodySize(value) !== undefined ? null : 'not an nginx size (digits, then k, m or g)';
     case 'permanent-redirect':
     case 'temporal-redirect':
-      return /^https?:\/\/[\x21-\x7e]+$/.test(value) && value.length <= 2048 ? null : 'not an absolute http(s) URL ipgate can send as a Location';
+      return /^https?:\/\/[\x21-\x7e]+$/.test(value) && value.length <= 2048
+        ? null
+        : 'not an absolute http(s) URL ipgate can send as a Location';
     case 'permanent-redirect-code':
     case 'temporal-redirect-code':
       return null; // read with the redirect (ingress-nginx.ts)
@@ -41,7 +43,8 @@ export function annotationVerdict(short: string, value: string): string | null {
     case 'backend-protocol': {
       // GRPC / GRPCS: the route's http.upstreamProtocol (h2c / h2), ingress-nginx.ts.
       const p = value.toUpperCase();
-      return p === 'HTTP' || p === 'GRPC' || p === 'GRPCS' ? null
+      return p === 'HTTP' || p === 'GRPC' || p === 'GRPCS'
+        ? null
         : `ipgate speaks HTTP/1.1 to upstreams, or HTTP/2 for gRPC (GRPC, GRPCS); ${JSON.stringify(value)} backends are not supported`;
     }
     case 'rewrite-target':
@@ -53,7 +56,8 @@ export function annotationVerdict(short: string, value: string): string | null {
     default:
       if (short.startsWith('auth-')) return 'ipgate has no external or basic authentication';
       if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
-      if (short.startsWith('affinity') || short.startsWith('session-cookie')) return 'ipgate has no session affinity (the Service address balances)';
+      if (short.startsWith('affinity') || short.startsWith('session-cookie'))
+        return 'ipgate has no session affinity (the Service address balances)';
       if (short.startsWith('limit-')) return 'ipgate has no rate or connection limits per route';
       if (short.includes('cors')) return 'ipgate adds no CORS headers';
       return 'no ipgate equivalent';

@@ -7,8 +7,16 @@ import { isRecord, str, type KubeObject } from './objects';
 import type { ImportReport } from './report';
 
 /** The upstream `host:port`, or null after reporting why there is none. */
-export function backendUpstream(backend: unknown, ns: string, services: Map<string, KubeObject>, from: 'file' | 'cluster', clusterDomain: string,
-  source: string, at: string, report: ImportReport): string | null {
+export function backendUpstream(
+  backend: unknown,
+  ns: string,
+  services: Map<string, KubeObject>,
+  from: 'file' | 'cluster',
+  clusterDomain: string,
+  source: string,
+  at: string,
+  report: ImportReport,
+): string | null {
   if (!isRecord(backend)) {
     report.unconverted.push({ source, item: at, reason: 'no backend' });
     return null;
@@ -24,7 +32,12 @@ export function backendUpstream(backend: unknown, ns: string, services: Map<stri
     name = str(backend.serviceName);
     port = backend.servicePort;
   } else if (isRecord(backend.resource)) {
-    report.unconverted.push({ source, item: at, value: `${str(backend.resource.kind) ?? '?'} ${str(backend.resource.name) ?? '?'}`, reason: 'a resource backend: ipgate forwards to Services (host:port) only' });
+    report.unconverted.push({
+      source,
+      item: at,
+      value: `${str(backend.resource.kind) ?? '?'} ${str(backend.resource.name) ?? '?'}`,
+      reason: 'a resource backend: ipgate forwards to Services (host:port) only',
+    });
     return null;
   }
   if (name === undefined || name === '') {
@@ -39,19 +52,35 @@ export function backendUpstream(backend: unknown, ns: string, services: Map<stri
     }
     const svc = services.get(`${ns}/${name}`);
     if (svc === undefined) {
-      report.unconverted.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: from === 'file'
-        ? `a named port cannot be resolved without the Service: add Service ${ns}/${name} to the input (or read the cluster)`
-        : `Service ${ns}/${name} was not found` });
+      report.unconverted.push({
+        source,
+        item: `${at}.service.port.name`,
+        value: `${name}:${port}`,
+        reason:
+          from === 'file'
+            ? `a named port cannot be resolved without the Service: add Service ${ns}/${name} to the input (or read the cluster)`
+            : `Service ${ns}/${name} was not found`,
+      });
       return null;
     }
     const ports = isRecord(svc.spec) && Array.isArray(svc.spec.ports) ? svc.spec.ports : [];
     const found = ports.find((sp: unknown) => isRecord(sp) && sp.name === port) as Record<string, unknown> | undefined;
     if (found === undefined || typeof found.port !== 'number') {
-      report.unconverted.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: `Service ${ns}/${name} has no port named ${JSON.stringify(port)}` });
+      report.unconverted.push({
+        source,
+        item: `${at}.service.port.name`,
+        value: `${name}:${port}`,
+        reason: `Service ${ns}/${name} has no port named ${JSON.stringify(port)}`,
+      });
       return null;
     }
     number = found.port;
-    report.notes.push({ source, item: `${at}.service.port.name`, value: `${name}:${port}`, reason: `resolved through Service ${ns}/${name} to port ${number}` });
+    report.notes.push({
+      source,
+      item: `${at}.service.port.name`,
+      value: `${name}:${port}`,
+      reason: `resolved through Service ${ns}/${name} to port ${number}`,
+    });
   }
   if (number < 1 || number > 65535) {
     report.unconverted.push({ source, item: at, value: `${name}:${number}`, reason: 'port out of range' });

@@ -49,19 +49,41 @@ interface ClientAuthInput {
 }
 
 /** ssl-client-* headers ingress-nginx set upstream for a host with a CA (nginx.tmpl). */
-export const CLIENT_CERT_HEADERS: readonly string[] = ['ssl-client-cert', 'ssl-client-verify', 'ssl-client-subject-dn', 'ssl-client-issuer-dn'];
+export const CLIENT_CERT_HEADERS: readonly string[] = [
+  'ssl-client-cert',
+  'ssl-client-verify',
+  'ssl-client-subject-dn',
+  'ssl-client-issuer-dn',
+];
 
 const VERIFY = new Set(['on', 'optional', 'optional_no_ca', 'off']);
 
 /** The plan, from the converted Ingresses in ingress-nginx's order. */
-export function clientAuthPlan(ingresses: readonly ClientAuthInput[], prefix: string, crossNamespace: boolean, report: ImportReport): ClientAuthPlan {
+export function clientAuthPlan(
+  ingresses: readonly ClientAuthInput[],
+  prefix: string,
+  crossNamespace: boolean,
+  report: ImportReport,
+): ClientAuthPlan {
   const plan: ClientAuthPlan = { hosts: new Map(), refused: new Map() };
   for (const ing of ingresses) {
     const raw = ing.ann('auth-tls-secret') ?? '';
     if (raw === '') {
-      for (const short of ['auth-tls-verify-client', 'auth-tls-verify-depth', 'auth-tls-error-page', 'auth-tls-pass-certificate-to-upstream', 'auth-tls-match-cn']) {
+      for (const short of [
+        'auth-tls-verify-client',
+        'auth-tls-verify-depth',
+        'auth-tls-error-page',
+        'auth-tls-pass-certificate-to-upstream',
+        'auth-tls-match-cn',
+      ]) {
         const v = ing.ann(short);
-        if (v !== undefined) report.notes.push({ source: ing.source, item: `${prefix}${short}`, value: v, reason: 'has no effect without auth-tls-secret (nothing to carry over)' });
+        if (v !== undefined)
+          report.notes.push({
+            source: ing.source,
+            item: `${prefix}${short}`,
+            value: v,
+            reason: 'has no effect without auth-tls-secret (nothing to carry over)',
+          });
       }
       continue;
     }
@@ -73,19 +95,26 @@ export function clientAuthPlan(ingresses: readonly ClientAuthInput[], prefix: st
     else {
       const ns = parts[0] === '' ? ing.namespace : parts[0]!;
       secret = `${ns}/${parts[1]!}`;
-      if (ns !== ing.namespace && !crossNamespace) why = `is in namespace ${ns}, not the Ingress's, and the ConfigMap does not set allow-cross-namespace-resources`;
+      if (ns !== ing.namespace && !crossNamespace)
+        why = `is in namespace ${ns}, not the Ingress's, and the ConfigMap does not set allow-cross-namespace-resources`;
     }
     if (why !== null) {
       const reason = `${why}: ingress-nginx answered 403 to every request for ${ing.hosts.join(', ')}, and so does ipgate (the routes get the empty list ingress-nginx-refused)`;
       report.unconverted.push({ source: ing.source, item: `${prefix}auth-tls-secret`, value: raw, reason });
-      for (const h of ing.hosts) if (!plan.refused.has(h)) plan.refused.set(h, `${ing.source} ${prefix}auth-tls-secret ${JSON.stringify(raw)} ${why}`);
+      for (const h of ing.hosts)
+        if (!plan.refused.has(h)) plan.refused.set(h, `${ing.source} ${prefix}auth-tls-secret ${JSON.stringify(raw)} ${why}`);
       continue;
     }
     const given = ing.ann('auth-tls-verify-client');
     // authtls/main.go: a missing or unknown value is "on".
     const verify = (given !== undefined && VERIFY.has(given) ? given : 'on') as HostClientAuth['verify'];
     if (given !== undefined && !VERIFY.has(given)) {
-      report.notes.push({ source: ing.source, item: `${prefix}auth-tls-verify-client`, value: given, reason: 'not on, off, optional or optional_no_ca: ingress-nginx took "on", and so does the import' });
+      report.notes.push({
+        source: ing.source,
+        item: `${prefix}auth-tls-verify-client`,
+        value: given,
+        reason: 'not on, off, optional or optional_no_ca: ingress-nginx took "on", and so does the import',
+      });
     }
     const taken: string[] = [];
     for (const h of ing.hosts) {
@@ -94,13 +123,28 @@ export function clientAuthPlan(ingresses: readonly ClientAuthInput[], prefix: st
       else if (prior.source !== ing.source) taken.push(`${h} (${prior.source})`);
     }
     if (taken.length > 0) {
-      report.notes.push({ source: ing.source, item: `${prefix}auth-tls-secret`, value: raw, reason: `not used for ${taken.join(', ')}: an older Ingress set the host's client certificates first, as ingress-nginx keeps the first` });
+      report.notes.push({
+        source: ing.source,
+        item: `${prefix}auth-tls-secret`,
+        value: raw,
+        reason: `not used for ${taken.join(', ')}: an older Ingress set the host's client certificates first, as ingress-nginx keeps the first`,
+      });
     }
     const more: Array<[string, (v: string) => string | null]> = [
-      ['auth-tls-verify-depth', () => 'ipgate verifies the chain up to a CA in tls.clientCA without a depth limit: a certificate issued below an intermediate CA, which this depth refused, is accepted'],
-      ['auth-tls-match-cn', () => 'ipgate does not check the certificate\'s subject: any certificate the CA issued is accepted'],
-      ['auth-tls-error-page', () => 'ipgate fails the TLS handshake (tls_client_cert_missing, tls_client_cert_invalid): there is no page to send'],
-      ['auth-tls-pass-certificate-to-upstream', (v) => (v === 'true' ? 'ipgate sends no ssl-client-cert header upstream (it removes one a client sends)' : null)],
+      [
+        'auth-tls-verify-depth',
+        () =>
+          'ipgate verifies the chain up to a CA in tls.clientCA without a depth limit: a certificate issued below an intermediate CA, which this depth refused, is accepted',
+      ],
+      ['auth-tls-match-cn', () => "ipgate does not check the certificate's subject: any certificate the CA issued is accepted"],
+      [
+        'auth-tls-error-page',
+        () => 'ipgate fails the TLS handshake (tls_client_cert_missing, tls_client_cert_invalid): there is no page to send',
+      ],
+      [
+        'auth-tls-pass-certificate-to-upstream',
+        (v) => (v === 'true' ? 'ipgate sends no ssl-client-cert header upstream (it removes one a client sends)' : null),
+      ],
     ];
     for (const [short, reason] of more) {
       const v = ing.ann(short);
@@ -110,4 +154,3 @@ export function clientAuthPlan(ingresses: readonly ClientAuthInput[], prefix: st
   }
   return plan;
 }
-

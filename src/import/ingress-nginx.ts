@@ -17,7 +17,8 @@ import { backendUpstream } from './backend';
 import { clientAuthPlan } from './client-certs';
 import { configMapSettings, readTimeout } from './controller-configmap';
 
-const ROUTE_READ_TIMEOUT_NOTE = 'as http.readTimeoutMs (between two reads, as nginx\'s proxy_read_timeout) and http.upstreamTimeoutMs (the wait for the response headers, so that its own default does not cut a longer timeout)';
+const ROUTE_READ_TIMEOUT_NOTE =
+  "as http.readTimeoutMs (between two reads, as nginx's proxy_read_timeout) and http.upstreamTimeoutMs (the wait for the response headers, so that its own default does not cut a longer timeout)";
 import { buildListeners, REFUSED_LIST, secretNameProblem, type RouteOut } from './listeners';
 import { uniqueName } from './names';
 import { FALSE, isRecord, objectKey, str, TRUE, type KubeObject } from './objects';
@@ -51,8 +52,16 @@ export interface ImportOptions {
 }
 
 export const DEFAULT_OPTIONS: ImportOptions = {
-  ingressClass: 'nginx', withoutClass: false, annotationsPrefix: 'nginx.ingress.kubernetes.io', clusterDomain: 'cluster.local',
-  httpListen: '0.0.0.0:8080', httpsListen: '0.0.0.0:8443', tls: false, tlsDir: '/etc/ipgate/tls', proxyRealIpCidr: null, trustAllProxies: false,
+  ingressClass: 'nginx',
+  withoutClass: false,
+  annotationsPrefix: 'nginx.ingress.kubernetes.io',
+  clusterDomain: 'cluster.local',
+  httpListen: '0.0.0.0:8080',
+  httpsListen: '0.0.0.0:8443',
+  tls: false,
+  tlsDir: '/etc/ipgate/tls',
+  proxyRealIpCidr: null,
+  trustAllProxies: false,
 };
 
 interface ImportInput {
@@ -80,7 +89,10 @@ const CLASS_ANNOTATION = 'kubernetes.io/ingress.class';
 const REGEX_CHARS = /[\^$*+?()[\]{}|\\]/;
 const DEFAULT_LIST = 'ingress-nginx-default';
 
-interface PathClaim { owner: string; where: string }
+interface PathClaim {
+  owner: string;
+  where: string;
+}
 
 interface RouteDraft {
   host: string;
@@ -107,8 +119,14 @@ interface IngressPlan {
 
 export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DEFAULT_OPTIONS): ImportResult {
   const report: ImportReport = {
-    ingresses: { read: input.ingresses.length, converted: 0, skipped: 0 }, routes: 0, allowlists: 0,
-    refused: [], unconverted: [], notes: [], skipped: [], ignored: [],
+    ingresses: { read: input.ingresses.length, converted: 0, skipped: 0 },
+    routes: 0,
+    allowlists: 0,
+    refused: [],
+    unconverted: [],
+    notes: [],
+    skipped: [],
+    ignored: [],
   };
   const prefix = `${opts.annotationsPrefix}/`;
   const allowlists: Record<string, Json> = {};
@@ -132,7 +150,11 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     everyone: 'ingress-nginx admitted every client where no whitelist-source-range applied',
   });
   if (defaultList.shadowed.length > 0) {
-    report.notes.push({ source: cm.source, item: 'whitelist-source-range', reason: `left out: ${defaultList.shadowed.join(', ')}: ingress-nginx checks deny lines first, so these never admitted anyone` });
+    report.notes.push({
+      source: cm.source,
+      item: 'whitelist-source-range',
+      reason: `left out: ${defaultList.shadowed.join(', ')}: ingress-nginx checks deny lines first, so these never admitted anyone`,
+    });
   }
   allowlists[DEFAULT_LIST] = { source: 'config', entries: defaultList.entries };
 
@@ -151,23 +173,39 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       mine = className === opts.ingressClass;
       why = `spec.ingressClassName is ${JSON.stringify(className)}, not ${JSON.stringify(opts.ingressClass)} (--ingress-class): another controller serves it`;
       if (classAnn !== undefined && classAnn !== className) {
-        report.notes.push({ source, item: CLASS_ANNOTATION, value: classAnn, reason: `ignored: spec.ingressClassName (${JSON.stringify(className)}) is looked at first, as ingress-nginx does` });
+        report.notes.push({
+          source,
+          item: CLASS_ANNOTATION,
+          value: classAnn,
+          reason: `ignored: spec.ingressClassName (${JSON.stringify(className)}) is looked at first, as ingress-nginx does`,
+        });
       }
     } else if (classAnn !== undefined) {
       mine = classAnn === opts.ingressClass;
       why = `annotation ${CLASS_ANNOTATION} is ${JSON.stringify(classAnn)}, not ${JSON.stringify(opts.ingressClass)} (--ingress-class): another controller serves it`;
     } else {
       mine = opts.withoutClass;
-      why = 'names no ingress class: ingress-nginx ignores it unless started with --watch-ingress-without-class (pass --ingress-without-class to convert it)';
+      why =
+        'names no ingress class: ingress-nginx ignores it unless started with --watch-ingress-without-class (pass --ingress-without-class to convert it)';
     }
     if (!mine) {
       report.skipped.push({ source, item: 'ingress class', reason: why });
       continue;
     }
     if (isTrue(ann[`${prefix}canary`])) {
-      report.skipped.push({ source, item: `${prefix}canary`, reason: 'a canary Ingress: ipgate has no traffic splitting, so its share of the traffic goes to the primary Ingress\'s backend' });
+      report.skipped.push({
+        source,
+        item: `${prefix}canary`,
+        reason: "a canary Ingress: ipgate has no traffic splitting, so its share of the traffic goes to the primary Ingress's backend",
+      });
       for (const [name, value] of Object.entries(ann)) {
-        if (name.startsWith(prefix)) report.unconverted.push({ source, item: name, value, reason: name === `${prefix}canary` ? 'canary Ingress: no traffic splitting in ipgate' : 'on a canary Ingress (not converted)' });
+        if (name.startsWith(prefix))
+          report.unconverted.push({
+            source,
+            item: name,
+            value,
+            reason: name === `${prefix}canary` ? 'canary Ingress: no traffic splitting in ipgate' : 'on a canary Ingress (not converted)',
+          });
         else if (name !== CLASS_ANNOTATION) report.ignored.push({ source, item: name, reason: 'not an ingress-nginx annotation' });
       }
       continue;
@@ -195,9 +233,17 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
   };
 
   // ---- client certificates per host (auth-tls-*), and the hosts served with TLS (for ssl-redirect)
-  const auth = clientAuthPlan(ours.map((p) => ({
-    source: p.source, namespace: str(p.ing.metadata?.namespace) ?? 'default', ann: (short: string) => p.ann[`${prefix}${short}`], hosts: [...new Set(ruleHosts(p.ing))],
-  })), prefix, cm.crossNamespace, report);
+  const auth = clientAuthPlan(
+    ours.map((p) => ({
+      source: p.source,
+      namespace: str(p.ing.metadata?.namespace) ?? 'default',
+      ann: (short: string) => p.ann[`${prefix}${short}`],
+      hosts: [...new Set(ruleHosts(p.ing))],
+    })),
+    prefix,
+    cm.crossNamespace,
+    report,
+  );
   const tlsHosts = new Set<string>();
   for (const p of ours) {
     const spec = isRecord(p.ing.spec) ? p.ing.spec : {};
@@ -218,11 +264,25 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const spec = isRecord(p.ing.spec) ? p.ing.spec : {};
     if (spec.defaultBackend === undefined || (Array.isArray(spec.rules) && spec.rules.length > 0)) continue;
     const ns = str(p.ing.metadata?.namespace) ?? 'default';
-    const upstream = backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts.clusterDomain, p.source, 'spec.defaultBackend', report);
+    const upstream = backendUpstream(
+      spec.defaultBackend,
+      ns,
+      services,
+      input.servicesFrom,
+      opts.clusterDomain,
+      p.source,
+      'spec.defaultBackend',
+      report,
+    );
     if (upstream === null) continue;
     const prior = claims.get('*\0prefix\0/');
     if (prior !== undefined) {
-      report.unconverted.push({ source: p.source, item: 'spec.defaultBackend', value: '*', reason: `the catch-all route is already taken by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest` });
+      report.unconverted.push({
+        source: p.source,
+        item: 'spec.defaultBackend',
+        value: '*',
+        reason: `the catch-all route is already taken by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest`,
+      });
       continue;
     }
     claims.set('*\0prefix\0/', { owner: p.source, where: 'spec.defaultBackend' });
@@ -249,10 +309,19 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     }
 
     // allowlist / denylist (each falls back to the ConfigMap's when absent, as in ingress-nginx)
-    const allowName = (ann[`${prefix}allowlist-source-range`] ?? '') !== '' ? 'allowlist-source-range'
-      : (ann[`${prefix}whitelist-source-range`] ?? '') !== '' ? 'whitelist-source-range' : null;
+    const allowName =
+      (ann[`${prefix}allowlist-source-range`] ?? '') !== ''
+        ? 'allowlist-source-range'
+        : (ann[`${prefix}whitelist-source-range`] ?? '') !== ''
+          ? 'whitelist-source-range'
+          : null;
     if (allowName === 'allowlist-source-range' && (ann[`${prefix}whitelist-source-range`] ?? '') !== '') {
-      report.notes.push({ source, item: `${prefix}whitelist-source-range`, value: ann[`${prefix}whitelist-source-range`], reason: 'not used: allowlist-source-range is set, and ingress-nginx reads its old name only when it is empty' });
+      report.notes.push({
+        source,
+        item: `${prefix}whitelist-source-range`,
+        value: ann[`${prefix}whitelist-source-range`],
+        reason: 'not used: allowlist-source-range is set, and ingress-nginx reads its old name only when it is empty',
+      });
     }
     const denyText = ann[`${prefix}denylist-source-range`] ?? '';
     if (allowName !== null || denyText !== '') {
@@ -263,10 +332,21 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
         const r = parseSourceRange(text);
         if (!r.ok) {
           broken = `${prefix}${short}`;
-          report.unconverted.push({ source, item: `${prefix}${short}`, value: text, reason: `invalid: ${r.message}. ingress-nginx refused every request on these paths (503); the route gets an empty allowlist, so ipgate refuses them all (403)` });
+          report.unconverted.push({
+            source,
+            item: `${prefix}${short}`,
+            value: text,
+            reason: `invalid: ${r.message}. ingress-nginx refused every request on these paths (503); the route gets an empty allowlist, so ipgate refuses them all (403)`,
+          });
           return null;
         }
-        if (r.rewritten.length > 0) report.notes.push({ source, item: `${prefix}${short}`, value: text, reason: `written as ipgate reads it: ${r.rewritten.join(', ')} (ingress-nginx masks host bits too)` });
+        if (r.rewritten.length > 0)
+          report.notes.push({
+            source,
+            item: `${prefix}${short}`,
+            value: text,
+            reason: `written as ipgate reads it: ${r.rewritten.join(', ')} (ingress-nginx masks host bits too)`,
+          });
         return r.cidrs;
       };
       if (allowName !== null) allow = read(allowName, ann[`${prefix}${allowName}`]!);
@@ -281,7 +361,11 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           everyone: `${source}: a denylist alone admits everyone else`,
         });
         if (merged.shadowed.length > 0) {
-          report.notes.push({ source, item: `${prefix}${allowName ?? 'denylist-source-range'}`, reason: `allow entries left out: ${merged.shadowed.join(', ')}: ingress-nginx checks the denylist first, so they never admitted anyone (ipgate's most specific entry would have)` });
+          report.notes.push({
+            source,
+            item: `${prefix}${allowName ?? 'denylist-source-range'}`,
+            reason: `allow entries left out: ${merged.shadowed.join(', ')}: ingress-nginx checks the denylist first, so they never admitted anyone (ipgate's most specific entry would have)`,
+          });
         }
         allowlists[name] = { source: 'config', entries: merged.entries };
       }
@@ -291,16 +375,27 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const backendProtocol = (ann[`${prefix}backend-protocol`] ?? '').toUpperCase();
     if (backendProtocol === 'GRPC' || backendProtocol === 'GRPCS') {
       p.upstreamProtocol = backendProtocol === 'GRPC' ? 'h2c' : 'h2';
-      report.notes.push({ source, item: `${prefix}backend-protocol`, value: ann[`${prefix}backend-protocol`], reason: backendProtocol === 'GRPC'
-        ? 'gRPC: the routes get http.upstreamProtocol h2c; HTTP/2 clients reach them on a TLS listener (--tls), as with ingress-nginx; an HTTP/1.1 request gets 505'
-        : 'gRPC over TLS: the routes get http.upstreamProtocol h2, and ipgate verifies the backend\'s certificate (ingress-nginx\'s grpcs did not, by default): set the routes\' http.upstreamCA to the CA that signed it' });
+      report.notes.push({
+        source,
+        item: `${prefix}backend-protocol`,
+        value: ann[`${prefix}backend-protocol`],
+        reason:
+          backendProtocol === 'GRPC'
+            ? 'gRPC: the routes get http.upstreamProtocol h2c; HTTP/2 clients reach them on a TLS listener (--tls), as with ingress-nginx; an HTTP/1.1 request gets 505'
+            : "gRPC over TLS: the routes get http.upstreamProtocol h2, and ipgate verifies the backend's certificate (ingress-nginx's grpcs did not, by default): set the routes' http.upstreamCA to the CA that signed it",
+      });
     }
     const timeout = readTimeout(ann[`${prefix}proxy-read-timeout`]);
     const edge: Json = {};
     if (timeout !== null) {
       p.upstreamTimeoutMs = timeout;
       edge.readTimeoutMs = timeout;
-      report.notes.push({ source, item: `${prefix}proxy-read-timeout`, value: ann[`${prefix}proxy-read-timeout`], reason: ROUTE_READ_TIMEOUT_NOTE });
+      report.notes.push({
+        source,
+        item: `${prefix}proxy-read-timeout`,
+        value: ann[`${prefix}proxy-read-timeout`],
+        reason: ROUTE_READ_TIMEOUT_NOTE,
+      });
     }
     // The edge rules (docs/edge-rules.md): each annotation to the route option with its meaning.
     const connect = readTimeout(ann[`${prefix}proxy-connect-timeout`]);
@@ -312,12 +407,22 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const permanent = ann[`${prefix}permanent-redirect`];
     const temporal = ann[`${prefix}temporal-redirect`];
     // ingress-nginx reads permanent-redirect first; each with its -code annotation (301 / 302 unless set).
-    const redirectUrl = permanent !== undefined && annotationVerdict('permanent-redirect', permanent) === null ? { url: permanent, code: ann[`${prefix}permanent-redirect-code`], status: 301 }
-      : temporal !== undefined && annotationVerdict('temporal-redirect', temporal) === null ? { url: temporal, code: ann[`${prefix}temporal-redirect-code`], status: 302 } : null;
+    const redirectUrl =
+      permanent !== undefined && annotationVerdict('permanent-redirect', permanent) === null
+        ? { url: permanent, code: ann[`${prefix}permanent-redirect-code`], status: 301 }
+        : temporal !== undefined && annotationVerdict('temporal-redirect', temporal) === null
+          ? { url: temporal, code: ann[`${prefix}temporal-redirect-code`], status: 302 }
+          : null;
     if (redirectUrl !== null) {
       const code = redirectUrl.code !== undefined ? Number(redirectUrl.code) : redirectUrl.status;
       if ([301, 302, 303, 307, 308].includes(code)) edge.redirect = { url: redirectUrl.url, status: code };
-      else report.unconverted.push({ source, item: `${prefix}${permanent !== undefined ? 'permanent' : 'temporal'}-redirect-code`, value: redirectUrl.code, reason: 'not a redirect status ipgate sends (301, 302, 303, 307, 308)' });
+      else
+        report.unconverted.push({
+          source,
+          item: `${prefix}${permanent !== undefined ? 'permanent' : 'temporal'}-redirect-code`,
+          value: redirectUrl.code,
+          reason: 'not a redirect status ipgate sends (301, 302, 303, 307, 308)',
+        });
     }
     if (Object.keys(edge).length > 0) p.edge = edge;
 
@@ -353,7 +458,12 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
         const regexFrom = regexHosts.get(host);
         if (regexFrom !== undefined) {
           if (REGEX_CHARS.test(rawPath)) {
-            report.unconverted.push({ source, item: pat, value: rawPath, reason: `a regular expression (use-regex or rewrite-target on host ${host}, Ingress ${regexFrom}): ipgate routes exact paths and prefixes only` });
+            report.unconverted.push({
+              source,
+              item: pat,
+              value: rawPath,
+              reason: `a regular expression (use-regex or rewrite-target on host ${host}, Ingress ${regexFrom}): ipgate routes exact paths and prefixes only`,
+            });
             regexAt(host).left.push(rawPath);
             return;
           }
@@ -366,7 +476,12 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           match = 'prefix';
           implementationSpecific.push(rawPath);
         } else {
-          report.unconverted.push({ source, item: `${pat}.pathType`, value: pathType, reason: 'unknown pathType (Exact, Prefix or ImplementationSpecific)' });
+          report.unconverted.push({
+            source,
+            item: `${pat}.pathType`,
+            value: pathType,
+            reason: 'unknown pathType (Exact, Prefix or ImplementationSpecific)',
+          });
           return;
         }
         const pathWhy = configPathProblem(rawPath);
@@ -374,26 +489,57 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           report.unconverted.push({ source, item: `${pat}.path`, value: rawPath, reason: `${pathWhy}: not a path ipgate can route` });
           return;
         }
-        const upstream = backendUpstream(entry.backend, ns, services, input.servicesFrom, opts.clusterDomain, source, `${pat}.backend`, report);
+        const upstream = backendUpstream(
+          entry.backend,
+          ns,
+          services,
+          input.servicesFrom,
+          opts.clusterDomain,
+          source,
+          `${pat}.backend`,
+          report,
+        );
         if (upstream === null) return;
         const claimKey = `${host}\0${match}\0${match === 'prefix' && rawPath.length > 1 ? rawPath.replace(/\/$/, '') : rawPath}`;
         const prior = claims.get(claimKey);
         if (prior !== undefined) {
-          report.unconverted.push({ source, item: pat, value: `${host}${rawPath}`, reason: `${match} path already routed by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest Ingress's path${prior.owner === source ? ' (the first one in the same Ingress)' : ''}` });
+          report.unconverted.push({
+            source,
+            item: pat,
+            value: `${host}${rawPath}`,
+            reason: `${match} path already routed by ${prior.owner} (${prior.where}); ingress-nginx keeps the oldest Ingress's path${prior.owner === source ? ' (the first one in the same Ingress)' : ''}`,
+          });
           return;
         }
         claims.set(claimKey, { owner: source, where: pat });
         addDraft(p, host, upstream, { path: rawPath, match }, pat);
       });
       if (paths.length === 0 && !isRecord(spec.defaultBackend)) {
-        report.notes.push({ source, item: at, value: host, reason: 'a rule without paths: nothing to route for it (ingress-nginx served its default backend, a 404)' });
+        report.notes.push({
+          source,
+          item: at,
+          value: host,
+          reason: 'a rule without paths: nothing to route for it (ingress-nginx served its default backend, a 404)',
+        });
       }
     });
     if (implementationSpecific.length > 0) {
-      report.notes.push({ source, item: 'pathType ImplementationSpecific', value: implementationSpecific.join(', '), reason: 'converted to prefix: ingress-nginx matched it as a plain string prefix (/foo also took /foobar), ipgate matches on "/" boundaries (/foo, /foo/...)' });
+      report.notes.push({
+        source,
+        item: 'pathType ImplementationSpecific',
+        value: implementationSpecific.join(', '),
+        reason:
+          'converted to prefix: ingress-nginx matched it as a plain string prefix (/foo also took /foobar), ipgate matches on "/" boundaries (/foo, /foo/...)',
+      });
     }
     if (regexPrefixes.length > 0) {
-      report.notes.push({ source, item: 'regex paths', value: regexPrefixes.join(', '), reason: 'converted to prefix: ingress-nginx matched them as case-insensitive regular expressions anchored at the start (use-regex/rewrite-target on the host); they hold no regex syntax, and ipgate matches them case-sensitively on "/" boundaries' });
+      report.notes.push({
+        source,
+        item: 'regex paths',
+        value: regexPrefixes.join(', '),
+        reason:
+          'converted to prefix: ingress-nginx matched them as case-insensitive regular expressions anchored at the start (use-regex/rewrite-target on the host); they hold no regex syntax, and ipgate matches them case-sensitively on "/" boundaries',
+      });
     }
 
     // defaultBackend with rules: "/" on the hosts this Ingress was the first to name, claimed after
@@ -401,7 +547,19 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     // Ingress's own "/" path, whatever its age).
     if (spec.defaultBackend !== undefined && rules.length > 0) {
       const hosts = [...new Set(rules.filter(isRecord).map(hostOf))].filter((h) => hostOwner.get(h) === key);
-      const upstream = hosts.length > 0 ? backendUpstream(spec.defaultBackend, ns, services, input.servicesFrom, opts.clusterDomain, source, 'spec.defaultBackend', report) : null;
+      const upstream =
+        hosts.length > 0
+          ? backendUpstream(
+              spec.defaultBackend,
+              ns,
+              services,
+              input.servicesFrom,
+              opts.clusterDomain,
+              source,
+              'spec.defaultBackend',
+              report,
+            )
+          : null;
       if (upstream !== null) for (const host of hosts) defaultRoots.push({ p, host, upstream });
       if (hosts.length === 0) withUnusedDefault.add(p);
     }
@@ -415,16 +573,31 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       const hosts = isRecord(t) && Array.isArray(t.hosts) ? t.hosts.filter((h): h is string => typeof h === 'string') : [];
       redirected.push(...hosts);
       if (secret === undefined || secret === '') {
-        report.unconverted.push({ source, item: at, value: hosts.join(','), reason: 'no secretName: ingress-nginx served its default certificate; give ipgate a certificate for these hosts' });
+        report.unconverted.push({
+          source,
+          item: at,
+          value: hosts.join(','),
+          reason: 'no secretName: ingress-nginx served its default certificate; give ipgate a certificate for these hosts',
+        });
         return;
       }
       if (!opts.tls) {
-        report.unconverted.push({ source, item: at, value: `${secret} (${hosts.join(', ')})`, reason: 'TLS is written only with --tls (an HTTPS listener with the certificate from the Secret, mounted by the chart)' });
+        report.unconverted.push({
+          source,
+          item: at,
+          value: `${secret} (${hosts.join(', ')})`,
+          reason: 'TLS is written only with --tls (an HTTPS listener with the certificate from the Secret, mounted by the chart)',
+        });
         return;
       }
       const secretWhy = secretNameProblem(secret);
       if (secretWhy !== null) {
-        report.unconverted.push({ source, item: `${at}.secretName`, value: secret, reason: `${secretWhy}: no Secret can have it (ingress-nginx served its default certificate)` });
+        report.unconverted.push({
+          source,
+          item: `${at}.secretName`,
+          value: secret,
+          reason: `${secretWhy}: no Secret can have it (ingress-nginx served its default certificate)`,
+        });
         return;
       }
       const id = `${ns}/${secret}`;
@@ -432,8 +605,19 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       if (!from.includes(source)) from.push(source);
       certificates.set(id, from);
     });
-    if (redirected.length > 0 && cm.sslRedirect && !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') && !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')) {
-      report.notes.push({ source, item: 'ssl-redirect (default true)', value: redirected.join(', '), reason: 'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; the import does not write http.httpsRedirect yet: the plaintext listener serves them (a host that required a client certificate excepted: it is left off)' });
+    if (
+      redirected.length > 0 &&
+      cm.sslRedirect &&
+      !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') &&
+      !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')
+    ) {
+      report.notes.push({
+        source,
+        item: 'ssl-redirect (default true)',
+        value: redirected.join(', '),
+        reason:
+          'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; the import does not write http.httpsRedirect yet: the plaintext listener serves them (a host that required a client certificate excepted: it is left off)',
+      });
     }
   }
 
@@ -447,7 +631,12 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     usedDefault.add(p);
   }
   for (const p of withUnusedDefault) {
-    if (!usedDefault.has(p)) report.notes.push({ source: p.source, item: 'spec.defaultBackend', reason: 'not used, as in ingress-nginx: an older Ingress named each of its hosts first, or an Ingress routes "/" on them itself' });
+    if (!usedDefault.has(p))
+      report.notes.push({
+        source: p.source,
+        item: 'spec.defaultBackend',
+        reason: 'not used, as in ingress-nginx: an older Ingress named each of its hosts first, or an Ingress routes "/" on them itself',
+      });
   }
 
   // ---- use-regex by name: what it made of the paths of its hosts
@@ -459,9 +648,19 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const prefixed = hosts.flatMap((h) => (regexPaths.get(h)?.prefixed ?? []).map((x) => `${h}${x}`));
     const made = prefixed.length > 0 ? `; ${prefixed.join(', ')} hold no regex syntax and became case-sensitive prefixes` : '';
     if (left.length > 0) {
-      report.unconverted.push({ source: p.source, item: `${prefix}use-regex`, value: v!, reason: `ipgate matches no regular expressions: ${left.join(', ')} (every Ingress's paths on ${hosts.join(', ')}) are not routed${made}` });
+      report.unconverted.push({
+        source: p.source,
+        item: `${prefix}use-regex`,
+        value: v!,
+        reason: `ipgate matches no regular expressions: ${left.join(', ')} (every Ingress's paths on ${hosts.join(', ')}) are not routed${made}`,
+      });
     } else {
-      report.notes.push({ source: p.source, item: `${prefix}use-regex`, value: v!, reason: `ipgate matches no regular expressions${made || `: no path on ${hosts.join(', ')} was converted`} (ingress-nginx matched them as case-insensitive regular expressions anchored at the start)` });
+      report.notes.push({
+        source: p.source,
+        item: `${prefix}use-regex`,
+        value: v!,
+        reason: `ipgate matches no regular expressions${made || `: no path on ${hosts.join(', ')} was converted`} (ingress-nginx matched them as case-insensitive regular expressions anchored at the start)`,
+      });
     }
   }
 
@@ -486,16 +685,27 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           ...p.edge,
         };
       }
-      routes.push({ route, host: d.host, from: `${p.source} ${d.from.join(', ')}`, redirected: forced || (sslRedirect && tlsHosts.has(d.host)) });
+      routes.push({
+        route,
+        host: d.host,
+        from: `${p.source} ${d.from.join(', ')}`,
+        redirected: forced || (sslRedirect && tlsHosts.has(d.host)),
+      });
     });
   }
   if (noTimestamp.length > 0 && noTimestamp.length < ours.length) {
-    report.notes.push({ source: 'input', item: 'metadata.creationTimestamp', value: noTimestamp.join(', '), reason: 'missing: these Ingresses are taken as the newest when two claim the same host and path' });
+    report.notes.push({
+      source: 'input',
+      item: 'metadata.creationTimestamp',
+      value: noTimestamp.join(', '),
+      reason: 'missing: these Ingresses are taken as the newest when two claim the same host and path',
+    });
   }
   if (routes.some((r) => r.route.allowlist === REFUSED_LIST)) allowlists[REFUSED_LIST] = { source: 'config', entries: [] };
-  const built = routes.length > 0 && report.refused.length === 0
-    ? buildListeners(routes, DEFAULT_LIST, cm, opts, certificates, auth, prefix, report)
-    : { listeners: [], routeSources: [] };
+  const built =
+    routes.length > 0 && report.refused.length === 0
+      ? buildListeners(routes, DEFAULT_LIST, cm, opts, certificates, auth, prefix, report)
+      : { listeners: [], routeSources: [] };
   const onListeners = built.listeners.flatMap((l) => l.routes as Json[]);
   const used = new Set(onListeners.map((r) => r.allowlist).filter((n): n is string => typeof n === 'string'));
   used.add(DEFAULT_LIST);
@@ -506,7 +716,13 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
   return { config: { allowlists, listeners: built.listeners }, report, routeSources: built.routeSources };
 }
 
-function addDraft(p: IngressPlan, host: string, upstream: string, path: { path: string; match: 'exact' | 'prefix' } | null, from: string): void {
+function addDraft(
+  p: IngressPlan,
+  host: string,
+  upstream: string,
+  path: { path: string; match: 'exact' | 'prefix' } | null,
+  from: string,
+): void {
   // Paths of one Ingress to the same host and backend share a route.
   const d = path === null ? undefined : p.drafts.find((x) => x.host === host && x.upstream === upstream && x.paths !== null);
   if (d !== undefined) {
@@ -533,7 +749,9 @@ function isTrue(v: string | undefined): boolean {
 }
 
 function timestamp(ing: KubeObject): number | null {
-  const t = str(ing.metadata?.creationTimestamp) ?? (ing.metadata?.creationTimestamp instanceof Date ? (ing.metadata.creationTimestamp as Date).toISOString() : undefined);
+  const t =
+    str(ing.metadata?.creationTimestamp) ??
+    (ing.metadata?.creationTimestamp instanceof Date ? (ing.metadata.creationTimestamp as Date).toISOString() : undefined);
   if (t === undefined) return null;
   const ms = Date.parse(t);
   return Number.isNaN(ms) ? null : ms;

@@ -40,16 +40,30 @@ export const REFUSED_LIST = 'ingress-nginx-refused';
 const SECRET_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 export function secretNameProblem(name: string): string | null {
-  return SECRET_NAME.test(name) ? null : 'not a Kubernetes Secret name (a DNS-1123 subdomain: lowercase letters, digits, \'-\' and \'.\', at most 253)';
+  return SECRET_NAME.test(name)
+    ? null
+    : "not a Kubernetes Secret name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', at most 253)";
 }
 
-export function buildListeners(routes: readonly RouteOut[], defaultList: string, cm: ConfigMapSettings, opts: ListenerOptions,
-  certificates: ReadonlyMap<string, string[]>, auth: ClientAuthPlan, prefix: string, report: ImportReport): { listeners: Json[]; routeSources: string[][] } {
+export function buildListeners(
+  routes: readonly RouteOut[],
+  defaultList: string,
+  cm: ConfigMapSettings,
+  opts: ListenerOptions,
+  certificates: ReadonlyMap<string, string[]>,
+  auth: ClientAuthPlan,
+  prefix: string,
+  report: ImportReport,
+): { listeners: Json[]; routeSources: string[][] } {
   const withCa = [...auth.hosts.values()];
   const strip = withCa.length > 0;
   if (strip) {
-    report.notes.push({ source: [...new Set(withCa.map((a) => a.source))].join(', '), item: 'http.stripHeaders', value: CLIENT_CERT_HEADERS.join(', '),
-      reason: `ingress-nginx sent these headers upstream where ${prefix}auth-tls-secret set a CA (the certificate check's result); ipgate sends none of them, and removes them from every client request so that no client can write them: a backend that reads them gets none` });
+    report.notes.push({
+      source: [...new Set(withCa.map((a) => a.source))].join(', '),
+      item: 'http.stripHeaders',
+      value: CLIENT_CERT_HEADERS.join(', '),
+      reason: `ingress-nginx sent these headers upstream where ${prefix}auth-tls-secret set a CA (the certificate check's result); ipgate sends none of them, and removes them from every client request so that no client can write them: a backend that reads them gets none`,
+    });
   }
   const listener = (name: string, listen: string, kept: readonly RouteOut[]): Json => {
     const l: Json = { name, mode: 'http', listen, allowlist: defaultList };
@@ -76,7 +90,12 @@ export function buildListeners(routes: readonly RouteOut[], defaultList: string,
     if (a !== undefined && r.redirected) offPlain.set(r.host, a);
   }
   for (const [host, a] of offPlain) {
-    report.unconverted.push({ source: a.source, item: `${prefix}auth-tls-secret`, value: a.raw, reason: `host ${host} is left off the plaintext listener: ingress-nginx redirected its plain HTTP to HTTPS (ssl-redirect), where it asked for a client certificate (auth-tls-verify-client ${a.verify}); the import writes no redirect, and serving it in plaintext would skip the certificate` });
+    report.unconverted.push({
+      source: a.source,
+      item: `${prefix}auth-tls-secret`,
+      value: a.raw,
+      reason: `host ${host} is left off the plaintext listener: ingress-nginx redirected its plain HTTP to HTTPS (ssl-redirect), where it asked for a client certificate (auth-tls-verify-client ${a.verify}); the import writes no redirect, and serving it in plaintext would skip the certificate`,
+    });
   }
   const plain = routes.filter((r) => !(offPlain.has(r.host) && r.redirected));
   const listeners: Json[] = [];
@@ -95,7 +114,12 @@ export function buildListeners(routes: readonly RouteOut[], defaultList: string,
       asked.set(a.source, e);
     }
     for (const [source, { a, hosts }] of asked) {
-      report.unconverted.push({ source, item: `${prefix}auth-tls-secret`, value: a.raw, reason: `ingress-nginx asked ${hosts.join(', ')} for a client certificate over HTTPS (auth-tls-verify-client ${a.verify}); an HTTPS listener is written only with --tls${opts.tls ? ' and a TLS Secret' : ''}` });
+      report.unconverted.push({
+        source,
+        item: `${prefix}auth-tls-secret`,
+        value: a.raw,
+        reason: `ingress-nginx asked ${hosts.join(', ')} for a client certificate over HTTPS (auth-tls-verify-client ${a.verify}); an HTTPS listener is written only with --tls${opts.tls ? ' and a TLS Secret' : ''}`,
+      });
     }
     return { listeners, routeSources: sources };
   }
@@ -113,20 +137,36 @@ export function buildListeners(routes: readonly RouteOut[], defaultList: string,
   for (const [id, from] of certificates) {
     const dir = dirs.get(id)!;
     certs.push({ cert: `${opts.tlsDir}/${dir}/tls.crt`, key: `${opts.tlsDir}/${dir}/tls.key` });
-    report.notes.push({ source: from.join(', '), item: 'TLS Secret', value: id, reason: `read from ${opts.tlsDir}/${dir}/: ${mountAdvice(id, dir)}` });
+    report.notes.push({
+      source: from.join(', '),
+      item: 'TLS Secret',
+      value: id,
+      reason: `read from ${opts.tlsDir}/${dir}/: ${mountAdvice(id, dir)}`,
+    });
   }
   const tls: Json = { certificates: certs };
   if (check.ca !== null) {
     const dir = dirs.get(check.ca)!;
     tls.clientCA = `${opts.tlsDir}/${dir}/ca.crt`;
     tls.clientCertificate = check.mode;
-    if (!certificates.has(check.ca)) report.notes.push({ source: check.from.join(', '), item: 'client CA Secret', value: check.ca, reason: `ca.crt read from ${opts.tlsDir}/${dir}/: ${mountAdvice(check.ca, dir)}` });
+    if (!certificates.has(check.ca))
+      report.notes.push({
+        source: check.from.join(', '),
+        item: 'client CA Secret',
+        value: check.ca,
+        reason: `ca.crt read from ${opts.tlsDir}/${dir}/: ${mountAdvice(check.ca, dir)}`,
+      });
   }
   https.tls = tls;
   listeners.push(https);
   sources.push(kept.map((r) => r.from));
   const secrets = [...dirs].map(([id, dir]) => `{name: ${dir}, secretName: ${dir}}${dir === id.split('/')[1] ? '' : ` (Secret ${id})`}`);
-  report.notes.push({ source: 'chart', item: 'tls.secrets', value: `[${secrets.join(', ')}]`, reason: `the Helm chart's value that mounts these Secrets where the config reads them (each copied into ipgate's namespace under that name); with --tls-dir other than /etc/ipgate/tls, mount them there yourself` });
+  report.notes.push({
+    source: 'chart',
+    item: 'tls.secrets',
+    value: `[${secrets.join(', ')}]`,
+    reason: `the Helm chart's value that mounts these Secrets where the config reads them (each copied into ipgate's namespace under that name); with --tls-dir other than /etc/ipgate/tls, mount them there yourself`,
+  });
   return { listeners, routeSources: sources };
 }
 
@@ -183,7 +223,12 @@ function httpsClientAuth(hosts: readonly string[], auth: ClientAuthPlan, prefix:
     out.from = [...new Set(group.map((h) => at(h)!.source))];
     for (const source of out.from) {
       const a = group.map(at).find((x) => x!.source === source)!;
-      report.notes.push({ source, item, value: a.raw, reason: `the HTTPS listener's tls.clientCertificate: ${mode} and tls.clientCA (its ca.crt) for every host of the listener, as auth-tls-verify-client ${a.verify} asked of ${group.filter((h) => at(h)!.source === source).join(', ')}. ipgate ${mode === 'required' ? 'fails the handshake of a client without a certificate (nginx answered 400)' : 'closes a client whose certificate does not verify (nginx answered 400)'}, verifies the chain without auth-tls-verify-depth's limit (default 1), and sends no ssl-client-* header upstream` });
+      report.notes.push({
+        source,
+        item,
+        value: a.raw,
+        reason: `the HTTPS listener's tls.clientCertificate: ${mode} and tls.clientCA (its ca.crt) for every host of the listener, as auth-tls-verify-client ${a.verify} asked of ${group.filter((h) => at(h)!.source === source).join(', ')}. ipgate ${mode === 'required' ? 'fails the handshake of a client without a certificate (nginx answered 400)' : 'closes a client whose certificate does not verify (nginx answered 400)'}, verifies the chain without auth-tls-verify-depth's limit (default 1), and sends no ssl-client-* header upstream`,
+      });
     }
   };
   const others = (group: readonly string[], h: string): string => {
@@ -198,7 +243,12 @@ function httpsClientAuth(hosts: readonly string[], auth: ClientAuthPlan, prefix:
   for (const h of required) {
     out.leftOff.add(h);
     const a = at(h)!;
-    report.unconverted.push({ source: a.source, item, value: a.raw, reason: `host ${h} is left off the HTTPS listener: ingress-nginx required a client certificate from ${a.secret}'s ca.crt for it (auth-tls-verify-client ${a.verify}); ipgate asks per listener (tls.clientCA, tls.clientCertificate: docs/tls.md), and the listener's other hosts (${others(hosts, h)}) required none or another CA: give ${h} an HTTPS listener of its own with those options` });
+    report.unconverted.push({
+      source: a.source,
+      item,
+      value: a.raw,
+      reason: `host ${h} is left off the HTTPS listener: ingress-nginx required a client certificate from ${a.secret}'s ca.crt for it (auth-tls-verify-client ${a.verify}); ipgate asks per listener (tls.clientCA, tls.clientCertificate: docs/tls.md), and the listener's other hosts (${others(hosts, h)}) required none or another CA: give ${h} an HTTPS listener of its own with those options`,
+    });
   }
   const rest = hosts.filter((h) => !out.leftOff.has(h));
   const optional = rest.filter((h) => at(h)?.verify === 'optional');
@@ -209,9 +259,15 @@ function httpsClientAuth(hosts: readonly string[], auth: ClientAuthPlan, prefix:
   for (const h of rest) {
     const a = at(h);
     if (a === undefined || a.verify === 'off' || a.verify === 'on') continue;
-    report.unconverted.push({ source: a.source, item, value: a.raw, reason: a.verify === 'optional_no_ca'
-      ? `host ${h}: ipgate does not ask for a certificate it does not verify (auth-tls-verify-client optional_no_ca); the host is served without asking, and the backend gets no ssl-client-cert`
-      : `host ${h}: not asked for a client certificate (auth-tls-verify-client optional): the listener's other hosts (${others(rest, h)}) asked for none or another CA, and ipgate asks per listener (docs/tls.md); a client without one was let through by ingress-nginx too, but the backend gets no ssl-client-verify` });
+    report.unconverted.push({
+      source: a.source,
+      item,
+      value: a.raw,
+      reason:
+        a.verify === 'optional_no_ca'
+          ? `host ${h}: ipgate does not ask for a certificate it does not verify (auth-tls-verify-client optional_no_ca); the host is served without asking, and the backend gets no ssl-client-cert`
+          : `host ${h}: not asked for a client certificate (auth-tls-verify-client optional): the listener's other hosts (${others(rest, h)}) asked for none or another CA, and ipgate asks per listener (docs/tls.md); a client without one was let through by ingress-nginx too, but the backend gets no ssl-client-verify`,
+    });
   }
   return out;
 }

@@ -67,7 +67,8 @@ export function addDocuments(set: ObjectSet, text: string, where: string): void 
   // A text that is not YAML at all parses as one document with errors.
   const list = Array.isArray(docs) ? docs : [docs];
   list.forEach((doc, i) => {
-    if (doc.errors.length > 0) throw new InputError(`${where}: document ${i + 1}: not valid YAML/JSON: ${doc.errors[0]!.message.split('\n')[0]}`);
+    if (doc.errors.length > 0)
+      throw new InputError(`${where}: document ${i + 1}: not valid YAML/JSON: ${doc.errors[0]!.message.split('\n')[0]}`);
     const value: unknown = doc.toJS({ maxAliasCount: 100 });
     if (value === null || value === undefined) return;
     addObject(set, value, `${where}: document ${i + 1}`);
@@ -81,16 +82,25 @@ function addObject(set: ObjectSet, value: unknown, where: string, itemKind?: str
   if (kind.endsWith('List') && Array.isArray(value.items)) {
     // IngressList items come without kind; a `List` says it per item.
     const inner = kind === 'List' ? undefined : kind.slice(0, -4);
-    value.items.forEach((item, j) => { addObject(set, item, `${where} items[${j}]`, inner); });
+    value.items.forEach((item, j) => {
+      addObject(set, item, `${where} items[${j}]`, inner);
+    });
     return;
   }
   const o = value as KubeObject;
   if (o.metadata !== undefined && !isRecord(o.metadata)) throw new InputError(`${where}: ${kind}: metadata is not a mapping`);
   ORIGIN.set(o, where);
   switch (kind) {
-    case 'Ingress': set.ingresses.push(o); break;
-    case 'Service': set.services.push(o); break;
-    case 'ConfigMap': set.configMaps.push(o); break;
-    default: set.others.push(`${kind} ${objectKey(o)}`);
+    case 'Ingress':
+      set.ingresses.push(o);
+      break;
+    case 'Service':
+      set.services.push(o);
+      break;
+    case 'ConfigMap':
+      set.configMaps.push(o);
+      break;
+    default:
+      set.others.push(`${kind} ${objectKey(o)}`);
   }
 }

@@ -28,7 +28,7 @@ export interface RangeEntry {
 }
 
 type RangeParse =
-  | { ok: true; cidrs: Cidr[]; /** items rewritten on the way (host bits masked, mapped IPv4) */ rewritten: string[] }
+  | { ok: true; cidrs: Cidr[] /** items rewritten on the way (host bits masked, mapped IPv4) */; rewritten: string[] }
   | { ok: false; message: string };
 
 const words = new Uint32Array(4);
@@ -106,9 +106,10 @@ interface MergedList {
  */
 export function mergeRanges(allow: Cidr[] | null, deny: Cidr[] | null, why: { allow: string; deny: string; everyone: string }): MergedList {
   const denies = deny ?? [];
-  const allows: Array<{ cidr: Cidr; comment: string }> = allow !== null
-    ? allow.map((c) => ({ cidr: c, comment: why.allow }))
-    : ALLOW_ALL.map((t) => ({ cidr: (parseCidr(t) as { ok: true; cidr: Cidr }).cidr, comment: why.everyone }));
+  const allows: Array<{ cidr: Cidr; comment: string }> =
+    allow !== null
+      ? allow.map((c) => ({ cidr: c, comment: why.allow }))
+      : ALLOW_ALL.map((t) => ({ cidr: (parseCidr(t) as { ok: true; cidr: Cidr }).cidr, comment: why.everyone }));
   const shadowed: string[] = [];
   const entries: RangeEntry[] = [];
   for (const a of allows) {

@@ -34,8 +34,14 @@ import type { ImportReport } from './report';
 import { parseSourceRange, within } from './source-ranges';
 
 /** The ConfigMap keys read here. */
-export const TRUST_KEYS: readonly string[] = ['use-proxy-protocol', 'use-forwarded-headers', 'enable-real-ip', 'proxy-real-ip-cidr',
-  'forwarded-for-header', 'compute-full-forwarded-for'];
+export const TRUST_KEYS: readonly string[] = [
+  'use-proxy-protocol',
+  'use-forwarded-headers',
+  'enable-real-ip',
+  'proxy-real-ip-cidr',
+  'forwarded-for-header',
+  'compute-full-forwarded-for',
+];
 
 export interface TrustOptions {
   /** `--proxy-real-ip-cidr`: the balancers, in place of the ConfigMap's proxy-real-ip-cidr; null: the ConfigMap's. */
@@ -72,17 +78,28 @@ export function importTrust(data: Readonly<Record<string, string>>, source: stri
 
   // nginx.tmpl: `and $cfg.UseForwardedHeaders $cfg.ComputeFullForwardedFor`; else X-Forwarded-For: $remote_addr.
   if (on('compute-full-forwarded-for')) {
-    if (!fh) note('compute-full-forwarded-for', 'has no effect without use-forwarded-headers (ingress-nginx sent X-Forwarded-For: <client>): http.xForwardedFor: replace');
+    if (!fh)
+      note(
+        'compute-full-forwarded-for',
+        'has no effect without use-forwarded-headers (ingress-nginx sent X-Forwarded-For: <client>): http.xForwardedFor: replace',
+      );
     else {
       out.xForwardedFor = 'append';
-      if (pp) note('compute-full-forwarded-for', 'ingress-nginx appended the PROXY source to the X-Forwarded-For the client sent, unchecked; ipgate appends to the entries of trusted proxies only (none here), so the upstream gets the client alone, never an address the client wrote');
+      if (pp)
+        note(
+          'compute-full-forwarded-for',
+          'ingress-nginx appended the PROXY source to the X-Forwarded-For the client sent, unchecked; ipgate appends to the entries of trusted proxies only (none here), so the upstream gets the client alone, never an address the client wrote',
+        );
     }
   }
 
   if (!pp && !fh && !er) {
-    if (data['proxy-real-ip-cidr'] !== undefined) note('proxy-real-ip-cidr', 'has no effect without use-proxy-protocol, use-forwarded-headers or enable-real-ip: no peer is trusted');
-    if (data['forwarded-for-header'] !== undefined) note('forwarded-for-header', 'has no effect without use-forwarded-headers or enable-real-ip (nothing to carry over)');
-    const none = 'ingress-nginx believed no PROXY header and no X-Forwarded-For (use-proxy-protocol, use-forwarded-headers and enable-real-ip are off), and neither does the import';
+    if (data['proxy-real-ip-cidr'] !== undefined)
+      note('proxy-real-ip-cidr', 'has no effect without use-proxy-protocol, use-forwarded-headers or enable-real-ip: no peer is trusted');
+    if (data['forwarded-for-header'] !== undefined)
+      note('forwarded-for-header', 'has no effect without use-forwarded-headers or enable-real-ip (nothing to carry over)');
+    const none =
+      'ingress-nginx believed no PROXY header and no X-Forwarded-For (use-proxy-protocol, use-forwarded-headers and enable-real-ip are off), and neither does the import';
     if (opts.proxyRealIpCidr !== null) note(FLAG, `not used: ${none}`, cidrText(opts.proxyRealIpCidr));
     if (opts.trustAllProxies) report.notes.push({ source, item: ALL_FLAG, reason: `not used: ${none}` });
     return out;
@@ -94,8 +111,14 @@ export function importTrust(data: Readonly<Record<string, string>>, source: stri
   if (!pp) {
     const header = data['forwarded-for-header'] ?? 'X-Forwarded-For';
     if (header.toLowerCase() !== 'x-forwarded-for') {
-      report.unconverted.push({ source, item: 'forwarded-for-header', value: header, reason: 'ipgate reads the client address from X-Forwarded-For only; no proxy is trusted' });
-      if (opts.proxyRealIpCidr !== null) note(FLAG, `not used: ingress-nginx read the client from ${header}, which ipgate does not read`, cidrText(opts.proxyRealIpCidr));
+      report.unconverted.push({
+        source,
+        item: 'forwarded-for-header',
+        value: header,
+        reason: 'ipgate reads the client address from X-Forwarded-For only; no proxy is trusted',
+      });
+      if (opts.proxyRealIpCidr !== null)
+        note(FLAG, `not used: ingress-nginx read the client from ${header}, which ipgate does not read`, cidrText(opts.proxyRealIpCidr));
       return out;
     }
   }
@@ -112,7 +135,12 @@ export function importTrust(data: Readonly<Record<string, string>>, source: stri
     if (!r.ok) {
       // nginx -t refuses it, so the controller kept running an older configuration: which peers it
       // trusted is unknown here, and a flag cannot be checked against it.
-      report.refused.push({ source, item: 'proxy-real-ip-cidr', value: text, reason: `invalid: ${r.message}; nginx refuses such a configuration (the controller keeps running an older one), so which peers ingress-nginx trusted is unknown. Correct it in the input to the CIDRs ingress-nginx runs with (then ${FLAG} 10.0.0.0/24 may narrow them to your load balancers)` });
+      report.refused.push({
+        source,
+        item: 'proxy-real-ip-cidr',
+        value: text,
+        reason: `invalid: ${r.message}; nginx refuses such a configuration (the controller keeps running an older one), so which peers ingress-nginx trusted is unknown. Correct it in the input to the CIDRs ingress-nginx runs with (then ${FLAG} 10.0.0.0/24 may narrow them to your load balancers)`,
+      });
       return out;
     } else {
       if (r.rewritten.length > 0) note('proxy-real-ip-cidr', `written as ipgate reads it: ${r.rewritten.join(', ')}`);
@@ -129,7 +157,12 @@ export function importTrust(data: Readonly<Record<string, string>>, source: stri
   if (opts.proxyRealIpCidr !== null) {
     const outside = opts.proxyRealIpCidr.filter((c) => !sourceCidrs.some((s) => within(c, s)));
     if (outside.length > 0) {
-      report.refused.push({ source, item: FLAG, value: cidrText(outside), reason: `outside the ConfigMap's ${sourceWhat}: ingress-nginx never believed a ${pp ? 'PROXY header' : 'X-Forwarded-For'} from ${outside.length === 1 ? 'it' : 'them'}, and the import trusts no more than ingress-nginx did; pass CIDRs inside it` });
+      report.refused.push({
+        source,
+        item: FLAG,
+        value: cidrText(outside),
+        reason: `outside the ConfigMap's ${sourceWhat}: ingress-nginx never believed a ${pp ? 'PROXY header' : 'X-Forwarded-For'} from ${outside.length === 1 ? 'it' : 'them'}, and the import trusts no more than ingress-nginx did; pass CIDRs inside it`,
+      });
       return out;
     }
     peers = opts.proxyRealIpCidr;
@@ -138,7 +171,10 @@ export function importTrust(data: Readonly<Record<string, string>>, source: stri
   } else {
     peers = sourceCidrs;
     peersWhat = sourceWhat;
-    cause = text === undefined || text.trim() === '' ? { item: 'proxy-real-ip-cidr', lead: `not set: ingress-nginx's default ${DEFAULT_CIDR}` } : { item: 'proxy-real-ip-cidr', value: text, lead: 'it' };
+    cause =
+      text === undefined || text.trim() === ''
+        ? { item: 'proxy-real-ip-cidr', lead: `not set: ingress-nginx's default ${DEFAULT_CIDR}` }
+        : { item: 'proxy-real-ip-cidr', value: text, lead: 'it' };
   }
 
   const all = familiesCovered(peers);
@@ -146,11 +182,19 @@ export function importTrust(data: Readonly<Record<string, string>>, source: stri
     const everyone = all.map((f) => `every IPv${f} peer`).join(' and ');
     const what = pp ? `${everyone} to name the client in a PROXY header` : `${everyone} to name the client in X-Forwarded-For`;
     if (!opts.trustAllProxies) {
-      report.refused.push({ source, item: cause.item, ...(cause.value !== undefined ? { value: cause.value } : {}),
-        reason: `${cause.lead} trusts ${what}, so any client could choose the address the allowlist checks. Pass your load balancers' CIDRs (${pp ? 'the addresses their PROXY-protocol connections come from' : 'the addresses of the proxies that connect to ipgate'}): ${FLAG} 10.0.0.0/24 (repeat it, or separate CIDRs with commas); or ${ALL_FLAG} to write the trust-all range as ingress-nginx had it` });
+      report.refused.push({
+        source,
+        item: cause.item,
+        ...(cause.value !== undefined ? { value: cause.value } : {}),
+        reason: `${cause.lead} trusts ${what}, so any client could choose the address the allowlist checks. Pass your load balancers' CIDRs (${pp ? 'the addresses their PROXY-protocol connections come from' : 'the addresses of the proxies that connect to ipgate'}): ${FLAG} 10.0.0.0/24 (repeat it, or separate CIDRs with commas); or ${ALL_FLAG} to write the trust-all range as ingress-nginx had it`,
+      });
       return out;
     }
-    note(ALL_FLAG, `written as asked: ${peersWhat} trusts ${what} (check-config warns about it); list only your load balancers as soon as you know their CIDRs`, cidrText(peers));
+    note(
+      ALL_FLAG,
+      `written as asked: ${peersWhat} trusts ${what} (check-config warns about it); list only your load balancers as soon as you know their CIDRs`,
+      cidrText(peers),
+    );
   } else if (opts.trustAllProxies) {
     report.notes.push({ source, item: ALL_FLAG, reason: `not needed: ${peersWhat} does not trust everyone` });
   }
@@ -158,9 +202,15 @@ export function importTrust(data: Readonly<Record<string, string>>, source: stri
   const texts = peers.map((c) => c.text);
   if (pp) {
     out.proxyProtocol = texts;
-    note('use-proxy-protocol', `proxyProtocol: {mode: required, trustedSources: ${peersWhat}}: the PROXY header names the client. ingress-nginx read the header of a peer outside these CIDRs and took the peer's own address as the client; ipgate closes such connections (pp_untrusted)`);
+    note(
+      'use-proxy-protocol',
+      `proxyProtocol: {mode: required, trustedSources: ${peersWhat}}: the PROXY header names the client. ingress-nginx read the header of a peer outside these CIDRs and took the peer's own address as the client; ipgate closes such connections (pp_untrusted)`,
+    );
     if (fh) {
-      note('use-forwarded-headers', 'with use-proxy-protocol, X-Forwarded-For does not choose the client (no http.trustedProxies), as in ingress-nginx before 1.13. From 1.13 ingress-nginx walked X-Forwarded-For when the PROXY source itself was in proxy-real-ip-cidr (an HTTP proxy in front of the balancer); if yours is such a chain, list those proxies (not the balancers) in http.trustedProxies by hand');
+      note(
+        'use-forwarded-headers',
+        'with use-proxy-protocol, X-Forwarded-For does not choose the client (no http.trustedProxies), as in ingress-nginx before 1.13. From 1.13 ingress-nginx walked X-Forwarded-For when the PROXY source itself was in proxy-real-ip-cidr (an HTTP proxy in front of the balancer); if yours is such a chain, list those proxies (not the balancers) in http.trustedProxies by hand',
+      );
     }
   } else {
     out.trustedProxies = texts;
@@ -191,7 +241,9 @@ function big(words: readonly number[]): bigint {
 export function familiesCovered(cidrs: readonly Cidr[]): Array<4 | 6> {
   const out: Array<4 | 6> = [];
   for (const family of [4, 6] as const) {
-    const ranges = cidrs.filter((c) => c.family === family).map((c) => [big(c.start), big(c.end)] as const)
+    const ranges = cidrs
+      .filter((c) => c.family === family)
+      .map((c) => [big(c.start), big(c.end)] as const)
       .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
     let next = 0n;
     for (const [start, end] of ranges) {

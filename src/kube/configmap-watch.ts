@@ -106,7 +106,12 @@ export class ConfigMapWatch {
   }
 
   status(): ConfigMapWatchStatus {
-    return { resourceVersion: this.seenRV, watchConnected: this.watchConnected, lastError: this.lastError, lastSuccessAt: this.lastSuccessAt };
+    return {
+      resourceVersion: this.seenRV,
+      watchConnected: this.watchConnected,
+      lastError: this.lastError,
+      lastSuccessAt: this.lastSuccessAt,
+    };
   }
 
   /**
@@ -130,7 +135,10 @@ export class ConfigMapWatch {
   start(): void {
     if (this.loop !== null || this.closed) return;
     this.loop = this.run();
-    this.resyncTimer = setInterval(() => void this.relist().catch((err) => this.noteError(err, 'resync')), this.opts.resyncIntervalMs ?? 300_000);
+    this.resyncTimer = setInterval(
+      () => void this.relist().catch((err) => this.noteError(err, 'resync')),
+      this.opts.resyncIntervalMs ?? 300_000,
+    );
     this.resyncTimer.unref();
   }
 
@@ -167,7 +175,8 @@ export class ConfigMapWatch {
     const watch = this.opts.client.watch(path, {
       idleTimeoutMs: this.opts.watchIdleTimeoutMs ?? 150_000,
       onOpen: () => {
-        if (!this.watchConnected && this.lastError !== null) this.log.info({ resourceVersion: this.watchRV }, `${this.label}: watching the ConfigMap again`);
+        if (!this.watchConnected && this.lastError !== null)
+          this.log.info({ resourceVersion: this.watchRV }, `${this.label}: watching the ConfigMap again`);
         this.watchConnected = true;
         this.lastError = null;
         this.lastSuccessAt = Date.now();
@@ -241,8 +250,10 @@ export class ConfigMapWatch {
 export function explain(err: unknown, name: string, verbs = 'get, list, watch'): string {
   if (err instanceof KubeStatusError) {
     if (err.status === 403) {
-      return `HTTP 403: ${err.reason} (the Role needs ${verbs} on configmaps with resourceNames [${name}]; ` +
-        'the chart grants them for its ConfigMaps; list and watch are sent with fieldSelector=metadata.name)';
+      return (
+        `HTTP 403: ${err.reason} (the Role needs ${verbs} on configmaps with resourceNames [${name}]; ` +
+        'the chart grants them for its ConfigMaps; list and watch are sent with fieldSelector=metadata.name)'
+      );
     }
     if (err.status === 401) return `HTTP 401: ${err.reason} (the service account token or kubeconfig credentials are not accepted)`;
   }

@@ -212,8 +212,8 @@ export class KubeClient {
     const req = mod.request(url, { method: 'GET', agent: false, headers: this.headers(), ...this.tlsOptions() });
     const connectTimer = setTimeout(() => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
     connectTimer.unref();
-    const ended = (err: Error): WatchEnd => stopped ? { kind: 'stopped', events }
-      : { kind: 'failed', error: unreachable(this.access, failure ?? err), events };
+    const ended = (err: Error): WatchEnd =>
+      stopped ? { kind: 'stopped', events } : { kind: 'failed', error: unreachable(this.access, failure ?? err), events };
     const fail = (err: Error): void => {
       failure ??= err;
       req.destroy(err);
@@ -274,8 +274,7 @@ export class KubeClient {
         }
         if (pending.length > MAX_WATCH_LINE_BYTES) fail(new Error(`watch event larger than ${MAX_WATCH_LINE_BYTES} bytes`));
       });
-      res.on('end', () => settle(stopped ? { kind: 'stopped', events }
-        : failure ? ended(failure) : { kind: 'closed', events }));
+      res.on('end', () => settle(stopped ? { kind: 'stopped', events } : failure ? ended(failure) : { kind: 'closed', events }));
       res.on('error', (err) => settle(ended(err)));
       // A reset mid-stream may close the response without an 'error' on some Node versions.
       res.on('close', () => {
@@ -358,6 +357,6 @@ export function statusError(res: KubeResponse, apiPath: string, method = 'GET'):
       ? b.message
       : typeof b === 'string' && b !== ''
         ? b.slice(0, 200).trim()
-        : http.STATUS_CODES[res.status] ?? 'unexpected status';
+        : (http.STATUS_CODES[res.status] ?? 'unexpected status');
   return new KubeStatusError(res.status, apiPath, reason, method);
 }

@@ -60,10 +60,7 @@ export function resolveKubeAccess(opts: ResolveOptions): KubeAccess {
   if (opts.env.KUBERNETES_SERVICE_HOST && fs.existsSync(path.join(saDir, 'token'))) {
     return inCluster(opts.env, saDir);
   }
-  throw new KubeError(
-    'IPGATE_KUBE_CONFIG',
-    'no kubeconfig found (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a pod',
-  );
+  throw new KubeError('IPGATE_KUBE_CONFIG', 'no kubeconfig found (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a pod');
 }
 
 function inCluster(env: NodeJS.ProcessEnv, saDir: string): KubeAccess {
@@ -130,7 +127,10 @@ function fromKubeconfigFiles(files: string[], contextFlag: string | undefined, e
   const clusterName = str(context.value.cluster);
   const cluster = clusterName ? merged.clusters.get(clusterName) : undefined;
   if (!cluster) {
-    throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: context "${contextName}" names cluster "${clusterName ?? ''}", which is not defined`);
+    throw new KubeError(
+      'IPGATE_KUBE_CONFIG',
+      `${where}: context "${contextName}" names cluster "${clusterName ?? ''}", which is not defined`,
+    );
   }
   const userName = str(context.value.user);
   const user = userName ? merged.users.get(userName) : undefined;
@@ -187,7 +187,10 @@ function fromKubeconfigFiles(files: string[], contextFlag: string | undefined, e
       if (cred.key) access.key = cred.key;
     }
     if (u['auth-provider']) {
-      throw new KubeError('IPGATE_KUBE_CONFIG', `${where}: user "${user.name}" uses an auth-provider, which ipgate does not support; use a token, a client certificate or an exec plugin`);
+      throw new KubeError(
+        'IPGATE_KUBE_CONFIG',
+        `${where}: user "${user.name}" uses an auth-provider, which ipgate does not support; use a token, a client certificate or an exec plugin`,
+      );
     }
   }
   return access;

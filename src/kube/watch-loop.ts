@@ -56,8 +56,11 @@ export async function runWatchLoop(w: WatchLoop): Promise<void> {
       continue;
     }
     if (end.kind !== 'status' && end.events > 0) failures = 0;
-    const err = streamError ? new Error(`watch ERROR event ${streamError.code}: ${streamError.message}`)
-      : end.kind === 'closed' ? new Error('watch ended') : end.error;
+    const err = streamError
+      ? new Error(`watch ERROR event ${streamError.code}: ${streamError.message}`)
+      : end.kind === 'closed'
+        ? new Error('watch ended')
+        : end.error;
     w.noteError(err, 'watch');
     await w.pause(backoffDelay(w.backoff, failures++));
   }

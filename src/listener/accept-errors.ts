@@ -53,8 +53,12 @@ export class AcceptErrors {
   private lastLineAt = -Infinity;
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly stats: ListenerStats, private readonly log: Logger,
-    readonly fdLimit: number | null = openFileLimit(), private readonly intervalMs = 60_000) {
+  constructor(
+    private readonly stats: ListenerStats,
+    private readonly log: Logger,
+    readonly fdLimit: number | null = openFileLimit(),
+    private readonly intervalMs = 60_000,
+  ) {
     this.maxFd = fdLimit === null ? Infinity : fdLimit - fdReserve(fdLimit);
   }
 
@@ -95,12 +99,23 @@ export class AcceptErrors {
     const count = p.EMFILE + p.ENFILE + p.other;
     if (count === 0) return;
     const s = this.stats;
-    const why = p.EMFILE > 0 ? 'at the open-file limit: raise ulimit -n (LimitNOFILE), or take fewer connections per process'
-      : p.ENFILE > 0 ? 'at the system-wide open-file limit (fs.file-max)' : 'accept(2) failed';
-    this.log.warn({
-      count, codes: { ...p }, intervalMs: this.intervalMs, fdLimit: this.fdLimit, maxFd: Number.isFinite(this.maxFd) ? this.maxFd : null,
-      total: { EMFILE: s.acceptErrorsEmfile, ENFILE: s.acceptErrorsEnfile, other: s.acceptErrorsOther },
-    }, `accept failed: ${count} connection(s) closed unserved since the last line (${why})`);
+    const why =
+      p.EMFILE > 0
+        ? 'at the open-file limit: raise ulimit -n (LimitNOFILE), or take fewer connections per process'
+        : p.ENFILE > 0
+          ? 'at the system-wide open-file limit (fs.file-max)'
+          : 'accept(2) failed';
+    this.log.warn(
+      {
+        count,
+        codes: { ...p },
+        intervalMs: this.intervalMs,
+        fdLimit: this.fdLimit,
+        maxFd: Number.isFinite(this.maxFd) ? this.maxFd : null,
+        total: { EMFILE: s.acceptErrorsEmfile, ENFILE: s.acceptErrorsEnfile, other: s.acceptErrorsOther },
+      },
+      `accept failed: ${count} connection(s) closed unserved since the last line (${why})`,
+    );
     p.EMFILE = 0;
     p.ENFILE = 0;
     p.other = 0;

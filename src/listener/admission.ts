@@ -48,15 +48,31 @@ export class Admission {
    * object is built unless debug is on: this runs once per denied request. `reason`: the one
    * carried from `decide` (else the list in force, its route's or the listener's, is asked again).
    */
-  refused(client: string, conn: Connection, via: Via, method: string | null = null, url: string | null = null,
-    reason: AllowlistRefusal | null = null): AllowlistRefusal {
+  refused(
+    client: string,
+    conn: Connection,
+    via: Via,
+    method: string | null = null,
+    url: string | null = null,
+    reason: AllowlistRefusal | null = null,
+  ): AllowlistRefusal {
     const route = conn.route;
     if (reason === null) reason = denialReason((route === null ? this.list : route.list).matcher, client);
     ListenerStats.bump(this.stats.denied, reason);
     if (route !== null) ListenerStats.bump(route.counts.denied, reason);
     if (this.log.isLevelEnabled('debug')) {
-      this.log.debug({ conn: conn.id, client, peer: conn.peerAddress, via, reason, ...(method !== null ? { method, url } : {}),
-        ...(route !== null ? { route: route.name, sni: conn.sni } : {}) }, 'denied');
+      this.log.debug(
+        {
+          conn: conn.id,
+          client,
+          peer: conn.peerAddress,
+          via,
+          reason,
+          ...(method !== null ? { method, url } : {}),
+          ...(route !== null ? { route: route.name, sni: conn.sni } : {}),
+        },
+        'denied',
+      );
     }
     return reason;
   }

@@ -40,7 +40,11 @@ export class HeaderStage implements GatherStage<IdentityOutcome> {
   private readonly mode: ProxyMode;
   private readonly decodeOptions: DecodeOptions;
 
-  constructor(options: HeaderStageOptions, private readonly trusted: boolean, private readonly sink: HeaderSink) {
+  constructor(
+    options: HeaderStageOptions,
+    private readonly trusted: boolean,
+    private readonly sink: HeaderSink,
+  ) {
     this.mode = options.mode;
     this.timeoutMs = options.headerTimeoutMs;
     this.decodeOptions = { maxV2Length: options.maxV2Length };

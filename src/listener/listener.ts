@@ -159,8 +159,10 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
-    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true, highWaterMark: deps.handler.socketHighWaterMark },
-      (socket) => this.accept(socket));
+    this.server = net.createServer(
+      { allowHalfOpen: true, pauseOnConnect: true, noDelay: true, highWaterMark: deps.handler.socketHighWaterMark },
+      (socket) => this.accept(socket),
+    );
     this.acceptErrors = new AcceptErrors(this.stats, this.log);
     this.server.on('error', (err: NodeJS.ErrnoException) => {
       // net.Server emits a failed accept (the libuv EMFILE trick itself failing, ENFILE, ...) as an
@@ -183,9 +185,14 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     if (typeof hp === 'string') throw new Error(`listeners.${this.name}.listen: ${hp}`);
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException): void => {
-        reject(Object.assign(new Error(
-          `listener "${this.name}" cannot listen on ${formatHostPort(hp.host, hp.port)}: ${err.code ?? err.message}`,
-          { cause: err }), { code: 'IPGATE_BIND' }));
+        reject(
+          Object.assign(
+            new Error(`listener "${this.name}" cannot listen on ${formatHostPort(hp.host, hp.port)}: ${err.code ?? err.message}`, {
+              cause: err,
+            }),
+            { code: 'IPGATE_BIND' },
+          ),
+        );
       };
       this.server.once('error', onError);
       this.server.listen({ host: hp.host, port: hp.port, backlog: 1024 }, () => {
@@ -344,8 +351,15 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
       return;
     }
     socket.setNoDelay();
-    const conn = new Connection(nextConnectionId++, this.name, socket, canonicalAddress(a.remote), a.remotePort,
-      canonicalAddress(a.local), a.localPort);
+    const conn = new Connection(
+      nextConnectionId++,
+      this.name,
+      socket,
+      canonicalAddress(a.remote),
+      a.remotePort,
+      canonicalAddress(a.local),
+      a.localPort,
+    );
     socket.onError = (code) => this.log.debug({ err: code, conn: conn.id }, 'client socket error');
     socket.onClose(() => this.onClosed(conn));
     this.start(conn);
@@ -403,7 +417,10 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
    */
   helloRead(conn: Connection, r: HelloStageResult): void {
     if (!r.ok) {
-      this.log.debug({ conn: conn.id, peer: conn.peerAddress, client: conn.clientAddress, reason: r.reason, detail: r.detail }, 'ClientHello rejected');
+      this.log.debug(
+        { conn: conn.id, peer: conn.peerAddress, client: conn.clientAddress, reason: r.reason, detail: r.detail },
+        'ClientHello rejected',
+      );
       this.close(conn, r.reason);
       return;
     }
@@ -444,7 +461,9 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     if (next === null) return 0;
     if (this.routes === null) throw new Error(`listener "${this.name}" has no SNI routes (mode tcp with routes): nothing to replace`);
     if (this.raw && !next.ipLiteralsOnly) {
-      throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
+      throw new Error(
+        `listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`,
+      );
     }
     this.routes = next;
     const gone = next.adopt(this.connections);
@@ -461,12 +480,16 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
   compileRoutes(routes: readonly RouteConfig[] | undefined): SniRoutes | null {
     const started = this.config.routes !== undefined;
     if ((routes !== undefined) !== started) {
-      throw new Error(`SNI routing turned ${started ? 'off' : 'on'} for TCP listener "${this.name}": its stages change, which needs a restart`);
+      throw new Error(
+        `SNI routing turned ${started ? 'off' : 'on'} for TCP listener "${this.name}": its stages change, which needs a restart`,
+      );
     }
     if (routes === undefined) return null;
     const next = SniRoutes.compile({ ...this.config, routes }, this.deps.list.owner, this.stats);
     if (this.raw && !next.ipLiteralsOnly) {
-      throw new Error(`listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`);
+      throw new Error(
+        `listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`,
+      );
     }
     return next;
   }

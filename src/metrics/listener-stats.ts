@@ -11,16 +11,26 @@ export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 
 /** The index of `method` in HTTP_METHODS (OTHER for anything else). */
 export function methodIndex(method: string): number {
   switch (method) {
-    case 'GET': return 0;
-    case 'HEAD': return 1;
-    case 'POST': return 2;
-    case 'PUT': return 3;
-    case 'DELETE': return 4;
-    case 'CONNECT': return 5;
-    case 'OPTIONS': return 6;
-    case 'TRACE': return 7;
-    case 'PATCH': return 8;
-    default: return 9;
+    case 'GET':
+      return 0;
+    case 'HEAD':
+      return 1;
+    case 'POST':
+      return 2;
+    case 'PUT':
+      return 3;
+    case 'DELETE':
+      return 4;
+    case 'CONNECT':
+      return 5;
+    case 'OPTIONS':
+      return 6;
+    case 'TRACE':
+      return 7;
+    case 'PATCH':
+      return 8;
+    default:
+      return 9;
   }
 }
 
@@ -91,8 +101,11 @@ export class RequestCounts {
     for (const [key, value] of this.status) {
       const slot = key % 1000;
       out.push({
-        method: HTTP_METHODS[Math.floor((key % H2_KEY) / 1000)]!, status: slot === 0 ? 'none' : slot === 600 ? 'other' : String(slot),
-        code_class: CLASS_OF_SLOT(slot), protocol: key >= H2_KEY ? 'h2' : 'h1', value,
+        method: HTTP_METHODS[Math.floor((key % H2_KEY) / 1000)]!,
+        status: slot === 0 ? 'none' : slot === 600 ? 'other' : String(slot),
+        code_class: CLASS_OF_SLOT(slot),
+        protocol: key >= H2_KEY ? 'h2' : 'h1',
+        value,
       });
     }
     return out;

@@ -123,12 +123,16 @@ export class Metrics {
 
   constructor(options: MetricsOptions = {}) {
     const r = this.registry;
-    const each = (fn: (s: ListenerStats, out: Sample[]) => void) => (out: Sample[]): void => {
-      for (const s of this.listeners) fn(s, out);
-    };
-    const eachHttp = (fn: (s: ListenerStats, out: Sample[]) => void) => (out: Sample[]): void => {
-      for (const s of this.httpListeners) fn(s, out);
-    };
+    const each =
+      (fn: (s: ListenerStats, out: Sample[]) => void) =>
+      (out: Sample[]): void => {
+        for (const s of this.listeners) fn(s, out);
+      };
+    const eachHttp =
+      (fn: (s: ListenerStats, out: Sample[]) => void) =>
+      (out: Sample[]): void => {
+        for (const s of this.httpListeners) fn(s, out);
+      };
     const byKey = (map: Map<string, number>, out: Sample[], listener: string, label: string): void => {
       for (const [k, v] of map) out.push({ labels: { listener, [label]: k }, value: v });
     };
@@ -139,7 +143,13 @@ export class Metrics {
      * route counts, so its series are exactly those it had before routes existed. The remainder
      * only grows, so a zero one is left out rather than published.
      */
-    const byKeyAndRoute = (s: ListenerStats, map: Map<string, number>, pick: (r: RouteCounts) => Map<string, number>, out: Sample[], label: string): void => {
+    const byKeyAndRoute = (
+      s: ListenerStats,
+      map: Map<string, number>,
+      pick: (r: RouteCounts) => Map<string, number>,
+      out: Sample[],
+      label: string,
+    ): void => {
       if (s.routes.size === 0) {
         byKey(map, out, s.listener, label);
         return;
@@ -155,82 +165,136 @@ export class Metrics {
     };
 
     // --- connections -----------------------------------------------------------------------------
-    new Published({ name: 'ipgate_connections_accepted_total', type: 'counter',
+    new Published({
+      name: 'ipgate_connections_accepted_total',
+      type: 'counter',
       help: 'Connections accepted on a listener (before the PROXY header and the allowlist).',
-      collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.accepted })) }).register(r);
-    new Published({ name: 'ipgate_accept_errors_total', type: 'counter',
+      collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.accepted })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_accept_errors_total',
+      type: 'counter',
       help: 'Connections closed unserved at accept, by code: EMFILE (the open-file limit; refused just below it, since libuv would reset them unseen), ENFILE (the system-wide limit), other.',
       collect: each((s, out) => {
         out.push({ labels: { listener: s.listener, code: 'EMFILE' }, value: s.acceptErrorsEmfile });
         out.push({ labels: { listener: s.listener, code: 'ENFILE' }, value: s.acceptErrorsEnfile });
         out.push({ labels: { listener: s.listener, code: 'other' }, value: s.acceptErrorsOther });
-      }) }).register(r);
-    new Published({ name: 'ipgate_connections_active', type: 'gauge',
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_connections_active',
+      type: 'gauge',
       help: 'Connections open now on a listener.',
-      collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.active })) }).register(r);
-    new Published({ name: 'ipgate_connections_closed_total', type: 'counter',
+      collect: each((s, out) => out.push({ labels: { listener: s.listener }, value: s.active })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_connections_closed_total',
+      type: 'counter',
       help: 'Connections closed, by result: ok, denied, revoked, drain, pp_<code>, tls_<code>, route_<code>, upstream_<code>, idle_timeout, HTTP parser errors; `route` on those an SNI route took.',
-      collect: each((s, out) => byKeyAndRoute(s, s.closed, (c) => c.closed, out, 'result')) }).register(r);
-    new Published({ name: 'ipgate_denied_total', type: 'counter',
+      collect: each((s, out) => byKeyAndRoute(s, s.closed, (c) => c.closed, out, 'result')),
+    }).register(r);
+    new Published({
+      name: 'ipgate_denied_total',
+      type: 'counter',
       help: 'Connections and HTTP requests refused, by reason: denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), revoked, pp_<code> (PROXY header faults); `route` on connections an SNI route took.',
-      collect: each((s, out) => byKeyAndRoute(s, s.denied, (c) => c.denied, out, 'reason')) }).register(r);
-    new Published({ name: 'ipgate_sni_hellos_total', type: 'counter',
+      collect: each((s, out) => byKeyAndRoute(s, s.denied, (c) => c.denied, out, 'reason')),
+    }).register(r);
+    new Published({
+      name: 'ipgate_sni_hellos_total',
+      type: 'counter',
       help: 'TCP listeners with routes: ClientHello reads by result, ok or tls_<code> (the connection was closed: malformed, too large, not TLS, truncated, timeout).',
-      collect: each((s, out) => byKey(s.sniHellos, out, s.listener, 'result')) }).register(r);
-    new Published({ name: 'ipgate_sni_hello_retries_total', type: 'counter',
-      help: 'TCP listeners with routes: HelloRetryRequests from backends, by the second ClientHello\'s result: ok (it matched the first), or tls_<code> (closed: another server_name or ALPN, truncated, timeout, ...).',
-      collect: each((s, out) => byKey(s.sniHelloRetries, out, s.listener, 'result')) }).register(r);
-    new Published({ name: 'ipgate_route_misses_total', type: 'counter',
+      collect: each((s, out) => byKey(s.sniHellos, out, s.listener, 'result')),
+    }).register(r);
+    new Published({
+      name: 'ipgate_sni_hello_retries_total',
+      type: 'counter',
+      help: "TCP listeners with routes: HelloRetryRequests from backends, by the second ClientHello's result: ok (it matched the first), or tls_<code> (closed: another server_name or ALPN, truncated, timeout, ...).",
+      collect: each((s, out) => byKey(s.sniHelloRetries, out, s.listener, 'result')),
+    }).register(r);
+    new Published({
+      name: 'ipgate_route_misses_total',
+      type: 'counter',
       help: 'TCP listeners with routes: connections whose SNI matched no route (route_no_host); HTTP listeners count theirs in ipgate_http_route_misses_total.',
-      collect: each((s, out) => { if (!this.httpListeners.includes(s)) byKey(s.routeMisses, out, s.listener, 'reason'); }) }).register(r);
-    new Published({ name: 'ipgate_proxy_header_total', type: 'counter',
+      collect: each((s, out) => {
+        if (!this.httpListeners.includes(s)) byKey(s.routeMisses, out, s.listener, 'reason');
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_proxy_header_total',
+      type: 'counter',
       help: 'Inbound PROXY header outcomes by version (v1, v2, none, unknown) and result (ok, local, none, trusted_none, pp_<code>).',
       collect: each((s, out) => {
         for (const [k, v] of s.proxyHeader) {
           const slash = k.indexOf('/');
           out.push({ labels: { listener: s.listener, version: k.slice(0, slash), result: k.slice(slash + 1) }, value: v });
         }
-      }) }).register(r);
-    new Published({ name: 'ipgate_bytes_total', type: 'counter',
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_bytes_total',
+      type: 'counter',
       help: 'Bytes of closed client connections, by direction: in = from the client, out = to the client (counted at close).',
       collect: each((s, out) => {
         out.push({ labels: { listener: s.listener, direction: 'in' }, value: s.bytesFromClient });
         out.push({ labels: { listener: s.listener, direction: 'out' }, value: s.bytesToClient });
-      }) }).register(r);
+      }),
+    }).register(r);
 
     // --- upstreams -------------------------------------------------------------------------------
-    new Published({ name: 'ipgate_upstream_errors_total', type: 'counter',
+    new Published({
+      name: 'ipgate_upstream_errors_total',
+      type: 'counter',
       help: 'Upstream failures by reason: upstream_refused, upstream_timeout, upstream_reset, upstream_dns, upstream_error.',
-      collect: each((s, out) => byKey(s.upstreamErrors, out, s.listener, 'reason')) }).register(r);
+      collect: each((s, out) => byKey(s.upstreamErrors, out, s.listener, 'reason')),
+    }).register(r);
     const CLASSES = ['other', '1xx', '2xx', '3xx', '4xx', '5xx'];
-    new Published({ name: 'ipgate_upstream_responses_total', type: 'counter',
-      help: 'HTTP response heads received from each upstream target, by status class (the upstream\'s status, before ipgate answers anything itself).',
+    new Published({
+      name: 'ipgate_upstream_responses_total',
+      type: 'counter',
+      help: "HTTP response heads received from each upstream target, by status class (the upstream's status, before ipgate answers anything itself).",
       collect: each((s, out) => {
         for (const [upstream, u] of s.upstreams) {
           for (let i = 0; i < CLASSES.length; i++) {
-            if (i > 0 || u.responses[0]! > 0) out.push({ labels: { listener: s.listener, upstream, code_class: CLASSES[i]! }, value: u.responses[i]! });
+            if (i > 0 || u.responses[0]! > 0)
+              out.push({ labels: { listener: s.listener, upstream, code_class: CLASSES[i]! }, value: u.responses[i]! });
           }
         }
-      }) }).register(r);
-    new Published({ name: 'ipgate_upstream_failures_total', type: 'counter',
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_upstream_failures_total',
+      type: 'counter',
       help: 'Failures of each upstream target by reason (as ipgate_upstream_errors_total, per target).',
       collect: each((s, out) => {
-        for (const [upstream, u] of s.upstreams) for (const [reason, v] of u.failures) out.push({ labels: { listener: s.listener, upstream, reason }, value: v });
-      }) }).register(r);
-    new Published({ name: 'ipgate_upstream_response_seconds', type: 'histogram',
+        for (const [upstream, u] of s.upstreams)
+          for (const [reason, v] of u.failures) out.push({ labels: { listener: s.listener, upstream, reason }, value: v });
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_upstream_response_seconds',
+      type: 'histogram',
       help: 'Time from a request sent to an upstream target to its response head (millisecond resolution).',
       collect: each((s, out) => {
-        for (const [upstream, u] of s.upstreams) histogramSamples(out, 'ipgate_upstream_response_seconds', { listener: s.listener, upstream }, u.responseTime);
-      }) }).register(r);
-    new Published({ name: 'ipgate_upstream_connect_seconds', type: 'histogram',
+        for (const [upstream, u] of s.upstreams)
+          histogramSamples(out, 'ipgate_upstream_response_seconds', { listener: s.listener, upstream }, u.responseTime);
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_upstream_connect_seconds',
+      type: 'histogram',
       help: 'Time to establish a new upstream TCP connection (pooled HTTP connections are counted when opened).',
-      collect: each((s, out) => histogramSamples(out, 'ipgate_upstream_connect_seconds', { listener: s.listener }, s.upstreamConnect)) }).register(r);
+      collect: each((s, out) => histogramSamples(out, 'ipgate_upstream_connect_seconds', { listener: s.listener }, s.upstreamConnect)),
+    }).register(r);
 
-    new Published({ name: 'ipgate_upstream_up', type: 'gauge', aggregator: 'max',
-      help: 'Whether each upstream target answered its last attempt: 1 it connected (TCP) or sent a response head (HTTP), 0 it refused, timed out or did not resolve. Passive (what the traffic saw); a target not tried yet has no series. Across workers: 1 while any worker\'s last attempt succeeded.',
+    new Published({
+      name: 'ipgate_upstream_up',
+      type: 'gauge',
+      aggregator: 'max',
+      help: "Whether each upstream target answered its last attempt: 1 it connected (TCP) or sent a response head (HTTP), 0 it refused, timed out or did not resolve. Passive (what the traffic saw); a target not tried yet has no series. Across workers: 1 while any worker's last attempt succeeded.",
       collect: each((s, out) => {
         for (const [upstream, u] of s.upstreams) if (u.up >= 0) out.push({ labels: { listener: s.listener, upstream }, value: u.up });
-      }) }).register(r);
+      }),
+    }).register(r);
 
     // --- HTTP ------------------------------------------------------------------------------------
     /** Each route's counts (route="" for misses) on a listener with routes, else the listener's one group. */
@@ -238,67 +302,123 @@ export class Metrics {
       if (s.httpRoutes === null || s.http.duration.count > 0) fn({ listener: s.listener }, s.http);
       if (s.httpRoutes !== null) for (const [route, rs] of s.httpRoutes) fn({ listener: s.listener, route }, rs);
     };
-    new Published({ name: 'ipgate_http_requests_total', type: 'counter',
+    new Published({
+      name: 'ipgate_http_requests_total',
+      type: 'counter',
       help: 'HTTP requests finished, by method (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH, OTHER), status (the exact code 100-599; none = the client left before a status; other = outside 100-599) and its class (code_class 1xx..5xx, none, other), and protocol (h1, h2: one HTTP/2 stream each); on listeners with routes, by route too (route="" : no route matched).',
-      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => {
-        for (const x of c.labelled()) out.push({ labels: { ...labels, method: x.method, status: x.status, code_class: x.code_class, protocol: x.protocol }, value: x.value });
-      })) }).register(r);
-    new Published({ name: 'ipgate_http2_connections_total', type: 'counter',
+      collect: eachHttp((s, out) =>
+        requestGroups(s, (labels, c) => {
+          for (const x of c.labelled())
+            out.push({
+              labels: { ...labels, method: x.method, status: x.status, code_class: x.code_class, protocol: x.protocol },
+              value: x.value,
+            });
+        }),
+      ),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http2_connections_total',
+      type: 'counter',
       help: 'HTTP/2 client connections served (ALPN h2 on a TLS listener, or h2c with prior knowledge).',
-      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Connections })) }).register(r);
-    new Published({ name: 'ipgate_http2_streams_total', type: 'counter',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Connections })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http2_streams_total',
+      type: 'counter',
       help: 'HTTP/2 streams received from clients, refused and malformed ones included.',
-      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Streams })) }).register(r);
-    new Published({ name: 'ipgate_http2_resets_total', type: 'counter',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.h2Streams })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http2_resets_total',
+      type: 'counter',
       help: 'HTTP/2 RST_STREAM frames, by direction: received (the client reset a stream before its response was complete; the rapid-reset budget counts these), sent.',
       collect: eachHttp((s, out) => {
         out.push({ labels: { listener: s.listener, direction: 'received' }, value: s.h2ResetsReceived });
         out.push({ labels: { listener: s.listener, direction: 'sent' }, value: s.h2ResetsSent });
-      }) }).register(r);
-    new Published({ name: 'ipgate_http2_goaways_total', type: 'counter',
-      help: 'HTTP/2 GOAWAY frames on client connections, by direction (sent, received) and error code (NO_ERROR, PROTOCOL_ERROR, ENHANCE_YOUR_CALM, ...); why ipgate sent one is the connection\'s close result (h2_<code>, drain, revoked).',
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http2_goaways_total',
+      type: 'counter',
+      help: "HTTP/2 GOAWAY frames on client connections, by direction (sent, received) and error code (NO_ERROR, PROTOCOL_ERROR, ENHANCE_YOUR_CALM, ...); why ipgate sent one is the connection's close result (h2_<code>, drain, revoked).",
       collect: eachHttp((s, out) => {
         for (const [k, v] of s.h2Goaways) {
           const slash = k.indexOf('/');
           out.push({ labels: { listener: s.listener, direction: k.slice(0, slash), code: k.slice(slash + 1) }, value: v });
         }
-      }) }).register(r);
-    new Published({ name: 'ipgate_http_request_size_bytes', type: 'histogram',
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http_request_size_bytes',
+      type: 'histogram',
       help: 'HTTP request size: the head as parsed (request line and header fields) plus the body bytes relayed upstream (nginx $request_length); on listeners with routes, by route too.',
-      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_size_bytes', labels, c.requestSize))) }).register(r);
-    new Published({ name: 'ipgate_http_response_size_bytes', type: 'histogram',
+      collect: eachHttp((s, out) =>
+        requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_size_bytes', labels, c.requestSize)),
+      ),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http_response_size_bytes',
+      type: 'histogram',
       help: 'HTTP response size: the bytes written to the client for the request, head included (nginx $bytes_sent); on listeners with routes, by route too.',
-      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_response_size_bytes', labels, c.responseSize))) }).register(r);
-    new Published({ name: 'ipgate_http_upgrades_total', type: 'counter',
+      collect: eachHttp((s, out) =>
+        requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_response_size_bytes', labels, c.responseSize)),
+      ),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http_upgrades_total',
+      type: 'counter',
       help: 'HTTP upgrade requests (WebSocket, ...) received.',
-      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })) }).register(r);
-    new Published({ name: 'ipgate_http_client_errors_total', type: 'counter',
+      collect: eachHttp((s, out) => out.push({ labels: { listener: s.listener }, value: s.httpUpgrades })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http_client_errors_total',
+      type: 'counter',
       help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long; or for their body size: body_too_large (413).',
-      collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')) }).register(r);
-    new Published({ name: 'ipgate_upstream_target_up', type: 'gauge', aggregator: 'min',
+      collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')),
+    }).register(r);
+    new Published({
+      name: 'ipgate_upstream_target_up',
+      type: 'gauge',
+      aggregator: 'min',
       help: 'HTTP upstream targets of groups with health rules (upstreamHealth): 1 while the target may take requests, 0 while it is skipped after failures (with workers: 0 while any worker skips it, each keeping its own state); by route (route="": the listener\'s own group).',
       collect: eachHttp((s, out) => {
         const now = performance.now();
-        for (const g of s.health) for (const tg of g.targets) out.push({ labels: { listener: s.listener, route: g.route, upstream: tg.label }, value: tg.health?.up(now) === false ? 0 : 1 });
-      }) }).register(r);
-    new Published({ name: 'ipgate_http_edge_total', type: 'counter',
+        for (const g of s.health)
+          for (const tg of g.targets)
+            out.push({ labels: { listener: s.listener, route: g.route, upstream: tg.label }, value: tg.health?.up(now) === false ? 0 : 1 });
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http_edge_total',
+      type: 'counter',
       help: 'HTTP requests an edge rule answered or changed (docs/edge-rules.md), by route (route="": a listener without routes) and rule: redirect, https_redirect, rewrite, upstream_none_up.',
       collect: eachHttp((s, out) => {
         for (const [k, v] of s.edge) {
           const cut = k.indexOf('\0');
           out.push({ labels: { listener: s.listener, route: k.slice(0, cut), rule: k.slice(cut + 1) }, value: v });
         }
-      }) }).register(r);
-    new Published({ name: 'ipgate_http_request_duration_seconds', type: 'histogram',
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http_request_duration_seconds',
+      type: 'histogram',
       help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
       // A listener without routes keeps its one series; with routes, one per route name.
-      collect: eachHttp((s, out) => requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_duration_seconds', labels, c.duration))) }).register(r);
-    new Published({ name: 'ipgate_http_route_misses_total', type: 'counter',
+      collect: eachHttp((s, out) =>
+        requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_duration_seconds', labels, c.duration)),
+      ),
+    }).register(r);
+    new Published({
+      name: 'ipgate_http_route_misses_total',
+      type: 'counter',
       help: 'HTTP requests on a listener with routes that no route matched, by reason: route_no_host, route_no_path (404), route_bad_path, route_path_params (400).',
-      collect: eachHttp((s, out) => byKey(s.routeMisses, out, s.listener, 'reason')) }).register(r);
+      collect: eachHttp((s, out) => byKey(s.routeMisses, out, s.listener, 'reason')),
+    }).register(r);
 
     // --- TLS termination (docs/tls.md) -----------------------------------------------------------
-    new Published({ name: 'ipgate_tls_handshakes_total', type: 'counter',
+    new Published({
+      name: 'ipgate_tls_handshakes_total',
+      type: 'counter',
       help: 'TLS handshakes on terminating listeners, by result (ok, or the tls_<code> that closed the connection) and protocol version (TLSv1.2, TLSv1.3, unknown).',
       collect: (out) => {
         for (const { stats } of this.tls) {
@@ -307,123 +427,201 @@ export class Metrics {
             out.push({ labels: { listener: stats.listener, result: k.slice(0, slash), version: k.slice(slash + 1) }, value: v });
           }
         }
-      } }).register(r);
-    new Published({ name: 'ipgate_tls_handshake_duration_seconds', type: 'histogram',
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_tls_handshake_duration_seconds',
+      type: 'histogram',
       help: 'TLS handshake time, from the first byte after any PROXY header to the handshake finished or failed.',
       collect: (out) => {
-        for (const { stats } of this.tls) histogramSamples(out, 'ipgate_tls_handshake_duration_seconds', { listener: stats.listener }, stats.duration);
-      } }).register(r);
-    new Published({ name: 'ipgate_tls_resumed_sessions_total', type: 'counter',
+        for (const { stats } of this.tls)
+          histogramSamples(out, 'ipgate_tls_handshake_duration_seconds', { listener: stats.listener }, stats.duration);
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_tls_resumed_sessions_total',
+      type: 'counter',
       help: 'TLS handshakes that resumed a session with a ticket (no certificate sent, no key exchange signature).',
       collect: (out) => {
         for (const { stats } of this.tls) out.push({ labels: { listener: stats.listener }, value: stats.resumed });
-      } }).register(r);
-    new Published({ name: 'ipgate_tls_renegotiations_refused_total', type: 'counter',
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_tls_renegotiations_refused_total',
+      type: 'counter',
       help: 'Client-initiated TLS 1.2 renegotiations refused on established connections (a no_renegotiation alert, as nginx sends; the connection goes on).',
       collect: (out) => {
         for (const { stats } of this.tls) out.push({ labels: { listener: stats.listener }, value: stats.renegotiationsRefused });
-      } }).register(r);
-    new Published({ name: 'ipgate_tls_certificate_expiry_timestamp_seconds', type: 'gauge', aggregator: 'min',
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_tls_certificate_expiry_timestamp_seconds',
+      type: 'gauge',
+      aggregator: 'min',
       help: 'notAfter of the leaf certificate in force, seconds since the epoch, per listener and certificate (its tls.certificates name or index).',
       collect: (out) => {
-        for (const { certs } of this.tls) for (const e of certs.expiries()) out.push({ labels: { listener: certs.listener, certificate: e.label }, value: e.notAfter });
-      } }).register(r);
-    new Published({ name: 'ipgate_tls_certificate_reloads_total', type: 'counter',
+        for (const { certs } of this.tls)
+          for (const e of certs.expiries()) out.push({ labels: { listener: certs.listener, certificate: e.label }, value: e.notAfter });
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_tls_certificate_reloads_total',
+      type: 'counter',
       help: 'Certificate file changes seen, by result: ok (new handshakes use the new pair), refused (the file was bad; the pair in force stays; the log names the file).',
       collect: (out) => {
         for (const { certs } of this.tls) {
           out.push({ labels: { listener: certs.listener, result: 'ok' }, value: certs.reloads.ok });
           out.push({ labels: { listener: certs.listener, result: 'refused' }, value: certs.reloads.refused });
         }
-      } }).register(r);
+      },
+    }).register(r);
 
     // --- config sources: refused reloads and the ConfigMap watches (config/reload-status.ts) ------
-    new Published({ name: 'ipgate_config_last_reload_successful', type: 'gauge', aggregator: 'min',
+    new Published({
+      name: 'ipgate_config_last_reload_successful',
+      type: 'gauge',
+      aggregator: 'min',
       help: 'Whether the last read of each live config source was good and applied: 1 yes, 0 refused (the config in force stays, a change is not applied). kind: file (the config file and its list files), configmap (namespace/name of declarative lists), certificate (listener/certificate, or listener/clientCA). Across workers: 0 if any worker refused.',
-      collect: (out) => this.reloadStates(out, (st) => (st.ok ? 1 : 0)) }).register(r);
-    new Published({ name: 'ipgate_config_last_reload_successful_timestamp_seconds', type: 'gauge', aggregator: 'min',
+      collect: (out) => this.reloadStates(out, (st) => (st.ok ? 1 : 0)),
+    }).register(r);
+    new Published({
+      name: 'ipgate_config_last_reload_successful_timestamp_seconds',
+      type: 'gauge',
+      aggregator: 'min',
       help: 'When each live config source was last read good (Unix time; the start-up load counts). Across workers: the oldest.',
-      collect: (out) => this.reloadStates(out, (st) => st.lastSuccessAt / 1000) }).register(r);
-    new Published({ name: 'ipgate_configmap_watch_healthy', type: 'gauge', aggregator: 'first',
+      collect: (out) => this.reloadStates(out, (st) => st.lastSuccessAt / 1000),
+    }).register(r);
+    new Published({
+      name: 'ipgate_configmap_watch_healthy',
+      type: 'gauge',
+      aggregator: 'first',
       help: 'Whether the Kubernetes API watch of each ConfigMap ipgate follows works: 1 no failure since it last answered, 0 failing (retried with backoff; the lists in force stay). use: lists (declarative lists) or store (the allowlist store).',
       collect: (out) => {
         for (const w of this.watchSource?.() ?? []) out.push({ labels: { configmap: w.configMap, use: w.use }, value: w.healthy ? 1 : 0 });
-      } }).register(r);
-    new Published({ name: 'ipgate_configmap_watch_last_success_timestamp_seconds', type: 'gauge', aggregator: 'first',
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_configmap_watch_last_success_timestamp_seconds',
+      type: 'gauge',
+      aggregator: 'first',
       help: 'When the API last answered the watch of each ConfigMap (a list, the watch opened, an event or a bookmark, about one a minute), Unix time.',
       collect: (out) => {
-        for (const w of this.watchSource?.() ?? []) if (w.lastSuccessAt !== null) out.push({ labels: { configmap: w.configMap, use: w.use }, value: w.lastSuccessAt / 1000 });
-      } }).register(r);
+        for (const w of this.watchSource?.() ?? [])
+          if (w.lastSuccessAt !== null) out.push({ labels: { configmap: w.configMap, use: w.use }, value: w.lastSuccessAt / 1000 });
+      },
+    }).register(r);
 
     // --- self-checks -----------------------------------------------------------------------------
-    new Published({ name: 'ipgate_source_nat_suspected', type: 'gauge',
+    new Published({
+      name: 'ipgate_source_nat_suspected',
+      type: 'gauge',
       help: '1 when most recent peers of a public listener come from clusterNetworks (client addresses rewritten before ipgate; docs/real-ip.md).',
       collect: (out) => {
         if (this.selfChecks === null) return;
         for (const [listener, st] of Object.entries(this.selfChecks.state().listeners)) {
           out.push({ labels: { listener }, value: st.sourceNat.suspected ? 1 : 0 });
         }
-      } }).register(r);
+      },
+    }).register(r);
 
     // --- allowlists (primary-owned) --------------------------------------------------------------
-    const listed = (fn: (lists: ListsSource, name: string, out: Sample[]) => void) => (out: Sample[]): void => {
-      const lists = this.lists;
-      if (lists === null) return;
-      for (const name of lists.names()) if (lists.has(name)) fn(lists, name, out);
-    };
-    new Published({ name: 'ipgate_allowlist_entries', type: 'gauge', aggregator: 'first',
+    const listed =
+      (fn: (lists: ListsSource, name: string, out: Sample[]) => void) =>
+      (out: Sample[]): void => {
+        const lists = this.lists;
+        if (lists === null) return;
+        for (const name of lists.names()) if (lists.has(name)) fn(lists, name, out);
+      };
+    new Published({
+      name: 'ipgate_allowlist_entries',
+      type: 'gauge',
+      aggregator: 'first',
       help: 'Entries in the allowlist in force (expired entries included until the list is rebuilt).',
-      collect: listed((l, list, out) => out.push({ labels: { list }, value: l.entries(list).length })) }).register(r);
-    new Published({ name: 'ipgate_allowlist_version_info', type: 'gauge', aggregator: 'first',
+      collect: listed((l, list, out) => out.push({ labels: { list }, value: l.entries(list).length })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_allowlist_version_info',
+      type: 'gauge',
+      aggregator: 'first',
       help: 'The allowlist version (store ETag) this process enforces: always 1, the version is the label.',
-      collect: listed((l, list, out) => out.push({ labels: { list, version: l.get(list).version }, value: 1 })) }).register(r);
-    new Published({ name: 'ipgate_allowlist_last_reload_timestamp_seconds', type: 'gauge', aggregator: 'first',
+      collect: listed((l, list, out) => out.push({ labels: { list, version: l.get(list).version }, value: 1 })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_allowlist_last_reload_timestamp_seconds',
+      type: 'gauge',
+      aggregator: 'first',
       help: 'When the allowlist in force was last compiled and swapped in (Unix time).',
-      collect: listed((l, list, out) => out.push({ labels: { list }, value: l.get(list).appliedAt / 1000 })) }).register(r);
-    new Published({ name: 'ipgate_allowlist_reloads_total', type: 'counter', aggregator: 'first',
+      collect: listed((l, list, out) => out.push({ labels: { list }, value: l.get(list).appliedAt / 1000 })),
+    }).register(r);
+    new Published({
+      name: 'ipgate_allowlist_reloads_total',
+      type: 'counter',
+      aggregator: 'first',
       help: 'Allowlist compilations swapped in, by result: ok (a new version: admin write, file edit, ConfigMap update), expiry (entries expired).',
       collect: (out) => {
         for (const [k, v] of this.reloads) {
           const z = k.indexOf('\0');
           out.push({ labels: { list: k.slice(0, z), result: k.slice(z + 1) }, value: v });
         }
-      } }).register(r);
-    new Published({ name: 'ipgate_allowlist_store_refused', type: 'gauge', aggregator: 'first',
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_allowlist_store_refused',
+      type: 'gauge',
+      aggregator: 'first',
       help: '1 while the store holds content ipgate refuses (corrupt or invalid); the last good lists stay in force.',
       collect: (out) => {
         if (this.store === null) return;
         this.noticeRefusal();
         out.push({ labels: { store: this.store.kind }, value: this.store.lastRefusal() === null ? 0 : 1 });
-      } }).register(r);
-    new Published({ name: 'ipgate_allowlist_store_refusals_total', type: 'counter', aggregator: 'first',
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_allowlist_store_refusals_total',
+      type: 'counter',
+      aggregator: 'first',
       help: 'Store contents refused (a reload that kept the last good lists); noticed at each list change and scrape.',
       collect: (out) => {
         if (this.store === null) return;
         this.noticeRefusal();
         out.push({ labels: { store: this.store.kind }, value: this.refusals });
-      } }).register(r);
+      },
+    }).register(r);
 
     // --- admin API (primary-owned) ---------------------------------------------------------------
-    new Published({ name: 'ipgate_admin_requests_total', type: 'counter', aggregator: 'first',
+    new Published({
+      name: 'ipgate_admin_requests_total',
+      type: 'counter',
+      aggregator: 'first',
       help: 'Admin API requests by route (the route pattern, `unmatched` for 404s), method and status class.',
       collect: (out) => {
         for (const [k, v] of this.adminRequests) {
           const [route, method, codeClass] = k.split('\0') as [string, string, string];
           out.push({ labels: { route, method, code_class: codeClass }, value: v });
         }
-      } }).register(r);
+      },
+    }).register(r);
 
-    new Published({ name: 'ipgate_admin_auth_failures_total', type: 'counter', aggregator: 'first',
+    new Published({
+      name: 'ipgate_admin_auth_failures_total',
+      type: 'counter',
+      aggregator: 'first',
       help: 'Admin API requests refused for their Authorization header, by reason: missing, malformed (not "Bearer <token>"), invalid (a wrong token).',
       collect: (out) => {
-        for (const reason of ['missing', 'malformed', 'invalid'] as const) out.push({ labels: { reason }, value: this.adminAuthFailures[reason] });
-      } }).register(r);
+        for (const reason of ['missing', 'malformed', 'invalid'] as const)
+          out.push({ labels: { reason }, value: this.adminAuthFailures[reason] });
+      },
+    }).register(r);
 
     if (options.version !== undefined) {
       const version = options.version;
-      new Published({ name: 'ipgate_build_info', type: 'gauge', aggregator: 'first',
+      new Published({
+        name: 'ipgate_build_info',
+        type: 'gauge',
+        aggregator: 'first',
         help: 'ipgate and Node.js versions: always 1, the versions are labels.',
-        collect: (out) => out.push({ labels: { version, node: process.version }, value: 1 }) }).register(r);
+        collect: (out) => out.push({ labels: { version, node: process.version }, value: 1 }),
+      }).register(r);
     }
 
     if (options.processMetrics ?? true) {
@@ -473,7 +671,8 @@ export class Metrics {
   private reloadStates(out: Sample[], value: (st: { ok: boolean; lastSuccessAt: number }) => number): void {
     for (const st of this.reloadSource?.list() ?? []) out.push({ labels: { kind: st.kind, source: st.source }, value: value(st) });
     for (const { certs } of this.tls) {
-      for (const st of certs.reloadStates?.() ?? []) out.push({ labels: { kind: 'certificate', source: `${certs.listener}/${st.label}` }, value: value(st) });
+      for (const st of certs.reloadStates?.() ?? [])
+        out.push({ labels: { kind: 'certificate', source: `${certs.listener}/${st.label}` }, value: value(st) });
     }
   }
 

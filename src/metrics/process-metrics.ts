@@ -104,14 +104,30 @@ interface ProcessMetricsHandle {
  * this list and the registry agree.
  */
 export const PROCESS_METRIC_NAMES: ReadonlySet<string> = new Set([
-  'process_cpu_user_seconds_total', 'process_cpu_system_seconds_total', 'process_cpu_seconds_total',
-  'process_start_time_seconds', 'process_resident_memory_bytes', 'process_virtual_memory_bytes', 'process_heap_bytes',
-  'nodejs_heap_size_total_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_external_memory_bytes',
-  'nodejs_heap_space_size_total_bytes', 'nodejs_heap_space_size_used_bytes', 'nodejs_heap_space_size_available_bytes',
-  'process_open_fds', 'process_max_fds',
-  'nodejs_eventloop_lag_seconds', 'nodejs_eventloop_lag_min_seconds', 'nodejs_eventloop_lag_max_seconds',
-  'nodejs_eventloop_lag_mean_seconds', 'nodejs_eventloop_lag_p50_seconds', 'nodejs_eventloop_lag_p90_seconds',
-  'nodejs_eventloop_lag_p99_seconds', 'nodejs_gc_duration_seconds', 'nodejs_version_info',
+  'process_cpu_user_seconds_total',
+  'process_cpu_system_seconds_total',
+  'process_cpu_seconds_total',
+  'process_start_time_seconds',
+  'process_resident_memory_bytes',
+  'process_virtual_memory_bytes',
+  'process_heap_bytes',
+  'nodejs_heap_size_total_bytes',
+  'nodejs_heap_size_used_bytes',
+  'nodejs_external_memory_bytes',
+  'nodejs_heap_space_size_total_bytes',
+  'nodejs_heap_space_size_used_bytes',
+  'nodejs_heap_space_size_available_bytes',
+  'process_open_fds',
+  'process_max_fds',
+  'nodejs_eventloop_lag_seconds',
+  'nodejs_eventloop_lag_min_seconds',
+  'nodejs_eventloop_lag_max_seconds',
+  'nodejs_eventloop_lag_mean_seconds',
+  'nodejs_eventloop_lag_p50_seconds',
+  'nodejs_eventloop_lag_p90_seconds',
+  'nodejs_eventloop_lag_p99_seconds',
+  'nodejs_gc_duration_seconds',
+  'nodejs_version_info',
 ]);
 
 /**
@@ -124,23 +140,50 @@ export function registerProcessMetrics(registry: Registry, labels?: Labels): Pro
  * from generic dashboards and alerts); call `registerProcessMetrics(registry, labels)`.
  */
 export function registerProcessMetrics(registry: Registry, prefix: string, labels: Labels): ProcessMetricsHandle;
-export function registerProcessMetrics(registry: Registry, prefixOrLabels: string | Labels = {}, maybeLabels: Labels = {}): ProcessMetricsHandle {
+export function registerProcessMetrics(
+  registry: Registry,
+  prefixOrLabels: string | Labels = {},
+  maybeLabels: Labels = {},
+): ProcessMetricsHandle {
   const labels = typeof prefixOrLabels === 'string' ? maybeLabels : prefixOrLabels;
-  const gauge = (name: string, help: string, aggregator: 'sum' | 'omit' | 'first' | 'average' | 'min' | 'max',
-    value: () => number | null, type: 'gauge' | 'counter' = 'gauge'): void => {
-    new Published({ name, help, type, aggregator, collect: (out: Sample[]) => {
-      const v = value();
-      if (v !== null) out.push({ labels, value: v });
-    } }).register(registry);
+  const gauge = (
+    name: string,
+    help: string,
+    aggregator: 'sum' | 'omit' | 'first' | 'average' | 'min' | 'max',
+    value: () => number | null,
+    type: 'gauge' | 'counter' = 'gauge',
+  ): void => {
+    new Published({
+      name,
+      help,
+      type,
+      aggregator,
+      collect: (out: Sample[]) => {
+        const v = value();
+        if (v !== null) out.push({ labels, value: v });
+      },
+    }).register(registry);
   };
 
   // CPU: one getrusage per metric (three per scrape; each is a syscall of a few microseconds).
   gauge('process_cpu_user_seconds_total', 'Total user CPU time spent in seconds.', 'sum', () => process.cpuUsage().user / 1e6, 'counter');
-  gauge('process_cpu_system_seconds_total', 'Total system CPU time spent in seconds.', 'sum', () => process.cpuUsage().system / 1e6, 'counter');
-  gauge('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', 'sum', () => {
-    const u = process.cpuUsage();
-    return (u.user + u.system) / 1e6;
-  }, 'counter');
+  gauge(
+    'process_cpu_system_seconds_total',
+    'Total system CPU time spent in seconds.',
+    'sum',
+    () => process.cpuUsage().system / 1e6,
+    'counter',
+  );
+  gauge(
+    'process_cpu_seconds_total',
+    'Total user and system CPU time spent in seconds.',
+    'sum',
+    () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1e6;
+    },
+    'counter',
+  );
   const startTime = Math.round((Date.now() - process.uptime() * 1000) / 1000);
   gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', 'omit', () => startTime);
 
@@ -171,11 +214,21 @@ export function registerProcessMetrics(registry: Registry, prefixOrLabels: strin
   gauge('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', 'sum', () => memory().heapTotal);
   gauge('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', 'sum', () => memory().heapUsed);
   gauge('nodejs_external_memory_bytes', 'Node.js external memory size in bytes.', 'sum', () => memory().external);
-  for (const [field, what] of [['space_size', 'total'], ['space_used_size', 'used'], ['space_available_size', 'available']] as const) {
-    new Published({ name: `nodejs_heap_space_size_${what}_bytes`, help: `Process heap space size ${what} from Node.js in bytes.`,
-      type: 'gauge', aggregator: 'sum', collect: (out) => {
-        for (const s of v8.getHeapSpaceStatistics()) out.push({ labels: { ...labels, space: s.space_name.replace(/_space$/, '') }, value: s[field] });
-      } }).register(registry);
+  for (const [field, what] of [
+    ['space_size', 'total'],
+    ['space_used_size', 'used'],
+    ['space_available_size', 'available'],
+  ] as const) {
+    new Published({
+      name: `nodejs_heap_space_size_${what}_bytes`,
+      help: `Process heap space size ${what} from Node.js in bytes.`,
+      type: 'gauge',
+      aggregator: 'sum',
+      collect: (out) => {
+        for (const s of v8.getHeapSpaceStatistics())
+          out.push({ labels: { ...labels, space: s.space_name.replace(/_space$/, '') }, value: s[field] });
+      },
+    }).register(registry);
   }
 
   gauge('process_open_fds', 'Number of open file descriptors.', 'sum', openFds);
@@ -227,23 +280,33 @@ export function registerProcessMetrics(registry: Registry, prefixOrLabels: strin
   const gcByKind = new Map<number, FixedHistogram>(GC_KINDS.map(([k]) => [k, new FixedHistogram(GC_BUCKETS)]));
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
-      const kind = ((entry as PerformanceEntry & { detail?: { kind?: number } }).detail)?.kind;
+      const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
       if (kind !== undefined) gcByKind.get(kind)?.observe(entry.duration / 1000);
     }
   });
   observer.observe({ entryTypes: ['gc'] });
   const gcName = 'nodejs_gc_duration_seconds';
-  new Published({ name: gcName, help: 'Garbage collection duration by kind, one of major, minor, incremental or weakcb.',
-    type: 'histogram', aggregator: 'sum', collect: (out) => {
+  new Published({
+    name: gcName,
+    help: 'Garbage collection duration by kind, one of major, minor, incremental or weakcb.',
+    type: 'histogram',
+    aggregator: 'sum',
+    collect: (out) => {
       for (const [k, kind] of GC_KINDS) {
         const h = gcByKind.get(k)!;
         if (h.count > 0) histogramSamples(out, gcName, { ...labels, kind }, h);
       }
-    } }).register(registry);
+    },
+  }).register(registry);
 
   const [major, minor, patch] = process.version.slice(1).split('.').map(Number);
-  new Published({ name: 'nodejs_version_info', help: 'Node.js version info.', type: 'gauge', aggregator: 'first',
-    collect: (out) => out.push({ labels: { ...labels, version: process.version, major: major!, minor: minor!, patch: patch! }, value: 1 }) }).register(registry);
+  new Published({
+    name: 'nodejs_version_info',
+    help: 'Node.js version info.',
+    type: 'gauge',
+    aggregator: 'first',
+    collect: (out) => out.push({ labels: { ...labels, version: process.version, major: major!, minor: minor!, patch: patch! }, value: 1 }),
+  }).register(registry);
 
   return {
     stop: () => {

@@ -68,10 +68,15 @@ export class Published {
 }
 
 /** Samples of a FixedHistogram-like source under `labels` (cumulative buckets, +Inf, sum, count). */
-export function histogramSamples(out: Sample[], name: string, labels: Labels,
-  h: { readonly bounds: Float64Array; cumulative(): number[]; readonly sum: number; readonly count: number }): void {
+export function histogramSamples(
+  out: Sample[],
+  name: string,
+  labels: Labels,
+  h: { readonly bounds: Float64Array; cumulative(): number[]; readonly sum: number; readonly count: number },
+): void {
   const cum = h.cumulative();
-  for (let i = 0; i < h.bounds.length; i++) out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: h.bounds[i]! }, value: cum[i]! });
+  for (let i = 0; i < h.bounds.length; i++)
+    out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: h.bounds[i]! }, value: cum[i]! });
   out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: cum[cum.length - 1]! });
   out.push({ metricName: `${name}_sum`, labels, value: h.sum });
   out.push({ metricName: `${name}_count`, labels, value: h.count });

@@ -31,9 +31,11 @@ export const PP_REASONS: Readonly<Record<PpReason, string>> = Object.freeze({
   pp_bad_version: 'The v2 version nibble is not 2 (spec: "the receiver must only accept this value").',
   pp_bad_command: 'The v2 command is neither LOCAL (0) nor PROXY (1).',
   pp_bad_family: 'The address family is not one the spec defines (v1: not TCP4/TCP6/UNKNOWN; v2: family nibble > 3).',
-  pp_bad_transport: 'The v2 transport is unassigned, or is not STREAM for an IPv4/IPv6 family (a UDP or unspecified transport cannot describe this TCP connection).',
+  pp_bad_transport:
+    'The v2 transport is unassigned, or is not STREAM for an IPv4/IPv6 family (a UDP or unspecified transport cannot describe this TCP connection).',
   pp_bad_length: 'The v2 length field is shorter than the address block its family requires.',
-  pp_bad_address: 'An address is malformed or does not match the declared family (leading zeros, octet > 255, zone id, IPv6 under TCP4, ...).',
+  pp_bad_address:
+    'An address is malformed or does not match the declared family (leading zeros, octet > 255, zone id, IPv6 under TCP4, ...).',
   pp_bad_port: 'A v1 port is not a decimal integer in 0..65535 without leading zeros.',
   pp_bad_syntax: 'The v1 line is not exactly the fields and single spaces the spec requires, or holds a non-printable byte.',
   pp_bad_crlf: 'The v1 line ends with a lone LF, or has a CR not followed by LF.',

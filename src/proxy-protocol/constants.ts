@@ -13,9 +13,7 @@ export const V1_SIGNATURE: Readonly<Buffer> = Buffer.from('PROXY', 'latin1');
 export const V1_MAX_LENGTH = 107;
 
 /** v2 signature: "\x0D \x0A \x0D \x0A \x00 \x0D \x0A \x51 \x55 \x49 \x54 \x0A". */
-export const V2_SIGNATURE: Readonly<Buffer> = Buffer.from([
-  0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a,
-]);
+export const V2_SIGNATURE: Readonly<Buffer> = Buffer.from([0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a]);
 
 /** Fixed part of a v2 header: signature, ver_cmd, fam, len (struct proxy_hdr_v2). */
 export const V2_FIXED_LENGTH = 16;
@@ -50,4 +48,3 @@ export const V2_ADDR_LEN_UNIX = 216;
 
 /** A TLV is type (1 byte) + length (2 bytes, network order) + value. */
 export const TLV_HEADER_LENGTH = 3;
-

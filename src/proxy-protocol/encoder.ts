@@ -60,7 +60,7 @@ let lastDst = '';
 let lastDstFamily: 0 | 4 | 6 = 0;
 
 function parseOrThrow(address: string, off: number, which: string): 4 | 6 {
-  if (off === 0 ? address === lastSrc : address === lastDst) return off === 0 ? lastSrcFamily as 4 | 6 : lastDstFamily as 4 | 6;
+  if (off === 0 ? address === lastSrc : address === lastDst) return off === 0 ? (lastSrcFamily as 4 | 6) : (lastDstFamily as 4 | 6);
   const family = typeof address === 'string' ? addressBytes(address, scratch, off) : 0;
   if (family === 0) {
     // Forget the slot's last address (kept in step with the slot's bytes).

@@ -186,13 +186,13 @@ function decodeUnknownRest(buf: Buffer, pos: number, limit: number): DecodeResul
  */
 export function decodeV1(buf: Buffer): DecodeResult {
   const sigLength = V1_SIGNATURE.length;
-  const seen = Math.min(buf.length , sigLength);
+  const seen = Math.min(buf.length, sigLength);
   for (let k = 0; k < seen; k++) if (buf[k] !== V1_SIGNATURE[k]) return NONE;
   if (buf.length <= sigLength) return MORE;
   // "PROXY" identifies v1; from here on a mismatch is a malformed header, not plain traffic.
   if (buf[sigLength] !== SP) return fail('pp_bad_signature', 'v1 "PROXY" is not followed by exactly one space');
 
-  const limit = Math.min(buf.length , V1_MAX_LENGTH);
+  const limit = Math.min(buf.length, V1_MAX_LENGTH);
   let family: 0 | 4 | 6 = 0;
   let source = '';
   let destination = '';

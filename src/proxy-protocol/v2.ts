@@ -63,7 +63,7 @@ function skipped(command: 'proxy' | 'local', length: number): DecodeResult {
  */
 export function decodeV2(buf: Buffer, maxLength: number): DecodeResult {
   const sigLength = V2_SIGNATURE.length;
-  const seen = Math.min(buf.length , sigLength);
+  const seen = Math.min(buf.length, sigLength);
   for (let k = 0; k < seen; k++) if (buf[k] !== V2_SIGNATURE[k]) return NONE;
   if (buf.length <= OFFSET_VER_CMD) return MORE;
 

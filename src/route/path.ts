@@ -190,7 +190,8 @@ export function configPathProblem(path: string): string | null {
   }
   if (!CONFIG_CHARS.test(path)) return 'holds a character a path cannot (write non-ASCII and reserved bytes percent-encoded)';
   const normal = normalizePath(path);
-  if (typeof normal !== 'string') return 'is refused for every request (an encoded "/" or "\\", a control character, a bad "%" escape, or ".." above the root)';
+  if (typeof normal !== 'string')
+    return 'is refused for every request (an encoded "/" or "\\", a control character, a bad "%" escape, or ".." above the root)';
   if (normal !== path) return `is not in normal form (requests are matched as ${JSON.stringify(normal)}): write that`;
   return null;
 }

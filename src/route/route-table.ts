@@ -137,7 +137,14 @@ export class RouteTable {
   private readonly wildcardLengths: readonly number[];
   private readonly fallback: HostEntry | null;
 
-  private constructor(kind: 'http' | 'sni', names: string[], pathParameters: PathParameters, exact: Map<string, HostEntry>, wildcard: Map<string, HostEntry>, fallback: HostEntry | null) {
+  private constructor(
+    kind: 'http' | 'sni',
+    names: string[],
+    pathParameters: PathParameters,
+    exact: Map<string, HostEntry>,
+    wildcard: Map<string, HostEntry>,
+    fallback: HostEntry | null,
+  ) {
     this.kind = kind;
     this.pathParameters = pathParameters;
     this.routeNames = Object.freeze(names);
@@ -363,7 +370,9 @@ function hostKey(host: unknown, here: string, problems: string[]): string | null
     return null;
   }
   if (name.endsWith('.') && hostNameProblem(name.slice(0, -1)) === null) {
-    problems.push(problem(here, host, `write it without the trailing dot (${JSON.stringify(host.slice(0, -1))}); requests with one match it`));
+    problems.push(
+      problem(here, host, `write it without the trailing dot (${JSON.stringify(host.slice(0, -1))}); requests with one match it`),
+    );
     return null;
   }
   const why = hostNameProblem(name);
@@ -446,11 +455,19 @@ class Builder {
     const map = fold ? (isExact ? this.foldExact : this.foldPrefix) : isExact ? this.exact : this.prefix;
     const key = fold ? lower : path;
     // Equal as written, or equal ignoring case where either entry ignores it: the same requests.
-    const prior = map.get(key) ?? (fold ? (isExact ? this.lowerExact : this.lowerPrefix).get(lower) : (isExact ? this.foldExact : this.foldPrefix).get(lower));
+    const prior =
+      map.get(key) ??
+      (fold ? (isExact ? this.lowerExact : this.lowerPrefix).get(lower) : (isExact ? this.foldExact : this.foldPrefix).get(lower));
     if (prior !== undefined) {
-      const what = p === null ? 'every path (no paths)' : `${p.match} path ${JSON.stringify(p.path)}${p.ignoreCase === true ? ' (ignoreCase)' : ''}`;
-      const priorWhat = prior.m.path === null ? 'every path' : `${prior.m.path.match} ${JSON.stringify(prior.m.path.path)}${prior.m.path.ignoreCase === true ? ', ignoreCase' : ''}`;
-      problems.push(problem(where, host, `${what} on this host is already routed by ${prior.where} (${priorWhat}); ${at}: each host + path once`));
+      const what =
+        p === null ? 'every path (no paths)' : `${p.match} path ${JSON.stringify(p.path)}${p.ignoreCase === true ? ' (ignoreCase)' : ''}`;
+      const priorWhat =
+        prior.m.path === null
+          ? 'every path'
+          : `${prior.m.path.match} ${JSON.stringify(prior.m.path.path)}${prior.m.path.ignoreCase === true ? ', ignoreCase' : ''}`;
+      problems.push(
+        problem(where, host, `${what} on this host is already routed by ${prior.where} (${priorWhat}); ${at}: each host + path once`),
+      );
       return;
     }
     const claim = { m, where: `${at}[${routeIndex}] (${JSON.stringify(route)})` };
@@ -470,7 +487,10 @@ class Builder {
 function entryOf(exactClaims: Map<string, Claim>, prefixClaims: Map<string, Claim>, folded: HostEntry | null): HostEntry {
   const exact = [...exactClaims].map(([k, v]) => [k, v.m] as const);
   const root = prefixClaims.get('/')?.m ?? null;
-  const rest = [...prefixClaims].filter(([k]) => k !== '/').map(([k, v]) => [k, v.m] as const).sort((a, b) => b[0].length - a[0].length);
+  const rest = [...prefixClaims]
+    .filter(([k]) => k !== '/')
+    .map(([k, v]) => [k, v.m] as const)
+    .sort((a, b) => b[0].length - a[0].length);
   const smallExact = exact.length <= SMALL;
   const smallPrefix = rest.length <= SMALL;
   return {

@@ -63,7 +63,11 @@ export class RoutesInForce {
     for (const l of update.listeners) {
       const prior = this.byName.get(l.name);
       if (prior === undefined) continue;
-      next.set(l.name, { ...prior, routes: l.routes, table: l.routes === null ? null : compileTable(l.routes, prior.mode, prior.pathParameters) });
+      next.set(l.name, {
+        ...prior,
+        routes: l.routes,
+        table: l.routes === null ? null : compileTable(l.routes, prior.mode, prior.pathParameters),
+      });
     }
     this.byName = next;
     this.version = update.version;
@@ -72,8 +76,15 @@ export class RoutesInForce {
 
 function entry(l: Readonly<ListenerConfig>, routes: readonly RouteConfig[] | null): ListenerRoutes {
   const pathParameters = l.http.pathParameters;
-  return { listener: l.name, mode: l.mode, allowlist: l.allowlist, upstreams: l.upstreams, pathParameters, routes,
-    table: routes === null ? null : compileTable(routes, l.mode, pathParameters) };
+  return {
+    listener: l.name,
+    mode: l.mode,
+    allowlist: l.allowlist,
+    upstreams: l.upstreams,
+    pathParameters,
+    routes,
+    table: routes === null ? null : compileTable(routes, l.mode, pathParameters),
+  };
 }
 
 function compileTable(routes: readonly RouteConfig[], mode: 'tcp' | 'http', pathParameters: PathParameters): RouteTable {
@@ -94,8 +105,10 @@ export function planRoutes(current: Pick<Config, 'listeners'>, next: Pick<Config
       problems.push(`listeners[${i}] (${l.name}): a new listener needs a restart (routes are reloaded live, listeners are not)`);
       return;
     }
-    if (b.listen !== l.listen) problems.push(`listeners[${i}] (${l.name}).listen: ${JSON.stringify(b.listen)} -> ${JSON.stringify(l.listen)} needs a restart`);
-    if (b.mode !== l.mode) problems.push(`listeners[${i}] (${l.name}).mode: ${JSON.stringify(b.mode)} -> ${JSON.stringify(l.mode)} needs a restart`);
+    if (b.listen !== l.listen)
+      problems.push(`listeners[${i}] (${l.name}).listen: ${JSON.stringify(b.listen)} -> ${JSON.stringify(l.listen)} needs a restart`);
+    if (b.mode !== l.mode)
+      problems.push(`listeners[${i}] (${l.name}).mode: ${JSON.stringify(b.mode)} -> ${JSON.stringify(l.mode)} needs a restart`);
   });
   for (const name of before.keys()) if (!after.has(name)) problems.push(`listeners: removing listener "${name}" needs a restart`);
   return problems;
@@ -142,8 +155,11 @@ export function swapRoutes(receivers: ReadonlyMap<string, RouteReceiver>, update
  * started with, skip when no route changed, else `apply` (swap here, or send to the workers) and
  * log the version now in force. Returns the problems that refused the change.
  */
-export function routeReloader(started: Pick<Config, 'listeners'>, log: { info(o: object, msg: string): void },
-  apply: (update: RoutesUpdate) => RouteSwapResult): (next: Config) => string[] {
+export function routeReloader(
+  started: Pick<Config, 'listeners'>,
+  log: { info(o: object, msg: string): void },
+  apply: (update: RoutesUpdate) => RouteSwapResult,
+): (next: Config) => string[] {
   let inForce: Pick<Config, 'listeners'> = started;
   return (next) => {
     const plan = planRoutes(started, next);
@@ -163,7 +179,13 @@ function versionOf(config: Pick<Config, 'listeners'>): RoutesVersion {
 }
 
 /** The version of a set of listeners' routes: a hash of what was loaded, and when. */
-export function routesVersion(listeners: ReadonlyArray<{ name: string; routes?: readonly RouteConfig[] | undefined }>, loadedAt = Date.now()): RoutesVersion {
-  const hash = createHash('sha256').update(JSON.stringify(listeners.map((l) => [l.name, l.routes ?? null]))).digest('hex').slice(0, 16);
+export function routesVersion(
+  listeners: ReadonlyArray<{ name: string; routes?: readonly RouteConfig[] | undefined }>,
+  loadedAt = Date.now(),
+): RoutesVersion {
+  const hash = createHash('sha256')
+    .update(JSON.stringify(listeners.map((l) => [l.name, l.routes ?? null])))
+    .digest('hex')
+    .slice(0, 16);
   return Object.freeze({ hash, loadedAt });
 }

@@ -24,9 +24,7 @@ interface SniRoute extends ConnectionRoute {
 }
 
 /** The stage's answer: a route (with the host entry that matched), or a miss. */
-type SniDecision =
-  | { readonly kind: 'route'; readonly route: SniRoute; readonly match: RouteMatch }
-  | RouteMiss;
+type SniDecision = { readonly kind: 'route'; readonly route: SniRoute; readonly match: RouteMatch } | RouteMiss;
 
 /** What compiling needs of the listener's config. */
 interface SniRoutesSource {

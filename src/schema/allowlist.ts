@@ -92,8 +92,10 @@ export function AllowlistsSchema(options: { default: Record<string, never> }) {
 }
 
 /** The object-form default of `key`, for validate.ts (Ajv applies none inside anyOf). */
-export function allowlistDefault<K extends keyof typeof AllowlistObjectSchema.properties>(key: K): Static<typeof AllowlistObjectSchema.properties[K]> {
-  return (AllowlistObjectSchema.properties[key] as { default?: unknown }).default as Static<typeof AllowlistObjectSchema.properties[K]>;
+export function allowlistDefault<K extends keyof typeof AllowlistObjectSchema.properties>(
+  key: K,
+): Static<(typeof AllowlistObjectSchema.properties)[K]> {
+  return (AllowlistObjectSchema.properties[key] as { default?: unknown }).default as Static<(typeof AllowlistObjectSchema.properties)[K]>;
 }
 
 /** One entry, after loading (always the object form). */

@@ -53,10 +53,13 @@ const ConfigSchema = Section({
    */
   revokeLive: Type.Boolean({ default: true }),
   /** Shutdown after SIGTERM / SIGINT. */
-  shutdown: Section({
-    /** Time open connections get to finish after SIGTERM. */
-    drainTimeoutMs: Ms({ default: 30_000 }),
-  }, { default: {} }),
+  shutdown: Section(
+    {
+      /** Time open connections get to finish after SIGTERM. */
+      drainTimeoutMs: Ms({ default: 30_000 }),
+    },
+    { default: {} },
+  ),
   /** Pod, node and service CIDRs: peers from these on a public listener suggest source NAT. */
   clusterNetworks: Type.Array(Type.String(), { default: [] }),
   /**
@@ -75,4 +78,3 @@ export const configSchema = ConfigSchema;
 
 /** The loaded config: defaults filled in, allowlists normalised (validate.ts), frozen. */
 export type Config = Static<typeof ConfigSchema>;
-

@@ -15,8 +15,27 @@
  * importing the entry would be a cycle).
  */
 import type {
-  ArrayOptions, IntegerOptions, NumberOptions, ObjectOptions, SchemaOptions, Static, StringOptions, TArray, TBoolean,
-  TInteger, TLiteral, TLiteralValue, TNull, TNumber, TObject, TOptional, TProperties, TSchema, TString, TUnion, TUnsafe,
+  ArrayOptions,
+  IntegerOptions,
+  NumberOptions,
+  ObjectOptions,
+  SchemaOptions,
+  Static,
+  StringOptions,
+  TArray,
+  TBoolean,
+  TInteger,
+  TLiteral,
+  TLiteralValue,
+  TNull,
+  TNumber,
+  TObject,
+  TOptional,
+  TProperties,
+  TSchema,
+  TString,
+  TUnion,
+  TUnsafe,
 } from '@sinclair/typebox';
 
 export type { Static, TObject, TProperties, TSchema };
@@ -33,9 +52,10 @@ function create<T>(schema: object, options: object | undefined): T {
 export const Type = {
   Object<P extends TProperties>(properties: P, options?: ObjectOptions): TObject<P> {
     const required = globalThis.Object.keys(properties).filter((key) => !(OptionalKind in properties[key]!));
-    return create(required.length > 0
-      ? { [Kind]: 'Object', type: 'object', required, properties }
-      : { [Kind]: 'Object', type: 'object', properties }, options);
+    return create(
+      required.length > 0 ? { [Kind]: 'Object', type: 'object', required, properties } : { [Kind]: 'Object', type: 'object', properties },
+      options,
+    );
   },
   String: (options?: StringOptions): TString => create({ [Kind]: 'String', type: 'string' }, options),
   Integer: (options?: IntegerOptions): TInteger => create({ [Kind]: 'Integer', type: 'integer' }, options),
@@ -43,9 +63,11 @@ export const Type = {
   Boolean: (options?: SchemaOptions): TBoolean => create({ [Kind]: 'Boolean', type: 'boolean' }, options),
   Null: (options?: SchemaOptions): TNull => create({ [Kind]: 'Null', type: 'null' }, options),
   Array: <T extends TSchema>(items: T, options?: ArrayOptions): TArray<T> => create({ [Kind]: 'Array', type: 'array', items }, options),
-  Literal: <V extends TLiteralValue>(value: V, options?: SchemaOptions): TLiteral<V> => create({ [Kind]: 'Literal', const: value, type: typeof value }, options),
+  Literal: <V extends TLiteralValue>(value: V, options?: SchemaOptions): TLiteral<V> =>
+    create({ [Kind]: 'Literal', const: value, type: typeof value }, options),
   /** At least two alternatives (TypeBox turns fewer into the type itself or Never). */
-  Union: <T extends [TSchema, TSchema, ...TSchema[]]>(types: [...T], options?: SchemaOptions): TUnion<T> => create({ [Kind]: 'Union', anyOf: types }, options),
+  Union: <T extends [TSchema, TSchema, ...TSchema[]]>(types: [...T], options?: SchemaOptions): TUnion<T> =>
+    create({ [Kind]: 'Union', anyOf: types }, options),
   Optional: <T extends TSchema>(schema: T): TOptional<T> => ({ ...schema, [OptionalKind]: 'Optional' }) as TOptional<T>,
   Unsafe: <T>(options: SchemaOptions = {}): TUnsafe<T> => create({ [Kind]: (options as { [Kind]?: string })[Kind] ?? 'Unsafe' }, options),
 };

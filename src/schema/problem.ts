@@ -20,11 +20,21 @@ export function formatValue(value: unknown): string {
   if (text === undefined) return String(value);
   if (text.length <= MAX_VALUE) return text;
   if (typeof value === 'string') return `${JSON.stringify(value.slice(0, MAX_VALUE - 20))}... (${value.length} characters)`;
-  if (Array.isArray(value)) return listSummary(value.map((v) => brief(v)), `${value.length} item${value.length === 1 ? '' : 's'}`, '[', ']');
+  if (Array.isArray(value))
+    return listSummary(
+      value.map((v) => brief(v)),
+      `${value.length} item${value.length === 1 ? '' : 's'}`,
+      '[',
+      ']',
+    );
   if (value !== null && typeof value === 'object') {
     const keys = Object.keys(value);
-    return listSummary(keys.map((k) => `${/^[A-Za-z0-9_.-]+$/.test(k) ? k : JSON.stringify(k)}: ${brief((value as Record<string, unknown>)[k])}`),
-      `${keys.length} key${keys.length === 1 ? '' : 's'}`, '{', '}');
+    return listSummary(
+      keys.map((k) => `${/^[A-Za-z0-9_.-]+$/.test(k) ? k : JSON.stringify(k)}: ${brief((value as Record<string, unknown>)[k])}`),
+      `${keys.length} key${keys.length === 1 ? '' : 's'}`,
+      '{',
+      '}',
+    );
   }
   return `${text.slice(0, MAX_VALUE - 3)}...`;
 }

@@ -27,7 +27,7 @@ import { HttpsRedirectSchema, RedirectSchema, RewriteSchema, UpstreamHealthSchem
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
-const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$';
+const HEADER_NAME = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
 const RoutePathSchema = Section({
   /** The path, in normal form (`/a/../b` is refused with "write `/b`"); the query is not part of it. */
@@ -56,9 +56,14 @@ const RouteHttpSchema = Section({
    * same name), e.g. `{X-Route: api}`. Client-IP headers (X-Forwarded-*, X-Real-IP, Forwarded)
    * cannot be set here: ipgate writes those.
    */
-  requestHeaders: Type.Optional(Type.Unsafe<Record<string, string>>({
-    type: 'object', propertyNames: { pattern: HEADER_NAME }, additionalProperties: { type: 'string', maxLength: 8192 }, maxProperties: 64,
-  })),
+  requestHeaders: Type.Optional(
+    Type.Unsafe<Record<string, string>>({
+      type: 'object',
+      propertyNames: { pattern: HEADER_NAME },
+      additionalProperties: { type: 'string', maxLength: 8192 },
+      maxProperties: 64,
+    }),
+  ),
   /** Body of the 403 a client denied by this route gets (replaces `http.deniedBody`). */
   deniedBody: Type.Optional(Type.String({ maxLength: 65_536 })),
   /** What this route's upstreams speak: `http1`, `h2c` or `h2` (replaces `http.upstreamProtocol`; gRPC: `h2c` or `h2`). */

@@ -87,8 +87,10 @@ interface Entry {
   last: [number, number, number];
 }
 
-const SNAT_FIX = 'set externalTrafficPolicy: Local on the ipgate Service (and run ipgate on every node that receives traffic), or have the load balancer send PROXY v2 and trust only its addresses; see docs/real-ip.md and `ipgate doctor`';
-const UNTRUSTED_FIX = 'if these are your load balancer, add the addresses it connects from (as ipgate sees them) to proxyProtocol.trustedSources; under externalTrafficPolicy: Cluster those are node addresses, so use Local instead (docs/real-ip.md)';
+const SNAT_FIX =
+  'set externalTrafficPolicy: Local on the ipgate Service (and run ipgate on every node that receives traffic), or have the load balancer send PROXY v2 and trust only its addresses; see docs/real-ip.md and `ipgate doctor`';
+const UNTRUSTED_FIX =
+  'if these are your load balancer, add the addresses it connects from (as ipgate sees them) to proxyProtocol.trustedSources; under externalTrafficPolicy: Cluster those are node addresses, so use Local instead (docs/real-ip.md)';
 const MISSING_FIX = 'enable PROXY protocol (v2) on the load balancer for this port, or remove its address from trustedSources';
 
 export class SelfChecks {
@@ -108,7 +110,16 @@ export class SelfChecks {
   add(config: Readonly<ListenerConfig>, stats: ListenerStats, lists: LiveLists | null = null): SourceNatCheck {
     const check = new SourceNatCheck(config, this.clusterNetworks, this.options, lists);
     const slots = Math.max(1, Math.ceil(this.options.trustWindowMs / this.options.evaluateMs));
-    this.entries.push({ name: config.name, config, stats, check, loggedAt: 0, ticks: new Int32Array(slots * 3), tick: 0, last: trustCounts(stats) });
+    this.entries.push({
+      name: config.name,
+      config,
+      stats,
+      check,
+      loggedAt: 0,
+      ticks: new Int32Array(slots * 3),
+      tick: 0,
+      last: trustCounts(stats),
+    });
     return check;
   }
 
@@ -134,9 +145,17 @@ export class SelfChecks {
       const suspected = e.check.suspected;
       if (suspected && (e.loggedAt === 0 || now - e.loggedAt >= this.options.logIntervalMs)) {
         const s = e.check.state();
-        this.log.warn({ listener: e.name, selfCheck: 'source_nat', windowConnections: s.windowConnections,
-          fromClusterNetworks: s.windowFromClusterNetworks, share: round(s.share), lastClusterPeer: s.lastClusterPeer },
-        `source NAT suspected on listener ${e.name}: ${pct(s.share)} of the last ${s.windowConnections} connections came from clusterNetworks (e.g. ${s.lastClusterPeer ?? '?'}); client addresses are being rewritten before ipgate`);
+        this.log.warn(
+          {
+            listener: e.name,
+            selfCheck: 'source_nat',
+            windowConnections: s.windowConnections,
+            fromClusterNetworks: s.windowFromClusterNetworks,
+            share: round(s.share),
+            lastClusterPeer: s.lastClusterPeer,
+          },
+          `source NAT suspected on listener ${e.name}: ${pct(s.share)} of the last ${s.windowConnections} connections came from clusterNetworks (e.g. ${s.lastClusterPeer ?? '?'}); client addresses are being rewritten before ipgate`,
+        );
         e.loggedAt = now;
       } else if (!suspected && e.loggedAt !== 0) {
         this.log.info({ listener: e.name, selfCheck: 'source_nat' }, `source NAT no longer suspected on listener ${e.name}`);
@@ -151,7 +170,11 @@ export class SelfChecks {
       listeners[e.name] = { sourceNat: e.check.state(), proxyHeader: proxyHeaderState(e.stats), proxyHeaderRecent: this.recent(e) };
     }
     const o = this.options;
-    return { clusterNetworks: this.networks, thresholds: { windowConnections: o.windowConnections, minConnections: o.minConnections, threshold: o.threshold }, listeners };
+    return {
+      clusterNetworks: this.networks,
+      thresholds: { windowConnections: o.windowConnections, minConnections: o.minConnections, threshold: o.threshold },
+      listeners,
+    };
   }
 
   /** `/readyz` checks: warnings never make ipgate unready (it still serves; the warning is the news). */
@@ -160,11 +183,20 @@ export class SelfChecks {
     for (const e of this.entries) {
       const s = e.check.state();
       if (s.public) {
-        out.push(s.suspected
-          ? { name: `source_nat.${e.name}`, status: 'warn', fix: SNAT_FIX,
-            message: `source NAT suspected: ${pct(s.share)} of the last ${s.windowConnections} connections to listener ${e.name} came from clusterNetworks (last ${s.lastClusterPeer ?? '?'}), not from clients` }
-          : { name: `source_nat.${e.name}`, status: 'ok',
-            message: `${s.windowFromClusterNetworks} of the last ${s.windowConnections} connections to listener ${e.name} came from clusterNetworks` });
+        out.push(
+          s.suspected
+            ? {
+                name: `source_nat.${e.name}`,
+                status: 'warn',
+                fix: SNAT_FIX,
+                message: `source NAT suspected: ${pct(s.share)} of the last ${s.windowConnections} connections to listener ${e.name} came from clusterNetworks (last ${s.lastClusterPeer ?? '?'}), not from clients`,
+              }
+            : {
+                name: `source_nat.${e.name}`,
+                status: 'ok',
+                message: `${s.windowFromClusterNetworks} of the last ${s.windowConnections} connections to listener ${e.name} came from clusterNetworks`,
+              },
+        );
       }
       if (e.config.proxyProtocol.mode === 'off') continue;
       const p = proxyHeaderState(e.stats);
@@ -174,13 +206,21 @@ export class SelfChecks {
       // Scanners get refused too: a warning needs refusals to outnumber accepted headers recently
       // (the balancer's own connections refused: trustedSources does not match what ipgate sees).
       if (refused > 0) {
-        out.push({ name: `proxy_untrusted.${e.name}`, status: w.refusedUntrusted > 0 && w.refusedUntrusted >= w.accepted ? 'warn' : 'ok', fix: UNTRUSTED_FIX,
-          message: `listener ${e.name}: in the last ${secs} s ${w.refusedUntrusted} connection(s) from peers outside proxyProtocol.trustedSources refused, ${w.accepted} PROXY header(s) accepted (since start: headers v1 ${p.refusedUntrustedV1}, v2 ${p.refusedUntrustedV2}, closed unread in required mode ${p.closedUntrusted}; accepted ${p.accepted})` });
+        out.push({
+          name: `proxy_untrusted.${e.name}`,
+          status: w.refusedUntrusted > 0 && w.refusedUntrusted >= w.accepted ? 'warn' : 'ok',
+          fix: UNTRUSTED_FIX,
+          message: `listener ${e.name}: in the last ${secs} s ${w.refusedUntrusted} connection(s) from peers outside proxyProtocol.trustedSources refused, ${w.accepted} PROXY header(s) accepted (since start: headers v1 ${p.refusedUntrustedV1}, v2 ${p.refusedUntrustedV2}, closed unread in required mode ${p.closedUntrusted}; accepted ${p.accepted})`,
+        });
       }
       const missing = p.trustedMissing + p.trustedWithoutHeader;
       if (missing > 0) {
-        out.push({ name: `proxy_missing.${e.name}`, status: w.trustedWithoutHeader > 0 && w.trustedWithoutHeader >= w.accepted ? 'warn' : 'ok', fix: MISSING_FIX,
-          message: `listener ${e.name}: in the last ${secs} s ${w.trustedWithoutHeader} connection(s) from trusted sources without a PROXY header, ${w.accepted} with one (since start: ${p.trustedMissing} closed, ${p.trustedWithoutHeader} admitted with the socket address)` });
+        out.push({
+          name: `proxy_missing.${e.name}`,
+          status: w.trustedWithoutHeader > 0 && w.trustedWithoutHeader >= w.accepted ? 'warn' : 'ok',
+          fix: MISSING_FIX,
+          message: `listener ${e.name}: in the last ${secs} s ${w.trustedWithoutHeader} connection(s) from trusted sources without a PROXY header, ${w.accepted} with one (since start: ${p.trustedMissing} closed, ${p.trustedWithoutHeader} admitted with the socket address)`,
+        });
       }
     }
     return out;

@@ -84,7 +84,9 @@ export class SourceNatCheck {
   ) {
     this.public = clusterNetworks.size > 0 && isPublicBind(config.listen);
     const specs = [config.proxyProtocol.trustedSources, ...(config.mode === 'http' ? [config.http.trustedProxies] : [])];
-    this.trusted = specs.map((spec) => (typeof spec === 'string' ? (lists ? addressSet(spec, lists) : Matcher.EMPTY) : Matcher.compile(spec.map((cidr) => ({ cidr })))));
+    this.trusted = specs.map((spec) =>
+      typeof spec === 'string' ? (lists ? addressSet(spec, lists) : Matcher.EMPTY) : Matcher.compile(spec.map((cidr) => ({ cidr }))),
+    );
     this.ring = new Uint8Array(options.windowConnections);
   }
 

@@ -27,15 +27,36 @@ import { type AuditLog, diffEntries, type AuditAction, type AuditRecord } from '
 import type { LiveLists } from './live-lists';
 import { duplicateCidr, LIST_NAME, MAX_ENTRIES, seedList } from './document';
 import {
-  StoreConflictError, StoreError, StoreListExistsError, StoreUnknownListError,
-  type AllowlistStore, type StoredList, type StoreSnapshot,
+  StoreConflictError,
+  StoreError,
+  StoreListExistsError,
+  StoreUnknownListError,
+  type AllowlistStore,
+  type StoredList,
+  type StoreSnapshot,
 } from './store';
 
-export type ServiceErrorCode = 'unknown_list' | 'entry_not_found' | 'precondition_failed' | 'conflict' | 'invalid_entries'
-  | 'invalid_request' | 'store_unavailable' | 'entry_exists' | 'managed_by_config' | 'list_exists' | 'list_in_use' | 'too_large';
+export type ServiceErrorCode =
+  | 'unknown_list'
+  | 'entry_not_found'
+  | 'precondition_failed'
+  | 'conflict'
+  | 'invalid_entries'
+  | 'invalid_request'
+  | 'store_unavailable'
+  | 'entry_exists'
+  | 'managed_by_config'
+  | 'list_exists'
+  | 'list_in_use'
+  | 'too_large';
 
 export class ServiceError extends Error {
-  constructor(readonly code: ServiceErrorCode, message: string, readonly field?: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly code: ServiceErrorCode,
+    message: string,
+    readonly field?: string,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'ServiceError';
   }
@@ -164,9 +185,19 @@ export class AllowlistService {
     for (const name of this.names()) this.applyName(name);
     this.unsubscribe = this.store.subscribe(({ snapshot: s, source }) => this.applyExternal(s, source));
     this.loadedAt = Date.now();
-    this.log.info({ store: this.store.kind, location: this.store.location,
-      lists: Object.fromEntries(this.names().map((n) => { const v = this.get(n); return [n, { source: v.source, version: v.version, entries: v.entries.length }]; })) },
-    'allowlist store loaded');
+    this.log.info(
+      {
+        store: this.store.kind,
+        location: this.store.location,
+        lists: Object.fromEntries(
+          this.names().map((n) => {
+            const v = this.get(n);
+            return [n, { source: v.source, version: v.version, entries: v.entries.length }];
+          }),
+        ),
+      },
+      'allowlist store loaded',
+    );
   }
 
   get loaded(): boolean {
@@ -193,10 +224,18 @@ export class AllowlistService {
     const d = this.declared.get(name);
     if (d) {
       const temporary = d.allowTemporary ? temporaries(stored) : [];
-      return { name, version: declaredVersion(d, stored), source: 'config', entries: d.entries,
-        ...(d.allowTemporary ? { temporary } : {}), allowTemporary: d.allowTemporary, managedIn: d.managedIn };
+      return {
+        name,
+        version: declaredVersion(d, stored),
+        source: 'config',
+        entries: d.entries,
+        ...(d.allowTemporary ? { temporary } : {}),
+        allowTemporary: d.allowTemporary,
+        managedIn: d.managedIn,
+      };
     }
-    if (!stored) throw new ServiceError('unknown_list', `no allowlist ${JSON.stringify(name)} (known: ${this.names().join(', ') || 'none'})`, 'name');
+    if (!stored)
+      throw new ServiceError('unknown_list', `no allowlist ${JSON.stringify(name)} (known: ${this.names().join(', ') || 'none'})`, 'name');
     return { name, version: stored.version, source: 'store', entries: stored.entries };
   }
 
@@ -224,16 +263,28 @@ export class AllowlistService {
       const now = Date.now();
       entries.forEach((e, i) => {
         if (e.expiresAt === undefined) {
-          throw new ServiceError('invalid_entries', `allowlist "${name}" is managed in ${d.managedIn}: an entry added through the API is temporary ` +
-            `and must carry expiresAt (${JSON.stringify(e.cidr)} has none)`, `entries[${i}].expiresAt`);
+          throw new ServiceError(
+            'invalid_entries',
+            `allowlist "${name}" is managed in ${d.managedIn}: an entry added through the API is temporary ` +
+              `and must carry expiresAt (${JSON.stringify(e.cidr)} has none)`,
+            `entries[${i}].expiresAt`,
+          );
         }
         if (parseRfc3339(e.expiresAt) <= now) {
-          throw new ServiceError('invalid_entries', `expiresAt ${JSON.stringify(e.expiresAt)} of ${JSON.stringify(e.cidr)} is not in the future`, `entries[${i}].expiresAt`);
+          throw new ServiceError(
+            'invalid_entries',
+            `expiresAt ${JSON.stringify(e.expiresAt)} of ${JSON.stringify(e.cidr)} is not in the future`,
+            `entries[${i}].expiresAt`,
+          );
         }
         const declared = d.entries.find((x) => x.cidr === e.cidr);
         if (declared) {
-          throw new ServiceError('entry_exists', `${JSON.stringify(e.cidr)} is declared in ${d.managedIn} as ${JSON.stringify(declared)}: ` +
-            'a temporary entry cannot replace it (edit the config)', `entries[${i}].cidr`);
+          throw new ServiceError(
+            'entry_exists',
+            `${JSON.stringify(e.cidr)} is declared in ${d.managedIn} as ${JSON.stringify(declared)}: ` +
+              'a temporary entry cannot replace it (edit the config)',
+            `entries[${i}].cidr`,
+          );
         }
       });
     }
@@ -246,15 +297,20 @@ export class AllowlistService {
         entries.forEach((e, i) => {
           const old = have.get(e.cidr);
           if (old) {
-            throw new ServiceError('entry_exists', `${JSON.stringify(e.cidr)} is already in allowlist "${name}" as ${JSON.stringify(old)}: ` +
-              'replace it explicitly (?replace=true), or remove it first', `entries[${i}].cidr`);
+            throw new ServiceError(
+              'entry_exists',
+              `${JSON.stringify(e.cidr)} is already in allowlist "${name}" as ${JSON.stringify(old)}: ` +
+                'replace it explicitly (?replace=true), or remove it first',
+              `entries[${i}].cidr`,
+            );
           }
         });
       }
       const incoming = new Map(entries.map((e) => [e.cidr, e]));
       const next = base.map((e) => incoming.get(e.cidr) ?? e);
       for (const e of entries) if (!have.has(e.cidr)) next.push(e);
-      if (next.length > MAX_ENTRIES) throw new ServiceError('invalid_entries', `the list would hold ${next.length} entries (at most ${MAX_ENTRIES})`, 'entries');
+      if (next.length > MAX_ENTRIES)
+        throw new ServiceError('invalid_entries', `the list would hold ${next.length} entries (at most ${MAX_ENTRIES})`, 'entries');
       return next;
     });
   }
@@ -263,13 +319,18 @@ export class AllowlistService {
     const d = this.declared.get(name);
     if (d) {
       if (d.entries.some((e) => e.cidr === cidr)) {
-        throw new ServiceError('managed_by_config', `${JSON.stringify(cidr)} is declared for allowlist "${name}" in ${d.managedIn}: remove it there`, 'cidr');
+        throw new ServiceError(
+          'managed_by_config',
+          `${JSON.stringify(cidr)} is declared for allowlist "${name}" in ${d.managedIn}: remove it there`,
+          'cidr',
+        );
       }
       if (!d.allowTemporary) this.refuseConfigList(name, 'edited');
     }
     return this.change(name, ifMatch, who, 'remove', (cur) => {
       const next = cur.filter((e) => e.cidr !== cidr);
-      if (next.length === cur.length) throw new ServiceError('entry_not_found', `allowlist "${name}" has no entry ${JSON.stringify(cidr)}`, 'cidr');
+      if (next.length === cur.length)
+        throw new ServiceError('entry_not_found', `allowlist "${name}" has no entry ${JSON.stringify(cidr)}`, 'cidr');
       return next;
     });
   }
@@ -277,8 +338,12 @@ export class AllowlistService {
   /** A new store list (`POST /v1/allowlists`). */
   create(name: string, entries: readonly AllowEntry[], who: string): Promise<ChangeResult> {
     if (typeof name !== 'string' || !LIST_NAME.test(name)) {
-      throw new ServiceError('invalid_request', `list name ${JSON.stringify(String(name).slice(0, 80))} is not valid ` +
-        '(a letter or digit, then letters, digits, "_", "-", "."; at most 63 characters)', 'name');
+      throw new ServiceError(
+        'invalid_request',
+        `list name ${JSON.stringify(String(name).slice(0, 80))} is not valid ` +
+          '(a letter or digit, then letters, digits, "_", "-", "."; at most 63 characters)',
+        'name',
+      );
     }
     checkEntries(entries, 'entries');
     return this.serial(async () => {
@@ -294,7 +359,14 @@ export class AllowlistService {
         throw storeFailure(err);
       }
       this.applyName(name);
-      const audit = this.audit.record({ who, action: 'create', list: name, ...diffEntries([], written.entries), fromVersion: '0', version: written.version });
+      const audit = this.audit.record({
+        who,
+        action: 'create',
+        list: name,
+        ...diffEntries([], written.entries),
+        fromVersion: '0',
+        version: written.version,
+      });
       return { list: this.get(name), audit };
     });
   }
@@ -306,21 +378,38 @@ export class AllowlistService {
       this.refuseConfigList(name, 'deleted');
       const users = this.users(name);
       if (users.length > 0) {
-        throw new ServiceError('list_in_use', `allowlist "${name}" is used by ${users.join(', ')} in the config: change those first`, 'name');
+        throw new ServiceError(
+          'list_in_use',
+          `allowlist "${name}" is used by ${users.join(', ')} in the config: change those first`,
+          'name',
+        );
       }
       if (ifMatch !== null && ifMatch !== '*' && !ifMatch.includes(view.version)) {
-        throw new ServiceError('precondition_failed', `allowlist "${name}" is at version "${view.version}", not ${ifMatch.map((v) => `"${v}"`).join(', ')}`);
+        throw new ServiceError(
+          'precondition_failed',
+          `allowlist "${name}" is at version "${view.version}", not ${ifMatch.map((v) => `"${v}"`).join(', ')}`,
+        );
       }
       let removed: StoredList;
       try {
         removed = await this.store.delete(name, ifMatch === null || ifMatch === '*' ? null : view.version);
       } catch (err) {
-        if (err instanceof StoreConflictError) throw new ServiceError('precondition_failed', `allowlist "${name}" changed while deleting (now "${err.actual}")`, undefined, { cause: err });
+        if (err instanceof StoreConflictError)
+          throw new ServiceError('precondition_failed', `allowlist "${name}" changed while deleting (now "${err.actual}")`, undefined, {
+            cause: err,
+          });
         if (err instanceof StoreUnknownListError) throw new ServiceError('unknown_list', err.message, 'name', { cause: err });
         throw storeFailure(err);
       }
       this.lists.remove(name);
-      const audit = this.audit.record({ who, action: 'delete', list: name, ...diffEntries(removed.entries, []), fromVersion: removed.version, version: '0' });
+      const audit = this.audit.record({
+        who,
+        action: 'delete',
+        list: name,
+        ...diffEntries(removed.entries, []),
+        fromVersion: removed.version,
+        version: '0',
+      });
       return { list: { name, version: '0', source: 'store', entries: [] }, audit };
     });
   }
@@ -342,13 +431,20 @@ export class AllowlistService {
         const o = old.get(name);
         const n = this.declared.get(name);
         if (o && n && o.hash === n.hash && o.allowTemporary === n.allowTemporary) continue;
-        if (!o || !n) this.log.warn({ list: name, source: n ? 'config' : 'store' }, `allowlist "${name}" is now source: ${n ? 'config' : 'store'}`);
+        if (!o || !n)
+          this.log.warn({ list: name, source: n ? 'config' : 'store' }, `allowlist "${name}" is now source: ${n ? 'config' : 'store'}`);
         const before = this.lists.entries(name);
         const fromVersion = this.appliedVersion(name) ?? '0';
         if (!this.applyName(name)) continue;
         changed.push(name);
-        this.audit.record({ who: n?.changedBy ?? CONFIG_FILE, action: 'config', list: name, ...diffEntries(before, this.lists.entries(name)),
-          fromVersion, version: this.appliedVersion(name) ?? '0' });
+        this.audit.record({
+          who: n?.changedBy ?? CONFIG_FILE,
+          action: 'config',
+          list: name,
+          ...diffEntries(before, this.lists.entries(name)),
+          fromVersion,
+          version: this.appliedVersion(name) ?? '0',
+        });
       }
       return changed;
     });
@@ -366,8 +462,12 @@ export class AllowlistService {
   private refuseConfigList(name: string, what: string): void {
     const d = this.declared.get(name);
     if (!d) return;
-    throw new ServiceError('managed_by_config', `allowlist "${name}" is source: config, managed in ${d.managedIn}: it cannot be ${what} through the admin API` +
-      (d.allowTemporary ? ' (temporary entries with expiresAt can be added)' : '; edit the config file'), 'name');
+    throw new ServiceError(
+      'managed_by_config',
+      `allowlist "${name}" is source: config, managed in ${d.managedIn}: it cannot be ${what} through the admin API` +
+        (d.allowTemporary ? ' (temporary entries with expiresAt can be added)' : '; edit the config file'),
+      'name',
+    );
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -376,17 +476,30 @@ export class AllowlistService {
     return run;
   }
 
-  private change(name: string, ifMatch: Precondition, who: string, action: AuditAction,
-    edit: (current: AllowEntry[]) => readonly AllowEntry[]): Promise<ChangeResult> {
+  private change(
+    name: string,
+    ifMatch: Precondition,
+    who: string,
+    action: AuditAction,
+    edit: (current: AllowEntry[]) => readonly AllowEntry[],
+  ): Promise<ChangeResult> {
     return this.serial(() => this.changeNow(name, ifMatch, who, action, edit));
   }
 
-  private async changeNow(name: string, ifMatch: Precondition, who: string, action: AuditAction,
-    edit: (current: AllowEntry[]) => readonly AllowEntry[]): Promise<ChangeResult> {
+  private async changeNow(
+    name: string,
+    ifMatch: Precondition,
+    who: string,
+    action: AuditAction,
+    edit: (current: AllowEntry[]) => readonly AllowEntry[],
+  ): Promise<ChangeResult> {
     for (let attempt = 0; ; attempt++) {
       const view = this.get(name);
       if (ifMatch !== null && ifMatch !== '*' && !ifMatch.includes(view.version)) {
-        throw new ServiceError('precondition_failed', `allowlist "${name}" is at version "${view.version}", not ${ifMatch.map((v) => `"${v}"`).join(', ')}`);
+        throw new ServiceError(
+          'precondition_failed',
+          `allowlist "${name}" is at version "${view.version}", not ${ifMatch.map((v) => `"${v}"`).join(', ')}`,
+        );
       }
       let cur = this.store.current().lists.get(name);
       if (!cur) {
@@ -409,17 +522,30 @@ export class AllowlistService {
           // 412. Without, the edit (add/remove) is re-applied on the new content.
           if (ifMatch === null && action !== 'replace') {
             if (attempt < CONFLICT_RETRIES) continue;
-            throw new ServiceError('conflict', `allowlist "${name}" kept changing outside this process while writing ` +
-              `(${attempt + 1} attempts, now "${err.actual}"): retry the request`, undefined, { cause: err });
+            throw new ServiceError(
+              'conflict',
+              `allowlist "${name}" kept changing outside this process while writing ` +
+                `(${attempt + 1} attempts, now "${err.actual}"): retry the request`,
+              undefined,
+              { cause: err },
+            );
           }
-          throw new ServiceError('precondition_failed', `allowlist "${name}" changed while writing (now "${err.actual}")`, undefined, { cause: err });
+          throw new ServiceError('precondition_failed', `allowlist "${name}" changed while writing (now "${err.actual}")`, undefined, {
+            cause: err,
+          });
         }
         if (err instanceof StoreUnknownListError) throw new ServiceError('unknown_list', err.message, undefined, { cause: err });
         throw storeFailure(err);
       }
       this.applyName(name);
-      const audit = this.audit.record({ who, action, list: name, ...diffEntries(appliedBefore, this.lists.entries(name)),
-        fromVersion: view.version, version: this.declared.has(name) ? this.get(name).version : written.version });
+      const audit = this.audit.record({
+        who,
+        action,
+        list: name,
+        ...diffEntries(appliedBefore, this.lists.entries(name)),
+        fromVersion: view.version,
+        version: this.declared.has(name) ? this.get(name).version : written.version,
+      });
       return { list: this.get(name), audit };
     }
   }
@@ -452,8 +578,14 @@ export class AllowlistService {
       const applied = this.appliedVersion(name);
       const before = this.lists.entries(name);
       if (!this.applyName(name)) continue;
-      this.audit.record({ who: source, action: 'external', list: name, ...diffEntries(before, this.lists.entries(name)),
-        fromVersion: applied ?? '0', version: this.appliedVersion(name) ?? '0' });
+      this.audit.record({
+        who: source,
+        action: 'external',
+        list: name,
+        ...diffEntries(before, this.lists.entries(name)),
+        fromVersion: applied ?? '0',
+        version: this.appliedVersion(name) ?? '0',
+      });
     }
   }
 
@@ -467,7 +599,8 @@ export class AllowlistService {
       const want = seedList(name, entries).entries;
       const d = diffEntries(stored.entries, want);
       if (d.added.length + d.removed.length + d.changed.length === 0) continue;
-      const message = `allowlists.${name} in the config (${want.length} entries) differs from the ${where} (${stored.entries.length} entries: ` +
+      const message =
+        `allowlists.${name} in the config (${want.length} entries) differs from the ${where} (${stored.entries.length} entries: ` +
         `${d.added.length} only in the config, ${d.removed.length} only in the store, ${d.changed.length} changed): the store is the truth for a source: store list ` +
         '(the config only seeds an empty store); edit it through the admin API, or set source: config to make the config the truth';
       this.startWarnings.push({ list: name, message });
@@ -478,7 +611,8 @@ export class AllowlistService {
       const permanent = stored ? stored.entries.filter((e) => e.expiresAt === undefined).length : 0;
       const ignored = stored ? stored.entries.length - (d.allowTemporary ? temporaries(stored).length : 0) : 0;
       if (ignored === 0) continue;
-      const message = `allowlists.${name} is source: config (${d.managedIn}): the ${where} holds ${ignored} entries for it that are ignored ` +
+      const message =
+        `allowlists.${name} is source: config (${d.managedIn}): the ${where} holds ${ignored} entries for it that are ignored ` +
         `(${permanent} without expiresAt${d.allowTemporary ? '' : ', and allowTemporary is off'})`;
       this.startWarnings.push({ list: name, message });
       this.log.warn({ list: name, store: this.store.location }, message);
@@ -498,14 +632,27 @@ function declaredVersion(d: Declared, stored: StoredList | undefined): string {
 function declaredMap(declared: ReadonlyMap<string, DeclaredList> | undefined): Map<string, Declared> {
   const out = new Map<string, Declared>();
   for (const [name, d] of declared ?? []) {
-    const hash = createHash('sha256').update(JSON.stringify([d.entries, d.allowTemporary])).digest('hex').slice(0, 12);
-    out.set(name, Object.freeze({ entries: Object.freeze([...d.entries]), allowTemporary: d.allowTemporary, managedIn: d.managedIn, changedBy: d.changedBy, hash }));
+    const hash = createHash('sha256')
+      .update(JSON.stringify([d.entries, d.allowTemporary]))
+      .digest('hex')
+      .slice(0, 12);
+    out.set(
+      name,
+      Object.freeze({
+        entries: Object.freeze([...d.entries]),
+        allowTemporary: d.allowTemporary,
+        managedIn: d.managedIn,
+        changedBy: d.changedBy,
+        hash,
+      }),
+    );
   }
   return out;
 }
 
 function storeFailure(err: unknown): ServiceError {
-  if (err instanceof StoreError && err.code === 'ERR_STORE_TOO_LARGE') return new ServiceError('too_large', err.message, 'entries', { cause: err });
+  if (err instanceof StoreError && err.code === 'ERR_STORE_TOO_LARGE')
+    return new ServiceError('too_large', err.message, 'entries', { cause: err });
   return new ServiceError('store_unavailable', (err as Error).message, undefined, { cause: err });
 }
 
@@ -518,5 +665,10 @@ function quote(value: string, message: string): string {
 function checkEntries(entries: readonly AllowEntry[], field: string): void {
   if (entries.length > MAX_ENTRIES) throw new ServiceError('invalid_entries', `${entries.length} entries: at most ${MAX_ENTRIES}`, field);
   const dup = duplicateCidr(entries);
-  if (dup) throw new ServiceError('invalid_entries', `${JSON.stringify(dup.cidr)} is listed twice (one CIDR has one action)`, `${field}[${dup.index}].cidr`);
+  if (dup)
+    throw new ServiceError(
+      'invalid_entries',
+      `${JSON.stringify(dup.cidr)} is listed twice (one CIDR has one action)`,
+      `${field}[${dup.index}].cidr`,
+    );
 }

@@ -5,8 +5,14 @@
 import type { AllowEntry } from '../allowlist/entry';
 import { makeList, revisionOf } from './document';
 import {
-  StoreConflictError, StoreListExistsError, StoreUnknownListError,
-  type AllowlistStore, type ExternalChange, type StoredList, type StoreRefusal, type StoreSnapshot,
+  StoreConflictError,
+  StoreListExistsError,
+  StoreUnknownListError,
+  type AllowlistStore,
+  type ExternalChange,
+  type StoredList,
+  type StoreRefusal,
+  type StoreSnapshot,
 } from './store';
 
 export abstract class BaseStore implements AllowlistStore {

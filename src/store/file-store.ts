@@ -34,7 +34,11 @@ const MAX_DOCUMENT_BYTES = 64 * 1024 * 1024;
 /** fs.watch fires several events for one save (truncate, write, rename): settle first. */
 const WATCH_SETTLE_MS = 25;
 
-interface FileId { ino: number; size: number; mtimeMs: number }
+interface FileId {
+  ino: number;
+  size: number;
+  mtimeMs: number;
+}
 
 export class FileStore extends BaseStore {
   readonly kind = 'file';
@@ -77,8 +81,10 @@ export class FileStore extends BaseStore {
     if (text !== null) {
       const parsed = parseDocument(text);
       if (!parsed.ok) {
-        throw new StoreLoadError(`allowlist store ${this.location} is refused: ${parsed.reason} ` +
-          '(fix the file or move it away to seed from the config; ipgate never overwrites it)');
+        throw new StoreLoadError(
+          `allowlist store ${this.location} is refused: ${parsed.reason} ` +
+            '(fix the file or move it away to seed from the config; ipgate never overwrites it)',
+        );
       }
       for (const [name, list] of parsed.lists) lists.set(name, list);
       this.lastText = text;
@@ -91,9 +97,12 @@ export class FileStore extends BaseStore {
     this.snapshot = { lists };
     if (added.length > 0) {
       await this.persist(this.snapshot);
-      this.log.info({ lists: added, created: text === null }, text === null
-        ? 'allowlist store created from the config'
-        : 'allowlist store: lists named in the config but missing from the store were added');
+      this.log.info(
+        { lists: added, created: text === null },
+        text === null
+          ? 'allowlist store created from the config'
+          : 'allowlist store: lists named in the config but missing from the store were added',
+      );
     } else {
       this.lastId = await this.statId();
     }
@@ -122,7 +131,9 @@ export class FileStore extends BaseStore {
       await this.syncDir();
     } catch (err) {
       await fsp.unlink(tmp).catch(() => undefined);
-      throw new StoreError('ERR_STORE_WRITE', `cannot write the allowlist store ${this.location}: ${(err as Error).message}`, { cause: err });
+      throw new StoreError('ERR_STORE_WRITE', `cannot write the allowlist store ${this.location}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     this.lastText = text;
     this.lastId = await this.statId();
@@ -155,7 +166,9 @@ export class FileStore extends BaseStore {
         }, WATCH_SETTLE_MS);
         this.settle.unref();
       });
-      this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'allowlist store: directory watch failed; relying on the periodic check'));
+      this.watcher.on('error', (err) =>
+        this.log.warn({ err: err.message }, 'allowlist store: directory watch failed; relying on the periodic check'),
+      );
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'allowlist store: cannot watch the directory; relying on the periodic check');
     }

@@ -126,17 +126,29 @@ export class KubernetesStore extends BaseStore {
 
   status(): KubernetesStoreStatus {
     const w = this.watch?.status();
-    return { resourceVersion: this.appliedRV, lastSyncAt: this.lastSyncAt, watchConnected: w?.watchConnected ?? false, lastError: w?.lastError ?? this.lastError,
-      configMap: `${this.namespace ?? '(pod namespace)'}/${this.opts.configMap}` };
+    return {
+      resourceVersion: this.appliedRV,
+      lastSyncAt: this.lastSyncAt,
+      watchConnected: w?.watchConnected ?? false,
+      lastError: w?.lastError ?? this.lastError,
+      configMap: `${this.namespace ?? '(pod namespace)'}/${this.opts.configMap}`,
+    };
   }
 
   async load(seed: ReadonlyMap<string, readonly AllowEntry[]>): Promise<StoreSnapshot> {
     try {
-      const target = resolveTarget({ namespace: this.opts.namespace, env: this.opts.env ?? process.env,
-        serviceAccountDir: this.opts.serviceAccountDir, access: this.opts.access });
+      const target = resolveTarget({
+        namespace: this.opts.namespace,
+        env: this.opts.env ?? process.env,
+        serviceAccountDir: this.opts.serviceAccountDir,
+        access: this.opts.access,
+      });
       this.namespace = target.namespace;
       this.client = new KubeClient(target.access, { timeoutMs: this.opts.requestTimeoutMs ?? 10_000, userAgent: 'ipgate-store' });
-      this.log.debug({ namespace: target.namespace, from: target.namespaceSource, api: target.access.server.origin, credentials: target.access.source }, 'allowlist store: Kubernetes API');
+      this.log.debug(
+        { namespace: target.namespace, from: target.namespaceSource, api: target.access.server.origin, credentials: target.access.source },
+        'allowlist store: Kubernetes API',
+      );
     } catch (err) {
       throw new StoreLoadError(`allowlist store ${this.location}: ${(err as Error).message}`, { cause: err });
     }
@@ -164,16 +176,20 @@ export class KubernetesStore extends BaseStore {
   private async loadOnce(seed: ReadonlyMap<string, readonly AllowEntry[]>): Promise<boolean> {
     const { obj, resourceVersion } = await this.list();
     if (obj === null) {
-      throw new StoreLoadError(`allowlist store: ConfigMap ${this.namespace}/${this.opts.configMap} not found: ` +
-        'create it (empty) or install the chart, which creates it (ipgate has no permission to create it)');
+      throw new StoreLoadError(
+        `allowlist store: ConfigMap ${this.namespace}/${this.opts.configMap} not found: ` +
+          'create it (empty) or install the chart, which creates it (ipgate has no permission to create it)',
+      );
     }
     const text = dataText(obj);
     const lists = new Map<string, StoredList>();
     if (text !== null) {
       const parsed = parseDocument(text);
       if (!parsed.ok) {
-        throw new StoreLoadError(`allowlist store ${this.location} is refused: ${parsed.reason} ` +
-          `(fix it with kubectl edit, or remove the ${DATA_KEY} key to seed from the config; ipgate never overwrites it)`);
+        throw new StoreLoadError(
+          `allowlist store ${this.location} is refused: ${parsed.reason} ` +
+            `(fix it with kubectl edit, or remove the ${DATA_KEY} key to seed from the config; ipgate never overwrites it)`,
+        );
       }
       for (const [name, list] of parsed.lists) lists.set(name, list);
     }
@@ -196,9 +212,12 @@ export class KubernetesStore extends BaseStore {
     }
     this.accept(res.obj, dataText(res.obj), snapshot);
     this.watchFrom = rvOf(res.obj);
-    this.log.info({ lists: added, created: text === null, resourceVersion: this.appliedRV }, text === null
-      ? 'allowlist store: empty ConfigMap filled from the config'
-      : 'allowlist store: lists named in the config but missing from the ConfigMap were added');
+    this.log.info(
+      { lists: added, created: text === null, resourceVersion: this.appliedRV },
+      text === null
+        ? 'allowlist store: empty ConfigMap filled from the config'
+        : 'allowlist store: lists named in the config but missing from the ConfigMap were added',
+    );
     return true;
   }
 
@@ -211,7 +230,10 @@ export class KubernetesStore extends BaseStore {
       } catch (err) {
         if (!(err instanceof ConfigMapMoved)) throw err;
         if (attempt >= attempts) {
-          throw new StoreError('ERR_STORE_BUSY', `allowlist store ${this.location}: the ConfigMap changed ${attempt} times while writing; try again`);
+          throw new StoreError(
+            'ERR_STORE_BUSY',
+            `allowlist store ${this.location}: the ConfigMap changed ${attempt} times while writing; try again`,
+          );
         }
         await this.pause(backoffDelay({ initialMs: 50, maxMs: 1000 }, attempt - 1));
       }
@@ -223,21 +245,29 @@ export class KubernetesStore extends BaseStore {
     const text = serializeDocument(next, true);
     // The object limit covers every key: count the others (metadata is small and left out).
     let others = 0;
-    for (const [k, v] of Object.entries(this.obj?.data ?? {})) if (k !== DATA_KEY) others += Buffer.byteLength(k) + Buffer.byteLength(String(v));
+    for (const [k, v] of Object.entries(this.obj?.data ?? {}))
+      if (k !== DATA_KEY) others += Buffer.byteLength(k) + Buffer.byteLength(String(v));
     const size = Buffer.byteLength(text) + others;
     if (size > MAX_CONFIGMAP_BYTES) {
       // How many entries of this shape fit: the limit less what is not entries, per entry's bytes.
       const { entries, bytes } = entryBytes(next);
-      const fit = bytes === 0 ? 0 : Math.max(0, Math.floor(entries * (MAX_CONFIGMAP_BYTES - (size - bytes)) / bytes));
-      throw new StoreError('ERR_STORE_TOO_LARGE', `allowlist store ${this.location}: the document would be ${size} bytes with ${entries} entries; ` +
-        `a ConfigMap holds at most ${MAX_CONFIGMAP_BYTES} bytes (1 MiB): about ${fit} entries like these fit`);
+      const fit = bytes === 0 ? 0 : Math.max(0, Math.floor((entries * (MAX_CONFIGMAP_BYTES - (size - bytes))) / bytes));
+      throw new StoreError(
+        'ERR_STORE_TOO_LARGE',
+        `allowlist store ${this.location}: the document would be ${size} bytes with ${entries} entries; ` +
+          `a ConfigMap holds at most ${MAX_CONFIGMAP_BYTES} bytes (1 MiB): about ${fit} entries like these fit`,
+      );
     }
     const attempts = this.opts.writeAttempts ?? 6;
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new StoreError('ERR_STORE_CLOSED', 'the store is closed');
       try {
         const base = this.obj ?? (await this.getObject());
-        if (base === null) throw new StoreError('ERR_STORE_WRITE', `ConfigMap ${this.namespace}/${this.opts.configMap} does not exist: recreate it (helm upgrade) to write`);
+        if (base === null)
+          throw new StoreError(
+            'ERR_STORE_WRITE',
+            `ConfigMap ${this.namespace}/${this.opts.configMap} does not exist: recreate it (helm upgrade) to write`,
+          );
         const res = await this.put(base, text);
         if (res.status !== 409) {
           this.accept(res.obj, text, next);
@@ -260,7 +290,11 @@ export class KubernetesStore extends BaseStore {
       } catch (err) {
         if (err instanceof ConfigMapMoved || err instanceof StoreError) throw err;
         if (!isTransient(err) || attempt >= attempts) {
-          throw new StoreError('ERR_STORE_WRITE', `cannot write the allowlist store ${this.location}: ${explain(err, this.opts.configMap)}`, { cause: err });
+          throw new StoreError(
+            'ERR_STORE_WRITE',
+            `cannot write the allowlist store ${this.location}: ${explain(err, this.opts.configMap)}`,
+            { cause: err },
+          );
         }
         this.noteError(err, 'write');
         await this.pause(backoffDelay(this.backoff, attempt - 1));
@@ -283,9 +317,15 @@ export class KubernetesStore extends BaseStore {
   /** Follow the ConfigMap from where the load left it (kube/configmap-watch.ts). */
   private follow(): void {
     this.watch = new ConfigMapWatch({
-      client: this.client!, namespace: this.namespace!, name: this.opts.configMap, logger: this.log,
-      label: 'allowlist store', verbs: 'get, list, watch, update',
-      backoff: this.backoff, resyncIntervalMs: this.opts.resyncIntervalMs, watchTimeoutSeconds: this.opts.watchTimeoutSeconds,
+      client: this.client!,
+      namespace: this.namespace!,
+      name: this.opts.configMap,
+      logger: this.log,
+      label: 'allowlist store',
+      verbs: 'get, list, watch, update',
+      backoff: this.backoff,
+      resyncIntervalMs: this.opts.resyncIntervalMs,
+      watchTimeoutSeconds: this.opts.watchTimeoutSeconds,
       watchIdleTimeoutMs: this.opts.watchIdleTimeoutMs,
       onSync: () => {
         // The API answers again: a write's failure is history (the watch keeps its own).
@@ -293,16 +333,20 @@ export class KubernetesStore extends BaseStore {
         this.lastError = null;
       },
       // In the write queue: a version is examined after the write in flight, never beside it.
-      onObject: (obj, gone) => void this.serialise(async () => {
-        if (obj !== null) {
-          this.examine(obj as ConfigMap, 'configmap update');
-          return;
-        }
-        this.obj = null;
-        this.refuse(gone === 'deleted'
-          ? 'the ConfigMap was deleted: recreate it (helm upgrade); the last good lists stay in force'
-          : 'the ConfigMap is missing: recreate it (helm upgrade); the last good lists stay in force', null);
-      }).catch((err) => this.noteError(err, 'watch event')),
+      onObject: (obj, gone) =>
+        void this.serialise(async () => {
+          if (obj !== null) {
+            this.examine(obj as ConfigMap, 'configmap update');
+            return;
+          }
+          this.obj = null;
+          this.refuse(
+            gone === 'deleted'
+              ? 'the ConfigMap was deleted: recreate it (helm upgrade); the last good lists stay in force'
+              : 'the ConfigMap is missing: recreate it (helm upgrade); the last good lists stay in force',
+            null,
+          );
+        }).catch((err) => this.noteError(err, 'watch event')),
     });
     this.watch.resume(this.watchFrom);
   }
@@ -333,7 +377,10 @@ export class KubernetesStore extends BaseStore {
     }
     const dropped = [...this.snapshot.lists.keys()].filter((n) => !parsed.lists.has(n));
     if (dropped.length > 0) {
-      this.refuse(`list(s) ${dropped.join(', ')} missing: a list cannot be removed by editing the ConfigMap (empty its entries instead)`, text);
+      this.refuse(
+        `list(s) ${dropped.join(', ')} missing: a list cannot be removed by editing the ConfigMap (empty its entries instead)`,
+        text,
+      );
       return false;
     }
     this.lastText = text;
@@ -359,7 +406,10 @@ export class KubernetesStore extends BaseStore {
     this.refusedText = text;
     if (this.refusal?.reason === reason) return;
     this.refusal = { reason, at: Date.now() };
-    this.log.error({ reason, resourceVersion: this.obj ? rvOf(this.obj) : null }, 'allowlist store ConfigMap refused; the last good lists stay in force');
+    this.log.error(
+      { reason, resourceVersion: this.obj ? rvOf(this.obj) : null },
+      'allowlist store ConfigMap refused; the last good lists stay in force',
+    );
   }
 
   private clearRefusal(): void {
@@ -371,7 +421,8 @@ export class KubernetesStore extends BaseStore {
   private noteError(err: unknown, during: string): void {
     const message = `${during}: ${explain(err, this.opts.configMap)}`;
     // One warning per distinct failure: an API down for an hour is not a log flood.
-    if (message !== this.lastError) this.log.warn({ err: message }, 'allowlist store: Kubernetes API failure; the last good lists stay in force');
+    if (message !== this.lastError)
+      this.log.warn({ err: message }, 'allowlist store: Kubernetes API failure; the last good lists stay in force');
     this.lastError = message;
   }
 

@@ -46,10 +46,13 @@ export function resolveTarget(opts: TargetOptions): Target {
   ];
   for (const [value, source] of candidates) {
     if (value === undefined || value === null || value === '') continue;
-    if (value.length > 63 || !DNS_LABEL.test(value)) throw new Error(`namespace ${JSON.stringify(value)} (from ${source}) is not a valid namespace name`);
+    if (value.length > 63 || !DNS_LABEL.test(value))
+      throw new Error(`namespace ${JSON.stringify(value)} (from ${source}) is not a valid namespace name`);
     return { namespace: value, namespaceSource: source, access };
   }
-  throw new Error(`no namespace: set ${opts.namespaceField ?? 'store.namespace'}, or POD_NAMESPACE (the chart sets it from the downward API), or run in a pod (${saFile})`);
+  throw new Error(
+    `no namespace: set ${opts.namespaceField ?? 'store.namespace'}, or POD_NAMESPACE (the chart sets it from the downward API), or run in a pod (${saFile})`,
+  );
 }
 
 function readTrimmed(file: string): string | undefined {

@@ -34,15 +34,26 @@ export function addressSet(spec: readonly string[] | string, lists: LiveLists): 
 }
 
 /** Config fields (`listeners[0].allowlist`, ...) that name the list `name`: DELETE refuses while any does. */
-export function listUsers(listeners: ReadonlyArray<{ name: string; allowlist: string; proxyProtocol: { trustedSources: readonly string[] | string };
-  http: { trustedProxies: readonly string[] | string }; mode: string; routes?: ReadonlyArray<{ name: string; allowlist?: string }> }>, name: string): string[] {
+export function listUsers(
+  listeners: ReadonlyArray<{
+    name: string;
+    allowlist: string;
+    proxyProtocol: { trustedSources: readonly string[] | string };
+    http: { trustedProxies: readonly string[] | string };
+    mode: string;
+    routes?: ReadonlyArray<{ name: string; allowlist?: string }>;
+  }>,
+  name: string,
+): string[] {
   const out: string[] = [];
   listeners.forEach((l, i) => {
     const at = `listeners[${i}] (${l.name})`;
     if (l.allowlist === name) out.push(`${at}.allowlist`);
     if (l.proxyProtocol.trustedSources === name) out.push(`${at}.proxyProtocol.trustedSources`);
     if (l.http.trustedProxies === name) out.push(`${at}.http.trustedProxies`);
-    l.routes?.forEach((r, k) => { if (r.allowlist === name) out.push(`${at}.routes[${k}] (${r.name}).allowlist`); });
+    l.routes?.forEach((r, k) => {
+      if (r.allowlist === name) out.push(`${at}.routes[${k}] (${r.name}).allowlist`);
+    });
   });
   return out;
 }

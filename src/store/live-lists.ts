@@ -15,7 +15,10 @@ export class LiveList {
   /** When this list was last (re)compiled, ms epoch. */
   appliedAt = 0;
   /** `owner`: the LiveLists holding it, so a listener given this list can resolve others by name (list-ref.ts). */
-  constructor(readonly name: string, readonly owner: LiveLists) {}
+  constructor(
+    readonly name: string,
+    readonly owner: LiveLists,
+  ) {}
 }
 
 interface ListChange {

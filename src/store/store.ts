@@ -95,7 +95,11 @@ export interface AllowlistStore {
 }
 
 export class StoreError extends Error {
-  constructor(readonly code: string, message: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly code: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'StoreError';
   }
@@ -103,7 +107,11 @@ export class StoreError extends Error {
 
 /** The list's version is not the expected one. */
 export class StoreConflictError extends StoreError {
-  constructor(readonly list: string, readonly expected: string, readonly actual: string) {
+  constructor(
+    readonly list: string,
+    readonly expected: string,
+    readonly actual: string,
+  ) {
     super('ERR_STORE_CONFLICT', `allowlist "${list}" is at version ${actual}, not ${expected}`);
     this.name = 'StoreConflictError';
   }
@@ -117,7 +125,10 @@ export class StoreUnknownListError extends StoreError {
 }
 
 export class StoreListExistsError extends StoreError {
-  constructor(readonly list: string, readonly version: string) {
+  constructor(
+    readonly list: string,
+    readonly version: string,
+  ) {
     super('ERR_STORE_LIST_EXISTS', `allowlist "${list}" already exists (version ${version})`);
     this.name = 'StoreListExistsError';
   }

@@ -85,12 +85,21 @@ export function readCertFile(file: string): CertFileInfo {
 function describePem(text: string, source: string): CertFileInfo {
   const r = pemCertificates(text);
   if (!r.ok && r.problem === 'no_pem') {
-    const hint = text.length === 0 ? 'the file is empty' : text.includes('PRIVATE KEY-----') ? 'it holds a private key, not a certificate' : 'no "-----BEGIN CERTIFICATE-----" block';
+    const hint =
+      text.length === 0
+        ? 'the file is empty'
+        : text.includes('PRIVATE KEY-----')
+          ? 'it holds a private key, not a certificate'
+          : 'no "-----BEGIN CERTIFICATE-----" block';
     throw new CertInfoError('IPGATE_CERT_NO_PEM', source, `not a PEM certificate: ${hint}`);
   }
   if (!r.ok) {
-    throw new CertInfoError('IPGATE_CERT_INVALID', source,
-      `certificate ${r.index + 1} of ${r.count} does not parse as X.509: ${r.cause.message}`, { cause: r.cause });
+    throw new CertInfoError(
+      'IPGATE_CERT_INVALID',
+      source,
+      `certificate ${r.index + 1} of ${r.count} does not parse as X.509: ${r.cause.message}`,
+      { cause: r.cause },
+    );
   }
   const { blocks, certs } = r;
   let chainOrdered = true;
@@ -140,7 +149,10 @@ function facts(cert: X509Certificate): CertFacts {
   return {
     subject: subjectLines.join(', '),
     commonName: cn !== undefined ? cn.slice(3) : null,
-    issuer: cert.issuer.split('\n').filter((l) => l !== '').join(', '),
+    issuer: cert.issuer
+      .split('\n')
+      .filter((l) => l !== '')
+      .join(', '),
     dnsNames: san.dns,
     ipAddresses: san.ip,
     notBefore: new Date(cert.validFrom),

@@ -90,8 +90,13 @@ export class CertStore {
    * `tickets`: the listener's ticket keys when another owns them (a cluster worker's, which the
    * primary sends); without it the store makes and rotates its own (session-tickets.ts).
    */
-  constructor(readonly listener: string, private readonly config: Readonly<TlsConfig>, private readonly log: Logger, tickets?: TicketKeys) {
-    this.tickets = config.sessionTickets ? tickets ?? new TicketKeys() : null;
+  constructor(
+    readonly listener: string,
+    private readonly config: Readonly<TlsConfig>,
+    private readonly log: Logger,
+    tickets?: TicketKeys,
+  ) {
+    this.tickets = config.sessionTickets ? (tickets ?? new TicketKeys()) : null;
     this.tickets?.onChange(() => this.rebuild(this.tickets!.external ? 'ticket key from the primary' : 'ticket key rotation'));
     if (config.clientCA !== null) {
       const ca = loadCaBundle(config.clientCA);
@@ -101,8 +106,17 @@ export class CertStore {
     config.certificates.forEach((c, index) => {
       const pair = loadCertPair(c.cert, c.key);
       if (typeof pair === 'string') throw new CertStoreError(`listener "${listener}" tls.certificates[${index}]: ${pair}`);
-      this.entries.push({ index, label: c.name ?? String(index), config: c, pair, context: this.context(pair), stamp: pairStamp(c), refusedHash: null,
-        ok: true, lastSuccessAt: Date.now() });
+      this.entries.push({
+        index,
+        label: c.name ?? String(index),
+        config: c,
+        pair,
+        context: this.context(pair),
+        stamp: pairStamp(c),
+        refusedHash: null,
+        ok: true,
+        lastSuccessAt: Date.now(),
+      });
     });
     this.table = this.buildTable();
   }
@@ -162,7 +176,13 @@ export class CertStore {
 
   /** Each pair's label and the names it serves (log line at start and reload). */
   describe(): { certificate: string; names: string[]; keyType: string; chain: number; notAfter: string }[] {
-    return this.entries.map((e) => ({ certificate: e.label, names: this.names(e), keyType: e.pair.keyType, chain: e.pair.chainLength, notAfter: e.pair.leaf.validTo }));
+    return this.entries.map((e) => ({
+      certificate: e.label,
+      names: this.names(e),
+      keyType: e.pair.keyType,
+      chain: e.pair.chainLength,
+      notAfter: e.pair.leaf.validTo,
+    }));
   }
 
   /** Start watching the files (and rotating ticket keys, when they are this store's own). */
@@ -226,8 +246,10 @@ export class CertStore {
       this.good(e);
       this.reloads.ok++;
       changed = true;
-      this.log.info({ listener: this.listener, certificate: e.label, file: e.config.cert, names: this.names(e), notAfter: pair.leaf.validTo },
-        'TLS certificate reloaded: new handshakes use it');
+      this.log.info(
+        { listener: this.listener, certificate: e.label, file: e.config.cert, names: this.names(e), notAfter: pair.leaf.validTo },
+        'TLS certificate reloaded: new handshakes use it',
+      );
     }
     if (changed) this.table = this.buildTable();
   }

@@ -124,12 +124,18 @@ function hex(n: number, digits: number): string {
 /** "TLSv1.3" for 0x0304, as Node's TLSSocket#getProtocol() spells them; hex otherwise. */
 export function tlsVersionName(version: number): string {
   switch (version) {
-    case 0x0300: return 'SSLv3';
-    case 0x0301: return 'TLSv1';
-    case 0x0302: return 'TLSv1.1';
-    case 0x0303: return 'TLSv1.2';
-    case 0x0304: return 'TLSv1.3';
-    default: return hex(version, 4);
+    case 0x0300:
+      return 'SSLv3';
+    case 0x0301:
+      return 'TLSv1';
+    case 0x0302:
+      return 'TLSv1.1';
+    case 0x0303:
+      return 'TLSv1.2';
+    case 0x0304:
+      return 'TLSv1.3';
+    default:
+      return hex(version, 4);
   }
 }
 
@@ -175,12 +181,13 @@ export function readClientHello(buf: Buffer, options?: ReadOptions): ClientHello
     const recordLength = u16(buf, pos + 3);
     // RFC 8446 5.1: "Implementations MUST NOT send zero-length fragments of Handshake types".
     if (recordLength === 0) return fail('tls_malformed', `record ${records} is an empty handshake fragment`);
-    if (recordLength > MAX_RECORD_LENGTH) return fail('tls_record_overflow', `record ${records} declares ${recordLength} bytes (at most ${MAX_RECORD_LENGTH})`);
+    if (recordLength > MAX_RECORD_LENGTH)
+      return fail('tls_record_overflow', `record ${records} declares ${recordLength} bytes (at most ${MAX_RECORD_LENGTH})`);
     const end = pos + RECORD_HEADER_LENGTH + recordLength;
     if (end > maxWire) return fail('tls_too_large', `the ClientHello's records reach byte ${end} (at most ${maxWire})`);
 
     // The handshake header may itself be split across records: take its bytes as they come.
-    const avail = Math.min(end , n);
+    const avail = Math.min(end, n);
     for (let i = pos + RECORD_HEADER_LENGTH; headerSeen < HANDSHAKE_HEADER_LENGTH && i < avail; i++, headerSeen++) {
       const byte = buf[i]!;
       if (headerSeen === 0) {
@@ -191,7 +198,8 @@ export function readClientHello(buf: Buffer, options?: ReadOptions): ClientHello
     }
     if (helloLength < 0 && headerSeen === HANDSHAKE_HEADER_LENGTH) {
       if (declared > maxHello) return fail('tls_too_large', `the ClientHello declares ${declared} bytes (maxHelloLength ${maxHello})`);
-      if (declared < MIN_HELLO_LENGTH) return fail('tls_malformed', `the ClientHello declares ${declared} bytes (a minimal one has ${MIN_HELLO_LENGTH})`);
+      if (declared < MIN_HELLO_LENGTH)
+        return fail('tls_malformed', `the ClientHello declares ${declared} bytes (a minimal one has ${MIN_HELLO_LENGTH})`);
       helloLength = declared;
     }
     if (end > n) return NEED_MORE;
@@ -265,7 +273,8 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
   if (p + 2 > end) return fail('tls_malformed', 'the ClientHello ends inside session_id');
   const suitesLength = u16(b, p);
   p += 2;
-  if (suitesLength < 2 || (suitesLength & 1) !== 0) return fail('tls_malformed', `cipher_suites length ${suitesLength} is not a positive even number`);
+  if (suitesLength < 2 || (suitesLength & 1) !== 0)
+    return fail('tls_malformed', `cipher_suites length ${suitesLength} is not a positive even number`);
   p += suitesLength;
   if (p + 1 > end) return fail('tls_malformed', 'the ClientHello ends inside cipher_suites');
   const methodsLength = b[p++]!;
@@ -282,7 +291,8 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
     if (p + 2 > end) return fail('tls_malformed', 'one byte where the extensions length belongs');
     const extensionsLength = u16(b, p);
     p += 2;
-    if (p + extensionsLength !== end) return fail('tls_malformed', `extensions length ${extensionsLength} does not fill the ${end - p} bytes left`);
+    if (p + extensionsLength !== end)
+      return fail('tls_malformed', `extensions length ${extensionsLength} does not fill the ${end - p} bytes left`);
     while (p < end) {
       if (p + 4 > end) return fail('tls_malformed', 'the extensions end inside an extension header');
       const type = u16(b, p);
@@ -340,7 +350,8 @@ function parseBody(b: Buffer, start: number, end: number, recordVersion: number,
 function readServerName(b: Buffer, p: number, end: number): string | ClientHelloResult {
   if (end - p < 2) return fail('tls_malformed', 'server_name extension shorter than its list length');
   const listLength = u16(b, p);
-  if (p + 2 + listLength !== end) return fail('tls_malformed', `server_name list length ${listLength} does not match the extension's ${end - p - 2}`);
+  if (p + 2 + listLength !== end)
+    return fail('tls_malformed', `server_name list length ${listLength} does not match the extension's ${end - p - 2}`);
   p += 2;
   if (end - p < 3) return fail('tls_malformed', 'server_name list too short for one entry');
   const nameType = b[p]!;
@@ -356,7 +367,8 @@ function readServerName(b: Buffer, p: number, end: number): string | ClientHello
   // RFC 6066: "without a trailing dot"; some clients send one anyway and it names the same host.
   if (name.charCodeAt(name.length - 1) === 0x2e) name = name.slice(0, -1);
   const problem = hostNameProblem(name);
-  if (problem !== null) return fail('tls_bad_sni', `server_name ${JSON.stringify(name.length > 80 ? `${name.slice(0, 77)}...` : name)} ${problem}`);
+  if (problem !== null)
+    return fail('tls_bad_sni', `server_name ${JSON.stringify(name.length > 80 ? `${name.slice(0, 77)}...` : name)} ${problem}`);
   return asciiLower(name);
 }
 
@@ -364,7 +376,8 @@ function readServerName(b: Buffer, p: number, end: number): string | ClientHello
 function readAlpn(b: Buffer, p: number, end: number): string[] | ClientHelloResult {
   if (end - p < 2) return fail('tls_malformed', 'ALPN extension shorter than its list length');
   const listLength = u16(b, p);
-  if (listLength < 2 || p + 2 + listLength !== end) return fail('tls_malformed', `ALPN list length ${listLength} does not match the extension's ${end - p - 2}`);
+  if (listLength < 2 || p + 2 + listLength !== end)
+    return fail('tls_malformed', `ALPN list length ${listLength} does not match the extension's ${end - p - 2}`);
   const out: string[] = [];
   for (p += 2; p < end; ) {
     const l = b[p]!;
@@ -380,7 +393,8 @@ function readAlpn(b: Buffer, p: number, end: number): string[] | ClientHelloResu
 function readSupportedVersions(b: Buffer, p: number, end: number): number[] | ClientHelloResult {
   if (end - p < 1) return fail('tls_malformed', 'empty supported_versions extension');
   const l = b[p]!;
-  if (l < 2 || (l & 1) !== 0 || p + 1 + l !== end) return fail('tls_malformed', `supported_versions length ${l} is not an even number filling the extension`);
+  if (l < 2 || (l & 1) !== 0 || p + 1 + l !== end)
+    return fail('tls_malformed', `supported_versions length ${l} is not an even number filling the extension`);
   const out: number[] = [];
   for (let q = p + 1; q < end; q += 2) {
     const v = u16(b, q);

@@ -24,20 +24,30 @@ export type TlsReason =
   | 'tls_bad_server_hello';
 
 export const TLS_REASONS: Readonly<Record<TlsReason, string>> = Object.freeze({
-  tls_not_handshake: 'The first bytes are not a TLS handshake record (content type 22, version 3.x): plaintext, an unstripped PROXY header, or another protocol.',
+  tls_not_handshake:
+    'The first bytes are not a TLS handshake record (content type 22, version 3.x): plaintext, an unstripped PROXY header, or another protocol.',
   tls_sslv2: 'The client sent an SSL 2.0-compatible ClientHello, which carries no extensions (so no SNI) and is prohibited (RFC 6176).',
   tls_not_client_hello: 'The first handshake message is not a ClientHello.',
   tls_record_overflow: 'A TLS record declares more than 2^14 bytes of plaintext (RFC 8446 section 5.1, record_overflow).',
-  tls_too_large: 'The ClientHello declares more bytes than maxHelloLength, its records exceed the buffer the reader may hold, or (after a HelloRetryRequest) the early data before the second hello does.',
-  tls_malformed: 'A length or field of the ClientHello is inconsistent (overrun, empty fragment, interleaved record, duplicate extension, bytes after it).',
-  tls_bad_sni: 'The server_name extension is not exactly one valid DNS host name (an IP literal, a bad character or label, two names, ...).',
+  tls_too_large:
+    'The ClientHello declares more bytes than maxHelloLength, its records exceed the buffer the reader may hold, or (after a HelloRetryRequest) the early data before the second hello does.',
+  tls_malformed:
+    'A length or field of the ClientHello is inconsistent (overrun, empty fragment, interleaved record, duplicate extension, bytes after it).',
+  tls_bad_sni:
+    'The server_name extension is not exactly one valid DNS host name (an IP literal, a bad character or label, two names, ...).',
   // Listener-level: readClientHello() never returns them (it answers need_more); the listener does.
-  tls_truncated: 'The peer closed the connection before a complete ClientHello arrived (the first, or the second after a HelloRetryRequest).',
-  tls_timeout: 'No complete ClientHello arrived within the listener\'s hello timeout (the first, or the second after a HelloRetryRequest).',
+  tls_truncated:
+    'The peer closed the connection before a complete ClientHello arrived (the first, or the second after a HelloRetryRequest).',
+  tls_timeout: "No complete ClientHello arrived within the listener's hello timeout (the first, or the second after a HelloRetryRequest).",
   // The handshake watch (forward/tcp/hello-watch.ts): after the backend's HelloRetryRequest.
-  tls_hrr_sni_changed: 'The second ClientHello after a HelloRetryRequest names another server than the first, which chose the route and its allowlist (RFC 8446 4.1.2: it must not change).',
-  tls_hrr_alpn_changed: 'The second ClientHello after a HelloRetryRequest offers other ALPN protocols than the first (RFC 8446 4.1.2: it must not change).',
-  tls_hrr_hello_changed: 'The second ClientHello after a HelloRetryRequest changes its versions (legacy_version, supported_versions) or encrypted_client_hello (RFC 8446 4.1.2).',
-  tls_hrr_unexpected: 'After a HelloRetryRequest the client sent something other than its second ClientHello (an alert, another record type, a second ChangeCipherSpec, early data it did not offer).',
-  tls_bad_server_hello: 'The backend\'s first flight is not a TLS ServerHello (another record or message first, a malformed header, a second HelloRetryRequest), so no second hello could be checked.',
+  tls_hrr_sni_changed:
+    'The second ClientHello after a HelloRetryRequest names another server than the first, which chose the route and its allowlist (RFC 8446 4.1.2: it must not change).',
+  tls_hrr_alpn_changed:
+    'The second ClientHello after a HelloRetryRequest offers other ALPN protocols than the first (RFC 8446 4.1.2: it must not change).',
+  tls_hrr_hello_changed:
+    'The second ClientHello after a HelloRetryRequest changes its versions (legacy_version, supported_versions) or encrypted_client_hello (RFC 8446 4.1.2).',
+  tls_hrr_unexpected:
+    'After a HelloRetryRequest the client sent something other than its second ClientHello (an alert, another record type, a second ChangeCipherSpec, early data it did not offer).',
+  tls_bad_server_hello:
+    "The backend's first flight is not a TLS ServerHello (another record or message first, a malformed header, a second HelloRetryRequest), so no second hello could be checked.",
 });

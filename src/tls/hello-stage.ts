@@ -46,7 +46,11 @@ interface HelloStageOptions extends ReadOptions {
 export class HelloStage implements GatherStage<HelloStageResult> {
   readonly timeoutMs: number;
 
-  constructor(private readonly options: HelloStageOptions, private readonly stats: ListenerStats, private readonly sink: HelloSink) {
+  constructor(
+    private readonly options: HelloStageOptions,
+    private readonly stats: ListenerStats,
+    private readonly sink: HelloSink,
+  ) {
     this.timeoutMs = options.timeoutMs;
   }
 

@@ -31,5 +31,5 @@ export function peerVerifyError(socket: tls.TLSSocket): string | null {
   const handle = (socket as unknown as { _handle?: TlsHandle | null })._handle;
   if (handle === null || handle === undefined || typeof handle.verifyError !== 'function') return 'unverifiable';
   const err = handle.verifyError();
-  return err === null || err === undefined ? null : err.code ?? err.message;
+  return err === null || err === undefined ? null : (err.code ?? err.message);
 }

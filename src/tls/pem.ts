@@ -31,11 +31,11 @@ const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE
 
 type PemCertificates =
   | {
-    readonly ok: true;
-    /** Each block's text, in file order (the first is the leaf a server presents). */
-    readonly blocks: readonly string[];
-    readonly certs: readonly X509Certificate[];
-  }
+      readonly ok: true;
+      /** Each block's text, in file order (the first is the leaf a server presents). */
+      readonly blocks: readonly string[];
+      readonly certs: readonly X509Certificate[];
+    }
   /** No CERTIFICATE block at all. */
   | { readonly ok: false; readonly problem: 'no_pem' }
   /** Block `index` (from 0) of `count` does not parse as X.509. */

@@ -73,7 +73,12 @@ export function readRetryHello(buf: Buffer, first: ClientHelloDone, options?: Re
     const type = buf[p]!;
     if (type === CONTENT_HANDSHAKE) break;
     if (type === CONTENT_ALERT) {
-      return fail('tls_hrr_unexpected', n >= p + 7 ? `an alert (level ${buf[p + 5]}, description ${buf[p + 6]}) instead of the second ClientHello` : 'an alert instead of the second ClientHello');
+      return fail(
+        'tls_hrr_unexpected',
+        n >= p + 7
+          ? `an alert (level ${buf[p + 5]}, description ${buf[p + 6]}) instead of the second ClientHello`
+          : 'an alert instead of the second ClientHello',
+      );
     }
     if (type === CONTENT_CCS) {
       if (ccs) return fail('tls_hrr_unexpected', 'a second ChangeCipherSpec record before the second ClientHello');
@@ -89,14 +94,18 @@ export function readRetryHello(buf: Buffer, first: ClientHelloDone, options?: Re
       p += 6;
       continue;
     }
-    if (type !== CONTENT_APPLICATION_DATA) return fail('tls_hrr_unexpected', `a record of content type ${type} before the second ClientHello`);
-    if (!first.earlyData) return fail('tls_hrr_unexpected', 'application data before the second ClientHello, and the first offered no early_data');
+    if (type !== CONTENT_APPLICATION_DATA)
+      return fail('tls_hrr_unexpected', `a record of content type ${type} before the second ClientHello`);
+    if (!first.earlyData)
+      return fail('tls_hrr_unexpected', 'application data before the second ClientHello, and the first offered no early_data');
     if (p + 1 < n && buf[p + 1] !== 3) return fail('tls_hrr_unexpected', `an application_data record of version major ${buf[p + 1]}`);
     if (p + 5 > n) return NEED_MORE;
     const length = (buf[p + 3]! << 8) | buf[p + 4]!;
-    if (length === 0 || length > MAX_CIPHERTEXT) return fail('tls_record_overflow', `an early data record of ${length} bytes (1..${MAX_CIPHERTEXT})`);
+    if (length === 0 || length > MAX_CIPHERTEXT)
+      return fail('tls_record_overflow', `an early data record of ${length} bytes (1..${MAX_CIPHERTEXT})`);
     const end = p + 5 + length;
-    if (end > MAX_EARLY_DATA_HELD) return fail('tls_too_large', `early data before the second ClientHello reaches byte ${end} (at most ${MAX_EARLY_DATA_HELD})`);
+    if (end > MAX_EARLY_DATA_HELD)
+      return fail('tls_too_large', `early data before the second ClientHello reaches byte ${end} (at most ${MAX_EARLY_DATA_HELD})`);
     if (end > n) return NEED_MORE;
     p = end;
   }
@@ -110,15 +119,22 @@ export function readRetryHello(buf: Buffer, first: ClientHelloDone, options?: Re
 /** null when `second` may follow `first` after a HelloRetryRequest; else why not. */
 function retryHelloChange(first: ClientHelloDone, second: ClientHelloDone): RetryHelloResult | null {
   if (first.sni !== second.sni) {
-    return fail('tls_hrr_sni_changed', `server_name ${JSON.stringify(first.sni)} in the first ClientHello, ${JSON.stringify(second.sni)} in the second`);
+    return fail(
+      'tls_hrr_sni_changed',
+      `server_name ${JSON.stringify(first.sni)} in the first ClientHello, ${JSON.stringify(second.sni)} in the second`,
+    );
   }
   if (!sameList(first.alpn, second.alpn)) {
-    return fail('tls_hrr_alpn_changed', `ALPN ${JSON.stringify(first.alpn)} in the first ClientHello, ${JSON.stringify(second.alpn)} in the second`);
+    return fail(
+      'tls_hrr_alpn_changed',
+      `ALPN ${JSON.stringify(first.alpn)} in the first ClientHello, ${JSON.stringify(second.alpn)} in the second`,
+    );
   }
   if (first.legacyVersion !== second.legacyVersion || !sameList(first.supportedVersions, second.supportedVersions)) {
     return fail('tls_hrr_hello_changed', 'the second ClientHello offers other versions than the first');
   }
-  if (first.ech !== second.ech) return fail('tls_hrr_hello_changed', `encrypted_client_hello ${first.ech ? 'dropped from' : 'added to'} the second ClientHello`);
+  if (first.ech !== second.ech)
+    return fail('tls_hrr_hello_changed', `encrypted_client_hello ${first.ech ? 'dropped from' : 'added to'} the second ClientHello`);
   return null;
 }
 

@@ -99,9 +99,12 @@ export class ServerHelloReader {
         const k = this.headerSeen++;
         if (k === 0) {
           this.type = b;
-          if (b !== CONTENT_HANDSHAKE && b !== CONTENT_ALERT && b !== CONTENT_CCS) return this.fail(`a record of content type ${b} before the ServerHello`);
+          if (b !== CONTENT_HANDSHAKE && b !== CONTENT_ALERT && b !== CONTENT_CCS)
+            return this.fail(`a record of content type ${b} before the ServerHello`);
           if (b === CONTENT_CCS && (this.retries === 0 || this.seenCcs)) {
-            return this.fail(this.retries === 0 ? 'a ChangeCipherSpec before the ServerHello' : 'a second ChangeCipherSpec after the HelloRetryRequest');
+            return this.fail(
+              this.retries === 0 ? 'a ChangeCipherSpec before the ServerHello' : 'a second ChangeCipherSpec after the HelloRetryRequest',
+            );
           }
         } else if (k === 1) {
           if (b !== 3) return this.fail(`record version major ${b} is not 3`);
@@ -149,7 +152,8 @@ export class ServerHelloReader {
           this.messageLength = (this.messageLength << 8) | b;
         }
         if (this.messageHeaderSeen === 4) {
-          if (this.messageLength < MIN_SERVER_HELLO) return this.fail(`a ServerHello of ${this.messageLength} bytes (at least ${MIN_SERVER_HELLO})`);
+          if (this.messageLength < MIN_SERVER_HELLO)
+            return this.fail(`a ServerHello of ${this.messageLength} bytes (at least ${MIN_SERVER_HELLO})`);
           this.messageSeen = 0;
           this.retryRandom = true;
         }

@@ -36,7 +36,10 @@ export class TicketKeys {
   private adopted = false;
   private readonly changed: Array<() => void> = [];
 
-  constructor(private readonly rotateMs = ROTATE_MS, key: Buffer = randomBytes(TICKET_KEY_BYTES)) {
+  constructor(
+    private readonly rotateMs = ROTATE_MS,
+    key: Buffer = randomBytes(TICKET_KEY_BYTES),
+  ) {
     this.key = key;
   }
 
@@ -100,7 +103,11 @@ export class ClusterTicketKeys {
   private readonly keys = new Map<string, TicketKeys>();
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(listeners: readonly string[], private readonly onRotate: (keys: ReadonlyMap<string, Buffer>) => void, private readonly rotateMs = ROTATE_MS) {
+  constructor(
+    listeners: readonly string[],
+    private readonly onRotate: (keys: ReadonlyMap<string, Buffer>) => void,
+    private readonly rotateMs = ROTATE_MS,
+  ) {
     for (const name of listeners) this.keys.set(name, new TicketKeys(rotateMs));
   }
 

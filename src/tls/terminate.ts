@@ -228,7 +228,10 @@ export class TlsTerminator {
       if (peer !== undefined) {
         const why = peerVerifyError(socket);
         if (why !== null) {
-          this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, reason: 'tls_client_cert_invalid', detail: why, subject: oneLine(peer.subject) }, 'TLS handshake failed');
+          this.log.debug(
+            { conn: hs.conn.id, peer: hs.conn.peerAddress, reason: 'tls_client_cert_invalid', detail: why, subject: oneLine(peer.subject) },
+            'TLS handshake failed',
+          );
           this.fail(hs, 'tls_client_cert_invalid', version);
           return;
         }
@@ -250,7 +253,13 @@ export class TlsTerminator {
     this.stats.handshake('ok', version, (performance.now() - hs.startedAt) / 1000);
     const servername = (socket as tls.TLSSocket & { servername?: string | false }).servername;
     const cipher = socket.getCipher();
-    hs.conn.tls = new TlsFacts(version, typeof servername === 'string' ? servername : null, cipher.standardName ?? cipher.name, resumed, clientCert);
+    hs.conn.tls = new TlsFacts(
+      version,
+      typeof servername === 'string' ? servername : null,
+      cipher.standardName ?? cipher.name,
+      resumed,
+      clientCert,
+    );
     // Errors after the handshake (a reset, a bad record) end this connection only.
     socket.on('error', onLaterError);
     hs.established = true;
@@ -276,13 +285,17 @@ export class TlsTerminator {
     this.log.debug({ conn: hs.conn.id, peer: hs.conn.peerAddress, reason, err: err.code ?? err.message }, 'TLS handshake failed');
     // Before the versions are agreed, getProtocol() names the server's highest: not the client's.
     const agreed = reason !== 'tls_not_handshake' && reason !== 'tls_handshake_aborted' && reason !== 'tls_handshake_failed';
-    this.fail(hs, reason, agreed ? hs.socket!.getProtocol() ?? 'unknown' : 'unknown');
+    this.fail(hs, reason, agreed ? (hs.socket!.getProtocol() ?? 'unknown') : 'unknown');
   }
 
   fail(hs: Handshake, reason: TlsHandshakeReason, version: string): void {
     if (hs.settled) return;
     this.settle(hs);
-    this.stats.handshake(reason, version === 'unknown' || version === null ? 'unknown' : version, (performance.now() - hs.startedAt) / 1000);
+    this.stats.handshake(
+      reason,
+      version === 'unknown' || version === null ? 'unknown' : version,
+      (performance.now() - hs.startedAt) / 1000,
+    );
     if (hs.socket !== null) {
       hs.socket.on('error', onLaterError);
       hs.socket.destroy();

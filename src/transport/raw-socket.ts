@@ -92,18 +92,42 @@ function load(): Bindings | null {
     const tcp = binding('tcp_wrap');
     const stream = binding('stream_wrap');
     const b = {
-      TCP: tcp.TCP, TCPConnectWrap: tcp.TCPConnectWrap, SOCKET: (tcp.constants as Record<string, number>).SOCKET,
-      WriteWrap: stream.WriteWrap, ShutdownWrap: stream.ShutdownWrap, streamBaseState: stream.streamBaseState,
-      kReadBytesOrError: stream.kReadBytesOrError, kArrayBufferOffset: stream.kArrayBufferOffset,
+      TCP: tcp.TCP,
+      TCPConnectWrap: tcp.TCPConnectWrap,
+      SOCKET: (tcp.constants as Record<string, number>).SOCKET,
+      WriteWrap: stream.WriteWrap,
+      ShutdownWrap: stream.ShutdownWrap,
+      streamBaseState: stream.streamBaseState,
+      kReadBytesOrError: stream.kReadBytesOrError,
+      kArrayBufferOffset: stream.kArrayBufferOffset,
       kLastWriteWasAsync: stream.kLastWriteWasAsync,
     } as Bindings;
-    if (typeof b.TCP !== 'function' || typeof b.TCPConnectWrap !== 'function' || typeof b.WriteWrap !== 'function'
-      || typeof b.ShutdownWrap !== 'function' || typeof b.SOCKET !== 'number' || !(b.streamBaseState instanceof Int32Array)
-      || typeof b.kReadBytesOrError !== 'number' || typeof b.kArrayBufferOffset !== 'number'
-      || typeof b.kLastWriteWasAsync !== 'number') return null;
+    if (
+      typeof b.TCP !== 'function' ||
+      typeof b.TCPConnectWrap !== 'function' ||
+      typeof b.WriteWrap !== 'function' ||
+      typeof b.ShutdownWrap !== 'function' ||
+      typeof b.SOCKET !== 'number' ||
+      !(b.streamBaseState instanceof Int32Array) ||
+      typeof b.kReadBytesOrError !== 'number' ||
+      typeof b.kArrayBufferOffset !== 'number' ||
+      typeof b.kLastWriteWasAsync !== 'number'
+    )
+      return null;
     const probe = new b.TCP(b.SOCKET);
-    const ok = ['readStart', 'readStop', 'writeBuffer', 'writeLatin1String', 'shutdown', 'close', 'connect', 'connect6', 'getpeername',
-      'getsockname', 'setNoDelay'].every((m) => typeof (probe as unknown as Record<string, unknown>)[m] === 'function');
+    const ok = [
+      'readStart',
+      'readStop',
+      'writeBuffer',
+      'writeLatin1String',
+      'shutdown',
+      'close',
+      'connect',
+      'connect6',
+      'getpeername',
+      'getsockname',
+      'setNoDelay',
+    ].every((m) => typeof (probe as unknown as Record<string, unknown>)[m] === 'function');
     probe.close();
     return ok ? b : null;
   } catch {

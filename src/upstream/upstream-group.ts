@@ -52,7 +52,10 @@ export class UpstreamGroup {
     /** HTTP listeners: the group's upstreams speak HTTP/2 (null: HTTP/1.1, and every TCP group). */
     readonly http2: Http2Upstream | null = null,
   ) {
-    if (health !== null) targets.forEach((t, i) => { t.health = health.targets[i]!; });
+    if (health !== null)
+      targets.forEach((t, i) => {
+        t.health = health.targets[i]!;
+      });
   }
 
   /**
@@ -107,7 +110,11 @@ export function groupKey(targets: readonly string[], health: Readonly<UpstreamHe
 }
 
 /** A group of `targets` with `health`'s rules (none: a plain round robin). */
-export function buildGroup(targets: readonly string[], health: Readonly<UpstreamHealthConfig>, http2: Http2Upstream | null = null): UpstreamGroup {
+export function buildGroup(
+  targets: readonly string[],
+  health: Readonly<UpstreamHealthConfig>,
+  http2: Http2Upstream | null = null,
+): UpstreamGroup {
   const ups = parseUpstreams(targets);
   return new UpstreamGroup(ups, health.passive === null ? null : new GroupHealth(ups.length, health.passive), http2);
 }

@@ -96,7 +96,10 @@ class Agent {
   }
 }
 
-const skip = labUnavailable() || missing('haproxy') || (!fs.existsSync(AGENT) || !fs.existsSync(MAIN) ? 'dist/ is not built (npm run build:all)' : false);
+const skip =
+  labUnavailable() ||
+  missing('haproxy') ||
+  (!fs.existsSync(AGENT) || !fs.existsSync(MAIN) ? 'dist/ is not built (npm run build:all)' : false);
 
 t.test('kube-proxy NodePort lab: client IP under externalTrafficPolicy Local and Cluster', { skip, timeout: 90_000 }, async (t) => {
   const stale = removeStaleLabs();
@@ -118,8 +121,12 @@ t.test('kube-proxy NodePort lab: client IP under externalTrafficPolicy Local and
   lab.ip('lb', 'addr', 'add', `${LB}/24`, 'dev', 'eth0');
   lab.ip('node1', 'addr', 'add', `${NODE1}/24`, 'dev', 'eth0');
   lab.ip('node2', 'addr', 'add', `${NODE2}/24`, 'dev', 'eth0');
-  for (const [role, nets] of [['client', ['192.0.2.0/24', '198.51.100.0/24']], ['lb', ['192.0.2.0/24', '203.0.113.0/24']],
-    ['node1', ['203.0.113.0/24', '198.51.100.0/24']], ['node2', ['203.0.113.0/24', '198.51.100.0/24']]] as const) {
+  for (const [role, nets] of [
+    ['client', ['192.0.2.0/24', '198.51.100.0/24']],
+    ['lb', ['192.0.2.0/24', '203.0.113.0/24']],
+    ['node1', ['203.0.113.0/24', '198.51.100.0/24']],
+    ['node2', ['203.0.113.0/24', '198.51.100.0/24']],
+  ] as const) {
     for (const net of nets) lab.ip(role, 'route', 'add', net, 'dev', 'eth0');
   }
   // Pods: a veth from each pod to its node; the nodes route each other's pod CIDR (host-gw style).
@@ -136,11 +143,19 @@ t.test('kube-proxy NodePort lab: client IP under externalTrafficPolicy Local and
   for (const node of ['node1', 'node2']) lab.sysctl(node, 'net.ipv4.ip_forward', '1');
 
   const setPolicy = (policy: TrafficPolicy): void => {
-    for (const [node, hasLocalEndpoint] of [['node1', true], ['node2', false]] as const) {
-      lab.iptablesRestore(node, kubeProxyRules({
-        policy, hasLocalEndpoint, clusterCidr: CLUSTER_CIDR,
-        ports: PORTS.map((p) => ({ ...p, podIP: EDGE })),
-      }));
+    for (const [node, hasLocalEndpoint] of [
+      ['node1', true],
+      ['node2', false],
+    ] as const) {
+      lab.iptablesRestore(
+        node,
+        kubeProxyRules({
+          policy,
+          hasLocalEndpoint,
+          clusterCidr: CLUSTER_CIDR,
+          ports: PORTS.map((p) => ({ ...p, podIP: EDGE })),
+        }),
+      );
     }
   };
 
@@ -149,24 +164,50 @@ t.test('kube-proxy NodePort lab: client IP under externalTrafficPolicy Local and
   const echo = lab.spawn('backend', node, [MAIN, 'echo', '--tcp', `${BACKEND}:7100`, '--http', `${BACKEND}:7180`]);
   const dir = tmpDir('ipgate-e2e-');
   const configFile = path.join(dir, 'ipgate.yaml');
-  fs.writeFileSync(configFile, YAML.stringify({
-    logging: { level: 'debug', format: 'json' },
-    store: { type: 'memory' },
-    admin: { listen: `${EDGE}:9901` },
-    clusterNetworks: [CLUSTER_CIDR, '10.96.0.0/12', '192.0.2.0/24'],
-    allowlists: { clients: [{ cidr: `${CLIENT}/32`, comment: 'the lab client' }] },
-    listeners: [
-      { name: 'tcp', mode: 'tcp', listen: '0.0.0.0:8443', allowlist: 'clients', upstreams: [`${BACKEND}:7100`], outboundProxyProtocol: 'v2' },
-      { name: 'http', mode: 'http', listen: '0.0.0.0:8080', allowlist: 'clients', upstreams: [`${BACKEND}:7180`] },
-      { name: 'lb', mode: 'tcp', listen: '0.0.0.0:8444', allowlist: 'clients', upstreams: [`${BACKEND}:7100`], outboundProxyProtocol: 'v2',
-        proxyProtocol: { mode: 'required', trustedSources: [`${LB}/32`] } },
-      { name: 'lbnodes', mode: 'tcp', listen: '0.0.0.0:8445', allowlist: 'clients', upstreams: [`${BACKEND}:7100`], outboundProxyProtocol: 'v2',
-        proxyProtocol: { mode: 'required', trustedSources: ['192.0.2.0/24', '10.244.1.1/32', '10.244.2.1/32'] } },
-    ],
-  }));
+  fs.writeFileSync(
+    configFile,
+    YAML.stringify({
+      logging: { level: 'debug', format: 'json' },
+      store: { type: 'memory' },
+      admin: { listen: `${EDGE}:9901` },
+      clusterNetworks: [CLUSTER_CIDR, '10.96.0.0/12', '192.0.2.0/24'],
+      allowlists: { clients: [{ cidr: `${CLIENT}/32`, comment: 'the lab client' }] },
+      listeners: [
+        {
+          name: 'tcp',
+          mode: 'tcp',
+          listen: '0.0.0.0:8443',
+          allowlist: 'clients',
+          upstreams: [`${BACKEND}:7100`],
+          outboundProxyProtocol: 'v2',
+        },
+        { name: 'http', mode: 'http', listen: '0.0.0.0:8080', allowlist: 'clients', upstreams: [`${BACKEND}:7180`] },
+        {
+          name: 'lb',
+          mode: 'tcp',
+          listen: '0.0.0.0:8444',
+          allowlist: 'clients',
+          upstreams: [`${BACKEND}:7100`],
+          outboundProxyProtocol: 'v2',
+          proxyProtocol: { mode: 'required', trustedSources: [`${LB}/32`] },
+        },
+        {
+          name: 'lbnodes',
+          mode: 'tcp',
+          listen: '0.0.0.0:8445',
+          allowlist: 'clients',
+          upstreams: [`${BACKEND}:7100`],
+          outboundProxyProtocol: 'v2',
+          proxyProtocol: { mode: 'required', trustedSources: ['192.0.2.0/24', '10.244.1.1/32', '10.244.2.1/32'] },
+        },
+      ],
+    }),
+  );
   const ipgate = lab.spawn('edge', node, [MAIN, '--config', configFile]);
   const haproxyCfg = path.join(dir, 'haproxy.cfg');
-  fs.writeFileSync(haproxyCfg, `global
+  fs.writeFileSync(
+    haproxyCfg,
+    `global
   maxconn 256
 defaults
   mode tcp
@@ -183,7 +224,8 @@ frontend fe_lbnodes
   default_backend be_lbnodes
 backend be_lbnodes
   server node1 ${NODE1}:30445 send-proxy-v2
-`);
+`,
+  );
   const haproxy = lab.spawn('lb', which('haproxy') ?? 'haproxy', ['-db', '-f', haproxyCfg]);
   const clientAgent = new Agent(lab.spawn('client', node, [AGENT]));
   // The kubelet's view: node1 reaches the pod's admin port (never exposed on a NodePort).
@@ -195,8 +237,12 @@ backend be_lbnodes
     lab.waitListen(haproxy, 443),
     lab.waitListen(haproxy, 444),
   ]);
-  const logLines = (): Record<string, unknown>[] => ipgate.output().split('\n').filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const logLines = (): Record<string, unknown>[] =>
+    ipgate
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   const readyz = async (): Promise<{ checks: Array<{ name: string; status: string; message: string }> }> => {
     const r = await kubelet.http(`http://${EDGE}:9901/readyz`);
     if (r.body === undefined) throw new Error(`readyz: ${r.error}`);
@@ -262,9 +308,16 @@ backend be_lbnodes
     t.ok(refused(via1), `through node1: closed (${JSON.stringify(via1)})`);
     t.ok(refused(via2), `through node2: closed (${JSON.stringify(via2)})`);
     // node1 masquerades to its address towards the pod, node2 to its own node address.
-    await waitFor(() => logLines().some((l) => l.msg === 'denied' && l.listener === 'tcp' && l.client === '10.244.1.1'), 5000, 'deny of 10.244.1.1');
+    await waitFor(
+      () => logLines().some((l) => l.msg === 'denied' && l.listener === 'tcp' && l.client === '10.244.1.1'),
+      5000,
+      'deny of 10.244.1.1',
+    );
     await waitFor(() => logLines().some((l) => l.msg === 'denied' && l.listener === 'tcp' && l.client === NODE2), 5000, `deny of ${NODE2}`);
-    t.notOk(logLines().some((l) => l.msg === 'denied' && l.client === CLIENT), 'ipgate never saw 203.0.113.10 under Cluster');
+    t.notOk(
+      logLines().some((l) => l.msg === 'denied' && l.client === CLIENT),
+      'ipgate never saw 203.0.113.10 under Cluster',
+    );
     const h = await clientAgent.http(`http://${NODE1}:30080/`, CLIENT);
     t.equal(h.status, 403, 'HTTP: 403 for the same reason');
   });
@@ -299,4 +352,3 @@ backend be_lbnodes
     t.notOk(forged.connected, 'a client cannot reach that NodePort to forge a header (node firewall)');
   });
 });
-

@@ -40,8 +40,14 @@ const SVC = 'ipgate/ipgate';
 export function kubeProxyRules(n: NodeRules): string {
   const nat: string[] = [
     '*nat',
-    ':PREROUTING ACCEPT [0:0]', ':INPUT ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':POSTROUTING ACCEPT [0:0]',
-    ':KUBE-SERVICES - [0:0]', ':KUBE-NODEPORTS - [0:0]', ':KUBE-POSTROUTING - [0:0]', ':KUBE-MARK-MASQ - [0:0]',
+    ':PREROUTING ACCEPT [0:0]',
+    ':INPUT ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':POSTROUTING ACCEPT [0:0]',
+    ':KUBE-SERVICES - [0:0]',
+    ':KUBE-NODEPORTS - [0:0]',
+    ':KUBE-POSTROUTING - [0:0]',
+    ':KUBE-MARK-MASQ - [0:0]',
   ];
   const body: string[] = [
     '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
@@ -54,7 +60,10 @@ export function kubeProxyRules(n: NodeRules): string {
   ];
   const filter: string[] = [
     '*filter',
-    ':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':KUBE-EXTERNAL-SERVICES - [0:0]',
+    ':INPUT ACCEPT [0:0]',
+    ':FORWARD ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':KUBE-EXTERNAL-SERVICES - [0:0]',
     '-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES',
     '-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES',
   ];
@@ -81,16 +90,24 @@ export function kubeProxyRules(n: NodeRules): string {
       body.push(`-A ${ext} -j ${svc}`);
     } else {
       body.push(`-A ${ext} -s ${n.clusterCidr} -m comment --comment "pod traffic for ${sp} external destinations" -j ${svc}`);
-      body.push(`-A ${ext} -m comment --comment "masquerade LOCAL traffic for ${sp} external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`);
-      body.push(`-A ${ext} -m comment --comment "route LOCAL traffic for ${sp} external destinations" -m addrtype --src-type LOCAL -j ${svc}`);
+      body.push(
+        `-A ${ext} -m comment --comment "masquerade LOCAL traffic for ${sp} external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
+      );
+      body.push(
+        `-A ${ext} -m comment --comment "route LOCAL traffic for ${sp} external destinations" -m addrtype --src-type LOCAL -j ${svc}`,
+      );
       body.push(`-A ${ext} -j ${svl}`);
       if (n.hasLocalEndpoint) {
         body.push(`-A ${svl} -m comment --comment "${sp} -> ${p.podIP}:${p.targetPort}" -j ${sep}`);
       } else {
-        filter.push(`-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "${sp} has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport ${p.nodePort} -j DROP`);
+        filter.push(
+          `-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "${sp} has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport ${p.nodePort} -j DROP`,
+        );
       }
     }
   }
-  body.push('-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS');
+  body.push(
+    '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
+  );
   return [...mangle, 'COMMIT', ...nat, ...body, 'COMMIT', ...filter, 'COMMIT', ''].join('\n');
 }

@@ -63,15 +63,24 @@ function tcp(req: TcpRequest): Promise<TcpResult> {
   });
 }
 
-function get(req: { url: string; localAddress?: string; headers?: Record<string, string>; timeoutMs?: number }): Promise<{ status: number; body: string } | { error: string }> {
+function get(req: {
+  url: string;
+  localAddress?: string;
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+}): Promise<{ status: number; body: string } | { error: string }> {
   return new Promise((resolve) => {
-    const r = http.get(req.url, { localAddress: req.localAddress, headers: { connection: 'close', ...req.headers }, timeout: req.timeoutMs ?? 3000 }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      res.on('error', (err) => resolve({ error: err.message }));
-    });
+    const r = http.get(
+      req.url,
+      { localAddress: req.localAddress, headers: { connection: 'close', ...req.headers }, timeout: req.timeoutMs ?? 3000 },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on('error', (err) => resolve({ error: err.message }));
+      },
+    );
     r.on('timeout', () => r.destroy(new Error('timeout')));
     r.on('error', (err: NodeJS.ErrnoException) => resolve({ error: err.code ?? err.message }));
   });

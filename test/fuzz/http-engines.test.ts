@@ -43,13 +43,16 @@ import { freePort, waitFor, waitForListen } from '../helpers/net';
 import { prng } from '../helpers/prng';
 import { RawBackend, type Behaviour, type BehaviourKind, type SeenRequest } from '../helpers/raw-backend';
 
-const SEED = Number(process.env.IPGATE_FUZZ_SEED ?? (Date.now() % 0x7fffffff));
+const SEED = Number(process.env.IPGATE_FUZZ_SEED ?? Date.now() % 0x7fffffff);
 const SECONDS = Number(process.env.IPGATE_FUZZ_SECONDS ?? 12);
 // The relay is the one engine. IPGATE_FUZZ_ENGINES=http-proxy (or undici) with IPGATE_FUZZ_MAIN
 // reaches an older build's engine: on http-proxy a pipelined session with an early answer left an
 // upstream socket open for good (seed 868802635), one reason that engine was removed; the relay,
 // upgrades and tunnels included, passes that seed.
-const ENGINES = (process.env.IPGATE_FUZZ_ENGINES ?? 'relay').split(',').map((e) => e.trim()).filter(Boolean);
+const ENGINES = (process.env.IPGATE_FUZZ_ENGINES ?? 'relay')
+  .split(',')
+  .map((e) => e.trim())
+  .filter(Boolean);
 const REPORT = process.env.IPGATE_FUZZ_REPORT ?? null;
 /** The binary under test: IPGATE_FUZZ_MAIN points at another build (an older commit's, to show what the test finds there). */
 const BINARY = process.env.IPGATE_FUZZ_MAIN ?? MAIN;
@@ -127,8 +130,16 @@ function weighted<T>(r: Rand, table: readonly [T, number][]): T {
 }
 
 const ALL_KINDS: readonly [BehaviourKind, number][] = [
-  ['length', 24], ['chunked', 12], ['close-delimited', 8], ['early', 10], ['early-close', 5], ['reset-before-response', 5],
-  ['reset-mid-response', 5], ['close-mid-response', 5], ['stall', 5], ['hang', 4],
+  ['length', 24],
+  ['chunked', 12],
+  ['close-delimited', 8],
+  ['early', 10],
+  ['early-close', 5],
+  ['reset-before-response', 5],
+  ['reset-mid-response', 5],
+  ['close-mid-response', 5],
+  ['stall', 5],
+  ['hang', 4],
 ];
 /** IPGATE_FUZZ_BEHAVIOURS (a comma list) narrows the backend to some behaviours, to isolate a finding. */
 const ONLY = process.env.IPGATE_FUZZ_BEHAVIOURS?.split(',').map((k) => k.trim()) ?? null;
@@ -139,7 +150,11 @@ const TUNNELS = ONLY === null || ONLY.includes('upgrade');
 
 function behaviour(r: Rand, upgrade: boolean): Behaviour {
   const kind = upgrade && chance(r, 0.5) && TUNNELS ? 'upgrade' : weighted(r, KINDS);
-  const delayMs = weighted(r, [[int(r, 0, 20), 70], [int(r, 20, 400), 25], [int(r, 400, 1500), 5]]);
+  const delayMs = weighted(r, [
+    [int(r, 0, 20), 70],
+    [int(r, 20, 400), 25],
+    [int(r, 400, 1500), 5],
+  ]);
   const size = chance(r, 0.1) ? int(r, 2000, 60_000) : int(r, 0, 2000);
   return { kind, delayMs, size, pieces: chance(r, 0.7) ? 1 : int(r, 2, 6), holdMs: int(r, 300, 2500) };
 }
@@ -155,7 +170,15 @@ function splitPieces(r: Rand, total: number): { len: number; delayMs: number }[]
   const out: { len: number; delayMs: number }[] = [];
   let left = total;
   while (left > 0) {
-    const len = Math.min(left, weighted(r, [[1, 15], [int(r, 2, 16), 30], [int(r, 17, 700), 35], [left, 20]]));
+    const len = Math.min(
+      left,
+      weighted(r, [
+        [1, 15],
+        [int(r, 2, 16), 30],
+        [int(r, 17, 700), 35],
+        [left, 20],
+      ]),
+    );
     // Most pieces follow at once (they may share a segment); some after a pause that lets ipgate
     // act on a partial head or body first.
     out.push({ len, delayMs: chance(r, 0.55) ? 0 : int(r, 1, 25) });
@@ -169,13 +192,23 @@ function splitPieces(r: Rand, total: number): { len: number; delayMs: number }[]
   return out;
 }
 
-const GARBAGE = ['\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03', 'NOT HTTP AT ALL\r\n\r\n', 'GET /r/garbage HTTP/9.9\r\n\r\n',
-  '\r\n\r\n\r\nxx', 'POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n'];
+const GARBAGE = [
+  '\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03',
+  'NOT HTTP AT ALL\r\n\r\n',
+  'GET /r/garbage HTTP/9.9\r\n\r\n',
+  '\r\n\r\n\r\nxx',
+  'POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n',
+];
 
 function session(n: number, ids: { next: number }): Session {
   const r = prng((SEED ^ Math.imul(n + 1, 0x9e3779b1)) >>> 0);
   const from = chance(r, 0.25) ? DENIED : ALLOWED;
-  const count = weighted(r, [[1, 35], [2, 30], [3, 20], [4, 15]]);
+  const count = weighted(r, [
+    [1, 35],
+    [2, 30],
+    [3, 20],
+    [4, 15],
+  ]);
   const requests: PlannedRequest[] = [];
   const garbage = chance(r, 0.08) ? GARBAGE[int(r, 0, GARBAGE.length - 1)]! : null;
   for (let i = 0; i < count; i++) {
@@ -184,11 +217,33 @@ function session(n: number, ids: { next: number }): Session {
     const target = `/r/${id}`;
     // An upgrade ends the script: after a 101 the connection is a tunnel.
     const upgrade = last && chance(r, 0.12);
-    const method = upgrade ? 'GET' : weighted(r, [['GET', 35], ['POST', 35], ['PUT', 10], ['HEAD', 10], ['DELETE', 10]]);
-    const bodyMode = method === 'HEAD' ? 'none'
-      : upgrade ? weighted(r, [['none', 40], ['cl', 60]])
-        : method === 'POST' || method === 'PUT' ? weighted(r, [['cl', 55], ['chunked', 35], ['none', 10]])
-          : weighted(r, [['none', 85], ['cl', 15]]);
+    const method = upgrade
+      ? 'GET'
+      : weighted(r, [
+          ['GET', 35],
+          ['POST', 35],
+          ['PUT', 10],
+          ['HEAD', 10],
+          ['DELETE', 10],
+        ]);
+    const bodyMode =
+      method === 'HEAD'
+        ? 'none'
+        : upgrade
+          ? weighted(r, [
+              ['none', 40],
+              ['cl', 60],
+            ])
+          : method === 'POST' || method === 'PUT'
+            ? weighted(r, [
+                ['cl', 55],
+                ['chunked', 35],
+                ['none', 10],
+              ])
+            : weighted(r, [
+                ['none', 85],
+                ['cl', 15],
+              ]);
     let payload: Buffer = Buffer.alloc(0);
     let hidden: string | null = null;
     if (bodyMode !== 'none') {
@@ -203,8 +258,10 @@ function session(n: number, ids: { next: number }): Session {
     }
     const phantomBody = upgrade && bodyMode === 'cl' && chance(r, 0.5);
     const lines = [`${method} ${target} HTTP/1.1`, 'Host: fuzz'];
-    if (chance(r, 0.3)) lines.push('X-Real-IP: 10.9.9.9', 'X-Forwarded-For: 10.9.9.9, 10.8.8.8', 'Forwarded: for=10.9.9.9', 'True-Client-IP: 10.9.9.9');
-    if (upgrade) lines.push('Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==');
+    if (chance(r, 0.3))
+      lines.push('X-Real-IP: 10.9.9.9', 'X-Forwarded-For: 10.9.9.9, 10.8.8.8', 'Forwarded: for=10.9.9.9', 'True-Client-IP: 10.9.9.9');
+    if (upgrade)
+      lines.push('Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==');
     else if (last && chance(r, 0.15)) lines.push('Connection: close');
     let body: Buffer = Buffer.alloc(0);
     if (bodyMode === 'cl') {
@@ -213,7 +270,7 @@ function session(n: number, ids: { next: number }): Session {
     } else if (bodyMode === 'chunked') {
       lines.push('Transfer-Encoding: chunked');
       const parts: Buffer[] = [];
-      for (let o = 0; o < payload.length;) {
+      for (let o = 0; o < payload.length; ) {
         const len = Math.min(payload.length - o, int(r, 1, 4000));
         parts.push(Buffer.from(`${len.toString(16)}\r\n`), payload.subarray(o, o + len), Buffer.from('\r\n'));
         o += len;
@@ -224,14 +281,33 @@ function session(n: number, ids: { next: number }): Session {
     if (bodyMode !== 'none' && chance(r, 0.05)) lines.push('Expect: 100-continue');
     let wire = Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body]);
     if (last && garbage !== null) wire = Buffer.concat([wire, Buffer.from(garbage, 'latin1')]);
-    requests.push({ id, method, target, wire, payload: phantomBody ? Buffer.alloc(0) : payload, upgrade, phantomBody,
-      behaviour: behaviour(r, upgrade), hidden, pieces: splitPieces(r, wire.length) });
+    requests.push({
+      id,
+      method,
+      target,
+      wire,
+      payload: phantomBody ? Buffer.alloc(0) : payload,
+      upgrade,
+      phantomBody,
+      behaviour: behaviour(r, upgrade),
+      hidden,
+      pieces: splitPieces(r, wire.length),
+    });
   }
   const total = requests.reduce((s, q) => s + q.wire.length, 0);
   return {
-    n, from, requests, pipelined: chance(r, 0.5), garbage,
+    n,
+    from,
+    requests,
+    pipelined: chance(r, 0.5),
+    garbage,
     cutAt: chance(r, 0.2) ? int(r, 0, total - 1) : null,
-    ending: weighted(r, [['destroy', 15], ['reset', 15], ['half-close', 20], ['wait', 50]]),
+    ending: weighted(r, [
+      ['destroy', 15],
+      ['reset', 15],
+      ['half-close', 20],
+      ['wait', 50],
+    ]),
     endDelayMs: int(r, 0, 300),
     resetAfterBytes: chance(r, 0.1) ? int(r, 1, 400) : null,
     tunnel: chance(r, 0.7) ? Buffer.from(`tunnel-${n}\n`) : null,
@@ -240,13 +316,18 @@ function session(n: number, ids: { next: number }): Session {
 
 /** A script in one paragraph: what it sends, how, and what the backend was told to do. */
 function describe(s: Session): string {
-  const reqs = s.requests.map((q) => `${q.method} ${q.target}${q.upgrade ? ' upgrade' : ''}${q.phantomBody ? ' phantom-body' : ''}` +
-    ` body=${q.payload.length}${q.hidden !== null ? ` hides ${q.hidden}` : ''} backend=${q.behaviour.kind}(delay ${q.behaviour.delayMs}, size ${q.behaviour.size}, pieces ${q.behaviour.pieces}, hold ${q.behaviour.holdMs})` +
-    ` writes=[${q.pieces.map((p) => `${p.len}${p.delayMs > 0 ? `+${p.delayMs}ms` : ''}`).join(' ')}]`);
+  const reqs = s.requests.map(
+    (q) =>
+      `${q.method} ${q.target}${q.upgrade ? ' upgrade' : ''}${q.phantomBody ? ' phantom-body' : ''}` +
+      ` body=${q.payload.length}${q.hidden !== null ? ` hides ${q.hidden}` : ''} backend=${q.behaviour.kind}(delay ${q.behaviour.delayMs}, size ${q.behaviour.size}, pieces ${q.behaviour.pieces}, hold ${q.behaviour.holdMs})` +
+      ` writes=[${q.pieces.map((p) => `${p.len}${p.delayMs > 0 ? `+${p.delayMs}ms` : ''}`).join(' ')}]`,
+  );
   const wire = Buffer.concat(s.requests.map((q) => q.wire)).toString('latin1');
-  return `session ${s.n} from ${s.from} ${s.pipelined ? 'pipelined' : 'one at a time'}${s.cutAt !== null ? ` cut at byte ${s.cutAt}` : ''}` +
+  return (
+    `session ${s.n} from ${s.from} ${s.pipelined ? 'pipelined' : 'one at a time'}${s.cutAt !== null ? ` cut at byte ${s.cutAt}` : ''}` +
     ` ending=${s.ending}${s.resetAfterBytes !== null ? ` reset after ${s.resetAfterBytes} response bytes` : ''}; ` +
-    `${reqs.join('; ')}; bytes ${JSON.stringify(wire.length > 1500 ? `${wire.slice(0, 1500)}...` : wire)}`;
+    `${reqs.join('; ')}; bytes ${JSON.stringify(wire.length > 1500 ? `${wire.slice(0, 1500)}...` : wire)}`
+  );
 }
 
 // --- running a script ---------------------------------------------------------------------------
@@ -282,19 +363,25 @@ function run(s: Session, port: number): { sent: Promise<void>; ended: Promise<Ou
     if (s.resetAfterBytes !== null && out.received >= s.resetAfterBytes && !socket.destroyed) socket.resetAndDestroy();
     wake?.();
   });
-  const closedP = new Promise<void>((resolve) => socket.once('close', () => {
-    closed = true;
-    out.closedAt = Date.now();
-    wake?.();
-    resolve();
-  }));
+  const closedP = new Promise<void>((resolve) =>
+    socket.once('close', () => {
+      closed = true;
+      out.closedAt = Date.now();
+      wake?.();
+      resolve();
+    }),
+  );
   /** Wait (at most `ms`) until more than `than` response bytes arrived or the connection closed. */
   const responseAfter = async (than: number, ms: number): Promise<void> => {
     const deadline = Date.now() + ms;
     while (!closed && out.received <= than && Date.now() < deadline) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, deadline - Date.now());
-        wake = () => { clearTimeout(timer); wake = null; resolve(); };
+        wake = () => {
+          clearTimeout(timer);
+          wake = null;
+          resolve();
+        };
       });
     }
   };
@@ -344,8 +431,9 @@ function run(s: Session, port: number): { sent: Promise<void>; ended: Promise<Ou
   const ended = sent.then(async () => {
     if (!out.connected) return out;
     const timer = pause(BOUND_MS).then(() => 'timeout' as const);
-    if (await Promise.race([closedP.then(() => 'closed' as const), timer]) === 'timeout' && !closed) {
-      out.hang = `open ${BOUND_MS} ms after the client's last byte (${out.received} response bytes, starting ` +
+    if ((await Promise.race([closedP.then(() => 'closed' as const), timer])) === 'timeout' && !closed) {
+      out.hang =
+        `open ${BOUND_MS} ms after the client's last byte (${out.received} response bytes, starting ` +
         `${JSON.stringify(head.slice(0, 40))}${tunnelled ? ', tunnelled' : ''}): ${describe(s)}`;
       socket.destroy();
     }
@@ -391,10 +479,17 @@ async function startGate(t: Test, engine: string, upstream: number): Promise<Gat
     // worker does, so a worker's death is seen as a restart, not just an exit.
     admin: { listen: `127.0.0.1:${adminPort}`, separateProcess: true },
     allowlists: { main: [`${ALLOWED}/32`] },
-    listeners: [{
-      name: 'web', mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`],
-      timeouts: { connectMs: 1000, idleMs: IDLE_MS }, http: { engine, ...TIMEOUTS },
-    }],
+    listeners: [
+      {
+        name: 'web',
+        mode: 'http',
+        listen: `127.0.0.1:${port}`,
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${upstream}`],
+        timeouts: { connectMs: 1000, idleMs: IDLE_MS },
+        http: { engine, ...TIMEOUTS },
+      },
+    ],
   });
   killAtTeardown(t, g);
   await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'ipgate ready');
@@ -414,8 +509,19 @@ async function metric(gate: Gate, name: string): Promise<number | null> {
   }
 }
 
-const TCP_STATES: Record<string, string> = { '01': 'ESTABLISHED', '02': 'SYN_SENT', '03': 'SYN_RECV', '04': 'FIN_WAIT1', '05': 'FIN_WAIT2',
-  '06': 'TIME_WAIT', '07': 'CLOSE', '08': 'CLOSE_WAIT', '09': 'LAST_ACK', '0A': 'LISTEN', '0B': 'CLOSING' };
+const TCP_STATES: Record<string, string> = {
+  '01': 'ESTABLISHED',
+  '02': 'SYN_SENT',
+  '03': 'SYN_RECV',
+  '04': 'FIN_WAIT1',
+  '05': 'FIN_WAIT2',
+  '06': 'TIME_WAIT',
+  '07': 'CLOSE',
+  '08': 'CLOSE_WAIT',
+  '09': 'LAST_ACK',
+  '0A': 'LISTEN',
+  '0B': 'CLOSING',
+};
 
 /**
  * ipgate's side of its client connections, counted by TCP state from /proc/net/tcp (local port =
@@ -443,7 +549,11 @@ function deadSocketFds(pid: number): number {
   const known = new Set<string>();
   for (const f of ['/proc/net/tcp', '/proc/net/tcp6', '/proc/net/unix']) {
     let text = '';
-    try { text = fs.readFileSync(f, 'utf8'); } catch { continue; }
+    try {
+      text = fs.readFileSync(f, 'utf8');
+    } catch {
+      continue;
+    }
     const col = f.endsWith('unix') ? 6 : 9;
     for (const line of text.split('\n').slice(1)) {
       const inode = line.trim().split(/\s+/)[col];
@@ -452,10 +562,18 @@ function deadSocketFds(pid: number): number {
   }
   let n = 0;
   let fds: string[] = [];
-  try { fds = fs.readdirSync(`/proc/${pid}/fd`); } catch { return 0; }
+  try {
+    fds = fs.readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return 0;
+  }
   for (const fd of fds) {
     let link = '';
-    try { link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`); } catch { continue; }
+    try {
+      link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      continue;
+    }
     const m = /^socket:\[(\d+)\]$/.exec(link);
     if (m !== null && !known.has(m[1]!)) n++;
   }
@@ -483,8 +601,10 @@ function admission(req: SeenRequest, reg: Registry): string | null {
     const carrier = reg.hidden.get(req.target);
     if (carrier !== undefined) {
       const c = reg.byTarget.get(carrier)!;
-      return `${where}: a request hidden in the body of ${carrier} reached the backend as a request ` +
-        `(x-real-ip ${JSON.stringify(header(req, 'x-real-ip'))}); carrier: ${describe(c.s)}`;
+      return (
+        `${where}: a request hidden in the body of ${carrier} reached the backend as a request ` +
+        `(x-real-ip ${JSON.stringify(header(req, 'x-real-ip'))}); carrier: ${describe(c.s)}`
+      );
     }
     return `${where}: no client sent this request`;
   }
@@ -501,9 +621,11 @@ function admission(req: SeenRequest, reg: Registry): string | null {
   const got = req.body;
   const prefix = got.length <= want.length && want.subarray(0, got.length).equals(got);
   if (!prefix || (req.bodyComplete && got.length !== want.length)) {
-    return `${where}: body ${JSON.stringify(got.toString('latin1').slice(0, 300))} (${got.length} bytes, ` +
+    return (
+      `${where}: body ${JSON.stringify(got.toString('latin1').slice(0, 300))} (${got.length} bytes, ` +
       `${req.bodyComplete ? 'complete' : 'incomplete'}) is not what the client sent (${want.length} bytes) - ` +
-      `the connection was out of step: ${describe(sent.s)}`;
+      `the connection was out of step: ${describe(sent.s)}`
+    );
   }
   return null;
 }
@@ -532,7 +654,8 @@ if (BINARY === MAIN) {
     }
   };
   walk(path.join(ROOT, 'src'));
-  if (newer.length > 0) t.comment(`dist is older than ${newer.length} source file(s) (${newer.slice(0, 3).join(', ')}...): run npm run build:all`);
+  if (newer.length > 0)
+    t.comment(`dist is older than ${newer.length} source file(s) (${newer.slice(0, 3).join(', ')}...): run npm run build:all`);
 }
 
 for (const engine of ENGINES) {
@@ -553,33 +676,41 @@ for (const engine of ENGINES) {
     const loops: Promise<void>[] = [];
     const leaks: string[] = [];
     for (let i = 0; i < CONCURRENCY; i++) {
-      loops.push((async () => {
-        while (Date.now() < deadline) {
-          // Bounded: connections left waiting for ipgate to close them count against MAX_OPEN.
-          if (open >= MAX_OPEN) {
-            await pause(20);
-            continue;
-          }
-          const s = session(next++, ids);
-          for (const q of s.requests) {
-            reg.byTarget.set(q.target, { q, s });
-            if (q.hidden !== null) reg.hidden.set(q.hidden, q.target);
-          }
-          open++;
-          const r = run(s, gate.port);
-          ended.push(r.ended.then((o) => { open--; outcomes.push(o); return o; }));
-          await r.sent;
-          if (CHECK_EACH) {
-            await r.ended;
-            try {
-              await waitFor(async () => (await metric(gate, 'ipgate_connections_active')) === 0, 3000, 'gauge at 0');
-            } catch {
-              leaks.push(describe(s));
-              t.comment(`active gauge stuck after: ${describe(s)}`);
+      loops.push(
+        (async () => {
+          while (Date.now() < deadline) {
+            // Bounded: connections left waiting for ipgate to close them count against MAX_OPEN.
+            if (open >= MAX_OPEN) {
+              await pause(20);
+              continue;
+            }
+            const s = session(next++, ids);
+            for (const q of s.requests) {
+              reg.byTarget.set(q.target, { q, s });
+              if (q.hidden !== null) reg.hidden.set(q.hidden, q.target);
+            }
+            open++;
+            const r = run(s, gate.port);
+            ended.push(
+              r.ended.then((o) => {
+                open--;
+                outcomes.push(o);
+                return o;
+              }),
+            );
+            await r.sent;
+            if (CHECK_EACH) {
+              await r.ended;
+              try {
+                await waitFor(async () => (await metric(gate, 'ipgate_connections_active')) === 0, 3000, 'gauge at 0');
+              } catch {
+                leaks.push(describe(s));
+                t.comment(`active gauge stuck after: ${describe(s)}`);
+              }
             }
           }
-        }
-      })());
+        })(),
+      );
     }
     await Promise.all(loops);
     await Promise.all(ended);
@@ -589,8 +720,9 @@ for (const engine of ENGINES) {
     // sockets close after upstreamIdleTimeoutMs; anything else still open is a leak.
     let active: number | null = null;
     await Promise.all([
-      waitFor(async () => (active = await metric(gate, 'ipgate_connections_active')) === 0, BOUND_MS, 'no active connection')
-        .catch(() => undefined), // reported below
+      waitFor(async () => (active = await metric(gate, 'ipgate_connections_active')) === 0, BOUND_MS, 'no active connection').catch(
+        () => undefined,
+      ), // reported below
       waitFor(() => backend.openConnections === 0, BOUND_MS, 'no upstream connection').catch(() => undefined),
     ]);
 
@@ -608,26 +740,38 @@ for (const engine of ENGINES) {
     // The scripts whose connections were open when a worker died: the suspects of a crash.
     const suspects = restarts.map((line) => {
       const at = Date.parse(String((JSON.parse(line) as { time?: string }).time));
-      return { restart: line, open: outcomes.filter((o) => o.connected && o.openedAt <= at && (o.closedAt === 0 || o.closedAt >= at - 100))
-        .map((o) => describe(o.session)) };
+      return {
+        restart: line,
+        open: outcomes
+          .filter((o) => o.connected && o.openedAt <= at && (o.closedAt === 0 || o.closedAt >= at - 100))
+          .map((o) => describe(o.session)),
+      };
     });
     const stderr = gate.g.stderr();
     const denied = [...reg.byTarget.values()].filter((x) => x.s.from === DENIED).length;
     const kinds = new Set(backend.requests.map((r) => r.behaviour));
 
-    t.comment(`${engine}: ${sessions} sessions (${connected} connected), ${reg.byTarget.size} requests sent (${denied} by the denied client), ` +
-      `${backend.requests.length} parsed by the backend on ${backend.accepted} upstream connections; traffic ${trafficMs} ms, ` +
-      `${Date.now() - started} ms with the checks`);
+    t.comment(
+      `${engine}: ${sessions} sessions (${connected} connected), ${reg.byTarget.size} requests sent (${denied} by the denied client), ` +
+        `${backend.requests.length} parsed by the backend on ${backend.accepted} upstream connections; traffic ${trafficMs} ms, ` +
+        `${Date.now() - started} ms with the checks`,
+    );
     report(engine, 'hang', hangs);
     report(engine, 'admission', admissions);
     report(engine, 'backend', backend.violations);
     report(engine, 'restart', suspects);
     // An upstream connection left open, with the scripts whose requests it carried.
-    const leftOpen = backend.describeOpen().map((line) => ({ line, scripts: [...new Set([...line.matchAll(/\/r\/\d+/g)]
-      .map((m) => reg.byTarget.get(m[0])?.s).filter((x): x is Session => x !== undefined))].map(describe) }));
+    const leftOpen = backend.describeOpen().map((line) => ({
+      line,
+      scripts: [
+        ...new Set([...line.matchAll(/\/r\/\d+/g)].map((m) => reg.byTarget.get(m[0])?.s).filter((x): x is Session => x !== undefined)),
+      ].map(describe),
+    }));
     report(engine, 'upstream-open', leftOpen);
     if (active !== 0) {
-      report(engine, 'active', [{ active, sockets: listenerSockets(gate.port), deadSocketFds: childPids(gate.g.child.pid!).map(deadSocketFds), leftBy: leaks }]);
+      report(engine, 'active', [
+        { active, sockets: listenerSockets(gate.port), deadSocketFds: childPids(gate.g.child.pid!).map(deadSocketFds), leftBy: leaks },
+      ]);
     }
     if (stderr.trim() !== '') report(engine, 'stderr', [stderr.slice(0, 20_000)]);
 
@@ -640,17 +784,32 @@ for (const engine of ENGINES) {
     // 1. ipgate never exits.
     t.equal(gate.g.child.exitCode, null, 'ipgate is still running', { ...ctx, stderr: stderr.slice(0, 3000) });
     t.same(childPids(gate.g.child.pid!), gate.workers, 'its worker is the one it started with', { ...ctx, stderr: stderr.slice(0, 3000) });
-    t.same(firstOf(restarts), [], 'no worker exited', { ...ctx, restarts: restarts.length, stderr: stderr.slice(0, 3000),
-      openWhenItDied: suspects[0]?.open.slice(0, 6) });
+    t.same(firstOf(restarts), [], 'no worker exited', {
+      ...ctx,
+      restarts: restarts.length,
+      stderr: stderr.slice(0, 3000),
+      openWhenItDied: suspects[0]?.open.slice(0, 6),
+    });
     // 2. Every connection ends.
-    t.same(firstOf(hangs), [], 'every connection closed within the bound after the client\'s last byte', { ...ctx, count: hangs.length });
-    t.equal(active, 0, 'ipgate_connections_active is back to 0', { ...ctx, active, sockets: listenerSockets(gate.port),
-      deadSocketFds: childPids(gate.g.child.pid!).map(deadSocketFds), leftBy: leaks.slice(0, 4) });
+    t.same(firstOf(hangs), [], "every connection closed within the bound after the client's last byte", { ...ctx, count: hangs.length });
+    t.equal(active, 0, 'ipgate_connections_active is back to 0', {
+      ...ctx,
+      active,
+      sockets: listenerSockets(gate.port),
+      deadSocketFds: childPids(gate.g.child.pid!).map(deadSocketFds),
+      leftBy: leaks.slice(0, 4),
+    });
     t.same(leftOpen.slice(0, 3), [], 'no upstream connection left open', { ...ctx, count: backend.openConnections });
     // 3. Only admitted requests, as they were sent.
-    t.same(firstOf(admissions), [], 'the backend saw only requests allowed clients sent, as they sent them', { ...ctx, count: admissions.length });
+    t.same(firstOf(admissions), [], 'the backend saw only requests allowed clients sent, as they sent them', {
+      ...ctx,
+      count: admissions.length,
+    });
     t.same(firstOf(framing), [], 'every request ipgate wrote upstream was well framed', { ...ctx, count: framing.length });
     // 4. No reuse after an incomplete response.
-    t.same(firstOf(reused), [], 'no upstream connection reused after a response whose framing was not complete', { ...ctx, count: reused.length });
+    t.same(firstOf(reused), [], 'no upstream connection reused after a response whose framing was not complete', {
+      ...ctx,
+      count: reused.length,
+    });
   });
 }

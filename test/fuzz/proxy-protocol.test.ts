@@ -35,7 +35,15 @@ const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
 function key(r: DecodeResult): string {
   if (r.kind === 'done') {
     const h = r.header;
-    return JSON.stringify([r.length, h.version, h.command, h.family, h.source, h.destination, h.tlvs.map((x) => [x.type, x.value.toString('hex')])]);
+    return JSON.stringify([
+      r.length,
+      h.version,
+      h.command,
+      h.family,
+      h.source,
+      h.destination,
+      h.tlvs.map((x) => [x.type, x.value.toString('hex')]),
+    ]);
   }
   return r.kind === 'error' ? `error:${r.reason}` : r.kind;
 }
@@ -97,13 +105,30 @@ function mutate(base: Buffer): Buffer {
   for (let s = 0; s < steps; s++) {
     const pos = b.length === 0 ? 0 : int(b.length);
     switch (int(7)) {
-      case 0: if (b.length) b[pos] = b[pos]! ^ (1 << int(8)); break; //          bit flip
-      case 1: if (b.length) b[pos] = int(256); break; //                          byte replace
-      case 2: b = b.subarray(0, int(b.length + 1)); break; //                      truncate
-      case 3: b = Buffer.concat([b.subarray(0, pos), Buffer.from([pick([0x20, 0x0d, 0x0a, 0x3a, 0x2e, 0x30, int(256)])]), b.subarray(pos)]); break; // insert
-      case 4: b = Buffer.concat([b.subarray(0, pos), b.subarray(pos + 1)]); break; // delete
-      case 5: if (b.length > 15) { b = Buffer.from(b); b[14] = int(256); b[15] = int(256); } break; // v2 len field
-      default: b = Buffer.concat([b, Buffer.from(b.subarray(pos, pos + int(8)))]); //  duplicate a slice at the end
+      case 0:
+        if (b.length) b[pos] = b[pos]! ^ (1 << int(8));
+        break; //          bit flip
+      case 1:
+        if (b.length) b[pos] = int(256);
+        break; //                          byte replace
+      case 2:
+        b = b.subarray(0, int(b.length + 1));
+        break; //                      truncate
+      case 3:
+        b = Buffer.concat([b.subarray(0, pos), Buffer.from([pick([0x20, 0x0d, 0x0a, 0x3a, 0x2e, 0x30, int(256)])]), b.subarray(pos)]);
+        break; // insert
+      case 4:
+        b = Buffer.concat([b.subarray(0, pos), b.subarray(pos + 1)]);
+        break; // delete
+      case 5:
+        if (b.length > 15) {
+          b = Buffer.from(b);
+          b[14] = int(256);
+          b[15] = int(256);
+        }
+        break; // v2 len field
+      default:
+        b = Buffer.concat([b, Buffer.from(b.subarray(pos, pos + int(8)))]); //  duplicate a slice at the end
     }
   }
   return b;
@@ -153,11 +178,17 @@ t.test(`decodeProxyHeader properties (PP_FUZZ_SEED=${SEED})`, async (t) => {
     } else {
       const src = { address: randomAddress(), port: int(65536) };
       const dst = { address: randomAddress(), port: int(65536) };
-      const header = rand() < 0.5 ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst, rand() < 0.5 ? [{ type: int(256), value: Buffer.alloc(int(40), int(256)) }] : []);
+      const header =
+        rand() < 0.5
+          ? encodeProxyV1(src, dst)
+          : encodeProxyV2(src, dst, rand() < 0.5 ? [{ type: int(256), value: Buffer.alloc(int(40), int(256)) }] : []);
       const whole = Buffer.concat([header, Buffer.from('payload')]);
       const r = decodeProxyHeader(whole);
       // Encoder output must decode to exactly what was encoded (canonical text, same ports).
-      const want = JSON.stringify([{ address: canonical(src.address), port: src.port }, { address: canonical(dst.address), port: dst.port }]);
+      const want = JSON.stringify([
+        { address: canonical(src.address), port: src.port },
+        { address: canonical(dst.address), port: dst.port },
+      ]);
       if (r.kind !== 'done' || r.length !== header.length || JSON.stringify([r.header.source, r.header.destination]) !== want) {
         failure = `encoder round trip failed for ${JSON.stringify([src, dst])}: ${key(r)}`;
         break;

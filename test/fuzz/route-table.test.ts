@@ -49,7 +49,9 @@ function routeSet(): RouteSpec[] {
     }
     const keys = hosts.flatMap((h) => (paths ?? [{ path: '/', match: 'prefix' as const }]).map((p) => `${h} ${p.match} ${p.path}`));
     if (keys.some((k) => claimed.has(k))) continue;
-    keys.forEach((k) => { claimed.add(k); });
+    keys.forEach((k) => {
+      claimed.add(k);
+    });
     routes.push(paths === undefined ? { name: `r${i}`, hosts } : { name: `r${i}`, hosts, paths });
   }
   return routes;
@@ -90,7 +92,12 @@ function show(r: RouteResult): string {
 }
 
 function requestHost(routes: RouteSpec[]): string {
-  let h = rand() < 0.6 ? pick(routes.flatMap((r) => r.hosts)).replace(/^\*$/, name()).replace(/^\*\./, `${pick(LABELS)}.`) : name();
+  let h =
+    rand() < 0.6
+      ? pick(routes.flatMap((r) => r.hosts))
+          .replace(/^\*$/, name())
+          .replace(/^\*\./, `${pick(LABELS)}.`)
+      : name();
   if (rand() < 0.3) h = h.toUpperCase();
   if (rand() < 0.2) h += '.';
   if (rand() < 0.2) h += `:${int(65536)}`;
@@ -119,11 +126,15 @@ t.test(`RouteTable agrees with the naive oracle (seed ${SEED}; replay with ROUTE
       const kind = got.startsWith('route_') ? got : got.split(' ')[2]!.split(':')[0]!;
       outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
       lookups++;
-      if (got !== want) failure = `host ${JSON.stringify(host)} path ${JSON.stringify(path)}: table ${got}, oracle ${want}; routes ${JSON.stringify(routes)}`;
+      if (got !== want)
+        failure = `host ${JSON.stringify(host)} path ${JSON.stringify(path)}: table ${got}, oracle ${want}; routes ${JSON.stringify(routes)}`;
     }
   }
   t.equal(failure, null, 'every lookup agreed');
   t.ok(tables > 50 && lookups > 2500, `${tables} tables, ${lookups} lookups`);
   const seen = Object.fromEntries(outcomes);
-  t.ok(['exact', 'prefix', '(any)', 'route_no_path', 'route_no_host'].every((k) => (outcomes.get(k) ?? 0) > 0), `every kind of answer reached: ${JSON.stringify(seen)}`);
+  t.ok(
+    ['exact', 'prefix', '(any)', 'route_no_path', 'route_no_host'].every((k) => (outcomes.get(k) ?? 0) > 0),
+    `every kind of answer reached: ${JSON.stringify(seen)}`,
+  );
 });

@@ -23,8 +23,15 @@ const BUDGET_MS = Number(process.env.TLS_FUZZ_MS ?? 3000);
 const rand = prng(SEED);
 const int = (n: number): number => Math.floor(rand() * n);
 const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
-const LISTENER_ONLY = new Set(['tls_truncated', 'tls_timeout', 'tls_hrr_sni_changed', 'tls_hrr_alpn_changed', 'tls_hrr_hello_changed',
-  'tls_hrr_unexpected', 'tls_bad_server_hello']);
+const LISTENER_ONLY = new Set([
+  'tls_truncated',
+  'tls_timeout',
+  'tls_hrr_sni_changed',
+  'tls_hrr_alpn_changed',
+  'tls_hrr_hello_changed',
+  'tls_hrr_unexpected',
+  'tls_bad_server_hello',
+]);
 
 function key(r: ClientHelloResult): string {
   if (r.kind === 'done') {
@@ -67,7 +74,8 @@ function check(input: Buffer): string | null {
     }
   }
   // Prefixes: all of them for short inputs, a sample for long ones.
-  const cuts = input.length <= 128 ? Array.from({ length: input.length }, (_, k) => k) : Array.from({ length: 16 }, () => int(input.length));
+  const cuts =
+    input.length <= 128 ? Array.from({ length: input.length }, (_, k) => k) : Array.from({ length: 16 }, () => int(input.length));
   for (const n of cuts) {
     const p = safeRead(input.subarray(0, n));
     if (typeof p === 'string') return `prefix ${n}: ${p}`;
@@ -76,7 +84,20 @@ function check(input: Buffer): string | null {
   return null;
 }
 
-const NAMES = ['example.com', 'A.B.C', 'x', '_s.example', '1.2.3.4', 'a..b', 'a.b.', 'a-.b', '\0', 'ü.example', `${'l'.repeat(63)}.x`, '::1'];
+const NAMES = [
+  'example.com',
+  'A.B.C',
+  'x',
+  '_s.example',
+  '1.2.3.4',
+  'a..b',
+  'a.b.',
+  'a-.b',
+  '\0',
+  'ü.example',
+  `${'l'.repeat(63)}.x`,
+  '::1',
+];
 
 /** A random, mostly plausible ClientHello. */
 function randomHello(): Buffer {
@@ -90,7 +111,11 @@ function randomHello(): Buffer {
     const j = int(k + 1);
     [exts[k], exts[j]] = [exts[j]!, exts[k]!];
   }
-  return records(handshake(helloBody({ extensions: rand() < 0.05 ? null : exts })), randomCuts(rand() < 0.5 ? 0 : 1 + int(8)), pick([0x0301, 0x0303]));
+  return records(
+    handshake(helloBody({ extensions: rand() < 0.05 ? null : exts })),
+    randomCuts(rand() < 0.5 ? 0 : 1 + int(8)),
+    pick([0x0301, 0x0303]),
+  );
 }
 
 function randomCuts(count: number): number[] {
@@ -103,12 +128,22 @@ function mutate(buf: Buffer): Buffer {
   for (let k = 0; k < edits && out.length > 0; k++) {
     const at = int(out.length);
     switch (int(6)) {
-      case 0: out[at] = int(256); break;
-      case 5: out[at] = (out[at]! + (rand() < 0.5 ? 1 : 255)) & 0xff; break; // off-by-one in a length
-      case 1: out[at] = out[at]! ^ (1 << int(8)); break;
-      case 2: out[at] = pick([0, 1, 0xff, 0x7f, 0x80, 0x16, 0x03]); break;
-      case 3: return Buffer.concat([out.subarray(0, at), out.subarray(at + 1 + int(8))]);
-      default: return Buffer.concat([out.subarray(0, at), Buffer.from([int(256)]), out.subarray(at)]);
+      case 0:
+        out[at] = int(256);
+        break;
+      case 5:
+        out[at] = (out[at]! + (rand() < 0.5 ? 1 : 255)) & 0xff;
+        break; // off-by-one in a length
+      case 1:
+        out[at] = out[at]! ^ (1 << int(8));
+        break;
+      case 2:
+        out[at] = pick([0, 1, 0xff, 0x7f, 0x80, 0x16, 0x03]);
+        break;
+      case 3:
+        return Buffer.concat([out.subarray(0, at), out.subarray(at + 1 + int(8))]);
+      default:
+        return Buffer.concat([out.subarray(0, at), Buffer.from([int(256)]), out.subarray(at)]);
     }
   }
   return out;
@@ -116,11 +151,16 @@ function mutate(buf: Buffer): Buffer {
 
 function generate(): Buffer {
   switch (int(5)) {
-    case 0: return randomHello();
-    case 1: return mutate(randomHello());
-    case 2: return mutate(pick(VALID).bytes);
-    case 3: return mutate(pick(INVALID).bytes);
-    default: return Buffer.concat([Buffer.from([0x16, 0x03, int(5)]), Buffer.from(Array.from({ length: int(80) }, () => int(256)))]);
+    case 0:
+      return randomHello();
+    case 1:
+      return mutate(randomHello());
+    case 2:
+      return mutate(pick(VALID).bytes);
+    case 3:
+      return mutate(pick(INVALID).bytes);
+    default:
+      return Buffer.concat([Buffer.from([0x16, 0x03, int(5)]), Buffer.from(Array.from({ length: int(80) }, () => int(256)))]);
   }
 }
 
@@ -159,7 +199,10 @@ t.test(`readClientHello properties (seed ${SEED}, ${BUDGET_MS} ms; replay with T
   }
   t.equal(failure, null, 'every property held');
   t.ok(runs > 500, `${runs} inputs checked`);
-  t.ok((kinds.done ?? 0) > 0 && (kinds.tls_malformed ?? 0) > 0 && (kinds.tls_bad_sni ?? 0) > 0, `the generator reaches the interesting answers: ${JSON.stringify(kinds)}`);
+  t.ok(
+    (kinds.done ?? 0) > 0 && (kinds.tls_malformed ?? 0) > 0 && (kinds.tls_bad_sni ?? 0) > 0,
+    `the generator reaches the interesting answers: ${JSON.stringify(kinds)}`,
+  );
 });
 
 t.test(`every valid vector split at every byte position, re-cut into records (seed ${SEED})`, async (t) => {

@@ -22,15 +22,21 @@ t.test('the admin Service is ClusterIP and carries only the admin port', async (
 
 t.test('the container exposes the admin port under the name both Services and probes use', async (t) => {
   const c = render({ admin: { port: 9911 } }).podSpec().containers[0];
-  t.same(c.ports.find((p: { name: string }) => p.name === 'admin'), { name: 'admin', containerPort: 9911, protocol: 'TCP' });
+  t.same(
+    c.ports.find((p: { name: string }) => p.name === 'admin'),
+    { name: 'admin', containerPort: 9911, protocol: 'TCP' },
+  );
 });
 
 t.test('the bare chart renders nothing without admin.existingSecret: the refusal says how to make the Secret', async (t) => {
   const message = renderError({}, { bare: true });
   t.match(message, /admin\.existingSecret: name the Secret that holds the admin API token/);
   t.match(message, /so that helm template, Argo CD and Flux render the same objects on every sync/, 'and why');
-  t.match(message, /kubectl -n ipgate-system create secret generic edge-ipgate-admin-token --from-literal=token="\$\(openssl rand -hex 24\)"/,
-    'the command, with the release\'s namespace and name');
+  t.match(
+    message,
+    /kubectl -n ipgate-system create secret generic edge-ipgate-admin-token --from-literal=token="\$\(openssl rand -hex 24\)"/,
+    "the command, with the release's namespace and name",
+  );
   t.match(message, /set admin\.generateToken: true/, 'and the opt-in for helm install');
   // helm lint renders in its lint mode, where `fail` is reported but not fatal (so a chart that
   // needs a value can be linted alone): it passes and shows the same message.
@@ -47,11 +53,19 @@ t.test('admin.generateToken: 48 random characters, fed to IPGATE_ADMIN_TOKEN, ke
   t.equal(secret.metadata.annotations!['helm.sh/resource-policy'], 'keep', 'helm uninstall leaves it; a reinstall looks it up');
   const token = Buffer.from(secret.data.token as string, 'base64').toString();
   t.match(token, /^[A-Za-z0-9]{48}$/);
-  t.not(Buffer.from(renderFresh(values).one('Secret').data.token as string, 'base64').toString(), token, 'random per render (lookup keeps it on upgrades)');
+  t.not(
+    Buffer.from(renderFresh(values).one('Secret').data.token as string, 'base64').toString(),
+    token,
+    'random per render (lookup keeps it on upgrades)',
+  );
   const env = out.podSpec().containers[0].env as { name: string; valueFrom?: unknown }[];
   t.same(env.find((e) => e.name === 'IPGATE_ADMIN_TOKEN')?.valueFrom, { secretKeyRef: { name: 'edge-ipgate-admin-token', key: 'token' } });
   t.same(env.find((e) => e.name === 'POD_NAMESPACE')?.valueFrom, { fieldRef: { fieldPath: 'metadata.namespace' } });
-  t.match(out.notes(), /every render makes a new\s+token: create a Secret once and set admin\.existingSecret instead/, 'NOTES say it is not for GitOps');
+  t.match(
+    out.notes(),
+    /every render makes a new\s+token: create a Secret once and set admin\.existingSecret instead/,
+    'NOTES say it is not for GitOps',
+  );
   t.equal(render({ admin: { existingSecret: 'ops', generateToken: true } }).all('Secret').length, 0, 'existingSecret wins: no Secret');
 });
 
@@ -60,7 +74,9 @@ t.test('existingSecret: a render without cluster access is the same twice, with 
   const first = templateText(values);
   const second = templateText(values);
   t.equal(second, first, 'helm template twice: byte for byte the same');
-  const kinds = YAML.parseAllDocuments(first).map((d) => (d.toJS() as { kind?: string } | null)?.kind).filter(Boolean);
+  const kinds = YAML.parseAllDocuments(first)
+    .map((d) => (d.toJS() as { kind?: string } | null)?.kind)
+    .filter(Boolean);
   t.ok(kinds.includes('DaemonSet'), 'the output is a full render');
   t.notOk(kinds.includes('Secret'), 'no Secret object at all');
   t.notMatch(first, /kind: Secret/);
@@ -104,7 +120,7 @@ t.test('the admin API binds 0.0.0.0 in the pod network namespace: no IPGATE_ADMI
   t.equal(envValue({ admin: { bindAddress: '[::]' } }, 'IPGATE_ADMIN_LISTEN'), undefined);
 });
 
-t.test('hostNetwork: the admin API binds the pod IP (the node\'s primary address), not every node address', async (t) => {
+t.test("hostNetwork: the admin API binds the pod IP (the node's primary address), not every node address", async (t) => {
   const vars = env(VARIANTS.hostNetwork!);
   const podIp = vars.findIndex((e) => e.name === 'POD_IP');
   const listen = vars.findIndex((e) => e.name === 'IPGATE_ADMIN_LISTEN');
@@ -112,7 +128,9 @@ t.test('hostNetwork: the admin API binds the pod IP (the node\'s primary address
   t.equal(vars[listen]!.value, '$(POD_IP):9901');
   t.ok(podIp < listen, 'POD_IP is defined first: the kubelet expands $(VAR) only from earlier variables');
   t.equal(envValue(VARIANTS.hostNetwork!, 'IPGATE_ADMIN_URL'), 'http://$(POD_IP):9901', 'kubectl exec ... allowlist reaches it');
-  const config = YAML.parse(render(VARIANTS.hostNetwork!).one('ConfigMap', '-config').data['config.yaml'] as string) as { admin: { listen: string } };
+  const config = YAML.parse(render(VARIANTS.hostNetwork!).one('ConfigMap', '-config').data['config.yaml'] as string) as {
+    admin: { listen: string };
+  };
   t.equal(config.admin.listen, '0.0.0.0:9901', 'config.yaml keeps the wildcard; the variable takes precedence');
 });
 
@@ -120,21 +138,43 @@ t.test('admin.bindAddress: podIP without hostNetwork, IPv6 bracketed, and an exp
   t.equal(envValue({ admin: { bindAddress: 'podIP', port: 9911 } }, 'IPGATE_ADMIN_LISTEN'), '$(POD_IP):9911');
   t.equal(envValue({ admin: { bindAddress: 'podIP', podIPFamily: 'IPv6' } }, 'IPGATE_ADMIN_LISTEN'), '[$(POD_IP)]:9901');
   t.equal(envValue({ admin: { bindAddress: 'podIP', podIPFamily: 'IPv6' } }, 'IPGATE_ADMIN_URL'), 'http://[$(POD_IP)]:9901');
-  t.equal(envValue({ hostNetwork: true, admin: { bindAddress: '0.0.0.0' } }, 'IPGATE_ADMIN_LISTEN'), undefined, 'the operator chose the wildcard');
+  t.equal(
+    envValue({ hostNetwork: true, admin: { bindAddress: '0.0.0.0' } }, 'IPGATE_ADMIN_LISTEN'),
+    undefined,
+    'the operator chose the wildcard',
+  );
   t.match(render({ hostNetwork: true, admin: { bindAddress: '0.0.0.0' } }).notes(), /admin port 9901 is on every node address/);
-  t.match(renderError({ admin: { bindAddress: '10.0.0.1' } }), /at '\/admin\/bindAddress': value must be one of 'auto', 'podIP', '0\.0\.0\.0', '\[::\]'/);
+  t.match(
+    renderError({ admin: { bindAddress: '10.0.0.1' } }),
+    /at '\/admin\/bindAddress': value must be one of 'auto', 'podIP', '0\.0\.0\.0', '\[::\]'/,
+  );
 });
 
-t.test('admin.allowedHosts: the admin Service\'s DNS names, so in-cluster clients using them are not refused (421)', async (t) => {
-  const config = (values: Record<string, unknown>) =>
-    parseConfig(render(values).one('ConfigMap', '-config').data['config.yaml'] as string);
+t.test("admin.allowedHosts: the admin Service's DNS names, so in-cluster clients using them are not refused (421)", async (t) => {
+  const config = (values: Record<string, unknown>) => parseConfig(render(values).one('ConfigMap', '-config').data['config.yaml'] as string);
   t.same(config({}).admin.allowedHosts, [
-    'edge-ipgate-admin', 'edge-ipgate-admin.ipgate-system', 'edge-ipgate-admin.ipgate-system.svc', 'edge-ipgate-admin.ipgate-system.svc.cluster.local',
+    'edge-ipgate-admin',
+    'edge-ipgate-admin.ipgate-system',
+    'edge-ipgate-admin.ipgate-system.svc',
+    'edge-ipgate-admin.ipgate-system.svc.cluster.local',
   ]);
-  t.equal(render({}).one('Service', '-admin').metadata.name, 'edge-ipgate-admin', 'the names are the Service\'s');
-  const custom = config({ clusterDomain: 'edge.internal', admin: { extraAllowedHosts: ['ipgate-admin.example.com', 'edge-ipgate-admin'] } }).admin.allowedHosts;
-  t.same(custom, [
-    'edge-ipgate-admin', 'edge-ipgate-admin.ipgate-system', 'edge-ipgate-admin.ipgate-system.svc', 'edge-ipgate-admin.ipgate-system.svc.edge.internal', 'ipgate-admin.example.com',
-  ], 'the cluster domain and extra names; no duplicates');
-  t.match(renderError({ admin: { extraAllowedHosts: ['admin.example.com:9901'] } }), /at '\/admin\/extraAllowedHosts\/0'/, 'names only, no ports');
+  t.equal(render({}).one('Service', '-admin').metadata.name, 'edge-ipgate-admin', "the names are the Service's");
+  const custom = config({ clusterDomain: 'edge.internal', admin: { extraAllowedHosts: ['ipgate-admin.example.com', 'edge-ipgate-admin'] } })
+    .admin.allowedHosts;
+  t.same(
+    custom,
+    [
+      'edge-ipgate-admin',
+      'edge-ipgate-admin.ipgate-system',
+      'edge-ipgate-admin.ipgate-system.svc',
+      'edge-ipgate-admin.ipgate-system.svc.edge.internal',
+      'ipgate-admin.example.com',
+    ],
+    'the cluster domain and extra names; no duplicates',
+  );
+  t.match(
+    renderError({ admin: { extraAllowedHosts: ['admin.example.com:9901'] } }),
+    /at '\/admin\/extraAllowedHosts\/0'/,
+    'names only, no ports',
+  );
 });

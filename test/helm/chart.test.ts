@@ -20,8 +20,11 @@ for (const [name, values] of Object.entries(VARIANTS)) {
     t.equal(out.all('DaemonSet').length + out.all('Deployment').length, 1, 'one workload');
     for (const o of out.objects) {
       t.equal(validateObject(o), null, `${o.kind} ${o.metadata.name}`);
-      t.equal(o.metadata.namespace ?? null, o.kind === 'ConfigMap' && o.metadata.name.endsWith('-dashboard') ? o.metadata.namespace : 'ipgate-system',
-        `${o.kind} ${o.metadata.name} is namespaced to the release`);
+      t.equal(
+        o.metadata.namespace ?? null,
+        o.kind === 'ConfigMap' && o.metadata.name.endsWith('-dashboard') ? o.metadata.namespace : 'ipgate-system',
+        `${o.kind} ${o.metadata.name} is namespaced to the release`,
+      );
     }
     const names = out.objects.map((o) => `${o.kind}/${o.metadata.name}`);
     t.equal(new Set(names).size, names.length, 'no two objects share kind and name');
@@ -33,11 +36,14 @@ for (const [name, values] of Object.entries(VARIANTS)) {
     const config = parseConfig(text, 'config.yaml');
     t.equal(config.store.type, 'kubernetes');
     t.equal(config.store.namespace, null, 'the pod namespace, from POD_NAMESPACE');
-    t.equal(config.store.configMap, out.one('ConfigMap', '-allowlists').metadata.name, 'the store is the chart\'s allowlist ConfigMap');
+    t.equal(config.store.configMap, out.one('ConfigMap', '-allowlists').metadata.name, "the store is the chart's allowlist ConfigMap");
     t.equal(config.admin.listen, '0.0.0.0:9901');
     t.equal(config.admin.tokenEnv, 'IPGATE_ADMIN_TOKEN');
     const listeners = (values.listeners as { name: string; port: number }[] | undefined) ?? [{ name: 'http', port: 8080 }];
-    t.same(config.listeners.map((l) => [l.name, l.listen]), listeners.map((l) => [l.name, `0.0.0.0:${l.port}`]));
+    t.same(
+      config.listeners.map((l) => [l.name, l.listen]),
+      listeners.map((l) => [l.name, `0.0.0.0:${l.port}`]),
+    );
   });
 }
 

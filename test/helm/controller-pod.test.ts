@@ -30,12 +30,37 @@ t.test('DaemonSet by default, surging: a node keeps its ready pod until the new 
 });
 
 const STRATEGIES: { what: string; values: Record<string, unknown>; field: 'updateStrategy' | 'strategy'; expected: unknown }[] = [
-  { what: 'DaemonSet with hostNetwork: in place, one node at a time (two pods cannot bind the node\'s ports)', values: { hostNetwork: true }, field: 'updateStrategy', expected: IN_PLACE },
+  {
+    what: "DaemonSet with hostNetwork: in place, one node at a time (two pods cannot bind the node's ports)",
+    values: { hostNetwork: true },
+    field: 'updateStrategy',
+    expected: IN_PLACE,
+  },
   { what: 'Deployment: surge', values: { kind: 'Deployment' }, field: 'strategy', expected: SURGE },
-  { what: 'Deployment with hostNetwork: in place', values: { kind: 'Deployment', hostNetwork: true, replicaCount: 1 }, field: 'strategy', expected: IN_PLACE },
-  { what: 'DaemonSet, operator\'s RollingUpdate with 10% unavailable', values: { updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: '10%' } } }, field: 'updateStrategy', expected: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: '10%' } } },
-  { what: 'DaemonSet, OnDelete', values: { updateStrategy: { type: 'OnDelete' } }, field: 'updateStrategy', expected: { type: 'OnDelete' } },
-  { what: 'Deployment, Recreate', values: { kind: 'Deployment', updateStrategy: { type: 'Recreate' } }, field: 'strategy', expected: { type: 'Recreate' } },
+  {
+    what: 'Deployment with hostNetwork: in place',
+    values: { kind: 'Deployment', hostNetwork: true, replicaCount: 1 },
+    field: 'strategy',
+    expected: IN_PLACE,
+  },
+  {
+    what: "DaemonSet, operator's RollingUpdate with 10% unavailable",
+    values: { updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: '10%' } } },
+    field: 'updateStrategy',
+    expected: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: '10%' } },
+  },
+  {
+    what: 'DaemonSet, OnDelete',
+    values: { updateStrategy: { type: 'OnDelete' } },
+    field: 'updateStrategy',
+    expected: { type: 'OnDelete' },
+  },
+  {
+    what: 'Deployment, Recreate',
+    values: { kind: 'Deployment', updateStrategy: { type: 'Recreate' } },
+    field: 'strategy',
+    expected: { type: 'Recreate' },
+  },
 ];
 for (const c of STRATEGIES) {
   t.test(`update strategy: ${c.what}`, async (t) => {
@@ -46,14 +71,46 @@ for (const c of STRATEGIES) {
 }
 
 const BAD_STRATEGIES: { what: string; values: Record<string, unknown>; message: RegExp }[] = [
-  { what: 'a surge with hostNetwork (the new pod could never bind)', values: { hostNetwork: true, updateStrategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } }, message: /updateStrategy\.rollingUpdate\.maxSurge: 1 with hostNetwork/ },
-  { what: 'a Deployment with hostNetwork and Kubernetes\' default 25% surge', values: { kind: 'Deployment', replicaCount: 1, hostNetwork: true, updateStrategy: { type: 'RollingUpdate' } }, message: /updateStrategy\.rollingUpdate\.maxSurge: 25% with hostNetwork/ },
-  { what: 'maxSurge 0 and maxUnavailable 0', values: { updateStrategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } } }, message: /updateStrategy\.rollingUpdate: maxSurge and maxUnavailable are both 0/ },
-  { what: 'OnDelete for a Deployment', values: { kind: 'Deployment', updateStrategy: { type: 'OnDelete' } }, message: /updateStrategy\.type: OnDelete is a DaemonSet strategy/ },
-  { what: 'Recreate for a DaemonSet', values: { updateStrategy: { type: 'Recreate' } }, message: /updateStrategy\.type: Recreate is a Deployment strategy/ },
-  { what: 'rollingUpdate with OnDelete', values: { updateStrategy: { type: 'OnDelete', rollingUpdate: { maxUnavailable: 1 } } }, message: /updateStrategy\.rollingUpdate: only with type RollingUpdate/ },
-  { what: 'an unknown strategy key (schema)', values: { updateStrategy: { rollingupdate: { maxUnavailable: 1 } } }, message: /at '\/updateStrategy': additional properties 'rollingupdate' not allowed/ },
-  { what: 'maxUnavailable 150% (schema)', values: { updateStrategy: { rollingUpdate: { maxUnavailable: '150%' } } }, message: /at '\/updateStrategy\/rollingUpdate\/maxUnavailable'/ },
+  {
+    what: 'a surge with hostNetwork (the new pod could never bind)',
+    values: { hostNetwork: true, updateStrategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } },
+    message: /updateStrategy\.rollingUpdate\.maxSurge: 1 with hostNetwork/,
+  },
+  {
+    what: "a Deployment with hostNetwork and Kubernetes' default 25% surge",
+    values: { kind: 'Deployment', replicaCount: 1, hostNetwork: true, updateStrategy: { type: 'RollingUpdate' } },
+    message: /updateStrategy\.rollingUpdate\.maxSurge: 25% with hostNetwork/,
+  },
+  {
+    what: 'maxSurge 0 and maxUnavailable 0',
+    values: { updateStrategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } } },
+    message: /updateStrategy\.rollingUpdate: maxSurge and maxUnavailable are both 0/,
+  },
+  {
+    what: 'OnDelete for a Deployment',
+    values: { kind: 'Deployment', updateStrategy: { type: 'OnDelete' } },
+    message: /updateStrategy\.type: OnDelete is a DaemonSet strategy/,
+  },
+  {
+    what: 'Recreate for a DaemonSet',
+    values: { updateStrategy: { type: 'Recreate' } },
+    message: /updateStrategy\.type: Recreate is a Deployment strategy/,
+  },
+  {
+    what: 'rollingUpdate with OnDelete',
+    values: { updateStrategy: { type: 'OnDelete', rollingUpdate: { maxUnavailable: 1 } } },
+    message: /updateStrategy\.rollingUpdate: only with type RollingUpdate/,
+  },
+  {
+    what: 'an unknown strategy key (schema)',
+    values: { updateStrategy: { rollingupdate: { maxUnavailable: 1 } } },
+    message: /at '\/updateStrategy': additional properties 'rollingupdate' not allowed/,
+  },
+  {
+    what: 'maxUnavailable 150% (schema)',
+    values: { updateStrategy: { rollingUpdate: { maxUnavailable: '150%' } } },
+    message: /at '\/updateStrategy\/rollingUpdate\/maxUnavailable'/,
+  },
 ];
 for (const c of BAD_STRATEGIES) {
   t.test(`update strategy refused: ${c.what}`, async (t) => {
@@ -69,7 +126,13 @@ t.test('kind=Deployment renders a Deployment with replicaCount and no DaemonSet'
   t.same(d.spec.strategy, SURGE);
 });
 
-const RESTRICTED_POD = { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: 'RuntimeDefault' } };
+const RESTRICTED_POD = {
+  runAsNonRoot: true,
+  runAsUser: 10001,
+  runAsGroup: 10001,
+  fsGroup: 10001,
+  seccompProfile: { type: 'RuntimeDefault' },
+};
 
 for (const [name, values] of Object.entries(VARIANTS)) {
   t.test(`${name}: restricted securityContext`, async (t) => {
@@ -87,7 +150,7 @@ for (const [name, values] of Object.entries(VARIANTS)) {
   });
 }
 
-t.test('security contexts are values: an operator\'s uid and an added capability are kept, NET_BIND_SERVICE is added once', async (t) => {
+t.test("security contexts are values: an operator's uid and an added capability are kept, NET_BIND_SERVICE is added once", async (t) => {
   const pod = render({
     podSecurityContext: { runAsUser: 2000, supplementalGroups: [3000] },
     containerSecurityContext: { runAsUser: 2000, capabilities: { add: ['NET_BIND_SERVICE'] } },
@@ -104,26 +167,43 @@ t.test('security contexts are values: an operator\'s uid and an added capability
 });
 
 t.test('a security context of the wrong type is refused by the schema', async (t) => {
-  t.match(renderError({ containerSecurityContext: { runAsUser: 'root' } }), /at '\/containerSecurityContext\/runAsUser': got string, want integer/);
-  t.match(renderError({ podSecurityContext: { runAsNonRoot: 'enabled' } }), /at '\/podSecurityContext\/runAsNonRoot': got string, want boolean/);
+  t.match(
+    renderError({ containerSecurityContext: { runAsUser: 'root' } }),
+    /at '\/containerSecurityContext\/runAsUser': got string, want integer/,
+  );
+  t.match(
+    renderError({ podSecurityContext: { runAsNonRoot: 'enabled' } }),
+    /at '\/podSecurityContext\/runAsNonRoot': got string, want boolean/,
+  );
 });
 
-t.test('extraArgs, extraEnv, extraVolumes, extraVolumeMounts and initContainers land in the pod after the chart\'s own', async (t) => {
+t.test("extraArgs, extraEnv, extraVolumes, extraVolumeMounts and initContainers land in the pod after the chart's own", async (t) => {
   const pod = render({
     extraArgs: ['--log-flag'],
     extraEnv: [{ name: 'UV_THREADPOOL_SIZE', value: '8' }],
     extraVolumes: [{ name: 'certs', secret: { secretName: 'edge-certs' } }],
     extraVolumeMounts: [{ name: 'certs', mountPath: '/etc/ipgate/certs', readOnly: true }],
-    initContainers: [{ name: 'wait-for-backend', image: 'busybox:1.36', command: ['sh', '-c', 'until nc -z backend 8080; do sleep 1; done'] }],
+    initContainers: [
+      { name: 'wait-for-backend', image: 'busybox:1.36', command: ['sh', '-c', 'until nc -z backend 8080; do sleep 1; done'] },
+    ],
   }).podSpec();
   const c = pod.containers[0];
   t.same(c.args, ['run', '--config', '/etc/ipgate/config.yaml', '--log-flag']);
   const env = c.env as { name: string }[];
-  t.equal(env[env.length - 1]!.name, 'UV_THREADPOOL_SIZE', 'extraEnv after the chart\'s variables');
-  t.ok(env.some((e) => e.name === 'IPGATE_ADMIN_TOKEN'), 'the chart\'s variables stay');
-  t.same((pod.volumes as { name: string }[]).map((v) => v.name), ['config', 'data', 'tmp', 'certs']);
+  t.equal(env[env.length - 1]!.name, 'UV_THREADPOOL_SIZE', "extraEnv after the chart's variables");
+  t.ok(
+    env.some((e) => e.name === 'IPGATE_ADMIN_TOKEN'),
+    "the chart's variables stay",
+  );
+  t.same(
+    (pod.volumes as { name: string }[]).map((v) => v.name),
+    ['config', 'data', 'tmp', 'certs'],
+  );
   t.same(c.volumeMounts[c.volumeMounts.length - 1], { name: 'certs', mountPath: '/etc/ipgate/certs', readOnly: true });
-  t.same(pod.initContainers.map((i: { name: string }) => i.name), ['wait-for-backend']);
+  t.same(
+    pod.initContainers.map((i: { name: string }) => i.name),
+    ['wait-for-backend'],
+  );
   const plain = render({}).podSpec();
   t.equal(plain.initContainers, undefined, 'no initContainers key by default');
   t.same(plain.containers[0].args, ['run', '--config', '/etc/ipgate/config.yaml']);
@@ -164,7 +244,9 @@ t.test('hostNetwork with port 443: NET_BIND_SERVICE is added, nothing else', asy
 
 t.test('the root filesystem is read-only: config mounted read-only, data and /tmp writable emptyDirs', async (t) => {
   const pod = render({}).podSpec();
-  const mounts = Object.fromEntries((pod.containers[0].volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]).map((m) => [m.mountPath, m]));
+  const mounts = Object.fromEntries(
+    (pod.containers[0].volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]).map((m) => [m.mountPath, m]),
+  );
   t.same(mounts['/etc/ipgate'], { name: 'config', mountPath: '/etc/ipgate', readOnly: true });
   t.equal(mounts['/var/lib/ipgate']?.readOnly, undefined);
   t.equal(mounts['/tmp']?.readOnly, undefined);
@@ -179,12 +261,19 @@ t.test('drain: a preStop delay, then SIGTERM; the grace period covers both', asy
   t.equal(pod.terminationGracePeriodSeconds, 45, 'more than 5 s preStop + 30 s drain');
   t.same(pod.containers[0].lifecycle, { preStop: { sleep: { seconds: 5 } } }, 'the kubelet sleeps: nothing runs in the container');
   const old = render({}, ['--kube-version', '1.29.0']).podSpec();
-  t.same(old.containers[0].lifecycle, { preStop: { exec: { command: ['/bin/sleep', '5'] } } }, 'before 1.30: the image\'s /bin/sleep');
+  t.same(old.containers[0].lifecycle, { preStop: { exec: { command: ['/bin/sleep', '5'] } } }, "before 1.30: the image's /bin/sleep");
   t.equal(render({ preStopSleepSeconds: 0 }).podSpec().containers[0].lifecycle, undefined, '0 turns the hook off');
   const long = render({ preStopSleepSeconds: 15, terminationGracePeriodSeconds: 60 }).podSpec();
   t.same(long.containers[0].lifecycle.preStop.sleep, { seconds: 15 });
-  t.match(renderError({ preStopSleepSeconds: 15 }), /terminationGracePeriodSeconds: 45 s is not more than preStopSleepSeconds \(15 s\) \+ config\.shutdown\.drainTimeoutMs \(30000 ms\)/);
-  t.match(renderError({ terminationGracePeriodSeconds: 35 }), /terminationGracePeriodSeconds: 35 s is not more than/, 'equal is not enough: the exit needs a moment');
+  t.match(
+    renderError({ preStopSleepSeconds: 15 }),
+    /terminationGracePeriodSeconds: 45 s is not more than preStopSleepSeconds \(15 s\) \+ config\.shutdown\.drainTimeoutMs \(30000 ms\)/,
+  );
+  t.match(
+    renderError({ terminationGracePeriodSeconds: 35 }),
+    /terminationGracePeriodSeconds: 35 s is not more than/,
+    'equal is not enough: the exit needs a moment',
+  );
 });
 
 t.test('one container port per listener plus admin', async (t) => {

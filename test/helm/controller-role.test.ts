@@ -11,17 +11,29 @@ t.test('the Role grants get/list/watch/update/patch on the allowlist ConfigMap o
   const out = render({});
   const role = out.one('Role');
   t.same(role.rules, [
-    { apiGroups: [''], resources: ['configmaps'], resourceNames: ['edge-ipgate-allowlists'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+    {
+      apiGroups: [''],
+      resources: ['configmaps'],
+      resourceNames: ['edge-ipgate-allowlists'],
+      verbs: ['get', 'list', 'watch', 'update', 'patch'],
+    },
   ]);
   for (const rule of role.rules as { resourceNames?: string[]; verbs: string[] }[]) {
     t.ok(rule.resourceNames && rule.resourceNames.length === 1, 'every rule names its object');
-    t.notOk(rule.verbs.some((v) => ['create', 'delete', 'deletecollection', '*'].includes(v)), 'no create/delete/*');
+    t.notOk(
+      rule.verbs.some((v) => ['create', 'delete', 'deletecollection', '*'].includes(v)),
+      'no create/delete/*',
+    );
   }
   t.equal(out.all('ClusterRole').length + out.all('ClusterRoleBinding').length, 0, 'nothing cluster-wide');
-  t.equal(out.one('ConfigMap', '-allowlists').metadata.name, role.rules[0].resourceNames[0], 'the named object is the one the chart creates');
+  t.equal(
+    out.one('ConfigMap', '-allowlists').metadata.name,
+    role.rules[0].resourceNames[0],
+    'the named object is the one the chart creates',
+  );
 });
 
-t.test('the RoleBinding binds that Role to the pods\' ServiceAccount', async (t) => {
+t.test("the RoleBinding binds that Role to the pods' ServiceAccount", async (t) => {
   const out = render({});
   const rb = out.one('RoleBinding');
   t.same(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: out.one('Role').metadata.name });

@@ -13,7 +13,11 @@ t.test('the default Service is a NodePort with externalTrafficPolicy Local, so k
   t.equal(svc.spec.externalTrafficPolicy, 'Local');
   t.equal(svc.spec.internalTrafficPolicy, 'Cluster');
   t.same(svc.spec.ports, [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 'http' }], 'nodePort left to Kubernetes');
-  t.same(svc.spec.selector, { 'app.kubernetes.io/name': 'ipgate', 'app.kubernetes.io/instance': 'edge', 'app.kubernetes.io/component': 'controller' });
+  t.same(svc.spec.selector, {
+    'app.kubernetes.io/name': 'ipgate',
+    'app.kubernetes.io/instance': 'edge',
+    'app.kubernetes.io/component': 'controller',
+  });
 });
 
 t.test('one Service port per listener, with its fixed nodePort', async (t) => {
@@ -34,16 +38,21 @@ for (const [name, values] of Object.entries(VARIANTS)) {
     const out = render(values);
     for (const svc of out.all('Service')) {
       const exposed = svc.spec.type === 'NodePort' || svc.spec.type === 'LoadBalancer';
-      const ports = (svc.spec.ports as { name: string; port: number; targetPort: unknown }[]);
+      const ports = svc.spec.ports as { name: string; port: number; targetPort: unknown }[];
       if (exposed) {
-        t.notOk(ports.some((p) => p.name === 'admin' || p.targetPort === 'admin' || p.targetPort === 9901 || p.port === 9901),
-          `${svc.metadata.name} (${svc.spec.type}) has no admin port`);
+        t.notOk(
+          ports.some((p) => p.name === 'admin' || p.targetPort === 'admin' || p.targetPort === 9901 || p.port === 9901),
+          `${svc.metadata.name} (${svc.spec.type}) has no admin port`,
+        );
         t.equal(svc.spec.externalTrafficPolicy, 'Local', `${svc.metadata.name} keeps the client IP`);
       }
     }
     const wanted = (values.service as { enabled?: boolean } | undefined)?.enabled === false ? 0 : 1;
-    t.equal(out.all('Service').filter((s) => s.spec.type === 'NodePort' || s.spec.type === 'LoadBalancer').length, wanted,
-      wanted === 1 ? 'exactly one externally reachable Service' : 'none: hostNetwork without a Service');
+    t.equal(
+      out.all('Service').filter((s) => s.spec.type === 'NodePort' || s.spec.type === 'LoadBalancer').length,
+      wanted,
+      wanted === 1 ? 'exactly one externally reachable Service' : 'none: hostNetwork without a Service',
+    );
   });
 }
 
@@ -66,40 +75,73 @@ const PP_REQUIRED = { ...TCP_LISTENER, proxyProtocol: { mode: 'required', truste
 
 t.test('externalTrafficPolicy Cluster is refused while a listener takes connections without a PROXY header, with the reason', async (t) => {
   const message = renderError({ service: { externalTrafficPolicy: 'Cluster' } });
-  t.match(message, /service\.externalTrafficPolicy: Cluster: kube-proxy forwards NodePort traffic to other nodes' pods and source-NATs it, so ipgate would see a node address instead of the client, and the allowlist would decide on it/);
+  t.match(
+    message,
+    /service\.externalTrafficPolicy: Cluster: kube-proxy forwards NodePort traffic to other nodes' pods and source-NATs it, so ipgate would see a node address instead of the client, and the allowlist would decide on it/,
+  );
   t.match(message, /listeners\[0\] \("http"\) has proxyProtocol\.mode "off"/, 'names the listener and why');
-  t.match(message, /Keep Local; or .* set proxyProtocol\.mode: required .* or, to accept node addresses, set service\.acceptSourceNat: true/, 'and the ways out');
-  t.match(renderError({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [HTTP_LISTENER, TCP_LISTENER], allowlists: { office: [], partners: [] } }),
-    /listeners\[0\] \("web"\) has proxyProtocol\.mode "off"/, 'the first listener without a header is named');
-  t.match(renderError({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [TCP_LISTENER], allowlists: { partners: [] } }),
-    /listeners\[0\] \("tls"\) has proxyProtocol\.mode "optional"/, 'optional is not enough: a client that sends no header keeps the node address');
+  t.match(
+    message,
+    /Keep Local; or .* set proxyProtocol\.mode: required .* or, to accept node addresses, set service\.acceptSourceNat: true/,
+    'and the ways out',
+  );
+  t.match(
+    renderError({
+      service: { externalTrafficPolicy: 'Cluster' },
+      listeners: [HTTP_LISTENER, TCP_LISTENER],
+      allowlists: { office: [], partners: [] },
+    }),
+    /listeners\[0\] \("web"\) has proxyProtocol\.mode "off"/,
+    'the first listener without a header is named',
+  );
+  t.match(
+    renderError({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [TCP_LISTENER], allowlists: { partners: [] } }),
+    /listeners\[0\] \("tls"\) has proxyProtocol\.mode "optional"/,
+    'optional is not enough: a client that sends no header keeps the node address',
+  );
 });
 
-t.test('externalTrafficPolicy Cluster renders behind a PROXY-sending balancer (every listener required), or when accepted explicitly', async (t) => {
-  const behindBalancer = render({ service: { externalTrafficPolicy: 'Cluster' }, listeners: [PP_REQUIRED], allowlists: { partners: [] } });
-  t.equal(behindBalancer.one('Service', 'edge-ipgate').spec.externalTrafficPolicy, 'Cluster');
-  t.notMatch(behindBalancer.notes(), /WARNING/, 'every client is named by a PROXY header: nothing to warn about');
-  const accepted = render({ service: { externalTrafficPolicy: 'Cluster', acceptSourceNat: true } });
-  t.equal(accepted.one('Service', 'edge-ipgate').spec.externalTrafficPolicy, 'Cluster');
-  t.match(accepted.notes(), /WARNING: externalTrafficPolicy is Cluster with service\.acceptSourceNat/);
-  t.notMatch(render({}).notes(), /WARNING/);
-  t.equal(render({ hostNetwork: true, service: { enabled: false, externalTrafficPolicy: 'Cluster' } }).all('Service').length, 1,
-    'without a Service the policy has no effect: not refused');
-});
+t.test(
+  'externalTrafficPolicy Cluster renders behind a PROXY-sending balancer (every listener required), or when accepted explicitly',
+  async (t) => {
+    const behindBalancer = render({
+      service: { externalTrafficPolicy: 'Cluster' },
+      listeners: [PP_REQUIRED],
+      allowlists: { partners: [] },
+    });
+    t.equal(behindBalancer.one('Service', 'edge-ipgate').spec.externalTrafficPolicy, 'Cluster');
+    t.notMatch(behindBalancer.notes(), /WARNING/, 'every client is named by a PROXY header: nothing to warn about');
+    const accepted = render({ service: { externalTrafficPolicy: 'Cluster', acceptSourceNat: true } });
+    t.equal(accepted.one('Service', 'edge-ipgate').spec.externalTrafficPolicy, 'Cluster');
+    t.match(accepted.notes(), /WARNING: externalTrafficPolicy is Cluster with service\.acceptSourceNat/);
+    t.notMatch(render({}).notes(), /WARNING/);
+    t.equal(
+      render({ hostNetwork: true, service: { enabled: false, externalTrafficPolicy: 'Cluster' } }).all('Service').length,
+      1,
+      'without a Service the policy has no effect: not refused',
+    );
+  },
+);
 
 t.test('hostNetwork: the data Service can be turned off; the admin Service stays; NOTES speak of node addresses', async (t) => {
   const out = render(VARIANTS['hostNetwork without a Service']!);
-  t.same(out.all('Service').map((s) => s.metadata.name), ['edge-ipgate-admin'], 'only the admin Service (ClusterIP)');
+  t.same(
+    out.all('Service').map((s) => s.metadata.name),
+    ['edge-ipgate-admin'],
+    'only the admin Service (ClusterIP)',
+  );
   t.equal(out.podSpec().hostNetwork, true);
   const notes = out.notes();
   t.match(notes, /Listeners \(no Service: hostNetwork, on each node's own addresses\):\n {2}- http \(http\): node port 8080/);
   t.match(notes, /1\. No Service: no kube-proxy on the way/);
   t.notMatch(notes, /get svc edge-ipgate /, 'no step reads a Service that is not there');
-  t.match(notes, /ipgate doctor --namespace ipgate-system\n/, 'doctor finds the pods by the chart\'s labels');
+  t.match(notes, /ipgate doctor --namespace ipgate-system\n/, "doctor finds the pods by the chart's labels");
   t.match(render(VARIANTS.hostNetwork!).notes(), /ipgate doctor --namespace ipgate-system --service edge-ipgate/);
 });
 
 t.test('service.enabled: false without hostNetwork is refused: nothing would carry client traffic', async (t) => {
-  t.match(renderError({ service: { enabled: false } }),
-    /service\.enabled: false without hostNetwork: nothing would carry client connections to the pods .* keep the Service, or set hostNetwork: true/);
+  t.match(
+    renderError({ service: { enabled: false } }),
+    /service\.enabled: false without hostNetwork: nothing would carry client connections to the pods .* keep the Service, or set hostNetwork: true/,
+  );
 });

@@ -23,10 +23,14 @@ import { ROOT } from '../helpers/helm';
 
 const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
 const all = instructions(dockerfile);
-const args = new Map(all.filter((i) => i.keyword === 'ARG' && i.args.includes('=')).map((i) => {
-  const at = i.args.indexOf('=');
-  return [i.args.slice(0, at), i.args.slice(at + 1)] as const;
-}));
+const args = new Map(
+  all
+    .filter((i) => i.keyword === 'ARG' && i.args.includes('='))
+    .map((i) => {
+      const at = i.args.indexOf('=');
+      return [i.args.slice(0, at), i.args.slice(at + 1)] as const;
+    }),
+);
 const DIGEST = /^(?<name>[a-z0-9./-]+):(?<tag>[A-Za-z0-9._-]+)@sha256:[0-9a-f]{64}$/;
 const PACKAGE_MANAGERS = /\b(npm|npx|corepack|yarn|yarnpkg|pnpm)\b/;
 
@@ -52,15 +56,34 @@ t.test('every FROM is a digest-pinned base image or an earlier stage', async (t)
 
 t.test('the runtime stage: the node binary from the node image and nothing of its package managers', async (t) => {
   const runtime = stage(dockerfile, 'runtime');
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${ARG} reference, as written in it
-  t.equal(runtime[0]!.args, '${RUNTIME_IMAGE} AS runtime', 'not the node image: its npm, corepack and yarn are never in the runtime\'s layers');
+  t.equal(
+    runtime[0]!.args,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${ARG} reference, as written in it
+    '${RUNTIME_IMAGE} AS runtime',
+    "not the node image: its npm, corepack and yarn are never in the runtime's layers",
+  );
   const fromNode = runtime.filter((i) => i.keyword === 'COPY' && /--from=node\b/.test(i.args));
-  t.same(fromNode.map((i) => i.args), ['--from=node /usr/local/bin/node /usr/local/bin/node'], 'exactly the binary');
+  t.same(
+    fromNode.map((i) => i.args),
+    ['--from=node /usr/local/bin/node /usr/local/bin/node'],
+    'exactly the binary',
+  );
   for (const copy of runtime.filter((i) => i.keyword === 'COPY')) {
-    t.notMatch(copy.args, /\/usr\/local\/lib\/node_modules|\/opt\/yarn|\/usr\/local\/bin\/(npm|npx|corepack|yarn)/, `COPY ${copy.args}: no package manager`);
+    t.notMatch(
+      copy.args,
+      /\/usr\/local\/lib\/node_modules|\/opt\/yarn|\/usr\/local\/bin\/(npm|npx|corepack|yarn)/,
+      `COPY ${copy.args}: no package manager`,
+    );
   }
-  t.notOk(commands(runtime).some((c) => PACKAGE_MANAGERS.test(c)), 'no RUN of a package manager in the runtime stage');
-  t.same(stage(dockerfile, 'node').map((i) => i.keyword), ['FROM'], 'the node stage only names the node image');
+  t.notOk(
+    commands(runtime).some((c) => PACKAGE_MANAGERS.test(c)),
+    'no RUN of a package manager in the runtime stage',
+  );
+  t.same(
+    stage(dockerfile, 'node').map((i) => i.keyword),
+    ['FROM'],
+    'the node stage only names the node image',
+  );
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${ARG} reference, as written in it
   t.equal(stage(dockerfile, 'node')[0]!.args, '${NODE_IMAGE} AS node');
   const entry = runtime.find((i) => i.keyword === 'ENTRYPOINT')!;
@@ -68,21 +91,34 @@ t.test('the runtime stage: the node binary from the node image and nothing of it
   // The build stages still use npm: it must not leak into the runtime through a COPY of their tree.
   t.match(commands(stage(dockerfile, 'deps')).join('\n'), /npm ci --omit=dev/);
   const fromDeps = runtime.filter((i) => i.keyword === 'COPY' && /--from=deps\b/.test(i.args)).map((i) => i.args);
-  t.same(fromDeps, ['--from=deps /src/node_modules ./node_modules'], 'from deps: the application\'s production dependencies only');
+  t.same(fromDeps, ['--from=deps /src/node_modules ./node_modules'], "from deps: the application's production dependencies only");
 });
 
-t.test('the image\'s Node binary links only libraries Debian\'s slim image has', { skip: process.platform !== 'linux' ? 'ldd: Linux only' : false }, async (t) => {
-  const r = spawnSync('bash', [path.join(ROOT, 'scripts/install-node-image-major.sh')], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`install-node-image-major.sh failed: ${r.stderr}`);
-  const node = r.stdout.trim().split('\n').pop()!;
-  const ldd = spawnSync('ldd', [node], { encoding: 'utf8' });
-  t.equal(ldd.status, 0, ldd.stderr);
-  const libs = ldd.stdout.split('\n').map((l) => l.trim().split(/\s/)[0]!).filter(Boolean).map((l) => path.basename(l));
-  t.ok(libs.includes('libstdc++.so.6'), `found the libraries (${libs.join(', ')})`);
-  // libc6 (Essential), libstdc++6 and libgcc-s1 (apt depends on them): in every Debian slim image.
-  const debianSlim = /^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|ld-linux-aarch64\.so\.1|lib(c|m|dl|pthread|rt)\.so\.[0-9]+|libstdc\+\+\.so\.6|libgcc_s\.so\.1)$/;
-  t.same(libs.filter((l) => !debianSlim.test(l)), [], 'nothing else');
-});
+t.test(
+  "the image's Node binary links only libraries Debian's slim image has",
+  { skip: process.platform !== 'linux' ? 'ldd: Linux only' : false },
+  async (t) => {
+    const r = spawnSync('bash', [path.join(ROOT, 'scripts/install-node-image-major.sh')], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`install-node-image-major.sh failed: ${r.stderr}`);
+    const node = r.stdout.trim().split('\n').pop()!;
+    const ldd = spawnSync('ldd', [node], { encoding: 'utf8' });
+    t.equal(ldd.status, 0, ldd.stderr);
+    const libs = ldd.stdout
+      .split('\n')
+      .map((l) => l.trim().split(/\s/)[0]!)
+      .filter(Boolean)
+      .map((l) => path.basename(l));
+    t.ok(libs.includes('libstdc++.so.6'), `found the libraries (${libs.join(', ')})`);
+    // libc6 (Essential), libstdc++6 and libgcc-s1 (apt depends on them): in every Debian slim image.
+    const debianSlim =
+      /^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|ld-linux-aarch64\.so\.1|lib(c|m|dl|pthread|rt)\.so\.[0-9]+|libstdc\+\+\.so\.6|libgcc_s\.so\.1)$/;
+    t.same(
+      libs.filter((l) => !debianSlim.test(l)),
+      [],
+      'nothing else',
+    );
+  },
+);
 
 /** A temp dir with a copy of the Dockerfile and a `crane` that answers digests from `table`. */
 function fakeRegistry(table: Record<string, string>): { dir: string; file: string; env: NodeJS.ProcessEnv } {
@@ -91,8 +127,14 @@ function fakeRegistry(table: Record<string, string>): { dir: string; file: strin
   fs.writeFileSync(file, dockerfile);
   const bin = path.join(dir, 'bin');
   fs.mkdirSync(bin);
-  const cases = Object.entries(table).map(([ref, digest]) => `  '${ref}') echo '${digest}' ;;`).join('\n');
-  fs.writeFileSync(path.join(bin, 'crane'), `#!/bin/sh\n[ "$1" = digest ] || exit 3\ncase "$2" in\n${cases}\n  *) echo "no such tag $2" >&2; exit 1 ;;\nesac\n`, { mode: 0o755 });
+  const cases = Object.entries(table)
+    .map(([ref, digest]) => `  '${ref}') echo '${digest}' ;;`)
+    .join('\n');
+  fs.writeFileSync(
+    path.join(bin, 'crane'),
+    `#!/bin/sh\n[ "$1" = digest ] || exit 3\ncase "$2" in\n${cases}\n  *) echo "no such tag $2" >&2; exit 1 ;;\nesac\n`,
+    { mode: 0o755 },
+  );
   return { dir, file, env: { ...process.env, PATH: `${bin}:/usr/bin:/bin`, DOCKERFILE: file } };
 }
 
@@ -128,12 +170,13 @@ t.test('refresh-base-images.sh fails clearly: no tool, a tag the registry does n
   // A PATH with the shell tools the script uses and neither crane nor docker.
   const tools = path.join(reg.dir, 'tools');
   fs.mkdirSync(tools);
-  for (const tool of ['sed', 'bash']) fs.symlinkSync(spawnSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(tools, tool));
+  for (const tool of ['sed', 'bash'])
+    fs.symlinkSync(spawnSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(tools, tool));
   const noTool = spawnSync(path.join(tools, 'bash'), [script, '--check'], { env: { ...reg.env, PATH: tools }, encoding: 'utf8' });
   t.equal(noTool.status, 2);
   t.match(noTool.stderr, /needs crane or docker buildx to ask the registry for node:24-bookworm-slim's digest/);
   const unknown = spawnSync('bash', [script], { env: reg.env, encoding: 'utf8' });
-  t.equal(unknown.status, 2, 'the runtime tag is not in the registry\'s table');
+  t.equal(unknown.status, 2, "the runtime tag is not in the registry's table");
   t.match(unknown.stderr, /no such tag debian:bookworm-slim[\s\S]*could not get the digest of debian:bookworm-slim; nothing changed/);
   t.equal(fs.readFileSync(reg.file, 'utf8'), dockerfile, 'the node pin, already looked up, is not written either');
   fs.writeFileSync(reg.file, dockerfile.replace(/^ARG RUNTIME_IMAGE=.*$/m, 'ARG RUNTIME_IMAGE=debian:bookworm-slim'));

@@ -30,7 +30,12 @@ function freePort(): Promise<number> {
 }
 
 /** Resolves with the first stdout JSON log line whose msg matches. */
-function waitForLog(child: ChildProcess, lines: Record<string, unknown>[], msg: RegExp, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+function waitForLog(
+  child: ChildProcess,
+  lines: Record<string, unknown>[],
+  msg: RegExp,
+  timeoutMs = 15_000,
+): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const check = (): boolean => {
       const hit = lines.find((l) => typeof l.msg === 'string' && msg.test(l.msg));
@@ -39,8 +44,15 @@ function waitForLog(child: ChildProcess, lines: Record<string, unknown>[], msg: 
     };
     if (check()) return;
     const timer = setTimeout(() => reject(new Error(`no log line ${msg} within ${timeoutMs} ms; got ${JSON.stringify(lines)}`)), timeoutMs);
-    child.stdout!.on('data', () => { if (check()) clearTimeout(timer); });
-    child.once('exit', (code) => { if (!check()) { clearTimeout(timer); reject(new Error(`exited ${code} before ${msg}`)); } });
+    child.stdout!.on('data', () => {
+      if (check()) clearTimeout(timer);
+    });
+    child.once('exit', (code) => {
+      if (!check()) {
+        clearTimeout(timer);
+        reject(new Error(`exited ${code} before ${msg}`));
+      }
+    });
   });
 }
 
@@ -72,22 +84,38 @@ for (const variant of [
     const [listenPort, echoPort, adminPort] = [await freePort(), await freePort(), await freePort()];
     const config = path.join(root, 'etc/ipgate/config.yaml');
     fs.mkdirSync(path.dirname(config), { recursive: true });
-    fs.writeFileSync(config, YAML.stringify({
-      logging: { level: 'info', format: 'json', access: false },
-      admin: { listen: variant.admin ? `127.0.0.1:${adminPort}` : null, separateProcess: variant.separate },
-      store: { type: 'memory' },
-      shutdown: { drainTimeoutMs: 20_000 },
-      allowlists: { local: ['127.0.0.1/32'] },
-      listeners: [{ name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${listenPort}`, allowlist: 'local', upstreams: [`127.0.0.1:${echoPort}`], outboundProxyProtocol: 'v2' }],
-      echo: { tcp: `127.0.0.1:${echoPort}`, http: null },
-    }));
+    fs.writeFileSync(
+      config,
+      YAML.stringify({
+        logging: { level: 'info', format: 'json', access: false },
+        admin: { listen: variant.admin ? `127.0.0.1:${adminPort}` : null, separateProcess: variant.separate },
+        store: { type: 'memory' },
+        shutdown: { drainTimeoutMs: 20_000 },
+        allowlists: { local: ['127.0.0.1/32'] },
+        listeners: [
+          {
+            name: 'tcp',
+            mode: 'tcp',
+            listen: `127.0.0.1:${listenPort}`,
+            allowlist: 'local',
+            upstreams: [`127.0.0.1:${echoPort}`],
+            outboundProxyProtocol: 'v2',
+          },
+        ],
+        echo: { tcp: `127.0.0.1:${echoPort}`, http: null },
+      }),
+    );
 
     // The Dockerfile's ENTRYPOINT + CMD.
     const child = spawn(TINI, ['--', process.execPath, path.join(app, 'dist/src/main.js'), 'run', '--config', config], {
       // TINI_SUBREAPER: tini is not PID 1 here; in the container it is.
-      cwd: app, env: { ...process.env, NODE_ENV: 'production', TINI_SUBREAPER: '1', IPGATE_ADMIN_TOKEN: 'an-admin-token-for-the-image-test' }, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: app,
+      env: { ...process.env, NODE_ENV: 'production', TINI_SUBREAPER: '1', IPGATE_ADMIN_TOKEN: 'an-admin-token-for-the-image-test' },
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+    t.teardown(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
     const lines: Record<string, unknown>[] = [];
     let partial = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -97,9 +125,12 @@ for (const variant of [
       for (const p of parts) if (p.trim()) lines.push(JSON.parse(p) as Record<string, unknown>);
     });
     let stderr = '';
-    child.stderr!.on('data', (c: Buffer) => { stderr += c.toString(); });
+    child.stderr!.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      child.once('exit', (code, signal) => resolve({ code, signal })));
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
 
     await waitForLog(child, lines, /^ready$/);
     // tini -> node (ipgate) -> node (the worker, with the admin API on).
@@ -123,11 +154,15 @@ for (const variant of [
 
     // Draining: new connections are refused (once the listening socket is closed, which follows the
     // "stopping" line), the open one still works.
-    const refusedNow = (): Promise<boolean> => new Promise((resolve) => {
-      const s = net.connect(listenPort, '127.0.0.1');
-      s.once('connect', () => { s.destroy(); resolve(false); });
-      s.once('error', () => resolve(true));
-    });
+    const refusedNow = (): Promise<boolean> =>
+      new Promise((resolve) => {
+        const s = net.connect(listenPort, '127.0.0.1');
+        s.once('connect', () => {
+          s.destroy();
+          resolve(false);
+        });
+        s.once('error', () => resolve(true));
+      });
     let refused = false;
     for (let i = 0; i < 100 && !refused; i++) {
       refused = await refusedNow();
@@ -145,7 +180,10 @@ for (const variant of [
     const { code, signal } = await exited;
     t.equal(signal, null);
     t.equal(code, 0, `exit 0 after the drain (stderr: ${stderr})`);
-    t.ok(lines.some((l) => l.msg === 'stopped'), 'logged "stopped"');
+    t.ok(
+      lines.some((l) => l.msg === 'stopped'),
+      'logged "stopped"',
+    );
     for (const w of workers) t.throws(() => process.kill(w, 0), 'the worker exited too');
   });
 }

@@ -35,7 +35,7 @@ const last = (keyword: string): string => {
   if (hits.length === 0) throw new Error(`no ${keyword} in the runtime stage`);
   return hits[hits.length - 1]!.args;
 };
-const volumes = (JSON.parse(last('VOLUME')) as string[]);
+const volumes = JSON.parse(last('VOLUME')) as string[];
 const workdir = last('WORKDIR');
 const defaultStorePath = (configSchema.properties.store.properties.path as { default: string }).default;
 
@@ -45,7 +45,10 @@ t.test('the runtime stage runs as uid 10001 and declares /var/lib/ipgate the vol
 });
 
 t.test('/var/lib/ipgate is created and owned by the runtime user, group 0 with the same rights (OpenShift)', async (t) => {
-  t.ok(runCommands.some((c) => /^mkdir -p\b.*\s\/var\/lib\/ipgate(\s|$)/.test(c)), 'mkdir -p /var/lib/ipgate');
+  t.ok(
+    runCommands.some((c) => /^mkdir -p\b.*\s\/var\/lib\/ipgate(\s|$)/.test(c)),
+    'mkdir -p /var/lib/ipgate',
+  );
   const chown = runCommands.find((c) => /^chown\b.*\s\/var\/lib\/ipgate$/.test(c));
   t.ok(chown, 'chowned');
   t.match(chown, new RegExp(`^chown ${UID}:0 /var/lib/ipgate$`), 'to the USER uid, group 0');
@@ -54,7 +57,7 @@ t.test('/var/lib/ipgate is created and owned by the runtime user, group 0 with t
 });
 
 t.test('the default store.path, from the working directory, resolves into the volume', async (t) => {
-  t.equal(defaultStorePath, './data/allowlists.json', 'ipgate\'s default (src/schema/config.ts)');
+  t.equal(defaultStorePath, './data/allowlists.json', "ipgate's default (src/schema/config.ts)");
   t.equal(workdir, '/app');
   const link = runCommands.map((c) => /^ln -s (\S+) (\S+)$/.exec(c)).find((m) => m !== null);
   t.ok(link, 'a symbolic link is made');
@@ -63,7 +66,10 @@ t.test('the default store.path, from the working directory, resolves into the vo
   t.equal(path.posix.dirname(resolved), name, `${resolved} is inside the link ${name}`);
   const effective = path.posix.join(target!, path.posix.basename(resolved));
   t.equal(effective, '/var/lib/ipgate/allowlists.json');
-  t.ok(volumes.some((v) => effective.startsWith(`${v}/`)), 'inside the VOLUME');
+  t.ok(
+    volumes.some((v) => effective.startsWith(`${v}/`)),
+    'inside the VOLUME',
+  );
   const linkAt = runtime.findIndex((i) => i.keyword === 'RUN' && i.args.includes(`ln -s ${target} ${name}`));
   const copies = runtime.map((i, n) => [i, n] as const).filter(([i]) => i.keyword === 'COPY' && /\s\.\/data\b|\/app\/data\b/.test(i.args));
   t.ok(linkAt >= 0 && copies.length === 0, 'no COPY writes over /app/data');
@@ -71,18 +77,23 @@ t.test('the default store.path, from the working directory, resolves into the vo
 
 t.test('the chart mounts its writable emptyDir where the image keeps its data', async (t) => {
   const pod = render({}).podSpec();
-  const mount = (pod.containers[0].volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]).find((m) => m.mountPath === volumes[0]);
+  const mount = (pod.containers[0].volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]).find(
+    (m) => m.mountPath === volumes[0],
+  );
   t.ok(mount, `a volume is mounted at ${volumes[0]}`);
   t.notOk(mount!.readOnly);
   t.ok((pod.volumes as { name: string; emptyDir?: unknown }[]).find((v) => v.name === mount!.name)?.emptyDir, 'an emptyDir');
 });
 
-t.test('the preStop fallback\'s /bin/sleep comes with the base image (Debian: coreutils is Essential)', async (t) => {
+t.test("the preStop fallback's /bin/sleep comes with the base image (Debian: coreutils is Essential)", async (t) => {
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's own ${ARG} reference, as written in it
   t.equal(runtime[0]!.args, '${RUNTIME_IMAGE} AS runtime', 'the runtime stage starts from RUNTIME_IMAGE');
   const base = /^ARG RUNTIME_IMAGE=(\S+)$/m.exec(dockerfile)?.[1];
   t.match(base, /^debian:(bookworm|trixie)(-slim)?@sha256:[0-9a-f]{64}$/, 'a Debian image');
-  t.notOk(runCommands.some((c) => /coreutils/.test(c)), 'coreutils is not removed');
+  t.notOk(
+    runCommands.some((c) => /coreutils/.test(c)),
+    'coreutils is not removed',
+  );
 });
 
 // ---- part 2: the layout at work ----------------------------------------------------------------
@@ -102,9 +113,18 @@ function cannotRunAsImageUser(): string | null {
   if (process.getuid?.() !== 0) return 'needs root to run ipgate as uid 10001';
   const main = path.join(ROOT, 'dist/src/main.js');
   if (!fs.existsSync(main)) return 'dist/src/main.js missing (npm run build)';
-  const probe = spawnSync(process.execPath, ['-e', 'for (const f of process.argv.slice(1)) require("fs").accessSync(f, require("fs").constants.R_OK)',
-    main, path.join(ROOT, 'node_modules/yaml/package.json')], { uid: UID, gid: UID, encoding: 'utf8' });
-  if (probe.status !== 0) return `uid ${UID} cannot run ${process.execPath} or read ${ROOT} (a private home directory?): ${(probe.error?.message ?? probe.stderr).split('\n')[0]}`;
+  const probe = spawnSync(
+    process.execPath,
+    [
+      '-e',
+      'for (const f of process.argv.slice(1)) require("fs").accessSync(f, require("fs").constants.R_OK)',
+      main,
+      path.join(ROOT, 'node_modules/yaml/package.json'),
+    ],
+    { uid: UID, gid: UID, encoding: 'utf8' },
+  );
+  if (probe.status !== 0)
+    return `uid ${UID} cannot run ${process.execPath} or read ${ROOT} (a private home directory?): ${(probe.error?.message ?? probe.stderr).split('\n')[0]}`;
   return null;
 }
 
@@ -128,13 +148,16 @@ function layout(t: Test, link: boolean): { app: string; volume: string; config: 
   if (link) fs.symlinkSync(volume, path.join(app, 'data'));
   const config = path.join(root, 'config.yaml');
   const port = freePort().then((p) => {
-    fs.writeFileSync(config, YAML.stringify({
-      logging: { level: 'info', format: 'json', access: false },
-      admin: { listen: null },
-      store: { type: 'file' }, // store.path left at its default
-      allowlists: { office: ['203.0.113.0/24'] },
-      listeners: [{ name: 'web', mode: 'tcp', listen: `127.0.0.1:${p}`, allowlist: 'office', upstreams: ['127.0.0.1:9'] }],
-    }));
+    fs.writeFileSync(
+      config,
+      YAML.stringify({
+        logging: { level: 'info', format: 'json', access: false },
+        admin: { listen: null },
+        store: { type: 'file' }, // store.path left at its default
+        allowlists: { office: ['203.0.113.0/24'] },
+        listeners: [{ name: 'web', mode: 'tcp', listen: `127.0.0.1:${p}`, allowlist: 'office', upstreams: ['127.0.0.1:9'] }],
+      }),
+    );
     fs.chmodSync(config, 0o644);
     return p;
   });
@@ -142,11 +165,21 @@ function layout(t: Test, link: boolean): { app: string; volume: string; config: 
 }
 
 /** Run ipgate as uid 10001 from `app`; resolves with its log lines once it is ready or has exited. */
-function runAsImageUser(t: Test, app: string, config: string): Promise<{ ready: boolean; code: number | null; output: string; stop: () => Promise<number | null> }> {
+function runAsImageUser(
+  t: Test,
+  app: string,
+  config: string,
+): Promise<{ ready: boolean; code: number | null; output: string; stop: () => Promise<number | null> }> {
   const child = spawn(process.execPath, [path.join(app, 'dist/src/main.js'), 'run', '--config', config], {
-    cwd: app, uid: UID, gid: UID, env: { PATH: process.env.PATH, NODE_ENV: 'production', HOME: '/nonexistent' }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: app,
+    uid: UID,
+    gid: UID,
+    env: { PATH: process.env.PATH, NODE_ENV: 'production', HOME: '/nonexistent' },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
@@ -155,12 +188,25 @@ function runAsImageUser(t: Test, app: string, config: string): Promise<{ ready: 
       output += d.toString();
       if (/"msg":"ready"/.test(output)) {
         clearTimeout(timer);
-        resolve({ ready: true, code: null, output, stop: () => { child.kill('SIGTERM'); return exited; } });
+        resolve({
+          ready: true,
+          code: null,
+          output,
+          stop: () => {
+            child.kill('SIGTERM');
+            return exited;
+          },
+        });
       }
     };
     child.stdout!.on('data', onData);
-    child.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
-    void exited.then((code) => { clearTimeout(timer); resolve({ ready: false, code, output, stop: () => exited }); });
+    child.stderr!.on('data', (d: Buffer) => {
+      output += d.toString();
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      resolve({ ready: false, code, output, stop: () => exited });
+    });
   });
 }
 
@@ -172,7 +218,7 @@ t.test('as uid 10001 in the image layout, the default file store is created in t
   t.match(run.output, /allowlist store created from the config/);
   const file = path.join(l.volume, 'allowlists.json');
   t.ok(fs.existsSync(file), 'the store file is in the volume');
-  t.equal(fs.statSync(file).uid, UID, 'written by the image\'s user');
+  t.equal(fs.statSync(file).uid, UID, "written by the image's user");
   t.match(fs.readFileSync(file, 'utf8'), /203\.0\.113\.0\/24/, 'seeded from the config');
   t.equal(await run.stop(), 0, 'SIGTERM: exit 0');
 });

@@ -19,22 +19,32 @@ t.test('annotations and labels on the workload itself, apart from its pods, for 
       podLabels: { tier: 'edge-pod' },
     });
     const w = out.one(kind);
-    t.same(w.metadata.annotations, { 'secret.reloader.stakater.com/reload': 'edge-ipgate-admin-token', 'argocd.argoproj.io/sync-wave': '2' }, `${kind}: the workload's annotations`);
+    t.same(
+      w.metadata.annotations,
+      { 'secret.reloader.stakater.com/reload': 'edge-ipgate-admin-token', 'argocd.argoproj.io/sync-wave': '2' },
+      `${kind}: the workload's annotations`,
+    );
     t.equal(w.metadata.labels!.team, 'edge', `${kind}: the workload's label`);
     t.equal(w.metadata.labels!['app.kubernetes.io/component'], 'controller', `${kind}: the chart's labels stay`);
     t.equal(w.spec.template.metadata.labels.team, undefined, `${kind}: workload labels are not pod labels`);
     t.equal(w.spec.template.metadata.labels.tier, 'edge-pod', `${kind}: pod labels on the pods`);
     t.equal(w.spec.template.metadata.annotations['example.com/pod'], 'yes-pod');
     t.equal(w.spec.template.metadata.annotations['secret.reloader.stakater.com/reload'], undefined);
-    t.same(Object.keys(w.spec.selector.matchLabels).sort(), ['app.kubernetes.io/component', 'app.kubernetes.io/instance', 'app.kubernetes.io/name'],
-      `${kind}: the selector is unchanged (a selector cannot change on upgrade)`);
+    t.same(
+      Object.keys(w.spec.selector.matchLabels).sort(),
+      ['app.kubernetes.io/component', 'app.kubernetes.io/instance', 'app.kubernetes.io/name'],
+      `${kind}: the selector is unchanged (a selector cannot change on upgrade)`,
+    );
     t.equal(validateObject(w), null, `${kind} passes its schema`);
   }
   t.equal(render({}).one('DaemonSet').metadata.annotations, undefined, 'none by default');
 });
 
 t.test('labels on the ServiceAccount and the admin Service; annotations were already theirs', async (t) => {
-  const out = render({ serviceAccount: { labels: { team: 'edge' }, annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::1:role/x' } }, admin: { service: { labels: { scrape: 'admin' } } } });
+  const out = render({
+    serviceAccount: { labels: { team: 'edge' }, annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::1:role/x' } },
+    admin: { service: { labels: { scrape: 'admin' } } },
+  });
   t.equal(out.one('ServiceAccount').metadata.labels!.team, 'edge');
   t.equal(out.one('ServiceAccount').metadata.annotations!['eks.amazonaws.com/role-arn'], 'arn:aws:iam::1:role/x');
   const admin = out.one('Service', '-admin');
@@ -42,14 +52,18 @@ t.test('labels on the ServiceAccount and the admin Service; annotations were alr
   t.equal(admin.metadata.labels!['app.kubernetes.io/component'], 'admin', 'the ServiceMonitor still selects it');
 });
 
-t.test('revisionHistoryLimit: Kubernetes\' default unless set, on either kind', async (t) => {
+t.test("revisionHistoryLimit: Kubernetes' default unless set, on either kind", async (t) => {
   t.equal(render({}).one('DaemonSet').spec.revisionHistoryLimit, undefined);
   t.equal(render({ revisionHistoryLimit: 3 }).one('DaemonSet').spec.revisionHistoryLimit, 3);
-  t.equal(render({ kind: 'Deployment', revisionHistoryLimit: 0 }).one('Deployment').spec.revisionHistoryLimit, 0, '0 is a value, not "unset"');
+  t.equal(
+    render({ kind: 'Deployment', revisionHistoryLimit: 0 }).one('Deployment').spec.revisionHistoryLimit,
+    0,
+    '0 is a value, not "unset"',
+  );
   t.match(renderError({ revisionHistoryLimit: -1 }), /at '\/revisionHistoryLimit'/);
 });
 
-t.test('dnsConfig, extraEnvFrom and extraContainers reach the pod after the chart\'s own', async (t) => {
+t.test("dnsConfig, extraEnvFrom and extraContainers reach the pod after the chart's own", async (t) => {
   const out = render({
     dnsConfig: { options: [{ name: 'ndots', value: '2' }] },
     extraEnvFrom: [{ secretRef: { name: 'ipgate-extra-env' } }],
@@ -58,16 +72,24 @@ t.test('dnsConfig, extraEnvFrom and extraContainers reach the pod after the char
   });
   const spec = out.podSpec();
   t.same(spec.dnsConfig, { options: [{ name: 'ndots', value: '2' }] });
-  t.equal(spec.dnsPolicy, 'ClusterFirstWithHostNet', 'hostNetwork\'s DNS policy stays');
-  t.same(spec.containers.map((c: { name: string }) => c.name), ['ipgate', 'log-shipper'], 'ipgate first, then the extra container');
+  t.equal(spec.dnsPolicy, 'ClusterFirstWithHostNet', "hostNetwork's DNS policy stays");
+  t.same(
+    spec.containers.map((c: { name: string }) => c.name),
+    ['ipgate', 'log-shipper'],
+    'ipgate first, then the extra container',
+  );
   t.same(spec.containers[0].envFrom, [{ secretRef: { name: 'ipgate-extra-env' } }]);
   t.equal(validateObject(out.one('DaemonSet')), null);
-  t.match(renderError({ extraContainers: [{ name: 'ipgate', image: 'x' }] }), /at '\/extraContainers\/0\/name'/, 'the chart\'s own container name is taken');
+  t.match(
+    renderError({ extraContainers: [{ name: 'ipgate', image: 'x' }] }),
+    /at '\/extraContainers\/0\/name'/,
+    "the chart's own container name is taken",
+  );
   t.match(renderError({ extraContainers: [{ name: 'sidecar' }] }), /at '\/extraContainers\/0': missing property 'image'/);
   t.match(renderError({ dnsConfig: { ndots: 2 } }), /at '\/dnsConfig': additional properties 'ndots' not allowed/);
 });
 
-t.test('ServiceMonitor: annotations, honorLabels, relabelings after the chart\'s node label, metricRelabelings', async (t) => {
+t.test("ServiceMonitor: annotations, honorLabels, relabelings after the chart's node label, metricRelabelings", async (t) => {
   const out = render({
     serviceMonitor: {
       enabled: true,
@@ -81,26 +103,35 @@ t.test('ServiceMonitor: annotations, honorLabels, relabelings after the chart\'s
   t.same(sm.metadata.annotations, { 'example.com/owner': 'edge' });
   const ep = sm.spec.endpoints[0];
   t.equal(ep.honorLabels, true);
-  t.same(ep.relabelings, [
-    { sourceLabels: ['__meta_kubernetes_pod_node_name'], targetLabel: 'node' },
-    { targetLabel: 'cluster', replacement: 'eu-1', action: 'replace' },
-  ], 'the chart\'s node label first, the operator\'s after');
+  t.same(
+    ep.relabelings,
+    [
+      { sourceLabels: ['__meta_kubernetes_pod_node_name'], targetLabel: 'node' },
+      { targetLabel: 'cluster', replacement: 'eu-1', action: 'replace' },
+    ],
+    "the chart's node label first, the operator's after",
+  );
   t.same(ep.metricRelabelings, [{ sourceLabels: ['__name__'], regex: 'ipgate_tls_handshake_duration_seconds_bucket', action: 'drop' }]);
   t.equal(validateObject(sm), null, 'passes the Prometheus Operator schema');
   const plain = render({ serviceMonitor: { enabled: true } }).one('ServiceMonitor').spec.endpoints[0];
   t.equal(plain.honorLabels, undefined);
   t.equal(plain.metricRelabelings, undefined);
-  t.match(renderError({ serviceMonitor: { enabled: true, relabelings: [{ action: 'dorp' }] } }), /at '\/serviceMonitor\/relabelings\/0\/action'/);
+  t.match(
+    renderError({ serviceMonitor: { enabled: true, relabelings: [{ action: 'dorp' }] } }),
+    /at '\/serviceMonitor\/relabelings\/0\/action'/,
+  );
 });
 
-t.test('extraObjects: maps as they are, strings through tpl with the release\'s values', async (t) => {
+t.test("extraObjects: maps as they are, strings through tpl with the release's values", async (t) => {
   const values = {
     extraObjects: [
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'edge-extra' }, data: { a: 'b' } },
       'apiVersion: external-secrets.io/v1beta1\nkind: ExternalSecret\nmetadata:\n  name: {{ include "ipgate.suffixed" (list . "admin-token") }}\n  namespace: {{ .Release.Namespace }}\nspec:\n  target: {name: {{ .Values.admin.existingSecret }}}\n',
     ],
   };
-  const docs = YAML.parseAllDocuments(templateText(values)).map((d) => d.toJS() as Record<string, any> | null).filter((o) => o !== null);
+  const docs = YAML.parseAllDocuments(templateText(values))
+    .map((d) => d.toJS() as Record<string, any> | null)
+    .filter((o) => o !== null);
   const cm = docs.find((o) => o!.kind === 'ConfigMap' && o!.metadata.name === 'edge-extra');
   t.same(cm?.data, { a: 'b' }, 'the map, rendered');
   const es = docs.find((o) => o!.kind === 'ExternalSecret');

@@ -9,17 +9,26 @@ import t from 'tap';
 import YAML, { isMap, type Pair, type YAMLMap } from 'yaml';
 import { CHART } from '../helpers/helm';
 
-interface SchemaNode { $ref?: string; properties?: Record<string, SchemaNode>; additionalProperties?: boolean | SchemaNode; type?: string | string[]; oneOf?: SchemaNode[]; anyOf?: SchemaNode[] }
+interface SchemaNode {
+  $ref?: string;
+  properties?: Record<string, SchemaNode>;
+  additionalProperties?: boolean | SchemaNode;
+  type?: string | string[];
+  oneOf?: SchemaNode[];
+  anyOf?: SchemaNode[];
+}
 
 const doc = YAML.parseDocument(fs.readFileSync(path.join(CHART, 'values.yaml'), 'utf8'));
-const schema = JSON.parse(fs.readFileSync(path.join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode & { definitions: Record<string, SchemaNode> };
+const schema = JSON.parse(fs.readFileSync(path.join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode & {
+  definitions: Record<string, SchemaNode>;
+};
 
 /** Every key path of values.yaml (maps only: list items are the list's), with whether it is documented. */
 function keys(map: YAMLMap, prefix: string, inherited: boolean, out: { path: string; documented: boolean; leaf: boolean }[]): typeof out {
   map.items.forEach((p: Pair, i) => {
     const key = String((p.key as { value: unknown }).value);
     // The first key's comment is parsed onto the map that holds it.
-    const comment = `${i === 0 ? map.commentBefore ?? '' : ''}\n${(p.key as { commentBefore?: string }).commentBefore ?? ''}`;
+    const comment = `${i === 0 ? (map.commentBefore ?? '') : ''}\n${(p.key as { commentBefore?: string }).commentBefore ?? ''}`;
     const documented = inherited || /(^|\n)\s*-- \S/.test(comment);
     const full = prefix ? `${prefix}.${key}` : key;
     const nested = isMap(p.value) && p.value.items.length > 0;
@@ -62,13 +71,19 @@ t.test('every value has an entry in values.schema.json', async (t) => {
     const n = schemaAt(p);
     return n !== null && !resolve(n).properties && resolve(n).additionalProperties === undefined;
   };
-  const underFreeForm = (p: string): boolean => p.split('.').slice(0, -1).some((_, i, parts) => freeForm(parts.slice(0, i + 1).join('.')));
+  const underFreeForm = (p: string): boolean =>
+    p
+      .split('.')
+      .slice(0, -1)
+      .some((_, i, parts) => freeForm(parts.slice(0, i + 1).join('.')));
   const missing = all.filter((k) => !underFreeForm(k.path) && schemaAt(k.path) === null).map((k) => k.path);
   t.same(missing, []);
 });
 
 t.test('the check finds an undocumented value (the test can fail)', async (t) => {
   const probe = YAML.parseDocument('a:\n  # -- documented\n  b: 1\n  c: 2\n# -- a map\nd:\n  e: 1\n');
-  const found = keys(probe.contents as YAMLMap, '', false, []).filter((k) => k.leaf && !k.documented).map((k) => k.path);
+  const found = keys(probe.contents as YAMLMap, '', false, [])
+    .filter((k) => k.leaf && !k.documented)
+    .map((k) => k.path);
   t.same(found, ['a.c']);
 });

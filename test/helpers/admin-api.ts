@@ -44,8 +44,12 @@ export function request(base: string, method: string, url: string, opts: Request
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown ;
-        try { json = text ? JSON.parse(text) : undefined; } catch { /* not JSON */ }
+        let json: unknown;
+        try {
+          json = text ? JSON.parse(text) : undefined;
+        } catch {
+          /* not JSON */
+        }
         resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
       });
     });
@@ -63,7 +67,11 @@ export interface AdminGate extends Started {
 }
 
 /** ipgate with `raw` config, a file store in a fresh temp dir, the admin API on 127.0.0.1:0. */
-export async function startAdminGate(t: Test, raw: Record<string, unknown>, opts: { dir?: string; store?: Record<string, unknown> } = {}): Promise<AdminGate> {
+export async function startAdminGate(
+  t: Test,
+  raw: Record<string, unknown>,
+  opts: { dir?: string; store?: Record<string, unknown> } = {},
+): Promise<AdminGate> {
   const dir = opts.dir ?? tmpDir('ipgate-admin-');
   const tokenFile = path.join(dir, 'token');
   fs.writeFileSync(tokenFile, `${TOKEN}\n`);

@@ -10,9 +10,13 @@ import { prng } from './prng';
 /** `n` bytes of xorshift32 output seeded by `seed`. */
 export function patternBlock(seed: number, n: number): Buffer {
   const b = Buffer.allocUnsafe(n);
-  let x = seed * 2654435761 >>> 0 || 1;
+  let x = (seed * 2654435761) >>> 0 || 1;
   for (let i = 0; i + 4 <= n; i += 4) {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
     b.writeUInt32LE(x, i);
   }
   return b;

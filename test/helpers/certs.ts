@@ -31,23 +31,62 @@ export class CertDir {
 
   /** A self-signed CA: NAME.crt, NAME.key. */
   ca(name: string): void {
-    openssl(['req', '-x509', ...keyArgs('ec'), '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '3',
-      '-subj', `/CN=${name} test CA`], this.dir);
+    openssl(
+      [
+        'req',
+        '-x509',
+        ...keyArgs('ec'),
+        '-nodes',
+        '-keyout',
+        `${name}.key`,
+        '-out',
+        `${name}.crt`,
+        '-days',
+        '3',
+        '-subj',
+        `/CN=${name} test CA`,
+      ],
+      this.dir,
+    );
   }
 
   /**
    * A certificate signed by `ca`: NAME.crt (leaf, then the CA when `chain`), NAME.key. `dns`:
    * subjectAltName DNS names (none: only the CN). `client`: extendedKeyUsage clientAuth.
    */
-  issue(name: string, o: { cn: string; dns?: string[]; kind?: KeyKind; ca?: string; client?: boolean; chain?: boolean; days?: number }): { cert: string; key: string } {
+  issue(
+    name: string,
+    o: { cn: string; dns?: string[]; kind?: KeyKind; ca?: string; client?: boolean; chain?: boolean; days?: number },
+  ): { cert: string; key: string } {
     const ca = o.ca ?? 'ca';
     const ext = path.join(this.dir, `${name}.ext`);
     const lines = [o.client === true ? 'extendedKeyUsage=clientAuth' : 'extendedKeyUsage=serverAuth'];
     if (o.dns !== undefined && o.dns.length > 0) lines.push(`subjectAltName=${o.dns.map((d) => `DNS:${d}`).join(',')}`);
     fs.writeFileSync(ext, `${lines.join('\n')}\n`);
-    openssl(['req', '-new', ...keyArgs(o.kind ?? 'ec'), '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${o.cn}`], this.dir);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-days', String(o.days ?? 2),
-      '-extfile', ext, '-out', `${name}.leaf`], this.dir);
+    openssl(
+      ['req', '-new', ...keyArgs(o.kind ?? 'ec'), '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${o.cn}`],
+      this.dir,
+    );
+    openssl(
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        `${ca}.crt`,
+        '-CAkey',
+        `${ca}.key`,
+        '-CAcreateserial',
+        '-days',
+        String(o.days ?? 2),
+        '-extfile',
+        ext,
+        '-out',
+        `${name}.leaf`,
+      ],
+      this.dir,
+    );
     const leaf = fs.readFileSync(this.file(`${name}.leaf`));
     fs.writeFileSync(this.file(`${name}.crt`), o.chain === false ? leaf : Buffer.concat([leaf, fs.readFileSync(this.file(`${ca}.crt`))]));
     return { cert: this.file(`${name}.crt`), key: this.file(`${name}.key`) };

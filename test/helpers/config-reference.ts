@@ -17,7 +17,11 @@ const SCHEMA_DIR = path.join(ROOT, 'src/schema');
 
 /** The files that define config options: schema.ts, schema/*.ts and the schema-*.ts sections. */
 export function schemaFiles(): string[] {
-  return fs.readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.ts') && f !== 'problem.ts').map((f) => path.join(SCHEMA_DIR, f)).sort();
+  return fs
+    .readdirSync(SCHEMA_DIR)
+    .filter((f) => f.endsWith('.ts') && f !== 'problem.ts')
+    .map((f) => path.join(SCHEMA_DIR, f))
+    .sort();
 }
 
 /** One object literal handed to `Section` / `Type.Object`: where, its keys in order, each key's doc. */
@@ -43,7 +47,12 @@ export function schemaLiterals(files: string[] = schemaFiles()): Literal[] {
             if ((ts.isPropertyAssignment(p) || ts.isShorthandPropertyAssignment(p)) && !ts.isComputedPropertyName(p.name)) {
               const key = ts.isStringLiteral(p.name) ? p.name.text : p.name.getText(sf);
               lit.keys.push(key);
-              const doc = ts.getJSDocCommentsAndTags(p).filter(ts.isJSDoc).map((d) => ts.getTextOfJSDocComment(d.comment) ?? '').join('\n').trim();
+              const doc = ts
+                .getJSDocCommentsAndTags(p)
+                .filter(ts.isJSDoc)
+                .map((d) => ts.getTextOfJSDocComment(d.comment) ?? '')
+                .join('\n')
+                .trim();
               if (doc !== '') lit.docs.set(key, doc);
             } else {
               lit.unsupported.push(p.getText(sf).slice(0, 60));
@@ -95,10 +104,14 @@ export function walkSchema(schema: Schema = configSchema as unknown as Schema, l
     const node = s as Schema;
     if (node.properties !== undefined && !seen.has(node.properties)) {
       seen.add(node.properties);
-      if (node.additionalProperties !== false) unmatched.push(`${at || '(top level)'}: accepts unknown keys (additionalProperties is not false)`);
+      if (node.additionalProperties !== false)
+        unmatched.push(`${at || '(top level)'}: accepts unknown keys (additionalProperties is not false)`);
       const keys = Object.keys(node.properties);
       const matches = literals.filter((l) => l.keys.join(',') === keys.join(','));
-      if (matches.length !== 1) unmatched.push(`${at || '(top level)'} {${keys.join(', ')}}: ${matches.length === 0 ? 'no Section/Type.Object literal with these keys under src/config' : `${matches.length} literals have these keys (${matches.map((m) => m.where).join(', ')})`}`);
+      if (matches.length !== 1)
+        unmatched.push(
+          `${at || '(top level)'} {${keys.join(', ')}}: ${matches.length === 0 ? 'no Section/Type.Object literal with these keys under src/config' : `${matches.length} literals have these keys (${matches.map((m) => m.where).join(', ')})`}`,
+        );
       const lit = matches.length === 1 ? matches[0]! : undefined;
       for (const key of keys) {
         const p = node.properties[key]!;
@@ -118,7 +131,8 @@ export function walkSchema(schema: Schema = configSchema as unknown as Schema, l
     }
     if (Array.isArray(node.anyOf)) for (const branch of node.anyOf) visit(branch, at);
     if (node.items !== undefined) visit(node.items, `${at}[]`);
-    if (node.additionalProperties !== undefined && typeof node.additionalProperties === 'object') visit(node.additionalProperties, `${at}.<name>`);
+    if (node.additionalProperties !== undefined && typeof node.additionalProperties === 'object')
+      visit(node.additionalProperties, `${at}.<name>`);
   };
   visit(schema, '');
   return { rows, unmatched };
@@ -134,7 +148,7 @@ export function describeType(s: Schema): string {
   if (Array.isArray(s.enum)) return s.enum.map((v) => JSON.stringify(v)).join(' | ');
   if (s.const !== undefined) return JSON.stringify(s.const);
   if (Array.isArray(s.anyOf)) return (s.anyOf as Schema[]).map(describeType).join(' or ');
-  const types = Array.isArray(s.type) ? s.type as string[] : [s.type as string];
+  const types = Array.isArray(s.type) ? (s.type as string[]) : [s.type as string];
   const bounds: string[] = [];
   if (s.minimum !== undefined || s.maximum !== undefined) bounds.push(`${s.minimum ?? ''}..${s.maximum ?? ''}`);
   if (s.minLength !== undefined) bounds.push(`length >= ${s.minLength}`);
@@ -142,15 +156,17 @@ export function describeType(s: Schema): string {
   if (s.minItems !== undefined) bounds.push(`at least ${s.minItems}`);
   if (s.maxItems !== undefined) bounds.push(`at most ${s.maxItems}`);
   if (s.pattern !== undefined) bounds.push(code(String(s.pattern)));
-  const named = types.map((t) => {
-    if (t === 'array') {
-      const items = s.items as Schema | undefined;
-      const inner = items === undefined ? 'any' : items.properties !== undefined ? 'object' : describeType(items);
-      return /\s/.test(inner) ? `(${inner})[]` : `${inner}[]`;
-    }
-    if (t === 'object' && s.properties === undefined && s.additionalProperties !== undefined) return 'map';
-    return t;
-  }).join(' or ');
+  const named = types
+    .map((t) => {
+      if (t === 'array') {
+        const items = s.items as Schema | undefined;
+        const inner = items === undefined ? 'any' : items.properties !== undefined ? 'object' : describeType(items);
+        return /\s/.test(inner) ? `(${inner})[]` : `${inner}[]`;
+      }
+      if (t === 'object' && s.properties === undefined && s.additionalProperties !== undefined) return 'map';
+      return t;
+    })
+    .join(' or ');
   return bounds.length > 0 ? `${named} (${bounds.join(', ')})` : named;
 }
 
@@ -172,12 +188,12 @@ export function renderReference(walk: SchemaWalk = walkSchema()): string {
     '[src/schema/](../src/schema/).',
     '',
     'Paths: every file the config names (`allowlists.<name>.file`, `tls` certificates, keys and CAs,',
-    '`store.path`, `admin.tokenFile`, `admin.tokensFile`) is read relative to the config file\'s',
+    "`store.path`, `admin.tokenFile`, `admin.tokensFile`) is read relative to the config file's",
     'directory when it is not absolute, as nginx reads its `include`s. Before, `store.path` and the',
     'token files were relative to the working directory: a relative one that exists only at its old',
     'place is named in a warning at start-up and by `ipgate check-config`.',
     '',
-    'Errors: every problem names the option\'s path, its value (summarised when large) and its line',
+    "Errors: every problem names the option's path, its value (summarised when large) and its line",
     '(`listeners[1].listen: 22023: must be a string, not a number: ... in config.yaml:12`); an',
     'unknown key names the option it was probably meant to be.',
   ];
@@ -208,7 +224,8 @@ export const REFERENCE_FILE = path.join(ROOT, 'docs/config-reference.md');
 export function schemaProblems(walk: SchemaWalk, literals: Literal[]): string[] {
   const problems: string[] = [...walk.unmatched];
   for (const l of literals) {
-    if (l.unsupported.length > 0) problems.push(`${l.where}: members other than \`key: schema\` cannot be documented or checked: ${l.unsupported.join('; ')}`);
+    if (l.unsupported.length > 0)
+      problems.push(`${l.where}: members other than \`key: schema\` cannot be documented or checked: ${l.unsupported.join('; ')}`);
   }
   const reached = new Set(walk.rows.map((r) => r.where));
   for (const l of literals) {
@@ -217,15 +234,21 @@ export function schemaProblems(walk: SchemaWalk, literals: Literal[]): string[] 
   const ajv = new Ajv({ strict: false, useDefaults: true });
   for (const r of walk.rows) {
     if (r.doc === undefined) problems.push(`${r.path} (${r.where}): no doc comment (/** ... */ on the property)`);
-    else if (/\bdefaults?\b/i.test(r.doc)) problems.push(`${r.path} (${r.where}): the doc comment speaks of a default; state it only with the \`default:\` keyword`);
+    else if (/\bdefaults?\b/i.test(r.doc))
+      problems.push(`${r.path} (${r.where}): the doc comment speaks of a default; state it only with the \`default:\` keyword`);
     const hasDefault = 'default' in r.schema;
     if (r.required && hasDefault) problems.push(`${r.path}: required, yet has a default (never applied)`);
-    if (!r.required && !hasDefault && !r.optional) problems.push(`${r.path}: may be left out but has no default (give one, or mark it Type.Optional if absence means something)`);
-    if (r.optional && hasDefault) problems.push(`${r.path}: Type.Optional with a default (the type says it may be absent, Ajv always fills it in)`);
+    if (!r.required && !hasDefault && !r.optional)
+      problems.push(`${r.path}: may be left out but has no default (give one, or mark it Type.Optional if absence means something)`);
+    if (r.optional && hasDefault)
+      problems.push(`${r.path}: Type.Optional with a default (the type says it may be absent, Ajv always fills it in)`);
     if (hasDefault) {
       const validate = ajv.compile(r.schema);
       const value = structuredClone(r.schema.default);
-      if (!validate(value)) problems.push(`${r.path}: its default ${JSON.stringify(r.schema.default)} is refused by its own schema: ${ajv.errorsText(validate.errors)}`);
+      if (!validate(value))
+        problems.push(
+          `${r.path}: its default ${JSON.stringify(r.schema.default)} is refused by its own schema: ${ajv.errorsText(validate.errors)}`,
+        );
     }
   }
   return problems;

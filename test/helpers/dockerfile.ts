@@ -4,7 +4,10 @@
  * and the instructions of one stage.
  */
 
-export interface Instruction { keyword: string; args: string }
+export interface Instruction {
+  keyword: string;
+  args: string;
+}
 
 /** Every instruction of the file, in order. */
 export function instructions(dockerfile: string): Instruction[] {
@@ -38,5 +41,9 @@ export function stage(dockerfile: string, name: string): Instruction[] {
 
 /** The shell commands of the stage's RUN instructions, split on `;` and `&&`. */
 export function commands(instructions: Instruction[]): string[] {
-  return instructions.filter((i) => i.keyword === 'RUN').flatMap((i) => i.args.split(/;|&&/)).map((c) => c.trim()).filter(Boolean);
+  return instructions
+    .filter((i) => i.keyword === 'RUN')
+    .flatMap((i) => i.args.split(/;|&&/))
+    .map((c) => c.trim())
+    .filter(Boolean);
 }

@@ -117,12 +117,29 @@ export class FakeKubeApi {
   /** Write a kubeconfig for this server (token auth) into `dir`; returns its path. */
   writeKubeconfig(dir: string, namespace?: string): string {
     const file = path.join(dir, 'kubeconfig');
-    fs.writeFileSync(file, [
-      'apiVersion: v1', 'kind: Config', 'current-context: fake',
-      'contexts:', '- name: fake', '  context:', '    cluster: fake', '    user: fake', ...(namespace ? [`    namespace: ${namespace}`] : []),
-      'clusters:', '- name: fake', '  cluster:', `    server: ${this.url}`,
-      'users:', '- name: fake', '  user:', `    token: ${this.token}`, '',
-    ].join('\n'));
+    fs.writeFileSync(
+      file,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'current-context: fake',
+        'contexts:',
+        '- name: fake',
+        '  context:',
+        '    cluster: fake',
+        '    user: fake',
+        ...(namespace ? [`    namespace: ${namespace}`] : []),
+        'clusters:',
+        '- name: fake',
+        '  cluster:',
+        `    server: ${this.url}`,
+        'users:',
+        '- name: fake',
+        '  user:',
+        `    token: ${this.token}`,
+        '',
+      ].join('\n'),
+    );
     return file;
   }
 
@@ -131,8 +148,15 @@ export class FakeKubeApi {
   /** Create a ConfigMap (the chart's job; ipgate has no create permission). */
   create(ns: string, name: string, data?: Record<string, string>): ConfigMapObject {
     const obj: ConfigMapObject = {
-      metadata: { name, namespace: ns, resourceVersion: '', uid: `uid-${name}`, creationTimestamp: new Date().toISOString(),
-        labels: { 'app.kubernetes.io/name': 'ipgate' }, annotations: { 'helm.sh/resource-policy': 'keep' } },
+      metadata: {
+        name,
+        namespace: ns,
+        resourceVersion: '',
+        uid: `uid-${name}`,
+        creationTimestamp: new Date().toISOString(),
+        labels: { 'app.kubernetes.io/name': 'ipgate' },
+        annotations: { 'helm.sh/resource-policy': 'keep' },
+      },
       ...(data ? { data } : {}),
     };
     return this.commit(ns, name, obj, 'ADDED');
@@ -294,37 +318,51 @@ export class FakeKubeApi {
         else reply(404, statusBody(404, 'NotFound', `configmaps "${name}" not found`, name));
         return;
       }
-      readBody(req).then((text) => {
-        let body: ConfigMapObject;
-        try {
-          body = JSON.parse(text) as ConfigMapObject;
-        } catch {
-          reply(400, statusBody(400, 'BadRequest', 'the body is not JSON'));
-          return;
-        }
-        const cur = this.objects.get(`${ns}/${name}`);
-        if (!cur) {
-          reply(404, statusBody(404, 'NotFound', `configmaps "${name}" not found`, name));
-          return;
-        }
-        if (body.metadata?.name !== name) {
-          reply(400, statusBody(400, 'BadRequest', 'the name of the object does not match the name on the URL'));
-          return;
-        }
-        const rv = body.metadata?.resourceVersion;
-        if (rv && rv !== cur.metadata.resourceVersion) {
-          reply(409, statusBody(409, 'Conflict', `Operation cannot be fulfilled on configmaps "${name}": the object has been modified; please apply your changes to the latest version and try again`, name));
-          return;
-        }
-        const size = JSON.stringify(body.data ?? {}).length;
-        if (size > 1024 * 1024) {
-          reply(422, statusBody(422, 'Invalid', `ConfigMap "${name}" is invalid: []: Too long: must have at most 1048576 bytes`, name));
-          return;
-        }
-        const next: ConfigMapObject = { ...body, metadata: { ...cur.metadata, ...body.metadata, uid: cur.metadata.uid, creationTimestamp: cur.metadata.creationTimestamp } };
-        const stored = this.commit(ns, name, next, 'MODIFIED');
-        reply(200, { apiVersion: 'v1', kind: 'ConfigMap', ...stored });
-      }, () => res.destroy());
+      readBody(req).then(
+        (text) => {
+          let body: ConfigMapObject;
+          try {
+            body = JSON.parse(text) as ConfigMapObject;
+          } catch {
+            reply(400, statusBody(400, 'BadRequest', 'the body is not JSON'));
+            return;
+          }
+          const cur = this.objects.get(`${ns}/${name}`);
+          if (!cur) {
+            reply(404, statusBody(404, 'NotFound', `configmaps "${name}" not found`, name));
+            return;
+          }
+          if (body.metadata?.name !== name) {
+            reply(400, statusBody(400, 'BadRequest', 'the name of the object does not match the name on the URL'));
+            return;
+          }
+          const rv = body.metadata?.resourceVersion;
+          if (rv && rv !== cur.metadata.resourceVersion) {
+            reply(
+              409,
+              statusBody(
+                409,
+                'Conflict',
+                `Operation cannot be fulfilled on configmaps "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+                name,
+              ),
+            );
+            return;
+          }
+          const size = JSON.stringify(body.data ?? {}).length;
+          if (size > 1024 * 1024) {
+            reply(422, statusBody(422, 'Invalid', `ConfigMap "${name}" is invalid: []: Too long: must have at most 1048576 bytes`, name));
+            return;
+          }
+          const next: ConfigMapObject = {
+            ...body,
+            metadata: { ...cur.metadata, ...body.metadata, uid: cur.metadata.uid, creationTimestamp: cur.metadata.creationTimestamp },
+          };
+          const stored = this.commit(ns, name, next, 'MODIFIED');
+          reply(200, { apiVersion: 'v1', kind: 'ConfigMap', ...stored });
+        },
+        () => res.destroy(),
+      );
       return;
     }
     if (coll && method === 'GET') {
@@ -339,7 +377,12 @@ export class FakeKubeApi {
       const name = m[1]!;
       if (!watch) {
         const obj = this.objects.get(`${ns}/${name}`);
-        reply(200, { kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: String(this.revision) }, items: obj ? [obj] : [] });
+        reply(200, {
+          kind: 'ConfigMapList',
+          apiVersion: 'v1',
+          metadata: { resourceVersion: String(this.revision) },
+          items: obj ? [obj] : [],
+        });
         return;
       }
       this.startWatch(req, res, ns, name, url.searchParams, record);
@@ -348,8 +391,14 @@ export class FakeKubeApi {
     reply(404, statusBody(404, 'NotFound', 'the server could not find the requested resource'));
   }
 
-  private startWatch(req: http.IncomingMessage, res: http.ServerResponse, ns: string, name: string, q: URLSearchParams,
-    record: (status: number) => void): void {
+  private startWatch(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    ns: string,
+    name: string,
+    q: URLSearchParams,
+    record: (status: number) => void,
+  ): void {
     const rvText = q.get('resourceVersion') ?? '';
     const from = rvText === '' || rvText === '0' ? null : Number(rvText);
     if (from !== null && from < this.compactedRV) {
@@ -412,14 +461,26 @@ function send(res: http.ServerResponse, type: string, object: unknown): void {
 }
 
 function statusBody(code: number, reason: string, message: string, name?: string): Record<string, unknown> {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason,
-    ...(name ? { details: { name, kind: 'configmaps' } } : {}), code };
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(name ? { details: { name, kind: 'configmaps' } } : {}),
+    code,
+  };
 }
 
 function forbidden(verb: string, ns: string, name?: string): Record<string, unknown> {
   const what = name ? `configmaps "${name}"` : 'configmaps';
-  return statusBody(403, 'Forbidden',
-    `${what} is forbidden: User "system:serviceaccount:${ns}:ipgate" cannot ${verb} resource "configmaps" in API group "" in the namespace "${ns}"`, name);
+  return statusBody(
+    403,
+    'Forbidden',
+    `${what} is forbidden: User "system:serviceaccount:${ns}:ipgate" cannot ${verb} resource "configmaps" in API group "" in the namespace "${ns}"`,
+    name,
+  );
 }
 
 function readBody(req: http.IncomingMessage): Promise<string> {

@@ -27,7 +27,10 @@ export const ROOT = path.resolve(__dirname, '../..');
 export const CHART = path.join(ROOT, 'helm/ipgate');
 export const RELEASE = 'edge';
 export const NAMESPACE = 'ipgate-system';
-const CACHED_HELM = path.join(process.env.HELM_TOOLS_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'ipgate-tools'), 'bin/helm');
+const CACHED_HELM = path.join(
+  process.env.HELM_TOOLS_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'ipgate-tools'),
+  'bin/helm',
+);
 
 function works(bin: string): boolean {
   return spawnSync(bin, ['version', '--short'], { encoding: 'utf8' }).status === 0;
@@ -103,7 +106,10 @@ export function helm(args: string[], values?: Record<string, unknown>, opts: Hel
     }
   }
   try {
-    const r = spawnSync(helmBinary(), [...args, ...extra], { encoding: 'utf8', env: { ...process.env, HELM_CACHE_HOME: path.join(os.tmpdir(), 'ipgate-helm-cache') } });
+    const r = spawnSync(helmBinary(), [...args, ...extra], {
+      encoding: 'utf8',
+      env: { ...process.env, HELM_CACHE_HOME: path.join(os.tmpdir(), 'ipgate-helm-cache') },
+    });
     return { status: r.status, stdout: r.stdout, stderr: r.stderr };
   } finally {
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
@@ -143,7 +149,9 @@ export class Rendered {
   one(kind: string, nameSuffix?: string): K8sObject {
     const hits = this.all(kind).filter((o) => nameSuffix === undefined || o.metadata.name.endsWith(nameSuffix));
     if (hits.length !== 1) {
-      throw new Error(`expected one ${kind}${nameSuffix ? ` named *${nameSuffix}` : ''}, found ${hits.map((o) => o.metadata.name).join(', ') || 'none'}`);
+      throw new Error(
+        `expected one ${kind}${nameSuffix ? ` named *${nameSuffix}` : ''}, found ${hits.map((o) => o.metadata.name).join(', ') || 'none'}`,
+      );
     }
     return hits[0]!;
   }

@@ -41,13 +41,25 @@ export async function urlRouterBackend(t: Test): Promise<number> {
     }
     const xfh = req.headers['x-forwarded-host'];
     const xForwardedHost = typeof xfh === 'string' ? xfh : null;
-    const report: UrlRouterReport = { url, pathname, express: expressHostname(xForwardedHost ?? host ?? ''), host, xForwardedHost,
-      forwarded: req.headers.forwarded ?? null };
+    const report: UrlRouterReport = {
+      url,
+      pathname,
+      express: expressHostname(xForwardedHost ?? host ?? ''),
+      host,
+      xForwardedHost,
+      forwarded: req.headers.forwarded ?? null,
+    };
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify(report));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
@@ -67,13 +79,16 @@ export async function serverNameBackend(t: Test): Promise<number> {
     server_name ${serverName};
     location / { return 200 "nginx|${name}|$host|$request_uri\\n"; }
   }`;
-  const peer = await startNginx(`http {
+  const peer = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   large_client_header_buffers 4 32k;
   ${block('default', '_', ' default_server')}
   ${block('www', 'www.example.com')}
   ${block('admin', 'admin.example.com')}
-}`, [port]);
+}`,
+    [port],
+  );
   t.teardown(() => peer.stop());
   return port;
 }

@@ -25,18 +25,26 @@ export interface RequestOptions {
 
 export function request(opts: RequestOptions): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: opts.host ?? '127.0.0.1', port: opts.port, path: opts.path ?? '/', method: opts.method ?? 'GET',
-      localAddress: opts.localAddress, headers: opts.headers, agent: opts.agent ?? false,
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const body = Buffer.concat(chunks).toString();
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) as Record<string, unknown> });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: opts.host ?? '127.0.0.1',
+        port: opts.port,
+        path: opts.path ?? '/',
+        method: opts.method ?? 'GET',
+        localAddress: opts.localAddress,
+        headers: opts.headers,
+        agent: opts.agent ?? false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const body = Buffer.concat(chunks).toString();
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) as Record<string, unknown> });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(opts.body);
   });
@@ -63,10 +71,18 @@ export async function countingBackend(handler: http.RequestListener = (_req, res
   const b: CountingBackend = {
     server,
     port: (server.address() as net.AddressInfo).port,
-    get connections() { return state.connections; },
-    set connections(v: number) { state.connections = v; },
+    get connections() {
+      return state.connections;
+    },
+    set connections(v: number) {
+      state.connections = v;
+    },
     requests: state.requests,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
   return b;
 }

@@ -111,7 +111,12 @@ export function childPids(pid: number): number[] {
 export function killAtTeardown(t: { teardown(fn: () => Promise<void>): void }, g: Spawned): void {
   t.teardown(async () => {
     if (g.child.exitCode !== null || g.child.signalCode !== null) return;
-    for (const pid of childPids(g.child.pid!)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    for (const pid of childPids(g.child.pid!))
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     g.child.kill('SIGKILL');
     await g.exited;
   });

@@ -34,7 +34,7 @@ export type Location = 'admin-host' | 'www-admin' | 'www-public' | 'www-root' | 
 /** The location named in a response body, or null when none served it. */
 export function servedLocation(body: string): Location | null {
   const m = /^loc=([a-z-]+)\n$/.exec(body);
-  return m === null ? null : m[1] as Location;
+  return m === null ? null : (m[1] as Location);
 }
 
 const say = (loc: Location): string => `return 200 "loc=${loc}\\n";`;
@@ -42,10 +42,12 @@ const say = (loc: Location): string => `return 200 "loc=${loc}\\n";`;
 /** nginx with a server per name and a location per route. */
 export async function locationNginx(t: Test, opts: { locationAdmin?: 'boundary' | 'prefix' } = {}): Promise<number> {
   const port = await freePort();
-  const admin = opts.locationAdmin === 'prefix'
-    ? `location /admin { ${say('www-admin')} }`
-    : `location = /admin { ${say('www-admin')} }\n      location /admin/ { ${say('www-admin')} }`;
-  const peer = await startNginx(`http {
+  const admin =
+    opts.locationAdmin === 'prefix'
+      ? `location /admin { ${say('www-admin')} }`
+      : `location = /admin { ${say('www-admin')} }\n      location /admin/ { ${say('www-admin')} }`;
+  const peer = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   server {
     listen 127.0.0.1:${port} default_server;
@@ -65,7 +67,9 @@ export async function locationNginx(t: Test, opts: { locationAdmin?: 'boundary' 
     location = /public { ${say('www-public')} }
     location /public/ { ${say('www-public')} }
   }
-}`, [port]);
+}`,
+    [port],
+  );
   t.teardown(() => peer.stop());
   return port;
 }
@@ -76,7 +80,10 @@ export async function locationTomcat(t: Test): Promise<number> {
   const tomcat = await startTomcat(t, [
     { name: 'fallback', files: { 'index.html': file('default') } },
     { name: 'admin.example.com', files: { 'index.html': file('admin-host') } },
-    { name: 'www.example.com', files: { 'index.html': file('www-root'), 'admin/index.html': file('www-admin'), 'public/index.html': file('www-public') } },
+    {
+      name: 'www.example.com',
+      files: { 'index.html': file('www-root'), 'admin/index.html': file('www-admin'), 'public/index.html': file('www-public') },
+    },
   ]);
   return tomcat.port;
 }
@@ -113,6 +120,12 @@ export async function locationWhatwg(t: Test): Promise<number> {
   });
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
   return (server.address() as net.AddressInfo).port;
 }

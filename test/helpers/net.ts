@@ -17,7 +17,12 @@ export interface ClientOptions {
 }
 
 export async function connect(opts: ClientOptions): Promise<net.Socket> {
-  const socket = net.connect({ host: opts.host ?? '127.0.0.1', port: opts.port, localAddress: opts.localAddress, allowHalfOpen: opts.allowHalfOpen ?? false });
+  const socket = net.connect({
+    host: opts.host ?? '127.0.0.1',
+    port: opts.port,
+    localAddress: opts.localAddress,
+    allowHalfOpen: opts.allowHalfOpen ?? false,
+  });
   await once(socket, 'connect');
   return socket;
 }
@@ -51,8 +56,14 @@ function state(socket: net.Socket): { buf: Buffer; ended: boolean; wake: (() => 
   let st = buffers.get(socket);
   if (!st) {
     const s = { buf: Buffer.alloc(0), ended: false, wake: null as (() => void) | null };
-    socket.on('data', (c: Buffer) => { s.buf = Buffer.concat([s.buf, c]); s.wake?.(); });
-    const end = (): void => { s.ended = true; s.wake?.(); };
+    socket.on('data', (c: Buffer) => {
+      s.buf = Buffer.concat([s.buf, c]);
+      s.wake?.();
+    });
+    const end = (): void => {
+      s.ended = true;
+      s.wake?.();
+    };
     socket.once('end', end);
     socket.once('close', end);
     socket.on('error', () => undefined);
@@ -74,12 +85,22 @@ export async function readUntil(socket: net.Socket, needle: string | Buffer, ms 
       st.buf = st.buf.subarray(end);
       return out;
     }
-    if (st.ended) throw new Error(`readUntil(${JSON.stringify(needle.toString())}): closed first; got ${JSON.stringify(st.buf.toString('latin1').slice(0, 200))}`);
+    if (st.ended)
+      throw new Error(
+        `readUntil(${JSON.stringify(needle.toString())}): closed first; got ${JSON.stringify(st.buf.toString('latin1').slice(0, 200))}`,
+      );
     const left = deadline - Date.now();
-    if (left <= 0) throw new Error(`readUntil(${JSON.stringify(needle.toString())}): timeout; got ${JSON.stringify(st.buf.toString('latin1').slice(0, 200))}`);
+    if (left <= 0)
+      throw new Error(
+        `readUntil(${JSON.stringify(needle.toString())}): timeout; got ${JSON.stringify(st.buf.toString('latin1').slice(0, 200))}`,
+      );
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, left);
-      st.wake = () => { clearTimeout(timer); st.wake = null; resolve(); };
+      st.wake = () => {
+        clearTimeout(timer);
+        st.wake = null;
+        resolve();
+      };
     });
   }
 }
@@ -130,24 +151,37 @@ export async function waitFor(fn: () => boolean | Promise<boolean>, ms = 10_000,
  */
 export async function waitForListen(port: number, ms = 10_000): Promise<void> {
   const hex = port.toString(16).toUpperCase().padStart(4, '0');
-  const listening = (): boolean => ['/proc/net/tcp', '/proc/net/tcp6'].some((f) => {
-    let text = '';
-    try { text = fs.readFileSync(f, 'utf8'); } catch { return false; }
-    return text.split('\n').some((line) => {
-      const cols = line.trim().split(/\s+/);
-      return cols[1]?.endsWith(`:${hex}`) === true && cols[3] === '0A';
+  const listening = (): boolean =>
+    ['/proc/net/tcp', '/proc/net/tcp6'].some((f) => {
+      let text = '';
+      try {
+        text = fs.readFileSync(f, 'utf8');
+      } catch {
+        return false;
+      }
+      return text.split('\n').some((line) => {
+        const cols = line.trim().split(/\s+/);
+        return cols[1]?.endsWith(`:${hex}`) === true && cols[3] === '0A';
+      });
     });
-  });
   await waitFor(listening, ms, `a listener on port ${port}`);
 }
 
 /** Wait until something accepts TCP connections on host:port. */
 export async function waitForPort(port: number, host = '127.0.0.1', ms = 10_000): Promise<void> {
-  await waitFor(() => new Promise<boolean>((resolve) => {
-    const s = net.connect({ host, port });
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-  }), ms, `port ${host}:${port}`);
+  await waitFor(
+    () =>
+      new Promise<boolean>((resolve) => {
+        const s = net.connect({ host, port });
+        s.once('connect', () => {
+          s.destroy();
+          resolve(true);
+        });
+        s.once('error', () => resolve(false));
+      }),
+    ms,
+    `port ${host}:${port}`,
+  );
 }
 
 /**
@@ -156,8 +190,14 @@ export async function waitForPort(port: number, host = '127.0.0.1', ms = 10_000)
  * until the caller's timer fires. `cleanup` kills the listener and closes the fillers.
  */
 export async function stalledPort(): Promise<{ port: number; cleanup: () => void }> {
-  const py = spawn('python3', ['-c', 'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(60)'],
-    { stdio: ['ignore', 'pipe', 'inherit'] });
+  const py = spawn(
+    'python3',
+    [
+      '-c',
+      'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(60)',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const port = Number((await once(py.stdout!, 'data'))[0].toString().trim());
   const fillers: net.Socket[] = [];
   for (let i = 0; i < 4; i++) {
@@ -166,5 +206,13 @@ export async function stalledPort(): Promise<{ port: number; cleanup: () => void
     fillers.push(s);
   }
   await new Promise((r) => setTimeout(r, 200)); // let the fillers occupy the queue
-  return { port, cleanup: () => { py.kill('SIGKILL'); fillers.forEach((s) => { s.destroy(); }); } };
+  return {
+    port,
+    cleanup: () => {
+      py.kill('SIGKILL');
+      fillers.forEach((s) => {
+        s.destroy();
+      });
+    },
+  };
 }

@@ -27,7 +27,8 @@ export function labUnavailable(): string | false {
     spawnSync('ip', ['netns', 'del', probe]);
     return false;
   })();
-  if (reason !== false && process.env.CI) throw new Error(`e2e lab cannot run: ${reason} (.ci/run runs as root with iproute2 and iptables)`);
+  if (reason !== false && process.env.CI)
+    throw new Error(`e2e lab cannot run: ${reason} (.ci/run runs as root with iproute2 and iptables)`);
   return reason;
 }
 
@@ -49,14 +50,26 @@ function pidAlive(pid: number): boolean {
 
 function listNamespaces(): string[] {
   const r = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.split('\n').map((l) => l.split(' ')[0]!).filter(Boolean) : [];
+  return r.status === 0
+    ? r.stdout
+        .split('\n')
+        .map((l) => l.split(' ')[0]!)
+        .filter(Boolean)
+    : [];
 }
 
 /** Kill whatever runs in a namespace, then delete it. */
 function deleteNamespace(ns: string): void {
   const pids = spawnSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' });
-  for (const p of (pids.stdout ?? '').split('\n').map(Number).filter((n) => n > 0)) {
-    try { process.kill(p, 'SIGKILL'); } catch { /* gone */ }
+  for (const p of (pids.stdout ?? '')
+    .split('\n')
+    .map(Number)
+    .filter((n) => n > 0)) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
   }
   spawnSync('ip', ['netns', 'del', ns]);
 }
@@ -131,7 +144,8 @@ export class Lab {
   /** Start a long-running process inside a namespace (exec'd: its pid is the process's own). */
   spawn(role: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): NsProcess {
     const child = spawn('ip', ['netns', 'exec', this.ns(role), cmd, ...args], {
-      env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
     });
     let out = '';
     const waiters = new Set<() => void>();
@@ -141,30 +155,36 @@ export class Lab {
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
-      for (const w of waiters) w();
-      resolve(code);
-    }));
+    const exited = new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => {
+        for (const w of waiters) w();
+        resolve(code);
+      }),
+    );
     const p: NsProcess = {
       child,
       output: () => out,
       exited,
-      waitOutput: (needle, ms = 15_000) => new Promise<void>((resolve, reject) => {
-        const check = (): void => {
-          const hit = typeof needle === 'string' ? out.includes(needle) : needle.test(out);
-          if (hit) done(null);
-          else if (child.exitCode !== null || child.signalCode !== null) done(new Error(`${cmd} exited (${child.exitCode ?? child.signalCode}) before printing ${String(needle)}:\n${out.slice(-2000)}`));
-        };
-        const timer = setTimeout(() => done(new Error(`${cmd}: no ${String(needle)} within ${ms} ms:\n${out.slice(-2000)}`)), ms);
-        const done = (err: Error | null): void => {
-          clearTimeout(timer);
-          waiters.delete(check);
-          if (err) reject(err);
-          else resolve();
-        };
-        waiters.add(check);
-        check();
-      }),
+      waitOutput: (needle, ms = 15_000) =>
+        new Promise<void>((resolve, reject) => {
+          const check = (): void => {
+            const hit = typeof needle === 'string' ? out.includes(needle) : needle.test(out);
+            if (hit) done(null);
+            else if (child.exitCode !== null || child.signalCode !== null)
+              done(
+                new Error(`${cmd} exited (${child.exitCode ?? child.signalCode}) before printing ${String(needle)}:\n${out.slice(-2000)}`),
+              );
+          };
+          const timer = setTimeout(() => done(new Error(`${cmd}: no ${String(needle)} within ${ms} ms:\n${out.slice(-2000)}`)), ms);
+          const done = (err: Error | null): void => {
+            clearTimeout(timer);
+            waiters.delete(check);
+            if (err) reject(err);
+            else resolve();
+          };
+          waiters.add(check);
+          check();
+        }),
       stop: async () => {
         if (child.exitCode === null && child.signalCode === null) {
           child.kill('SIGTERM');
@@ -181,17 +201,26 @@ export class Lab {
   /** Wait until a process in the lab LISTENs on a TCP port (read from its namespace's /proc/<pid>/net/tcp). */
   async waitListen(p: NsProcess, port: number, ms = 15_000): Promise<void> {
     const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
-    await waitFor(() => {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) throw new Error(`process exited before listening on ${port}:\n${p.output().slice(-2000)}`);
-      return ['tcp', 'tcp6'].some((f) => {
-        let text = '';
-        try { text = fs.readFileSync(`/proc/${p.child.pid}/net/${f}`, 'utf8'); } catch { return false; }
-        return text.split('\n').some((line) => {
-          const cols = line.trim().split(/\s+/);
-          return cols[1]?.endsWith(hex) === true && cols[3] === '0A';
+    await waitFor(
+      () => {
+        if (p.child.exitCode !== null || p.child.signalCode !== null)
+          throw new Error(`process exited before listening on ${port}:\n${p.output().slice(-2000)}`);
+        return ['tcp', 'tcp6'].some((f) => {
+          let text = '';
+          try {
+            text = fs.readFileSync(`/proc/${p.child.pid}/net/${f}`, 'utf8');
+          } catch {
+            return false;
+          }
+          return text.split('\n').some((line) => {
+            const cols = line.trim().split(/\s+/);
+            return cols[1]?.endsWith(hex) === true && cols[3] === '0A';
+          });
         });
-      });
-    }, ms, `a listener on port ${port}`);
+      },
+      ms,
+      `a listener on port ${port}`,
+    );
   }
 
   /** Stop every process, then delete every namespace (safe to call twice, and after a failed setup). */

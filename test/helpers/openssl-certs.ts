@@ -56,7 +56,10 @@ function openssl(args: string[], cwd: string): string {
 
 /** `openssl ca` dates: GeneralizedTime, YYYYMMDDHHMMSSZ. */
 function asn1Time(d: Date): string {
-  return d.toISOString().replace(/[-:T]/g, '').replace(/\.\d+Z$/, 'Z');
+  return d
+    .toISOString()
+    .replace(/[-:T]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 export function generateKey(file: string, kind: KeyKind): void {
@@ -108,14 +111,34 @@ export class TestCA {
   }
 
   /** A self-signed root CA (ECDSA P-256 unless said otherwise), valid ten years from yesterday. */
-  static root(dir: string = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-ca-')), cn = 'ipgate test root CA', key: KeyKind = 'p256'): TestCA {
+  static root(
+    dir: string = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-ca-')),
+    cn = 'ipgate test root CA',
+    key: KeyKind = 'p256',
+  ): TestCA {
     fs.mkdirSync(dir, { recursive: true });
     const keyFile = path.join(dir, 'ca.key');
     const certFile = path.join(dir, 'ca.crt');
     generateKey(keyFile, key);
     openssl(
-      ['req', '-x509', '-new', '-key', keyFile, '-sha256', '-days', '3650', '-subj', `/CN=${cn}`,
-        '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign', '-out', certFile],
+      [
+        'req',
+        '-x509',
+        '-new',
+        '-key',
+        keyFile,
+        '-sha256',
+        '-days',
+        '3650',
+        '-subj',
+        `/CN=${cn}`,
+        '-addext',
+        'basicConstraints=critical,CA:TRUE',
+        '-addext',
+        'keyUsage=critical,keyCertSign,cRLSign',
+        '-out',
+        certFile,
+      ],
       dir,
     );
     return new TestCA(dir, keyFile, certFile, []);
@@ -138,13 +161,35 @@ export class TestCA {
     openssl(['req', '-new', '-key', keyFile, '-subj', `/CN=${opts.cn ?? opts.name}`, '-out', csr], this.dir);
     const ext = `${stem}.ext`;
     const san = [...(opts.dns ?? []).map((d) => `DNS:${d}`), ...(opts.ip ?? []).map((a) => `IP:${a}`)];
-    fs.writeFileSync(ext, ['[ext]', ...(opts.ca ? INTERMEDIATE_EXT : LEAF_EXT), ...(san.length > 0 ? [`subjectAltName = ${san.join(', ')}`] : []), ''].join('\n'));
+    fs.writeFileSync(
+      ext,
+      ['[ext]', ...(opts.ca ? INTERMEDIATE_EXT : LEAF_EXT), ...(san.length > 0 ? [`subjectAltName = ${san.join(', ')}`] : []), ''].join(
+        '\n',
+      ),
+    );
     const now = Date.now();
     const notBefore = opts.notBefore ?? new Date(now - DAY);
     const notAfter = opts.notAfter ?? new Date(now + 90 * DAY);
     openssl(
-      ['ca', '-batch', '-notext', '-config', path.join(this.dir, 'ca.cnf'), '-in', csr, '-out', certFile,
-        '-startdate', asn1Time(notBefore), '-enddate', asn1Time(notAfter), '-extfile', ext, '-extensions', 'ext'],
+      [
+        'ca',
+        '-batch',
+        '-notext',
+        '-config',
+        path.join(this.dir, 'ca.cnf'),
+        '-in',
+        csr,
+        '-out',
+        certFile,
+        '-startdate',
+        asn1Time(notBefore),
+        '-enddate',
+        asn1Time(notAfter),
+        '-extfile',
+        ext,
+        '-extensions',
+        'ext',
+      ],
       this.dir,
     );
     const chainFile = `${stem}.chain.crt`;

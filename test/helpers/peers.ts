@@ -41,7 +41,9 @@ async function startPeer(cmd: string, args: string[], dir: string, ports: number
   try {
     await Promise.race([
       Promise.all(ports.map((p) => waitForListen(p))),
-      exited.then(() => { throw new Error(`${cmd} exited: ${out}`); }),
+      exited.then(() => {
+        throw new Error(`${cmd} exited: ${out}`);
+      }),
     ]);
   } catch (err) {
     child.kill('SIGKILL');
@@ -66,14 +68,17 @@ async function startPeer(cmd: string, args: string[], dir: string, ports: number
 export async function startHaproxy(config: string, ports: number[]): Promise<Peer> {
   const dir = tmpDir('ipgate-haproxy-');
   const file = path.join(dir, 'haproxy.cfg');
-  fs.writeFileSync(file, `global
+  fs.writeFileSync(
+    file,
+    `global
   maxconn 4096
 defaults
   timeout connect 5s
   timeout client 30s
   timeout server 30s
 ${config}
-`);
+`,
+  );
   return startPeer(which('haproxy') ?? 'haproxy', ['-db', '-f', file], dir, ports);
 }
 
@@ -83,14 +88,17 @@ export async function startNginx(body: string, ports: number[], opts: { stream?:
   for (const d of ['logs', 'tmp']) fs.mkdirSync(path.join(dir, d));
   const file = path.join(dir, 'nginx.conf');
   const streamModule = '/usr/lib/nginx/modules/ngx_stream_module.so';
-  fs.writeFileSync(file, `${opts.stream ? `load_module ${streamModule};\n` : ''}daemon off;
+  fs.writeFileSync(
+    file,
+    `${opts.stream ? `load_module ${streamModule};\n` : ''}daemon off;
 master_process off;
 worker_processes 1;
 pid ${dir}/nginx.pid;
 error_log ${dir}/logs/error.log warn;
 events { worker_connections 1024; }
 ${body}
-`);
+`,
+  );
   return startPeer(which('nginx') ?? 'nginx', ['-p', dir, '-c', file, '-e', `${dir}/logs/error.log`], dir, ports);
 }
 

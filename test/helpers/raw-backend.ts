@@ -143,8 +143,17 @@ export class RawBackend {
 
   private onConnection(socket: net.Socket): void {
     const c: ConnState = {
-      id: ++this.accepted, socket, buf: Buffer.alloc(0), phase: 'head', remaining: 0, req: null, behaviour: null,
-      answered: false, taint: null, seq: 0, history: [],
+      id: ++this.accepted,
+      socket,
+      buf: Buffer.alloc(0),
+      phase: 'head',
+      remaining: 0,
+      req: null,
+      behaviour: null,
+      answered: false,
+      taint: null,
+      seq: 0,
+      history: [],
     };
     this.open.add(c);
     socket.setNoDelay(true);
@@ -265,8 +274,18 @@ export class RawBackend {
     c.seq++;
     if (c.taint !== null) this.violation(c, 'reused', `${method} ${target} arrived after: ${c.taint}`);
     c.history.push(`${target}:${behaviour?.kind ?? 'unknown'}`);
-    const req: SeenRequest = { conn: c.id, seq: c.seq, method, target, version, headers, body: Buffer.alloc(0), bodyComplete: false,
-      behaviour: behaviour?.kind ?? null, at: Date.now() };
+    const req: SeenRequest = {
+      conn: c.id,
+      seq: c.seq,
+      method,
+      target,
+      version,
+      headers,
+      body: Buffer.alloc(0),
+      bodyComplete: false,
+      behaviour: behaviour?.kind ?? null,
+      at: Date.now(),
+    };
     this.requests.push(req);
     c.req = req;
     c.behaviour = behaviour ?? { kind: 'length', delayMs: 0, size: 8, pieces: 1, holdMs: 0 };
@@ -366,7 +385,8 @@ export class RawBackend {
       };
       next();
     };
-    const lengthHead = (extra = '', size = b.size): string => `HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\nX-Target: ${id}\r\n${extra}\r\n`;
+    const lengthHead = (extra = '', size = b.size): string =>
+      `HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\nX-Target: ${id}\r\n${extra}\r\n`;
     switch (b.kind) {
       case 'reset-before-response':
         c.taint = 'reset';

@@ -14,14 +14,16 @@ export async function threeBackends(t: Test): Promise<{ a: number; b: number; c:
     listen 127.0.0.1:${port};
     location / { return 200 "${name}|$request_uri|$http_x_route|$http_x_real_ip\\n"; }
   }`;
-  const peer = await startNginx(`http {
+  const peer = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   keepalive_timeout 75s;
   ${server('A', a)}
   ${server('B', b)}
   ${server('C', c)}
-}`, [a, b, c]);
+}`,
+    [a, b, c],
+  );
   t.teardown(() => peer.stop());
   return { a, b, c };
 }
-

@@ -19,9 +19,29 @@ export interface Cert {
 /** A self-signed ECDSA P-256 certificate for `names` (CN = the first), valid for a day. */
 export function makeCert(dir: string, names: readonly string[]): Cert {
   const base = path.join(dir, names[0]!.replace(/\*/g, 'star'));
-  const r = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
-    '-keyout', `${base}.key`, '-out', `${base}.crt`, '-subj', `/CN=${names[0]}`,
-    '-addext', `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}`], { encoding: 'utf8' });
+  const r = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-days',
+      '1',
+      '-keyout',
+      `${base}.key`,
+      '-out',
+      `${base}.crt`,
+      '-subj',
+      `/CN=${names[0]}`,
+      '-addext',
+      `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}`,
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`openssl req: ${r.stderr}`);
   return { cert: `${base}.crt`, key: `${base}.key` };
 }
@@ -59,10 +79,13 @@ export async function startTlsBackends(servers: readonly TlsServer[]): Promise<T
     return 200 "backend=${s.id} sni=$ssl_server_name${s.proxyProtocol ? ' pp=$proxy_protocol_addr' : ''}\\n";
   }`);
   }
-  const nginx = await startNginx(`http {
+  const nginx = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   ${blocks.join('\n  ')}
-}`, Object.values(port));
+}`,
+    Object.values(port),
+  );
   return { nginx, port, cert };
 }
 
@@ -92,8 +115,18 @@ export function run(cmd: string, args: string[], input = ''): Promise<RunResult>
 
 /** `curl https://<name>:<port>/` resolved to 127.0.0.1, from `source`, trusting `ca` only. */
 export function curlTls(name: string, port: number, ca: string, source = '127.0.0.1'): Promise<RunResult> {
-  return run('curl', ['-sS', '--max-time', '10', '--interface', source, '--resolve', `${name}:${port}:127.0.0.1`, '--cacert', ca,
-    `https://${name}:${port}/`]);
+  return run('curl', [
+    '-sS',
+    '--max-time',
+    '10',
+    '--interface',
+    source,
+    '--resolve',
+    `${name}:${port}:127.0.0.1`,
+    '--cacert',
+    ca,
+    `https://${name}:${port}/`,
+  ]);
 }
 
 /**
@@ -103,8 +136,11 @@ export function curlTls(name: string, port: number, ca: string, source = '127.0.
  */
 export function sClient(port: number, name: string | null, source = '127.0.0.1'): Promise<RunResult> {
   const sni = name === null ? ['-noservername'] : ['-servername', name];
-  return run('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-bind', `${source}:0`, ...sni, '-ign_eof', '-quiet', '-verify_quiet'],
-    `GET / HTTP/1.1\r\nHost: ${name ?? 'none'}\r\nConnection: close\r\n\r\n`);
+  return run(
+    'openssl',
+    ['s_client', '-connect', `127.0.0.1:${port}`, '-bind', `${source}:0`, ...sni, '-ign_eof', '-quiet', '-verify_quiet'],
+    `GET / HTTP/1.1\r\nHost: ${name ?? 'none'}\r\nConnection: close\r\n\r\n`,
+  );
 }
 
 export function readPem(file: string): string {

@@ -75,10 +75,15 @@ class KeyShare {
     } else {
       const { publicKey, privateKey } = crypto.generateKeyPairSync('x25519');
       this.pub = publicKey.export({ format: 'der', type: 'spki' }).subarray(-32);
-      this.secretFn = (peer) => crypto.diffieHellman({
-        privateKey,
-        publicKey: crypto.createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b656e032100', 'hex'), peer]), format: 'der', type: 'spki' }),
-      });
+      this.secretFn = (peer) =>
+        crypto.diffieHellman({
+          privateKey,
+          publicKey: crypto.createPublicKey({
+            key: Buffer.concat([Buffer.from('302a300506032b656e032100', 'hex'), peer]),
+            format: 'der',
+            type: 'spki',
+          }),
+        });
     }
   }
   secret(peer: Buffer): Buffer {
@@ -124,7 +129,9 @@ function helloBody(f: HelloFields, state: HelloState, shares: readonly KeyShare[
   exts.push(ext(51, vec16(Buffer.concat(shares.map((s) => Buffer.concat([u16(GROUP_ID[s.group]), vec16(s.pub)]))))));
   for (const e of f.extensions ?? []) exts.push(e);
   return Buffer.concat([
-    u16(0x0303), state.random, vec8(state.sessionId),
+    u16(0x0303),
+    state.random,
+    vec8(state.sessionId),
     vec16(u16(0x1301)), // TLS_AES_128_GCM_SHA256
     vec8(u8(0)),
     vec16(Buffer.concat(exts)),
@@ -134,7 +141,19 @@ function helloBody(f: HelloFields, state: HelloState, shares: readonly KeyShare[
 /** A whole ClientHello record with fresh random and key shares (for raw tests that only send one). */
 export function clientHelloRecord(f: HelloFields, keyShares: Group[] = ['x25519']): Buffer {
   const state = { random: crypto.randomBytes(32), sessionId: crypto.randomBytes(32) };
-  return record(CT_HANDSHAKE, handshakeMessage(1, helloBody(f, state, keyShares.map((g) => new KeyShare(g)), null)), 0x0301);
+  return record(
+    CT_HANDSHAKE,
+    handshakeMessage(
+      1,
+      helloBody(
+        f,
+        state,
+        keyShares.map((g) => new KeyShare(g)),
+        null,
+      ),
+    ),
+    0x0301,
+  );
 }
 
 /**
@@ -143,10 +162,17 @@ export function clientHelloRecord(f: HelloFields, keyShares: Group[] = ['x25519'
  */
 export function serverHelloMessage(random: Buffer, group: Group = 'p256', sessionId = Buffer.alloc(32, 0x11)): Buffer {
   const keyShare = random.equals(HRR_RANDOM) ? u16(GROUP_ID[group]) : Buffer.concat([u16(GROUP_ID[group]), vec16(Buffer.alloc(65, 4))]);
-  return handshakeMessage(2, Buffer.concat([
-    u16(0x0303), random, vec8(sessionId), u16(0x1301), u8(0),
-    vec16(Buffer.concat([ext(43, u16(0x0304)), ext(51, keyShare)])),
-  ]));
+  return handshakeMessage(
+    2,
+    Buffer.concat([
+      u16(0x0303),
+      random,
+      vec8(sessionId),
+      u16(0x1301),
+      u8(0),
+      vec16(Buffer.concat([ext(43, u16(0x0304)), ext(51, keyShare)])),
+    ]),
+  );
 }
 
 // --- key schedule (RFC 8446 7.1), SHA-256 ---------------------------------------------------------
@@ -367,8 +393,15 @@ export async function tls13Handshake(o: Tls13Options): Promise<Tls13Result> {
   o.onSocket?.(socket);
   const reader = new RecordReader(socket);
   const res: Tls13Result = {
-    hrr: false, secondHelloSent: false, serverHello: false, certificateSubject: null, alpn: null,
-    handshakeDone: false, response: '', alert: null, stopped: null,
+    hrr: false,
+    secondHelloSent: false,
+    serverHello: false,
+    certificateSubject: null,
+    alpn: null,
+    handshakeDone: false,
+    response: '',
+    alert: null,
+    stopped: null,
   };
   try {
     await run(o, socket, reader, res, ms);
@@ -452,7 +485,7 @@ async function run(o: Tls13Options, socket: net.Socket, reader: RecordReader, re
   let serverFinished = false;
   while (!serverFinished) {
     const r = await reader.next(ms);
-    if (r === null) throw new Error('the connection closed during the server\'s handshake flight');
+    if (r === null) throw new Error("the connection closed during the server's handshake flight");
     if (r.type === CT_CCS) continue;
     if (r.type === CT_ALERT) {
       res.alert = [r.payload[0]!, r.payload[1]!];
@@ -484,11 +517,16 @@ async function run(o: Tls13Options, socket: net.Socket, reader: RecordReader, re
   const finished = handshakeMessage(20, hmac(expandLabel(cHs, 'finished', Buffer.alloc(0), 32), sha256(th)));
   const clientKeys = new Protection(cHs);
   const appKeys = new Protection(cAp);
-  socket.write(Buffer.concat([
-    ...(res.hrr ? [] : [CCS_RECORD]),
-    clientKeys.seal(CT_HANDSHAKE, finished),
-    appKeys.seal(CT_APPLICATION, Buffer.from(o.request ?? `GET / HTTP/1.1\r\nHost: ${o.sni ?? 'localhost'}\r\nConnection: close\r\n\r\n`)),
-  ]));
+  socket.write(
+    Buffer.concat([
+      ...(res.hrr ? [] : [CCS_RECORD]),
+      clientKeys.seal(CT_HANDSHAKE, finished),
+      appKeys.seal(
+        CT_APPLICATION,
+        Buffer.from(o.request ?? `GET / HTTP/1.1\r\nHost: ${o.sni ?? 'localhost'}\r\nConnection: close\r\n\r\n`),
+      ),
+    ]),
+  );
   res.handshakeDone = true;
   serverKeys = new Protection(sAp);
   for (;;) {

@@ -55,17 +55,21 @@ export async function startTomcat(t: Test, hosts: TomcatHost[], ms = 60_000): Pr
   const base = tmpDir('ipgate-tomcat-');
   const port = await freePort();
   for (const d of ['conf', 'logs', 'temp', 'work']) fs.mkdirSync(path.join(base, d));
-  const hostXml = hosts.map((h, i) => {
-    const appBase = path.join(base, `webapps-${i}`);
-    for (const [file, content] of Object.entries(h.files)) {
-      const p = path.join(appBase, 'ROOT', file);
-      fs.mkdirSync(path.dirname(p), { recursive: true });
-      fs.writeFileSync(p, content);
-    }
-    fs.mkdirSync(path.join(appBase, 'ROOT'), { recursive: true });
-    return `      <Host name="${h.name}" appBase="${appBase}" unpackWARs="false" autoDeploy="false"/>`;
-  }).join('\n');
-  fs.writeFileSync(path.join(base, 'conf/server.xml'), `<?xml version="1.0" encoding="UTF-8"?>
+  const hostXml = hosts
+    .map((h, i) => {
+      const appBase = path.join(base, `webapps-${i}`);
+      for (const [file, content] of Object.entries(h.files)) {
+        const p = path.join(appBase, 'ROOT', file);
+        fs.mkdirSync(path.dirname(p), { recursive: true });
+        fs.writeFileSync(p, content);
+      }
+      fs.mkdirSync(path.join(appBase, 'ROOT'), { recursive: true });
+      return `      <Host name="${h.name}" appBase="${appBase}" unpackWARs="false" autoDeploy="false"/>`;
+    })
+    .join('\n');
+  fs.writeFileSync(
+    path.join(base, 'conf/server.xml'),
+    `<?xml version="1.0" encoding="UTF-8"?>
 <Server port="-1" shutdown="SHUTDOWN">
   <Service name="Catalina">
     <Connector port="${port}" address="127.0.0.1" protocol="HTTP/1.1" connectionTimeout="20000" maxKeepAliveRequests="-1"/>
@@ -74,9 +78,13 @@ ${hostXml}
     </Engine>
   </Service>
 </Server>
-`);
+`,
+  );
   fs.writeFileSync(path.join(base, 'conf/web.xml'), WEB_XML);
-  fs.writeFileSync(path.join(base, 'conf/context.xml'), '<?xml version="1.0" encoding="UTF-8"?>\n<Context><JarScanner scanClassPath="false" scanManifest="false"/></Context>\n');
+  fs.writeFileSync(
+    path.join(base, 'conf/context.xml'),
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Context><JarScanner scanClassPath="false" scanManifest="false"/></Context>\n',
+  );
 
   const child = spawn(path.join(CATALINA_HOME, 'bin/catalina.sh'), ['run'], {
     cwd: base,
@@ -91,7 +99,12 @@ ${hostXml}
   };
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
-  const exited = new Promise<void>((r) => child.once('exit', () => { r(); wake?.(); }));
+  const exited = new Promise<void>((r) =>
+    child.once('exit', () => {
+      r();
+      wake?.();
+    }),
+  );
   t.teardown(async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');
@@ -106,7 +119,11 @@ ${hostXml}
     if (left <= 0) throw new Error(`tomcat did not start within ${ms} ms: ${out.slice(-2000)}`);
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, left);
-      wake = () => { clearTimeout(timer); wake = null; resolve(); };
+      wake = () => {
+        clearTimeout(timer);
+        wake = null;
+        resolve();
+      };
     });
   }
   return { port, output: () => out };

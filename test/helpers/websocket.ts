@@ -13,7 +13,8 @@ export function wsHandshake(path = '/chat', extra = '', host = 'ws.example'): { 
   const key = crypto.randomBytes(16).toString('base64');
   return {
     key,
-    text: `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+    text:
+      `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
       `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`,
   };
 }
@@ -24,8 +25,14 @@ export class WsReader {
   private ended = false;
   private wake: (() => void) | null = null;
   constructor(socket: net.Socket) {
-    socket.on('data', (c: Buffer) => { this.buf = Buffer.concat([this.buf, c]); this.wake?.(); });
-    socket.on('close', () => { this.ended = true; this.wake?.(); });
+    socket.on('data', (c: Buffer) => {
+      this.buf = Buffer.concat([this.buf, c]);
+      this.wake?.();
+    });
+    socket.on('close', () => {
+      this.ended = true;
+      this.wake?.();
+    });
     socket.on('error', () => undefined);
   }
 
@@ -35,7 +42,11 @@ export class WsReader {
     if (left <= 0) throw new Error(`${what}: timeout`);
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, left);
-      this.wake = () => { clearTimeout(timer); this.wake = null; resolve(); };
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = null;
+        resolve();
+      };
     });
   }
 

@@ -13,7 +13,11 @@ import { startAdminGate, TOKEN } from '../helpers/admin-api';
 import { MAIN } from '../helpers/ipgate';
 import { freePort } from '../helpers/net';
 
-interface Run { code: number | null; out: string; err: string }
+interface Run {
+  code: number | null;
+  out: string;
+  err: string;
+}
 
 /** The same command in this process (the binary's startup costs seconds on a busy machine). */
 async function inProcess(args: string[], env: NodeJS.ProcessEnv = { IPGATE_ADMIN_TOKEN: TOKEN }): Promise<Run> {
@@ -44,7 +48,11 @@ t.test('ls, get, add, rm, check against a running instance', async (t) => {
 
   const ls = await cli(['ls', ...admin]);
   t.equal(ls.code, 0, ls.err);
-  t.match(ls.out, /^NAME +VERSION +APPLIED +ENTRIES +SOURCE\nmain +1-[0-9a-f]+ +1-[0-9a-f]+ +1 +store\nother +1-[0-9a-f]+ +1-[0-9a-f]+ +0 +store\n$/, 'each list with who owns it');
+  t.match(
+    ls.out,
+    /^NAME +VERSION +APPLIED +ENTRIES +SOURCE\nmain +1-[0-9a-f]+ +1-[0-9a-f]+ +1 +store\nother +1-[0-9a-f]+ +1-[0-9a-f]+ +0 +store\n$/,
+    'each list with who owns it',
+  );
 
   const add = await cli(['add', 'main', '192.0.2.0/24', '--comment', 'partner', '--expires', '2h', ...admin]);
   t.equal(add.code, 0, add.err);
@@ -53,11 +61,14 @@ t.test('ls, get, add, rm, check against a running instance', async (t) => {
   t.equal(stored.comment, 'partner');
   const ms = Date.parse(stored.expiresAt!) - Date.now();
   t.ok(ms > 7_100_000 && ms <= 7_200_000, '--expires 2h is two hours from now');
-  t.match(g.app.service.audit.history()[0], { who: 'admin', action: 'add' }, 'audited as the token\'s name');
+  t.match(g.app.service.audit.history()[0], { who: 'admin', action: 'add' }, "audited as the token's name");
 
   const get = await cli(['get', 'main', ...admin]);
   t.equal(get.code, 0);
-  t.match(get.out, /^# main version 2-[0-9a-f]+, 2 entries, source store\nCIDR +ACTION +EXPIRES +COMMENT\n10\.0\.0\.0\/8 +allow +- +office\n192\.0\.2\.0\/24 +allow +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +partner\n$/);
+  t.match(
+    get.out,
+    /^# main version 2-[0-9a-f]+, 2 entries, source store\nCIDR +ACTION +EXPIRES +COMMENT\n10\.0\.0\.0\/8 +allow +- +office\n192\.0\.2\.0\/24 +allow +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +partner\n$/,
+  );
 
   const json = await inProcess(['get', 'main', '--json', ...admin]);
   const doc = JSON.parse(json.out);
@@ -89,10 +100,22 @@ t.test('clear errors and exit codes (the binary for one, the same function in pr
   const admin = ['--admin-url', g.base];
   const before = fs.readFileSync(g.file);
   const rows: Array<[string, string[], NodeJS.ProcessEnv | undefined, number, RegExp]> = [
-    ['bad CIDR', ['add', 'main', '10.0.0.1/8', ...admin], undefined, 3, /HTTP 400: invalid_entry: "10\.0\.0\.1\/8": host bits set: did you mean 10\.0\.0\.0\/8\? \(field entries\[0\]\.cidr\)/],
+    [
+      'bad CIDR',
+      ['add', 'main', '10.0.0.1/8', ...admin],
+      undefined,
+      3,
+      /HTTP 400: invalid_entry: "10\.0\.0\.1\/8": host bits set: did you mean 10\.0\.0\.0\/8\? \(field entries\[0\]\.cidr\)/,
+    ],
     ['unknown list', ['get', 'nope', ...admin], undefined, 3, /HTTP 404: unknown_list: no allowlist "nope"/],
     ['entry not listed', ['rm', 'main', '192.0.2.0/24', ...admin], undefined, 3, /HTTP 404: entry_not_found/],
-    ['bad address', ['check', 'main', 'ten', ...admin], undefined, 3, /HTTP 400: invalid_request: "ten": invalid IPv4 address: unexpected character "t" \(field ip\)/],
+    [
+      'bad address',
+      ['check', 'main', 'ten', ...admin],
+      undefined,
+      3,
+      /HTTP 400: invalid_request: "ten": invalid IPv4 address: unexpected character "t" \(field ip\)/,
+    ],
     ['wrong token', ['ls', ...admin], { IPGATE_ADMIN_TOKEN: 'not-the-token-0123456789' }, 3, /HTTP 403: forbidden/],
     ['no token', ['ls', ...admin], {}, 2, /no admin token: pass --token-file FILE or set IPGATE_ADMIN_TOKEN/],
     ['unknown command', ['list', ...admin], undefined, 2, /unknown command "list"/],
@@ -104,7 +127,13 @@ t.test('clear errors and exit codes (the binary for one, the same function in pr
     ['bad --output', ['ls', '--output', 'xml', ...admin], undefined, 2, /--output "xml": expected table, json or yaml/],
     ['replace without -f', ['replace', 'main', ...admin], undefined, 2, /replace needs --file/],
     ['explain without --listener', ['explain', '10.1.2.3', ...admin], undefined, 2, /explain needs --listener/],
-    ['replace -f of a missing file', ['replace', 'main', '-f', '/nonexistent/list.txt', ...admin], undefined, 2, /cannot read -f "\/nonexistent\/list\.txt"/],
+    [
+      'replace -f of a missing file',
+      ['replace', 'main', '-f', '/nonexistent/list.txt', ...admin],
+      undefined,
+      2,
+      /cannot read -f "\/nonexistent\/list\.txt"/,
+    ],
     ['bad --expires', ['add', 'main', '192.0.2.0/24', '--expires', 'tomorrow', ...admin], undefined, 3, /field entries\[0\]\.expiresAt/],
   ];
   const viaBinary = await cli(rows[0]![1]);
@@ -138,23 +167,37 @@ t.test('add refuses a CIDR already listed; --replace replaces it and says so', a
     const again = await inProcess(['add', 'main', cidr, '--comment=vpn', ...admin]);
     t.equal(again.code, 3, 'refused: exit 3');
     t.equal(again.out, '', 'nothing printed on stdout (no "added")');
-    t.match(again.err, /main already has 10\.0\.0\.0\/8 allow "office" until 2099-01-01T00:00:00Z \(version 1-[0-9a-f]+\); nothing changed\. Pass --replace/);
+    t.match(
+      again.err,
+      /main already has 10\.0\.0\.0\/8 allow "office" until 2099-01-01T00:00:00Z \(version 1-[0-9a-f]+\); nothing changed\. Pass --replace/,
+    );
   }
   const deny = await inProcess(['deny', 'main', '10.0.0.0/8', ...admin]);
   t.equal(deny.code, 3, 'deny of a CIDR already allowed is refused too');
   t.ok(fs.readFileSync(g.file).equals(before), 'the store is unchanged');
   t.equal(g.app.service.get('main').version, version);
-  t.same(g.app.service.get('main').entries, [{ cidr: '10.0.0.0/8', comment: 'office', expiresAt: '2099-01-01T00:00:00Z' }], 'comment and expiry kept');
+  t.same(
+    g.app.service.get('main').entries,
+    [{ cidr: '10.0.0.0/8', comment: 'office', expiresAt: '2099-01-01T00:00:00Z' }],
+    'comment and expiry kept',
+  );
 
   const replaced = await cli(['add', 'main', '10.0.0.0/8', '--comment', 'vpn', '--replace', ...admin]);
   t.equal(replaced.code, 0, replaced.err);
-  t.match(replaced.out, /^replaced 10\.0\.0\.0\/8 allow "office" until 2099-01-01T00:00:00Z in main with 10\.0\.0\.0\/8 allow "vpn": version 2-[0-9a-f]+, 1 entries\n$/);
+  t.match(
+    replaced.out,
+    /^replaced 10\.0\.0\.0\/8 allow "office" until 2099-01-01T00:00:00Z in main with 10\.0\.0\.0\/8 allow "vpn": version 2-[0-9a-f]+, 1 entries\n$/,
+  );
   t.notMatch(replaced.out, /added/, 'never "added" for a replace');
   t.same(g.app.service.get('main').entries, [{ cidr: '10.0.0.0/8', comment: 'vpn' }]);
 
   const fresh = await inProcess(['add', 'main', '192.0.2.1', '--replace', ...admin]);
   t.equal(fresh.code, 0, fresh.err);
-  t.match(fresh.out, /^added 192\.0\.2\.1\/32 to main: version 3-[0-9a-f]+, 2 entries\n$/, '--replace of a CIDR not listed adds it, and says "added"');
+  t.match(
+    fresh.out,
+    /^added 192\.0\.2\.1\/32 to main: version 3-[0-9a-f]+, 2 entries\n$/,
+    '--replace of a CIDR not listed adds it, and says "added"',
+  );
 });
 
 t.test('replace -f: a file of CIDRs or the JSON that get prints; the diff; --dry-run; If-Match', async (t) => {
@@ -164,31 +207,38 @@ t.test('replace -f: a file of CIDRs or the JSON that get prints; the diff; --dry
   });
   const admin = ['--admin-url', g.base];
   const file = path.join(g.dir, 'main.txt');
-  fs.writeFileSync(file, [
-    '# the office and partners',
-    '10.0.0.0/8            # office',
-    '',
-    'allow 192.0.2.0/24    # partner',
-    '198.51.100.7',
-  ].join('\n'));
+  fs.writeFileSync(
+    file,
+    ['# the office and partners', '10.0.0.0/8            # office', '', 'allow 192.0.2.0/24    # partner', '198.51.100.7'].join('\n'),
+  );
   const before = fs.readFileSync(g.file);
   const v1 = g.app.service.get('main').version;
 
   const dry = await inProcess(['replace', 'main', '-f', file, '--dry-run', ...admin]);
   t.equal(dry.code, 0, dry.err);
-  t.equal(dry.out, [
-    '+ 198.51.100.7/32 allow',
-    '- 172.16.0.0/12 allow "old vpn"',
-    '~ 192.0.2.0/24: comment - -> "partner"',
-    `dry run: main version ${v1} not changed; ${file} would make 3 entries (1 added, 1 removed, 1 changed)`,
-    '',
-  ].join('\n'));
+  t.equal(
+    dry.out,
+    [
+      '+ 198.51.100.7/32 allow',
+      '- 172.16.0.0/12 allow "old vpn"',
+      '~ 192.0.2.0/24: comment - -> "partner"',
+      `dry run: main version ${v1} not changed; ${file} would make 3 entries (1 added, 1 removed, 1 changed)`,
+      '',
+    ].join('\n'),
+  );
   t.ok(fs.readFileSync(g.file).equals(before), '--dry-run writes nothing');
 
   const real = await cli(['replace', 'main', `--file=${file}`, ...admin]);
   t.equal(real.code, 0, real.err);
-  t.match(real.out, /^\+ 198\.51\.100\.7\/32 allow\n- 172\.16\.0\.0\/12 allow "old vpn"\n~ 192\.0\.2\.0\/24: comment - -> "partner"\nreplaced main from .*main\.txt: version 1-[0-9a-f]+ -> 2-[0-9a-f]+, 3 entries \(1 added, 1 removed, 1 changed\)\n$/);
-  t.same(g.app.service.get('main').entries, [{ cidr: '10.0.0.0/8', comment: 'office' }, { cidr: '192.0.2.0/24', comment: 'partner' }, { cidr: '198.51.100.7/32' }]);
+  t.match(
+    real.out,
+    /^\+ 198\.51\.100\.7\/32 allow\n- 172\.16\.0\.0\/12 allow "old vpn"\n~ 192\.0\.2\.0\/24: comment - -> "partner"\nreplaced main from .*main\.txt: version 1-[0-9a-f]+ -> 2-[0-9a-f]+, 3 entries \(1 added, 1 removed, 1 changed\)\n$/,
+  );
+  t.same(g.app.service.get('main').entries, [
+    { cidr: '10.0.0.0/8', comment: 'office' },
+    { cidr: '192.0.2.0/24', comment: 'partner' },
+    { cidr: '198.51.100.7/32' },
+  ]);
   t.match(g.app.service.audit.history()[0], { action: 'replace' }, 'one PUT');
 
   // What get -o json prints goes back as is: nothing to change, nothing sent.
@@ -206,7 +256,15 @@ t.test('replace -f: a file of CIDRs or the JSON that get prints; the diff; --dry
   fs.writeFileSync(jsonFile, JSON.stringify(edited));
   const applied = await inProcess(['replace', 'main', '-f', jsonFile, '-o', 'json', ...admin]);
   t.equal(applied.code, 0, applied.err);
-  t.match(JSON.parse(applied.out), { name: 'main', fromVersion: v2, written: true, added: [], removed: [{ cidr: '198.51.100.7/32' }], changed: [], list: { entries: edited.entries } });
+  t.match(JSON.parse(applied.out), {
+    name: 'main',
+    fromVersion: v2,
+    written: true,
+    added: [],
+    removed: [{ cidr: '198.51.100.7/32' }],
+    changed: [],
+    list: { entries: edited.entries },
+  });
 
   // A bad file is refused before anything is sent: the line and the value are named.
   const before2 = fs.readFileSync(g.file);
@@ -231,13 +289,23 @@ t.test('explain IP --listener L [--xff]: the derivation and the decision, exit 1
     allowlists: { main: [{ cidr: '10.0.0.0/8', comment: 'office' }] },
     listeners: [
       { name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] },
-      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'], http: { trustedProxies: ['127.0.0.1/32'] } },
+      {
+        name: 'web',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: ['127.0.0.1:9'],
+        http: { trustedProxies: ['127.0.0.1/32'] },
+      },
     ],
   });
   const admin = ['--admin-url', g.base];
   const yes = await cli(['explain', '10.1.2.3', '--listener', 'tcp', ...admin]);
   t.equal(yes.code, 0, yes.err);
-  t.match(yes.out, /^listener +tcp \(tcp\)\npeer +10\.1\.2\.3\n.*client +10\.1\.2\.3 via socket\n.*allowlist +main version 1-[0-9a-f]+\nentry +10\.0\.0\.0\/8 allow "office"\ndecision +allow\n$/s);
+  t.match(
+    yes.out,
+    /^listener +tcp \(tcp\)\npeer +10\.1\.2\.3\n.*client +10\.1\.2\.3 via socket\n.*allowlist +main version 1-[0-9a-f]+\nentry +10\.0\.0\.0\/8 allow "office"\ndecision +allow\n$/s,
+  );
   const no = await inProcess(['explain', '203.0.113.9', '--listener=tcp', ...admin]);
   t.equal(no.code, 1, 'not admitted: exit 1');
   t.match(no.out, /entry +-\ndecision +deny \(not_allowlisted\)\n$/);
@@ -251,9 +319,17 @@ t.test('explain IP --listener L [--xff]: the derivation and the decision, exit 1
 
 /** Does the server in this tree have `what` in its OpenAPI document? (the server side of issue 20 lands separately). */
 async function serverHas(base: string, method: string, route: string, param?: string): Promise<boolean> {
-  const doc = JSON.parse(await new Promise<string>((resolve, reject) => {
-    http.get(`${base}/openapi.json`, (res) => { let b = ''; res.on('data', (c) => (b += c)); res.on('end', () => resolve(b)); }).on('error', reject);
-  })) as { paths: Record<string, Record<string, { parameters?: Array<{ name: string }> }>> };
+  const doc = JSON.parse(
+    await new Promise<string>((resolve, reject) => {
+      http
+        .get(`${base}/openapi.json`, (res) => {
+          let b = '';
+          res.on('data', (c) => (b += c));
+          res.on('end', () => resolve(b));
+        })
+        .on('error', reject);
+    }),
+  ) as { paths: Record<string, Record<string, { parameters?: Array<{ name: string }> }>> };
   const op = doc.paths[route]?.[method];
   return op !== undefined && (param === undefined || (op.parameters ?? []).some((p) => p.name === param));
 }
@@ -295,13 +371,31 @@ t.test('explain on listeners with routes: --host, --path, --header, --sni pick t
   const g = await startAdminGate(t, {
     allowlists: { main: ['10.0.0.0/8'], partners: [{ cidr: '203.0.113.0/24', comment: 'acme' }] },
     listeners: [
-      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'], routes: [
-        { name: 'api', hosts: ['api.example.com'], paths: [{ path: '/v1', match: 'prefix' }], upstreams: ['127.0.0.1:10'], allowlist: 'partners' },
-        { name: 'site', hosts: ['*'] },
-      ] },
-      { name: 'tls', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'], routes: [
-        { name: 'db', hosts: ['db.example.com'], upstreams: ['127.0.0.1:11'], allowlist: 'partners' },
-      ] },
+      {
+        name: 'web',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: ['127.0.0.1:9'],
+        routes: [
+          {
+            name: 'api',
+            hosts: ['api.example.com'],
+            paths: [{ path: '/v1', match: 'prefix' }],
+            upstreams: ['127.0.0.1:10'],
+            allowlist: 'partners',
+          },
+          { name: 'site', hosts: ['*'] },
+        ],
+      },
+      {
+        name: 'tls',
+        mode: 'tcp',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: ['127.0.0.1:9'],
+        routes: [{ name: 'db', hosts: ['db.example.com'], upstreams: ['127.0.0.1:11'], allowlist: 'partners' }],
+      },
     ],
   });
   const admin = ['--admin-url', g.base];
@@ -309,25 +403,64 @@ t.test('explain on listeners with routes: --host, --path, --header, --sni pick t
   // The binary: --host and --path choose the route whose list decides.
   const api = await cli(['explain', '203.0.113.7', '--listener', 'web', '--host', 'api.example.com', '--path', '/v1/users', ...admin]);
   t.equal(api.code, 0, api.err);
-  t.match(api.out, /^route +api \(host api\.example\.com, exact; path \/v1, prefix\) -> 127\.0\.0\.1:10\n/m, 'the route, its host and path entries and upstreams');
-  t.match(api.out, /^allowlist +partners version /m, 'the route\'s list decides');
+  t.match(
+    api.out,
+    /^route +api \(host api\.example\.com, exact; path \/v1, prefix\) -> 127\.0\.0\.1:10\n/m,
+    'the route, its host and path entries and upstreams',
+  );
+  t.match(api.out, /^allowlist +partners version /m, "the route's list decides");
   t.match(api.out, /^entry +203\.0\.113\.0\/24 allow "acme"\ndecision +allow\n$/m);
 
   // The same client on the other route: the listener's list, which does not admit it.
   const site = await inProcess(['explain', '203.0.113.7', '--listener', 'web', '--header', 'Host: www.example.com', ...admin]);
   t.equal(site.code, 1, site.err);
-  t.match(site.out, /^route +site \(host \*, default\) -> 127\.0\.0\.1:9\n/m, 'a Host --header picks the route as --host does; path / by default');
+  t.match(
+    site.out,
+    /^route +site \(host \*, default\) -> 127\.0\.0\.1:9\n/m,
+    'a Host --header picks the route as --host does; path / by default',
+  );
   t.match(site.out, /decision +deny \(not_allowlisted\)\n$/);
 
   // No route: the status the client would get.
-  const miss = await inProcess(['explain', '203.0.113.7', '--listener', 'web', '--host', 'api.example.com', '--path', '/v2', '-o', 'json', ...admin]);
+  const miss = await inProcess([
+    'explain',
+    '203.0.113.7',
+    '--listener',
+    'web',
+    '--host',
+    'api.example.com',
+    '--path',
+    '/v2',
+    '-o',
+    'json',
+    ...admin,
+  ]);
   t.equal(miss.code, 1);
   t.match(JSON.parse(miss.out), { decision: 'no_route', reason: 'route_no_path', status: 404, route: null });
 
   // --header several times and --xff together reach the API as headers.
-  const both = await inProcess(['explain', '127.0.0.1', '--listener', 'web', '--host', 'api.example.com', '--path', '/v1',
-    '--header', 'X-Forwarded-For: 198.51.100.1', '--xff', '203.0.113.8', '-o', 'json', ...admin]);
-  t.match(JSON.parse(both.out), { trustedProxy: false, client: '127.0.0.1' }, 'headers sent (not believed: 127.0.0.1 is no trusted proxy here)');
+  const both = await inProcess([
+    'explain',
+    '127.0.0.1',
+    '--listener',
+    'web',
+    '--host',
+    'api.example.com',
+    '--path',
+    '/v1',
+    '--header',
+    'X-Forwarded-For: 198.51.100.1',
+    '--xff',
+    '203.0.113.8',
+    '-o',
+    'json',
+    ...admin,
+  ]);
+  t.match(
+    JSON.parse(both.out),
+    { trustedProxy: false, client: '127.0.0.1' },
+    'headers sent (not believed: 127.0.0.1 is no trusted proxy here)',
+  );
 
   // Without --host on a routed listener: the API's refusal, and the flag that answers it.
   const noHost = await inProcess(['explain', '203.0.113.7', '--listener', 'web', ...admin]);

@@ -15,30 +15,70 @@ t.test('explain answers the route and the entry for an SNI', async (t) => {
       api: [{ cidr: '198.51.100.0/24', comment: 'partners' }],
     },
     listeners: [
-      { name: 'sni', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'],
+      {
+        name: 'sni',
+        mode: 'tcp',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: ['127.0.0.1:9'],
         routes: [
           { name: 'api', hosts: ['api.example'], allowlist: 'api' },
           { name: 'tenants', hosts: ['*.t.example'] },
           { name: 'fallback', hosts: ['*'] },
-        ] },
-      { name: 'strict', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'],
-        routes: [{ name: 'api', hosts: ['api.example'] }] },
+        ],
+      },
+      {
+        name: 'strict',
+        mode: 'tcp',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: ['127.0.0.1:9'],
+        routes: [{ name: 'api', hosts: ['api.example'] }],
+      },
       { name: 'plain', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] },
     ],
   });
   const cases: { desc: string; body: Record<string, unknown>; want: Record<string, unknown> }[] = [
-    { desc: 'an exact name: its route and the route\'s list (a partner is allowed)', body: { listener: 'sni', peer: '198.51.100.7', sni: 'api.example' },
-      want: { route: { name: 'api', host: 'api.example', hostMatch: 'exact', path: null }, allowlist: 'api', decision: 'allow', entry: { cidr: '198.51.100.0/24', comment: 'partners' } } },
-    { desc: 'the same name from the office: not on the route\'s list', body: { listener: 'sni', peer: '203.0.113.9', sni: 'API.example.' },
-      want: { sni: 'api.example', route: { name: 'api' }, allowlist: 'api', decision: 'deny', reason: 'not_allowlisted', entry: null } },
-    { desc: 'a wildcard: the listener\'s list', body: { listener: 'sni', peer: '203.0.113.9', sni: 'a.b.t.example' },
-      want: { route: { name: 'tenants', host: '*.t.example', hostMatch: 'wildcard', path: null }, allowlist: 'main', decision: 'allow', entry: { comment: 'office' } } },
-    { desc: 'no SNI: the default route', body: { listener: 'sni', peer: '203.0.113.9' },
-      want: { sni: null, route: { name: 'fallback', host: '*', hostMatch: 'default', path: null }, decision: 'allow' } },
-    { desc: 'an IP literal as SNI: the reader refuses the hello', body: { listener: 'sni', peer: '203.0.113.9', sni: '192.0.2.1' },
-      want: { decision: 'close', reason: 'tls_bad_sni', route: null } },
-    { desc: 'no route and no default: closed', body: { listener: 'strict', peer: '127.0.0.1', sni: 'other.example' },
-      want: { decision: 'close', reason: 'route_no_host', route: null, sni: 'other.example' } },
+    {
+      desc: "an exact name: its route and the route's list (a partner is allowed)",
+      body: { listener: 'sni', peer: '198.51.100.7', sni: 'api.example' },
+      want: {
+        route: { name: 'api', host: 'api.example', hostMatch: 'exact', path: null },
+        allowlist: 'api',
+        decision: 'allow',
+        entry: { cidr: '198.51.100.0/24', comment: 'partners' },
+      },
+    },
+    {
+      desc: "the same name from the office: not on the route's list",
+      body: { listener: 'sni', peer: '203.0.113.9', sni: 'API.example.' },
+      want: { sni: 'api.example', route: { name: 'api' }, allowlist: 'api', decision: 'deny', reason: 'not_allowlisted', entry: null },
+    },
+    {
+      desc: "a wildcard: the listener's list",
+      body: { listener: 'sni', peer: '203.0.113.9', sni: 'a.b.t.example' },
+      want: {
+        route: { name: 'tenants', host: '*.t.example', hostMatch: 'wildcard', path: null },
+        allowlist: 'main',
+        decision: 'allow',
+        entry: { comment: 'office' },
+      },
+    },
+    {
+      desc: 'no SNI: the default route',
+      body: { listener: 'sni', peer: '203.0.113.9' },
+      want: { sni: null, route: { name: 'fallback', host: '*', hostMatch: 'default', path: null }, decision: 'allow' },
+    },
+    {
+      desc: 'an IP literal as SNI: the reader refuses the hello',
+      body: { listener: 'sni', peer: '203.0.113.9', sni: '192.0.2.1' },
+      want: { decision: 'close', reason: 'tls_bad_sni', route: null },
+    },
+    {
+      desc: 'no route and no default: closed',
+      body: { listener: 'strict', peer: '127.0.0.1', sni: 'other.example' },
+      want: { decision: 'close', reason: 'route_no_host', route: null, sni: 'other.example' },
+    },
   ];
   for (const c of cases) {
     const r = await g.api('POST', '/v1/explain', { body: c.body });

@@ -30,11 +30,26 @@ function raw(port: number, head: string): Promise<{ status: number; text: string
 t.test('a Host that is not an address of the API gets 421 on every route; IPs, localhost and listed names pass', async (t) => {
   const g = await startAdminGate(t, { allowlists: { main: ['10.0.0.0/8'] }, listeners: [listener] });
   const before = g.app.lists.get('main').version;
-  for (const [method, url] of [['GET', '/readyz'], ['GET', '/healthz'], ['GET', '/metrics'], ['GET', '/openapi.json'], ['GET', '/v1/allowlists'], ['POST', '/v1/allowlists/main/entries'], ['GET', '/nope']] as const) {
-    const r = await g.api(method, url, { headers: { host: 'evil.example:9901' }, ...(method === 'POST' ? { body: { entries: [{ cidr: '192.0.2.1' }] } } : {}) });
+  for (const [method, url] of [
+    ['GET', '/readyz'],
+    ['GET', '/healthz'],
+    ['GET', '/metrics'],
+    ['GET', '/openapi.json'],
+    ['GET', '/v1/allowlists'],
+    ['POST', '/v1/allowlists/main/entries'],
+    ['GET', '/nope'],
+  ] as const) {
+    const r = await g.api(method, url, {
+      headers: { host: 'evil.example:9901' },
+      ...(method === 'POST' ? { body: { entries: [{ cidr: '192.0.2.1' }] } } : {}),
+    });
     t.equal(r.status, 421, `${method} ${url}`);
-    t.same(r.json, { error: 'host_not_allowed', field: 'Host',
-      message: 'Host "evil.example:9901" is not an address of this admin API: use an IP address or localhost, or add the name to admin.allowedHosts' });
+    t.same(r.json, {
+      error: 'host_not_allowed',
+      field: 'Host',
+      message:
+        'Host "evil.example:9901" is not an address of this admin API: use an IP address or localhost, or add the name to admin.allowedHosts',
+    });
   }
   t.equal(g.app.lists.get('main').version, before, 'the refused POST changed nothing');
   const port = g.app.admin!.address.port;
@@ -50,11 +65,25 @@ t.test('a Host that is not an address of the API gets 421 on every route; IPs, l
   t.equal(rebound.status, 421);
   t.match(rebound.text, /"Host \\"attacker\.example\\" is not an address/);
   const doctor: Finding[] = [];
-  analyseAdmin({ url: 'http://attacker.example:9901/readyz', status: rebound.status, body: JSON.parse(rebound.text.slice(rebound.text.indexOf('\r\n\r\n') + 4)) }, doctor);
-  t.match(doctor, [{ id: 'ipgate.admin-host-refused', severity: 'warn', statement: /HTTP 421.*Host "attacker\.example"/, fix: /admin\.allowedHosts/ }],
-    'ipgate doctor says what to do about the 421');
+  analyseAdmin(
+    {
+      url: 'http://attacker.example:9901/readyz',
+      status: rebound.status,
+      body: JSON.parse(rebound.text.slice(rebound.text.indexOf('\r\n\r\n') + 4)),
+    },
+    doctor,
+  );
+  t.match(
+    doctor,
+    [{ id: 'ipgate.admin-host-refused', severity: 'warn', statement: /HTTP 421.*Host "attacker\.example"/, fix: /admin\.allowedHosts/ }],
+    'ipgate doctor says what to do about the 421',
+  );
   const m = await g.api('GET', '/metrics', { token: null });
-  t.match(m.text, /ipgate_admin_requests_total\{route="\/readyz",method="GET",code_class="4xx"\} [1-9]/, 'the 421s are counted as admin requests');
+  t.match(
+    m.text,
+    /ipgate_admin_requests_total\{route="\/readyz",method="GET",code_class="4xx"\} [1-9]/,
+    'the 421s are counted as admin requests',
+  );
 });
 
 /** startAdminGate with admin options of our own (its own admin block would replace them). */
@@ -62,7 +91,11 @@ async function gateWith(t: Test, admin: Record<string, unknown>) {
   const dir = tmpDir('ipgate-admin-host-');
   const tokenFile = path.join(dir, 'token');
   fs.writeFileSync(tokenFile, `${TOKEN}\n`);
-  return startAdminGate(t, { allowlists: { main: [] }, listeners: [listener], admin: { listen: '127.0.0.1:0', tokenFile, ...admin } }, { dir });
+  return startAdminGate(
+    t,
+    { allowlists: { main: [] }, listeners: [listener], admin: { listen: '127.0.0.1:0', tokenFile, ...admin } },
+    { dir },
+  );
 }
 
 t.test('admin.allowedHosts: the listed names are served, case-insensitively and with any port; others still 421', async (t) => {
@@ -97,37 +130,58 @@ t.test('the allowlist CLI reaches the API by IP and by localhost (both pass the 
   for (const admin of [`http://127.0.0.1:${port}`, `http://localhost:${port}`]) {
     let out = '';
     let err = '';
-    const code = await allowlistMain(['ls', '--admin', admin], { out: (x) => (out += x), err: (x) => (err += x), env: { IPGATE_ADMIN_TOKEN: TOKEN }, now: Date.now });
+    const code = await allowlistMain(['ls', '--admin', admin], {
+      out: (x) => (out += x),
+      err: (x) => (err += x),
+      env: { IPGATE_ADMIN_TOKEN: TOKEN },
+      now: Date.now,
+    });
     t.equal(code, 0, `${admin}: ${err}`);
     t.match(out, /^NAME +VERSION/);
   }
 });
 
-t.test('in the default process model (the admin API in a cluster primary): allowedHosts applies and auth failures reach /metrics', async (t) => {
-  const dir = tmpDir('ipgate-admin-host-bin-');
-  fs.writeFileSync(path.join(dir, 'token'), `${TOKEN}\n`);
-  const adminPort = await freePort();
-  const g = spawnIpgate(['run'], {
-    logging: { level: 'info', bufferBytes: 0 },
-    store: { type: 'memory' },
-    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), allowedHosts: ['ipgate-admin.ipgate.svc'] },
-    allowlists: { main: [] },
-    listeners: [{ ...listener, listen: `127.0.0.1:${await freePort()}` }],
-  });
-  t.teardown(async () => {
-    if (g.child.exitCode !== null) return;
-    for (const c of childPids(g.child.pid!)) try { process.kill(c, 'SIGKILL'); } catch { /* gone */ }
-    g.child.kill('SIGKILL');
-    await g.exited;
-  });
-  await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'ready');
-  t.equal(g.child.exitCode, null, g.stderr());
-  t.match(g.stdout(), /"reason":"admin.separateProcess: false"[^\n]*"msg":"running as one process"/, 'the default process model: one process');
-  const base = `http://127.0.0.1:${adminPort}`;
-  t.equal((await request(base, 'GET', '/readyz', { token: null, headers: { host: 'ipgate-admin.ipgate.svc:9901' } })).status, 200, 'a listed name');
-  t.equal((await request(base, 'GET', '/readyz', { token: null, headers: { host: 'evil.example' } })).status, 421, 'any other name');
-  for (let i = 0; i < 3; i++) t.equal((await request(base, 'GET', '/v1/allowlists', { token: 'wrong-token-0123456789' })).status, 403);
-  const m = await request(base, 'GET', '/metrics', { token: null });
-  t.match(m.text, /^ipgate_admin_auth_failures_total\{reason="invalid"\} 3$/m, 'counted once, by the primary');
-  t.equal(logLines(g.stdout()).filter((l) => String(l.msg).startsWith('admin API: wrong token')).length, 1, 'one line for three');
-});
+t.test(
+  'in the default process model (the admin API in a cluster primary): allowedHosts applies and auth failures reach /metrics',
+  async (t) => {
+    const dir = tmpDir('ipgate-admin-host-bin-');
+    fs.writeFileSync(path.join(dir, 'token'), `${TOKEN}\n`);
+    const adminPort = await freePort();
+    const g = spawnIpgate(['run'], {
+      logging: { level: 'info', bufferBytes: 0 },
+      store: { type: 'memory' },
+      admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), allowedHosts: ['ipgate-admin.ipgate.svc'] },
+      allowlists: { main: [] },
+      listeners: [{ ...listener, listen: `127.0.0.1:${await freePort()}` }],
+    });
+    t.teardown(async () => {
+      if (g.child.exitCode !== null) return;
+      for (const c of childPids(g.child.pid!))
+        try {
+          process.kill(c, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      g.child.kill('SIGKILL');
+      await g.exited;
+    });
+    await waitFor(() => /"msg":"ready"/.test(g.stdout()) || g.child.exitCode !== null, 20_000, 'ready');
+    t.equal(g.child.exitCode, null, g.stderr());
+    t.match(
+      g.stdout(),
+      /"reason":"admin.separateProcess: false"[^\n]*"msg":"running as one process"/,
+      'the default process model: one process',
+    );
+    const base = `http://127.0.0.1:${adminPort}`;
+    t.equal(
+      (await request(base, 'GET', '/readyz', { token: null, headers: { host: 'ipgate-admin.ipgate.svc:9901' } })).status,
+      200,
+      'a listed name',
+    );
+    t.equal((await request(base, 'GET', '/readyz', { token: null, headers: { host: 'evil.example' } })).status, 421, 'any other name');
+    for (let i = 0; i < 3; i++) t.equal((await request(base, 'GET', '/v1/allowlists', { token: 'wrong-token-0123456789' })).status, 403);
+    const m = await request(base, 'GET', '/metrics', { token: null });
+    t.match(m.text, /^ipgate_admin_auth_failures_total\{reason="invalid"\} 3$/m, 'counted once, by the primary');
+    t.equal(logLines(g.stdout()).filter((l) => String(l.msg).startsWith('admin API: wrong token')).length, 1, 'one line for three');
+  },
+);

@@ -23,7 +23,13 @@ async function httpStatus(port: number, from: string, headers = ''): Promise<num
 async function tcpAdmitted(port: number, from: string, first?: string): Promise<boolean> {
   const s = await connect({ port, localAddress: from });
   if (first !== undefined) s.write(first);
-  const got = await Promise.race([readLine(s).then(() => true, () => false), closed(s).then(() => false)]);
+  const got = await Promise.race([
+    readLine(s).then(
+      () => true,
+      () => false,
+    ),
+    closed(s).then(() => false),
+  ]);
   s.destroy();
   return got;
 }
@@ -41,17 +47,29 @@ t.test('deny entries: check, explain, TCP and HTTP decisions, access log and the
     ],
   });
   const got = await g.api('GET', '/v1/allowlists/main');
-  t.same(got.json.entries, [{ cidr: '127.0.0.0/8' }, { cidr: '127.0.0.66/32', action: 'deny', comment: 'compromised' }], 'the deny entry as stored (allow stays implicit)');
+  t.same(
+    got.json.entries,
+    [{ cidr: '127.0.0.0/8' }, { cidr: '127.0.0.66/32', action: 'deny', comment: 'compromised' }],
+    'the deny entry as stored (allow stays implicit)',
+  );
   t.equal(got.json.source, 'store');
 
   const denied = await g.api('GET', '/v1/allowlists/main/check?ip=127.0.0.66');
-  t.match(denied.json, { allowed: false, reason: 'denied_by_entry', entry: { cidr: '127.0.0.66/32', action: 'deny' }, index: 1 }, 'check names the deny entry');
+  t.match(
+    denied.json,
+    { allowed: false, reason: 'denied_by_entry', entry: { cidr: '127.0.0.66/32', action: 'deny' }, index: 1 },
+    'check names the deny entry',
+  );
   const allowed = await g.api('GET', '/v1/allowlists/main/check?ip=127.0.0.65');
   t.match(allowed.json, { allowed: true, reason: null, entry: { cidr: '127.0.0.0/8' } });
   const outside = await g.api('GET', '/v1/allowlists/main/check?ip=192.0.2.1');
   t.match(outside.json, { allowed: false, reason: 'not_allowlisted', entry: null, index: -1 });
   const ex = await g.api('POST', '/v1/explain', { body: { listener: 'tcp', peer: '127.0.0.66' } });
-  t.match(ex.json, { decision: 'deny', reason: 'denied_by_entry', entry: { cidr: '127.0.0.66/32', action: 'deny', comment: 'compromised' } }, 'explain names the deny entry');
+  t.match(
+    ex.json,
+    { decision: 'deny', reason: 'denied_by_entry', entry: { cidr: '127.0.0.66/32', action: 'deny', comment: 'compromised' } },
+    'explain names the deny entry',
+  );
   const exOk = await g.api('POST', '/v1/explain', { body: { listener: 'tcp', peer: '127.0.0.65' } });
   t.match(exOk.json, { decision: 'allow', entry: { cidr: '127.0.0.0/8', action: 'allow' } });
 
@@ -68,19 +86,41 @@ t.test('deny entries: check, explain, TCP and HTTP decisions, access log and the
   t.equal(webL.stats.denied.get('denied_by_entry'), 1, 'and on the HTTP listener');
   await waitFor(() => g.logs.lines.filter((l) => l.msg === 'access' && l.reason === 'denied_by_entry').length >= 2, 5000, 'access lines');
   const lines = g.logs.lines.filter((l) => l.msg === 'access' && l.reason === 'denied_by_entry');
-  t.match(lines.find((l) => l.kind === 'tcp'), { decision: 'deny', client: '127.0.0.66', entry: '127.0.0.66/32' }, 'TCP access line names the deny entry');
-  t.match(lines.find((l) => l.kind === 'http'), { decision: 'deny', client: '127.0.0.66', entry: '127.0.0.66/32', status: 403 }, 'HTTP access line names it');
+  t.match(
+    lines.find((l) => l.kind === 'tcp'),
+    { decision: 'deny', client: '127.0.0.66', entry: '127.0.0.66/32' },
+    'TCP access line names the deny entry',
+  );
+  t.match(
+    lines.find((l) => l.kind === 'http'),
+    { decision: 'deny', client: '127.0.0.66', entry: '127.0.0.66/32', status: 403 },
+    'HTTP access line names it',
+  );
   // With the access log on, each denial is its own line at info, up to logging.deniedLinesPerSecond
   // (docs/architecture.md, the access log), and no summary line repeats them.
-  t.same(lines.map((l) => l.level), ['info', 'info'], 'both denial lines at info');
-  t.equal(g.logs.lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('denied 127.0.0.66')).length, 0, 'no summary line beside them');
+  t.same(
+    lines.map((l) => l.level),
+    ['info', 'info'],
+    'both denial lines at info',
+  );
+  t.equal(
+    g.logs.lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('denied 127.0.0.66')).length,
+    0,
+    'no summary line beside them',
+  );
   const metrics = await g.api('GET', '/metrics');
   t.match(metrics.text, /ipgate_denied_total\{[^}]*reason="denied_by_entry"[^}]*\} 1/, '/metrics carries the reason');
 });
 
 t.test('the same CIDR with two actions is refused, quoting it', async (t) => {
-  const g = await startAdminGate(t, { allowlists: { main: ['10.0.0.0/8'] }, listeners: [{ name: 'l', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }] });
-  const r = await g.api('PUT', '/v1/allowlists/main', { headers: { 'if-match': '*' }, body: { entries: [{ cidr: '10.0.0.0/8' }, { cidr: '10.0.0.0/8', action: 'deny' }] } });
+  const g = await startAdminGate(t, {
+    allowlists: { main: ['10.0.0.0/8'] },
+    listeners: [{ name: 'l', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
+  });
+  const r = await g.api('PUT', '/v1/allowlists/main', {
+    headers: { 'if-match': '*' },
+    body: { entries: [{ cidr: '10.0.0.0/8' }, { cidr: '10.0.0.0/8', action: 'deny' }] },
+  });
   t.equal(r.status, 400);
   t.match(r.json, { error: 'invalid_entries', field: 'entries[1].cidr', message: /"10\.0\.0\.0\/8" is listed twice/ });
   const bad = await g.api('POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr: '10.0.0.1/33' }] } });
@@ -101,9 +141,14 @@ t.test('POST of a CIDR already listed: 409 entry_exists quoting both, unless ?re
   t.equal(r.status, 409);
   t.equal(r.json.error, 'entry_exists');
   t.equal(r.json.field, 'entries[0].cidr');
-  t.match(r.json.message, /"10\.0\.0\.0\/8" is already in allowlist "main" as \{"cidr":"10\.0\.0\.0\/8","comment":"office","expiresAt":"2099-01-01T00:00:00Z"\}/);
+  t.match(
+    r.json.message,
+    /"10\.0\.0\.0\/8" is already in allowlist "main" as \{"cidr":"10\.0\.0\.0\/8","comment":"office","expiresAt":"2099-01-01T00:00:00Z"\}/,
+  );
   t.equal(fs.readFileSync(g.file, 'utf8'), before, 'the store is unchanged');
-  const ok = await g.api('POST', '/v1/allowlists/main/entries?replace=true', { body: { entries: [{ cidr: '10.0.0.0/8', comment: 'new', action: 'deny' }] } });
+  const ok = await g.api('POST', '/v1/allowlists/main/entries?replace=true', {
+    body: { entries: [{ cidr: '10.0.0.0/8', comment: 'new', action: 'deny' }] },
+  });
   t.equal(ok.status, 200);
   t.same(ok.json.entries, [{ cidr: '10.0.0.0/8', action: 'deny', comment: 'new' }], 'replaced on request');
   const badQ = await g.api('POST', '/v1/allowlists/main/entries?replace=yes', { body: { entries: [{ cidr: '10.2.0.0/16' }] } });
@@ -124,7 +169,16 @@ t.test('lists created and deleted live; deletion refused while a listener uses t
   t.teardown(() => web.close());
   const g = await startAdminGate(t, {
     allowlists: { main: ['127.0.0.9/32'], proxies: [] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${web.port}`], http: { trustedProxies: 'proxies' } }],
+    listeners: [
+      {
+        name: 'web',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${web.port}`],
+        http: { trustedProxies: 'proxies' },
+      },
+    ],
   });
   const c = await g.api('POST', '/v1/allowlists', { body: { name: 'extra', entries: [{ cidr: '192.0.2.0/24', action: 'deny' }] } });
   t.equal(c.status, 201);
@@ -140,7 +194,10 @@ t.test('lists created and deleted live; deletion refused while a listener uses t
   const cfg = await g.api('POST', '/v1/allowlists', { body: { name: 'x', source: 'config' } });
   t.equal(cfg.status, 400, 'a config list is not created through the API');
 
-  for (const [name, field] of [['main', 'listeners[0] (web).allowlist'], ['proxies', 'listeners[0] (web).http.trustedProxies']] as const) {
+  for (const [name, field] of [
+    ['main', 'listeners[0] (web).allowlist'],
+    ['proxies', 'listeners[0] (web).http.trustedProxies'],
+  ] as const) {
     const d = await g.api('DELETE', `/v1/allowlists/${name}`);
     t.equal(d.status, 409, `${name} is in use`);
     t.equal(d.json.error, 'list_in_use');
@@ -151,8 +208,11 @@ t.test('lists created and deleted live; deletion refused while a listener uses t
   t.equal((await g.api('GET', '/v1/allowlists/extra')).status, 404);
   t.notOk(JSON.parse(fs.readFileSync(g.file, 'utf8')).lists.extra, 'gone from the store');
   const audit = await g.api('GET', '/v1/audit?limit=10');
-  t.ok(audit.json.records.some((r: { action: string; list: string }) => r.action === 'create' && r.list === 'extra') &&
-    audit.json.records.some((r: { action: string; list: string }) => r.action === 'delete' && r.list === 'extra'), 'create and delete audited');
+  t.ok(
+    audit.json.records.some((r: { action: string; list: string }) => r.action === 'create' && r.list === 'extra') &&
+      audit.json.records.some((r: { action: string; list: string }) => r.action === 'delete' && r.list === 'extra'),
+    'create and delete audited',
+  );
 
   // trustedProxies named a list: 127.0.0.2 speaks for 127.0.0.9 only once it is in that list.
   const xff = 'X-Forwarded-For: 127.0.0.9\r\n';
@@ -166,14 +226,23 @@ t.test('trustedSources naming a list: a PROXY header is believed once the peer i
   const echo = await tcpEcho(t);
   const g = await startAdminGate(t, {
     allowlists: { main: ['192.0.2.7/32'], balancers: [] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1',
-      proxyProtocol: { mode: 'required', trustedSources: 'balancers' } }],
+    listeners: [
+      {
+        name: 'tcp',
+        mode: 'tcp',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${echo}`],
+        outboundProxyProtocol: 'v1',
+        proxyProtocol: { mode: 'required', trustedSources: 'balancers' },
+      },
+    ],
   });
   const header = 'PROXY TCP4 192.0.2.7 127.0.0.1 5555 80\r\n';
   t.equal(await tcpAdmitted(g.port('tcp'), '127.0.0.3', header), false, 'untrusted peer: closed');
   const add = await g.api('POST', '/v1/allowlists/balancers/entries', { body: { entries: [{ cidr: '127.0.0.3' }] } });
   t.equal(add.status, 200);
-  t.equal(await tcpAdmitted(g.port('tcp'), '127.0.0.3', header), true, 'trusted now: the header\'s client 192.0.2.7 is admitted');
+  t.equal(await tcpAdmitted(g.port('tcp'), '127.0.0.3', header), true, "trusted now: the header's client 192.0.2.7 is admitted");
   const ex = await g.api('POST', '/v1/explain', { body: { listener: 'tcp', peer: '127.0.0.3', proxyHeader: header } });
   t.match(ex.json, { peerTrusted: true, client: '192.0.2.7', decision: 'allow' }, 'explain reads the same live list');
 });

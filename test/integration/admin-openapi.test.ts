@@ -11,7 +11,11 @@ import { startAdminGate } from '../helpers/admin-api';
 const listener = { name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] };
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;
 
-interface Operation { operationId?: string; responses: Record<string, { description?: string }>; security?: unknown[] }
+interface Operation {
+  operationId?: string;
+  responses: Record<string, { description?: string }>;
+  security?: unknown[];
+}
 type Paths = Record<string, Partial<Record<(typeof METHODS)[number], Operation>>>;
 
 /** The operations the admin API has, by id, with the statuses each must document. */
@@ -45,8 +49,11 @@ t.test('the OpenAPI document lints clean and documents every operation', async (
   const redocly = await import('@redocly/openapi-core');
   const config = await redocly.createConfig({ extends: ['recommended-strict'] });
   const problems = await redocly.lintFromString({ source: r.text, absoluteRef: `${g.base}/openapi.json`, config });
-  t.same(problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location.map((l) => l.pointer).join(', ')}`), [],
-    'Redocly recommended-strict: zero problems');
+  t.same(
+    problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location.map((l) => l.pointer).join(', ')}`),
+    [],
+    'Redocly recommended-strict: zero problems',
+  );
 
   t.match(doc.servers, [{ url: 'http://127.0.0.1:9901', description: /admin/ }], 'servers: the default admin address');
 
@@ -60,8 +67,12 @@ t.test('the OpenAPI document lints clean and documents every operation', async (
       t.notOk(seen.has(op.operationId!), `${route}: operationId ${op.operationId} is unique`);
       seen.set(op.operationId!, route);
       const codes = Object.keys(op.responses);
-      t.ok(codes.some((c) => /^4\d\d$/.test(c)), `${route}: at least one 4xx`);
-      for (const c of codes) t.ok(op.responses[c]!.description && op.responses[c]!.description !== 'Default Response', `${route} ${c}: described`);
+      t.ok(
+        codes.some((c) => /^4\d\d$/.test(c)),
+        `${route}: at least one 4xx`,
+      );
+      for (const c of codes)
+        t.ok(op.responses[c]!.description && op.responses[c]!.description !== 'Default Response', `${route} ${c}: described`);
     }
   }
   t.equal(seen.size, Object.keys(expected).length, `${Object.keys(expected).length} operations`);
@@ -77,15 +88,50 @@ t.test('the documented statuses are the ones sent: a sample of each 4xx over the
   const g = await startAdminGate(t, { allowlists: { main: ['10.0.0.0/8'] }, listeners: [listener] });
   const doc = (await g.api('GET', '/openapi.json', { token: null })).json as { paths: Paths };
   const cases: { what: string; method: string; url: string; path: string; opts?: Parameters<typeof g.api>[2]; status: number }[] = [
-    { what: 'a rebinding Host', method: 'GET', url: '/healthz', path: '/healthz', opts: { headers: { host: 'evil.example' } }, status: 421 },
+    {
+      what: 'a rebinding Host',
+      method: 'GET',
+      url: '/healthz',
+      path: '/healthz',
+      opts: { headers: { host: 'evil.example' } },
+      status: 421,
+    },
     { what: 'no token', method: 'GET', url: '/v1/allowlists', path: '/v1/allowlists', opts: { token: null }, status: 401 },
     { what: 'a wrong token', method: 'GET', url: '/v1/audit', path: '/v1/audit', opts: { token: 'wrong-token-0123456789' }, status: 403 },
     { what: 'an unknown list', method: 'GET', url: '/v1/allowlists/nope', path: '/v1/allowlists/{name}', status: 404 },
     { what: 'a bad address', method: 'GET', url: '/v1/allowlists/main/check?ip=x', path: '/v1/allowlists/{name}/check', status: 400 },
-    { what: 'PUT without If-Match', method: 'PUT', url: '/v1/allowlists/main', path: '/v1/allowlists/{name}', opts: { body: { entries: [] } }, status: 428 },
-    { what: 'a stale If-Match', method: 'DELETE', url: '/v1/allowlists/main/entries/10.0.0.0%2F8', path: '/v1/allowlists/{name}/entries/{cidr}', opts: { headers: { 'if-match': '"0-x"' } }, status: 412 },
-    { what: 'text/plain', method: 'POST', url: '/v1/allowlists/main/entries', path: '/v1/allowlists/{name}/entries', opts: { raw: '10.0.0.1', headers: { 'content-type': 'text/plain' } }, status: 415 },
-    { what: 'a body over the limit', method: 'POST', url: '/v1/explain', path: '/v1/explain', opts: { raw: JSON.stringify({ pad: 'x'.repeat(1_100_000) }) }, status: 413 },
+    {
+      what: 'PUT without If-Match',
+      method: 'PUT',
+      url: '/v1/allowlists/main',
+      path: '/v1/allowlists/{name}',
+      opts: { body: { entries: [] } },
+      status: 428,
+    },
+    {
+      what: 'a stale If-Match',
+      method: 'DELETE',
+      url: '/v1/allowlists/main/entries/10.0.0.0%2F8',
+      path: '/v1/allowlists/{name}/entries/{cidr}',
+      opts: { headers: { 'if-match': '"0-x"' } },
+      status: 412,
+    },
+    {
+      what: 'text/plain',
+      method: 'POST',
+      url: '/v1/allowlists/main/entries',
+      path: '/v1/allowlists/{name}/entries',
+      opts: { raw: '10.0.0.1', headers: { 'content-type': 'text/plain' } },
+      status: 415,
+    },
+    {
+      what: 'a body over the limit',
+      method: 'POST',
+      url: '/v1/explain',
+      path: '/v1/explain',
+      opts: { raw: JSON.stringify({ pad: 'x'.repeat(1_100_000) }) },
+      status: 413,
+    },
     { what: 'an unknown listener', method: 'GET', url: '/v1/connections?listener=nope', path: '/v1/connections', status: 404 },
   ];
   for (const c of cases) {

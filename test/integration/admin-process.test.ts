@@ -22,7 +22,13 @@ async function backends(t: Test): Promise<{ tcp: number; http: number }> {
   const web = createHttpEcho();
   await new Promise<void>((r) => tcp.listen(0, '127.0.0.1', r));
   await new Promise<void>((r) => web.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { web.closeAllConnections(); web.close(() => tcp.close(() => r())); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        web.closeAllConnections();
+        web.close(() => tcp.close(() => r()));
+      }),
+  );
   return { tcp: (tcp.address() as net.AddressInfo).port, http: (web.address() as net.AddressInfo).port };
 }
 
@@ -39,8 +45,12 @@ interface Gate {
 }
 
 /** ipgate with a TCP and an HTTP listener enforcing `main` (127.0.0.3 only); `admin` merges into the admin section (null: no admin API). */
-async function startGate(t: Test, admin: Record<string, unknown> | null, extra: Record<string, unknown> = {},
-  more: Record<string, unknown>[] = []): Promise<Gate> {
+async function startGate(
+  t: Test,
+  admin: Record<string, unknown> | null,
+  extra: Record<string, unknown> = {},
+  more: Record<string, unknown>[] = [],
+): Promise<Gate> {
   const backend = await backends(t);
   const [tcp, http, adminPort] = [await freePort(), await freePort(), await freePort()];
   const dir = tmpDir('ipgate-admin-process-');
@@ -50,10 +60,20 @@ async function startGate(t: Test, admin: Record<string, unknown> | null, extra: 
     logging: { level: 'info', access: true, bufferBytes: 0 },
     store: { type: 'file', path: path.join(dir, 'allowlists.json') },
     // The primary + worker model is what this file tests: opted in (one process is the default).
-    admin: admin === null ? { listen: null } : { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), separateProcess: true, ...admin },
+    admin:
+      admin === null
+        ? { listen: null }
+        : { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token'), separateProcess: true, ...admin },
     allowlists: { main: ['127.0.0.3/32'] },
     listeners: [
-      { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${tcp}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.tcp}`], outboundProxyProtocol: 'v1' },
+      {
+        name: 'tcp',
+        mode: 'tcp',
+        listen: `127.0.0.1:${tcp}`,
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${backend.tcp}`],
+        outboundProxyProtocol: 'v1',
+      },
       { name: 'web', mode: 'http', listen: `127.0.0.1:${http}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.http}`] },
       ...more,
     ],
@@ -62,7 +82,12 @@ async function startGate(t: Test, admin: Record<string, unknown> | null, extra: 
   const pid = g.child.pid!;
   t.teardown(async () => {
     if (g.child.exitCode !== null) return;
-    for (const c of childPids(pid)) try { process.kill(c, 'SIGKILL'); } catch { /* gone */ }
+    for (const c of childPids(pid))
+      try {
+        process.kill(c, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     g.child.kill('SIGKILL');
     await g.exited;
   });
@@ -71,7 +96,12 @@ async function startGate(t: Test, admin: Record<string, unknown> | null, extra: 
   const base = admin === null ? null : `http://127.0.0.1:${adminPort}`;
   const logs = (): Record<string, unknown>[] => logLines(g.stdout());
   return {
-    g, pid, tcp, http, admin: base, logs,
+    g,
+    pid,
+    tcp,
+    http,
+    admin: base,
+    logs,
     log: (msg) => logs().find((l) => l.msg === msg),
     api: (m, u, body, headers) => {
       if (base === null) throw new Error('no admin API');
@@ -109,7 +139,10 @@ function metric(text: string, name: string, labels: string): number | null {
 }
 
 function listenerPids(gate: Gate): unknown[] {
-  return gate.logs().filter((l) => l.msg === 'listening').map((l) => l.pid);
+  return gate
+    .logs()
+    .filter((l) => l.msg === 'listening')
+    .map((l) => l.pid);
 }
 
 /** SIGTERM with a stream open: the listeners stop accepting, the stream is still served, exit 0 once it ends. */
@@ -117,11 +150,19 @@ async function drainsOnSigterm(t: Test, gate: Gate): Promise<void> {
   const open = await stream(gate.tcp, '127.0.0.3');
   gate.g.child.kill('SIGTERM');
   await waitFor(() => /"msg":"stopping/.test(gate.g.stdout()), 5000, 'stopping logged');
-  await waitFor(() => new Promise<boolean>((resolve) => {
-    const s = net.connect(gate.tcp, '127.0.0.1');
-    s.once('error', () => resolve(true));
-    s.once('connect', () => { s.destroy(); resolve(false); });
-  }), 5000, 'listener closed');
+  await waitFor(
+    () =>
+      new Promise<boolean>((resolve) => {
+        const s = net.connect(gate.tcp, '127.0.0.1');
+        s.once('error', () => resolve(true));
+        s.once('connect', () => {
+          s.destroy();
+          resolve(false);
+        });
+      }),
+    5000,
+    'listener closed',
+  );
   open.write('still here\n');
   t.equal((await readUntil(open, 'still here\n')).toString(), 'still here\n', 'the open stream is served while draining');
   t.equal(gate.g.child.exitCode, null, 'still running while a stream is open');
@@ -135,27 +176,50 @@ t.test('workers: 1 with the admin API (default): a primary and one worker that h
   const kids = childPids(gate.pid);
   t.equal(kids.length, 1, `the primary has exactly one child process (${kids.join(', ')})`);
   const worker = kids[0]!;
-  t.match(fs.readFileSync(`/proc/${worker}/cmdline`, 'utf8').split('\0'), [process.execPath, /main\.js$/], 'the child is a node process running ipgate');
+  t.match(
+    fs.readFileSync(`/proc/${worker}/cmdline`, 'utf8').split('\0'),
+    [process.execPath, /main\.js$/],
+    'the child is a node process running ipgate',
+  );
 
   const starting = gate.log('starting workers');
-  t.match(starting, { pid: gate.pid, workers: 1, reason: 'admin API in its own process', scheduling: 'none' }, 'the start-up log names the model and why');
+  t.match(
+    starting,
+    { pid: gate.pid, workers: 1, reason: 'admin API in its own process', scheduling: 'none' },
+    'the start-up log names the model and why',
+  );
   t.match(gate.log('admin API listening'), { pid: gate.pid }, 'the admin API is in the primary');
   t.same(listenerPids(gate), [worker, worker], 'both listeners are bound in the worker');
-  t.ok(gate.logs().filter((l) => l.msg === 'listening').every((l) => l.worker === 1), 'worker lines carry worker: 1');
+  t.ok(
+    gate
+      .logs()
+      .filter((l) => l.msg === 'listening')
+      .every((l) => l.worker === 1),
+    'worker lines carry worker: 1',
+  );
   t.equal(gate.log('running as one process'), undefined);
 
   // TCP and HTTP through the worker: its access lines name the client.
   for (let i = 0; i < 3; i++) (await stream(gate.tcp, '127.0.0.3')).destroy();
-  for (let i = 0; i < 4; i++) t.same(await get(gate.http, '127.0.0.3'), { status: 200, client: '127.0.0.3' }, `HTTP request ${i} forwarded`);
+  for (let i = 0; i < 4; i++)
+    t.same(await get(gate.http, '127.0.0.3'), { status: 200, client: '127.0.0.3' }, `HTTP request ${i} forwarded`);
   await waitFor(() => gate.logs().filter((l) => l.msg === 'access').length >= 7, 5000, 'access lines');
   const access = gate.logs().filter((l) => l.msg === 'access');
   t.same([...new Set(access.map((l) => l.pid))], [worker], 'every access line comes from the worker');
 
   // /metrics (served by the primary) reports the worker's counters.
-  await waitFor(async () => metric((await gate.api('GET', '/metrics')).text, 'ipgate_connections_active', 'listener="tcp"') === 0, 5000, 'streams closed');
+  await waitFor(
+    async () => metric((await gate.api('GET', '/metrics')).text, 'ipgate_connections_active', 'listener="tcp"') === 0,
+    5000,
+    'streams closed',
+  );
   const text = (await gate.api('GET', '/metrics')).text;
   t.equal(metric(text, 'ipgate_connections_accepted_total', 'listener="tcp"'), 3, 'TCP connections accepted by the worker');
-  t.equal(metric(text, 'ipgate_http_requests_total', 'listener="web",method="GET",status="200",code_class="2xx",protocol="h1"'), 4, 'HTTP requests answered by the worker');
+  t.equal(
+    metric(text, 'ipgate_http_requests_total', 'listener="web",method="GET",status="200",code_class="2xx",protocol="h1"'),
+    4,
+    'HTTP requests answered by the worker',
+  );
   const ready = await gate.api('GET', '/readyz');
   t.equal(ready.status, 200);
   t.match(JSON.stringify(ready.json.checks), /1 worker\(s\) listening/);
@@ -214,13 +278,19 @@ t.test('workers: 1 with the admin API: the acknowledgement waits for the worker'
   t.same(childPids(gate.pid), [worker], 'the same worker (not replaced)');
 });
 
-t.test('workers: 1 with the admin API: /readyz, /v1/explain and /v1/connections report the worker\'s listeners', async (t) => {
+t.test("workers: 1 with the admin API: /readyz, /v1/explain and /v1/connections report the worker's listeners", async (t) => {
   // The primary has no listeners: the self-checks and the connections come from the worker over
   // IPC, explain decides from the config and the primary's lists.
   const pp = await freePort();
   const gate = await startGate(t, {}, {}, [
-    { name: 'pp', mode: 'tcp', listen: `127.0.0.1:${pp}`, allowlist: 'main', upstreams: ['127.0.0.1:9'],
-      proxyProtocol: { mode: 'optional', trustedSources: ['192.0.2.0/24'] } },
+    {
+      name: 'pp',
+      mode: 'tcp',
+      listen: `127.0.0.1:${pp}`,
+      allowlist: 'main',
+      upstreams: ['127.0.0.1:9'],
+      proxyProtocol: { mode: 'optional', trustedSources: ['192.0.2.0/24'] },
+    },
   ]);
   t.equal(childPids(gate.pid).length, 1, 'two processes');
 
@@ -230,9 +300,14 @@ t.test('workers: 1 with the admin API: /readyz, /v1/explain and /v1/connections 
   await closed(s);
   const ready = await gate.api('GET', '/readyz');
   t.equal(ready.status, 200, 'a warning does not make ipgate unready');
-  const untrusted = (ready.json.checks as Array<{ name: string; status: string; message: string }>).find((c) => c.name === 'proxy_untrusted.pp');
-  t.match(untrusted, { status: 'warn', message: /listener pp: in the last 60 s 1 connection\(s\) from peers outside proxyProtocol\.trustedSources refused/ },
-    'the worker\'s PROXY trust self-check is in the primary\'s /readyz');
+  const untrusted = (ready.json.checks as Array<{ name: string; status: string; message: string }>).find(
+    (c) => c.name === 'proxy_untrusted.pp',
+  );
+  t.match(
+    untrusted,
+    { status: 'warn', message: /listener pp: in the last 60 s 1 connection\(s\) from peers outside proxyProtocol\.trustedSources refused/ },
+    "the worker's PROXY trust self-check is in the primary's /readyz",
+  );
 
   // explain: the listener's config and the current list, including a write made after start.
   const explain = (peer: string): ReturnType<Gate['api']> => gate.api('POST', '/v1/explain', { listener: 'tcp', peer });
@@ -240,14 +315,21 @@ t.test('workers: 1 with the admin API: /readyz, /v1/explain and /v1/connections 
   t.match((await explain('127.0.0.9')).json, { decision: 'deny', reason: 'not_allowlisted' });
   t.equal((await gate.api('POST', '/v1/allowlists/main/entries', { entries: [{ cidr: '127.0.0.9/32' }] })).status, 200);
   t.match((await explain('127.0.0.9')).json, { decision: 'allow', entry: { cidr: '127.0.0.9/32' } }, 'explain follows the write');
-  t.match((await gate.api('POST', '/v1/explain', { listener: 'pp', peer: '192.0.2.1', proxyHeader: 'PROXY TCP4 127.0.0.9 127.0.0.1 5555 80' })).json,
-    { client: '127.0.0.9', via: 'proxy-v1', peerTrusted: true, decision: 'allow' }, 'PROXY trust from the listener config');
+  t.match(
+    (await gate.api('POST', '/v1/explain', { listener: 'pp', peer: '192.0.2.1', proxyHeader: 'PROXY TCP4 127.0.0.9 127.0.0.1 5555 80' }))
+      .json,
+    { client: '127.0.0.9', via: 'proxy-v1', peerTrusted: true, decision: 'allow' },
+    'PROXY trust from the listener config',
+  );
   t.equal((await explain('::1')).status, 200, 'an IPv6 peer is explained too');
   t.equal((await gate.api('POST', '/v1/explain', { listener: 'nope', peer: '127.0.0.3' })).status, 404, 'an unknown listener is 404');
 
   // connections: a live stream in the worker, with its derived client.
   const open = await stream(gate.tcp, '127.0.0.3');
-  const page = (await gate.api('GET', '/v1/connections?listener=tcp')).json as { total: number; connections: Array<Record<string, unknown>> };
+  const page = (await gate.api('GET', '/v1/connections?listener=tcp')).json as {
+    total: number;
+    connections: Array<Record<string, unknown>>;
+  };
   t.equal(page.total, 1, 'one live connection on tcp');
   t.match(page.connections[0], { listener: 'tcp', worker: 1, via: 'socket', admitted: true, client: /^127\.0\.0\.3:\d+$/ });
   t.equal((await gate.api('GET', '/v1/connections?listener=nope')).status, 404);
@@ -261,7 +343,10 @@ t.test('workers: 1 with the admin API: SIGTERM to the primary drains the worker 
   t.equal(worker.length, 1);
   await drainsOnSigterm(t, gate);
   t.throws(() => process.kill(worker[0]!, 0), 'the worker is gone too');
-  t.ok(gate.logs().some((l) => l.msg === 'stopped' && l.pid === gate.pid), 'the primary logged "stopped"');
+  t.ok(
+    gate.logs().some((l) => l.msg === 'stopped' && l.pid === gate.pid),
+    'the primary logged "stopped"',
+  );
 });
 
 t.test('admin.separateProcess: false: one process serves the listeners and the admin API', async (t) => {
@@ -279,7 +364,11 @@ t.test('admin.separateProcess: false: one process serves the listeners and the a
   t.equal(add.status, 200, add.text);
   (await stream(gate.tcp, '127.0.0.5')).destroy();
   t.equal((await get(gate.http, '127.0.0.5')).status, 200, 'admitted right after the ack');
-  await waitFor(async () => metric((await gate.api('GET', '/metrics')).text, 'ipgate_connections_active', 'listener="tcp"') === 0, 5000, 'streams closed');
+  await waitFor(
+    async () => metric((await gate.api('GET', '/metrics')).text, 'ipgate_connections_active', 'listener="tcp"') === 0,
+    5000,
+    'streams closed',
+  );
   const text = (await gate.api('GET', '/metrics')).text;
   t.equal(metric(text, 'ipgate_connections_accepted_total', 'listener="tcp"'), 3);
   t.equal(metric(text, 'ipgate_http_requests_total', 'listener="web",method="GET",status="200",code_class="2xx",protocol="h1"'), 2);

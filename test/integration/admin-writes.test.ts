@@ -28,7 +28,14 @@ t.test('20 concurrent POSTs without If-Match all succeed and every entry is in t
   const n = 20;
   const cidrs = Array.from({ length: n }, (_, i) => `192.0.2.${i + 1}/32`);
   const replies = await Promise.all(cidrs.map((cidr) => g.api('POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr }] } })));
-  t.same(replies.map((r) => r.status), cidrs.map(() => 200), replies.filter((r) => r.status !== 200).map((r) => r.text).join('\n'));
+  t.same(
+    replies.map((r) => r.status),
+    cidrs.map(() => 200),
+    replies
+      .filter((r) => r.status !== 200)
+      .map((r) => r.text)
+      .join('\n'),
+  );
   const versions = new Set(replies.map((r) => r.json.version as string));
   t.equal(versions.size, n, 'each write made its own version');
   const got = await g.api('GET', '/v1/allowlists/main');
@@ -45,11 +52,21 @@ t.test('concurrent DELETEs without If-Match all succeed; with a stale If-Match a
   const g = await startAdminGate(t, { allowlists: { main: ['10.0.0.0/8', ...cidrs] }, listeners: [listener] });
   const first = await g.api('GET', '/v1/allowlists/main');
   const replies = await Promise.all(cidrs.map((c) => g.api('DELETE', `/v1/allowlists/main/entries/${encodeURIComponent(c)}`)));
-  t.same(replies.map((r) => r.status), cidrs.map(() => 200), replies.filter((r) => r.status !== 200).map((r) => r.text).join('\n'));
+  t.same(
+    replies.map((r) => r.status),
+    cidrs.map(() => 200),
+    replies
+      .filter((r) => r.status !== 200)
+      .map((r) => r.text)
+      .join('\n'),
+  );
   const got = await g.api('GET', '/v1/allowlists/main');
   t.same(got.json.entries, [{ cidr: '10.0.0.0/8' }]);
   const before = fs.readFileSync(g.file);
-  const stale = await g.api('POST', '/v1/allowlists/main/entries', { headers: { 'if-match': first.headers.etag! }, body: { entries: [{ cidr: '203.0.113.1' }] } });
+  const stale = await g.api('POST', '/v1/allowlists/main/entries', {
+    headers: { 'if-match': first.headers.etag! },
+    body: { entries: [{ cidr: '203.0.113.1' }] },
+  });
   t.equal(stale.status, 412, 'the precondition the client sent is honoured');
   t.equal(stale.json.error, 'precondition_failed');
   t.same(fs.readFileSync(g.file), before, 'the 412 changed nothing');
@@ -71,10 +88,19 @@ t.test('a writer outside the process that wins every race: 409 after bounded ret
   const service = new AllowlistService(store, new LiveLists(), new AuditLog(logger), logger);
   await service.start(new Map([['main', [{ cidr: '10.0.0.0/8' }]]]));
   const tokens = loadTokens({ tokenFile: null, tokensFile: null, tokenEnv: 'T' }, { T: TOKEN });
-  const app = await buildAdminApp({ service, tokens, logger, bodyLimit: 1 << 20, version: 'test', readiness: () => ({ ready: true, checks: [], lists: {} }) });
+  const app = await buildAdminApp({
+    service,
+    tokens,
+    logger,
+    bodyLimit: 1 << 20,
+    version: 'test',
+    readiness: () => ({ ready: true, checks: [], lists: {} }),
+  });
   const server = await startAdminServer(app, '127.0.0.1:0');
   t.teardown(() => server.close());
-  const r = await request(`http://127.0.0.1:${server.address.port}`, 'POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr: '192.0.2.1' }] } });
+  const r = await request(`http://127.0.0.1:${server.address.port}`, 'POST', '/v1/allowlists/main/entries', {
+    body: { entries: [{ cidr: '192.0.2.1' }] },
+  });
   t.equal(r.status, 409, r.text);
   t.equal(r.json.error, 'conflict');
   t.match(r.json.message, /kept changing outside this process .*6 attempts.*retry/);
@@ -95,7 +121,12 @@ t.test('the same through the compiled binary in its default process model (the a
   });
   t.teardown(async () => {
     if (g.child.exitCode !== null) return;
-    for (const c of childPids(g.child.pid!)) try { process.kill(c, 'SIGKILL'); } catch { /* gone */ }
+    for (const c of childPids(g.child.pid!))
+      try {
+        process.kill(c, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     g.child.kill('SIGKILL');
     await g.exited;
   });
@@ -103,8 +134,17 @@ t.test('the same through the compiled binary in its default process model (the a
   t.equal(g.child.exitCode, null, g.stderr());
   const base = `http://127.0.0.1:${adminPort}`;
   const cidrs = Array.from({ length: 12 }, (_, i) => `192.0.2.${i + 1}/32`);
-  const replies = await Promise.all(cidrs.map((cidr) => request(base, 'POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr }] } })));
-  t.same(replies.map((r) => r.status), cidrs.map(() => 200), replies.filter((r) => r.status !== 200).map((r) => r.text).join('\n'));
+  const replies = await Promise.all(
+    cidrs.map((cidr) => request(base, 'POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr }] } })),
+  );
+  t.same(
+    replies.map((r) => r.status),
+    cidrs.map(() => 200),
+    replies
+      .filter((r) => r.status !== 200)
+      .map((r) => r.text)
+      .join('\n'),
+  );
   const got = await request(base, 'GET', '/v1/allowlists/main');
   t.equal(got.json.entries.length, 13, 'all 12 entries added');
 });

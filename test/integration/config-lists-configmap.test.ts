@@ -27,7 +27,13 @@ const KEY = 'partners.yaml';
 
 async function admitted(port: number, from: string): Promise<boolean> {
   const s = await connect({ port, localAddress: from });
-  const ok = await Promise.race([readLine(s).then(() => true, () => false), closed(s).then(() => false)]);
+  const ok = await Promise.race([
+    readLine(s).then(
+      () => true,
+      () => false,
+    ),
+    closed(s).then(() => false),
+  ]);
   s.destroy();
   return ok;
 }
@@ -70,14 +76,26 @@ async function gate(t: Test, s: Setup, name: string, extra: Record<string, unkno
   const adminPort = await freePort();
   const file = path.join(s.dir, `${name}.yaml`);
   const { admin, ...rest } = extra as { admin?: Record<string, unknown> };
-  fs.writeFileSync(file, YAML.stringify({
-    logging: { level: 'info', access: false },
-    store: { type: 'kubernetes', namespace: null, configMap: STORE_CM },
-    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(s.dir, 'token'), ...admin },
-    allowlists: { partners: { source: 'config', allowTemporary: true, configMap: { name: LISTS_CM, key: KEY } } },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'partners', upstreams: [`127.0.0.1:${s.echo}`], outboundProxyProtocol: 'v1' }],
-    ...rest,
-  }));
+  fs.writeFileSync(
+    file,
+    YAML.stringify({
+      logging: { level: 'info', access: false },
+      store: { type: 'kubernetes', namespace: null, configMap: STORE_CM },
+      admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(s.dir, 'token'), ...admin },
+      allowlists: { partners: { source: 'config', allowTemporary: true, configMap: { name: LISTS_CM, key: KEY } } },
+      listeners: [
+        {
+          name: 'tcp',
+          mode: 'tcp',
+          listen: `127.0.0.1:${port}`,
+          allowlist: 'partners',
+          upstreams: [`127.0.0.1:${s.echo}`],
+          outboundProxyProtocol: 'v1',
+        },
+      ],
+      ...rest,
+    }),
+  );
   // POD_NAMESPACE as the chart sets it: configMap.namespace null is the pod's own.
   const g = spawnIpgate(['run', '--config', file], undefined, { KUBECONFIG: s.kubeconfig, POD_NAMESPACE: NS });
   killAtTeardown(t, g);
@@ -85,7 +103,9 @@ async function gate(t: Test, s: Setup, name: string, extra: Record<string, unkno
   t.equal(g.child.exitCode, null, g.stderr());
   const base = `http://127.0.0.1:${adminPort}`;
   return {
-    g, port, n,
+    g,
+    port,
+    n,
     api: (m, u, body, headers) => request(base, m, u, { ...(body === undefined ? {} : { body }), ...(headers ? { headers } : {}) }),
   };
 }
@@ -93,10 +113,14 @@ async function gate(t: Test, s: Setup, name: string, extra: Record<string, unkno
 /** Wait until every gate admits `from` on all `n` connections (or none, `want` false); how long it took. */
 async function inForce(gates: readonly Gate[], from: string, want: boolean, ms: number, what: string): Promise<number> {
   const start = Date.now();
-  await waitFor(async () => {
-    for (const x of gates) if ((await admittedCount(x.port, from, x.n)) !== (want ? x.n : 0)) return false;
-    return true;
-  }, ms, what);
+  await waitFor(
+    async () => {
+      for (const x of gates) if ((await admittedCount(x.port, from, x.n)) !== (want ? x.n : 0)) return false;
+      return true;
+    },
+    ms,
+    what,
+  );
   return Date.now() - start;
 }
 
@@ -130,24 +154,42 @@ t.test('a list in a ConfigMap key, workers: 2: an edit in every worker within 2 
   await inForce([a], '127.0.0.6', true, 2000, 'the edit in force in every worker');
   t.ok(Date.now() - edited < 2000, `in force in every worker ${Date.now() - edited} ms after the API write`);
   t.equal(await admittedCount(a.port, '127.0.0.5', 6), 0, 'the removed entry admits nowhere');
-  t.equal(await metric(a, CM_RELOAD), 1, 'the ConfigMap\'s last reload: good');
+  t.equal(await metric(a, CM_RELOAD), 1, "the ConfigMap's last reload: good");
   const goodAt = await metric(a, `ipgate_config_last_reload_successful_timestamp_seconds{kind="configmap",source="${NS}/${LISTS_CM}"}`);
   // Audited as the ConfigMap key the change came from, in the history and in the log line (the
   // durable record; log lines reach stdout in blocks: wait for it).
   const who = `configmap ${NS}/${LISTS_CM} key ${KEY}`;
   const audit = await a.api('GET', '/v1/audit?list=partners');
-  t.match(audit.json.records[0], { who, action: 'config', added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] }, 'audited');
+  t.match(
+    audit.json.records[0],
+    { who, action: 'config', added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] },
+    'audited',
+  );
   const auditLine = (): Record<string, unknown> | undefined =>
     logLines(a.g.stdout()).find((l) => l.audit === true && l.list === 'partners' && l.action === 'config');
   await waitFor(() => auditLine() !== undefined, 5000, 'the audit log line');
-  t.match(auditLine(), { msg: 'allowlist changed', who, added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] },
-    'the audit log line says which ConfigMap key changed');
+  t.match(
+    auditLine(),
+    { msg: 'allowlist changed', who, added: [{ cidr: '127.0.0.6/32' }], removed: [{ cidr: '127.0.0.5/32' }] },
+    'the audit log line says which ConfigMap key changed',
+  );
 
   const cases = [
-    { description: 'a prefix out of range', text: '- 127.0.0.6/32\n- 10.0.0.1/33\n',
-      line: /allowlists\.partners\.configMap\(edge\/edge-ipgate-lists:partners\.yaml\)\[1\]: "10\.0\.0\.1\/33"/ },
-    { description: 'not a YAML array', text: 'cidr: 127.0.0.7/32\n', line: /allowlists\.partners\.configMap\.key: "partners\.yaml": ConfigMap edge\/edge-ipgate-lists key partners\.yaml must hold an array/ },
-    { description: 'the key removed', text: null, line: /allowlists\.partners\.configMap\.key: "partners\.yaml": ConfigMap edge\/edge-ipgate-lists has no such key \(keys: other\.yaml\)/ },
+    {
+      description: 'a prefix out of range',
+      text: '- 127.0.0.6/32\n- 10.0.0.1/33\n',
+      line: /allowlists\.partners\.configMap\(edge\/edge-ipgate-lists:partners\.yaml\)\[1\]: "10\.0\.0\.1\/33"/,
+    },
+    {
+      description: 'not a YAML array',
+      text: 'cidr: 127.0.0.7/32\n',
+      line: /allowlists\.partners\.configMap\.key: "partners\.yaml": ConfigMap edge\/edge-ipgate-lists key partners\.yaml must hold an array/,
+    },
+    {
+      description: 'the key removed',
+      text: null,
+      line: /allowlists\.partners\.configMap\.key: "partners\.yaml": ConfigMap edge\/edge-ipgate-lists has no such key \(keys: other\.yaml\)/,
+    },
   ];
   for (const c of cases) {
     const before = refusals(a.g).length;
@@ -157,14 +199,25 @@ t.test('a list in a ConfigMap key, workers: 2: an edit in every worker within 2 
     t.equal(await admittedCount(a.port, '127.0.0.6', 6), 6, `${c.description}: the last good list stays in force`);
     t.equal(await admittedCount(a.port, '127.0.0.7', 6), 0, `${c.description}: nothing of the bad edit is applied`);
     const ready = await a.api('GET', '/readyz');
-    t.match(ready.json.checks.find((x: { name: string }) => x.name === 'config'), { status: 'warn', message: c.line }, `${c.description}: /readyz shows it`);
+    t.match(
+      ready.json.checks.find((x: { name: string }) => x.name === 'config'),
+      { status: 'warn', message: c.line },
+      `${c.description}: /readyz shows it`,
+    );
     t.equal(await metric(a, CM_RELOAD), 0, `${c.description}: ipgate_config_last_reload_successful 0`);
-    t.equal(await metric(a, `ipgate_config_last_reload_successful_timestamp_seconds{kind="configmap",source="${NS}/${LISTS_CM}"}`), goodAt, `${c.description}: the last success time kept`);
+    t.equal(
+      await metric(a, `ipgate_config_last_reload_successful_timestamp_seconds{kind="configmap",source="${NS}/${LISTS_CM}"}`),
+      goodAt,
+      `${c.description}: the last success time kept`,
+    );
   }
   s.fake.setData(NS, LISTS_CM, KEY, '- 127.0.0.6/32\n- 127.0.0.7/32\n');
   await inForce([a], '127.0.0.7', true, 2000, 'a good edit after the bad ones');
   t.equal(await metric(a, CM_RELOAD), 1, 'a good edit: 1 again');
-  t.notOk((await a.api('GET', '/readyz')).json.checks.some((x: { name: string }) => x.name === 'config'), '/readyz clears the refusal');
+  t.notOk(
+    (await a.api('GET', '/readyz')).json.checks.some((x: { name: string }) => x.name === 'config'),
+    '/readyz clears the refusal',
+  );
 });
 
 t.test('the watch survives a dropped connection, 410 Gone and the API away (/readyz says so)', async (t) => {
@@ -172,7 +225,8 @@ t.test('the watch survives a dropped connection, 410 Gone and the API away (/rea
   const s = await setup(t, '- 127.0.0.5/32\n', 600_000);
   const a = await gate(t, s, 'one', {}, 1);
   t.equal(await admittedCount(a.port, '127.0.0.5', 1), 1);
-  const watches = (): number => s.fake.requests.filter((r) => r.watch && r.query.get('fieldSelector') === `metadata.name=${LISTS_CM}`).length;
+  const watches = (): number =>
+    s.fake.requests.filter((r) => r.watch && r.query.get('fieldSelector') === `metadata.name=${LISTS_CM}`).length;
   const before = watches();
 
   s.fake.dropWatches();
@@ -237,48 +291,77 @@ t.test('two ipgate processes (one process; primary + worker) sharing the API: an
   t.ok(Date.now() - edited < 2000, `in force in both ${Date.now() - edited} ms after the API write`);
   for (const x of [a, b]) t.equal(await admittedCount(x.port, '127.0.0.5', x.n), 0, 'the removed entry no longer admits');
   const lists = s.fake.requests.filter((r) => r.query.get('fieldSelector') === `metadata.name=${LISTS_CM}`);
-  t.ok(lists.every((r) => r.method === 'GET'), 'ipgate only reads the lists ConfigMap (get, list, watch)');
+  t.ok(
+    lists.every((r) => r.method === 'GET'),
+    'ipgate only reads the lists ConfigMap (get, list, watch)',
+  );
 });
 
 t.test('a ConfigMap list ipgate cannot use stops the start with the reason', async (t) => {
   const cases: { description: string; data: Record<string, string> | null; allowed: boolean; stderr: RegExp }[] = [
-    { description: 'a bad entry', data: { [KEY]: '- 10.0.0.1/8\n' }, allowed: true,
-      stderr: /invalid config .*allowlists\.partners\.configMap\(edge\/edge-ipgate-lists:partners\.yaml\)\[0\]: "10\.0\.0\.1\/8"/ },
-    { description: 'the key missing', data: { 'other.yaml': '[]' }, allowed: true,
-      stderr: /allowlists\.partners\.configMap\.key: "partners\.yaml": ConfigMap edge\/edge-ipgate-lists has no such key \(keys: other\.yaml\)/ },
-    { description: 'the ConfigMap missing', data: null, allowed: true,
-      stderr: /allowlists\.partners\.configMap\.name: "edge-ipgate-lists": ConfigMap edge\/edge-ipgate-lists does not exist/ },
-    { description: 'no RBAC on it', data: { [KEY]: '[]' }, allowed: false,
-      stderr: /cannot read ConfigMap edge\/edge-ipgate-lists: .*403.*the Role needs get, list, watch on configmaps with resourceNames \[edge-ipgate-lists\]/ },
+    {
+      description: 'a bad entry',
+      data: { [KEY]: '- 10.0.0.1/8\n' },
+      allowed: true,
+      stderr: /invalid config .*allowlists\.partners\.configMap\(edge\/edge-ipgate-lists:partners\.yaml\)\[0\]: "10\.0\.0\.1\/8"/,
+    },
+    {
+      description: 'the key missing',
+      data: { 'other.yaml': '[]' },
+      allowed: true,
+      stderr:
+        /allowlists\.partners\.configMap\.key: "partners\.yaml": ConfigMap edge\/edge-ipgate-lists has no such key \(keys: other\.yaml\)/,
+    },
+    {
+      description: 'the ConfigMap missing',
+      data: null,
+      allowed: true,
+      stderr: /allowlists\.partners\.configMap\.name: "edge-ipgate-lists": ConfigMap edge\/edge-ipgate-lists does not exist/,
+    },
+    {
+      description: 'no RBAC on it',
+      data: { [KEY]: '[]' },
+      allowed: false,
+      stderr:
+        /cannot read ConfigMap edge\/edge-ipgate-lists: .*403.*the Role needs get, list, watch on configmaps with resourceNames \[edge-ipgate-lists\]/,
+    },
   ];
   // All at once: each is a process start that fails fast.
-  await Promise.all(cases.map(async (c) => {
-    const fake = await new FakeKubeApi({ allowedNames: c.allowed ? [STORE_CM, LISTS_CM] : [STORE_CM] }).start();
-    t.teardown(() => fake.close());
-    fake.create(NS, STORE_CM);
-    if (c.data !== null) fake.create(NS, LISTS_CM, c.data);
-    const dir = tmpDir('ipgate-lists-cm-bad-');
-    const file = path.join(dir, 'config.yaml');
-    fs.writeFileSync(file, YAML.stringify({
-      store: { type: 'kubernetes', namespace: null, configMap: STORE_CM },
-      admin: { listen: null },
-      allowlists: { partners: { source: 'config', configMap: { name: LISTS_CM, key: KEY } } },
-      listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'partners', upstreams: ['127.0.0.1:9'] }],
-    }));
-    const g = spawnIpgate(['run', '--config', file], undefined, { KUBECONFIG: fake.writeKubeconfig(dir), POD_NAMESPACE: NS });
-    const code = await g.exited;
-    t.equal(code, 1, `${c.description}: exit 1`);
-    t.match(g.stderr(), c.stderr, `${c.description}: ${g.stderr().trim()}`);
-  }));
+  await Promise.all(
+    cases.map(async (c) => {
+      const fake = await new FakeKubeApi({ allowedNames: c.allowed ? [STORE_CM, LISTS_CM] : [STORE_CM] }).start();
+      t.teardown(() => fake.close());
+      fake.create(NS, STORE_CM);
+      if (c.data !== null) fake.create(NS, LISTS_CM, c.data);
+      const dir = tmpDir('ipgate-lists-cm-bad-');
+      const file = path.join(dir, 'config.yaml');
+      fs.writeFileSync(
+        file,
+        YAML.stringify({
+          store: { type: 'kubernetes', namespace: null, configMap: STORE_CM },
+          admin: { listen: null },
+          allowlists: { partners: { source: 'config', configMap: { name: LISTS_CM, key: KEY } } },
+          listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'partners', upstreams: ['127.0.0.1:9'] }],
+        }),
+      );
+      const g = spawnIpgate(['run', '--config', file], undefined, { KUBECONFIG: fake.writeKubeconfig(dir), POD_NAMESPACE: NS });
+      const code = await g.exited;
+      t.equal(code, 1, `${c.description}: exit 1`);
+      t.match(g.stderr(), c.stderr, `${c.description}: ${g.stderr().trim()}`);
+    }),
+  );
 });
 
 t.test('check-config: a ConfigMap list is valid as written, and says its entries are checked when ipgate runs', async (t) => {
   const dir = tmpDir('ipgate-lists-cm-check-');
   const file = path.join(dir, 'config.yaml');
-  fs.writeFileSync(file, YAML.stringify({
-    allowlists: { partners: { source: 'config', configMap: { name: LISTS_CM, key: KEY } }, office: ['192.0.2.0/24'] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:7000', allowlist: 'partners', upstreams: ['127.0.0.1:9'] }],
-  }));
+  fs.writeFileSync(
+    file,
+    YAML.stringify({
+      allowlists: { partners: { source: 'config', configMap: { name: LISTS_CM, key: KEY } }, office: ['192.0.2.0/24'] },
+      listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:7000', allowlist: 'partners', upstreams: ['127.0.0.1:9'] }],
+    }),
+  );
   const g = spawnIpgate(['check-config', file]);
   t.equal(await g.exited, 0, g.stderr());
   t.match(g.stdout(), /valid \(1 listener\(s\), 2 allowlist\(s\)\)/);

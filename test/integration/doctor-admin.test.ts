@@ -13,7 +13,13 @@ import { freePort } from '../helpers/net';
 
 function sink(): { write(s: string): boolean; text(): string } {
   let out = '';
-  return { write: (s: string) => { out += s; return true; }, text: () => out };
+  return {
+    write: (s: string) => {
+      out += s;
+      return true;
+    },
+    text: () => out,
+  };
 }
 
 async function doctor(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -23,7 +29,7 @@ async function doctor(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ co
   return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
 
-t.test('--no-cluster --admin-url: ipgate\'s /readyz and its checks, no Kubernetes API asked', async (t) => {
+t.test("--no-cluster --admin-url: ipgate's /readyz and its checks, no Kubernetes API asked", async (t) => {
   const g = await startAdminGate(t, {
     allowlists: { main: ['127.0.0.0/8'] },
     listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
@@ -36,10 +42,23 @@ t.test('--no-cluster --admin-url: ipgate\'s /readyz and its checks, no Kubernete
   const report = JSON.parse(r.stdout) as { findings: Finding[]; source: string; service: string; exitCode: number };
   t.equal(report.service, '-');
   t.equal(report.source, `--no-cluster, --admin-url ${g.base}`);
-  t.match(report.findings.find((f) => f.id === 'ipgate.ready'), { severity: 'ok', statement: /ipgate \/readyz answered HTTP 200/ });
-  t.match(report.findings.find((f) => f.id === 'ipgate.check.listeners'), { severity: 'ok', statement: /listeners: 1 listener\(s\) bound/ }, 'ipgate\'s own checks, one finding each');
-  t.match(report.findings.find((f) => f.id === 'ipgate.check.store'), { severity: 'ok', statement: /store: file store .* loaded/ });
-  t.notOk(report.findings.some((f) => f.id.startsWith('service.') || f.id.startsWith('kube-proxy')), 'no cluster findings');
+  t.match(
+    report.findings.find((f) => f.id === 'ipgate.ready'),
+    { severity: 'ok', statement: /ipgate \/readyz answered HTTP 200/ },
+  );
+  t.match(
+    report.findings.find((f) => f.id === 'ipgate.check.listeners'),
+    { severity: 'ok', statement: /listeners: 1 listener\(s\) bound/ },
+    "ipgate's own checks, one finding each",
+  );
+  t.match(
+    report.findings.find((f) => f.id === 'ipgate.check.store'),
+    { severity: 'ok', statement: /store: file store .* loaded/ },
+  );
+  t.notOk(
+    report.findings.some((f) => f.id.startsWith('service.') || f.id.startsWith('kube-proxy')),
+    'no cluster findings',
+  );
 
   const text = await doctor(['--no-cluster', '--admin-url', g.base], env);
   t.equal(text.code, 0);
@@ -56,8 +75,10 @@ t.test('--no-cluster --admin-url with --config: both reports in one run; an unre
   t.equal(r.code, 0, 'a warning is no error');
   const report = JSON.parse(r.stdout) as { findings: Finding[]; source: string };
   t.equal(report.source, `--no-cluster, --admin-url ${closed}, --config ${config}`);
-  t.match(report.findings.find((f) => f.id === 'ipgate.admin-unreachable'),
-    { severity: 'warn', statement: /ECONNREFUSED/, fix: /port-forward svc\/<release>-ipgate-admin 9901/ });
+  t.match(
+    report.findings.find((f) => f.id === 'ipgate.admin-unreachable'),
+    { severity: 'warn', statement: /ECONNREFUSED/, fix: /port-forward svc\/<release>-ipgate-admin 9901/ },
+  );
 });
 
 t.test('--no-cluster with nothing to check is a usage error naming both flags', async (t) => {

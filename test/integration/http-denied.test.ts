@@ -16,11 +16,14 @@ import { countingBackend } from '../helpers/http';
 async function gate(t: Test, allow: unknown[], logging: Record<string, unknown> = {}): Promise<{ g: Started; backend: () => number }> {
   const b = await countingBackend();
   t.teardown(() => b.close());
-  const g = await startIpgate({
-    logging: { access: false, denialSummaryIntervalMs: 0, ...logging },
-    allowlists: { main: allow },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.port}`] }],
-  }, 'info');
+  const g = await startIpgate(
+    {
+      logging: { access: false, denialSummaryIntervalMs: 0, ...logging },
+      allowlists: { main: allow },
+      listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.port}`] }],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   return { g, backend: () => b.requests.length + b.connections };
 }
@@ -30,18 +33,23 @@ const statuses = (text: string): string[] => [...text.matchAll(/^HTTP\/1\.1 (\d{
 
 const cases: Array<{ name: string; bytes: string; statuses: string[]; bodies?: RegExp; closes: boolean }> = [
   {
-    name: '12 pipelined requests in one write: twelve 403s in order, each in its client\'s format, the connection kept',
-    bytes: Array.from({ length: 12 }, (_, i) => `GET /${i} HTTP/1.1\r\nHost: a\r\n${i % 3 === 0 ? 'Accept: application/json\r\n' : ''}\r\n`).join('')
-      + 'GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n',
+    name: "12 pipelined requests in one write: twelve 403s in order, each in its client's format, the connection kept",
+    bytes:
+      Array.from(
+        { length: 12 },
+        (_, i) => `GET /${i} HTTP/1.1\r\nHost: a\r\n${i % 3 === 0 ? 'Accept: application/json\r\n' : ''}\r\n`,
+      ).join('') + 'GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n',
     statuses: Array(13).fill('403') as string[],
-    bodies: /^(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: application\/json[\s\S]*?\r\n\r\n\{"error":"forbidden","message":"Forbidden"\}\n(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain[\s\S]*?\r\n\r\nForbidden\n){2}){4}HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain; charset=utf-8\r\nContent-Length: 10\r\nCache-Control: no-store\r\nConnection: close\r\n\r\nForbidden\n$/,
+    bodies:
+      /^(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: application\/json[\s\S]*?\r\n\r\n\{"error":"forbidden","message":"Forbidden"\}\n(?:HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain[\s\S]*?\r\n\r\nForbidden\n){2}){4}HTTP\/1\.1 403 Forbidden\r\nContent-Type: text\/plain; charset=utf-8\r\nContent-Length: 10\r\nCache-Control: no-store\r\nConnection: close\r\n\r\nForbidden\n$/,
     closes: true,
   },
   {
     name: 'bodies read past (Content-Length, chunked): a request inside a body is no request',
-    bytes: 'POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 33\r\n\r\nGET /hidden HTTP/1.1\r\nHost: a\r\n\r\n'
-      + 'POST /b HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n21\r\nGET /hidden HTTP/1.1\r\nHost: a\r\n\r\n\r\n0\r\n\r\n'
-      + 'GET /c HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n',
+    bytes:
+      'POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 33\r\n\r\nGET /hidden HTTP/1.1\r\nHost: a\r\n\r\n' +
+      'POST /b HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n21\r\nGET /hidden HTTP/1.1\r\nHost: a\r\n\r\n\r\n0\r\n\r\n' +
+      'GET /c HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n',
     statuses: ['403', '403', '403'],
     closes: true,
   },
@@ -53,7 +61,8 @@ const cases: Array<{ name: string; bytes: string; statuses: string[]; bodies?: R
   },
   {
     name: 'smuggling framing refused as before: Content-Length with Transfer-Encoding after a denial is 400',
-    bytes: 'GET /1 HTTP/1.1\r\nHost: a\r\n\r\nPOST /2 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    bytes:
+      'GET /1 HTTP/1.1\r\nHost: a\r\n\r\nPOST /2 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
     statuses: ['403', '400'],
     closes: true,
   },
@@ -85,14 +94,16 @@ for (const c of cases) {
 }
 
 t.test('quick denials: a deny entry is counted as denied_by_entry and named in the info line, without a lookup per request', async (t) => {
-  const { g } = await gate(t, ['127.0.0.0/8', { cidr: '127.0.0.4/32', action: 'deny', comment: 'lab' }],
-    { denialSummaryIntervalMs: 200, denialLinesPerInterval: 10 });
+  const { g } = await gate(t, ['127.0.0.0/8', { cidr: '127.0.0.4/32', action: 'deny', comment: 'lab' }], {
+    denialSummaryIntervalMs: 200,
+    denialLinesPerInterval: 10,
+  });
   const s = await connect({ port: g.port(), localAddress: '127.0.0.4' });
   s.write('GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n');
   await readUntil(s, 'Forbidden\nHTTP/1.1 403 Forbidden', 5000);
   s.write('GET /3 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
   t.same(statuses((await readAll(s)).toString('latin1')), ['403'], 'the third answered, then the close');
-  t.equal(stats(g).denied.get('denied_by_entry'), 3, 'the reason carried from the connection\'s lookup');
+  t.equal(stats(g).denied.get('denied_by_entry'), 3, "the reason carried from the connection's lookup");
   t.notOk(stats(g).denied.has('not_allowlisted'));
   let summary: Record<string, unknown> | undefined;
   await waitFor(() => (summary = g.logs.find((l) => typeof l.denials === 'number')) !== undefined, 5000, 'summary line');

@@ -31,7 +31,9 @@ async function lengthBackend(t: Test): Promise<{ port: number; complete: number[
       complete.push(n);
       res.end(`got ${n}\n`);
     });
-    req.on('close', () => { if (!req.complete) aborted++; });
+    req.on('close', () => {
+      if (!req.complete) aborted++;
+    });
   });
   t.teardown(() => b.close());
   return { port: b.port, complete, started: () => b.requests.length, aborted: () => aborted };
@@ -64,10 +66,23 @@ t.test('maxBodyBytes: Content-Length at once, chunked as it streams; routes; rel
     { name: 'unlimited', hosts: ['unlimited.example'], upstreams: [up], http: { maxBodyBytes: null } },
     { name: 'plain', hosts: ['plain.example'], upstreams: [up] },
   ];
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [up], http: { maxBodyBytes: 1000 }, routes: routes(100) }],
-  }, 'info');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [up],
+          http: { maxBodyBytes: 1000 },
+          routes: routes(100),
+        },
+      ],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   const port = g.port();
   const url = (host: string): string[] => ['--resolve', `${host}:${port}:127.0.0.1`, `http://${host}:${port}/up`];
@@ -113,7 +128,11 @@ t.test('maxBodyBytes: Content-Length at once, chunked as it streams; routes; rel
     t.equal((await curl(['--data-binary', `@${file(101)}`, ...url('small.example')])).status, 413, 'small: 101 > 100');
     t.same((await curl(['--data-binary', `@${file(100)}`, ...url('small.example')])).out, 'got 100', 'small: 100 passes');
     t.same((await curl(['--data-binary', `@${file(200_000)}`, ...url('unlimited.example')])).out, 'got 200000', 'unlimited: no limit');
-    t.same((await curl(['-H', 'Transfer-Encoding: chunked', '--data-binary', `@${file(200_000)}`, ...url('unlimited.example')])).out, 'got 200000', 'unlimited: chunked too');
+    t.same(
+      (await curl(['-H', 'Transfer-Encoding: chunked', '--data-binary', `@${file(200_000)}`, ...url('unlimited.example')])).out,
+      'got 200000',
+      'unlimited: chunked too',
+    );
   });
 
   t.test('a keep-alive connection under the limit keeps going; GETs are untouched', async (t) => {
@@ -131,7 +150,14 @@ t.test('maxBodyBytes: Content-Length at once, chunked as it streams; routes; rel
     t.same(r.problems, []);
     t.same((await curl(['--data-binary', `@${file(4000)}`, ...url('small.example')])).out, 'got 4000', 'small now takes 4000');
     t.equal((await curl(['--data-binary', `@${file(5001)}`, ...url('small.example')])).status, 413, 'and refuses 5001');
-    const off = { listeners: [{ ...g.app.config.listeners[0]!, routes: routes(5000).map((x) => (x.name === 'small' ? { ...x, http: { maxBodyBytes: null } } : x)) }] };
+    const off = {
+      listeners: [
+        {
+          ...g.app.config.listeners[0]!,
+          routes: routes(5000).map((x) => (x.name === 'small' ? { ...x, http: { maxBodyBytes: null } } : x)),
+        },
+      ],
+    };
     t.same(g.app.replaceRoutes(routesUpdate(off, routesVersion(off.listeners))).problems, []);
     t.same((await curl(['--data-binary', `@${file(9000)}`, ...url('small.example')])).out, 'got 9000', 'turned off by a reload');
   });
@@ -139,10 +165,22 @@ t.test('maxBodyBytes: Content-Length at once, chunked as it streams; routes; rel
 
 t.test('a listener without routes: its maxBodyBytes; the socket stays usable for the next client', { skip }, async (t) => {
   const be = await lengthBackend(t);
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${be.port}`], http: { maxBodyBytes: 10 } }],
-  }, 'info');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${be.port}`],
+          http: { maxBodyBytes: 10 },
+        },
+      ],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   const port = g.port();
   const c = await connect({ port, localAddress: '127.0.0.3' });

@@ -21,7 +21,11 @@ import type { Config } from '../../src/schema/config';
 const skip = missing('nginx');
 
 /** A Node backend answering `name|target` (or `status`), that can be stopped and started again on its port. */
-async function restartable(t: Test, name: string, status = 200): Promise<{ port: number; stop: () => Promise<void>; start: () => Promise<void>; hits: () => number }> {
+async function restartable(
+  t: Test,
+  name: string,
+  status = 200,
+): Promise<{ port: number; stop: () => Promise<void>; start: () => Promise<void>; hits: () => number }> {
   let hits = 0;
   let server: http.Server | null = null;
   let port = 0;
@@ -57,26 +61,53 @@ t.test('passive health: a target that dies is skipped, taken back after it recov
   const sick = await restartable(t, 'S', 503);
   const S = `127.0.0.1:${sick.port}`;
   const [d1, d2, d3] = [await deadPort(), await deadPort(), await deadPort()];
-  const routes = (laterHealth: boolean): Routes => ([
-    { name: 'pair', hosts: ['pair.example'], upstreams: [A, B] },
-    { name: 'dead', hosts: ['dead.example'], upstreams: [`127.0.0.1:${d1}`, `127.0.0.1:${d2}`] },
-    { name: 'sick', hosts: ['sick.example'], upstreams: [S, A], upstreamHealth: { passive: { maxFails: 2, failTimeoutMs: 60_000, statuses: [503] } } },
-    { name: 'later', hosts: ['later.example'], upstreams: [A, `127.0.0.1:${d3}`],
-      upstreamHealth: { passive: laterHealth ? { maxFails: 1, failTimeoutMs: 60_000, statuses: [] } : null } },
-  ] as unknown[] as Routes);
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [A],
-      upstreamHealth: { passive: { maxFails: 1, failTimeoutMs: 1500, statuses: [] } }, routes: routes(false) }],
-  }, 'info');
+  const routes = (laterHealth: boolean): Routes =>
+    [
+      { name: 'pair', hosts: ['pair.example'], upstreams: [A, B] },
+      { name: 'dead', hosts: ['dead.example'], upstreams: [`127.0.0.1:${d1}`, `127.0.0.1:${d2}`] },
+      {
+        name: 'sick',
+        hosts: ['sick.example'],
+        upstreams: [S, A],
+        upstreamHealth: { passive: { maxFails: 2, failTimeoutMs: 60_000, statuses: [503] } },
+      },
+      {
+        name: 'later',
+        hosts: ['later.example'],
+        upstreams: [A, `127.0.0.1:${d3}`],
+        upstreamHealth: { passive: laterHealth ? { maxFails: 1, failTimeoutMs: 60_000, statuses: [] } : null },
+      },
+    ] as unknown[] as Routes;
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [A],
+          upstreamHealth: { passive: { maxFails: 1, failTimeoutMs: 1500, statuses: [] } },
+          routes: routes(false),
+        },
+      ],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   const port = g.port();
   const stats = g.app.listeners[0]!.stats;
   const get = (host: string): Promise<{ status: number; body: string }> =>
-    request({ port, localAddress: '127.0.0.3', path: '/h', headers: { host } }).then((r) => ({ status: r.status, body: r.body.split('|')[0]! }));
+    request({ port, localAddress: '127.0.0.3', path: '/h', headers: { host } }).then((r) => ({
+      status: r.status,
+      body: r.body.split('|')[0]!,
+    }));
   const failures = (target: string): number => [...(stats.upstreams.get(target)?.failures.values() ?? [])].reduce((x, y) => x + y, 0);
   const gauge = async (route: string, target: string): Promise<string | undefined> =>
-    new RegExp(`ipgate_upstream_target_up\\{listener="web",route="${route}",upstream="${target.replace(/\./g, '\\.')}"\\} (\\d)`).exec(await g.app.metrics.scrape())?.[1];
+    new RegExp(`ipgate_upstream_target_up\\{listener="web",route="${route}",upstream="${target.replace(/\./g, '\\.')}"\\} (\\d)`).exec(
+      await g.app.metrics.scrape(),
+    )?.[1];
 
   t.test('a target that dies and comes back', async (t) => {
     const before = new Set<string>();
@@ -133,9 +164,23 @@ t.test('passive health: a target that dies is skipped, taken back after it recov
 });
 
 t.test('upstreamHealth on a TCP listener is refused by name', async (t) => {
-  await t.rejects(startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:1', '127.0.0.1:2'],
-      upstreamHealth: { passive: { maxFails: 1 } } }],
-  }, 'info'), /listeners\[0\]\.upstreamHealth\.passive.*HTTP listeners only/);
+  await t.rejects(
+    startIpgate(
+      {
+        allowlists: { main: ['127.0.0.0/8'] },
+        listeners: [
+          {
+            name: 'tcp',
+            mode: 'tcp',
+            listen: '127.0.0.1:0',
+            allowlist: 'main',
+            upstreams: ['127.0.0.1:1', '127.0.0.1:2'],
+            upstreamHealth: { passive: { maxFails: 1 } },
+          },
+        ],
+      },
+      'info',
+    ),
+    /listeners\[0\]\.upstreamHealth\.passive.*HTTP listeners only/,
+  );
 });

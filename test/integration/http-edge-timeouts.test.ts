@@ -27,17 +27,34 @@ async function rawServer(t: Test, onConn: (s: net.Socket) => void): Promise<numb
     onConn(s);
   });
   const open = new Set<net.Socket>();
-  server.on('connection', (s) => { open.add(s); s.on('close', () => open.delete(s)); });
+  server.on('connection', (s) => {
+    open.add(s);
+    s.on('close', () => open.delete(s));
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { for (const s of open) s.destroy(); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        for (const s of open) s.destroy();
+        server.close(() => r());
+      }),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
 /** An HTTP backend that answers after `ms`. */
 async function slowBackend(t: Test, ms: number): Promise<number> {
-  const server = http.createServer((_req, res) => { setTimeout(() => res.end('slow\n'), ms); });
+  const server = http.createServer((_req, res) => {
+    setTimeout(() => res.end('slow\n'), ms);
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
@@ -54,15 +71,17 @@ t.test('connect, read and send timeouts per route', { skip }, async (t) => {
   // A head and half its body, then nothing.
   const halfway = await rawServer(t, (s) => s.once('data', () => s.write('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello')));
   // Its body one byte every 100 ms for 1.2 s: slower than 300 ms in all, never 300 ms silent.
-  const trickle = await rawServer(t, (s) => s.once('data', () => {
-    s.write('HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n');
-    let n = 0;
-    const timer = setInterval(() => {
-      s.write('x');
-      if (++n === 12) clearInterval(timer);
-    }, 100);
-    s.on('close', () => clearInterval(timer));
-  }));
+  const trickle = await rawServer(t, (s) =>
+    s.once('data', () => {
+      s.write('HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n');
+      let n = 0;
+      const timer = setInterval(() => {
+        s.write('x');
+        if (++n === 12) clearInterval(timer);
+      }, 100);
+      s.on('close', () => clearInterval(timer));
+    }),
+  );
   // Never reads: an upload fills the socket buffers and stalls.
   const deaf = await rawServer(t, (s) => s.pause());
   const slow = await slowBackend(t, 600);
@@ -76,11 +95,23 @@ t.test('connect, read and send timeouts per route', { skip }, async (t) => {
     { name: 'deaf', hosts: ['deaf.example'], upstreams: [`127.0.0.1:${deaf}`], http: { sendTimeoutMs: 300, readTimeoutMs: null } },
     { name: 'slow', hosts: ['slow.example'], upstreams: [`127.0.0.1:${slow}`], http: { readTimeoutMs: slowRead } },
   ];
-  const g: Started = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [good],
-      http: { readTimeoutMs: 400, upstreamTimeoutMs: 20_000 }, routes: routes(300) }],
-  }, 'info');
+  const g: Started = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [good],
+          http: { readTimeoutMs: 400, upstreamTimeoutMs: 20_000 },
+          routes: routes(300),
+        },
+      ],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   const port = g.port();
   const get = async (host: string, method = 'GET', body?: string): Promise<{ status: number; body: string; ms: number }> => {

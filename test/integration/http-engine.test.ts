@@ -33,7 +33,9 @@ async function backend(t: Test, reply: (sock: net.Socket, head: string, nth: num
     b.connections++;
     b.open++;
     b.maxOpen = Math.max(b.maxOpen, b.open);
-    sock.once('close', () => { b.open--; });
+    sock.once('close', () => {
+      b.open--;
+    });
     sock.on('error', () => undefined);
     let buf = '';
     let nth = 0;
@@ -50,22 +52,30 @@ async function backend(t: Test, reply: (sock: net.Socket, head: string, nth: num
   });
   await new Promise<void>((r) => b.server.listen(0, host, r));
   b.port = (b.server.address() as net.AddressInfo).port;
-  t.teardown(() => new Promise<void>((r) => { b.server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        b.server.close(() => r());
+      }),
+  );
   return b;
 }
 
 async function gate(t: Test, upstream: string, http: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): Promise<Started> {
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.1/32'] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [upstream], http, ...extra }],
-  }, 'warn');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.1/32'] },
+      listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [upstream], http, ...extra }],
+    },
+    'warn',
+  );
   t.teardown(() => g.app.shutdown(0));
   return g;
 }
 
 /** One request on a new connection; the whole response (Content-Length framed) as text. */
 async function get(port: number, path = '/', keep: net.Socket | null = null): Promise<{ text: string; sock: net.Socket }> {
-  const sock = keep ?? await connect({ port });
+  const sock = keep ?? (await connect({ port }));
   sock.on('error', () => undefined);
   sock.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
   const head = (await readUntil(sock, '\r\n\r\n')).toString('latin1');
@@ -95,8 +105,9 @@ t.test('upstreamMaxSockets bounds the pool: 8 concurrent requests, never more th
 
 t.test('a request waiting for a pooled socket past upstreamTimeoutMs gets 504, and never reaches the backend', async (t) => {
   // The one socket the pool may open carries a response whose body never ends: it stays busy.
-  const b = await backend(t, (sock, head) => sock.write(head.startsWith('GET /held ')
-    ? 'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial' : ok('fine\n')));
+  const b = await backend(t, (sock, head) =>
+    sock.write(head.startsWith('GET /held ') ? 'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial' : ok('fine\n')),
+  );
   const g = await gate(t, `127.0.0.1:${b.port}`, { upstreamMaxSockets: 1, upstreamTimeoutMs: 400 });
   const held = await connect({ port: g.port() });
   held.on('error', () => undefined);
@@ -107,7 +118,11 @@ t.test('a request waiting for a pooled socket past upstreamTimeoutMs gets 504, a
   t.match(queued.text, /^HTTP\/1\.1 504 /, 'the queued request: 504');
   t.ok(Date.now() - at >= 350, `answered when its upstream timeout ran out (${Date.now() - at} ms)`);
   t.match(queued.text, /\r\nconnection: close\r\n/i, 'and its connection closes');
-  t.same(b.heads.map((h) => h.split(' ')[1]), ['/held'], 'the queued request never went upstream');
+  t.same(
+    b.heads.map((h) => h.split(' ')[1]),
+    ['/held'],
+    'the queued request never went upstream',
+  );
   t.equal(b.maxOpen, 1, 'one upstream connection');
   held.destroy();
   queued.sock.destroy();
@@ -138,7 +153,9 @@ t.test('a backend that closes pooled sockets at random: every idempotent bodiles
     t.match(r.text, new RegExp(`^HTTP/1\\.1 200 [\\s\\S]*/n${i}\\n`), `request ${i}: 200 with its own body`);
     answered++;
   }
-  clients.forEach((c) => { c.destroy(); });
+  clients.forEach((c) => {
+    c.destroy();
+  });
   t.equal(answered, 60);
   t.ok(b.connections > 3, `the backend's closes forced new upstream connections (${b.connections})`);
 });
@@ -146,7 +163,10 @@ t.test('a backend that closes pooled sockets at random: every idempotent bodiles
 t.test('an upstream name: resolved once per TTL, and a refused address fails over to the next one', async (t) => {
   // The backend listens on 127.0.0.3 only; the name resolves to 127.0.0.2 (refused) first.
   const b = await backend(t, (sock, head) => sock.write(ok(`${head.split(' ')[1]!}\n`)), '127.0.0.3');
-  let answer = [{ address: '127.0.0.2', family: 4 }, { address: '127.0.0.3', family: 4 }];
+  let answer = [
+    { address: '127.0.0.2', family: 4 },
+    { address: '127.0.0.3', family: 4 },
+  ];
   const asked: string[] = [];
   const real = dns.lookup;
   // The engine's cache asks dns.lookup (getaddrinfo) with {all: true}; this stands in for a
@@ -159,7 +179,9 @@ t.test('an upstream name: resolved once per TTL, and a refused address fails ove
     asked.push(host);
     setImmediate(() => cb(null, answer));
   };
-  t.teardown(() => { (dns as { lookup: unknown }).lookup = real; });
+  t.teardown(() => {
+    (dns as { lookup: unknown }).lookup = real;
+  });
   const g = await gate(t, `backend.test.invalid:${b.port}`, { upstreamDnsTtlMs: 500, upstreamIdleTimeoutMs: 50 });
   for (let i = 0; i < 5; i++) {
     const r = await get(g.port(), `/a${i}`);
@@ -198,7 +220,9 @@ async function upgradeBackend(t: Test): Promise<{ port: number; proxyLines: stri
       const rest = buf.subarray(end + 4);
       if (rest.length > 0) sock.write(rest);
       // Echo, with backpressure; on the client's FIN: say goodbye and end.
-      sock.on('data', (x: Buffer) => { if (!sock.write(x)) sock.pause(); });
+      sock.on('data', (x: Buffer) => {
+        if (!sock.write(x)) sock.pause();
+      });
       sock.on('drain', () => sock.resume());
       sock.once('end', () => sock.end('bye\n'));
     };
@@ -206,7 +230,12 @@ async function upgradeBackend(t: Test): Promise<{ port: number; proxyLines: stri
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   seen.port = (server.address() as net.AddressInfo).port;
-  t.teardown(() => new Promise<void>((r) => { server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+      }),
+  );
   return seen;
 }
 
@@ -260,20 +289,21 @@ t.test('a tunnel passes half-close both ways and keeps 4 MiB intact under backpr
   const all = Buffer.concat(chunks);
   t.equal(all.length, payload.length + 4, 'every byte echoed, then the goodbye');
   t.ok(all.subarray(0, payload.length).equals(payload), 'the echo is intact');
-  t.equal(all.subarray(payload.length).toString(), 'bye\n', 'data after the client\'s FIN still reached it (half-close)');
+  t.equal(all.subarray(payload.length).toString(), 'bye\n', "data after the client's FIN still reached it (half-close)");
   await closed(c, 3000);
   await waitFor(() => g.app.listeners[0]!.stats.active === 0, 3000, 'the connection is closed on both sides');
 });
 
 t.test('a 101 to a request that asked for no upgrade is a 502, and that upstream socket is not reused', async (t) => {
   const b = await backend(t, (sock, head) => {
-    if (head.startsWith('GET /switch ')) sock.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\nRAW BYTES');
+    if (head.startsWith('GET /switch '))
+      sock.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\nRAW BYTES');
     else sock.write(ok('fine\n'));
   });
   const g = await gate(t, `127.0.0.1:${b.port}`);
   const r = await get(g.port(), '/switch');
   t.match(r.text, /^HTTP\/1\.1 502 /, 'the client gets 502, not the 101');
-  t.notMatch(r.text, /RAW BYTES|Switching/, 'nothing of the upstream\'s other protocol reaches the client');
+  t.notMatch(r.text, /RAW BYTES|Switching/, "nothing of the upstream's other protocol reaches the client");
   r.sock.destroy();
   const next = await get(g.port(), '/after');
   t.match(next.text, /^HTTP\/1\.1 200 [\s\S]*fine\n$/, 'the next request is answered normally');
@@ -290,11 +320,13 @@ t.test('a plaintext HTTP listener runs on libuv handles where Node has them (net
 // against each socket's last read or write, on handles and net.Sockets alike.
 const idleCases = [
   { label: 'a pooled upstream socket', extra: {} },
-  { label: 'a client connection\'s own upstream socket (outbound PROXY)', extra: { outboundProxyProtocol: 'v1' } },
+  { label: "a client connection's own upstream socket (outbound PROXY)", extra: { outboundProxyProtocol: 'v1' } },
 ];
 for (const { label, extra } of idleCases) {
   t.test(`${label} idle for upstreamIdleTimeoutMs is closed, and the next request dials a new one`, async (t) => {
-    const b = await backend(t, (sock) => { sock.write(ok('hi\n')); });
+    const b = await backend(t, (sock) => {
+      sock.write(ok('hi\n'));
+    });
     const g = await gate(t, `127.0.0.1:${b.port}`, { upstreamIdleTimeoutMs: 400 }, extra);
     const first = await get(g.port());
     t.match(first.text, /^HTTP\/1\.1 200 [\s\S]*hi\n$/);
@@ -320,7 +352,9 @@ t.test('a silent tunnel is closed after timeouts.idleMs; one carrying bytes is n
   await readUntil(busy, '\r\n\r\n');
   const openedAt = Date.now();
   let echoed = 0;
-  busy.on('data', (d: Buffer) => { echoed += d.length; });
+  busy.on('data', (d: Buffer) => {
+    echoed += d.length;
+  });
   const ticker = setInterval(() => busy.write('.'), 100);
   t.teardown(() => clearInterval(ticker));
   await closed(silent, 4000);

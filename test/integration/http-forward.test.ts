@@ -17,7 +17,13 @@ import { countingBackend, deadPort, request, type CountingBackend } from '../hel
 async function echo(t: Test): Promise<number> {
   const server = createHttpEcho();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
@@ -56,27 +62,39 @@ async function raw(port: number, bytes: string | Buffer, localAddress = '127.0.0
 t.test('direct client: identity headers set by ipgate, forged ones discarded', async (t) => {
   const g = await gate(t, { upstreams: [`127.0.0.1:${await echo(t)}`], http: { forwarded: true } });
   const r = await request({
-    port: g.port(), localAddress: '127.0.0.3', path: '/p?q=1',
+    port: g.port(),
+    localAddress: '127.0.0.3',
+    path: '/p?q=1',
     headers: {
       host: 'app.example:8080',
-      'x-forwarded-for': '198.51.100.66', 'x-real-ip': '198.51.100.66', forwarded: 'for=198.51.100.66',
-      'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https', 'x-forwarded-port': '443',
-      'x-forwarded-prefix': '/evil', 'true-client-ip': '198.51.100.66', 'x-client-ip': '198.51.100.66',
+      'x-forwarded-for': '198.51.100.66',
+      'x-real-ip': '198.51.100.66',
+      forwarded: 'for=198.51.100.66',
+      'x-forwarded-host': 'evil.example',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-port': '443',
+      'x-forwarded-prefix': '/evil',
+      'true-client-ip': '198.51.100.66',
+      'x-client-ip': '198.51.100.66',
     },
   });
   t.equal(r.status, 200);
   const body = r.json();
   t.equal(body.client, '127.0.0.3', 'X-Real-IP is the socket peer');
   t.equal(body.url, '/p?q=1', 'path and query untouched');
-  t.same(body.headers, {
-    'x-real-ip': '127.0.0.3',
-    'x-forwarded-for': '127.0.0.3',
-    'x-forwarded-proto': 'http',
-    'x-forwarded-host': 'app.example:8080',
-    'x-forwarded-port': String(g.port()),
-    forwarded: 'for=127.0.0.3;proto=http;host="app.example:8080"',
-    host: 'app.example:8080',
-  }, 'every forwarding header is ours');
+  t.same(
+    body.headers,
+    {
+      'x-real-ip': '127.0.0.3',
+      'x-forwarded-for': '127.0.0.3',
+      'x-forwarded-proto': 'http',
+      'x-forwarded-host': 'app.example:8080',
+      'x-forwarded-port': String(g.port()),
+      forwarded: 'for=127.0.0.3;proto=http;host="app.example:8080"',
+      host: 'app.example:8080',
+    },
+    'every forwarding header is ours',
+  );
   t.equal(stats(g).httpResponses.get('2xx'), 1);
 });
 
@@ -84,9 +102,12 @@ t.test('client-sent forwarding headers from an untrusted peer never reach the ba
   const b = await backend(t);
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] });
   // Odd case and duplicates: raw bytes so nothing normalises them on the way.
-  const res = await raw(g.port(), 'GET / HTTP/1.1\r\nHost: a\r\nX-FORWARDED-FOR: 198.51.100.1\r\nx-forwarded-for: 198.51.100.2\r\n' +
-    'X-Real-Ip: 198.51.100.3\r\nFORWARDED: for=198.51.100.4\r\nX-Forwarded-Server: evil\r\nCF-Connecting-IP: 198.51.100.5\r\n' +
-    'X-Cluster-Client-IP: 198.51.100.6\r\nConnection: close\r\n\r\n');
+  const res = await raw(
+    g.port(),
+    'GET / HTTP/1.1\r\nHost: a\r\nX-FORWARDED-FOR: 198.51.100.1\r\nx-forwarded-for: 198.51.100.2\r\n' +
+      'X-Real-Ip: 198.51.100.3\r\nFORWARDED: for=198.51.100.4\r\nX-Forwarded-Server: evil\r\nCF-Connecting-IP: 198.51.100.5\r\n' +
+      'X-Cluster-Client-IP: 198.51.100.6\r\nConnection: close\r\n\r\n',
+  );
   t.match(res, /^HTTP\/1\.1 200 /);
   const h = b.requests[0]!.headers;
   t.equal(h['x-forwarded-for'], '127.0.0.1');
@@ -98,12 +119,20 @@ t.test('client-sent forwarding headers from an untrusted peer never reach the ba
 });
 
 t.test('PROXY v2 header and the request in one TCP segment: the PROXY source is the client', async (t) => {
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${await echo(t)}`],
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
-  }, ['198.51.100.0/24']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${await echo(t)}`],
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+    },
+    ['198.51.100.0/24'],
+  );
   const header = encodeProxyV2({ address: '198.51.100.7', port: 40000 }, { address: '192.0.2.1', port: 443 });
-  const res = await raw(g.port(), Buffer.concat([header, Buffer.from('GET /one HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')]), '127.0.0.2');
+  const res = await raw(
+    g.port(),
+    Buffer.concat([header, Buffer.from('GET /one HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')]),
+    '127.0.0.2',
+  );
   t.match(res, /^HTTP\/1\.1 200 /, 'served');
   const body = JSON.parse(res.slice(res.indexOf('\r\n\r\n') + 4)) as { client: string; url: string; headers: Record<string, string> };
   t.equal(body.client, '198.51.100.7');
@@ -113,26 +142,35 @@ t.test('PROXY v2 header and the request in one TCP segment: the PROXY source is 
 
   // Two pipelined requests in the same segment as the header.
   const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
-  c.write(Buffer.concat([header, Buffer.from('GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')]));
+  c.write(
+    Buffer.concat([header, Buffer.from('GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')]),
+  );
   const both = (await readAll(c)).toString();
   t.match(both, /"url":"\/a"[\s\S]*"url":"\/b"/, 'both pipelined requests answered in order');
 });
 
 t.test('trusted proxies: client from the X-Forwarded-For walk, decided per request', async (t) => {
   const b = await backend(t, (req, res) => res.end(JSON.stringify(req.headers)));
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${b.port}`],
-    http: { trustedProxies: ['127.0.0.2/32', '10.0.0.0/8'], forwarded: true },
-  }, ['198.51.100.0/24']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${b.port}`],
+      http: { trustedProxies: ['127.0.0.2/32', '10.0.0.0/8'], forwarded: true },
+    },
+    ['198.51.100.0/24'],
+  );
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   t.teardown(() => agent.destroy());
   const via = { port: g.port(), localAddress: '127.0.0.2', agent };
-  const ok = await request({ ...via, headers: { 'x-forwarded-for': '1.1.1.1, 198.51.100.9, 10.0.0.5', 'x-forwarded-proto': 'https', forwarded: 'for=1.1.1.1' } });
+  const ok = await request({
+    ...via,
+    headers: { 'x-forwarded-for': '1.1.1.1, 198.51.100.9, 10.0.0.5', 'x-forwarded-proto': 'https', forwarded: 'for=1.1.1.1' },
+  });
   t.equal(ok.status, 200);
   const h = ok.json() as Record<string, string>;
   t.equal(h['x-real-ip'], '198.51.100.9', 'rightmost untrusted address');
   t.equal(h['x-forwarded-for'], '1.1.1.1, 198.51.100.9, 10.0.0.5, 127.0.0.2', 'chain as received + our peer');
-  t.equal(h['x-forwarded-proto'], 'https', 'a trusted proxy\'s X-Forwarded-Proto is kept (it may terminate TLS)');
+  t.equal(h['x-forwarded-proto'], 'https', "a trusted proxy's X-Forwarded-Proto is kept (it may terminate TLS)");
   t.equal(h.forwarded, `for=1.1.1.1, for=127.0.0.2;proto=http;host="127.0.0.1:${g.port()}"`, 'Forwarded extended by one element');
 
   const before = b.requests.length;
@@ -140,7 +178,7 @@ t.test('trusted proxies: client from the X-Forwarded-For walk, decided per reque
   t.equal(denied.status, 403, 'a forged allowed address left of the real client does not help');
   t.same(denied.json(), { error: 'forbidden', message: 'Forbidden' }, 'JSON 403 by Accept');
   t.equal(b.requests.length, before, 'the backend received nothing');
-  t.not(denied.headers.connection, 'close', 'the trusted proxy\'s connection stays open');
+  t.not(denied.headers.connection, 'close', "the trusted proxy's connection stays open");
 
   const again = await request({ ...via, headers: { 'x-forwarded-for': '198.51.100.10' } });
   t.equal(again.status, 200, 'next request on the same connection decided on its own');
@@ -150,35 +188,46 @@ t.test('trusted proxies: client from the X-Forwarded-For walk, decided per reque
   t.equal(noXff.status, 403, 'a trusted proxy without X-Forwarded-For is itself the client (not allowlisted)');
   t.equal(stats(g).denied.get('not_allowlisted'), 2);
 
-  const replace = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { trustedProxies: ['127.0.0.2/32'], xForwardedFor: 'replace' } }, ['198.51.100.0/24']);
+  const replace = await gate(
+    t,
+    { upstreams: [`127.0.0.1:${b.port}`], http: { trustedProxies: ['127.0.0.2/32'], xForwardedFor: 'replace' } },
+    ['198.51.100.0/24'],
+  );
   const r = await request({ port: replace.port(), localAddress: '127.0.0.2', headers: { 'x-forwarded-for': '1.1.1.1, 198.51.100.9' } });
   t.equal((r.json() as Record<string, string>)['x-forwarded-for'], '198.51.100.9', 'replace: the client only');
 });
 
-t.test('denied direct client: each request answered 403 in order on a connection kept open (http.denied.keepAlive), the backend receives nothing', async (t) => {
-  const b = await backend(t);
-  const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { deniedBody: 'go away\n' } });
-  const c = await connect({ port: g.port(), localAddress: '127.0.0.4' });
-  c.write('GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n');
-  const two = Buffer.concat([await readUntil(c, 'go away\n', 5000), await readUntil(c, 'go away\n', 5000)]).toString('latin1');
-  t.equal(two.match(/^HTTP\/1\.1 403 Forbidden\r\n/gm)?.length, 2, 'both pipelined requests answered 403, in order');
-  t.notMatch(two, /\r\nConnection: close\r\n/i, 'the connection is kept, as nginx and HAProxy keep it');
-  c.write('GET /third HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
-  const third = (await readAll(c)).toString('latin1');
-  t.match(third, /^HTTP\/1\.1 403 Forbidden\r\n[\s\S]*\r\n\r\ngo away\n$/, 'a third request on the same connection: 403, then the close it asked for');
-  t.equal(b.connections, 0, 'no upstream connection was made');
-  t.equal(b.requests.length, 0);
-  await waitFor(() => stats(g).closed.get('denied') === 1);
-  t.equal(stats(g).denied.get('not_allowlisted'), 3, 'each refused request counted');
-  t.equal(stats(g).httpResponses.get('4xx'), 3);
+t.test(
+  'denied direct client: each request answered 403 in order on a connection kept open (http.denied.keepAlive), the backend receives nothing',
+  async (t) => {
+    const b = await backend(t);
+    const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { deniedBody: 'go away\n' } });
+    const c = await connect({ port: g.port(), localAddress: '127.0.0.4' });
+    c.write('GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n');
+    const two = Buffer.concat([await readUntil(c, 'go away\n', 5000), await readUntil(c, 'go away\n', 5000)]).toString('latin1');
+    t.equal(two.match(/^HTTP\/1\.1 403 Forbidden\r\n/gm)?.length, 2, 'both pipelined requests answered 403, in order');
+    t.notMatch(two, /\r\nConnection: close\r\n/i, 'the connection is kept, as nginx and HAProxy keep it');
+    c.write('GET /third HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
+    const third = (await readAll(c)).toString('latin1');
+    t.match(
+      third,
+      /^HTTP\/1\.1 403 Forbidden\r\n[\s\S]*\r\n\r\ngo away\n$/,
+      'a third request on the same connection: 403, then the close it asked for',
+    );
+    t.equal(b.connections, 0, 'no upstream connection was made');
+    t.equal(b.requests.length, 0);
+    await waitFor(() => stats(g).closed.get('denied') === 1);
+    t.equal(stats(g).denied.get('not_allowlisted'), 3, 'each refused request counted');
+    t.equal(stats(g).httpResponses.get('4xx'), 3);
 
-  const closing = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { deniedBody: 'go away\n', denied: { keepAlive: false } } });
-  const res = await raw(closing.port(), 'GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n', '127.0.0.4');
-  t.match(res, /^HTTP\/1\.1 403 Forbidden\r\n/);
-  t.match(res, /\r\nConnection: close\r\n/i, 'keepAlive: false closes after the 403');
-  t.match(res, /\r\n\r\ngo away\n$/, 'configured body, and only one response');
-  t.equal(b.requests.length, 0);
-});
+    const closing = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { deniedBody: 'go away\n', denied: { keepAlive: false } } });
+    const res = await raw(closing.port(), 'GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n', '127.0.0.4');
+    t.match(res, /^HTTP\/1\.1 403 Forbidden\r\n/);
+    t.match(res, /\r\nConnection: close\r\n/i, 'keepAlive: false closes after the 403');
+    t.match(res, /\r\n\r\ngo away\n$/, 'configured body, and only one response');
+    t.equal(b.requests.length, 0);
+  },
+);
 
 t.test('defect 3: keep-alive requests reuse upstream connections (counted at the backend)', async (t) => {
   const b = await backend(t);
@@ -191,7 +240,11 @@ t.test('defect 3: keep-alive requests reuse upstream connections (counted at the
 
   // Concurrent clients: the pool grows to the concurrency, not to the request count.
   const agents = Array.from({ length: 4 }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));
-  t.teardown(() => agents.forEach((a) => { a.destroy(); }));
+  t.teardown(() =>
+    agents.forEach((a) => {
+      a.destroy();
+    }),
+  );
   for (let round = 0; round < 5; round++) {
     await Promise.all(agents.map((a) => request({ port: g.port(), agent: a })));
   }
@@ -202,13 +255,16 @@ t.test('defect 4: client Connection: close and hop-by-hop headers are not forwar
   const b = await backend(t);
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] });
   for (let i = 0; i < 5; i++) {
-    const res = await raw(g.port(), 'GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Hop\r\nX-Hop: secret\r\nKeep-Alive: timeout=1\r\n' +
-      'TE: trailers\r\nProxy-Connection: close\r\nX-End: kept\r\n\r\n');
+    const res = await raw(
+      g.port(),
+      'GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Hop\r\nX-Hop: secret\r\nKeep-Alive: timeout=1\r\n' +
+        'TE: trailers\r\nProxy-Connection: close\r\nX-End: kept\r\n\r\n',
+    );
     t.match(res, /^HTTP\/1\.1 200 /);
   }
   t.equal(b.connections, 1, '5 client connections each ending with Connection: close, one upstream connection');
   const h = b.requests[4]!.headers;
-  t.equal(h.connection, 'keep-alive', 'upstream Connection is the pool\'s, not the client\'s');
+  t.equal(h.connection, 'keep-alive', "upstream Connection is the pool's, not the client's");
   t.equal(h['x-hop'], undefined, 'a header named in Connection is hop-by-hop');
   t.equal(h['keep-alive'], undefined);
   t.equal(h.te, undefined);
@@ -229,7 +285,7 @@ t.test('upstream Connection: close and hop-by-hop response headers do not reach 
   c.write('GET /1 HTTP/1.1\r\nHost: a\r\n\r\n');
   const first = (await readUntil(c, 'body')).toString();
   t.notMatch(first, /x-internal/i);
-  t.notMatch(first, /timeout=1/i, 'the upstream\'s Keep-Alive is not the client\'s (ipgate announces its own)');
+  t.notMatch(first, /timeout=1/i, "the upstream's Keep-Alive is not the client's (ipgate announces its own)");
   t.notMatch(first, /connection: close/i, 'the client connection is not closed because the upstream one is');
   t.match(first, /set-cookie: a=1\r\nset-cookie: b=2/i, 'repeated headers kept as separate lines');
   c.write('GET /2 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
@@ -250,7 +306,10 @@ t.test('defect 1 and 502: an upstream that resets or refuses does not crash ipga
   const r2 = await request({ port: refused.port() });
   t.equal(r2.status, 502, 'refused -> 502');
   t.equal(stats(refused).upstreamErrors.get('upstream_refused'), 1);
-  t.ok(refused.logs.find((l) => l.msg === 'upstream failed' && l.level === 'warn'), 'upstream fault logged at warn');
+  t.ok(
+    refused.logs.find((l) => l.msg === 'upstream failed' && l.level === 'warn'),
+    'upstream fault logged at warn',
+  );
   // Still alive and serving.
   const ok = await gate(t, { upstreams: [`127.0.0.1:${(await backend(t)).port}`] });
   t.equal((await request({ port: ok.port() })).status, 200);
@@ -267,7 +326,9 @@ t.test('several upstreams: round robin, a refused target is skipped for requests
 
 t.test('504: upstream slower than upstreamTimeoutMs; the upstream request is aborted', async (t) => {
   let aborted = 0;
-  const b = await backend(t, (_req, res) => { res.on('close', () => aborted++); });
+  const b = await backend(t, (_req, res) => {
+    res.on('close', () => aborted++);
+  });
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { upstreamTimeoutMs: 300 } });
   const start = Date.now();
   const r = await request({ port: g.port() });
@@ -284,7 +345,10 @@ t.test('defect 2: a client aborting mid-response leaves no upstream request runn
   const b = await backend(t, (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.write('first chunk\n');
-    res.on('close', () => { backendClosed = true; backendFinished = res.writableFinished; });
+    res.on('close', () => {
+      backendClosed = true;
+      backendFinished = res.writableFinished;
+    });
     // ...and never ends on its own.
   });
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] });
@@ -293,13 +357,15 @@ t.test('defect 2: a client aborting mid-response leaves no upstream request runn
   await readUntil(c, 'first chunk');
   c.destroy();
   await waitFor(() => backendClosed, 3000, 'backend response closed');
-  t.notOk(backendFinished, 'the backend\'s response was cut, not completed');
+  t.notOk(backendFinished, "the backend's response was cut, not completed");
   await waitFor(() => (stats(g).httpResponses.get('2xx') ?? 0) === 1);
 });
 
 t.test('a client leaving while its request waits for the upstream aborts the upstream request', async (t) => {
   let closedAtBackend = 0;
-  const b = await backend(t, (req) => { req.socket.once('close', () => closedAtBackend++); });
+  const b = await backend(t, (req) => {
+    req.socket.once('close', () => closedAtBackend++);
+  });
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] });
   const c = await connect({ port: g.port() });
   c.write('GET /slow HTTP/1.1\r\nHost: a\r\n\r\n');
@@ -327,7 +393,11 @@ t.test('400 on garbage, 431 on oversized headers; nothing reaches the backend', 
   const b = await backend(t);
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`], http: { maxHeaderBytes: 2048 } });
   t.match(await raw(g.port(), 'BLAH BLAH\r\n\r\n'), /^HTTP\/1\.1 400 Bad Request\r\n/, 'garbage');
-  t.match(await raw(g.port(), 'GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n'), /^HTTP\/1\.1 400 /, 'conflicting Content-Length');
+  t.match(
+    await raw(g.port(), 'GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n'),
+    /^HTTP\/1\.1 400 /,
+    'conflicting Content-Length',
+  );
   // Counted as host_missing (http-host.test.ts), not as bad_request.
   t.match(await raw(g.port(), 'GET / HTTP/1.1\r\n\r\n'), /^HTTP\/1\.1 400 /, 'HTTP/1.1 without Host');
   t.match(await raw(g.port(), `GET / HTTP/1.1\r\nHost: a\r\nX-Big: ${'x'.repeat(4096)}\r\n\r\n`), /^HTTP\/1\.1 431 /, 'headers too large');
@@ -342,7 +412,10 @@ t.test('a chunked DELETE body is framed upstream (http-proxy deleteLength would 
   const b = await backend(t, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => { bodies.push(`${req.method} ${req.url} ${Buffer.concat(chunks).toString()}`); res.end('ok'); });
+    req.on('end', () => {
+      bodies.push(`${req.method} ${req.url} ${Buffer.concat(chunks).toString()}`);
+      res.end('ok');
+    });
   });
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] });
   const smuggled = 'GET /admin HTTP/1.1\r\nHost: a\r\n\r\n';
@@ -401,7 +474,9 @@ t.test('revocation: an idle keep-alive connection is cut within 1 s of the list 
 
 t.test('revocation during a response: Connection: close after it, cut at 1 s at the latest', async (t) => {
   let release: (() => void) | null = null;
-  const b = await backend(t, (_req, res) => { release = () => res.end('late\n'); });
+  const b = await backend(t, (_req, res) => {
+    release = () => res.end('late\n');
+  });
   const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] }, ['127.0.0.3/32']);
   const c = await connect({ port: g.port(), localAddress: '127.0.0.3' });
   c.write('GET / HTTP/1.1\r\nHost: a\r\n\r\n');

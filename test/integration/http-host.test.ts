@@ -49,7 +49,11 @@ interface Row {
 
 const ROWS: Row[] = [
   // The issue's Hosts: each reached admin through www or the default route.
-  { desc: 'userinfo after a port-like text (cut at the first ":", routed as www)', lines: ['www.example.com:x@admin.example.com'], status: 400 },
+  {
+    desc: 'userinfo after a port-like text (cut at the first ":", routed as www)',
+    lines: ['www.example.com:x@admin.example.com'],
+    status: 400,
+  },
   { desc: 'userinfo (WHATWG: host admin)', lines: ['www.example.com@admin.example.com'], status: 400 },
   { desc: 'a percent-encoded letter (WHATWG decodes %61)', lines: ['%61dmin.example.com'], status: 400 },
   { desc: 'percent-encoded dots', lines: ['admin%2eexample%2ecom'], status: 400 },
@@ -60,9 +64,21 @@ const ROWS: Row[] = [
   { desc: 'the reverse userinfo trick', lines: ['admin.example.com:x@www.example.com'], status: 400 },
   { desc: 'www itself', lines: ['www.example.com'], status: 200, served: 'www', forwardedHost: 'www.example.com' },
   { desc: 'admin itself: its own allowlist refuses 127.0.0.2', lines: ['admin.example.com'], status: 403 },
-  { desc: 'upper case: www, forwarded lower-cased', lines: ['WWW.Example.COM'], status: 200, served: 'www', forwardedHost: 'www.example.com' },
+  {
+    desc: 'upper case: www, forwarded lower-cased',
+    lines: ['WWW.Example.COM'],
+    status: 200,
+    served: 'www',
+    forwardedHost: 'www.example.com',
+  },
   { desc: 'upper case admin is admin', lines: ['ADMIN.EXAMPLE.COM'], status: 403 },
-  { desc: 'a trailing dot: www, forwarded without it', lines: ['www.example.com.'], status: 200, served: 'www', forwardedHost: 'www.example.com' },
+  {
+    desc: 'a trailing dot: www, forwarded without it',
+    lines: ['www.example.com.'],
+    status: 200,
+    served: 'www',
+    forwardedHost: 'www.example.com',
+  },
   { desc: 'a trailing dot on admin is admin', lines: ['admin.example.com.'], status: 403 },
   { desc: 'a port', lines: ['www.example.com:8080'], status: 200, served: 'www', forwardedHost: 'www.example.com:8080' },
   { desc: 'a port out of range', lines: ['www.example.com:65536'], status: 400 },
@@ -73,7 +89,13 @@ const ROWS: Row[] = [
   { desc: 'an IPv4 literal: the default route', lines: ['127.0.0.1'], status: 200, served: 'default', forwardedHost: '127.0.0.1' },
   { desc: 'a short IPv4 form (WHATWG: 127.0.0.1; RFC 3986: a name)', lines: ['127.1'], status: 400 },
   { desc: 'a tab inside the name', lines: ['www.example.com\t.admin.example.com'], status: 400 },
-  { desc: 'tabs around the value are the field\'s whitespace', lines: ['\twww.example.com\t'], status: 200, served: 'www', forwardedHost: 'www.example.com' },
+  {
+    desc: "tabs around the value are the field's whitespace",
+    lines: ['\twww.example.com\t'],
+    status: 200,
+    served: 'www',
+    forwardedHost: 'www.example.com',
+  },
   { desc: 'a NUL (refused by the parser)', lines: ['www.example.com\0.admin.example.com'], status: 400 },
   { desc: 'comma-joined, www first', lines: ['www.example.com, admin.example.com'], status: 400 },
   { desc: 'comma-joined, admin first', lines: ['admin.example.com,www.example.com'], status: 400 },
@@ -84,11 +106,33 @@ const ROWS: Row[] = [
   { desc: 'a 253-character name: the default route', lines: [LONG_253], status: 200, served: 'default', forwardedHost: LONG_253 },
   { desc: 'a 254-character name', lines: [`${LONG_253}b`], status: 400 },
   { desc: 'a 16 KB name of one-letter labels', lines: [`${'a.'.repeat(8000)}x`], status: 400 },
-  { desc: 'absolute form: the authority picks the route (admin)', lines: ['www.example.com'], target: 'http://admin.example.com/page', status: 403 },
-  { desc: 'absolute form: the authority in normal form', lines: ['admin.example.com'], target: 'http://WWW.example.com./page', status: 200, served: 'www', forwardedHost: 'www.example.com' },
+  {
+    desc: 'absolute form: the authority picks the route (admin)',
+    lines: ['www.example.com'],
+    target: 'http://admin.example.com/page',
+    status: 403,
+  },
+  {
+    desc: 'absolute form: the authority in normal form',
+    lines: ['admin.example.com'],
+    target: 'http://WWW.example.com./page',
+    status: 200,
+    served: 'www',
+    forwardedHost: 'www.example.com',
+  },
   { desc: 'absolute form with userinfo', lines: ['www.example.com'], target: 'http://www.example.com@admin.example.com/page', status: 400 },
-  { desc: 'absolute form with a percent-encoded authority', lines: ['www.example.com'], target: 'http://%61dmin.example.com/page', status: 400 },
-  { desc: 'absolute form: a second Host line is still refused', lines: ['www.example.com', 'www.example.com'], target: 'http://www.example.com/page', status: 400 },
+  {
+    desc: 'absolute form with a percent-encoded authority',
+    lines: ['www.example.com'],
+    target: 'http://%61dmin.example.com/page',
+    status: 400,
+  },
+  {
+    desc: 'absolute form: a second Host line is still refused',
+    lines: ['www.example.com', 'www.example.com'],
+    target: 'http://www.example.com/page',
+    status: 400,
+  },
 ];
 
 const ROUTES = (upstream: number): Record<string, unknown>[] => [
@@ -104,14 +148,30 @@ t.test('Host: 400, or the backend serves what the route was chosen for', { skip 
   const g: AdminGate = await startAdminGate(t, {
     allowlists: { everyone: ['127.0.0.0/8'], admins: ['127.0.0.5/32'] },
     listeners: [
-      { name: 'node', mode: 'http', listen: '127.0.0.1:0', allowlist: 'everyone', upstreams: [`127.0.0.1:${node}`], http, routes: ROUTES(node) },
-      { name: 'nginx', mode: 'http', listen: '127.0.0.1:0', allowlist: 'everyone', upstreams: [`127.0.0.1:${nginx}`], http, routes: ROUTES(nginx) },
+      {
+        name: 'node',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'everyone',
+        upstreams: [`127.0.0.1:${node}`],
+        http,
+        routes: ROUTES(node),
+      },
+      {
+        name: 'nginx',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'everyone',
+        upstreams: [`127.0.0.1:${nginx}`],
+        http,
+        routes: ROUTES(nginx),
+      },
       { name: 'plain', mode: 'http', listen: '127.0.0.1:0', allowlist: 'everyone', upstreams: [`127.0.0.1:${node}`], http },
     ],
   });
   const stats = (name: string) => g.app.listeners.find((l) => l.name === name)!.stats;
 
-  t.test('a Node app routing by WHATWG URL and by Express\'s trust-proxy hostname', async (t) => {
+  t.test("a Node app routing by WHATWG URL and by Express's trust-proxy hostname", async (t) => {
     for (const row of ROWS) {
       const r = await send(g.port('node'), head(row.lines, row.target));
       t.equal(r.status, row.status, `${row.desc}: ${row.status}`);
@@ -147,22 +207,39 @@ t.test('Host: 400, or the backend serves what the route was chosen for', { skip 
     t.match(text, /ipgate_http_client_errors_total\{listener="node",reason="host_repeated"\} 3/, 'in ipgate_http_client_errors_total');
   });
 
-  t.test('a trusted proxy\'s X-Forwarded-Host and Forwarded host= never disagree with the routed host', async (t) => {
-    const forged = 'X-Forwarded-For: 127.0.0.2\r\nX-Forwarded-Host: admin.example.com\r\nForwarded: for=127.0.0.2;host=admin.example.com;proto=https\r\n';
+  t.test("a trusted proxy's X-Forwarded-Host and Forwarded host= never disagree with the routed host", async (t) => {
+    const forged =
+      'X-Forwarded-For: 127.0.0.2\r\nX-Forwarded-Host: admin.example.com\r\nForwarded: for=127.0.0.2;host=admin.example.com;proto=https\r\n';
     const r = await send(g.port('node'), head(['www.example.com'], '/page', forged), '127.0.0.9');
     t.equal(r.status, 200, 'the client (127.0.0.2 by X-Forwarded-For) is allowed on www');
     const seen = JSON.parse(r.body) as UrlRouterReport;
-    t.equal(seen.xForwardedHost, 'www.example.com', 'X-Forwarded-Host is the routed host, not the proxy\'s');
+    t.equal(seen.xForwardedHost, 'www.example.com', "X-Forwarded-Host is the routed host, not the proxy's");
     t.equal(seen.express, 'www.example.com', 'Express with trust proxy serves www');
-    t.equal(seen.forwarded, 'for=127.0.0.2;proto=https, for=127.0.0.9;proto=http;host=www.example.com', 'the proxy\'s Forwarded element keeps its for/proto, loses its host');
+    t.equal(
+      seen.forwarded,
+      'for=127.0.0.2;proto=https, for=127.0.0.9;proto=http;host=www.example.com',
+      "the proxy's Forwarded element keeps its for/proto, loses its host",
+    );
     const n = await send(g.port('nginx'), head(['www.example.com'], '/page', forged), '127.0.0.9');
     t.match(n.body, /^nginx\|www\|www\.example\.com\|/, 'nginx (which routes by Host) agrees');
-    const admin = await send(g.port('node'), head(['admin.example.com'], '/page', 'X-Forwarded-For: 127.0.0.2\r\nX-Forwarded-Host: www.example.com\r\n'), '127.0.0.9');
+    const admin = await send(
+      g.port('node'),
+      head(['admin.example.com'], '/page', 'X-Forwarded-For: 127.0.0.2\r\nX-Forwarded-Host: www.example.com\r\n'),
+      '127.0.0.9',
+    );
     t.equal(admin.status, 403, 'naming www in X-Forwarded-Host does not move an admin request to www');
     // Without routes no host decided anything: the trusted proxy's X-Forwarded-Host is kept (as
     // its X-Forwarded-Proto is; docs/routes-and-sni.md).
-    const plain = await send(g.port('plain'), head(['origin.internal'], '/page', 'X-Forwarded-For: 127.0.0.2\r\nX-Forwarded-Host: shop.example.com\r\n'), '127.0.0.9');
-    t.equal((JSON.parse(plain.body) as UrlRouterReport).xForwardedHost, 'shop.example.com', 'a listener without routes keeps a trusted proxy\'s X-Forwarded-Host');
+    const plain = await send(
+      g.port('plain'),
+      head(['origin.internal'], '/page', 'X-Forwarded-For: 127.0.0.2\r\nX-Forwarded-Host: shop.example.com\r\n'),
+      '127.0.0.9',
+    );
+    t.equal(
+      (JSON.parse(plain.body) as UrlRouterReport).xForwardedHost,
+      'shop.example.com',
+      "a listener without routes keeps a trusted proxy's X-Forwarded-Host",
+    );
   });
 
   t.test('a listener without routes refuses the same Hosts (as nginx does everywhere)', async (t) => {
@@ -197,11 +274,20 @@ t.test('Host: 400, or the backend serves what the route was chosen for', { skip 
       const status = ex.json.decision === 'allow' ? 200 : ex.json.decision === 'deny' ? 403 : ex.json.status;
       t.equal(status, wire.status, `${row.desc}: explain says ${String(ex.json.decision)} (${String(status)}), the wire ${wire.status}`);
       if (wire.status === 400) t.equal(ex.json.reason, reason, `${row.desc}: the same reason (${String(reason)})`);
-      if (wire.status === 200) t.equal(ex.json.host, (JSON.parse(wire.body) as UrlRouterReport).host, `${row.desc}: the host explain names is the one forwarded`);
+      if (wire.status === 200)
+        t.equal(ex.json.host, (JSON.parse(wire.body) as UrlRouterReport).host, `${row.desc}: the host explain names is the one forwarded`);
     }
-    const single = await g.api('POST', '/v1/explain', { body: { listener: 'node', peer: '127.0.0.2', host: 'www.example.com@admin.example.com' } });
-    t.match(single.json, { decision: 'bad_request', reason: 'host_invalid', status: 400, detail: /character "@"/ }, '"host" is checked as the Host line');
-    const plain = await g.api('POST', '/v1/explain', { body: { listener: 'plain', peer: '127.0.0.2', headers: { host: ['a.example', 'b.example'] } } });
+    const single = await g.api('POST', '/v1/explain', {
+      body: { listener: 'node', peer: '127.0.0.2', host: 'www.example.com@admin.example.com' },
+    });
+    t.match(
+      single.json,
+      { decision: 'bad_request', reason: 'host_invalid', status: 400, detail: /character "@"/ },
+      '"host" is checked as the Host line',
+    );
+    const plain = await g.api('POST', '/v1/explain', {
+      body: { listener: 'plain', peer: '127.0.0.2', headers: { host: ['a.example', 'b.example'] } },
+    });
     t.match(plain.json, { decision: 'bad_request', reason: 'host_repeated' }, 'a listener without routes: the same check');
     const untold = await g.api('POST', '/v1/explain', { body: { listener: 'plain', peer: '127.0.0.2' } });
     t.match(untold.json, { decision: 'allow' }, 'a listener without routes, told no Host: decided as before');

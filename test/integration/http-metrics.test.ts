@@ -15,7 +15,8 @@ const skip = missing('nginx') || missing('promtool');
 
 async function nginx(t: Test): Promise<number> {
   const port = await freePort();
-  const peer = await startNginx(`http {
+  const peer = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   keepalive_requests 10000;
   server {
@@ -24,22 +25,27 @@ async function nginx(t: Test): Promise<number> {
     location = /down { return 503 "busy\\n"; }
     location / { return 200 "hello from nginx\\n"; }
   }
-}`, [port]);
+}`,
+    [port],
+  );
   t.teardown(() => peer.stop());
   return port;
 }
 
 async function gate(t: Test, backend: number, logging: Record<string, unknown> = {}): Promise<Started & { admin: number }> {
   const dead = await freePort();
-  const g = await startIpgate({
-    admin: { listen: '127.0.0.1:0' },
-    logging,
-    allowlists: { main: ['127.0.0.2/32'] },
-    listeners: [
-      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${backend}`] },
-      { name: 'dead', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${dead}`] },
-    ],
-  }, 'warn');
+  const g = await startIpgate(
+    {
+      admin: { listen: '127.0.0.1:0' },
+      logging,
+      allowlists: { main: ['127.0.0.2/32'] },
+      listeners: [
+        { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${backend}`] },
+        { name: 'dead', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${dead}`] },
+      ],
+    },
+    'warn',
+  );
   t.teardown(() => g.app.shutdown(0));
   return Object.assign(g, { admin: g.app.admin!.address.port });
 }
@@ -97,7 +103,10 @@ t.test('requests by method and status; sizes are the bytes each side sent; promt
   const want: Array<[string, number]> = [
     ['ipgate_http_requests_total{listener="web",method="GET",status="200",code_class="2xx",protocol="h1"}', 1],
     ['ipgate_http_requests_total{listener="web",method="POST",status="200",code_class="2xx",protocol="h1"}', 1],
-    [`ipgate_http_requests_total{listener="web",method="OTHER",status="${statuses[3]}",code_class="${statuses[3]![0]}xx",protocol="h1"}`, 1],
+    [
+      `ipgate_http_requests_total{listener="web",method="OTHER",status="${statuses[3]}",code_class="${statuses[3]![0]}xx",protocol="h1"}`,
+      1,
+    ],
     ['ipgate_http_requests_total{listener="web",method="GET",status="404",code_class="4xx",protocol="h1"}', 1],
     ['ipgate_http_requests_total{listener="web",method="GET",status="503",code_class="5xx",protocol="h1"}', 1],
     ['ipgate_http_request_size_bytes_count{listener="web"}', 6],
@@ -121,20 +130,42 @@ t.test('requests by method and status; sizes are the bytes each side sent; promt
 
 t.test('denials: 403 by method, sizes counted, on the quick path as on the full one', { skip }, async (t) => {
   const backend = await nginx(t);
-  for (const [what, logging] of [['access log on (full path within its rate)', {}], ['access log off (quick path)', { access: false, denialSummaryIntervalMs: 0 }]] as const) {
+  for (const [what, logging] of [
+    ['access log on (full path within its rate)', {}],
+    ['access log off (quick path)', { access: false, denialSummaryIntervalMs: 0 }],
+  ] as const) {
     const g = await gate(t, backend, logging);
-    const requests = ['GET /x HTTP/1.1\r\nHost: a\r\n\r\n', 'DELETE /x HTTP/1.1\r\nHost: a\r\nAccept: application/json\r\n\r\n',
-      'POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody'];
+    const requests = [
+      'GET /x HTTP/1.1\r\nHost: a\r\n\r\n',
+      'DELETE /x HTTP/1.1\r\nHost: a\r\nAccept: application/json\r\n\r\n',
+      'POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody',
+    ];
     const received = await exchange(g.port('web'), '127.0.0.9', requests);
     const stats = g.app.listeners[0]!.stats;
     await waitFor(() => stats.http.duration.count === 3, 5000, 'all recorded');
     const text = await scrape(g);
-    t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="GET",status="403",code_class="4xx",protocol="h1"}'), 1, `${what}: GET 403`);
-    t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="DELETE",status="403",code_class="4xx",protocol="h1"}'), 1, `${what}: DELETE 403`);
-    t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="POST",status="403",code_class="4xx",protocol="h1"}'), 1, `${what}: POST 403`);
+    t.equal(
+      value(text, 'ipgate_http_requests_total{listener="web",method="GET",status="403",code_class="4xx",protocol="h1"}'),
+      1,
+      `${what}: GET 403`,
+    );
+    t.equal(
+      value(text, 'ipgate_http_requests_total{listener="web",method="DELETE",status="403",code_class="4xx",protocol="h1"}'),
+      1,
+      `${what}: DELETE 403`,
+    );
+    t.equal(
+      value(text, 'ipgate_http_requests_total{listener="web",method="POST",status="403",code_class="4xx",protocol="h1"}'),
+      1,
+      `${what}: POST 403`,
+    );
     t.equal(value(text, 'ipgate_http_response_size_bytes_sum{listener="web"}'), received.length, `${what}: the 403s as written`);
     // A refused request's body is read past, not relayed: its head only.
-    t.equal(value(text, 'ipgate_http_request_size_bytes_sum{listener="web"}'), requests.reduce((n, r) => n + r.indexOf('\r\n\r\n') + 4, 0), `${what}: heads only`);
+    t.equal(
+      value(text, 'ipgate_http_request_size_bytes_sum{listener="web"}'),
+      requests.reduce((n, r) => n + r.indexOf('\r\n\r\n') + 4, 0),
+      `${what}: heads only`,
+    );
     await g.app.shutdown(0);
   }
 });

@@ -14,7 +14,10 @@ import { connect, readAll, readUntil, waitFor } from '../helpers/net';
 const ENGINES = ['relay'] as const;
 type Line = Record<string, unknown>;
 
-interface Seen { requestId: string | undefined; url: string | undefined }
+interface Seen {
+  requestId: string | undefined;
+  url: string | undefined;
+}
 
 async function backend(t: Test, seen: Seen[]): Promise<number> {
   const server = http.createServer((req, res) => {
@@ -30,7 +33,13 @@ async function backend(t: Test, seen: Seen[]): Promise<number> {
     socket.on('error', () => undefined);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
@@ -49,15 +58,24 @@ for (const engine of ENGINES) {
     const seen: Seen[] = [];
     const port = await backend(t, seen);
     const dead = await deadPort();
-    const g = await startIpgate({
-      logging: { denialSummaryIntervalMs: 0 },
-      allowlists: { main: ['127.0.0.0/8', '198.51.100.0/24'] },
-      listeners: [
-        { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${port}`],
-          http: { engine, trustedProxies: ['127.0.0.9/32'] } },
-        { name: 'down', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${dead}`], http: { engine } },
-      ],
-    }, 'info');
+    const g = await startIpgate(
+      {
+        logging: { denialSummaryIntervalMs: 0 },
+        allowlists: { main: ['127.0.0.0/8', '198.51.100.0/24'] },
+        listeners: [
+          {
+            name: 'web',
+            mode: 'http',
+            listen: '127.0.0.1:0',
+            allowlist: 'main',
+            upstreams: [`127.0.0.1:${port}`],
+            http: { engine, trustedProxies: ['127.0.0.9/32'] },
+          },
+          { name: 'down', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${dead}`], http: { engine } },
+        ],
+      },
+      'info',
+    );
     t.teardown(() => g.app.shutdown(0));
     const send = async (path: string, from: string, headers: string, listener = 'web'): Promise<string> => {
       const c = await connect({ port: g.port(listener), localAddress: from });
@@ -75,10 +93,10 @@ for (const engine of ENGINES) {
     t.equal(plain.upstreamStatus, 200, 'upstream status');
     t.type(plain.upstreamMs, 'number', 'upstream time');
     t.match(plain.requestId, /^[0-9a-f]{32}$/, 'a generated request id');
-    t.not(plain.requestId, 'forged-by-client', 'a client\'s own id is replaced');
+    t.not(plain.requestId, 'forged-by-client', "a client's own id is replaced");
     t.equal(seen.find((s) => s.url === '/plain')?.requestId, plain.requestId, 'the backend got the logged id');
     const proxied = await line(g, (l) => l.path === '/viaproxy');
-    t.equal(proxied.requestId, 'abc-123', 'a trusted proxy\'s id is kept');
+    t.equal(proxied.requestId, 'abc-123', "a trusted proxy's id is kept");
     t.equal(seen.find((s) => s.url === '/viaproxy')?.requestId, 'abc-123', 'and forwarded');
     const failed = await line(g, (l) => l.listener === 'down');
     t.equal(failed.status, 502, 'ipgate answered 502');
@@ -103,6 +121,10 @@ for (const engine of ENGINES) {
     t.match(text, new RegExp(`ipgate_upstream_responses_total\\{${target},code_class="4xx"\\} 1\\n`), '4xx per upstream');
     t.match(text, new RegExp(`ipgate_upstream_responses_total\\{${target},code_class="1xx"\\} 1\\n`), 'the 101 per upstream');
     t.match(text, new RegExp(`ipgate_upstream_response_seconds_count\\{${target}\\} 4\\n`), 'response time per upstream');
-    t.match(text, new RegExp(`ipgate_upstream_failures_total\\{listener="down",upstream="127.0.0.1:${dead}",reason="upstream_refused"\\} 1\\n`), 'failures per upstream');
+    t.match(
+      text,
+      new RegExp(`ipgate_upstream_failures_total\\{listener="down",upstream="127.0.0.1:${dead}",reason="upstream_refused"\\} 1\\n`),
+      'failures per upstream',
+    );
   });
 }

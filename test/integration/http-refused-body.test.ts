@@ -37,15 +37,27 @@ async function backend(t: Test): Promise<{ port: number; seen: () => string[] }>
  * `guarded` on guarded.example.com with the same list, `open` on open.example.com for everyone).
  */
 async function gate(t: Test, level: 'info' | 'debug', upstream: number): Promise<Started> {
-  const g = await startIpgate({
-    logging: { denialSummaryIntervalMs: 0 },
-    allowlists: { main: ['127.0.0.1/32'], everyone: ['127.0.0.0/8'] },
-    listeners: [
-      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`] },
-      { name: 'routed', mode: 'http', listen: '127.0.0.1:0', allowlist: 'everyone', upstreams: [`127.0.0.1:${upstream}`],
-        routes: [{ name: 'guarded', hosts: ['guarded.example.com'], allowlist: 'main' }, { name: 'open', hosts: ['open.example.com'] }] },
-    ],
-  }, level);
+  const g = await startIpgate(
+    {
+      logging: { denialSummaryIntervalMs: 0 },
+      allowlists: { main: ['127.0.0.1/32'], everyone: ['127.0.0.0/8'] },
+      listeners: [
+        { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`] },
+        {
+          name: 'routed',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'everyone',
+          upstreams: [`127.0.0.1:${upstream}`],
+          routes: [
+            { name: 'guarded', hosts: ['guarded.example.com'], allowlist: 'main' },
+            { name: 'open', hosts: ['open.example.com'] },
+          ],
+        },
+      ],
+    },
+    level,
+  );
   t.teardown(() => g.app.shutdown(0));
   return g;
 }
@@ -92,43 +104,89 @@ for (const level of ['info', 'debug'] as const) {
     t.same(b.seen(), [], 'the backend received nothing');
   });
 
-  t.test(`${level}: a refused request whose body came with its head keeps its connection; pipelined requests answered in order`, async (t) => {
-    const b = await backend(t);
-    const g = await gate(t, level, b.port);
-    for (const r of refusals) {
-      const c = await client(g, r.listener);
-      c.write(`POST ${r.target} HTTP/1.1\r\nHost: ${r.host}\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello` +
-        `POST ${r.target} HTTP/1.1\r\nHost: ${r.host}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n`);
-      for (const n of [1, 2]) {
-        const res = await answer(c);
-        t.match(res, new RegExp(`^HTTP/1\\.1 ${r.status} `), `${r.what}: answer ${n}`);
-        t.notMatch(res, /connection: close/i, `${r.what}: answer ${n} keeps the connection`);
+  t.test(
+    `${level}: a refused request whose body came with its head keeps its connection; pipelined requests answered in order`,
+    async (t) => {
+      const b = await backend(t);
+      const g = await gate(t, level, b.port);
+      for (const r of refusals) {
+        const c = await client(g, r.listener);
+        c.write(
+          `POST ${r.target} HTTP/1.1\r\nHost: ${r.host}\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello` +
+            `POST ${r.target} HTTP/1.1\r\nHost: ${r.host}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n`,
+        );
+        for (const n of [1, 2]) {
+          const res = await answer(c);
+          t.match(res, new RegExp(`^HTTP/1\\.1 ${r.status} `), `${r.what}: answer ${n}`);
+          t.notMatch(res, /connection: close/i, `${r.what}: answer ${n} keeps the connection`);
+        }
+        c.write(`GET ${r.target} HTTP/1.1\r\nHost: ${r.host}\r\nConnection: close\r\n\r\n`);
+        t.match(
+          (await readAll(c)).toString('latin1'),
+          new RegExp(`^HTTP/1\\.1 ${r.status} [\\s\\S]*connection: close\r\n`, 'i'),
+          `${r.what}: the next request on it answered`,
+        );
       }
-      c.write(`GET ${r.target} HTTP/1.1\r\nHost: ${r.host}\r\nConnection: close\r\n\r\n`);
-      t.match((await readAll(c)).toString('latin1'), new RegExp(`^HTTP/1\\.1 ${r.status} [\\s\\S]*connection: close\r\n`, 'i'), `${r.what}: the next request on it answered`);
-    }
-    t.same(b.seen(), [], 'the backend received nothing');
-  });
+      t.same(b.seen(), [], 'the backend received nothing');
+    },
+  );
 }
 
-t.test('curl -H "Expect: 100-continue" --data-binary @big: refused, then a second URL on the same command; an allowed client uploads', { skip: missing('curl') }, async (t) => {
-  const b = await backend(t);
-  const g = await gate(t, 'info', b.port);
-  const big = path.join(tmpDir('ipgate-expect-'), 'big');
-  fs.writeFileSync(big, Buffer.alloc(2 << 20, 120));
-  const curl = (from: string, listener: string, host: string): ReturnType<typeof run> => {
-    const url = `http://127.0.0.1:${g.port(listener)}`;
-    const each = ['-sS', '--max-time', '10', '--interface', from, '-H', `Host: ${host}`, '-o', '/dev/null', '-w', '%{http_code} %{num_connects}\\n'];
-    return run('curl', [...each, '-H', 'Expect: 100-continue', '--data-binary', `@${big}`, `${url}/upload`, '--next', ...each, `${url}/second`]);
-  };
-  for (const [listener, host] of [['web', 'a'], ['routed', 'guarded.example.com']] as const) {
-    const r = await curl('127.0.0.2', listener, host);
-    t.equal(r.code, 0, `${listener}: curl succeeded: ${r.stderr}`);
-    t.same(r.stdout.trim().split('\n'), ['403 1', '403 1'], `${listener}: 403 for the upload, and 403 for the second URL on a new connection (never read as a body)`);
-  }
-  t.same(b.seen(), [], 'the backend received nothing from the refused client');
-  const ok = await curl('127.0.0.1', 'web', 'a');
-  t.equal(ok.code, 0, ok.stderr);
-  t.same(ok.stdout.trim().split('\n'), ['200 1', '200 0'], 'the allowed client: 100 Continue, the upload, then the second URL on the same connection');
-  t.same(b.seen(), [`POST /upload ${2 << 20}`, 'GET /second 0'], 'the backend received the whole upload and the second request');
-});
+t.test(
+  'curl -H "Expect: 100-continue" --data-binary @big: refused, then a second URL on the same command; an allowed client uploads',
+  { skip: missing('curl') },
+  async (t) => {
+    const b = await backend(t);
+    const g = await gate(t, 'info', b.port);
+    const big = path.join(tmpDir('ipgate-expect-'), 'big');
+    fs.writeFileSync(big, Buffer.alloc(2 << 20, 120));
+    const curl = (from: string, listener: string, host: string): ReturnType<typeof run> => {
+      const url = `http://127.0.0.1:${g.port(listener)}`;
+      const each = [
+        '-sS',
+        '--max-time',
+        '10',
+        '--interface',
+        from,
+        '-H',
+        `Host: ${host}`,
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code} %{num_connects}\\n',
+      ];
+      return run('curl', [
+        ...each,
+        '-H',
+        'Expect: 100-continue',
+        '--data-binary',
+        `@${big}`,
+        `${url}/upload`,
+        '--next',
+        ...each,
+        `${url}/second`,
+      ]);
+    };
+    for (const [listener, host] of [
+      ['web', 'a'],
+      ['routed', 'guarded.example.com'],
+    ] as const) {
+      const r = await curl('127.0.0.2', listener, host);
+      t.equal(r.code, 0, `${listener}: curl succeeded: ${r.stderr}`);
+      t.same(
+        r.stdout.trim().split('\n'),
+        ['403 1', '403 1'],
+        `${listener}: 403 for the upload, and 403 for the second URL on a new connection (never read as a body)`,
+      );
+    }
+    t.same(b.seen(), [], 'the backend received nothing from the refused client');
+    const ok = await curl('127.0.0.1', 'web', 'a');
+    t.equal(ok.code, 0, ok.stderr);
+    t.same(
+      ok.stdout.trim().split('\n'),
+      ['200 1', '200 0'],
+      'the allowed client: 100 Continue, the upload, then the second URL on the same connection',
+    );
+    t.same(b.seen(), [`POST /upload ${2 << 20}`, 'GET /second 0'], 'the backend received the whole upload and the second request');
+  },
+);

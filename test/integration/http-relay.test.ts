@@ -21,11 +21,22 @@ async function backend(t: Test, handler?: http.RequestListener): Promise<Countin
 }
 
 async function gate(t: Test, upstream: number, http: Record<string, unknown> = {}): Promise<Started> {
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`],
-      http: { engine: 'relay', ...http } }],
-  }, 'warn');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${upstream}`],
+          http: { engine: 'relay', ...http },
+        },
+      ],
+    },
+    'warn',
+  );
   t.teardown(() => g.app.shutdown(0));
   return g;
 }
@@ -34,7 +45,8 @@ t.test('smuggling attempts are answered 400 at the proxy and never reach the bac
   const b = await backend(t);
   const g = await gate(t, b.port);
   const attempts: Record<string, string> = {
-    'Content-Length with Transfer-Encoding': 'POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n',
+    'Content-Length with Transfer-Encoding':
+      'POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n',
     'two Content-Length': 'POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\nabc',
     'obs-fold': 'GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n continued\r\n\r\n',
     'space before the colon': 'GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 5\r\n\r\nhello',
@@ -58,17 +70,30 @@ t.test('header bytes above 0x7f pass unchanged both ways (latin1, not UTF-8)', a
     sock.on('data', (d: Buffer) => {
       got.push(d);
       if (!Buffer.concat(got).includes('\r\n\r\n')) return;
-      sock.end(Buffer.concat([Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Back: caf'), Buffer.from([0xe9]), Buffer.from('\r\n\r\nok')]));
+      sock.end(
+        Buffer.concat([Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Back: caf'), Buffer.from([0xe9]), Buffer.from('\r\n\r\nok')]),
+      );
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+      }),
+  );
   const g = await gate(t, (server.address() as net.AddressInfo).port);
   const c = await connect({ port: g.port() });
-  c.write(Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Name: '), Buffer.from([0x52, 0xe9, 0xff]), Buffer.from('\r\n\r\n')]));
+  c.write(
+    Buffer.concat([
+      Buffer.from('GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Name: '),
+      Buffer.from([0x52, 0xe9, 0xff]),
+      Buffer.from('\r\n\r\n'),
+    ]),
+  );
   const res = await readAll(c);
-  t.ok(Buffer.concat(got).includes(Buffer.from([0x52, 0xe9, 0xff, 0x0d, 0x0a])), 'the backend got the client\'s bytes');
-  t.ok(res.includes(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0d, 0x0a])), 'the client got the backend\'s bytes');
+  t.ok(Buffer.concat(got).includes(Buffer.from([0x52, 0xe9, 0xff, 0x0d, 0x0a])), "the backend got the client's bytes");
+  t.ok(res.includes(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0d, 0x0a])), "the client got the backend's bytes");
 });
 
 t.test('pipelined requests are answered in order, one upstream request at a time', async (t) => {
@@ -78,7 +103,13 @@ t.test('pipelined requests are answered in order, one upstream request at a time
     inFlight++;
     maxInFlight = Math.max(maxInFlight, inFlight);
     // The first answers last if they were sent together.
-    setTimeout(() => { inFlight--; res.end(`answer ${req.url}\n`); }, req.url === '/1' ? 60 : 5);
+    setTimeout(
+      () => {
+        inFlight--;
+        res.end(`answer ${req.url}\n`);
+      },
+      req.url === '/1' ? 60 : 5,
+    );
   });
   const g = await gate(t, b.port);
   const c = await connect({ port: g.port() });
@@ -106,15 +137,18 @@ t.test('bodies byte-exact both ways through slow readers (backpressure)', async 
   });
   const g = await gate(t, b.port);
   const got = await new Promise<{ status: number; sha: string; xgot: string }>((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port: g.port(), method: 'POST', path: '/big', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
-      const hash = createHash('sha256');
-      res.on('data', (d: Buffer) => {
-        hash.update(d);
-        res.pause();
-        setTimeout(() => res.resume(), 1); // a slow reader downstream
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, sha: hash.digest('hex'), xgot: String(res.headers['x-got']) }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port: g.port(), method: 'POST', path: '/big', headers: { 'transfer-encoding': 'chunked' } },
+      (res) => {
+        const hash = createHash('sha256');
+        res.on('data', (d: Buffer) => {
+          hash.update(d);
+          res.pause();
+          setTimeout(() => res.resume(), 1); // a slow reader downstream
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, sha: hash.digest('hex'), xgot: String(res.headers['x-got']) }));
+      },
+    );
     req.on('error', reject);
     for (let i = 0; i < up.length; i += 100_000) req.write(up.subarray(i, i + 100_000));
     req.end();
@@ -126,21 +160,37 @@ t.test('bodies byte-exact both ways through slow readers (backpressure)', async 
 
 t.test('100 Continue, HEAD, 204 and an HTTP/1.0 client of a chunked response', async (t) => {
   const b = await backend(t, (req, res) => {
-    if (req.url === '/nocontent') { res.statusCode = 204; res.end(); return; }
-    if (req.url === '/chunked') { res.write('part1-'); setTimeout(() => res.end('part2'), 5); return; }
-    if (req.method === 'HEAD') { res.setHeader('content-length', '8'); res.end(); return; }
+    if (req.url === '/nocontent') {
+      res.statusCode = 204;
+      res.end();
+      return;
+    }
+    if (req.url === '/chunked') {
+      res.write('part1-');
+      setTimeout(() => res.end('part2'), 5);
+      return;
+    }
+    if (req.method === 'HEAD') {
+      res.setHeader('content-length', '8');
+      res.end();
+      return;
+    }
     req.resume();
     req.on('end', () => res.end(`${req.method} done`));
   });
   const g = await gate(t, b.port);
   const c = await connect({ port: g.port() });
   c.write('POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n');
-  t.match((await readUntil(c, '\r\n\r\n')).toString(), /^HTTP\/1\.1 100 Continue\r\n/, '100 Continue (answered by ipgate, as node:http does)');
+  t.match(
+    (await readUntil(c, '\r\n\r\n')).toString(),
+    /^HTTP\/1\.1 100 Continue\r\n/,
+    '100 Continue (answered by ipgate, as node:http does)',
+  );
   c.write('hello');
   t.match((await readUntil(c, 'POST done')).toString(), /^HTTP\/1\.1 200 /, 'then the final response');
   c.write('HEAD /h HTTP/1.1\r\nHost: a\r\n\r\n');
   const head = (await readUntil(c, '\r\n\r\n')).toString();
-  t.match(head, /^HTTP\/1\.1 200 [\s\S]*content-length: 8\r\n/i, 'HEAD: the backend\'s Content-Length, no body');
+  t.match(head, /^HTTP\/1\.1 200 [\s\S]*content-length: 8\r\n/i, "HEAD: the backend's Content-Length, no body");
   c.write('GET /nocontent HTTP/1.1\r\nHost: a\r\n\r\n');
   t.match((await readUntil(c, '\r\n\r\n')).toString(), /^HTTP\/1\.1 204 /, '204 on the same connection: HEAD sent no body');
   c.write('GET /after HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
@@ -161,11 +211,13 @@ t.test('a keep-alive client: one pooled upstream connection, identity headers', 
   t.teardown(() => agent.destroy());
   for (let i = 0; i < 20; i++) {
     const body = await new Promise<string>((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port: g.port(), path: `/${i}`, agent, localAddress: '127.0.0.7' }, (res) => {
-        let s = '';
-        res.on('data', (d: Buffer) => (s += d.toString()));
-        res.on('end', () => resolve(s));
-      }).on('error', reject);
+      http
+        .get({ host: '127.0.0.1', port: g.port(), path: `/${i}`, agent, localAddress: '127.0.0.7' }, (res) => {
+          let s = '';
+          res.on('data', (d: Buffer) => (s += d.toString()));
+          res.on('end', () => resolve(s));
+        })
+        .on('error', reject);
     });
     if (body !== '127.0.0.7 keep-alive') t.fail(`request ${i}: ${body}`);
   }
@@ -173,4 +225,3 @@ t.test('a keep-alive client: one pooled upstream connection, identity headers', 
   t.equal(g.app.listeners[0]!.stats.upstreamConnect.count, 1, 'its connect time observed once (ipgate_upstream_connect_seconds)');
   t.pass('X-Real-IP is the client, the upstream connection keep-alive');
 });
-

@@ -33,14 +33,28 @@ async function backend(t: Test): Promise<{ port: number; held: () => number; rel
   const held: Array<() => void> = [];
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const body = `${req.url ?? ''}|${String(req.headers['x-real-ip'])}\n`;
-    const send = (): void => { res.writeHead(200, { 'content-length': Buffer.byteLength(body) }).end(body); };
+    const send = (): void => {
+      res.writeHead(200, { 'content-length': Buffer.byteLength(body) }).end(body);
+    };
     req.resume();
     if (req.url?.startsWith('/slow') === true) held.push(send);
     else send();
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
-  return { port: (server.address() as net.AddressInfo).port, held: () => held.length, release: () => { for (const f of held.splice(0)) f(); } };
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    held: () => held.length,
+    release: () => {
+      for (const f of held.splice(0)) f();
+    },
+  };
 }
 
 interface Gate {
@@ -65,18 +79,31 @@ async function gate(t: Test, revokeLive = true): Promise<Gate> {
       few: { source: 'config', entries: ['127.0.0.3/32', '198.51.100.3/32'] },
       partners: { source: 'store', entries: ['127.0.0.0/8', '198.51.100.0/24'] },
     },
-    listeners: [{ name: 'edge', mode: 'http', listen: '127.0.0.1:0', allowlist: 'everyone', upstreams: [`127.0.0.1:${b.port}`],
-      http: { trustedProxies: [`${PROXY}/32`] }, routes: routes('everyone') }],
+    listeners: [
+      {
+        name: 'edge',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'everyone',
+        upstreams: [`127.0.0.1:${b.port}`],
+        http: { trustedProxies: [`${PROXY}/32`] },
+        routes: routes('everyone'),
+      },
+    ],
   });
   const reload = (next: Routes): RouteSwapResult => {
     const listeners = [{ ...g.app.config.listeners[0]!, routes: next }];
     return g.app.replaceRoutes(routesUpdate({ listeners }, routesVersion(listeners)));
   };
-  const stat = (map: 'closed' | 'denied', key: string): number => (g.app.listeners[0]!.stats[map] as ReadonlyMap<string, number>).get(key) ?? 0;
+  const stat = (map: 'closed' | 'denied', key: string): number =>
+    (g.app.listeners[0]!.stats[map] as ReadonlyMap<string, number>).get(key) ?? 0;
   return { g, b, reload, stat };
 }
 
-interface Tunnel { socket: net.Socket; reader: WsReader }
+interface Tunnel {
+  socket: net.Socket;
+  reader: WsReader;
+}
 
 /** A WebSocket through ipgate from `from` (via the trusted proxy when `xff` is given), proven to echo. */
 async function tunnel(t: Test, g: AdminGate, from: string, path = '/ws', xff?: string): Promise<Tunnel> {
@@ -131,31 +158,38 @@ async function finishesThenCloses(t: Test, gt: Gate, s: net.Socket, from: string
   t.ok(res.endsWith(`\r\n\r\n/slow|${from}\n`), 'its whole body');
 }
 
-t.test('a reload narrowing www\'s list: the refused client\'s tunnel, in-flight and idle connections are cut; an allowed client\'s go on', async (t) => {
-  const gt = await gate(t);
-  const { g } = gt;
-  const cut = await tunnel(t, g, '127.0.0.2');
-  const kept = await tunnel(t, g, '127.0.0.3');
-  const idleCut = await keepAlive(t, g, '127.0.0.2');
-  const idleKept = await keepAlive(t, g, '127.0.0.3');
-  const slow = await inFlight(t, gt, '127.0.0.2');
+t.test(
+  "a reload narrowing www's list: the refused client's tunnel, in-flight and idle connections are cut; an allowed client's go on",
+  async (t) => {
+    const gt = await gate(t);
+    const { g } = gt;
+    const cut = await tunnel(t, g, '127.0.0.2');
+    const kept = await tunnel(t, g, '127.0.0.3');
+    const idleCut = await keepAlive(t, g, '127.0.0.2');
+    const idleKept = await keepAlive(t, g, '127.0.0.3');
+    const slow = await inFlight(t, gt, '127.0.0.2');
 
-  const r = gt.reload(routes('few'));
-  t.same(r, { problems: [], closed: { edge: 3 } }, 'three connections marked: the tunnel, the idle one, the one in flight');
-  await closed(cut.socket, 3000);
-  t.pass('the tunnel of 127.0.0.2 is cut at once');
-  await closed(idleCut, 3000);
-  t.pass('its idle keep-alive connection is closed at once');
-  await finishesThenCloses(t, gt, slow, '127.0.0.2');
-  await echoes(t, kept, 'still here');
-  t.match(await ask(idleKept, '/again'), /^HTTP\/1\.1 200 [\s\S]*\/again\|127\.0\.0\.3\n$/, 'the allowed client\'s keep-alive connection is served');
-  t.equal(gt.stat('denied', 'revoked'), 3, 'counted as revoked');
-  await waitFor(() => gt.stat('closed', 'revoked') === 3, 3000, 'three connections closed as revoked');
-  t.ok(g.logs.lines.filter((l) => l.msg === 'revoked').length === 3, 'each revocation logged');
-  const fresh = await connect({ port: g.port(), localAddress: '127.0.0.2' });
-  t.teardown(() => fresh.destroy());
-  t.match(await ask(fresh, '/new'), /^HTTP\/1\.1 403 /, 'a new request from 127.0.0.2: 403');
-});
+    const r = gt.reload(routes('few'));
+    t.same(r, { problems: [], closed: { edge: 3 } }, 'three connections marked: the tunnel, the idle one, the one in flight');
+    await closed(cut.socket, 3000);
+    t.pass('the tunnel of 127.0.0.2 is cut at once');
+    await closed(idleCut, 3000);
+    t.pass('its idle keep-alive connection is closed at once');
+    await finishesThenCloses(t, gt, slow, '127.0.0.2');
+    await echoes(t, kept, 'still here');
+    t.match(
+      await ask(idleKept, '/again'),
+      /^HTTP\/1\.1 200 [\s\S]*\/again\|127\.0\.0\.3\n$/,
+      "the allowed client's keep-alive connection is served",
+    );
+    t.equal(gt.stat('denied', 'revoked'), 3, 'counted as revoked');
+    await waitFor(() => gt.stat('closed', 'revoked') === 3, 3000, 'three connections closed as revoked');
+    t.ok(g.logs.lines.filter((l) => l.msg === 'revoked').length === 3, 'each revocation logged');
+    const fresh = await connect({ port: g.port(), localAddress: '127.0.0.2' });
+    t.teardown(() => fresh.destroy());
+    t.match(await ask(fresh, '/new'), /^HTTP\/1\.1 403 /, 'a new request from 127.0.0.2: 403');
+  },
+);
 
 t.test('www moved by a reload to a store list: an edit of that list through the admin API cuts what it no longer admits', async (t) => {
   const gt = await gate(t);
@@ -170,7 +204,10 @@ t.test('www moved by a reload to a store list: an edit of that list through the 
   const slow = await inFlight(t, gt, '127.0.0.2');
 
   const cur = await g.api('GET', '/v1/allowlists/partners');
-  const put = await g.api('PUT', '/v1/allowlists/partners', { headers: { 'if-match': cur.headers.etag! }, body: { entries: [{ cidr: '127.0.0.3/32' }, { cidr: '198.51.100.3/32' }] } });
+  const put = await g.api('PUT', '/v1/allowlists/partners', {
+    headers: { 'if-match': cur.headers.etag! },
+    body: { entries: [{ cidr: '127.0.0.3/32' }, { cidr: '198.51.100.3/32' }] },
+  });
   t.equal(put.status, 200, 'the store list edited');
   await closed(cut.socket, 3000);
   t.pass('the tunnel of 127.0.0.2, admitted before the reload, is cut');
@@ -178,53 +215,76 @@ t.test('www moved by a reload to a store list: an edit of that list through the 
   t.pass('its idle keep-alive connection too');
   await finishesThenCloses(t, gt, slow, '127.0.0.2');
   await echoes(t, kept, 'still here');
-  t.match(await ask(idleKept, '/again'), /^HTTP\/1\.1 200 /, 'the allowed client\'s keep-alive connection is served');
+  t.match(await ask(idleKept, '/again'), /^HTTP\/1\.1 200 /, "the allowed client's keep-alive connection is served");
   t.equal(gt.stat('denied', 'revoked'), 3, 'counted as revoked');
-  t.match(g.logs.lines.filter((l) => l.msg === 'closed connections no longer allowed'), [{ level: 'info', listener: 'edge', list: 'partners', closed: 3 }],
-    'the list change logged with the three connections it cut');
+  t.match(
+    g.logs.lines.filter((l) => l.msg === 'closed connections no longer allowed'),
+    [{ level: 'info', listener: 'edge', list: 'partners', closed: 3 }],
+    'the list change logged with the three connections it cut',
+  );
 });
 
-t.test('a trusted proxy\'s clients: their tunnels and requests in flight are re-decided by X-Forwarded-For; the proxy\'s idle connection stays', async (t) => {
-  const gt = await gate(t);
-  const { g } = gt;
-  const cut = await tunnel(t, g, PROXY, '/ws', '198.51.100.2');
-  const kept = await tunnel(t, g, PROXY, '/ws', '198.51.100.3');
-  const idle = await keepAlive(t, g, PROXY, '198.51.100.2');
+t.test(
+  "a trusted proxy's clients: their tunnels and requests in flight are re-decided by X-Forwarded-For; the proxy's idle connection stays",
+  async (t) => {
+    const gt = await gate(t);
+    const { g } = gt;
+    const cut = await tunnel(t, g, PROXY, '/ws', '198.51.100.2');
+    const kept = await tunnel(t, g, PROXY, '/ws', '198.51.100.3');
+    const idle = await keepAlive(t, g, PROXY, '198.51.100.2');
 
-  t.same(gt.reload(routes('few')), { problems: [], closed: { edge: 1 } });
-  await closed(cut.socket, 3000);
-  t.pass('the tunnel of 198.51.100.2 is cut');
-  await echoes(t, kept, 'still here');
-  t.match(await ask(idle, '/next', 'X-Forwarded-For: 198.51.100.3\r\n'), /^HTTP\/1\.1 200 [\s\S]*\/next\|198\.51\.100\.3\n$/,
-    'the proxy\'s idle connection (its latest client now refused) stays: it speaks for others too');
-  t.match(await ask(idle, '/next', 'X-Forwarded-For: 198.51.100.2\r\n'), /^HTTP\/1\.1 403 /, 'and its requests for the refused client get 403');
+    t.same(gt.reload(routes('few')), { problems: [], closed: { edge: 1 } });
+    await closed(cut.socket, 3000);
+    t.pass('the tunnel of 198.51.100.2 is cut');
+    await echoes(t, kept, 'still here');
+    t.match(
+      await ask(idle, '/next', 'X-Forwarded-For: 198.51.100.3\r\n'),
+      /^HTTP\/1\.1 200 [\s\S]*\/next\|198\.51\.100\.3\n$/,
+      "the proxy's idle connection (its latest client now refused) stays: it speaks for others too",
+    );
+    t.match(
+      await ask(idle, '/next', 'X-Forwarded-For: 198.51.100.2\r\n'),
+      /^HTTP\/1\.1 403 /,
+      'and its requests for the refused client get 403',
+    );
 
-  // Moved to the store list, then the list edited: the same by X-Forwarded-For.
-  t.same(gt.reload(routes('partners')), { problems: [], closed: { edge: 0 } });
-  const slow = await connect({ port: g.port(), localAddress: PROXY });
-  t.teardown(() => slow.destroy());
-  slow.write(`GET /slow HTTP/1.1\r\nHost: ${WWW}\r\nX-Forwarded-For: 198.51.100.3\r\n\r\n`);
-  await waitFor(() => gt.b.held() === 1, 5000, 'the backend holds the slow request');
-  const cur = await g.api('GET', '/v1/allowlists/partners');
-  await g.api('PUT', '/v1/allowlists/partners', { headers: { 'if-match': cur.headers.etag! }, body: { entries: [{ cidr: '127.0.0.0/8' }] } });
-  await closed(kept.socket, 3000);
-  t.pass('the tunnel of 198.51.100.3 is cut by the store list\'s edit');
-  await finishesThenCloses(t, gt, slow, '198.51.100.3');
-});
+    // Moved to the store list, then the list edited: the same by X-Forwarded-For.
+    t.same(gt.reload(routes('partners')), { problems: [], closed: { edge: 0 } });
+    const slow = await connect({ port: g.port(), localAddress: PROXY });
+    t.teardown(() => slow.destroy());
+    slow.write(`GET /slow HTTP/1.1\r\nHost: ${WWW}\r\nX-Forwarded-For: 198.51.100.3\r\n\r\n`);
+    await waitFor(() => gt.b.held() === 1, 5000, 'the backend holds the slow request');
+    const cur = await g.api('GET', '/v1/allowlists/partners');
+    await g.api('PUT', '/v1/allowlists/partners', {
+      headers: { 'if-match': cur.headers.etag! },
+      body: { entries: [{ cidr: '127.0.0.0/8' }] },
+    });
+    await closed(kept.socket, 3000);
+    t.pass("the tunnel of 198.51.100.3 is cut by the store list's edit");
+    await finishesThenCloses(t, gt, slow, '198.51.100.3');
+  },
+);
 
-t.test('a reload that gives a connection\'s host and path to another route closes it (route_removed); one whose path stays on www goes on', async (t) => {
-  const gt = await gate(t);
-  const { g } = gt;
-  const moved = await tunnel(t, g, '127.0.0.3', '/chat/room');
-  const stays = await tunnel(t, g, '127.0.0.3', '/ws');
-  const chat: Routes = [{ name: 'chat', hosts: [WWW], paths: [{ path: '/chat', match: 'prefix' }], allowlist: 'everyone' }];
-  t.same(gt.reload(routes('everyone', chat)), { problems: [], closed: { edge: 1 } }, 'one marked, though a route named www is still there');
-  await closed(moved.socket, 3000);
-  t.pass('the tunnel on www.example.com/chat/room (now route chat) is closed');
-  await echoes(t, stays, 'still www');
-  await waitFor(() => gt.stat('closed', 'route_removed') === 1, 3000, 'closed as route_removed');
-  t.equal(gt.stat('denied', 'revoked'), 0, 'not a revocation');
-});
+t.test(
+  "a reload that gives a connection's host and path to another route closes it (route_removed); one whose path stays on www goes on",
+  async (t) => {
+    const gt = await gate(t);
+    const { g } = gt;
+    const moved = await tunnel(t, g, '127.0.0.3', '/chat/room');
+    const stays = await tunnel(t, g, '127.0.0.3', '/ws');
+    const chat: Routes = [{ name: 'chat', hosts: [WWW], paths: [{ path: '/chat', match: 'prefix' }], allowlist: 'everyone' }];
+    t.same(
+      gt.reload(routes('everyone', chat)),
+      { problems: [], closed: { edge: 1 } },
+      'one marked, though a route named www is still there',
+    );
+    await closed(moved.socket, 3000);
+    t.pass('the tunnel on www.example.com/chat/room (now route chat) is closed');
+    await echoes(t, stays, 'still www');
+    await waitFor(() => gt.stat('closed', 'route_removed') === 1, 3000, 'closed as route_removed');
+    t.equal(gt.stat('denied', 'revoked'), 0, 'not a revocation');
+  },
+);
 
 t.test('revokeLive off: a reload narrowing the list cuts nothing (only removed routes close)', async (t) => {
   const gt = await gate(t, false);

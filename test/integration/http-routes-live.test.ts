@@ -33,7 +33,13 @@ t.test('live routes: removal closes only the connections of removed routes; list
   const routes = (withOld: boolean): NonNullable<Config['listeners'][number]['routes']> => [
     { name: 'stable', hosts: ['stable.example.com'], upstreams: [`127.0.0.1:${ports.a}`] },
     ...(withOld ? [{ name: 'old', hosts: ['old.example.com'], upstreams: [`127.0.0.1:${ports.b}`] }] : []),
-    { name: 'guarded', hosts: ['guarded.example.com'], paths: [{ path: '/in', match: 'prefix' as const }], upstreams: [`127.0.0.1:${ports.c}`], allowlist: 'guard' },
+    {
+      name: 'guarded',
+      hosts: ['guarded.example.com'],
+      paths: [{ path: '/in', match: 'prefix' as const }],
+      upstreams: [`127.0.0.1:${ports.c}`],
+      allowlist: 'guard',
+    },
   ];
   const g = await startAdminGate(t, {
     allowlists: { everyone: ['127.0.0.0/8'], guard: ['127.0.0.3/32'] },
@@ -50,9 +56,20 @@ t.test('live routes: removal closes only the connections of removed routes; list
   t.test('GET /v1/routes: routes, inherited fields, version and load time', async (t) => {
     const r = await g.api('GET', '/v1/routes');
     t.equal(r.status, 200);
-    t.match(r.json, { version: /^[0-9a-f]{16}$/, loadedAt: /^\d{4}-\d\d-\d\dT/, listeners: [{ listener: 'edge', mode: 'http', routed: true }] });
-    t.same(r.json.listeners[0].routes[0], { name: 'stable', hosts: ['stable.example.com'], paths: null, upstreams: [`127.0.0.1:${ports.a}`],
-      upstreamsInherited: false, allowlist: 'everyone', allowlistInherited: true });
+    t.match(r.json, {
+      version: /^[0-9a-f]{16}$/,
+      loadedAt: /^\d{4}-\d\d-\d\dT/,
+      listeners: [{ listener: 'edge', mode: 'http', routed: true }],
+    });
+    t.same(r.json.listeners[0].routes[0], {
+      name: 'stable',
+      hosts: ['stable.example.com'],
+      paths: null,
+      upstreams: [`127.0.0.1:${ports.a}`],
+      upstreamsInherited: false,
+      allowlist: 'everyone',
+      allowlistInherited: true,
+    });
     t.same(r.json.listeners[0].routes[2].paths, [{ path: '/in', match: 'prefix' }]);
     const unknown = await g.api('GET', '/v1/routes?listener=nope');
     t.equal(unknown.status, 404);
@@ -61,18 +78,41 @@ t.test('live routes: removal closes only the connections of removed routes; list
 
   t.test('POST /v1/explain with host and path', async (t) => {
     const rows: Array<{ desc: string; body: Record<string, unknown>; want: Record<string, unknown> }> = [
-      { desc: 'allowed by the route\'s own list', body: { host: 'guarded.example.com', path: '/in/x', peer: '127.0.0.3' },
-        want: { decision: 'allow', allowlist: 'guard', route: { name: 'guarded', host: 'guarded.example.com', hostMatch: 'exact', path: { path: '/in', match: 'prefix' } }, entry: { cidr: '127.0.0.3/32' } } },
-      { desc: 'denied by the route\'s list, allowed by the listener\'s', body: { host: 'GUARDED.example.com:80', path: '/in', peer: '127.0.0.4' },
-        want: { decision: 'deny', allowlist: 'guard', reason: 'not_allowlisted', route: { name: 'guarded' } } },
-      { desc: 'host from the Host header among headers', body: { headers: { Host: 'stable.example.com' }, peer: '127.0.0.4' },
-        want: { decision: 'allow', allowlist: 'everyone', route: { name: 'stable', path: null } } },
-      { desc: 'no path of the host matches', body: { host: 'guarded.example.com', path: '/out', peer: '127.0.0.3' },
-        want: { decision: 'no_route', reason: 'route_no_path', status: 404, route: null } },
-      { desc: 'no host matches (no default route)', body: { host: 'x.example.com', peer: '127.0.0.3' },
-        want: { decision: 'no_route', reason: 'route_no_host', status: 404 } },
-      { desc: 'a path that cannot be matched safely', body: { host: 'guarded.example.com', path: '/in/%2F', peer: '127.0.0.3' },
-        want: { decision: 'no_route', reason: 'route_bad_path', status: 400 } },
+      {
+        desc: "allowed by the route's own list",
+        body: { host: 'guarded.example.com', path: '/in/x', peer: '127.0.0.3' },
+        want: {
+          decision: 'allow',
+          allowlist: 'guard',
+          route: { name: 'guarded', host: 'guarded.example.com', hostMatch: 'exact', path: { path: '/in', match: 'prefix' } },
+          entry: { cidr: '127.0.0.3/32' },
+        },
+      },
+      {
+        desc: "denied by the route's list, allowed by the listener's",
+        body: { host: 'GUARDED.example.com:80', path: '/in', peer: '127.0.0.4' },
+        want: { decision: 'deny', allowlist: 'guard', reason: 'not_allowlisted', route: { name: 'guarded' } },
+      },
+      {
+        desc: 'host from the Host header among headers',
+        body: { headers: { Host: 'stable.example.com' }, peer: '127.0.0.4' },
+        want: { decision: 'allow', allowlist: 'everyone', route: { name: 'stable', path: null } },
+      },
+      {
+        desc: 'no path of the host matches',
+        body: { host: 'guarded.example.com', path: '/out', peer: '127.0.0.3' },
+        want: { decision: 'no_route', reason: 'route_no_path', status: 404, route: null },
+      },
+      {
+        desc: 'no host matches (no default route)',
+        body: { host: 'x.example.com', peer: '127.0.0.3' },
+        want: { decision: 'no_route', reason: 'route_no_host', status: 404 },
+      },
+      {
+        desc: 'a path that cannot be matched safely',
+        body: { host: 'guarded.example.com', path: '/in/%2F', peer: '127.0.0.3' },
+        want: { decision: 'no_route', reason: 'route_bad_path', status: 400 },
+      },
     ];
     for (const row of rows) {
       const r = await g.api('POST', '/v1/explain', { body: { listener: 'edge', ...row.body } });
@@ -93,8 +133,16 @@ t.test('live routes: removal closes only the connections of removed routes; list
     g.app.lists.apply('guard', [{ cidr: '127.0.0.9/32' }], 'v2');
     await closed(onGuarded, 5000);
     t.pass('an idle connection whose latest request the guard list admitted is cut');
-    t.match(await ask(s, 'guarded.example.com', '/in/2'), /^HTTP\/1\.1 403/, 'one whose latest request was on another route stays; its next request: refused by the new list');
-    t.match(await ask(s, 'stable.example.com', '/s'), /^HTTP\/1\.1 200[\s\S]*A\|\/s\|/, 'another route on the same connection: still served');
+    t.match(
+      await ask(s, 'guarded.example.com', '/in/2'),
+      /^HTTP\/1\.1 403/,
+      'one whose latest request was on another route stays; its next request: refused by the new list',
+    );
+    t.match(
+      await ask(s, 'stable.example.com', '/s'),
+      /^HTTP\/1\.1 200[\s\S]*A\|\/s\|/,
+      'another route on the same connection: still served',
+    );
     g.app.lists.apply('guard', [{ cidr: '127.0.0.3/32' }], 'v3');
     t.match(await ask(s, 'guarded.example.com', '/in/3'), /^HTTP\/1\.1 200/, 'admitted again');
   });
@@ -110,12 +158,19 @@ t.test('live routes: removal closes only the connections of removed routes; list
     t.same(r, { problems: [], closed: { edge: 1 } }, 'one connection marked (the idle one on "old")');
     await closed(onOld, 5000);
     t.pass('the connection on the removed route closed');
-    t.match(await ask(onStable, 'stable.example.com', '/s2'), /^HTTP\/1\.1 200[\s\S]*A\|\/s2\|/, 'the stable route\'s connection is not cut');
+    t.match(
+      await ask(onStable, 'stable.example.com', '/s2'),
+      /^HTTP\/1\.1 200[\s\S]*A\|\/s2\|/,
+      "the stable route's connection is not cut",
+    );
     const fresh = await open();
     t.match(await ask(fresh, 'old.example.com', '/o'), /^HTTP\/1\.1 404/, 'the removed route: 404 now');
     const after = (await g.api('GET', '/v1/routes')).json;
     t.not(after.version, before, 'GET /v1/routes shows the new version');
-    t.same(after.listeners[0].routes.map((x: { name: string }) => x.name), ['stable', 'guarded']);
+    t.same(
+      after.listeners[0].routes.map((x: { name: string }) => x.name),
+      ['stable', 'guarded'],
+    );
   });
 
   t.test('a reload that cannot compile changes nothing', async (t) => {
@@ -125,5 +180,4 @@ t.test('live routes: removal closes only the connections of removed routes; list
     const s = await open();
     t.match(await ask(s, 'stable.example.com', '/still'), /^HTTP\/1\.1 200/, 'the routes in force still serve');
   });
-
 });

@@ -20,37 +20,62 @@ const skip = missing('nginx');
 function routedConfig(ports: { a: number; b: number; c: number }, stalled: number): Record<string, unknown> {
   return {
     allowlists: { everyone: ['127.0.0.0/8'], api: ['127.0.0.3/32', '127.0.0.5/32'], admin: ['127.0.0.5/32'] },
-    listeners: [{
-      name: 'edge', mode: 'http', listen: '127.0.0.1:0', allowlist: 'everyone', upstreams: [`127.0.0.1:${ports.c}`],
-      routes: [
-        { name: 'api', hosts: ['api.example.com'], paths: [{ path: '/v1', match: 'prefix' }, { path: '/health', match: 'exact' }],
-          upstreams: [`127.0.0.1:${ports.a}`], allowlist: 'api',
-          http: { requestHeaders: { 'X-Route': 'api' }, deniedBody: 'api: not for you\n' } },
-        { name: 'api-admin', hosts: ['api.example.com'], paths: [{ path: '/v1/admin', match: 'prefix' }],
-          upstreams: [`127.0.0.1:${ports.b}`], allowlist: 'admin' },
-        { name: 'tenants', hosts: ['*.tenants.example.com', 'shop.example.com'], upstreams: [`127.0.0.1:${ports.b}`] },
-        { name: 'slow', hosts: ['slow.example.com'], upstreams: [`127.0.0.1:${stalled}`], http: { upstreamTimeoutMs: 300 } },
-        { name: 'default', hosts: ['*'] },
-      ],
-    }],
+    listeners: [
+      {
+        name: 'edge',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'everyone',
+        upstreams: [`127.0.0.1:${ports.c}`],
+        routes: [
+          {
+            name: 'api',
+            hosts: ['api.example.com'],
+            paths: [
+              { path: '/v1', match: 'prefix' },
+              { path: '/health', match: 'exact' },
+            ],
+            upstreams: [`127.0.0.1:${ports.a}`],
+            allowlist: 'api',
+            http: { requestHeaders: { 'X-Route': 'api' }, deniedBody: 'api: not for you\n' },
+          },
+          {
+            name: 'api-admin',
+            hosts: ['api.example.com'],
+            paths: [{ path: '/v1/admin', match: 'prefix' }],
+            upstreams: [`127.0.0.1:${ports.b}`],
+            allowlist: 'admin',
+          },
+          { name: 'tenants', hosts: ['*.tenants.example.com', 'shop.example.com'], upstreams: [`127.0.0.1:${ports.b}`] },
+          { name: 'slow', hosts: ['slow.example.com'], upstreams: [`127.0.0.1:${stalled}`], http: { upstreamTimeoutMs: 300 } },
+          { name: 'default', hosts: ['*'] },
+        ],
+      },
+    ],
   };
 }
 
 /** Requests on one keep-alive connection from `localAddress`; returns each status, body and the client port used. */
-async function keepAlive(port: number, localAddress: string, reqs: Array<{ host: string; path: string }>): Promise<Array<{ status: number; body: string; localPort: number }>> {
+async function keepAlive(
+  port: number,
+  localAddress: string,
+  reqs: Array<{ host: string; path: string }>,
+): Promise<Array<{ status: number; body: string; localPort: number }>> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const out: Array<{ status: number; body: string; localPort: number }> = [];
   try {
     for (const r of reqs) {
-      out.push(await new Promise((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port, path: r.path, localAddress, agent, headers: { host: r.host } }, (res) => {
-          let body = '';
-          res.on('data', (c: Buffer) => (body += c.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, localPort: req.socket!.localPort! }));
-        });
-        req.on('error', reject);
-        req.end();
-      }));
+      out.push(
+        await new Promise((resolve, reject) => {
+          const req = http.request({ host: '127.0.0.1', port, path: r.path, localAddress, agent, headers: { host: r.host } }, (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body, localPort: req.socket!.localPort! }));
+          });
+          req.on('error', reject);
+          req.end();
+        }),
+      );
     }
   } finally {
     agent.destroy();
@@ -67,25 +92,108 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
   const port = g.port();
 
   const cases: Array<{ desc: string; host: string; path: string; from: string; status: number; body?: RegExp }> = [
-    { desc: 'exact host, prefix path: backend A with the route header', host: 'api.example.com', path: '/v1/users?x=1', from: '127.0.0.3', status: 200, body: /^A\|\/v1\/users\?x=1\|api\|127\.0\.0\.3$/ },
+    {
+      desc: 'exact host, prefix path: backend A with the route header',
+      host: 'api.example.com',
+      path: '/v1/users?x=1',
+      from: '127.0.0.3',
+      status: 200,
+      body: /^A\|\/v1\/users\?x=1\|api\|127\.0\.0\.3$/,
+    },
     { desc: 'the prefix itself', host: 'api.example.com', path: '/v1', from: '127.0.0.3', status: 200, body: /^A\|\/v1\|api\|/ },
     { desc: 'exact path', host: 'api.example.com', path: '/health', from: '127.0.0.3', status: 200, body: /^A\|\/health\|api\|/ },
-    { desc: 'exact path does not take a longer one: the host decides, no fallback to the default', host: 'api.example.com', path: '/health/x', from: '127.0.0.3', status: 404, body: /^Not Found$/ },
+    {
+      desc: 'exact path does not take a longer one: the host decides, no fallback to the default',
+      host: 'api.example.com',
+      path: '/health/x',
+      from: '127.0.0.3',
+      status: 404,
+      body: /^Not Found$/,
+    },
     { desc: 'prefix on a / boundary only', host: 'api.example.com', path: '/v1x', from: '127.0.0.3', status: 404 },
-    { desc: 'longest prefix wins: /v1/admin to backend B, its allowlist admits .5', host: 'api.example.com', path: '/v1/admin/users', from: '127.0.0.5', status: 200, body: /^B\|\/v1\/admin\/users\|\|127\.0\.0\.5$/ },
-    { desc: 'longest prefix wins: /v1/admin refuses .3 (its own allowlist, its own 403 body: the listener\'s)', host: 'api.example.com', path: '/v1/admin', from: '127.0.0.3', status: 403, body: /Forbidden|denied|not allowed/i },
-    { desc: 'route allowlist: .4 is not in "api": the route\'s deniedBody', host: 'api.example.com', path: '/v1/users', from: '127.0.0.4', status: 403, body: /^api: not for you$/ },
-    { desc: 'Host any case, with a port and a trailing dot', host: 'API.Example.COM.:8080', path: '/v1/x', from: '127.0.0.3', status: 200, body: /^A\|\/v1\/x\|api\|/ },
-    { desc: 'wildcard, one label', host: 'acme.tenants.example.com', path: '/any/thing', from: '127.0.0.4', status: 200, body: /^B\|\/any\/thing\|\|127\.0\.0\.4$/ },
+    {
+      desc: 'longest prefix wins: /v1/admin to backend B, its allowlist admits .5',
+      host: 'api.example.com',
+      path: '/v1/admin/users',
+      from: '127.0.0.5',
+      status: 200,
+      body: /^B\|\/v1\/admin\/users\|\|127\.0\.0\.5$/,
+    },
+    {
+      desc: "longest prefix wins: /v1/admin refuses .3 (its own allowlist, its own 403 body: the listener's)",
+      host: 'api.example.com',
+      path: '/v1/admin',
+      from: '127.0.0.3',
+      status: 403,
+      body: /Forbidden|denied|not allowed/i,
+    },
+    {
+      desc: 'route allowlist: .4 is not in "api": the route\'s deniedBody',
+      host: 'api.example.com',
+      path: '/v1/users',
+      from: '127.0.0.4',
+      status: 403,
+      body: /^api: not for you$/,
+    },
+    {
+      desc: 'Host any case, with a port and a trailing dot',
+      host: 'API.Example.COM.:8080',
+      path: '/v1/x',
+      from: '127.0.0.3',
+      status: 200,
+      body: /^A\|\/v1\/x\|api\|/,
+    },
+    {
+      desc: 'wildcard, one label',
+      host: 'acme.tenants.example.com',
+      path: '/any/thing',
+      from: '127.0.0.4',
+      status: 200,
+      body: /^B\|\/any\/thing\|\|127\.0\.0\.4$/,
+    },
     { desc: 'wildcard, several labels', host: 'a.b.tenants.example.com', path: '/', from: '127.0.0.4', status: 200, body: /^B\|\/\|/ },
-    { desc: 'wildcard never the bare suffix: default route, listener upstream C', host: 'tenants.example.com', path: '/', from: '127.0.0.4', status: 200, body: /^C\|\/\|\|127\.0\.0\.4$/ },
+    {
+      desc: 'wildcard never the bare suffix: default route, listener upstream C',
+      host: 'tenants.example.com',
+      path: '/',
+      from: '127.0.0.4',
+      status: 200,
+      body: /^C\|\/\|\|127\.0\.0\.4$/,
+    },
     { desc: 'second host of a route', host: 'shop.example.com', path: '/cart', from: '127.0.0.4', status: 200, body: /^B\|\/cart\|/ },
     { desc: 'unknown host: the default route', host: 'unknown.example.org', path: '/x', from: '127.0.0.4', status: 200, body: /^C\|\/x\|/ },
     { desc: 'an IP literal Host: the default route', host: '127.0.0.1', path: '/ip', from: '127.0.0.4', status: 200, body: /^C\|\/ip\|/ },
-    { desc: 'normal form forwarded: dot segments resolved before matching and upstream', host: 'api.example.com', path: '/v1/./a/../users', from: '127.0.0.3', status: 200, body: /^A\|\/v1\/users\|api\|/ },
-    { desc: 'normal form forwarded: merged slashes, query as sent', host: 'api.example.com', path: '//v1//users?q=%2F', from: '127.0.0.3', status: 200, body: /^A\|\/v1\/users\?q=%2F\|api\|/ },
-    { desc: 'encoded dot segments leave /v1: decided (and refused) as /secret', host: 'api.example.com', path: '/v1/%2e%2e/secret', from: '127.0.0.3', status: 404 },
-    { desc: 'encoded slash: 400 route_bad_path', host: 'api.example.com', path: '/v1/a%2Fb', from: '127.0.0.3', status: 400, body: /^Bad Request$/ },
+    {
+      desc: 'normal form forwarded: dot segments resolved before matching and upstream',
+      host: 'api.example.com',
+      path: '/v1/./a/../users',
+      from: '127.0.0.3',
+      status: 200,
+      body: /^A\|\/v1\/users\|api\|/,
+    },
+    {
+      desc: 'normal form forwarded: merged slashes, query as sent',
+      host: 'api.example.com',
+      path: '//v1//users?q=%2F',
+      from: '127.0.0.3',
+      status: 200,
+      body: /^A\|\/v1\/users\?q=%2F\|api\|/,
+    },
+    {
+      desc: 'encoded dot segments leave /v1: decided (and refused) as /secret',
+      host: 'api.example.com',
+      path: '/v1/%2e%2e/secret',
+      from: '127.0.0.3',
+      status: 404,
+    },
+    {
+      desc: 'encoded slash: 400 route_bad_path',
+      host: 'api.example.com',
+      path: '/v1/a%2Fb',
+      from: '127.0.0.3',
+      status: 400,
+      body: /^Bad Request$/,
+    },
     { desc: '.. above the root: 400', host: 'api.example.com', path: '/../etc', from: '127.0.0.3', status: 400 },
   ];
   for (const c of cases) {
@@ -101,7 +209,10 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
       { host: 'acme.tenants.example.com', path: '/two' },
       { host: 'nowhere.invalid', path: '/three' },
     ]);
-    t.same(rs.map((r) => r.status), [200, 403, 200, 200]);
+    t.same(
+      rs.map((r) => r.status),
+      [200, 403, 200, 200],
+    );
     t.equal(new Set(rs.map((r) => r.localPort)).size, 1, 'all four on one client connection');
     t.match(rs[0]!.body, /^B\|\/one\|/);
     t.equal(rs[1]!.body, 'api: not for you\n');
@@ -109,7 +220,7 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
     t.match(rs[3]!.body, /^C\|\/three\|/);
   });
 
-  t.test('per-route upstreamTimeoutMs: 504 after the route\'s 300 ms, not the listener\'s', async (t) => {
+  t.test("per-route upstreamTimeoutMs: 504 after the route's 300 ms, not the listener's", async (t) => {
     const started = Date.now();
     const r = await request({ port, localAddress: '127.0.0.4', path: '/', headers: { host: 'slow.example.com' } });
     t.equal(r.status, 504);
@@ -131,7 +242,10 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
     const value = (re: RegExp): number => Number(re.exec(text)?.[1] ?? NaN);
     /** ipgate_http_requests_total of `route` and `cls` over every method and status (HTTP/1.1). */
     const requests = (route: string, cls: string): number => {
-      const re = new RegExp(`^ipgate_http_requests_total\\{listener="edge",route="${route}",method="\\w+",status="\\w+",code_class="${cls}",protocol="h1"\\} (\\d+)$`, 'gm');
+      const re = new RegExp(
+        `^ipgate_http_requests_total\\{listener="edge",route="${route}",method="\\w+",status="\\w+",code_class="${cls}",protocol="h1"\\} (\\d+)$`,
+        'gm',
+      );
       let n = 0;
       for (const m of text.matchAll(re)) n += Number(m[1]);
       return n;
@@ -140,7 +254,11 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
     t.ok(requests('api', '4xx') >= 2, 'api 4xx (its 403s)');
     t.ok(requests('tenants', '2xx') >= 5, 'tenants 2xx');
     t.ok(requests('slow', '5xx') >= 1, 'slow 5xx');
-    t.equal(value(/ipgate_http_route_misses_total\{listener="edge",reason="route_no_path"\} (\d+)/), 3, 'route_no_path: /health/x, /v1x, /secret');
+    t.equal(
+      value(/ipgate_http_route_misses_total\{listener="edge",reason="route_no_path"\} (\d+)/),
+      3,
+      'route_no_path: /health/x, /v1x, /secret',
+    );
     t.equal(value(/ipgate_http_route_misses_total\{listener="edge",reason="route_bad_path"\} (\d+)/), 2, 'route_bad_path: %2F, /../');
     t.ok(requests('', '4xx') >= 5, 'misses under route=""');
     t.match(text, /ipgate_http_request_duration_seconds_count\{listener="edge",route="api"\} \d+/);
@@ -163,10 +281,13 @@ t.test('routes on an HTTP listener', { skip }, async (t) => {
 
 t.test('a listener without routes: no route field, no route label, behaviour unchanged', { skip }, async (t) => {
   const ports = await threeBackends(t);
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.3/32'] },
-    listeners: [{ name: 'plain', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${ports.a}`] }],
-  }, 'info');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.3/32'] },
+      listeners: [{ name: 'plain', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${ports.a}`] }],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   const ok = await request({ port: g.port(), localAddress: '127.0.0.3', path: '/a/../b', headers: { host: 'whatever' } });
   t.equal(ok.status, 200);

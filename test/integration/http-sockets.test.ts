@@ -11,15 +11,25 @@ import { startIpgate } from '../helpers/ipgate';
 process.env.IPGATE_TCP_HANDLES = '0';
 
 t.test('IPGATE_TCP_HANDLES=0: the HTTP listener runs on net.Sockets', async (t) => {
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
-  }, 'warn');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
+    },
+    'warn',
+  );
   t.teardown(() => g.app.shutdown(0));
   t.equal(g.app.listeners[0]!.rawSockets, false);
 });
 
 // The suites register their tests on import and run in this process with the setting above (a
 // path in a variable: see tcp-sockets.test.ts).
-for (const suite of ['./http-engine.test.ts', './http-relay.test.ts', './http-websocket.test.ts', './http-denied.test.ts',
-  './http-reload-revoke.test.ts', './http-refused-body.test.ts']) void import(suite);
+for (const suite of [
+  './http-engine.test.ts',
+  './http-relay.test.ts',
+  './http-websocket.test.ts',
+  './http-denied.test.ts',
+  './http-reload-revoke.test.ts',
+  './http-refused-body.test.ts',
+])
+  void import(suite);

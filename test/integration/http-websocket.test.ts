@@ -16,7 +16,13 @@ import { wsHandshake as handshake, WsReader as Reader } from '../helpers/websock
 async function echo(t: Test): Promise<http.Server> {
   const server = createHttpEcho();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
   return server;
 }
 const portOf = (s: net.Server): number => (s.address() as net.AddressInfo).port;
@@ -24,10 +30,19 @@ const portOf = (s: net.Server): number => (s.address() as net.AddressInfo).port;
 async function gate(t: Test, listener: Record<string, unknown>, allow = ['127.0.0.3/32']): Promise<Started> {
   const g = await startIpgate({
     allowlists: { main: allow },
-    listeners: [{ name: 'ws', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener,
-      // IPGATE_TEST_HTTP_ENGINE=relay: the relay hands upgrades to the node:http path (http-websocket-relay.test.ts).
-      ...(process.env.IPGATE_TEST_HTTP_ENGINE !== undefined
-        ? { http: { engine: process.env.IPGATE_TEST_HTTP_ENGINE, ...((listener.http as Record<string, unknown> | undefined) ?? {}) } } : {}) }],
+    listeners: [
+      {
+        name: 'ws',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        ...listener,
+        // IPGATE_TEST_HTTP_ENGINE=relay: the relay hands upgrades to the node:http path (http-websocket-relay.test.ts).
+        ...(process.env.IPGATE_TEST_HTTP_ENGINE !== undefined
+          ? { http: { engine: process.env.IPGATE_TEST_HTTP_ENGINE, ...((listener.http as Record<string, unknown> | undefined) ?? {}) } }
+          : {}),
+      },
+    ],
   });
   t.teardown(() => g.app.shutdown(0));
   return g;
@@ -63,13 +78,21 @@ t.test('WebSocket echo through ipgate: 101, identity headers at the backend, mes
 });
 
 t.test('upgrade in the same segment as a PROXY v1 header: the PROXY source is the client', async (t) => {
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${portOf(await echo(t))}`],
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
-  }, ['198.51.100.0/24']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${portOf(await echo(t))}`],
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+    },
+    ['198.51.100.0/24'],
+  );
   const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
-  c.write(Buffer.concat([encodeProxyV1({ address: '198.51.100.8', port: 5000 }, { address: '192.0.2.1', port: 80 }),
-    Buffer.from(handshake().text)]));
+  c.write(
+    Buffer.concat([
+      encodeProxyV1({ address: '198.51.100.8', port: 5000 }, { address: '192.0.2.1', port: 80 }),
+      Buffer.from(handshake().text),
+    ]),
+  );
   const r = new Reader(c);
   t.match(await r.head(), /^HTTP\/1\.1 101 /);
   const [first] = await r.messages(1);
@@ -90,7 +113,9 @@ t.test('denied upgrade: 403, the backend sees no connection', async (t) => {
 });
 
 t.test('denied upgrade behind a trusted proxy: 403 by X-Forwarded-For', async (t) => {
-  const g = await gate(t, { upstreams: [`127.0.0.1:${portOf(await echo(t))}`], http: { trustedProxies: ['127.0.0.2/32'] } }, ['198.51.100.0/24']);
+  const g = await gate(t, { upstreams: [`127.0.0.1:${portOf(await echo(t))}`], http: { trustedProxies: ['127.0.0.2/32'] } }, [
+    '198.51.100.0/24',
+  ]);
   const ok = await connect({ port: g.port(), localAddress: '127.0.0.2' });
   ok.write(handshake('/', 'X-Forwarded-For: 198.51.100.4\r\n').text);
   t.match(await new Reader(ok).head(), /^HTTP\/1\.1 101 /, 'allowed client behind the proxy upgraded');
@@ -108,11 +133,21 @@ t.test('a client reset closes the upstream tunnel (http-proxy would only half-cl
   server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
     upstreamSockets.push(socket);
     socket.on('error', () => undefined);
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      `Sec-WebSocket-Accept: ${wsAccept(String(req.headers['sec-websocket-key']))}\r\n\r\n`);
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        `Sec-WebSocket-Accept: ${wsAccept(String(req.headers['sec-websocket-key']))}\r\n\r\n`,
+    );
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { upstreamSockets.forEach((s) => { s.destroy(); }); server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        upstreamSockets.forEach((s) => {
+          s.destroy();
+        });
+        server.close(() => r());
+      }),
+  );
   const g = await gate(t, { upstreams: [`127.0.0.1:${portOf(server)}`] });
   const c = await connect({ port: g.port(), localAddress: '127.0.0.3' });
   c.write(handshake().text);
@@ -122,7 +157,9 @@ t.test('a client reset closes the upstream tunnel (http-proxy would only half-cl
   // The backend keeps talking: into a destroyed tunnel its writes fail (RST, EPIPE) and its socket
   // closes; into a half-closed one (http-proxy: proxySocket.end() on the client's error) they
   // would keep succeeding forever.
-  const talk = setInterval(() => { if (!up.destroyed) up.write(wsFrame(1, Buffer.from('tick'))); }, 20);
+  const talk = setInterval(() => {
+    if (!up.destroyed) up.write(wsFrame(1, Buffer.from('tick')));
+  }, 20);
   t.teardown(() => clearInterval(talk));
   c.resetAndDestroy(); // abrupt: a TCP RST, no close frame
   await waitFor(() => up.destroyed, 3000, 'backend socket closed');
@@ -150,7 +187,9 @@ t.test('upgrade to a dead upstream: 502', async (t) => {
 
 t.test('an upstream that refuses the upgrade: its answer is relayed', async (t) => {
   const server = http.createServer((_req, res) => res.end('plain'));
-  server.on('upgrade', (_req, socket: net.Socket) => socket.end('HTTP/1.1 426 Upgrade Required\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope'));
+  server.on('upgrade', (_req, socket: net.Socket) =>
+    socket.end('HTTP/1.1 426 Upgrade Required\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope'),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
   const g = await gate(t, { upstreams: [`127.0.0.1:${portOf(server)}`] });

@@ -21,7 +21,9 @@ import { freePort } from '../helpers/net';
 import { missing, nginxHttpPreamble, startNginx } from '../helpers/peers';
 
 const routesWired = fs.existsSync(path.join(ROOT, 'src/forward/http/http-routes.ts'));
-const skip = missing('nginx') || (routesWired ? false : 'routes are not wired into the data path on this branch yet (src/forward/http/http-routes.ts)');
+const skip =
+  missing('nginx') ||
+  (routesWired ? false : 'routes are not wired into the data path on this branch yet (src/forward/http/http-routes.ts)');
 
 const MANIFESTS = `
 apiVersion: networking.k8s.io/v1
@@ -74,14 +76,21 @@ t.test('an imported config admits the whitelisted client and refuses the others,
   addDocuments(set, MANIFESTS, 'manifests');
   const result = convertIngressNginx({ ingresses: set.ingresses, services: [], configMap: null, servicesFrom: 'file' }, DEFAULT_OPTIONS);
   // proxy-body-size is converted (the route's http.maxBodyBytes, docs/edge-rules.md); CORS is not.
-  t.same(result.report.unconverted.map((f) => f.item), ['nginx.ingress.kubernetes.io/enable-cors']);
+  t.same(
+    result.report.unconverted.map((f) => f.item),
+    ['nginx.ingress.kubernetes.io/enable-cors'],
+  );
 
   const ports = { web: await freePort(), api: await freePort(), fallback: await freePort() };
-  const servers = Object.entries(ports).map(([name, port]) => `server { listen 127.0.0.1:${port}; location / { return 200 "${name}|$request_uri|$http_x_real_ip"; } }`);
+  const servers = Object.entries(ports).map(
+    ([name, port]) => `server { listen 127.0.0.1:${port}; location / { return 200 "${name}|$request_uri|$http_x_real_ip"; } }`,
+  );
   const nginx = await startNginx(`http {\n  ${nginxHttpPreamble()}\n  ${servers.join('\n  ')}\n}`, Object.values(ports));
   t.teardown(() => nginx.stop());
 
-  const config = structuredClone(result.config!) as { listeners: Array<Record<string, unknown> & { routes: Array<{ upstreams: string[] }> }> };
+  const config = structuredClone(result.config!) as {
+    listeners: Array<Record<string, unknown> & { routes: Array<{ upstreams: string[] }> }>;
+  };
   const loopback: Record<string, string> = {
     'web.shop.svc.cluster.local:80': `127.0.0.1:${ports.web}`,
     'api.shop.svc.cluster.local:8080': `127.0.0.1:${ports.api}`,
@@ -94,13 +103,48 @@ t.test('an imported config admits the whitelisted client and refuses the others,
   t.teardown(() => g.app.shutdown(0));
 
   const rows: Array<{ desc: string; from: string; host: string; path: string; status: number; body?: string }> = [
-    { desc: 'whitelisted /32 reaches /api (the api Service)', from: '127.0.0.2', host: 'shop.example.com', path: '/api/orders', status: 200, body: 'api|/api/orders|127.0.0.2' },
-    { desc: 'whitelisted /32 reaches / (the web Service)', from: '127.0.0.2', host: 'shop.example.com', path: '/', status: 200, body: 'web|/|127.0.0.2' },
-    { desc: 'inside the whitelisted /26', from: '127.0.0.65', host: 'shop.example.com', path: '/cart', status: 200, body: 'web|/cart|127.0.0.65' },
+    {
+      desc: 'whitelisted /32 reaches /api (the api Service)',
+      from: '127.0.0.2',
+      host: 'shop.example.com',
+      path: '/api/orders',
+      status: 200,
+      body: 'api|/api/orders|127.0.0.2',
+    },
+    {
+      desc: 'whitelisted /32 reaches / (the web Service)',
+      from: '127.0.0.2',
+      host: 'shop.example.com',
+      path: '/',
+      status: 200,
+      body: 'web|/|127.0.0.2',
+    },
+    {
+      desc: 'inside the whitelisted /26',
+      from: '127.0.0.65',
+      host: 'shop.example.com',
+      path: '/cart',
+      status: 200,
+      body: 'web|/cart|127.0.0.65',
+    },
     { desc: 'not whitelisted: 403', from: '127.0.0.3', host: 'shop.example.com', path: '/', status: 403 },
     { desc: 'denylisted inside the whitelisted /26: 403', from: '127.0.0.66', host: 'shop.example.com', path: '/api/orders', status: 403 },
-    { desc: 'an Ingress without annotations admits everyone (ingress-nginx\'s default)', from: '127.0.0.3', host: 'public.example.com', path: '/', status: 200, body: 'web|/|127.0.0.3' },
-    { desc: 'defaultBackend takes an unknown host', from: '127.0.0.3', host: 'other.example.org', path: '/x', status: 200, body: 'fallback|/x|127.0.0.3' },
+    {
+      desc: "an Ingress without annotations admits everyone (ingress-nginx's default)",
+      from: '127.0.0.3',
+      host: 'public.example.com',
+      path: '/',
+      status: 200,
+      body: 'web|/|127.0.0.3',
+    },
+    {
+      desc: 'defaultBackend takes an unknown host',
+      from: '127.0.0.3',
+      host: 'other.example.org',
+      path: '/x',
+      status: 200,
+      body: 'fallback|/x|127.0.0.3',
+    },
   ];
   for (const row of rows) {
     const r = await request({ port: g.port(), localAddress: row.from, path: row.path, headers: { host: row.host } });

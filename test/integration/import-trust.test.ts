@@ -50,8 +50,11 @@ fs.writeFileSync(manifests, MANIFESTS);
 
 function runImport(flags: string[]): { status: number | null; stderr: string; out: string; config: Record<string, unknown> | null } {
   const out = path.join(dir, `ipgate-${flags.join('_').replace(/[^a-z0-9]+/gi, '-') || 'as-written'}.yaml`);
-  const r = spawnSync(process.execPath, [MAIN, 'import', 'ingress-nginx', '-f', manifests, '-o', out, ...flags], { encoding: 'utf8', timeout: 30_000 });
-  const written = fs.existsSync(out) ? YAML.parse(fs.readFileSync(out, 'utf8')) as Record<string, unknown> : null;
+  const r = spawnSync(process.execPath, [MAIN, 'import', 'ingress-nginx', '-f', manifests, '-o', out, ...flags], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  const written = fs.existsSync(out) ? (YAML.parse(fs.readFileSync(out, 'utf8')) as Record<string, unknown>) : null;
   return { status: r.status, stderr: r.stderr, out, config: written };
 }
 
@@ -63,7 +66,8 @@ t.before(async () => {
   if (skip) return;
   backendPort = await freePort();
   // The backend trusts what it is told, as the issue's did: it logs X-Real-IP and X-Forwarded-For.
-  backend = await startNginx(`http {
+  backend = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   log_format told '$request_uri|$http_x_real_ip|$http_x_forwarded_for';
   server {
@@ -71,7 +75,9 @@ t.before(async () => {
     access_log logs/backend.log told;
     location / { return 200 "web|$http_x_real_ip|$http_x_forwarded_for"; }
   }
-}`, [backendPort]);
+}`,
+    [backendPort],
+  );
 });
 t.teardown(() => backend?.stop());
 
@@ -80,7 +86,8 @@ async function serve(t: Test, config: Record<string, unknown>): Promise<Started>
   const c = structuredClone(config) as { listeners: Array<Record<string, unknown> & { routes: Array<{ upstreams: string[] }> }> };
   for (const l of c.listeners) {
     l.listen = '127.0.0.1:0';
-    for (const r of l.routes) r.upstreams = r.upstreams.map((u) => (u === 'web.shop.svc.cluster.local:80' ? `127.0.0.1:${backendPort}` : u));
+    for (const r of l.routes)
+      r.upstreams = r.upstreams.map((u) => (u === 'web.shop.svc.cluster.local:80' ? `127.0.0.1:${backendPort}` : u));
   }
   const g = await startIpgate(c as unknown as Record<string, unknown>, 'warn');
   t.teardown(() => g.app.shutdown(0));
@@ -90,14 +97,18 @@ async function serve(t: Test, config: Record<string, unknown>): Promise<Started>
 /** A client that writes its own PROXY v1 header, then an HTTP request; the raw reply (or '' when closed unanswered). */
 async function forged(port: number, from: string, proxySource: string, xff: string, marker: string): Promise<string> {
   const s = await connect({ port, localAddress: from });
-  s.write(`PROXY TCP4 ${proxySource} 127.0.0.1 40000 8080\r\nGET /${marker} HTTP/1.1\r\nHost: shop.example.com\r\nX-Forwarded-For: ${xff}\r\nConnection: close\r\n\r\n`);
+  s.write(
+    `PROXY TCP4 ${proxySource} 127.0.0.1 40000 8080\r\nGET /${marker} HTTP/1.1\r\nHost: shop.example.com\r\nX-Forwarded-For: ${xff}\r\nConnection: close\r\n\r\n`,
+  );
   return (await readAll(s)).toString('latin1');
 }
 
 /** Wait until the backend has logged `marker`'s request (nginx logs after the response is sent). */
 async function logged(marker: string): Promise<string> {
   await waitFor(() => backendLog().includes(`/${marker}|`), 10_000, `the backend's log line for /${marker}`);
-  return backendLog().split('\n').find((l) => l.startsWith(`/${marker}|`))!;
+  return backendLog()
+    .split('\n')
+    .find((l) => l.startsWith(`/${marker}|`))!;
 }
 
 t.test('as written: the import refuses, naming the flags; no config that trusts everyone exists', { skip }, async (t) => {
@@ -110,7 +121,10 @@ t.test('as written: the import refuses, naming the flags; no config that trusts 
   }
   t.equal(r.status, 3, 'exit 3: refused');
   t.equal(r.config, null, 'no config written');
-  t.match(r.stderr, /proxy-real-ip-cidr: not set: ingress-nginx's default 0\.0\.0\.0\/0 trusts every IPv4 peer to name the client in a PROXY header/);
+  t.match(
+    r.stderr,
+    /proxy-real-ip-cidr: not set: ingress-nginx's default 0\.0\.0\.0\/0 trusts every IPv4 peer to name the client in a PROXY header/,
+  );
   t.match(r.stderr, /--proxy-real-ip-cidr 10\.0\.0\.0\/24 .* or --trust-all-proxies/);
   t.match(r.stderr, /ipgate import: refused, no config written/);
 });
@@ -125,7 +139,7 @@ t.test('--trust-all-proxies: the PROXY header names the client, X-Forwarded-For 
   const g = await serve(t, r.config!);
 
   const reply = await forged(g.port(), '127.0.0.3', '198.51.100.9', '127.0.0.2', 'forged');
-  t.match(reply, /^HTTP\/1\.1 403 /, 'the issue\'s forged request: refused, decided on 198.51.100.9');
+  t.match(reply, /^HTTP\/1\.1 403 /, "the issue's forged request: refused, decided on 198.51.100.9");
   const allowed = await forged(g.port(), '127.0.0.3', '127.0.0.2', '198.51.100.9', 'proxy-decides');
   t.match(allowed, /^HTTP\/1\.1 200 /, 'a PROXY source in the allowlist gets through, whatever X-Forwarded-For says');
   t.match(allowed, /web\|127\.0\.0\.2\|127\.0\.0\.2$/, 'the backend is told the PROXY source, never the X-Forwarded-For the client wrote');
@@ -133,7 +147,7 @@ t.test('--trust-all-proxies: the PROXY header names the client, X-Forwarded-For 
   t.notMatch(backendLog(), /\/forged\|/, 'the forged request never reached the backend');
 });
 
-t.test('--proxy-real-ip-cidr with the balancer: HAProxy\'s PROXY source decides; a client\'s own header is closed', { skip }, async (t) => {
+t.test("--proxy-real-ip-cidr with the balancer: HAProxy's PROXY source decides; a client's own header is closed", { skip }, async (t) => {
   const r = runImport(['--proxy-real-ip-cidr', '127.0.0.1/32']);
   t.equal(r.status, 0, r.stderr);
   const l = (r.config!.listeners as Array<Record<string, Record<string, unknown>>>)[0]!;
@@ -141,17 +155,21 @@ t.test('--proxy-real-ip-cidr with the balancer: HAProxy\'s PROXY source decides;
   t.equal(l.http!.trustedProxies, undefined);
   const g = await serve(t, r.config!);
   const lbPort = await freePort();
-  const lb = await startHaproxy(`frontend fe
+  const lb = await startHaproxy(
+    `frontend fe
   mode tcp
   bind 127.0.0.1:${lbPort}
   default_backend be
 backend be
   mode tcp
   server ipgate 127.0.0.1:${g.port()} send-proxy-v2 source 127.0.0.1
-`, [lbPort]);
+`,
+    [lbPort],
+  );
   t.teardown(() => lb.stop());
 
-  const viaLb = (from: string, xff: string, marker: string) => request({ port: lbPort, localAddress: from, path: `/${marker}`, headers: { host: 'shop.example.com', 'x-forwarded-for': xff } });
+  const viaLb = (from: string, xff: string, marker: string) =>
+    request({ port: lbPort, localAddress: from, path: `/${marker}`, headers: { host: 'shop.example.com', 'x-forwarded-for': xff } });
   const ok = await viaLb('127.0.0.2', '198.51.100.9', 'lb-allowed');
   t.equal(ok.status, 200, 'the allowlisted client through the balancer');
   t.equal(ok.body, 'web|127.0.0.2|127.0.0.2', 'the backend is told the client the balancer saw');
@@ -163,17 +181,30 @@ backend be
   const got: Buffer[] = [];
   direct.on('data', (c: Buffer) => got.push(c));
   await closed(direct);
-  t.equal(Buffer.concat(got).length, 0, 'a client that is not the balancer, with a PROXY header naming the allowlisted address: closed unanswered (pp_untrusted)');
+  t.equal(
+    Buffer.concat(got).length,
+    0,
+    'a client that is not the balancer, with a PROXY header naming the allowlisted address: closed unanswered (pp_untrusted)',
+  );
 
   t.equal(await logged('lb-allowed'), '/lb-allowed|127.0.0.2|127.0.0.2');
   t.notMatch(backendLog(), /\/(lb-forged|direct)\|/, 'neither reached the backend');
 });
 
-t.test('--proxy-real-ip-cidr outside the ConfigMap\'s proxy-real-ip-cidr is refused', { skip }, async (t) => {
+t.test("--proxy-real-ip-cidr outside the ConfigMap's proxy-real-ip-cidr is refused", { skip }, async (t) => {
   const narrow = path.join(dir, 'narrow.yaml');
-  fs.writeFileSync(narrow, MANIFESTS.replace('use-forwarded-headers: "true"', 'use-forwarded-headers: "true"\n  proxy-real-ip-cidr: "10.0.0.0/16"'));
-  const r = spawnSync(process.execPath, [MAIN, 'import', 'ingress-nginx', '-f', narrow, '--proxy-real-ip-cidr', '127.0.0.1/32'], { encoding: 'utf8', timeout: 30_000 });
+  fs.writeFileSync(
+    narrow,
+    MANIFESTS.replace('use-forwarded-headers: "true"', 'use-forwarded-headers: "true"\n  proxy-real-ip-cidr: "10.0.0.0/16"'),
+  );
+  const r = spawnSync(process.execPath, [MAIN, 'import', 'ingress-nginx', '-f', narrow, '--proxy-real-ip-cidr', '127.0.0.1/32'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   t.equal(r.status, 3);
   t.equal(r.stdout, '', 'no config written');
-  t.match(r.stderr, /--proxy-real-ip-cidr "127\.0\.0\.1\/32": outside the ConfigMap's proxy-real-ip-cidr "10\.0\.0\.0\/16": ingress-nginx never believed a PROXY header from it/);
+  t.match(
+    r.stderr,
+    /--proxy-real-ip-cidr "127\.0\.0\.1\/32": outside the ConfigMap's proxy-real-ip-cidr "10\.0\.0\.0\/16": ingress-nginx never believed a PROXY header from it/,
+  );
 });

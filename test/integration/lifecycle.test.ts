@@ -23,7 +23,16 @@ function config(port: number, upstream: number, extra: Record<string, unknown> =
     admin: { listen: null },
     store: { type: 'memory' },
     allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`], outboundProxyProtocol: 'v2' }],
+    listeners: [
+      {
+        name: 'tcp',
+        mode: 'tcp',
+        listen: `127.0.0.1:${port}`,
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${upstream}`],
+        outboundProxyProtocol: 'v2',
+      },
+    ],
     ...extra,
   };
 }
@@ -31,7 +40,9 @@ function config(port: number, upstream: number, extra: Record<string, unknown> =
 async function started(p: Spawned, port: number): Promise<void> {
   await Promise.race([
     waitForListen(port, 20_000),
-    p.exited.then((code) => { throw new Error(`ipgate exited ${code}: ${p.stderr()} ${p.stdout()}`); }),
+    p.exited.then((code) => {
+      throw new Error(`ipgate exited ${code}: ${p.stderr()} ${p.stdout()}`);
+    }),
   ]);
 }
 
@@ -42,13 +53,19 @@ t.test('the compiled entry point exists (npm test builds first)', async (t) => {
 t.test('check-config: 0 and a summary for a valid file; 1 and path + value for an invalid one', async (t) => {
   const dir = tmpDir();
   const good = path.join(dir, 'good.yaml');
-  fs.writeFileSync(good, 'allowlists: { main: [10.0.0.0/8] }\nlisteners: [{ name: a, listen: "127.0.0.1:7000", allowlist: main, upstreams: ["127.0.0.1:7100"] }]\n');
+  fs.writeFileSync(
+    good,
+    'allowlists: { main: [10.0.0.0/8] }\nlisteners: [{ name: a, listen: "127.0.0.1:7000", allowlist: main, upstreams: ["127.0.0.1:7100"] }]\n',
+  );
   const ok = spawnIpgate(['check-config', good]);
   t.equal(await ok.exited, 0);
   t.match(ok.stdout(), /good\.yaml: valid \(1 listener\(s\), 1 allowlist\(s\)\)/);
 
   const badFile = path.join(dir, 'bad.yaml');
-  fs.writeFileSync(badFile, 'allowlists: { main: [10.0.0.0/8] }\nlisteners: [{ name: a, listen: "127.0.0.1:7000", allowlist: main, upstreams: ["127.0.0.1:7100"] }, { name: b, listen: "127.0.0.1:7001", allowlist: main, upstreams: ["127.0.0.1:7100"], proxyProtocol: { mode: optional, trustedSources: ["10.0.0.1/33"] } }]\n');
+  fs.writeFileSync(
+    badFile,
+    'allowlists: { main: [10.0.0.0/8] }\nlisteners: [{ name: a, listen: "127.0.0.1:7000", allowlist: main, upstreams: ["127.0.0.1:7100"] }, { name: b, listen: "127.0.0.1:7001", allowlist: main, upstreams: ["127.0.0.1:7100"], proxyProtocol: { mode: optional, trustedSources: ["10.0.0.1/33"] } }]\n',
+  );
   const bad = spawnIpgate(['check-config', badFile]);
   t.equal(await bad.exited, 1);
   t.match(bad.stderr(), /listeners\[1\]\.proxyProtocol\.trustedSources\[0\]: "10\.0\.0\.1\/33": prefix length 33 out of range for IPv4/);
@@ -79,17 +96,27 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     t.teardown(backend.close);
     const port = await freePort();
     const p = spawnIpgate([], config(port, backend.port, { shutdown: { drainTimeoutMs: 10_000 } }));
-    t.teardown(() => { p.child.kill('SIGKILL'); });
+    t.teardown(() => {
+      p.child.kill('SIGKILL');
+    });
     await started(p, port);
     const c = await connect({ port });
     t.match(await readLine(c), /^ipgate-echo client=127\.0\.0\.1:\d+ via=proxy-v2/);
     p.child.kill(signal);
     // New connections are refused once the listener is closed...
-    await waitFor(() => new Promise<boolean>((resolve) => {
-      const probe = net.connect({ port, host: '127.0.0.1' });
-      probe.once('connect', () => { probe.destroy(); resolve(false); });
-      probe.once('error', () => resolve(true));
-    }), 5000, 'listener closed');
+    await waitFor(
+      () =>
+        new Promise<boolean>((resolve) => {
+          const probe = net.connect({ port, host: '127.0.0.1' });
+          probe.once('connect', () => {
+            probe.destroy();
+            resolve(false);
+          });
+          probe.once('error', () => resolve(true));
+        }),
+      5000,
+      'listener closed',
+    );
     // ...while the open stream keeps working.
     c.write('still here\n');
     t.equal((await readUntil(c, 'still here\n')).toString(), 'still here\n', 'open stream still forwarded during drain');
@@ -108,14 +135,19 @@ t.test('a start with the admin API, TCP and HTTP listeners writes nothing to std
   const [port, httpPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const dir = tmpDir();
   fs.writeFileSync(path.join(dir, 'token'), 'a-long-enough-admin-token-for-tests\n', { mode: 0o600 });
-  const p = spawnIpgate([], config(port, backend.port, {
-    admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token') },
-    listeners: [
-      { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.port}`] },
-      { name: 'web', mode: 'http', listen: `127.0.0.1:${httpPort}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.port}`] },
-    ],
-  }));
-  t.teardown(() => { p.child.kill('SIGKILL'); });
+  const p = spawnIpgate(
+    [],
+    config(port, backend.port, {
+      admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token') },
+      listeners: [
+        { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.port}`] },
+        { name: 'web', mode: 'http', listen: `127.0.0.1:${httpPort}`, allowlist: 'main', upstreams: [`127.0.0.1:${backend.port}`] },
+      ],
+    }),
+  );
+  t.teardown(() => {
+    p.child.kill('SIGKILL');
+  });
   await started(p, port);
   await waitForListen(httpPort, 20_000);
   await waitForListen(adminPort, 20_000);
@@ -132,7 +164,9 @@ t.test('drain timeout: streams still open are closed and the process exits 0', a
   t.teardown(backend.close);
   const port = await freePort();
   const p = spawnIpgate([], config(port, backend.port, { shutdown: { drainTimeoutMs: 500 } }));
-  t.teardown(() => { p.child.kill('SIGKILL'); });
+  t.teardown(() => {
+    p.child.kill('SIGKILL');
+  });
   await started(p, port);
   const c = await connect({ port });
   await readLine(c);

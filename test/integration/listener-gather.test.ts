@@ -33,7 +33,10 @@ class LineStage implements GatherStage<string> {
   readonly answers: Answer[] = [];
   /** `handlers` before gathering. */
   private readonly before: string;
-  constructor(readonly timeoutMs: number, conn: Connection) {
+  constructor(
+    readonly timeoutMs: number,
+    conn: Connection,
+  ) {
     this.before = handlers(conn);
   }
 
@@ -98,9 +101,10 @@ async function pair(t: Test, kind: Kind): Promise<Pair> {
     peer = await accepted;
   }
   peer.on('error', () => undefined);
-  const closed = gathering instanceof RawSocket
-    ? new Promise<void>((r) => gathering.onClose(r))
-    : new Promise<void>((r) => gathering.once('close', () => r()));
+  const closed =
+    gathering instanceof RawSocket
+      ? new Promise<void>((r) => gathering.onClose(r))
+      : new Promise<void>((r) => gathering.once('close', () => r()));
   if (!(gathering instanceof RawSocket)) gathering.on('error', () => undefined);
   t.teardown(() => {
     gathering.destroy();
@@ -205,7 +209,7 @@ const ROWS: Row[] = [
     buf: 'x\n',
   },
   {
-    what: 'the peer resets before a line: no answer, the close path is the listener\'s',
+    what: "the peer resets before a line: no answer, the close path is the listener's",
     timeoutMs: LONG,
     peer: async (p, s) => {
       await inReads(p, s, ['ab']);
@@ -248,7 +252,11 @@ for (const kind of KINDS) {
       await waitFor(() => stage.answers.length >= row.answers.length, 10_000, 'the answer');
 
       t.same(stage.decided, row.decided, 'decide saw everything gathered, read by read');
-      t.same(stage.answers.map((a) => a.result), row.answers, 'the answers');
+      t.same(
+        stage.answers.map((a) => a.result),
+        row.answers,
+        'the answers',
+      );
       if (row.answers.length > 0) {
         const a = stage.answers[0]!;
         t.equal(a.buf, row.buf, 'the bytes handed with the answer');
@@ -261,7 +269,11 @@ for (const kind of KINDS) {
         await p.closed;
       }
       t.equal(timers(), timersBefore, 'the timer is gone (it ran, or was cleared)');
-      t.same(stage.answers.map((a) => a.result), row.answers, 'still the same answers after the close: exactly once');
+      t.same(
+        stage.answers.map((a) => a.result),
+        row.answers,
+        'still the same answers after the close: exactly once',
+      );
     });
   }
 }

@@ -28,23 +28,37 @@ async function backends(t: Test): Promise<{ tcp: number; http: number; dead: num
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   const web = http.createServer((_req, res) => res.end('ok\n'));
   await new Promise<void>((r) => web.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { web.closeAllConnections(); web.close(() => echo.close(() => r())); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        web.closeAllConnections();
+        web.close(() => echo.close(() => r()));
+      }),
+  );
   return { tcp: (echo.address() as net.AddressInfo).port, http: (web.address() as net.AddressInfo).port, dead: await freePort() };
 }
 
 async function gate(t: Test): Promise<Started & { admin: number }> {
   const b = await backends(t);
-  const g = await startIpgate({
-    admin: { listen: '127.0.0.1:0' },
-    logging: { denialSummaryIntervalMs: 0 },
-    allowlists: { main: ['127.0.0.2/32', '10.9.0.0/16'] },
-    listeners: [
-      { name: 'edge', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.tcp}`],
-        proxyProtocol: { mode: 'optional', trustedSources: ['127.0.0.10/32'] } },
-      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.http}`] },
-      { name: 'dead', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.dead}`] },
-    ],
-  }, 'info');
+  const g = await startIpgate(
+    {
+      admin: { listen: '127.0.0.1:0' },
+      logging: { denialSummaryIntervalMs: 0 },
+      allowlists: { main: ['127.0.0.2/32', '10.9.0.0/16'] },
+      listeners: [
+        {
+          name: 'edge',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${b.tcp}`],
+          proxyProtocol: { mode: 'optional', trustedSources: ['127.0.0.10/32'] },
+        },
+        { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.http}`] },
+        { name: 'dead', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${b.dead}`] },
+      ],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   return Object.assign(g, { admin: g.app.admin!.address.port });
 }
@@ -76,8 +90,10 @@ async function traffic(g: Started, extra = 0): Promise<void> {
     await readAll(c);
   }
   // PROXY headers from a peer outside trustedSources: closed as pp_untrusted.
-  for (const header of [encodeProxyV1({ address: '10.9.9.9', port: 1 }, { address: '192.0.2.1', port: 443 }),
-    encodeProxyV2({ address: '10.9.9.9', port: 1 }, { address: '192.0.2.1', port: 443 })]) {
+  for (const header of [
+    encodeProxyV1({ address: '10.9.9.9', port: 1 }, { address: '192.0.2.1', port: 443 }),
+    encodeProxyV2({ address: '10.9.9.9', port: 1 }, { address: '192.0.2.1', port: 443 }),
+  ]) {
     const c = await connect({ port: edge, localAddress: '127.0.0.5' });
     c.write(header);
     await readAll(c);
@@ -90,12 +106,17 @@ async function traffic(g: Started, extra = 0): Promise<void> {
   }
   // Upstream failure on `dead`; HTTP allowed and denied on `web`.
   await readAll(await connect({ port: g.port('dead'), localAddress: '127.0.0.2' }));
-  for (const [a, status] of [['127.0.0.2', 200], ['127.0.0.6', 403]] as const) {
+  for (const [a, status] of [
+    ['127.0.0.2', 200],
+    ['127.0.0.6', 403],
+  ] as const) {
     const got = await new Promise<number>((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port: g.port('web'), path: '/', localAddress: a, agent: false }, (res) => {
-        res.resume();
-        res.once('end', () => resolve(res.statusCode ?? 0));
-      }).once('error', reject);
+      http
+        .get({ host: '127.0.0.1', port: g.port('web'), path: '/', localAddress: a, agent: false }, (res) => {
+          res.resume();
+          res.once('end', () => resolve(res.statusCode ?? 0));
+        })
+        .once('error', reject);
     });
     if (got !== status) throw new Error(`HTTP from ${a}: ${got}, expected ${status}`);
   }
@@ -149,14 +170,27 @@ t.test('promtool check metrics passes on a scrape taken under traffic', { skip }
   t.equal(res.status, 200);
   t.match(res.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
   const after = await res.text();
-  for (const [name, text] of [['during traffic', during], ['after traffic', after]] as const) {
+  for (const [name, text] of [
+    ['during traffic', during],
+    ['after traffic', after],
+  ] as const) {
     const r = spawnSync(which('promtool')!, ['check', 'metrics'], { input: text, encoding: 'utf8' });
     t.equal(r.status, 0, `promtool check metrics ${name}: ${r.stdout}${r.stderr}`);
     t.equal(`${r.stdout}${r.stderr}`.trim(), '', `no lint findings ${name}`);
   }
   // The standard Node.js process metric names, which generic dashboards and alerts query.
-  for (const m of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds',
-    'process_max_fds', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes', 'nodejs_gc_duration_seconds', 'nodejs_version_info', 'ipgate_build_info']) {
+  for (const m of [
+    'process_cpu_seconds_total',
+    'process_resident_memory_bytes',
+    'process_start_time_seconds',
+    'process_open_fds',
+    'process_max_fds',
+    'nodejs_eventloop_lag_seconds',
+    'nodejs_heap_size_used_bytes',
+    'nodejs_gc_duration_seconds',
+    'nodejs_version_info',
+    'ipgate_build_info',
+  ]) {
     t.match(after, new RegExp(`^# TYPE ${m} `, 'm'), `${m} published`);
   }
   t.notMatch(after, /^# TYPE ipgate_(process|nodejs)_/m, 'no ipgate_-prefixed process metrics');
@@ -178,7 +212,9 @@ t.test('a cluster (primary + 2 workers): one merged scrape passes promtool, proc
     allowlists: { main: ['127.0.0.2/32'] },
     listeners: [{ name: 'edge', listen: `127.0.0.1:${await freePort()}`, allowlist: 'main', upstreams: [`127.0.0.1:${await freePort()}`] }],
   });
-  t.teardown(() => { p.child.kill('SIGKILL'); });
+  t.teardown(() => {
+    p.child.kill('SIGKILL');
+  });
   // The worker ids the workers log their lines with (the listening line): the same ids must
   // label their metrics.
   const workerIds = (): Set<string> => {
@@ -190,8 +226,16 @@ t.test('a cluster (primary + 2 workers): one merged scrape passes promtool, proc
     }
     return ids;
   };
-  const ready = async (): Promise<boolean> => (await fetch(`http://127.0.0.1:${admin}/readyz`).then((r) => r.status, () => 0)) === 200;
-  await waitFor(async () => p.child.exitCode === null && await ready() && workerIds().size === 2, 30_000, 'the cluster ready, both workers logged listening');
+  const ready = async (): Promise<boolean> =>
+    (await fetch(`http://127.0.0.1:${admin}/readyz`).then(
+      (r) => r.status,
+      () => 0,
+    )) === 200;
+  await waitFor(
+    async () => p.child.exitCode === null && (await ready()) && workerIds().size === 2,
+    30_000,
+    'the cluster ready, both workers logged listening',
+  );
   const text = await (await fetch(`http://127.0.0.1:${admin}/metrics`)).text();
   const r = spawnSync(which('promtool')!, ['check', 'metrics'], { input: text, encoding: 'utf8' });
   t.equal(r.status, 0, `promtool check metrics: ${r.stdout}${r.stderr}`);
@@ -204,27 +248,44 @@ t.test('a cluster (primary + 2 workers): one merged scrape passes promtool, proc
   }
   t.notMatch(text, /^(process|nodejs)_[a-z_]+ /m, 'no process series without its worker label');
   const start = [...text.matchAll(/^process_start_time_seconds\{worker="[^"]+"\} (\d+)$/gm)].map((m) => Number(m[1]));
-  t.ok(start.length === 3 && start.every((s) => Math.abs(s - Date.now() / 1000) < 120), `three start times, each this process's (${start.join(', ')})`);
+  t.ok(
+    start.length === 3 && start.every((s) => Math.abs(s - Date.now() / 1000) < 120),
+    `three start times, each this process's (${start.join(', ')})`,
+  );
   p.child.kill('SIGTERM');
   t.equal(await p.exited, 0, 'SIGTERM: exit 0');
 });
 
-interface PromResult { status: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } }
+interface PromResult {
+  status: string;
+  data: { result: { metric: Record<string, string>; value: [number, string] }[] };
+}
 
 async function startPrometheus(t: Test, target: number): Promise<number> {
   const dir = tmpDir('ipgate-prom-');
   const port = await freePort();
-  fs.writeFileSync(path.join(dir, 'prometheus.yml'), YAML.stringify({
-    global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
-    scrape_configs: [{ job_name: 'ipgate', static_configs: [{ targets: [`127.0.0.1:${target}`] }] }],
-  }));
+  fs.writeFileSync(
+    path.join(dir, 'prometheus.yml'),
+    YAML.stringify({
+      global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
+      scrape_configs: [{ job_name: 'ipgate', static_configs: [{ targets: [`127.0.0.1:${target}`] }] }],
+    }),
+  );
   // Only this binary, in the foreground, on loopback: no node exporter, no service, no default
   // data directory; the TSDB lives in the temp dir.
-  const child = spawn(which('prometheus')!, [
-    `--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`, '--storage.tsdb.retention.time=1h', '--log.level=warn',
-    `--web.console.templates=${dir}`, `--web.console.libraries=${dir}`,
-  ], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    which('prometheus')!,
+    [
+      `--config.file=${path.join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${path.join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--storage.tsdb.retention.time=1h',
+      '--log.level=warn',
+      `--web.console.templates=${dir}`,
+      `--web.console.libraries=${dir}`,
+    ],
+    { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
@@ -238,14 +299,27 @@ async function startPrometheus(t: Test, target: number): Promise<number> {
     }
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  await Promise.race([waitForListen(port, 30_000), exited.then(() => { throw new Error(`prometheus exited: ${out}`); })]);
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/-/ready`).then((r) => r.status, () => 0)) === 200, 30_000, 'prometheus ready');
+  await Promise.race([
+    waitForListen(port, 30_000),
+    exited.then(() => {
+      throw new Error(`prometheus exited: ${out}`);
+    }),
+  ]);
+  await waitFor(
+    async () =>
+      (await fetch(`http://127.0.0.1:${port}/-/ready`).then(
+        (r) => r.status,
+        () => 0,
+      )) === 200,
+    30_000,
+    'prometheus ready',
+  );
   return port;
 }
 
 async function query(prom: number, q: string): Promise<number | null> {
   const res = await fetch(`http://127.0.0.1:${prom}/api/v1/query?query=${encodeURIComponent(q)}`);
-  const body = await res.json() as PromResult;
+  const body = (await res.json()) as PromResult;
   if (body.status !== 'success') throw new Error(`query ${q}: ${JSON.stringify(body)}`);
   const r = body.data.result;
   return r.length === 1 ? Number(r[0]!.value[1]) : null;
@@ -258,23 +332,39 @@ t.test('a real Prometheus scrapes /metrics and reports the counts of the traffic
   await waitFor(async () => (await query(prom, 'up{job="ipgate"}')) === 1, 30_000, 'ipgate target up');
   await traffic(g);
   // Wait for a scrape after the traffic (Prometheus holds the last sample), then check every count.
-  await waitFor(async () => (await query(prom, 'ipgate_connections_accepted_total{listener="edge"}')) === 12, 30_000, 'Prometheus sees the traffic');
-  await waitFor(async () => (await query(prom, 'ipgate_http_request_duration_seconds_count{listener="web"}')) === 2, 30_000, 'HTTP scraped');
+  await waitFor(
+    async () => (await query(prom, 'ipgate_connections_accepted_total{listener="edge"}')) === 12,
+    30_000,
+    'Prometheus sees the traffic',
+  );
+  await waitFor(
+    async () => (await query(prom, 'ipgate_http_request_duration_seconds_count{listener="web"}')) === 2,
+    30_000,
+    'HTTP scraped',
+  );
   for (const [q, want] of expected) t.equal(await query(prom, q), want, q);
   // The standard process metrics as generic dashboards query them: one process, one series.
-  for (const q of ['rate(process_cpu_seconds_total[1m])', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_p99_seconds',
-    'time() - process_start_time_seconds', 'process_open_fds / process_max_fds', 'nodejs_version_info']) {
+  for (const q of [
+    'rate(process_cpu_seconds_total[1m])',
+    'process_resident_memory_bytes',
+    'nodejs_eventloop_lag_p99_seconds',
+    'time() - process_start_time_seconds',
+    'process_open_fds / process_max_fds',
+    'nodejs_version_info',
+  ]) {
     const v = await query(prom, q);
     t.ok(v !== null && Number.isFinite(v), `${q}: one series (${v})`);
   }
   // Every query of the chart's Grafana dashboard is valid PromQL to this Prometheus, and the
   // process panels (kept to ipgate by a join on ipgate_build_info) find this ipgate.
-  const dash = JSON.parse(fs.readFileSync(path.join(ROOT, 'helm/ipgate/files/dashboard.json'), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+  const dash = JSON.parse(fs.readFileSync(path.join(ROOT, 'helm/ipgate/files/dashboard.json'), 'utf8')) as {
+    panels: { title: string; targets?: { expr: string }[] }[];
+  };
   for (const p of dash.panels) {
     for (const target of p.targets ?? []) {
       const q = target.expr.replaceAll('$namespace', '.*').replaceAll('$listener', '.*').replaceAll('$__rate_interval', '1m');
       const res = await fetch(`http://127.0.0.1:${prom}/api/v1/query?query=${encodeURIComponent(q)}`);
-      const body = await res.json() as PromResult & { error?: string };
+      const body = (await res.json()) as PromResult & { error?: string };
       t.equal(body.status, 'success', `${p.title}: ${target.expr}${body.error ? `: ${body.error}` : ''}`);
       if (/\b(?:process|nodejs)_/.test(target.expr)) {
         t.ok(body.data.result.length > 0, `${p.title}: finds this ipgate's process series`);
@@ -284,5 +374,9 @@ t.test('a real Prometheus scrapes /metrics and reports the counts of the traffic
   // Rates work on what it stored (more than one sample of the counter).
   const samples = await query(prom, 'count_over_time(ipgate_connections_accepted_total{listener="edge"}[1m])');
   t.ok(samples !== null && samples >= 2, `several samples stored (${samples})`);
-  t.equal(await query(prom, 'sum(ipgate_admin_requests_total{route="/metrics",method="GET",code_class="2xx"}) > 0'), await query(prom, 'sum(ipgate_admin_requests_total{route="/metrics",method="GET",code_class="2xx"})'), 'its scrapes are counted as admin requests');
+  t.equal(
+    await query(prom, 'sum(ipgate_admin_requests_total{route="/metrics",method="GET",code_class="2xx"}) > 0'),
+    await query(prom, 'sum(ipgate_admin_requests_total{route="/metrics",method="GET",code_class="2xx"})'),
+    'its scrapes are counted as admin requests',
+  );
 });

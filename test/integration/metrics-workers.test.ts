@@ -24,28 +24,40 @@ function value(text: string, series: string): number | undefined {
 
 t.test('two workers: HTTP series summed, upstream up, a refused config edit shows in the reload gauge', { skip }, async (t) => {
   const backendPort = await freePort();
-  const nginx = await startNginx(`http {
+  const nginx = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   server { listen 127.0.0.1:${backendPort}; location / { return 200 "ok\\n"; } }
-}`, [backendPort]);
+}`,
+    [backendPort],
+  );
   t.teardown(() => nginx.stop());
   const port = await freePort();
   const adminPort = await freePort();
   const dir = tmpDir('ipgate-metrics-workers-');
   const file = path.join(dir, 'config.yaml');
-  const config = (cidr: string): string => YAML.stringify({
-    workers: 2,
-    logging: { level: 'info', access: false },
-    store: { type: 'memory' },
-    admin: { listen: `127.0.0.1:${adminPort}` },
-    allowlists: { main: { source: 'config', entries: ['127.0.0.0/24', cidr] } },
-    listeners: [{ name: 'web', mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${backendPort}`] }],
-  });
+  const config = (cidr: string): string =>
+    YAML.stringify({
+      workers: 2,
+      logging: { level: 'info', access: false },
+      store: { type: 'memory' },
+      admin: { listen: `127.0.0.1:${adminPort}` },
+      allowlists: { main: { source: 'config', entries: ['127.0.0.0/24', cidr] } },
+      listeners: [{ name: 'web', mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${backendPort}`] }],
+    });
   fs.writeFileSync(file, config('10.20.0.0/16'));
   const g = spawnIpgate(['run', '--config', file]);
   killAtTeardown(t, g);
   const metrics = async (): Promise<string> => (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.status, () => 0)) === 200, 30_000, 'ready with 2 workers');
+  await waitFor(
+    async () =>
+      (await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      )) === 200,
+    30_000,
+    'ready with 2 workers',
+  );
 
   // 20 connections, one request each: the primary spreads them over both workers (SCHED_RR).
   const heads: number[] = [];
@@ -62,11 +74,22 @@ t.test('two workers: HTTP series summed, upstream up, a refused config edit show
   const text = await metrics();
   const perWorker = [...text.matchAll(/^process_start_time_seconds\{worker="(\d+)"\}/gm)].map((m) => m[1]);
   t.equal(perWorker.length, 2, 'two workers report');
-  t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="GET",status="200",code_class="2xx",protocol="h1"}'), 10, 'summed over the workers');
+  t.equal(
+    value(text, 'ipgate_http_requests_total{listener="web",method="GET",status="200",code_class="2xx",protocol="h1"}'),
+    10,
+    'summed over the workers',
+  );
   t.equal(value(text, 'ipgate_http_requests_total{listener="web",method="HEAD",status="200",code_class="2xx",protocol="h1"}'), 10);
-  t.equal(value(text, 'ipgate_http_request_size_bytes_sum{listener="web"}'), heads.reduce((a, b) => a + b, 0));
+  t.equal(
+    value(text, 'ipgate_http_request_size_bytes_sum{listener="web"}'),
+    heads.reduce((a, b) => a + b, 0),
+  );
   t.equal(value(text, 'ipgate_http_response_size_bytes_sum{listener="web"}'), bytes, 'every byte the clients read');
-  t.equal(value(text, `ipgate_upstream_up{listener="web",upstream="127.0.0.1:${backendPort}"}`), 1, 'up: not 2 (max, not sum, across workers)');
+  t.equal(
+    value(text, `ipgate_upstream_up{listener="web",upstream="127.0.0.1:${backendPort}"}`),
+    1,
+    'up: not 2 (max, not sum, across workers)',
+  );
   t.equal(value(text, `ipgate_config_last_reload_successful{kind="file",source="${file}"}`), 1, 'the config as loaded at start');
   const started = value(text, `ipgate_config_last_reload_successful_timestamp_seconds{kind="file",source="${file}"}`)!;
   t.ok(Math.abs(started - Date.now() / 1000) < 120, `the start-up load is the last success (${started})`);
@@ -76,16 +99,29 @@ t.test('two workers: HTTP series summed, upstream up, a refused config edit show
 
   // The refused edit: nothing applies, the gauge says so, the last success time stays.
   fs.writeFileSync(file, config('10.20.0.0/33'));
-  await waitFor(async () => value(await metrics(), `ipgate_config_last_reload_successful{kind="file",source="${file}"}`) === 0, 10_000, 'refused edit seen');
+  await waitFor(
+    async () => value(await metrics(), `ipgate_config_last_reload_successful{kind="file",source="${file}"}`) === 0,
+    10_000,
+    'refused edit seen',
+  );
   const refused = await metrics();
-  t.equal(value(refused, `ipgate_config_last_reload_successful_timestamp_seconds{kind="file",source="${file}"}`), started, 'the last success time is the start');
+  t.equal(
+    value(refused, `ipgate_config_last_reload_successful_timestamp_seconds{kind="file",source="${file}"}`),
+    started,
+    'the last success time is the start',
+  );
   // Logs are written in blocks (logging.bufferBytes): flushed within logging.flushIntervalMs.
-  const refusal = /config change refused, the lists in force stay: allowlists\.main\.entries\[1\]: \\"10\.20\.0\.0\/33\\": prefix length 33 out of range for IPv4 in /;
+  const refusal =
+    /config change refused, the lists in force stay: allowlists\.main\.entries\[1\]: \\"10\.20\.0\.0\/33\\": prefix length 33 out of range for IPv4 in /;
   await waitFor(() => refusal.test(g.stdout()), 5000, 'the refusal logged, naming the value and its line');
 
   // Fixed: 1 again, a newer success time.
   fs.writeFileSync(file, config('10.21.0.0/16'));
-  await waitFor(async () => value(await metrics(), `ipgate_config_last_reload_successful{kind="file",source="${file}"}`) === 1, 10_000, 'good edit seen');
+  await waitFor(
+    async () => value(await metrics(), `ipgate_config_last_reload_successful{kind="file",source="${file}"}`) === 1,
+    10_000,
+    'good edit seen',
+  );
   t.ok(value(await metrics(), `ipgate_config_last_reload_successful_timestamp_seconds{kind="file",source="${file}"}`)! >= started);
   g.child.kill('SIGTERM');
   t.equal(await g.exited, 0);

@@ -24,18 +24,24 @@ async function server(t: Test, onConn: (s: net.Socket) => void, host = '127.0.0.
     onConn(c);
   });
   await new Promise<void>((r) => s.listen(0, host, r));
-  t.teardown(() => new Promise<void>((r) => {
-    for (const c of open) c.destroy();
-    s.close(() => r());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        for (const c of open) c.destroy();
+        s.close(() => r());
+      }),
+  );
   return (s.address() as net.AddressInfo).port;
 }
 
 async function gate(t: Test, upstream: string, extra: Record<string, unknown> = {}): Promise<Started> {
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8', '::1/128'] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [upstream], ...extra }],
-  }, 'warn');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8', '::1/128'] },
+      listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [upstream], ...extra }],
+    },
+    'warn',
+  );
   t.teardown(() => g.app.shutdown(0));
   return g;
 }
@@ -78,7 +84,12 @@ t.test('a client reset mid-stream closes its connection and the upstream, and no
   const upstreamEnded: Promise<number>[] = [];
   const up = await server(t, (s) => {
     const i = upstreamEnded.length;
-    upstreamEnded.push(new Promise((r) => { s.once('end', () => r(i)); s.once('close', () => r(i)); }));
+    upstreamEnded.push(
+      new Promise((r) => {
+        s.once('end', () => r(i));
+        s.once('close', () => r(i));
+      }),
+    );
     s.on('error', () => undefined);
     s.write(Buffer.alloc(64 * 1024, 1)); // some bytes in flight towards the client
   });
@@ -121,18 +132,20 @@ t.test('500 concurrent short connections, resets among them: all accounted for, 
   });
   const g = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'none' });
   const before = openFds();
-  const results = await Promise.all(Array.from({ length: 500 }, async (_, i) => {
-    const c = net.connect({ port: g.port(), host: '127.0.0.1', localAddress: `127.0.1.${1 + (i % 200)}` });
-    c.on('error', () => undefined);
-    await new Promise((r) => c.once('connect', r));
-    if (i % 10 === 0) {
-      c.resetAndDestroy();
-      return 'reset';
-    }
-    c.write(`msg ${i}`);
-    const back = await readAll(c);
-    return back.toString() === `msg ${i}` ? 'ok' : `bad: ${back.toString()}`;
-  }));
+  const results = await Promise.all(
+    Array.from({ length: 500 }, async (_, i) => {
+      const c = net.connect({ port: g.port(), host: '127.0.0.1', localAddress: `127.0.1.${1 + (i % 200)}` });
+      c.on('error', () => undefined);
+      await new Promise((r) => c.once('connect', r));
+      if (i % 10 === 0) {
+        c.resetAndDestroy();
+        return 'reset';
+      }
+      c.write(`msg ${i}`);
+      const back = await readAll(c);
+      return back.toString() === `msg ${i}` ? 'ok' : `bad: ${back.toString()}`;
+    }),
+  );
   t.equal(results.filter((r) => r === 'ok').length, 450, 'every other connection echoed its own bytes');
   const l = g.app.listeners[0]!;
   await waitFor(() => l.stats.active === 0, 10_000, 'no connection left active');
@@ -147,7 +160,10 @@ t.test('500 concurrent short connections, resets among them: all accounted for, 
 
 t.test('drain: stopAccepting closes the port and open relays finish', async (t) => {
   let upSocket: net.Socket | null = null;
-  const up = await server(t, (s) => { upSocket = s; s.on('error', () => undefined); });
+  const up = await server(t, (s) => {
+    upSocket = s;
+    s.on('error', () => undefined);
+  });
   const g = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'none' });
   const c = await connect({ port: g.port() });
   await waitFor(() => upSocket !== null, 5000, 'upstream connected');

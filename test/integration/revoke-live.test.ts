@@ -43,44 +43,50 @@ async function keepAlive(g: AdminGate, from: string): Promise<net.Socket> {
   return s;
 }
 
-t.test('removing entries through the API cuts the TCP stream and the HTTP keep-alive connection within 1 s; others keep theirs', async (t) => {
-  const g = await gate(t, ['127.0.0.3/32', '127.0.0.4/32', '127.0.0.5/32', '127.0.0.6/32']);
-  const tcpGone = await tcpStream(g, '127.0.0.3');
-  const tcpKept = await tcpStream(g, '127.0.0.4');
-  const httpGone = await keepAlive(g, '127.0.0.5');
-  const httpKept = await keepAlive(g, '127.0.0.6');
-  let keptClosed = false;
-  for (const s of [tcpKept, httpKept]) s.once('close', () => (keptClosed = true));
+t.test(
+  'removing entries through the API cuts the TCP stream and the HTTP keep-alive connection within 1 s; others keep theirs',
+  async (t) => {
+    const g = await gate(t, ['127.0.0.3/32', '127.0.0.4/32', '127.0.0.5/32', '127.0.0.6/32']);
+    const tcpGone = await tcpStream(g, '127.0.0.3');
+    const tcpKept = await tcpStream(g, '127.0.0.4');
+    const httpGone = await keepAlive(g, '127.0.0.5');
+    const httpKept = await keepAlive(g, '127.0.0.6');
+    let keptClosed = false;
+    for (const s of [tcpKept, httpKept]) s.once('close', () => (keptClosed = true));
 
-  const tcpClosed = closed(tcpGone, 5000);
-  const httpClosed = closed(httpGone, 5000);
-  const cur = await g.api('GET', '/v1/allowlists/main');
-  const put = await g.api('PUT', '/v1/allowlists/main', { headers: { 'if-match': cur.headers.etag! }, body: { entries: [{ cidr: '127.0.0.4/32' }, { cidr: '127.0.0.6/32' }] } });
-  t.equal(put.status, 200);
-  const acked = Date.now();
-  await tcpClosed;
-  const tcpMs = Date.now() - acked;
-  await httpClosed;
-  const httpMs = Date.now() - acked;
-  t.ok(tcpMs < 1000, `TCP stream cut ${tcpMs} ms after the acknowledgement`);
-  t.ok(httpMs < 1000, `HTTP keep-alive connection cut ${httpMs} ms after the acknowledgement`);
+    const tcpClosed = closed(tcpGone, 5000);
+    const httpClosed = closed(httpGone, 5000);
+    const cur = await g.api('GET', '/v1/allowlists/main');
+    const put = await g.api('PUT', '/v1/allowlists/main', {
+      headers: { 'if-match': cur.headers.etag! },
+      body: { entries: [{ cidr: '127.0.0.4/32' }, { cidr: '127.0.0.6/32' }] },
+    });
+    t.equal(put.status, 200);
+    const acked = Date.now();
+    await tcpClosed;
+    const tcpMs = Date.now() - acked;
+    await httpClosed;
+    const httpMs = Date.now() - acked;
+    t.ok(tcpMs < 1000, `TCP stream cut ${tcpMs} ms after the acknowledgement`);
+    t.ok(httpMs < 1000, `HTTP keep-alive connection cut ${httpMs} ms after the acknowledgement`);
 
-  t.equal(keptClosed, false, 'the still-allowed connections were not closed');
-  tcpKept.write('still here\n');
-  t.equal((await readUntil(tcpKept, 'still here\n')).toString(), 'still here\n', 'the still-allowed TCP stream carries on');
-  httpKept.write('GET /again HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
-  t.match((await readAll(httpKept)).toString(), /^HTTP\/1\.1 200 /, 'the still-allowed keep-alive connection serves its next request');
-  t.equal(g.app.listeners[0]!.stats.denied.get('revoked'), 1, 'TCP revocation counted');
-  t.equal(g.app.listeners[1]!.stats.denied.get('revoked'), 1, 'HTTP revocation counted');
-  tcpKept.destroy();
+    t.equal(keptClosed, false, 'the still-allowed connections were not closed');
+    tcpKept.write('still here\n');
+    t.equal((await readUntil(tcpKept, 'still here\n')).toString(), 'still here\n', 'the still-allowed TCP stream carries on');
+    httpKept.write('GET /again HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
+    t.match((await readAll(httpKept)).toString(), /^HTTP\/1\.1 200 /, 'the still-allowed keep-alive connection serves its next request');
+    t.equal(g.app.listeners[0]!.stats.denied.get('revoked'), 1, 'TCP revocation counted');
+    t.equal(g.app.listeners[1]!.stats.denied.get('revoked'), 1, 'HTTP revocation counted');
+    tcpKept.destroy();
 
-  // New connections from the removed clients are denied at once.
-  const again = await connect({ port: g.port('tcp'), localAddress: '127.0.0.3' });
-  t.equal((await readAll(again)).length, 0, 'a new TCP connection from the removed client is closed');
-  const web = await connect({ port: g.port('web'), localAddress: '127.0.0.5' });
-  web.write('GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
-  t.match((await readAll(web)).toString(), /^HTTP\/1\.1 403 /, 'a new HTTP request from the removed client gets 403');
-});
+    // New connections from the removed clients are denied at once.
+    const again = await connect({ port: g.port('tcp'), localAddress: '127.0.0.3' });
+    t.equal((await readAll(again)).length, 0, 'a new TCP connection from the removed client is closed');
+    const web = await connect({ port: g.port('web'), localAddress: '127.0.0.5' });
+    web.write('GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
+    t.match((await readAll(web)).toString(), /^HTTP\/1\.1 403 /, 'a new HTTP request from the removed client gets 403');
+  },
+);
 
 t.test('DELETE of one entry cuts only that client', async (t) => {
   const g = await gate(t, ['127.0.0.3/32', '127.0.0.0/24']);

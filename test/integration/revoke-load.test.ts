@@ -47,16 +47,27 @@ t.test('100 updates under load: no failure for allowed clients; write-to-enforce
   t.teardown(() => web.close());
   const [adminPort, tcpPort, webPort] = [await freePort(), await freePort(), await freePort()];
   const dir = tmpDir('ipgate-load-');
-  const proc = spawnIpgate([], {
-    logging: { level: 'warn', access: false },
-    store: { type: 'file', path: path.join(dir, 'allowlists.json') },
-    admin: { listen: `127.0.0.1:${adminPort}` },
-    allowlists: { main: ['127.0.0.0/28', `${VICTIM}/32`] },
-    listeners: [
-      { name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${tcpPort}`, allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1' },
-      { name: 'web', mode: 'http', listen: `127.0.0.1:${webPort}`, allowlist: 'main', upstreams: [`127.0.0.1:${web.port}`] },
-    ],
-  }, { IPGATE_ADMIN_TOKEN: TOKEN });
+  const proc = spawnIpgate(
+    [],
+    {
+      logging: { level: 'warn', access: false },
+      store: { type: 'file', path: path.join(dir, 'allowlists.json') },
+      admin: { listen: `127.0.0.1:${adminPort}` },
+      allowlists: { main: ['127.0.0.0/28', `${VICTIM}/32`] },
+      listeners: [
+        {
+          name: 'tcp',
+          mode: 'tcp',
+          listen: `127.0.0.1:${tcpPort}`,
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${echo}`],
+          outboundProxyProtocol: 'v1',
+        },
+        { name: 'web', mode: 'http', listen: `127.0.0.1:${webPort}`, allowlist: 'main', upstreams: [`127.0.0.1:${web.port}`] },
+      ],
+    },
+    { IPGATE_ADMIN_TOKEN: TOKEN },
+  );
   t.teardown(async () => {
     if (proc.child.exitCode === null) {
       proc.child.kill('SIGKILL');
@@ -64,11 +75,21 @@ t.test('100 updates under load: no failure for allowed clients; write-to-enforce
     }
   });
   const base = `http://127.0.0.1:${adminPort}`;
-  await waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`ipgate exited: ${proc.stderr()}${proc.stdout()}`);
-    return request(base, 'GET', '/readyz', { token: null }).then((r) => r.status === 200, () => false);
-  }, 10_000, 'ipgate ready');
-  const g = { port: (name: string) => (name === 'tcp' ? tcpPort : webPort), api: (m: string, u: string, o?: Parameters<typeof request>[3]) => request(base, m, u, o) };
+  await waitFor(
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`ipgate exited: ${proc.stderr()}${proc.stdout()}`);
+      return request(base, 'GET', '/readyz', { token: null }).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+    },
+    10_000,
+    'ipgate ready',
+  );
+  const g = {
+    port: (name: string) => (name === 'tcp' ? tcpPort : webPort),
+    api: (m: string, u: string, o?: Parameters<typeof request>[3]) => request(base, m, u, o),
+  };
   const stats = { tcpOk: 0, httpOk: 0, failures: [] as string[] };
   let running = true;
 
@@ -101,7 +122,10 @@ t.test('100 updates under load: no failure for allowed clients; write-to-enforce
     }
     agent.destroy();
   };
-  const workers = [...Array.from({ length: TCP_WORKERS }, (_, k) => tcpWorker(k)), ...Array.from({ length: HTTP_WORKERS }, (_, k) => httpWorker(k))];
+  const workers = [
+    ...Array.from({ length: TCP_WORKERS }, (_, k) => tcpWorker(k)),
+    ...Array.from({ length: HTTP_WORKERS }, (_, k) => httpWorker(k)),
+  ];
 
   const fromAck: number[] = [];
   const fromSend: number[] = [];
@@ -130,7 +154,9 @@ t.test('100 updates under load: no failure for allowed clients; write-to-enforce
       writeMs.push(acked - sent);
     } else {
       const sent = performance.now();
-      const r = await g.api('POST', '/v1/allowlists/main/entries', { body: { entries: [{ cidr: `${VICTIM}/32`, comment: `round ${i}` }] } });
+      const r = await g.api('POST', '/v1/allowlists/main/entries', {
+        body: { entries: [{ cidr: `${VICTIM}/32`, comment: `round ${i}` }] },
+      });
       writeMs.push(performance.now() - sent);
       if (r.status !== 200) throw new Error(`update ${i}: HTTP ${r.status} ${r.text}`);
     }
@@ -139,7 +165,7 @@ t.test('100 updates under load: no failure for allowed clients; write-to-enforce
   running = false;
   await Promise.all(workers);
 
-  t.equal(notCut, 0, 'every removed client\'s stream was cut within 1 s of the acknowledgement');
+  t.equal(notCut, 0, "every removed client's stream was cut within 1 s of the acknowledgement");
   t.same(stats.failures.slice(0, 5), [], `no failed connection or request for allowed clients (${stats.failures.length} failures)`);
   t.ok(stats.tcpOk > 50 && stats.httpOk > 50, `load ran throughout: ${stats.tcpOk} TCP streams, ${stats.httpOk} HTTP requests`);
   const audit = await g.api('GET', '/v1/audit?limit=1000');
@@ -147,8 +173,14 @@ t.test('100 updates under load: no failure for allowed clients; write-to-enforce
   t.ok(fs.existsSync(path.join(dir, 'allowlists.json')));
   for (const a of [fromAck, fromSend, writeMs]) a.sort((x, y) => x - y);
   const f = (n: number): string => n.toFixed(2);
-  t.comment(`write -> enforcement (removed client's stream closed), from the acknowledgement: p50 ${f(pct(fromAck, 50))} ms, p99 ${f(pct(fromAck, 99))} ms, max ${f(fromAck[fromAck.length - 1]!)} ms (negative: cut before the ack arrived)`);
-  t.comment(`from the request being sent: p50 ${f(pct(fromSend, 50))} ms, p99 ${f(pct(fromSend, 99))} ms; acknowledged write round trip p50 ${f(pct(writeMs, 50))} ms, p99 ${f(pct(writeMs, 99))} ms`);
-  t.comment(`${UPDATES} updates in ${updatesSeconds.toFixed(1)} s under load (${(UPDATES / updatesSeconds).toFixed(0)}/s); load: ${stats.tcpOk} TCP streams, ${stats.httpOk} HTTP requests`);
+  t.comment(
+    `write -> enforcement (removed client's stream closed), from the acknowledgement: p50 ${f(pct(fromAck, 50))} ms, p99 ${f(pct(fromAck, 99))} ms, max ${f(fromAck[fromAck.length - 1]!)} ms (negative: cut before the ack arrived)`,
+  );
+  t.comment(
+    `from the request being sent: p50 ${f(pct(fromSend, 50))} ms, p99 ${f(pct(fromSend, 99))} ms; acknowledged write round trip p50 ${f(pct(writeMs, 50))} ms, p99 ${f(pct(writeMs, 99))} ms`,
+  );
+  t.comment(
+    `${UPDATES} updates in ${updatesSeconds.toFixed(1)} s under load (${(UPDATES / updatesSeconds).toFixed(0)}/s); load: ${stats.tcpOk} TCP streams, ${stats.httpOk} HTTP requests`,
+  );
   t.ok(pct(fromAck, 99) < 1000, 'p99 under 1 s');
 });

@@ -41,11 +41,21 @@ const INSIDER = '127.0.0.3';
 
 /** Which route each location belongs to. */
 const ROUTE_OF: Record<Location, string> = {
-  'admin-host': 'admin', 'www-admin': 'www-admin', 'www-public': 'www-public', 'www-root': 'www', default: 'default',
+  'admin-host': 'admin',
+  'www-admin': 'www-admin',
+  'www-public': 'www-public',
+  'www-root': 'www',
+  default: 'default',
 };
 const GUARDED = new Set(['admin', 'www-admin']);
 /** The host part of a route: a mismatch between two routes of one host is the path's doing. */
-const HOST_OF: Record<string, string> = { admin: 'admin.example.com', 'www-admin': 'www.example.com', 'www-public': 'www.example.com', www: 'www.example.com', default: '*' };
+const HOST_OF: Record<string, string> = {
+  admin: 'admin.example.com',
+  'www-admin': 'www.example.com',
+  'www-public': 'www.example.com',
+  www: 'www.example.com',
+  default: '*',
+};
 
 function routes(ignoreCase: boolean): Record<string, unknown>[] {
   const ic = ignoreCase ? { ignoreCase: true } : {};
@@ -89,7 +99,10 @@ class AccessLines {
     if (found !== undefined) return found;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no access line for ${agent} within ${ms} ms`)), ms);
-      this.waiting.set(agent, () => { clearTimeout(timer); resolve(); });
+      this.waiting.set(agent, () => {
+        clearTimeout(timer);
+        resolve();
+      });
     });
     this.waiting.delete(agent);
     return this.byAgent.get(agent)!;
@@ -119,7 +132,10 @@ class Tally {
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }
   summary(): string {
-    return [...this.counts].sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}: ${v}`).join(', ');
+    return [...this.counts]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${k}: ${v}`)
+      .join(', ');
   }
 }
 
@@ -128,18 +144,36 @@ const show = (i: RouteInput): string => `${JSON.stringify(i.target)} Host ${JSON
 t.test('route differential: every served location belongs to the route ipgate decided', { skip }, async (t) => {
   const [nginx, tomcat, whatwg] = await Promise.all([locationNginx(t), locationTomcat(t), locationWhatwg(t)]);
   const listener = (name: string, port: number, extra: { ignoreCase?: boolean; servlet?: boolean } = {}): Record<string, unknown> => ({
-    name, mode: 'http', listen: '127.0.0.1:0', allowlist: 'open', upstreams: [`127.0.0.1:${port}`],
-    http: extra.servlet === true ? { pathParameters: 'servlet' } : {}, routes: routes(extra.ignoreCase === true),
+    name,
+    mode: 'http',
+    listen: '127.0.0.1:0',
+    allowlist: 'open',
+    upstreams: [`127.0.0.1:${port}`],
+    http: extra.servlet === true ? { pathParameters: 'servlet' } : {},
+    routes: routes(extra.ignoreCase === true),
   });
-  const g = await startIpgate({
-    allowlists: { open: ['127.0.0.0/8'], guarded: [`${INSIDER}/32`] },
-    listeners: [listener('nginx', nginx), listener('tomcat', tomcat), listener('tomcat-servlet', tomcat, { servlet: true }), listener('whatwg', whatwg, { ignoreCase: true })],
-  }, 'info');
+  const g = await startIpgate(
+    {
+      allowlists: { open: ['127.0.0.0/8'], guarded: [`${INSIDER}/32`] },
+      listeners: [
+        listener('nginx', nginx),
+        listener('tomcat', tomcat),
+        listener('tomcat-servlet', tomcat, { servlet: true }),
+        listener('whatwg', whatwg, { ignoreCase: true }),
+      ],
+    },
+    'info',
+  );
   t.teardown(() => g.app.shutdown(0));
   const access = new AccessLines(g.logs);
   t.comment(`route differential: seed ${SEED} (replay: IPGATE_DIFF_SEED=${SEED}), ${BUDGET_MS} ms per backend`);
 
-  const backends: Array<[name: string, ms: number]> = [['nginx', BUDGET_MS], ['tomcat', BUDGET_MS], ['tomcat-servlet', BUDGET_MS / 2], ['whatwg', BUDGET_MS]];
+  const backends: Array<[name: string, ms: number]> = [
+    ['nginx', BUDGET_MS],
+    ['tomcat', BUDGET_MS],
+    ['tomcat-servlet', BUDGET_MS / 2],
+    ['whatwg', BUDGET_MS],
+  ];
   for (const [name, ms] of backends) {
     const tally = new Tally();
     const rand = prng(SEED);
@@ -177,12 +211,21 @@ t.test('route differential: every served location belongs to the route ipgate de
 
     t.comment(`${name}: ${tally.inputs} inputs x 2 clients: ${tally.summary()}`);
     t.ok(tally.inputs >= 50, `${name}: enough inputs in the time box (${tally.inputs})`);
-    const examples = (cause: Failure['cause']): string[] => tally.failures.filter((f) => f.cause === cause).slice(0, 12)
-      .map((f) => `${f.from} ${show(f.input)}: decided ${f.decided}, served ${f.served} (${f.status})`);
+    const examples = (cause: Failure['cause']): string[] =>
+      tally.failures
+        .filter((f) => f.cause === cause)
+        .slice(0, 12)
+        .map((f) => `${f.from} ${show(f.input)}: decided ${f.decided}, served ${f.served} (${f.status})`);
     t.same(examples('allowlist'), [], `${name}: no guarded route's request from ${ATTACKER} is forwarded`);
     t.same(examples('path'), [], `${name}: no input is served by another path's route of its host than the decided one`);
     t.same(examples('host'), [], `${name}: no input is served by another host's route than the decided one`);
-    t.ok([...tally.counts.keys()].some((k) => k.endsWith('served by the decided route')), `${name}: some inputs were served (the check is not vacuous)`);
-    t.ok([...tally.counts.keys()].some((k) => / ipgate 40\d$/.test(k)), `${name}: some inputs were refused by ipgate`);
+    t.ok(
+      [...tally.counts.keys()].some((k) => k.endsWith('served by the decided route')),
+      `${name}: some inputs were served (the check is not vacuous)`,
+    );
+    t.ok(
+      [...tally.counts.keys()].some((k) => / ipgate 40\d$/.test(k)),
+      `${name}: some inputs were refused by ipgate`,
+    );
   }
 });

@@ -19,11 +19,24 @@ async function gate(t: Test, allow: unknown[], dir?: string, more: Record<string
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
   const echo = (server.address() as net.AddressInfo).port;
-  return startAdminGate(t, {
-    allowlists: { main: allow },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1' }],
-    ...more,
-  }, { ...(dir ? { dir } : {}), store: { pollIntervalMs: 200 } });
+  return startAdminGate(
+    t,
+    {
+      allowlists: { main: allow },
+      listeners: [
+        {
+          name: 'tcp',
+          mode: 'tcp',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${echo}`],
+          outboundProxyProtocol: 'v1',
+        },
+      ],
+      ...more,
+    },
+    { ...(dir ? { dir } : {}), store: { pollIntervalMs: 200 } },
+  );
 }
 
 const doc = (lists: Record<string, { revision: number; entries: unknown[] }>): string =>
@@ -47,13 +60,13 @@ async function admitted(g: AdminGate, from: string): Promise<boolean> {
   }
 }
 
-t.test('first start writes the config\'s lists to the file', async (t) => {
+t.test("first start writes the config's lists to the file", async (t) => {
   const g = await gate(t, ['127.0.0.3/32', { cidr: '2001:db8::/32', comment: 'v6' }]);
   const parsed = parseDocument(fs.readFileSync(g.file, 'utf8'));
   t.ok(parsed.ok);
   if (!parsed.ok) return;
   t.same(parsed.lists.get('main')!.entries, [{ cidr: '127.0.0.3/32' }, { cidr: '2001:db8::/32', comment: 'v6' }]);
-  t.equal(parsed.lists.get('main')!.version, g.app.lists.get('main').version, 'the file\'s version is the applied one');
+  t.equal(parsed.lists.get('main')!.version, g.app.lists.get('main').version, "the file's version is the applied one");
   t.same(fs.readdirSync(g.dir).sort(), ['allowlists.json', 'token'], 'no temp file left behind');
 });
 
@@ -85,10 +98,15 @@ t.test('an external edit is applied, audited, and revokes what it removes', asyn
   t.pass(`applied ${ms} ms after the edit`);
   t.not(g.app.lists.get('main').version, before);
   await sClosed;
-  t.pass('the removed client\'s stream was cut');
+  t.pass("the removed client's stream was cut");
   t.ok(await admitted(g, '127.0.0.4'), 'the added client is admitted');
   const audit = await g.api('GET', '/v1/audit');
-  t.match(audit.json.records[0], { who: 'file edit', action: 'external', added: [{ cidr: '127.0.0.4/32' }], removed: [{ cidr: '127.0.0.3/32' }] });
+  t.match(audit.json.records[0], {
+    who: 'file edit',
+    action: 'external',
+    added: [{ cidr: '127.0.0.4/32' }],
+    removed: [{ cidr: '127.0.0.3/32' }],
+  });
   const stale = await g.api('PUT', '/v1/allowlists/main', { headers: { 'if-match': `"${before}"` }, body: { entries: [] } });
   t.equal(stale.status, 412, 'the ETag read before the hand edit is stale');
   // An in-place write (truncate + write, no rename) is seen too.
@@ -116,11 +134,15 @@ t.test('corrupt or invalid content is refused with a clear log line; the last go
   for (const [what, text, reason] of cases) {
     const n = g.logs.lines.length;
     editFile(g.file, text);
-    await waitFor(() => g.logs.lines.slice(n).some((l) => l.msg === 'allowlist store file refused; the last good lists stay in force'), 5000, `${what} refused`);
+    await waitFor(
+      () => g.logs.lines.slice(n).some((l) => l.msg === 'allowlist store file refused; the last good lists stay in force'),
+      5000,
+      `${what} refused`,
+    );
     const line = g.logs.lines.slice(n).find((l) => l.msg === 'allowlist store file refused; the last good lists stay in force')!;
     t.match(line, { level: 'error', reason, path: g.file }, `${what}: one error line with the reason`);
     t.equal(g.app.lists.get('main').version, good, `${what}: the last good list stays in force`);
-    t.ok(await admitted(g, '127.0.0.8') === false && await admitted(g, '127.0.0.3'), `${what}: decisions unchanged`);
+    t.ok((await admitted(g, '127.0.0.8')) === false && (await admitted(g, '127.0.0.3')), `${what}: decisions unchanged`);
   }
   t.equal(cut, false, 'the open stream was never disturbed');
   const ready = await g.api('GET', '/readyz', { token: null });
@@ -129,7 +151,11 @@ t.test('corrupt or invalid content is refused with a clear log line; the last go
   // Repeated polls of the same bad content do not repeat the log line.
   const count = g.logs.lines.filter((l) => l.msg === 'allowlist store file refused; the last good lists stay in force').length;
   await new Promise((r) => setTimeout(r, 500));
-  t.equal(g.logs.lines.filter((l) => l.msg === 'allowlist store file refused; the last good lists stay in force').length, count, 'logged once per distinct content');
+  t.equal(
+    g.logs.lines.filter((l) => l.msg === 'allowlist store file refused; the last good lists stay in force').length,
+    count,
+    'logged once per distinct content',
+  );
   // A valid edit after that is applied again.
   editFile(g.file, doc({ main: { revision: 5, entries: [{ cidr: '127.0.0.3/32' }, { cidr: '127.0.0.8/32' }] } }));
   await waitFor(() => g.app.lists.get('main').version !== good, 5000, 'valid edit applied');
@@ -159,7 +185,10 @@ t.test('a corrupt file at boot stops the start and is never overwritten', async 
     store: { type: 'file', path: file },
     allowlists: { main: ['127.0.0.3/32'] },
     listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
-  }).then(() => null, (e: unknown) => e);
+  }).then(
+    () => null,
+    (e: unknown) => e,
+  );
   t.type(err, StoreLoadError);
   t.match((err as Error).message, /allowlists\.json is refused: not valid JSON.*never overwrites it/);
   t.equal(fs.readFileSync(file, 'utf8'), '{"format": "ipgate.allowlists/v1", "lists": {', 'left untouched');

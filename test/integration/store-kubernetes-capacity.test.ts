@@ -34,14 +34,20 @@ async function replicas(t: Test): Promise<{ fake: FakeKubeApi; a: Started & { ba
   fs.writeFileSync(tokenFile, `${TOKEN}\n`);
   const saved = process.env.KUBECONFIG;
   process.env.KUBECONFIG = fake.writeKubeconfig(dir);
-  t.teardown(() => { if (saved === undefined) delete process.env.KUBECONFIG; else process.env.KUBECONFIG = saved; });
+  t.teardown(() => {
+    if (saved === undefined) delete process.env.KUBECONFIG;
+    else process.env.KUBECONFIG = saved;
+  });
   const start = async (): Promise<Started & { base: string }> => {
-    const g = await startIpgate({
-      store: { type: 'kubernetes', namespace: NS, configMap: CM },
-      admin: { listen: '127.0.0.1:0', tokenFile, bodyLimit: 8 * 1024 * 1024 },
-      allowlists: { main: [] },
-      listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
-    }, 'info');
+    const g = await startIpgate(
+      {
+        store: { type: 'kubernetes', namespace: NS, configMap: CM },
+        admin: { listen: '127.0.0.1:0', tokenFile, bodyLimit: 8 * 1024 * 1024 },
+        allowlists: { main: [] },
+        listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
+      },
+      'info',
+    );
     t.teardown(() => g.app.shutdown(0));
     return { ...g, base: `http://127.0.0.1:${g.app.admin!.address.port}` };
   };
@@ -68,7 +74,11 @@ t.test('40,000 /32 entries round-trip through the ConfigMap within 1 MiB; past t
   }
 
   const before = fake.get(NS, CM)!.metadata.resourceVersion;
-  const big = await request(a.base, 'PUT', '/v1/allowlists/main', { token: TOKEN, headers: { 'if-match': '*' }, body: { entries: hosts(70_000) } });
+  const big = await request(a.base, 'PUT', '/v1/allowlists/main', {
+    token: TOKEN,
+    headers: { 'if-match': '*' },
+    body: { entries: hosts(70_000) },
+  });
   t.equal(big.status, 413, big.text.slice(0, 300));
   t.equal(big.json.error, 'too_large');
   t.match(big.json.message, /at most 1048576 bytes \(1 MiB\): about \d+ entries like these fit/, 'names the limit and what fits');

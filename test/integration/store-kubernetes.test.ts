@@ -44,7 +44,9 @@ async function cluster(t: Test): Promise<{ fake: FakeKubeApi; a: Replica; b: Rep
   process.env.KUBECONFIG = fake.writeKubeconfig(dir);
   process.env.POD_NAMESPACE = NS; // store.namespace null: the pod's own, from the downward API
   t.teardown(() => {
-    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    for (const [k, v] of Object.entries(saved))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
   });
   const upstream = await echoUpstream(t);
   const start = async (): Promise<Replica> => {
@@ -58,7 +60,8 @@ async function cluster(t: Test): Promise<{ fake: FakeKubeApi; a: Replica; b: Rep
     const base = `http://127.0.0.1:${g.app.admin!.address.port}`;
     return {
       ...g,
-      api: (method, url, body, ifMatch) => request(base, method, url, { token: TOKEN, body, headers: ifMatch ? { 'if-match': ifMatch } : {} }),
+      api: (method, url, body, ifMatch) =>
+        request(base, method, url, { token: TOKEN, body, headers: ifMatch ? { 'if-match': ifMatch } : {} }),
       allows: (ip) => g.app.service.check('main', ip).allowed,
     };
   };
@@ -72,7 +75,10 @@ async function through(r: Replica, ip: string): Promise<'allowed' | 'denied'> {
   s.on('error', () => undefined);
   s.write('ping\n');
   const outcome = await Promise.race([
-    readUntil(s, 'ping\n', 5000).then(() => 'allowed' as const, () => 'denied' as const),
+    readUntil(s, 'ping\n', 5000).then(
+      () => 'allowed' as const,
+      () => 'denied' as const,
+    ),
     closed(s, 5000).then(() => 'denied' as const),
   ]);
   s.destroy();
@@ -91,7 +97,7 @@ t.test('two replicas converge on every change, whoever makes it; stale writes ge
   const g1 = await a.api('GET', '/v1/allowlists/main');
   const put = await a.api('PUT', '/v1/allowlists/main', { entries: [{ cidr: `${ALLOWED}/32` }] }, g1.headers.etag);
   t.equal(put.status, 200, put.text);
-  await waitFor(both(a, b, ALLOWED, true), 5000, 'b applies a\'s change');
+  await waitFor(both(a, b, ALLOWED, true), 5000, "b applies a's change");
   t.equal(b.app.lists.get('main').version, put.json.version, 'b enforces the version a wrote');
   t.equal(await through(b, ALLOWED), 'allowed', 'a real client is now allowed through b');
   t.equal(await through(b, OTHER), 'denied', 'and the removed one denied');
@@ -99,7 +105,7 @@ t.test('two replicas converge on every change, whoever makes it; stale writes ge
   // A stale version through b: 412, and a's change stays.
   const stale = await b.api('PUT', '/v1/allowlists/main', { entries: [{ cidr: `${OTHER}/32` }] }, g1.headers.etag);
   t.equal(stale.status, 412, stale.text);
-  t.ok(a.allows(ALLOWED) && b.allows(ALLOWED) && !b.allows(OTHER), 'a\'s change is not lost');
+  t.ok(a.allows(ALLOWED) && b.allows(ALLOWED) && !b.allows(OTHER), "a's change is not lost");
 
   // The same race with b not yet told (its watch lagging): the PUT gets 409, b re-reads, 412.
   fake.pauseWatches();
@@ -108,14 +114,17 @@ t.test('two replicas converge on every change, whoever makes it; stale writes ge
   t.equal(add.status, 200, add.text);
   const lagging = await b.api('PUT', '/v1/allowlists/main', { entries: [] }, g2.headers.etag);
   t.equal(lagging.status, 412, 'refused after the 409 re-read');
-  t.ok(fake.requests.some((r) => r.method === 'PUT' && r.status === 409), 'the API answered 409');
-  t.ok(b.allows('192.0.2.1') && b.allows(ALLOWED), 'b holds a\'s change, re-read on the conflict');
+  t.ok(
+    fake.requests.some((r) => r.method === 'PUT' && r.status === 409),
+    'the API answered 409',
+  );
+  t.ok(b.allows('192.0.2.1') && b.allows(ALLOWED), "b holds a's change, re-read on the conflict");
   fake.resumeWatches();
 
   // Through b's admin API (no If-Match: add re-applies on conflict).
   const addB = await b.api('POST', '/v1/allowlists/main/entries', { entries: [{ cidr: '198.51.100.0/24' }] });
   t.equal(addB.status, 200, addB.text);
-  await waitFor(both(a, b, '198.51.100.9', true), 5000, 'a applies b\'s change');
+  await waitFor(both(a, b, '198.51.100.9', true), 5000, "a applies b's change");
   t.ok(a.allows('192.0.2.1') && a.allows(ALLOWED), 'nothing lost on the way');
 
   // Directly on the ConfigMap (kubectl edit).
@@ -146,7 +155,10 @@ t.test('a dropped watch, 410 Gone and an invalid document: both replicas keep th
   fake.resumeWatches();
   fake.dropWatches();
   await waitFor(both(a, b, '198.51.100.1', true), 8000, 'converged through 410 Gone and a relist');
-  t.ok(a.logs.find((l) => /410 Gone/.test(String(l.msg))), 'a logged the relist');
+  t.ok(
+    a.logs.find((l) => /410 Gone/.test(String(l.msg))),
+    'a logged the relist',
+  );
 
   set([{ cidr: '10.0.0.1/8' }], 12); // host bits set: invalid
   await waitFor(() => a.app.service.store.lastRefusal() !== null && b.app.service.store.lastRefusal() !== null, 5000, 'refused by both');

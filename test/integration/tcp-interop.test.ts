@@ -23,16 +23,23 @@ t.test('HAProxy send-proxy / send-proxy-v2 in front of ipgate', { skip: missing(
   const backend = await echoBackend(t);
   const g = await startIpgate({
     allowlists: { main: ['127.0.0.21/32', '127.0.0.22/32'] },
-    listeners: [{
-      name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main',
-      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.1/32'] },
-      upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v2',
-    }],
+    listeners: [
+      {
+        name: 'tcp',
+        mode: 'tcp',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.1/32'] },
+        upstreams: [`127.0.0.1:${backend}`],
+        outboundProxyProtocol: 'v2',
+      },
+    ],
   });
   t.teardown(() => g.app.shutdown(0));
   const v1Port = await freePort();
   const v2Port = await freePort();
-  const haproxy = await startHaproxy(`
+  const haproxy = await startHaproxy(
+    `
 frontend fe_v1
   mode tcp
   bind 127.0.0.1:${v1Port}
@@ -47,15 +54,24 @@ frontend fe_v2
 backend be_v2
   mode tcp
   server ipgate 127.0.0.1:${g.port()} send-proxy-v2
-`, [v1Port, v2Port]);
+`,
+    [v1Port, v2Port],
+  );
   t.teardown(haproxy.stop);
   const stats = g.app.listeners[0]!.stats;
 
-  for (const [name, port, client] of [['send-proxy', v1Port, '127.0.0.21'], ['send-proxy-v2', v2Port, '127.0.0.22']] as const) {
+  for (const [name, port, client] of [
+    ['send-proxy', v1Port, '127.0.0.21'],
+    ['send-proxy-v2', v2Port, '127.0.0.22'],
+  ] as const) {
     const c = await connect({ port, localAddress: client });
     c.write('x\n');
     const line = await readLine(c);
-    t.match(line, new RegExp(`^ipgate-echo client=${client.replace(/\./g, '\\.')}:${c.localPort} via=proxy-v2`), `${name}: the backend learns HAProxy's client ${client}`);
+    t.match(
+      line,
+      new RegExp(`^ipgate-echo client=${client.replace(/\./g, '\\.')}:${c.localPort} via=proxy-v2`),
+      `${name}: the backend learns HAProxy's client ${client}`,
+    );
     c.destroy();
   }
   // A client HAProxy forwards but the allowlist does not name is denied on the PROXY address.
@@ -68,23 +84,40 @@ backend be_v2
 
 t.test('nginx stream proxy_protocol accepts ipgate outbound v1 and v2', { skip: missing('nginx') }, async (t) => {
   const nginxPort = await freePort();
-  const nginx = await startNginx(`
+  const nginx = await startNginx(
+    `
 stream {
   server {
     listen 127.0.0.1:${nginxPort} proxy_protocol;
     return "nginx saw $proxy_protocol_addr:$proxy_protocol_port to $proxy_protocol_server_addr:$proxy_protocol_server_port\\n";
   }
-}`, [nginxPort], { stream: true });
+}`,
+    [nginxPort],
+    { stream: true },
+  );
   t.teardown(nginx.stop);
   for (const version of ['v1', 'v2'] as const) {
     const g = await startIpgate({
       allowlists: { main: ['127.0.0.31/32'] },
-      listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${nginxPort}`], outboundProxyProtocol: version }],
+      listeners: [
+        {
+          name: 'tcp',
+          mode: 'tcp',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${nginxPort}`],
+          outboundProxyProtocol: version,
+        },
+      ],
     });
     t.teardown(() => g.app.shutdown(0));
     const c = await connect({ port: g.port(), localAddress: '127.0.0.31' });
     const line = await readLine(c);
-    t.equal(line, `nginx saw 127.0.0.31:${c.localPort} to 127.0.0.1:${g.port()}`, `${version}: nginx reports the real client and destination`);
+    t.equal(
+      line,
+      `nginx saw 127.0.0.31:${c.localPort} to 127.0.0.1:${g.port()}`,
+      `${version}: nginx reports the real client and destination`,
+    );
     c.destroy();
   }
 });
@@ -93,18 +126,33 @@ t.test('HAProxy accept-proxy accepts ipgate outbound v1 and v2', { skip: missing
   const v1Port = await freePort();
   const v2Port = await freePort();
   // HAProxy answers an HTTP request with the source address it took from the PROXY header.
-  const haproxy = await startHaproxy(`
+  const haproxy = await startHaproxy(
+    `
 frontend fe
   mode http
   bind 127.0.0.1:${v1Port} accept-proxy
   bind 127.0.0.1:${v2Port} accept-proxy
   http-request return status 200 content-type text/plain lf-string "haproxy saw %[src]:%[src_port]\\n"
-`, [v1Port, v2Port]);
+`,
+    [v1Port, v2Port],
+  );
   t.teardown(haproxy.stop);
-  for (const [version, port] of [['v1', v1Port], ['v2', v2Port]] as const) {
+  for (const [version, port] of [
+    ['v1', v1Port],
+    ['v2', v2Port],
+  ] as const) {
     const g = await startIpgate({
       allowlists: { main: ['127.0.0.41/32'] },
-      listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${port}`], outboundProxyProtocol: version }],
+      listeners: [
+        {
+          name: 'tcp',
+          mode: 'tcp',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${port}`],
+          outboundProxyProtocol: version,
+        },
+      ],
     });
     t.teardown(() => g.app.shutdown(0));
     const c = await connect({ port: g.port(), localAddress: '127.0.0.41' });

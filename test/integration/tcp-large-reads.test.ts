@@ -25,15 +25,23 @@ function send(socket: net.Socket, total: number, seed: number): Promise<string> 
 async function upstreamServer(t: Test, onConn: (s: net.Socket) => void): Promise<number> {
   const server = net.createServer({ allowHalfOpen: true }, onConn);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { server.close(() => r()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+      }),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
 async function gate(t: Test, upstream: number): Promise<number> {
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'bulk', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`] }],
-  }, 'warn');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [{ name: 'bulk', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${upstream}`] }],
+    },
+    'warn',
+  );
   t.teardown(() => g.app.shutdown(0));
   return g.port();
 }
@@ -99,12 +107,17 @@ t.test('a stalled reader after the switch: the sender is blocked, the proxy buff
     const pump = (): void => {
       while (written < 512 * MiB) {
         written += block.length;
-        if (!s.write(block)) { s.once('drain', pump); return; }
+        if (!s.write(block)) {
+          s.once('drain', pump);
+          return;
+        }
       }
     };
     pump();
   });
-  t.teardown(() => { up?.destroy(); });
+  t.teardown(() => {
+    up?.destroy();
+  });
   const port = await gate(t, upstream);
   const c = await connect({ port });
   // Read 8 MiB (the direction switches), then stop reading for good.
@@ -120,13 +133,17 @@ t.test('a stalled reader after the switch: the sender is blocked, the proxy buff
   });
   t.equal(largeReadStats.switched - before, 1, 'the upstream -> client direction switched');
   let last = -1;
-  await waitFor(async () => {
-    const now = written;
-    const stable = now === last;
-    last = now;
-    await new Promise((r) => setTimeout(r, 300));
-    return stable;
-  }, 20_000, 'sender blocked');
+  await waitFor(
+    async () => {
+      const now = written;
+      const stable = now === last;
+      last = now;
+      await new Promise((r) => setTimeout(r, 300));
+      return stable;
+    },
+    20_000,
+    'sender blocked',
+  );
   // Kernel socket buffers on both hops plus the relay's 256 KiB: each hop can hold at most the
   // kernel's receive plus send buffer maxima (autotuned up to net.ipv4.tcp_rmem / tcp_wmem's
   // third field: 6 MiB + 4 MiB on a stock kernel, 32 MiB + 4 MiB on some CI machines, where a
@@ -134,7 +151,10 @@ t.test('a stalled reader after the switch: the sender is blocked, the proxy buff
   const kernelMax = (f: string): number => Number(fs.readFileSync(`/proc/sys/net/ipv4/${f}`, 'utf8').trim().split(/\s+/)[2]);
   const bound = 2 * (kernelMax('tcp_rmem') + kernelMax('tcp_wmem')) + MiB;
   t.ok(bound < 256 * MiB, `the kernel's buffers (${(bound / MiB).toFixed(0)} MiB) leave the check meaningful`);
-  t.ok(written - got < bound, `sender blocked with ${((written - got) / MiB).toFixed(1)} MiB in flight (kernel bound ${(bound / MiB).toFixed(0)} MiB), not 512 MiB`);
+  t.ok(
+    written - got < bound,
+    `sender blocked with ${((written - got) / MiB).toFixed(1)} MiB in flight (kernel bound ${(bound / MiB).toFixed(0)} MiB), not 512 MiB`,
+  );
   c.destroy();
 });
 
@@ -166,12 +186,24 @@ t.test('read buffers go back to the pool when a relay closes, and are reused', a
 
 t.test('a bad IPGATE_RELAY_READ_BUFFER stops the start-up with its name and value', async (t) => {
   const port = await freePort();
-  const p = spawnIpgate([], {
-    admin: { listen: null }, store: { type: 'memory' }, allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'bulk', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
-  }, { IPGATE_RELAY_READ_BUFFER: '64k' });
-  t.teardown(() => { p.child.kill('SIGKILL'); });
+  const p = spawnIpgate(
+    [],
+    {
+      admin: { listen: null },
+      store: { type: 'memory' },
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [{ name: 'bulk', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
+    },
+    { IPGATE_RELAY_READ_BUFFER: '64k' },
+  );
+  t.teardown(() => {
+    p.child.kill('SIGKILL');
+  });
   t.equal(await p.exited, 1, 'exit status 1');
   // The fatal log line's msg (JSON: the quotes escaped).
-  t.match(p.stdout() + p.stderr(), '"msg":"IPGATE_RELAY_READ_BUFFER: \\"64k\\": not a whole number of bytes"', 'the message names the variable and the value');
+  t.match(
+    p.stdout() + p.stderr(),
+    '"msg":"IPGATE_RELAY_READ_BUFFER: \\"64k\\": not a whole number of bytes"',
+    'the message names the variable and the value',
+  );
 });

@@ -27,7 +27,6 @@ async function gate(t: Test, listener: Record<string, unknown>, allow: string[] 
   return g;
 }
 
-
 t.test('allowed client: the backend learns its address through an outbound PROXY header', async (t) => {
   const backend = await echoBackend(t);
   for (const version of ['v1', 'v2'] as const) {
@@ -45,7 +44,10 @@ t.test('allowed client: the backend learns its address through an outbound PROXY
 
 t.test('denied client is closed and the backend receives nothing', async (t) => {
   let backendConnections = 0;
-  const server = net.createServer((s) => { backendConnections++; s.destroy(); });
+  const server = net.createServer((s) => {
+    backendConnections++;
+    s.destroy();
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
   const g = await gate(t, { upstreams: [`127.0.0.1:${(server.address() as net.AddressInfo).port}`] }, ['127.0.0.3/32']);
@@ -74,7 +76,9 @@ t.test('IPv6 client on ::1 and IPv4-mapped peers on a dual-stack listener', asyn
   const backend = await echoBackend(t);
   const g = await startIpgate({
     allowlists: { main: ['::1/128', '127.0.0.9/32'] },
-    listeners: [{ name: 'dual', mode: 'tcp', listen: '[::]:0', allowlist: 'main', upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v2' }],
+    listeners: [
+      { name: 'dual', mode: 'tcp', listen: '[::]:0', allowlist: 'main', upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v2' },
+    ],
   });
   t.teardown(() => g.app.shutdown(0));
   const v6 = net.connect({ host: '::1', port: g.port() });
@@ -91,14 +95,31 @@ t.test('IPv6 client on ::1 and IPv4-mapped peers on a dual-stack listener', asyn
 t.test('inbound PROXY from a trusted source: the header address is the client, checked against the allowlist', async (t) => {
   const backend = await echoBackend(t);
   for (const mode of ['optional', 'required'] as const) {
-    const g = await gate(t, {
-      upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v1',
-      proxyProtocol: { mode, trustedSources: ['127.0.0.2/32'] },
-    }, ['198.51.100.0/24', '2001:db8::/32']);
+    const g = await gate(
+      t,
+      {
+        upstreams: [`127.0.0.1:${backend}`],
+        outboundProxyProtocol: 'v1',
+        proxyProtocol: { mode, trustedSources: ['127.0.0.2/32'] },
+      },
+      ['198.51.100.0/24', '2001:db8::/32'],
+    );
     const cases: Array<[string, Buffer, RegExp | null]> = [
-      ['v1 allowed', encodeProxyV1({ address: '198.51.100.7', port: 4000 }, { address: '127.0.0.1', port: 80 }), /client=198\.51\.100\.7:4000 via=proxy-v1/],
-      ['v2 allowed', encodeProxyV2({ address: '198.51.100.8', port: 4001 }, { address: '127.0.0.1', port: 80 }), /client=198\.51\.100\.8:4001 via=proxy-v1/],
-      ['v2 IPv6 allowed', encodeProxyV2({ address: '2001:db8::5', port: 4002 }, { address: '::1', port: 80 }), /client=\[2001:db8::5\]:4002 via=proxy-v1/],
+      [
+        'v1 allowed',
+        encodeProxyV1({ address: '198.51.100.7', port: 4000 }, { address: '127.0.0.1', port: 80 }),
+        /client=198\.51\.100\.7:4000 via=proxy-v1/,
+      ],
+      [
+        'v2 allowed',
+        encodeProxyV2({ address: '198.51.100.8', port: 4001 }, { address: '127.0.0.1', port: 80 }),
+        /client=198\.51\.100\.8:4001 via=proxy-v1/,
+      ],
+      [
+        'v2 IPv6 allowed',
+        encodeProxyV2({ address: '2001:db8::5', port: 4002 }, { address: '::1', port: 80 }),
+        /client=\[2001:db8::5\]:4002 via=proxy-v1/,
+      ],
       ['v2 denied address', encodeProxyV2({ address: '203.0.113.1', port: 4003 }, { address: '127.0.0.1', port: 80 }), null],
       // LOCAL: the balancer's own health check; the socket address (127.0.0.2) is the client, not listed.
       ['v2 LOCAL uses the socket address', encodeProxyV2Local(), null],
@@ -120,12 +141,18 @@ t.test('inbound PROXY from a trusted source: the header address is the client, c
 
 t.test('a PROXY header from an untrusted peer closes the connection (pp_untrusted)', async (t) => {
   const backend = await echoBackend(t);
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${backend}`],
-    proxyProtocol: { mode: 'optional', trustedSources: ['127.0.0.2/32'] },
-  }, ['127.0.0.0/8', '198.51.100.0/24']);
-  for (const header of [encodeProxyV1({ address: '198.51.100.7', port: 1 }, { address: '127.0.0.1', port: 2 }),
-    encodeProxyV2({ address: '198.51.100.7', port: 1 }, { address: '127.0.0.1', port: 2 })]) {
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${backend}`],
+      proxyProtocol: { mode: 'optional', trustedSources: ['127.0.0.2/32'] },
+    },
+    ['127.0.0.0/8', '198.51.100.0/24'],
+  );
+  for (const header of [
+    encodeProxyV1({ address: '198.51.100.7', port: 1 }, { address: '127.0.0.1', port: 2 }),
+    encodeProxyV2({ address: '198.51.100.7', port: 1 }, { address: '127.0.0.1', port: 2 }),
+  ]) {
     const c = await connect({ port: g.port(), localAddress: '127.0.0.5' });
     c.write(header);
     t.equal((await readAll(c)).length, 0, 'closed without forwarding');
@@ -144,10 +171,14 @@ t.test('a PROXY header from an untrusted peer closes the connection (pp_untruste
 
 t.test('required mode: untrusted peers and trusted peers without a header are closed', async (t) => {
   const backend = await echoBackend(t);
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${backend}`],
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
-  }, ['127.0.0.0/8']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${backend}`],
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+    },
+    ['127.0.0.0/8'],
+  );
   const untrusted = await connect({ port: g.port(), localAddress: '127.0.0.6' });
   t.equal((await readAll(untrusted)).length, 0, 'untrusted closed');
   const noHeader = await connect({ port: g.port(), localAddress: '127.0.0.2' });
@@ -161,10 +192,14 @@ t.test('required mode: untrusted peers and trusted peers without a header are cl
 
 t.test('malformed headers close that one connection with the reason code', async (t) => {
   const backend = await echoBackend(t);
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${backend}`],
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
-  }, ['0.0.0.0/0']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${backend}`],
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+    },
+    ['0.0.0.0/0'],
+  );
   const bad: Array<[string, PpReason]> = [
     ['PROXY TCP4 256.1.1.1 127.0.0.1 1 2\r\n', 'pp_bad_address'],
     ['PROXY TCP4 1.1.1.1 127.0.0.1 1 65536\r\n', 'pp_bad_port'],
@@ -186,12 +221,19 @@ t.test('malformed headers close that one connection with the reason code', async
 
 t.test('a header split into one-byte segments is reassembled', async (t) => {
   const backend = await echoBackend(t);
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v2',
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
-  }, ['198.51.100.0/24']);
-  for (const header of [encodeProxyV1({ address: '198.51.100.1', port: 5 }, { address: '127.0.0.1', port: 6 }),
-    encodeProxyV2({ address: '198.51.100.2', port: 7 }, { address: '127.0.0.1', port: 8 })]) {
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${backend}`],
+      outboundProxyProtocol: 'v2',
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'] },
+    },
+    ['198.51.100.0/24'],
+  );
+  for (const header of [
+    encodeProxyV1({ address: '198.51.100.1', port: 5 }, { address: '127.0.0.1', port: 6 }),
+    encodeProxyV2({ address: '198.51.100.2', port: 7 }, { address: '127.0.0.1', port: 8 }),
+  ]) {
     const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
     c.setNoDelay(true);
     for (const byte of header) {
@@ -205,10 +247,14 @@ t.test('a header split into one-byte segments is reassembled', async (t) => {
 
 t.test('slow-loris: a header started then silent is closed at the header timeout', async (t) => {
   const backend = await echoBackend(t);
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${backend}`],
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'], headerTimeoutMs: 300 },
-  }, ['0.0.0.0/0']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${backend}`],
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'], headerTimeoutMs: 300 },
+    },
+    ['0.0.0.0/0'],
+  );
   const c = await connect({ port: g.port(), localAddress: '127.0.0.2' });
   c.write('\r\n\r\n\0\r\nQUIT\n'); // the v2 signature, then nothing
   const ms = await closed(c, 5000);
@@ -220,13 +266,23 @@ t.test('a header that never completes: the reason and version label say how it e
   // The PROXY stage's answers that are not the decoder's (listener/header-stage.ts): the timer, or
   // the peer's FIN, with nothing or part of a header read.
   const backend = await echoBackend(t);
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${backend}`],
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'], headerTimeoutMs: 300 },
-  }, ['0.0.0.0/0']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${backend}`],
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.2/32'], headerTimeoutMs: 300 },
+    },
+    ['0.0.0.0/0'],
+  );
   const rows: { description: string; send: string; fin: boolean; label: string; reason: PpReason }[] = [
     { description: 'nothing sent, then silence', send: '', fin: false, label: 'none/pp_timeout', reason: 'pp_timeout' },
-    { description: 'part of a v1 header, then silence', send: 'PROXY TCP4 ', fin: false, label: 'unknown/pp_timeout', reason: 'pp_timeout' },
+    {
+      description: 'part of a v1 header, then silence',
+      send: 'PROXY TCP4 ',
+      fin: false,
+      label: 'unknown/pp_timeout',
+      reason: 'pp_timeout',
+    },
     { description: 'nothing sent, then FIN', send: '', fin: true, label: 'unknown/pp_missing', reason: 'pp_missing' },
     { description: 'part of a v1 header, then FIN', send: 'PROXY TCP4 ', fin: true, label: 'unknown/pp_truncated', reason: 'pp_truncated' },
   ];
@@ -245,10 +301,15 @@ t.test('a header that never completes: the reason and version label say how it e
 
 t.test('500 half-sent headers at once do not stop a good client', async (t) => {
   const backend = await echoBackend(t);
-  const g = await gate(t, {
-    upstreams: [`127.0.0.1:${backend}`], outboundProxyProtocol: 'v1',
-    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'], headerTimeoutMs: 5000 },
-  }, ['198.51.100.0/24']);
+  const g = await gate(
+    t,
+    {
+      upstreams: [`127.0.0.1:${backend}`],
+      outboundProxyProtocol: 'v1',
+      proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'], headerTimeoutMs: 5000 },
+    },
+    ['198.51.100.0/24'],
+  );
   const loris: net.Socket[] = [];
   for (let i = 0; i < 500; i++) {
     const s = await connect({ port: g.port(), localAddress: `127.0.1.${(i % 250) + 1}` });
@@ -256,7 +317,11 @@ t.test('500 half-sent headers at once do not stop a good client', async (t) => {
     s.write('PROXY TCP4 198.51.100.');
     loris.push(s);
   }
-  t.teardown(() => loris.forEach((s) => { s.destroy(); }));
+  t.teardown(() =>
+    loris.forEach((s) => {
+      s.destroy();
+    }),
+  );
   await waitFor(() => g.app.listeners[0]!.connections.size >= 500);
   const start = Date.now();
   const good = await connect({ port: g.port(), localAddress: '127.0.0.2' });
@@ -336,7 +401,10 @@ t.test('no Nagle on relayed sockets: a reply written in two parts is not held fo
   // Backend: for every byte received, answer "a", then "b" 2 ms later (two small writes).
   const server = net.createServer((s) => {
     s.setNoDelay(true);
-    s.on('data', () => { s.write('a'); setTimeout(() => s.write('b'), 2); });
+    s.on('data', () => {
+      s.write('a');
+      setTimeout(() => s.write('b'), 2);
+    });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));

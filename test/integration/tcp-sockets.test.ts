@@ -10,10 +10,13 @@ import { startIpgate } from '../helpers/ipgate';
 process.env.IPGATE_TCP_HANDLES = '0';
 
 t.test('IPGATE_TCP_HANDLES=0: the TCP listener runs on net.Sockets', async (t) => {
-  const g = await startIpgate({
-    allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
-  }, 'warn');
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [{ name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: ['127.0.0.1:9'] }],
+    },
+    'warn',
+  );
   t.teardown(() => g.app.shutdown(0));
   t.equal(g.app.listeners[0]!.rawSockets, false);
 });

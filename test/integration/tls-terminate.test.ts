@@ -20,7 +20,11 @@ import { encodeProxyV2 } from '../../src/proxy-protocol/encoder';
 
 const skip = missing('openssl') || missing('curl');
 
-interface Run { code: number; out: string; err: string }
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
 
 /** A child process, asynchronously (ipgate runs in this process: a sync spawn would block it). */
 function run(cmd: string, args: string[], input = ''): Promise<Run> {
@@ -62,12 +66,22 @@ function handshakes(g: Started, name = 'web'): Record<string, number> {
   return Object.fromEntries(stageOf(g, name).stats.handshakes);
 }
 
-async function gate(t: Test, tlsBlock: Record<string, unknown>, extra: Record<string, unknown> = {}, allow = ['127.0.0.0/8']): Promise<Started> {
+async function gate(
+  t: Test,
+  tlsBlock: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+  allow = ['127.0.0.0/8'],
+): Promise<Started> {
   const up = await backend(t);
-  const g = await startIpgate({
-    allowlists: { main: allow },
-    listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${up}`], tls: tlsBlock, ...extra }],
-  }, 'debug');
+  const g = await startIpgate(
+    {
+      allowlists: { main: allow },
+      listeners: [
+        { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${up}`], tls: tlsBlock, ...extra },
+      ],
+    },
+    'debug',
+  );
   t.teardown(() => g.app.shutdown(0));
   return g;
 }
@@ -116,11 +130,25 @@ t.test('the certificate is chosen by SNI: exact, one-label wildcard, CN, default
 t.test('curl over TLS: the backend sees https, the listener port and the real client', { skip }, async (t) => {
   const g = await gate(t, fourCerts(), { http: { forwarded: true } });
   const port = g.port();
-  const r = await run('curl', ['-sS', '--interface', '127.0.0.7', '--cacert', certs!.file('ca.crt'), '--resolve', `web.test:${port}:127.0.0.1`,
-    '-w', '\n%{http_code} %{ssl_verify_result} %{http_version}', `https://web.test:${port}/x`]);
+  const r = await run('curl', [
+    '-sS',
+    '--interface',
+    '127.0.0.7',
+    '--cacert',
+    certs!.file('ca.crt'),
+    '--resolve',
+    `web.test:${port}:127.0.0.1`,
+    '-w',
+    '\n%{http_code} %{ssl_verify_result} %{http_version}',
+    `https://web.test:${port}/x`,
+  ]);
   t.equal(r.code, 0, `curl succeeded: ${r.err}`);
   const [body, status] = r.out.split('\n');
-  t.equal(status, '200 0 2', 'status 200, the chain verified against the CA, HTTP/2 (ALPN h2: curl offers it, the listener serves it by default)');
+  t.equal(
+    status,
+    '200 0 2',
+    'status 200, the chain verified against the CA, HTTP/2 (ALPN h2: curl offers it, the listener serves it by default)',
+  );
   const headers = JSON.parse(body!) as Record<string, string>;
   t.equal(headers['x-forwarded-proto'], 'https');
   t.equal(headers['x-forwarded-port'], String(port));
@@ -133,30 +161,80 @@ t.test('curl over TLS: the backend sees https, the listener port and the real cl
   t.type((line.tls as { cipher: string }).cipher, 'string');
 });
 
-t.test('one certificate for every name (no ClientHello read first): any name or none is served, the name the client sent is logged', { skip }, async (t) => {
-  const g = await gate(t, { certificates: [{ cert: ec!.cert, key: ec!.key, name: 'ec' }] });
-  t.equal(stageOf(g).store.sniDecides, false, 'the name cannot change the certificate: the stage reads no ClientHello before the handshake');
-  const port = g.port();
-  const rows: { desc: string; client: string; url: string; resolve: string | null; sni: string | null }[] = [
-    { desc: 'the certificate\'s own name', client: '127.0.0.21', url: `https://ec.test:${port}/a`, resolve: `ec.test:${port}:127.0.0.1`, sni: 'ec.test' },
-    { desc: 'a name it does not carry', client: '127.0.0.22', url: `https://other.test:${port}/b`, resolve: `other.test:${port}:127.0.0.1`, sni: 'other.test' },
-    { desc: 'no SNI (an IP literal)', client: '127.0.0.23', url: `https://127.0.0.1:${port}/c`, resolve: null, sni: null },
-  ];
-  for (const row of rows) {
-    const r = await run('curl', ['-sS', '-k', '--interface', row.client, ...(row.resolve !== null ? ['--resolve', row.resolve] : []), '-o', '/dev/null', '-w', '%{http_code}', row.url]);
-    t.equal(r.out, '200', `${row.desc}: served (${r.err})`);
-    await waitFor(() => g.logs.find((l) => l.msg === 'access' && l.client === row.client) !== undefined, 5000, `${row.desc}: access line`);
-    const line = g.logs.find((l) => l.msg === 'access' && l.client === row.client)!;
-    t.match(line.tls, { version: 'TLSv1.3', sni: row.sni, resumed: false }, `${row.desc}: the access line's sni is ${String(row.sni)}`);
-  }
-  t.equal(handshakes(g)['ok/TLSv1.3'], rows.length, 'every handshake counted ok/TLSv1.3');
-});
+t.test(
+  'one certificate for every name (no ClientHello read first): any name or none is served, the name the client sent is logged',
+  { skip },
+  async (t) => {
+    const g = await gate(t, { certificates: [{ cert: ec!.cert, key: ec!.key, name: 'ec' }] });
+    t.equal(
+      stageOf(g).store.sniDecides,
+      false,
+      'the name cannot change the certificate: the stage reads no ClientHello before the handshake',
+    );
+    const port = g.port();
+    const rows: { desc: string; client: string; url: string; resolve: string | null; sni: string | null }[] = [
+      {
+        desc: "the certificate's own name",
+        client: '127.0.0.21',
+        url: `https://ec.test:${port}/a`,
+        resolve: `ec.test:${port}:127.0.0.1`,
+        sni: 'ec.test',
+      },
+      {
+        desc: 'a name it does not carry',
+        client: '127.0.0.22',
+        url: `https://other.test:${port}/b`,
+        resolve: `other.test:${port}:127.0.0.1`,
+        sni: 'other.test',
+      },
+      { desc: 'no SNI (an IP literal)', client: '127.0.0.23', url: `https://127.0.0.1:${port}/c`, resolve: null, sni: null },
+    ];
+    for (const row of rows) {
+      const r = await run('curl', [
+        '-sS',
+        '-k',
+        '--interface',
+        row.client,
+        ...(row.resolve !== null ? ['--resolve', row.resolve] : []),
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        row.url,
+      ]);
+      t.equal(r.out, '200', `${row.desc}: served (${r.err})`);
+      await waitFor(
+        () => g.logs.find((l) => l.msg === 'access' && l.client === row.client) !== undefined,
+        5000,
+        `${row.desc}: access line`,
+      );
+      const line = g.logs.find((l) => l.msg === 'access' && l.client === row.client)!;
+      t.match(line.tls, { version: 'TLSv1.3', sni: row.sni, resumed: false }, `${row.desc}: the access line's sni is ${String(row.sni)}`);
+    }
+    t.equal(handshakes(g)['ok/TLSv1.3'], rows.length, 'every handshake counted ok/TLSv1.3');
+  },
+);
 
 t.test('the allowlist is enforced per request over TLS: 403 for a denied client, connection kept', { skip }, async (t) => {
   const g = await gate(t, fourCerts(), {}, ['127.0.0.2/32']);
   const port = g.port();
-  const args = (from: string): string[] => ['-sS', '--interface', from, '--cacert', certs!.file('ca.crt'), '--resolve', `web.test:${port}:127.0.0.1`,
-    '-o', '/dev/null', '-o', '/dev/null', '-w', '%{http_code} %{num_connects}\n', `https://web.test:${port}/a`, `https://web.test:${port}/b`];
+  const args = (from: string): string[] => [
+    '-sS',
+    '--interface',
+    from,
+    '--cacert',
+    certs!.file('ca.crt'),
+    '--resolve',
+    `web.test:${port}:127.0.0.1`,
+    '-o',
+    '/dev/null',
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{http_code} %{num_connects}\n',
+    `https://web.test:${port}/a`,
+    `https://web.test:${port}/b`,
+  ];
   const denied = await run('curl', args('127.0.0.9'));
   t.equal(denied.out, '403 1\n403 0\n', 'two 403s over one TLS connection');
   const allowed = await run('curl', args('127.0.0.2'));
@@ -165,10 +243,25 @@ t.test('the allowlist is enforced per request over TLS: 403 for a denied client,
 
 t.test('routes on a TLS listener: a Host no route serves gets 421, a path no route serves 404', { skip }, async (t) => {
   const up = await backend(t);
-  const g = await gate(t, fourCerts(), { routes: [{ name: 'web', hosts: ['web.test'], paths: [{ path: '/app' }], upstreams: [`127.0.0.1:${up}`] }] });
+  const g = await gate(t, fourCerts(), {
+    routes: [{ name: 'web', hosts: ['web.test'], paths: [{ path: '/app' }], upstreams: [`127.0.0.1:${up}`] }],
+  });
   const port = g.port();
-  const get = (host: string, path: string): Promise<Run> => run('curl', ['-sS', '--cacert', certs!.file('ca.crt'), '--resolve', `web.test:${port}:127.0.0.1`,
-    '-H', `Host: ${host}`, '-o', '/dev/null', '-w', '%{http_code}', `https://web.test:${port}${path}`]);
+  const get = (host: string, path: string): Promise<Run> =>
+    run('curl', [
+      '-sS',
+      '--cacert',
+      certs!.file('ca.crt'),
+      '--resolve',
+      `web.test:${port}:127.0.0.1`,
+      '-H',
+      `Host: ${host}`,
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      `https://web.test:${port}${path}`,
+    ]);
   t.equal((await get('web.test', '/app/x')).out, '200', 'the route serves its host and path');
   t.equal((await get('www.web.test', '/app/x')).out, '421', 'a host the listener routes nowhere: 421 Misdirected Request');
   t.equal((await get('web.test', '/other')).out, '404', 'the host is served, the path is not: 404');
@@ -182,9 +275,26 @@ t.test('protocol versions, ALPN, unknown SNI refused', { skip }, async (t) => {
   const rows: { desc: string; args: string[]; ok: boolean; match?: RegExp; reason?: string; full?: boolean }[] = [
     { desc: 'TLS 1.3 works', args: ['-servername', 'ec.test', '-tls1_3'], ok: true, match: /Protocol version: TLSv1\.3/ },
     { desc: 'TLS 1.2 works', args: ['-servername', 'ec.test', '-tls1_2'], ok: true, match: /Protocol version: TLSv1\.2/ },
-    { desc: 'ALPN h2 is chosen from h2,http/1.1 (HTTP/2 on by default)', args: ['-servername', 'ec.test', '-alpn', 'h2,http/1.1'], ok: true, match: /ALPN protocol: h2/, full: true },
-    { desc: 'ALPN http/1.1 when the client offers only that', args: ['-servername', 'ec.test', '-alpn', 'http/1.1'], ok: true, match: /ALPN protocol: http\/1\.1/, full: true },
-    { desc: 'TLS 1.1 is refused', args: ['-servername', 'ec.test', '-tls1_1', '-cipher', 'DEFAULT@SECLEVEL=0'], ok: false, reason: 'tls_version' },
+    {
+      desc: 'ALPN h2 is chosen from h2,http/1.1 (HTTP/2 on by default)',
+      args: ['-servername', 'ec.test', '-alpn', 'h2,http/1.1'],
+      ok: true,
+      match: /ALPN protocol: h2/,
+      full: true,
+    },
+    {
+      desc: 'ALPN http/1.1 when the client offers only that',
+      args: ['-servername', 'ec.test', '-alpn', 'http/1.1'],
+      ok: true,
+      match: /ALPN protocol: http\/1\.1/,
+      full: true,
+    },
+    {
+      desc: 'TLS 1.1 is refused',
+      args: ['-servername', 'ec.test', '-tls1_1', '-cipher', 'DEFAULT@SECLEVEL=0'],
+      ok: false,
+      reason: 'tls_version',
+    },
     { desc: 'an unknown name is refused', args: ['-servername', 'nobody.test'], ok: false, reason: 'tls_unknown_sni' },
     { desc: 'no SNI is refused', args: ['-noservername'], ok: false, reason: 'tls_unknown_sni' },
   ];
@@ -209,11 +319,31 @@ t.test('client certificates: required, optional', { skip }, async (t) => {
   for (const mode of ['required', 'optional'] as const) {
     const g = await gate(t, { certificates: [{ cert: ec!.cert, key: ec!.key }], clientCA: ca, clientCertificate: mode });
     const port = g.port();
-    const curl = (extra: string[]): Promise<Run> => run('curl', ['-sS', '--cacert', ca, '--resolve', `ec.test:${port}:127.0.0.1`, ...extra,
-      '-w', '\n%{http_code}', `https://ec.test:${port}/`]);
+    const curl = (extra: string[]): Promise<Run> =>
+      run('curl', [
+        '-sS',
+        '--cacert',
+        ca,
+        '--resolve',
+        `ec.test:${port}:127.0.0.1`,
+        ...extra,
+        '-w',
+        '\n%{http_code}',
+        `https://ec.test:${port}/`,
+      ]);
     const rows: { desc: string; args: string[]; status: string | null; reason?: string; subject?: string }[] = [
-      { desc: 'a certificate from clientCA', args: ['--cert', clientGood!.cert, '--key', clientGood!.key], status: '200', subject: 'CN=client-one' },
-      { desc: 'a certificate from another CA', args: ['--cert', clientOther!.cert, '--key', clientOther!.key], status: null, reason: 'tls_client_cert_invalid' },
+      {
+        desc: 'a certificate from clientCA',
+        args: ['--cert', clientGood!.cert, '--key', clientGood!.key],
+        status: '200',
+        subject: 'CN=client-one',
+      },
+      {
+        desc: 'a certificate from another CA',
+        args: ['--cert', clientOther!.cert, '--key', clientOther!.key],
+        status: null,
+        reason: 'tls_client_cert_invalid',
+      },
       mode === 'required'
         ? { desc: 'no certificate', args: [], status: null, reason: 'tls_client_cert_missing' }
         : { desc: 'no certificate (optional)', args: [], status: '200' },
@@ -226,11 +356,21 @@ t.test('client certificates: required, optional', { skip }, async (t) => {
         t.equal(r.out.split('\n').pop(), row.status, `${desc}: ${r.err}`);
       } else {
         t.not(r.out.split('\n').pop(), '200', `${desc}: no response`);
-        await waitFor(() => (handshakes(g)[`${row.reason}/TLSv1.3`] ?? 0) > (before[`${row.reason}/TLSv1.3`] ?? 0), 5000, `${desc}: counted ${row.reason}`);
+        await waitFor(
+          () => (handshakes(g)[`${row.reason}/TLSv1.3`] ?? 0) > (before[`${row.reason}/TLSv1.3`] ?? 0),
+          5000,
+          `${desc}: counted ${row.reason}`,
+        );
         t.pass(`${desc}: counted as ${row.reason}`);
       }
       if (row.subject !== undefined) {
-        await waitFor(() => g.logs.find((l) => l.msg === 'access' && (l.tls as { clientCert?: string } | undefined)?.clientCert === row.subject) !== undefined, 5000, 'access line with the subject');
+        await waitFor(
+          () =>
+            g.logs.find((l) => l.msg === 'access' && (l.tls as { clientCert?: string } | undefined)?.clientCert === row.subject) !==
+            undefined,
+          5000,
+          'access line with the subject',
+        );
         t.pass(`${desc}: the access line names the client certificate`);
       }
     }
@@ -287,19 +427,22 @@ t.test('a handshake that stalls or is not TLS is closed and counted; the process
 t.test('sessions resume with a ticket', { skip }, async (t) => {
   const g = await gate(t, { certificates: [{ cert: ec!.cert, key: ec!.key }] });
   const port = g.port();
-  const connect = (session?: Buffer): Promise<{ reused: boolean; session: Buffer }> => new Promise((resolve, reject) => {
-    const s = tls.connect({ port, host: '127.0.0.1', servername: 'ec.test', ca: certs!.read('ca.crt'), session });
-    let ticket: Buffer | null = null;
-    let reused = false;
-    s.on('session', (b: Buffer) => { ticket = b; });
-    s.on('error', reject);
-    s.once('secureConnect', () => {
-      reused = s.isSessionReused();
-      s.write('GET / HTTP/1.1\r\nHost: ec.test\r\nConnection: close\r\n\r\n');
+  const connect = (session?: Buffer): Promise<{ reused: boolean; session: Buffer }> =>
+    new Promise((resolve, reject) => {
+      const s = tls.connect({ port, host: '127.0.0.1', servername: 'ec.test', ca: certs!.read('ca.crt'), session });
+      let ticket: Buffer | null = null;
+      let reused = false;
+      s.on('session', (b: Buffer) => {
+        ticket = b;
+      });
+      s.on('error', reject);
+      s.once('secureConnect', () => {
+        reused = s.isSessionReused();
+        s.write('GET / HTTP/1.1\r\nHost: ec.test\r\nConnection: close\r\n\r\n');
+      });
+      s.resume();
+      s.once('close', () => resolve({ reused, session: ticket! }));
     });
-    s.resume();
-    s.once('close', () => resolve({ reused, session: ticket! }));
-  });
   const first = await connect();
   t.equal(first.reused, false, 'a full handshake first');
   t.ok(first.session, 'the server sent a ticket');
@@ -311,91 +454,112 @@ t.test('sessions resume with a ticket', { skip }, async (t) => {
   for (const version of ['-tls1_2', '-tls1_3']) {
     // A request with Connection: close, and -ign_eof: s_client stays until ipgate closes, by which
     // time the TLS 1.3 ticket (sent after the handshake) has arrived.
-    const r = await run('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'ec.test', version, '-ign_eof'],
-      'GET / HTTP/1.1\r\nHost: ec.test\r\nConnection: close\r\n\r\n');
+    const r = await run(
+      'openssl',
+      ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'ec.test', version, '-ign_eof'],
+      'GET / HTTP/1.1\r\nHost: ec.test\r\nConnection: close\r\n\r\n',
+    );
     t.match(r.out, /TLS session ticket lifetime hint: 300 \(seconds\)/, `${version}: lifetime hint 300 s`);
   }
 });
 
-t.test('a certificate swapped in a Secret volume is used for new handshakes; open connections keep theirs; a bad one is refused', { skip }, async (t) => {
-  const v1 = certs!.issue('rot1', { cn: 'rot.test', dns: ['rot.test'], kind: 'ec' });
-  const v2 = certs!.issue('rot2', { cn: 'rot.test', dns: ['rot.test', 'v2.rot.test'], kind: 'rsa' });
-  const vol = certs!.secretVolume('rot');
-  vol.swap(fs.readFileSync(v1.cert), fs.readFileSync(v1.key));
-  const g = await gate(t, { certificates: [{ cert: vol.cert, key: vol.key, name: 'rot' }], reloadIntervalMs: 100 });
-  const port = g.port();
-  const serial = (s: tls.TLSSocket): string => s.getPeerX509Certificate()!.serialNumber;
-  const open = (): Promise<tls.TLSSocket> => new Promise((resolve, reject) => {
-    const s = tls.connect({ port, host: '127.0.0.1', servername: 'rot.test', ca: certs!.read('ca.crt') }, () => resolve(s));
-    s.once('error', reject);
-  });
-  const get = (s: tls.TLSSocket): Promise<string> => new Promise((resolve) => {
-    let buf = '';
-    const onData = (d: Buffer): void => {
-      buf += d.toString();
-      const end = buf.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      const len = Number(/content-length: (\d+)/i.exec(buf)![1]);
-      if (buf.length >= end + 4 + len) {
-        s.off('data', onData);
-        resolve(buf.split('\r\n')[0]!);
-      }
-    };
-    s.on('data', onData);
-    s.write('GET / HTTP/1.1\r\nHost: rot.test\r\n\r\n');
-  });
-  const kept = await open();
-  t.teardown(() => kept.destroy());
-  const serial1 = serial(kept);
-  t.equal(await get(kept), 'HTTP/1.1 200 OK', 'keep-alive client served');
+t.test(
+  'a certificate swapped in a Secret volume is used for new handshakes; open connections keep theirs; a bad one is refused',
+  { skip },
+  async (t) => {
+    const v1 = certs!.issue('rot1', { cn: 'rot.test', dns: ['rot.test'], kind: 'ec' });
+    const v2 = certs!.issue('rot2', { cn: 'rot.test', dns: ['rot.test', 'v2.rot.test'], kind: 'rsa' });
+    const vol = certs!.secretVolume('rot');
+    vol.swap(fs.readFileSync(v1.cert), fs.readFileSync(v1.key));
+    const g = await gate(t, { certificates: [{ cert: vol.cert, key: vol.key, name: 'rot' }], reloadIntervalMs: 100 });
+    const port = g.port();
+    const serial = (s: tls.TLSSocket): string => s.getPeerX509Certificate()!.serialNumber;
+    const open = (): Promise<tls.TLSSocket> =>
+      new Promise((resolve, reject) => {
+        const s = tls.connect({ port, host: '127.0.0.1', servername: 'rot.test', ca: certs!.read('ca.crt') }, () => resolve(s));
+        s.once('error', reject);
+      });
+    const get = (s: tls.TLSSocket): Promise<string> =>
+      new Promise((resolve) => {
+        let buf = '';
+        const onData = (d: Buffer): void => {
+          buf += d.toString();
+          const end = buf.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          const len = Number(/content-length: (\d+)/i.exec(buf)![1]);
+          if (buf.length >= end + 4 + len) {
+            s.off('data', onData);
+            resolve(buf.split('\r\n')[0]!);
+          }
+        };
+        s.on('data', onData);
+        s.write('GET / HTTP/1.1\r\nHost: rot.test\r\n\r\n');
+      });
+    const kept = await open();
+    t.teardown(() => kept.destroy());
+    const serial1 = serial(kept);
+    t.equal(await get(kept), 'HTTP/1.1 200 OK', 'keep-alive client served');
 
-  vol.swap(fs.readFileSync(v2.cert), fs.readFileSync(v2.key));
-  await waitFor(() => g.logs.find((l) => l.msg === 'TLS certificate reloaded: new handshakes use it') !== undefined, 5000, 'reload line');
-  const fresh = await open();
-  const serial2 = serial(fresh);
-  fresh.destroy();
-  t.not(serial2, serial1, 'a new handshake gets the new certificate');
-  t.equal(serial2, new X509Certificate(fs.readFileSync(v2.cert)).serialNumber, 'the one swapped in');
-  t.equal(await get(kept), 'HTTP/1.1 200 OK', 'the connection opened before the swap is still served');
-  // ipgate_config_last_reload_successful{kind="certificate"} (issue 32 item 2): 1 and the swap's time.
-  const certReload = /ipgate_config_last_reload_successful\{kind="certificate",source="web\/rot"\} (\d)/;
-  const certAt = /ipgate_config_last_reload_successful_timestamp_seconds\{kind="certificate",source="web\/rot"\} ([\d.e+]+)/;
-  const swapped = await g.app.metrics.scrape();
-  t.equal(certReload.exec(swapped)?.[1], '1', 'the pair\'s last reload: good');
-  const swappedAt = Number(certAt.exec(swapped)?.[1]);
-  t.ok(Math.abs(swappedAt - Date.now() / 1000) < 30, 'at the swap');
+    vol.swap(fs.readFileSync(v2.cert), fs.readFileSync(v2.key));
+    await waitFor(() => g.logs.find((l) => l.msg === 'TLS certificate reloaded: new handshakes use it') !== undefined, 5000, 'reload line');
+    const fresh = await open();
+    const serial2 = serial(fresh);
+    fresh.destroy();
+    t.not(serial2, serial1, 'a new handshake gets the new certificate');
+    t.equal(serial2, new X509Certificate(fs.readFileSync(v2.cert)).serialNumber, 'the one swapped in');
+    t.equal(await get(kept), 'HTTP/1.1 200 OK', 'the connection opened before the swap is still served');
+    // ipgate_config_last_reload_successful{kind="certificate"} (issue 32 item 2): 1 and the swap's time.
+    const certReload = /ipgate_config_last_reload_successful\{kind="certificate",source="web\/rot"\} (\d)/;
+    const certAt = /ipgate_config_last_reload_successful_timestamp_seconds\{kind="certificate",source="web\/rot"\} ([\d.e+]+)/;
+    const swapped = await g.app.metrics.scrape();
+    t.equal(certReload.exec(swapped)?.[1], '1', "the pair's last reload: good");
+    const swappedAt = Number(certAt.exec(swapped)?.[1]);
+    t.ok(Math.abs(swappedAt - Date.now() / 1000) < 30, 'at the swap');
 
-  // A corrupt replacement: a truncated certificate with the v2 key.
-  vol.swap(fs.readFileSync(v2.cert).subarray(0, 200), fs.readFileSync(v2.key));
-  await waitFor(() => g.logs.find((l) => l.msg === 'TLS certificate reload refused: the one in force stays') !== undefined, 5000, 'refusal line');
-  const refusal = g.logs.find((l) => l.msg === 'TLS certificate reload refused: the one in force stays')!;
-  t.equal(refusal.file, vol.cert, 'the line names the file');
-  t.match(refusal.reason, /does not parse|no PEM certificate/, 'and says why');
-  t.equal(refusal.level, 'error');
-  // A key that is not the certificate's.
-  vol.swap(fs.readFileSync(v2.cert), fs.readFileSync(v1.key));
-  await waitFor(() => g.logs.lines.filter((l) => l.msg === 'TLS certificate reload refused: the one in force stays').length === 2, 5000, 'second refusal');
-  t.match(g.logs.lines.filter((l) => l.msg === 'TLS certificate reload refused: the one in force stays')[1]!.reason, /is not the private key of the certificate/);
-  const after = await open();
-  t.equal(serial(after), serial2, 'new handshakes still get the last good certificate');
-  after.destroy();
-  const scrape = await g.app.metrics.scrape();
-  t.match(scrape, /ipgate_tls_certificate_reloads_total\{listener="web",result="ok"\} 1/);
-  t.match(scrape, /ipgate_tls_certificate_reloads_total\{listener="web",result="refused"\} 2/);
-  const notAfter = Math.floor(Date.parse(new X509Certificate(fs.readFileSync(v2.cert)).validTo) / 1000);
-  t.match(scrape, new RegExp(`ipgate_tls_certificate_expiry_timestamp_seconds\\{listener="web",certificate="rot"\\} ${notAfter}`));
-  t.equal(certReload.exec(scrape)?.[1], '0', 'refused: ipgate_config_last_reload_successful 0');
-  t.equal(Number(certAt.exec(scrape)?.[1]), swappedAt, 'its last success time kept');
-  // The good pair put back: 1 again.
-  vol.swap(fs.readFileSync(v2.cert), fs.readFileSync(v2.key));
-  await waitFor(async () => certReload.exec(await g.app.metrics.scrape())?.[1] === '1', 5000, 'good again');
-});
+    // A corrupt replacement: a truncated certificate with the v2 key.
+    vol.swap(fs.readFileSync(v2.cert).subarray(0, 200), fs.readFileSync(v2.key));
+    await waitFor(
+      () => g.logs.find((l) => l.msg === 'TLS certificate reload refused: the one in force stays') !== undefined,
+      5000,
+      'refusal line',
+    );
+    const refusal = g.logs.find((l) => l.msg === 'TLS certificate reload refused: the one in force stays')!;
+    t.equal(refusal.file, vol.cert, 'the line names the file');
+    t.match(refusal.reason, /does not parse|no PEM certificate/, 'and says why');
+    t.equal(refusal.level, 'error');
+    // A key that is not the certificate's.
+    vol.swap(fs.readFileSync(v2.cert), fs.readFileSync(v1.key));
+    await waitFor(
+      () => g.logs.lines.filter((l) => l.msg === 'TLS certificate reload refused: the one in force stays').length === 2,
+      5000,
+      'second refusal',
+    );
+    t.match(
+      g.logs.lines.filter((l) => l.msg === 'TLS certificate reload refused: the one in force stays')[1]!.reason,
+      /is not the private key of the certificate/,
+    );
+    const after = await open();
+    t.equal(serial(after), serial2, 'new handshakes still get the last good certificate');
+    after.destroy();
+    const scrape = await g.app.metrics.scrape();
+    t.match(scrape, /ipgate_tls_certificate_reloads_total\{listener="web",result="ok"\} 1/);
+    t.match(scrape, /ipgate_tls_certificate_reloads_total\{listener="web",result="refused"\} 2/);
+    const notAfter = Math.floor(Date.parse(new X509Certificate(fs.readFileSync(v2.cert)).validTo) / 1000);
+    t.match(scrape, new RegExp(`ipgate_tls_certificate_expiry_timestamp_seconds\\{listener="web",certificate="rot"\\} ${notAfter}`));
+    t.equal(certReload.exec(scrape)?.[1], '0', 'refused: ipgate_config_last_reload_successful 0');
+    t.equal(Number(certAt.exec(scrape)?.[1]), swappedAt, 'its last success time kept');
+    // The good pair put back: 1 again.
+    vol.swap(fs.readFileSync(v2.cert), fs.readFileSync(v2.key));
+    await waitFor(async () => certReload.exec(await g.app.metrics.scrape())?.[1] === '1', 5000, 'good again');
+  },
+);
 
 t.test('nginx as a TLS client in front of ipgate', { skip: skip || missing('nginx') }, async (t) => {
   const g = await gate(t, fourCerts());
   const port = g.port();
   const front = await freePort();
-  const nginx = await startNginx(`http {
+  const nginx = await startNginx(
+    `http {
   ${nginxHttpPreamble()}
   server {
     listen 127.0.0.1:${front};
@@ -409,38 +573,59 @@ t.test('nginx as a TLS client in front of ipgate', { skip: skip || missing('ngin
       proxy_ssl_trusted_certificate ${certs!.file('ca.crt')};
     }
   }
-}`, [front]);
+}`,
+    [front],
+  );
   t.teardown(() => nginx.stop());
   const r = await run('curl', ['-sS', `http://127.0.0.1:${front}/via-nginx`]);
   const headers = JSON.parse(r.out) as Record<string, string>;
   t.equal(headers['x-forwarded-proto'], 'https', 'the backend hears https');
   t.equal(headers['x-real-ip'], '127.0.0.1', 'nginx is the client (untrusted peer)');
   await waitFor(() => g.logs.find((l) => l.msg === 'access' && l.path === '/via-nginx') !== undefined, 5000, 'access line');
-  t.match(g.logs.find((l) => l.msg === 'access' && l.path === '/via-nginx')!.tls, { sni: 'web.test' }, 'nginx sent SNI (proxy_ssl_server_name on)');
+  t.match(
+    g.logs.find((l) => l.msg === 'access' && l.path === '/via-nginx')!.tls,
+    { sni: 'web.test' },
+    'nginx sent SNI (proxy_ssl_server_name on)',
+  );
 });
 
-t.test('HAProxy sends PROXY v2 before the ClientHello: the backend sees the real client', { skip: skip || missing('haproxy') }, async (t) => {
-  const g = await gate(t, fourCerts(), { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.1/32'] } });
-  const port = g.port();
-  const front = await freePort();
-  const haproxy = await startHaproxy(`frontend f
+t.test(
+  'HAProxy sends PROXY v2 before the ClientHello: the backend sees the real client',
+  { skip: skip || missing('haproxy') },
+  async (t) => {
+    const g = await gate(t, fourCerts(), { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.1/32'] } });
+    const port = g.port();
+    const front = await freePort();
+    const haproxy = await startHaproxy(
+      `frontend f
   mode tcp
   bind 127.0.0.1:${front}
   default_backend b
 backend b
   mode tcp
   server ipgate 127.0.0.1:${port} send-proxy-v2
-`, [front]);
-  t.teardown(() => haproxy.stop());
-  const r = await run('curl', ['-sS', '--interface', '127.0.0.5', '--cacert', certs!.file('ca.crt'), '--resolve', `web.test:${front}:127.0.0.1`,
-    `https://web.test:${front}/through-haproxy`]);
-  t.equal(r.code, 0, r.err);
-  const headers = JSON.parse(r.out) as Record<string, string>;
-  t.equal(headers['x-real-ip'], '127.0.0.5', 'X-Real-IP is the client behind HAProxy');
-  t.equal(headers['x-forwarded-for'], '127.0.0.5');
-  t.equal(headers['x-forwarded-proto'], 'https');
-  t.equal(handshakes(g)['ok/TLSv1.3'], 1, 'the handshake after the PROXY header succeeded');
-});
+`,
+      [front],
+    );
+    t.teardown(() => haproxy.stop());
+    const r = await run('curl', [
+      '-sS',
+      '--interface',
+      '127.0.0.5',
+      '--cacert',
+      certs!.file('ca.crt'),
+      '--resolve',
+      `web.test:${front}:127.0.0.1`,
+      `https://web.test:${front}/through-haproxy`,
+    ]);
+    t.equal(r.code, 0, r.err);
+    const headers = JSON.parse(r.out) as Record<string, string>;
+    t.equal(headers['x-real-ip'], '127.0.0.5', 'X-Real-IP is the client behind HAProxy');
+    t.equal(headers['x-forwarded-for'], '127.0.0.5');
+    t.equal(headers['x-forwarded-proto'], 'https');
+    t.equal(handshakes(g)['ok/TLSv1.3'], 1, 'the handshake after the PROXY header succeeded');
+  },
+);
 
 t.test('a PROXY v2 header and the ClientHello in one segment: the bytes after the header reach the handshake', { skip }, async (t) => {
   const g = await gate(t, fourCerts(), { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.1/32'] } }, ['198.51.100.0/24']);
@@ -453,13 +638,18 @@ t.test('a PROXY v2 header and the ClientHello in one segment: the bytes after th
   raw.write(header);
   const s = tls.connect({ socket: raw, servername: 'ec.test', ca: certs!.read('ca.crt') });
   process.nextTick(() => raw.uncork());
-  await new Promise<void>((resolve, reject) => { s.once('secureConnect', () => resolve()); s.once('error', reject); });
+  await new Promise<void>((resolve, reject) => {
+    s.once('secureConnect', () => resolve());
+    s.once('error', reject);
+  });
   s.write('GET /one-segment HTTP/1.1\r\nHost: ec.test\r\nConnection: close\r\n\r\n');
   let body = '';
-  s.on('data', (d: Buffer) => { body += d.toString(); });
+  s.on('data', (d: Buffer) => {
+    body += d.toString();
+  });
   await new Promise((r) => s.once('close', r));
   const headers = JSON.parse(body.slice(body.indexOf('\r\n\r\n') + 4)) as Record<string, string>;
-  t.equal(headers['x-real-ip'], '198.51.100.23', 'the client is the PROXY header\'s source');
-  t.equal(headers['x-forwarded-port'], '443', 'X-Forwarded-Port is the port the client connected to (the header\'s destination)');
+  t.equal(headers['x-real-ip'], '198.51.100.23', "the client is the PROXY header's source");
+  t.equal(headers['x-forwarded-port'], '443', "X-Forwarded-Port is the port the client connected to (the header's destination)");
   t.equal(headers['x-forwarded-proto'], 'https');
 });

@@ -29,15 +29,33 @@ const pair = certs?.issue('tickets', { cn: 'tickets.test', dns: ['tickets.test']
 /** Reconnects with one ticket, per case (the brief's minimum is 6; 8 gives each worker 4 under round robin). */
 const RECONNECTS = 8;
 
-interface Run { code: number; out: string }
+interface Run {
+  code: number;
+  out: string;
+}
 
 /** `openssl s_client` asynchronously (the test waits on ipgate's output meanwhile). */
 function sClient(port: number, args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    const child = execFile('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'tickets.test',
-      '-CAfile', certs!.file('ca.crt'), '-verify_return_error', '-ign_eof', ...args], { timeout: 20_000, encoding: 'utf8' }, (err, out, errOut) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, out: out + errOut });
-    });
+    const child = execFile(
+      'openssl',
+      [
+        's_client',
+        '-connect',
+        `127.0.0.1:${port}`,
+        '-servername',
+        'tickets.test',
+        '-CAfile',
+        certs!.file('ca.crt'),
+        '-verify_return_error',
+        '-ign_eof',
+        ...args,
+      ],
+      { timeout: 20_000, encoding: 'utf8' },
+      (err, out, errOut) => {
+        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, out: out + errOut });
+      },
+    );
     // One request, and s_client reads until the server closes (-ign_eof): a TLS 1.3 ticket comes
     // after the handshake, so s_client must still be reading when it arrives to write -sess_out.
     child.stdin!.end('GET / HTTP/1.1\r\nHost: tickets.test\r\nConnection: close\r\n\r\n');
@@ -69,17 +87,29 @@ async function startGate(t: Test): Promise<Gate> {
     store: { type: 'memory' },
     admin: { listen: `127.0.0.1:${admin}` },
     allowlists: { main: ['127.0.0.0/8'] },
-    listeners: [{ name: 'web', mode: 'http', listen: `127.0.0.1:${port}`, allowlist: 'main',
-      upstreams: [`127.0.0.1:${(backend.address() as net.AddressInfo).port}`],
-      tls: { certificates: [{ cert: pair!.cert, key: pair!.key }] } }],
+    listeners: [
+      {
+        name: 'web',
+        mode: 'http',
+        listen: `127.0.0.1:${port}`,
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${(backend.address() as net.AddressInfo).port}`],
+        tls: { certificates: [{ cert: pair!.cert, key: pair!.key }] },
+      },
+    ],
   });
   killAtTeardown(t, g);
   const url = `http://127.0.0.1:${admin}`;
-  const ready = async (): Promise<boolean> => (await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) === 200;
-  await waitFor(async () => g.child.exitCode !== null || await ready(), 30_000, 'both workers listening');
+  const ready = async (): Promise<boolean> =>
+    (await fetch(`${url}/readyz`).then(
+      (r) => r.status,
+      () => 0,
+    )) === 200;
+  await waitFor(async () => g.child.exitCode !== null || (await ready()), 30_000, 'both workers listening');
   if (g.child.exitCode !== null) throw new Error(`ipgate exited: ${g.stdout()} ${g.stderr()}`);
   return {
-    g, port,
+    g,
+    port,
     metrics: async () => (await fetch(`${url}/metrics`)).text(),
     resumedByWorker: () => {
       const out = new Map<number, number>();
@@ -149,20 +179,34 @@ t.test('a worker restarted by the primary gets the keys in force: tickets issued
   t.equal(before.length, 2, 'two workers');
   process.kill(before[0]!, 'SIGKILL');
   let replacement = 0;
-  await waitFor(() => {
-    const now = childPids(gate.g.child.pid!);
-    replacement = now.find((p) => !before.includes(p)) ?? 0;
-    return now.length === 2 && replacement !== 0;
-  }, 15_000, 'the primary forked a replacement');
+  await waitFor(
+    () => {
+      const now = childPids(gate.g.child.pid!);
+      replacement = now.find((p) => !before.includes(p)) ?? 0;
+      return now.length === 2 && replacement !== 0;
+    },
+    15_000,
+    'the primary forked a replacement',
+  );
   // Its log is written in blocks (logging.flushIntervalMs): the line comes within a second.
-  await waitFor(() => logLines(gate.g.stdout()).some((l) => l.msg === 'listening' && l.pid === replacement), 15_000, 'the replacement is listening');
+  await waitFor(
+    () => logLines(gate.g.stdout()).some((l) => l.msg === 'listening' && l.pid === replacement),
+    15_000,
+    'the replacement is listening',
+  );
   for (const row of rows) await resumeRound(t, gate, row.version, row.flag, row.file, false);
   // The killed worker had resumed nothing: every resumption counted is one of these.
-  t.equal(resumedTotal(await gate.metrics()), 2 * RECONNECTS, 'ipgate_tls_resumed_sessions_total counts every resumption after the restart');
+  t.equal(
+    resumedTotal(await gate.metrics()),
+    2 * RECONNECTS,
+    'ipgate_tls_resumed_sessions_total counts every resumption after the restart',
+  );
   await waitFor(() => total(gate.resumedByWorker()) === 2 * RECONNECTS, 10_000, 'an access line per resumed session');
   const byWorker = gate.resumedByWorker();
-  t.ok((byWorker.get(replacement) ?? 0) > 0,
-    `the replacement resumed sessions from tickets issued before it started (per worker pid: ${JSON.stringify([...byWorker])})`);
+  t.ok(
+    (byWorker.get(replacement) ?? 0) > 0,
+    `the replacement resumed sessions from tickets issued before it started (per worker pid: ${JSON.stringify([...byWorker])})`,
+  );
   t.ok((byWorker.get(before[1]!) ?? 0) > 0, 'and so did the worker that was not restarted');
 });
 
@@ -170,15 +214,30 @@ t.test('a worker restarted by the primary gets the keys in force: tickets issued
  * What a worker does with the keys it is sent, in this process: two apps stand for two workers,
  * each with its own TicketKeys (as worker.ts builds them) adopting the key the primary would send.
  */
-t.test('apps that adopt the same key resume each other\'s tickets; after a rotation only new tickets resume', { skip }, async (t) => {
+t.test("apps that adopt the same key resume each other's tickets; after a rotation only new tickets resume", { skip }, async (t) => {
   const backend = http.createServer((_req, res) => res.end('ok\n'));
   await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => backend.close(() => r())));
   const worker = async (keys: TicketKeys | null): Promise<{ app: App; port: number; keys: TicketKeys | null }> => {
-    const config = buildConfig({ store: { type: 'memory' }, admin: { listen: null }, allowlists: { main: ['127.0.0.0/8'] },
-      listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main',
-        upstreams: [`127.0.0.1:${(backend.address() as net.AddressInfo).port}`], tls: { certificates: [{ cert: pair!.cert, key: pair!.key }] } }] });
-    const app = await startApp(config, { logger: createLogger({ level: 'silent', format: 'json' }), ticketKeys: keys === null ? undefined : new Map([['web', keys]]) });
+    const config = buildConfig({
+      store: { type: 'memory' },
+      admin: { listen: null },
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [`127.0.0.1:${(backend.address() as net.AddressInfo).port}`],
+          tls: { certificates: [{ cert: pair!.cert, key: pair!.key }] },
+        },
+      ],
+    });
+    const app = await startApp(config, {
+      logger: createLogger({ level: 'silent', format: 'json' }),
+      ticketKeys: keys === null ? undefined : new Map([['web', keys]]),
+    });
     t.teardown(() => app.shutdown(0));
     return { app, port: app.listeners[0]!.address!.port, keys };
   };
@@ -189,25 +248,49 @@ t.test('apps that adopt the same key resume each other\'s tickets; after a rotat
   const first = randomBytes(48);
   a.keys!.adopt(first);
   b.keys!.adopt(first);
-  t.equal(a.keys!.external, true, 'an adopted key is the primary\'s: the worker does not rotate it');
+  t.equal(a.keys!.external, true, "an adopted key is the primary's: the worker does not rotate it");
 
-  for (const row of [{ version: 'TLSv1.2', flag: '-tls1_2' }, { version: 'TLSv1.3', flag: '-tls1_3' }]) {
+  for (const row of [
+    { version: 'TLSv1.2', flag: '-tls1_2' },
+    { version: 'TLSv1.3', flag: '-tls1_3' },
+  ]) {
     const before = path.join(dir, `${row.version}-before.pem`);
-    t.equal(sessionLine(await sClient(a.port, [row.flag, '-sess_out', before])), `New, ${row.version}`, `${row.version}: a full handshake on A`);
-    t.equal(sessionLine(await sClient(b.port, [row.flag, '-sess_in', before])), `Reused, ${row.version}`, `${row.version}: B resumes A's ticket (same key)`);
-    t.equal(sessionLine(await sClient(own.port, [row.flag, '-sess_in', before])), `New, ${row.version}`,
-      `${row.version}: an app with its own key does not (what each worker had before)`);
+    t.equal(
+      sessionLine(await sClient(a.port, [row.flag, '-sess_out', before])),
+      `New, ${row.version}`,
+      `${row.version}: a full handshake on A`,
+    );
+    t.equal(
+      sessionLine(await sClient(b.port, [row.flag, '-sess_in', before])),
+      `Reused, ${row.version}`,
+      `${row.version}: B resumes A's ticket (same key)`,
+    );
+    t.equal(
+      sessionLine(await sClient(own.port, [row.flag, '-sess_in', before])),
+      `New, ${row.version}`,
+      `${row.version}: an app with its own key does not (what each worker had before)`,
+    );
   }
   // A rotation: the primary sends a new key to both.
   const second = randomBytes(48);
   a.keys!.adopt(second);
   b.keys!.adopt(second);
-  for (const row of [{ version: 'TLSv1.2', flag: '-tls1_2' }, { version: 'TLSv1.3', flag: '-tls1_3' }]) {
+  for (const row of [
+    { version: 'TLSv1.2', flag: '-tls1_2' },
+    { version: 'TLSv1.3', flag: '-tls1_3' },
+  ]) {
     const before = path.join(dir, `${row.version}-before.pem`);
     const after = path.join(dir, `${row.version}-after.pem`);
-    t.equal(sessionLine(await sClient(b.port, [row.flag, '-sess_in', before])), `New, ${row.version}`,
-      `${row.version}: a ticket from before the rotation gets a full handshake (one key: Node keeps no older one)`);
-    t.equal(sessionLine(await sClient(a.port, [row.flag, '-sess_out', after])), `New, ${row.version}`, `${row.version}: a new ticket from A`);
+    t.equal(
+      sessionLine(await sClient(b.port, [row.flag, '-sess_in', before])),
+      `New, ${row.version}`,
+      `${row.version}: a ticket from before the rotation gets a full handshake (one key: Node keeps no older one)`,
+    );
+    t.equal(
+      sessionLine(await sClient(a.port, [row.flag, '-sess_out', after])),
+      `New, ${row.version}`,
+      `${row.version}: a new ticket from A`,
+    );
     t.equal(sessionLine(await sClient(b.port, [row.flag, '-sess_in', after])), `Reused, ${row.version}`, `${row.version}: resumes on B`);
   }
   const resumed = (x: { app: App }): number => (x.app.listeners[0] as unknown as { tls: { stats: { resumed: number } } }).tls.stats.resumed;

@@ -17,11 +17,29 @@ async function gate(t: Test): Promise<AdminGate> {
   const web = await countingBackend();
   t.teardown(() => web.close());
   return startAdminGate(t, {
-    allowlists: { main: ['127.0.0.9/32', '192.0.2.7/32', '127.0.0.5/32'], proxies: ['127.0.0.2/32', '127.0.0.3/32'], balancers: ['127.0.0.3/32', '127.0.0.4/32'] },
+    allowlists: {
+      main: ['127.0.0.9/32', '192.0.2.7/32', '127.0.0.5/32'],
+      proxies: ['127.0.0.2/32', '127.0.0.3/32'],
+      balancers: ['127.0.0.3/32', '127.0.0.4/32'],
+    },
     listeners: [
-      { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${web.port}`], http: { trustedProxies: 'proxies' } },
-      { name: 'tcp', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1',
-        proxyProtocol: { mode: 'optional', trustedSources: 'balancers' } },
+      {
+        name: 'web',
+        mode: 'http',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${web.port}`],
+        http: { trustedProxies: 'proxies' },
+      },
+      {
+        name: 'tcp',
+        mode: 'tcp',
+        listen: '127.0.0.1:0',
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${echo}`],
+        outboundProxyProtocol: 'v1',
+        proxyProtocol: { mode: 'optional', trustedSources: 'balancers' },
+      },
     ],
   });
 }
@@ -58,7 +76,7 @@ async function untrust(g: AdminGate, list: string, cidr: string): Promise<number
   return Date.now();
 }
 
-t.test('a proxy removed from http.trustedProxies: its keep-alive connection closes; another proxy\'s carries on', async (t) => {
+t.test("a proxy removed from http.trustedProxies: its keep-alive connection closes; another proxy's carries on", async (t) => {
   const g = await gate(t);
   const gone = await keepAlive(g, '127.0.0.2');
   const kept = await keepAlive(g, '127.0.0.3');
@@ -71,12 +89,12 @@ t.test('a proxy removed from http.trustedProxies: its keep-alive connection clos
   t.ok(ms < 1000, `closed ${ms} ms after the acknowledgement`);
   const web = g.app.listeners[0]!;
   await waitFor(() => web.stats.closed.get('trust_revoked') === 1, 3000, 'counted as trust_revoked');
-  t.equal(keptClosed, false, 'the still-trusted proxy\'s connection was not closed');
+  t.equal(keptClosed, false, "the still-trusted proxy's connection was not closed");
   kept.write(`GET /again HTTP/1.1\r\nHost: a\r\n${XFF}Connection: close\r\n\r\n`);
   t.match((await readAll(kept)).toString(), /^HTTP\/1\.1 200 /, 'it serves its next request, X-Forwarded-For still believed');
   const again = await connect({ port: g.port('web'), localAddress: '127.0.0.2' });
   again.write(`GET / HTTP/1.1\r\nHost: a\r\n${XFF}Connection: close\r\n\r\n`);
-  t.match((await readAll(again)).toString(), /^HTTP\/1\.1 403 /, 'the removed proxy\'s new connection: its own address decides (403)');
+  t.match((await readAll(again)).toString(), /^HTTP\/1\.1 403 /, "the removed proxy's new connection: its own address decides (403)");
 });
 
 t.test('a balancer removed from proxyProtocol.trustedSources: the streams its PROXY header named close; others carry on', async (t) => {
@@ -93,7 +111,7 @@ t.test('a balancer removed from proxyProtocol.trustedSources: the streams its PR
   t.ok(ms < 1000, `closed ${ms} ms after the acknowledgement`);
   const tcp = g.app.listeners[1]!;
   await waitFor(() => tcp.stats.closed.get('trust_revoked') === 1, 3000, 'counted as trust_revoked');
-  t.equal(keptClosed, false, 'the still-trusted balancer\'s stream and the direct one were not closed');
+  t.equal(keptClosed, false, "the still-trusted balancer's stream and the direct one were not closed");
   for (const s of [keptByHeader, direct]) {
     s.write('still here\n');
     t.equal((await readUntil(s, 'still here\n')).toString().endsWith('still here\n'), true, 'it carries on');
@@ -101,6 +119,6 @@ t.test('a balancer removed from proxyProtocol.trustedSources: the streams its PR
   }
   const again = await connect({ port: g.port('tcp'), localAddress: '127.0.0.3' });
   again.write(HEADER);
-  t.equal((await readAll(again)).length, 0, 'the removed balancer\'s new PROXY header is refused (pp_untrusted)');
+  t.equal((await readAll(again)).length, 0, "the removed balancer's new PROXY header is refused (pp_untrusted)");
   await waitFor(() => (tcp.stats.closed.get('pp_untrusted') ?? 0) === 1, 3000, 'counted as pp_untrusted');
 });

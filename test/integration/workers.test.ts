@@ -33,7 +33,16 @@ async function startCluster(t: Test, extra: Record<string, unknown> = {}): Promi
     store: { type: 'file', path: path.join(dir, 'allowlists.json') },
     admin: { listen: `127.0.0.1:${adminPort}`, tokenFile: path.join(dir, 'token') },
     allowlists: { main: ['127.0.0.3/32', '127.0.0.4/32'] },
-    listeners: [{ name: 'tcp', mode: 'tcp', listen: `127.0.0.1:${port}`, allowlist: 'main', upstreams: [`127.0.0.1:${echo}`], outboundProxyProtocol: 'v1' }],
+    listeners: [
+      {
+        name: 'tcp',
+        mode: 'tcp',
+        listen: `127.0.0.1:${port}`,
+        allowlist: 'main',
+        upstreams: [`127.0.0.1:${echo}`],
+        outboundProxyProtocol: 'v1',
+      },
+    ],
     ...extra,
   });
   killAtTeardown(t, g);
@@ -66,8 +75,11 @@ t.test('two workers share the listener and report through one /metrics', async (
   // Under SCHED_RR the primary accepts and passes each handle on: the workers take them as
   // RawSockets all the same (listener.ts acceptHandles).
   // (The workers' log lines may reach the pipe after the primary's "ready".)
-  const onHandles = (): number => c.g.stdout().split('\n')
-    .filter((l) => l.includes('"msg":"listening"') && l.includes('"sockets":"handles"')).length;
+  const onHandles = (): number =>
+    c.g
+      .stdout()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"listening"') && l.includes('"sockets":"handles"')).length;
   await waitFor(() => onHandles() === 2, 5000, 'both workers log "sockets":"handles"');
   t.pass('both workers relay on libuv handles');
   const socks: net.Socket[] = [];
@@ -76,7 +88,11 @@ t.test('two workers share the listener and report through one /metrics', async (
   const ready = await c.api('GET', '/readyz', undefined);
   t.equal(ready.status, 200);
   t.match(JSON.stringify(ready.json.checks), /2 worker\(s\) listening/);
-  await waitFor(async () => /ipgate_connections_active\{listener="tcp"\} 0/.test((await c.api('GET', '/metrics')).text), 5000, 'connections closed');
+  await waitFor(
+    async () => /ipgate_connections_active\{listener="tcp"\} 0/.test((await c.api('GET', '/metrics')).text),
+    5000,
+    'connections closed',
+  );
   const metrics = (await c.api('GET', '/metrics')).text;
   const accepted = /ipgate_connections_accepted_total\{listener="tcp"\} (\d+)/.exec(metrics);
   t.ok(accepted, 'accepted counter present');
@@ -108,10 +124,14 @@ t.test('a killed worker is replaced and the new one enforces the current lists',
   t.equal(r.status, 200, r.text);
   const before = childPids(c.g.child.pid!);
   process.kill(before[0]!, 'SIGKILL');
-  await waitFor(() => {
-    const now = childPids(c.g.child.pid!);
-    return now.length === 2 && !now.includes(before[0]!);
-  }, 10_000, 'replacement worker');
+  await waitFor(
+    () => {
+      const now = childPids(c.g.child.pid!);
+      return now.length === 2 && !now.includes(before[0]!);
+    },
+    10_000,
+    'replacement worker',
+  );
   await waitFor(async () => (await c.api('GET', '/readyz')).status === 200, 10_000, 'ready again');
   // The primary's log is written in blocks (logging.flushIntervalMs, 1 s): wait for the line.
   await waitFor(() => /worker exited: replacing it/.test(c.g.stdout()), 5000, 'the replacement logged');
@@ -126,11 +146,19 @@ t.test('SIGTERM to the primary drains every worker, then the tree exits 0', asyn
   c.g.child.kill('SIGTERM');
   await waitFor(() => /stopping: workers drain/.test(c.g.stdout()), 5000, 'drain started');
   // New connections are refused while the open one drains.
-  await waitFor(() => new Promise<boolean>((resolve) => {
-    const s = net.connect(c.port, '127.0.0.1');
-    s.once('error', () => resolve(true));
-    s.once('connect', () => { s.destroy(); resolve(false); });
-  }), 5000, 'listener closed');
+  await waitFor(
+    () =>
+      new Promise<boolean>((resolve) => {
+        const s = net.connect(c.port, '127.0.0.1');
+        s.once('error', () => resolve(true));
+        s.once('connect', () => {
+          s.destroy();
+          resolve(false);
+        });
+      }),
+    5000,
+    'listener closed',
+  );
   t.equal(c.g.child.exitCode, null, 'still draining while a connection is open');
   open.write('bye\n');
   open.end();

@@ -6,7 +6,9 @@ import { BlockWriter, isoTime } from '../../src/log';
 
 t.test('isoTime writes what pino.stdTimeFunctions.isoTime would, across minute, day and year edges', async (t) => {
   const now = Date.now;
-  t.teardown(() => { Date.now = now; });
+  t.teardown(() => {
+    Date.now = now;
+  });
   const rows: [string, number][] = [
     ['the epoch', 0],
     ['the last millisecond of a minute', 1_764_433_859_999],
@@ -73,12 +75,35 @@ t.test('BlockWriter direct writing: the bytes write() gives for JSON.stringify o
   const fdB = fs.openSync(path.join(dir, 'b.log'), 'w');
   const direct = new BlockWriter(fdA, 4096, 60_000);
   const text = new BlockWriter(fdB, 4096, 60_000);
-  const strings: Array<string | null | undefined> = ['', 'plain', 'q"uote', 'back\\slash', '\b\f\n\r\t', '\u0000\u0001\u001f\u007f', 'ü é ß',
-    '\u0800\uffff', '😀 pair', 'lone \ud800 high', 'lone \udc00 low', 'swapped \udc00\ud800', 'end \ud83d', '\u2028\u2029', null, undefined];
+  const strings: Array<string | null | undefined> = [
+    '',
+    'plain',
+    'q"uote',
+    'back\\slash',
+    '\b\f\n\r\t',
+    '\u0000\u0001\u001f\u007f',
+    'ü é ß',
+    '\u0800\uffff',
+    '😀 pair',
+    'lone \ud800 high',
+    'lone \udc00 low',
+    'swapped \udc00\ud800',
+    'end \ud83d',
+    '\u2028\u2029',
+    null,
+    undefined,
+  ];
   // Random strings over the interesting ranges, many lines (several blocks).
   let x = 12345;
-  const rnd = (): number => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32);
-  const pools = [[0, 0x20], [0x20, 0x80], [0x80, 0x800], [0x800, 0xd800], [0xd800, 0xe000], [0xe000, 0x10000]] as const;
+  const rnd = (): number => (x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  const pools = [
+    [0, 0x20],
+    [0x20, 0x80],
+    [0x80, 0x800],
+    [0x800, 0xd800],
+    [0xd800, 0xe000],
+    [0xe000, 0x10000],
+  ] as const;
   for (let k = 0; k < 300; k++) {
     let s = '';
     for (let i = 0, n = Math.floor(rnd() * 40); i < n; i++) {
@@ -93,8 +118,10 @@ t.test('BlockWriter direct writing: the bytes write() gives for JSON.stringify o
     const n = numbers[k % numbers.length];
     t.ok(direct.begin(1024), 'room');
     direct.fragment('{"level":"info","pid":1,"name":"ünï"');
-    direct.fragment(',"s":'); direct.jsonString(s);
-    direct.fragment(',"n":'); direct.number(n);
+    direct.fragment(',"s":');
+    direct.jsonString(s);
+    direct.fragment(',"n":');
+    direct.number(n);
     direct.fragment('}\n');
     direct.end();
     const sText = s === null || s === undefined ? 'null' : JSON.stringify(s);
@@ -112,7 +139,11 @@ t.test('BlockWriter direct writing: the bytes write() gives for JSON.stringify o
   const b = fs.readFileSync(path.join(dir, 'b.log'));
   t.equal(a.length, b.length, `same length (${a.length} bytes)`);
   t.ok(a.equals(b), 'byte for byte');
-  const parsed = a.toString('utf8').trim().split('\n').map((l) => JSON.parse(l) as { s: string | null });
+  const parsed = a
+    .toString('utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { s: string | null });
   t.equal(parsed.length, strings.length, 'one valid JSON line per write');
   t.equal(parsed[3]!.s, 'back\\slash', 'values survive');
 });

@@ -4,7 +4,12 @@
  * median wall ns/op, its min..max across runs, and the median process CPU ns/op (less skewed when
  * other processes share the machine).
  */
-export interface Measured { median: number; min: number; max: number; cpu: number }
+export interface Measured {
+  median: number;
+  min: number;
+  max: number;
+  cpu: number;
+}
 
 export function measure(fn: () => void, warmup: number, iterations: number, runs: number): Measured {
   for (let k = 0; k < warmup; k++) fn();

@@ -27,7 +27,11 @@ export const entrySchema = {
   required: ['cidr'],
   properties: {
     cidr: { type: 'string', maxLength: 128, description: 'IPv4 or IPv6 CIDR; a bare address is a host route' },
-    action: { type: 'string', enum: ['allow', 'deny'], description: 'allow (the default, stored without the field) or deny; the most specific entry decides, deny wins at the same prefix' },
+    action: {
+      type: 'string',
+      enum: ['allow', 'deny'],
+      description: 'allow (the default, stored without the field) or deny; the most specific entry decides, deny wins at the same prefix',
+    },
     comment: { type: 'string', maxLength: 1024 },
     expiresAt: { type: 'string', maxLength: 64, description: 'RFC 3339 date-time with offset; the entry stops matching then' },
   },
@@ -45,7 +49,7 @@ const readOnly = {
   name: { type: 'string', maxLength: 128 },
   version: { type: 'string', maxLength: 128, description: 'read-only (send it as If-Match)' },
   source: { type: 'string', enum: ['config', 'store'], description: 'read-only: who owns the list (config allowlists.NAME.source)' },
-  temporary: { type: 'array', items: entrySchema, description: 'read-only: a config list\'s temporary API entries' },
+  temporary: { type: 'array', items: entrySchema, description: "read-only: a config list's temporary API entries" },
   allowTemporary: { type: 'boolean', description: 'read-only' },
   managedIn: { type: 'string', description: 'read-only: where a config list is edited' },
 } as const;
@@ -70,7 +74,11 @@ const createBody = {
   required: ['name'],
   properties: {
     name: { type: 'string', maxLength: 128, description: 'letters, digits, "_", "-", "."; at most 63 characters' },
-    source: { type: 'string', enum: ['store'], description: 'only store lists are created here (a config list is written in the config file)' },
+    source: {
+      type: 'string',
+      enum: ['store'],
+      description: 'only store lists are created here (a config list is written in the config file)',
+    },
     entries: { type: 'array', maxItems: MAX_ENTRIES, items: entrySchema },
   },
 } as const;
@@ -86,14 +94,21 @@ const nameParams = {
 const readErrors = errorResponses(AUTH_ERRORS, [400, 404]);
 const bodyErrors = [400, 404, 412, 413, 415, 503] as const;
 
-interface NameParams { name: string }
+interface NameParams {
+  name: string;
+}
 
 /** Validate entries beyond the schema (CIDR semantics, RFC 3339): 400 naming `entries[i].field`. */
 function validEntries(raw: readonly unknown[]): AllowEntry[] {
   return raw.map((e, i) => {
     const r = validateEntry(e);
-    if (!r.ok) throw new ApiError(400, 'invalid_entry', r.field === 'cidr' && isRecord(e) && typeof e.cidr === 'string' ? quoteCidr(e.cidr, r.message) : r.message,
-      `entries[${i}]${r.field ? `.${r.field}` : ''}`);
+    if (!r.ok)
+      throw new ApiError(
+        400,
+        'invalid_entry',
+        r.field === 'cidr' && isRecord(e) && typeof e.cidr === 'string' ? quoteCidr(e.cidr, r.message) : r.message,
+        `entries[${i}]${r.field ? `.${r.field}` : ''}`,
+      );
     return r.entry;
   });
 }
@@ -122,139 +137,256 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 export const allowlistRoutes: FastifyPluginAsync<{ service: AllowlistService }> = async (app, { service }) => {
-  app.get('/allowlists', {
-    schema: {
-      tags: ['allowlists'], operationId: 'listAllowlists', summary: 'All allowlists: store version, applied version, entry count',
-      response: {
-        200: {
-          description: 'Every list with its store and applied versions',
-          type: 'object', additionalProperties: false, required: ['allowlists'],
-          properties: {
-            allowlists: {
-              type: 'array',
-              items: {
-                type: 'object', additionalProperties: false, required: ['name', 'version', 'entries'],
-                properties: { name: { type: 'string' }, version: { type: 'string' }, source: { type: 'string', enum: ['config', 'store'] },
-                  appliedVersion: { type: ['string', 'null'] }, entries: { type: 'integer' }, temporary: { type: 'integer' } },
+  app.get(
+    '/allowlists',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'listAllowlists',
+        summary: 'All allowlists: store version, applied version, entry count',
+        response: {
+          200: {
+            description: 'Every list with its store and applied versions',
+            type: 'object',
+            additionalProperties: false,
+            required: ['allowlists'],
+            properties: {
+              allowlists: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  additionalProperties: false,
+                  required: ['name', 'version', 'entries'],
+                  properties: {
+                    name: { type: 'string' },
+                    version: { type: 'string' },
+                    source: { type: 'string', enum: ['config', 'store'] },
+                    appliedVersion: { type: ['string', 'null'] },
+                    entries: { type: 'integer' },
+                    temporary: { type: 'integer' },
+                  },
+                },
               },
             },
           },
+          ...errorResponses(AUTH_ERRORS),
         },
-        ...errorResponses(AUTH_ERRORS),
       },
     },
-  }, async () => ({
-    allowlists: service.names().map((name) => {
-      const l = service.get(name);
-      return { name, version: l.version, source: l.source, appliedVersion: service.appliedVersion(name), entries: l.entries.length,
-        ...(l.temporary ? { temporary: l.temporary.length } : {}) };
+    async () => ({
+      allowlists: service.names().map((name) => {
+        const l = service.get(name);
+        return {
+          name,
+          version: l.version,
+          source: l.source,
+          appliedVersion: service.appliedVersion(name),
+          entries: l.entries.length,
+          ...(l.temporary ? { temporary: l.temporary.length } : {}),
+        };
+      }),
     }),
-  }));
+  );
 
-  app.post<{ Body: { name: string; source?: 'store'; entries?: unknown[] } }>('/allowlists', {
-    schema: {
-      tags: ['allowlists'], operationId: 'createAllowlist', summary: 'Create a store list (201); 409 list_exists when the name is taken',
-      body: createBody,
-      response: { 201: { description: 'The new list, in force', ...listBody }, ...errorResponses(AUTH_ERRORS, [400, 409, 413, 415, 503]) },
+  app.post<{ Body: { name: string; source?: 'store'; entries?: unknown[] } }>(
+    '/allowlists',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'createAllowlist',
+        summary: 'Create a store list (201); 409 list_exists when the name is taken',
+        body: createBody,
+        response: {
+          201: { description: 'The new list, in force', ...listBody },
+          ...errorResponses(AUTH_ERRORS, [400, 409, 413, 415, 503]),
+        },
+      },
     },
-  }, async (req, reply) => {
-    const { list } = await service.create(req.body.name, validEntries(req.body.entries ?? []), req.who);
-    reply.code(201).header('location', `/v1/allowlists/${encodeURIComponent(list.name)}`);
-    return sendList(reply, list);
-  });
-
-  app.delete<{ Params: NameParams }>('/allowlists/:name', {
-    schema: {
-      tags: ['allowlists'], operationId: 'deleteAllowlist',
-      summary: 'Delete a store list no listener uses (409 list_in_use naming the fields that use it; 409 managed_by_config for a config list); If-Match optional',
-      params: nameParams,
-      response: { 204: { description: 'Deleted', type: 'null' }, ...errorResponses(AUTH_ERRORS, [400, 404, 409, 412, 503]) },
+    async (req, reply) => {
+      const { list } = await service.create(req.body.name, validEntries(req.body.entries ?? []), req.who);
+      reply.code(201).header('location', `/v1/allowlists/${encodeURIComponent(list.name)}`);
+      return sendList(reply, list);
     },
-  }, async (req, reply) => {
-    await service.deleteList(req.params.name, parseIfMatch(header(req, 'if-match')), req.who);
-    return reply.code(204).send();
-  });
+  );
 
-  app.get<{ Params: NameParams }>('/allowlists/:name', {
-    schema: {
-      tags: ['allowlists'], operationId: 'getAllowlist', summary: 'One allowlist; the ETag header is its version', params: nameParams,
-      response: { 200: { description: 'The list; the ETag header is its version', ...listBody }, ...readErrors },
+  app.delete<{ Params: NameParams }>(
+    '/allowlists/:name',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'deleteAllowlist',
+        summary:
+          'Delete a store list no listener uses (409 list_in_use naming the fields that use it; 409 managed_by_config for a config list); If-Match optional',
+        params: nameParams,
+        response: { 204: { description: 'Deleted', type: 'null' }, ...errorResponses(AUTH_ERRORS, [400, 404, 409, 412, 503]) },
+      },
     },
-  }, async (req, reply) => sendList(reply, service.get(req.params.name)));
-
-  app.put<{ Params: NameParams; Body: { entries: unknown[]; name?: string } }>('/allowlists/:name', {
-    schema: {
-      tags: ['allowlists'], operationId: 'replaceAllowlist',
-      summary: 'Replace the entries (If-Match: the ETag read; 428 without, 412 when stale). A GET answer is accepted as is (read-only fields ignored)',
-      params: nameParams, body: putBody,
-      response: { 200: { description: 'The list as stored and in force', ...listBody }, ...errorResponses(AUTH_ERRORS, bodyErrors, [409, 428]) },
+    async (req, reply) => {
+      await service.deleteList(req.params.name, parseIfMatch(header(req, 'if-match')), req.who);
+      return reply.code(204).send();
     },
-  }, async (req, reply) => {
-    service.get(req.params.name); // 404 before 428: the list must exist to have a version
-    if (req.body.name !== undefined && req.body.name !== req.params.name) {
-      throw new ApiError(400, 'invalid_request', `name ${JSON.stringify(req.body.name)} in the body is not the list in the URL (${JSON.stringify(req.params.name)})`, 'name');
-    }
-    const ifMatch = parseIfMatch(header(req, 'if-match'));
-    if (ifMatch === null) {
-      throw new ApiError(428, 'precondition_required', 'PUT replaces the whole list: send If-Match with the ETag you read (or * to overwrite any version)', 'If-Match');
-    }
-    const { list } = await service.replace(req.params.name, validEntries(req.body.entries), ifMatch, req.who);
-    return sendList(reply, list);
-  });
+  );
 
-  app.post<{ Params: NameParams; Body: { entries: unknown[] }; Querystring: { replace?: string } }>('/allowlists/:name/entries', {
-    schema: {
-      tags: ['allowlists'], operationId: 'addAllowlistEntries',
-      summary: 'Add entries: a CIDR already listed is 409 entry_exists (quoting the entry there) unless ?replace=true; If-Match optional',
-      params: nameParams,
-      querystring: { type: 'object', additionalProperties: false, properties: { replace: { type: 'string', enum: ['true', 'false'], description: 'true: an entry with a CIDR already listed replaces it' } } },
-      body: { ...entriesBody, properties: { entries: { ...entriesBody.properties.entries, minItems: 1 } } },
-      response: { 200: { description: 'The list as stored and in force', ...listBody }, ...errorResponses(AUTH_ERRORS, bodyErrors, [409]) },
+  app.get<{ Params: NameParams }>(
+    '/allowlists/:name',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'getAllowlist',
+        summary: 'One allowlist; the ETag header is its version',
+        params: nameParams,
+        response: { 200: { description: 'The list; the ETag header is its version', ...listBody }, ...readErrors },
+      },
     },
-  }, async (req, reply) => {
-    service.get(req.params.name);
-    const { list } = await service.add(req.params.name, validEntries(req.body.entries), parseIfMatch(header(req, 'if-match')), req.who, req.query.replace === 'true');
-    return sendList(reply, list);
-  });
+    async (req, reply) => sendList(reply, service.get(req.params.name)),
+  );
 
-  app.delete<{ Params: NameParams & { cidr: string } }>('/allowlists/:name/entries/:cidr', {
-    schema: {
-      tags: ['allowlists'], operationId: 'removeAllowlistEntry', summary: 'Remove the entry with this CIDR (URL-encoded: 10.0.0.0%2F8); If-Match optional',
-      params: { type: 'object', required: ['name', 'cidr'], additionalProperties: false,
-        properties: { name: { type: 'string', maxLength: 128 }, cidr: { type: 'string', maxLength: 128 } } },
-      response: { 200: { description: 'The list as stored and in force', ...listBody }, ...errorResponses(AUTH_ERRORS, [400, 404, 409, 412, 503]) },
+  app.put<{ Params: NameParams; Body: { entries: unknown[]; name?: string } }>(
+    '/allowlists/:name',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'replaceAllowlist',
+        summary:
+          'Replace the entries (If-Match: the ETag read; 428 without, 412 when stale). A GET answer is accepted as is (read-only fields ignored)',
+        params: nameParams,
+        body: putBody,
+        response: {
+          200: { description: 'The list as stored and in force', ...listBody },
+          ...errorResponses(AUTH_ERRORS, bodyErrors, [409, 428]),
+        },
+      },
     },
-  }, async (req, reply) => {
-    service.get(req.params.name);
-    const parsed = parseCidr(req.params.cidr);
-    if (!parsed.ok) throw new ApiError(400, 'invalid_entry', quoteCidr(req.params.cidr, parsed.message), 'cidr');
-    const { list } = await service.remove(req.params.name, parsed.cidr.text, parseIfMatch(header(req, 'if-match')), req.who);
-    return sendList(reply, list);
-  });
+    async (req, reply) => {
+      service.get(req.params.name); // 404 before 428: the list must exist to have a version
+      if (req.body.name !== undefined && req.body.name !== req.params.name) {
+        throw new ApiError(
+          400,
+          'invalid_request',
+          `name ${JSON.stringify(req.body.name)} in the body is not the list in the URL (${JSON.stringify(req.params.name)})`,
+          'name',
+        );
+      }
+      const ifMatch = parseIfMatch(header(req, 'if-match'));
+      if (ifMatch === null) {
+        throw new ApiError(
+          428,
+          'precondition_required',
+          'PUT replaces the whole list: send If-Match with the ETag you read (or * to overwrite any version)',
+          'If-Match',
+        );
+      }
+      const { list } = await service.replace(req.params.name, validEntries(req.body.entries), ifMatch, req.who);
+      return sendList(reply, list);
+    },
+  );
 
-  app.get<{ Params: NameParams; Querystring: { ip: string } }>('/allowlists/:name/check', {
-    schema: {
-      tags: ['allowlists'], operationId: 'checkAllowlistAddress', summary: 'Would this address be admitted now, and by which entry',
-      params: nameParams,
-      querystring: { type: 'object', required: ['ip'], additionalProperties: false, properties: { ip: { type: 'string', maxLength: 128 } } },
-      response: {
-        200: {
-          description: 'The decision for this address under the list in force',
-          type: 'object', additionalProperties: false, required: ['list', 'ip', 'allowed', 'version'],
+  app.post<{ Params: NameParams; Body: { entries: unknown[] }; Querystring: { replace?: string } }>(
+    '/allowlists/:name/entries',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'addAllowlistEntries',
+        summary: 'Add entries: a CIDR already listed is 409 entry_exists (quoting the entry there) unless ?replace=true; If-Match optional',
+        params: nameParams,
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
           properties: {
-            list: { type: 'string' }, ip: { type: 'string' }, allowed: { type: 'boolean' }, version: { type: 'string' },
-            index: { type: 'integer', description: 'the deciding entry (-1: none covers the address)' },
-            entry: { anyOf: [entrySchema, { type: 'null' }], description: 'the deciding entry: an allow entry, a deny entry, or null' },
-            reason: { type: ['string', 'null'], enum: ['denied_by_entry', 'not_allowlisted', null], description: 'why refused (the ipgate_denied_total reason); null when allowed' },
+            replace: { type: 'string', enum: ['true', 'false'], description: 'true: an entry with a CIDR already listed replaces it' },
           },
         },
-        ...readErrors,
+        body: { ...entriesBody, properties: { entries: { ...entriesBody.properties.entries, minItems: 1 } } },
+        response: {
+          200: { description: 'The list as stored and in force', ...listBody },
+          ...errorResponses(AUTH_ERRORS, bodyErrors, [409]),
+        },
       },
     },
-  }, async (req) => {
-    const r = service.check(req.params.name, req.query.ip);
-    return { list: req.params.name, ip: r.ip, allowed: r.allowed, version: r.version, index: r.index, entry: r.entry, reason: r.reason };
-  });
+    async (req, reply) => {
+      service.get(req.params.name);
+      const { list } = await service.add(
+        req.params.name,
+        validEntries(req.body.entries),
+        parseIfMatch(header(req, 'if-match')),
+        req.who,
+        req.query.replace === 'true',
+      );
+      return sendList(reply, list);
+    },
+  );
+
+  app.delete<{ Params: NameParams & { cidr: string } }>(
+    '/allowlists/:name/entries/:cidr',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'removeAllowlistEntry',
+        summary: 'Remove the entry with this CIDR (URL-encoded: 10.0.0.0%2F8); If-Match optional',
+        params: {
+          type: 'object',
+          required: ['name', 'cidr'],
+          additionalProperties: false,
+          properties: { name: { type: 'string', maxLength: 128 }, cidr: { type: 'string', maxLength: 128 } },
+        },
+        response: {
+          200: { description: 'The list as stored and in force', ...listBody },
+          ...errorResponses(AUTH_ERRORS, [400, 404, 409, 412, 503]),
+        },
+      },
+    },
+    async (req, reply) => {
+      service.get(req.params.name);
+      const parsed = parseCidr(req.params.cidr);
+      if (!parsed.ok) throw new ApiError(400, 'invalid_entry', quoteCidr(req.params.cidr, parsed.message), 'cidr');
+      const { list } = await service.remove(req.params.name, parsed.cidr.text, parseIfMatch(header(req, 'if-match')), req.who);
+      return sendList(reply, list);
+    },
+  );
+
+  app.get<{ Params: NameParams; Querystring: { ip: string } }>(
+    '/allowlists/:name/check',
+    {
+      schema: {
+        tags: ['allowlists'],
+        operationId: 'checkAllowlistAddress',
+        summary: 'Would this address be admitted now, and by which entry',
+        params: nameParams,
+        querystring: {
+          type: 'object',
+          required: ['ip'],
+          additionalProperties: false,
+          properties: { ip: { type: 'string', maxLength: 128 } },
+        },
+        response: {
+          200: {
+            description: 'The decision for this address under the list in force',
+            type: 'object',
+            additionalProperties: false,
+            required: ['list', 'ip', 'allowed', 'version'],
+            properties: {
+              list: { type: 'string' },
+              ip: { type: 'string' },
+              allowed: { type: 'boolean' },
+              version: { type: 'string' },
+              index: { type: 'integer', description: 'the deciding entry (-1: none covers the address)' },
+              entry: { anyOf: [entrySchema, { type: 'null' }], description: 'the deciding entry: an allow entry, a deny entry, or null' },
+              reason: {
+                type: ['string', 'null'],
+                enum: ['denied_by_entry', 'not_allowlisted', null],
+                description: 'why refused (the ipgate_denied_total reason); null when allowed',
+              },
+            },
+          },
+          ...readErrors,
+        },
+      },
+    },
+    async (req) => {
+      const r = service.check(req.params.name, req.query.ip);
+      return { list: req.params.name, ip: r.ip, allowed: r.allowed, version: r.version, index: r.index, entry: r.entry, reason: r.reason };
+    },
+  );
 };
 
 function header(req: FastifyRequest, name: string): string | undefined {

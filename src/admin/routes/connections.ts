@@ -27,7 +27,7 @@ const connection = {
     admitted: { type: 'boolean', description: 'past the allowlist (HTTP: decided per request)' },
     upstream: { type: ['string', 'null'] },
     route: { type: 'string', description: 'TCP listeners with routes: the route that took the connection (absent: none yet)' },
-    sni: { type: 'string', description: 'TCP listeners with routes: the ClientHello\'s SNI (absent: none sent, or not read yet)' },
+    sni: { type: 'string', description: "TCP listeners with routes: the ClientHello's SNI (absent: none sent, or not read yet)" },
     ageMs: { type: 'integer' },
   },
 } as const;
@@ -59,7 +59,12 @@ export interface ConnectionsSource {
 }
 
 /** The page for `listener` (all when undefined) from listeners in this process, oldest first. */
-export function liveConnections(listeners: readonly Listener[], listener: string | undefined, limit: number, now = Date.now()): ConnectionsPage {
+export function liveConnections(
+  listeners: readonly Listener[],
+  listener: string | undefined,
+  limit: number,
+  now = Date.now(),
+): ConnectionsPage {
   const chosen = listener === undefined ? listeners : listeners.filter((l) => l.name === listener);
   let total = 0;
   const out: ConnectionView[] = [];
@@ -69,7 +74,8 @@ export function liveConnections(listeners: readonly Listener[], listener: string
       total++;
       if (out.length >= limit) continue;
       out.push({
-        id: c.id, listener: c.listener,
+        id: c.id,
+        listener: c.listener,
         peer: formatHostPort(c.peerAddress, c.peerPort),
         client: formatHostPort(c.clientAddress, c.clientPort),
         via: c.via,
@@ -103,27 +109,39 @@ export function localConnections(listeners: readonly Listener[]): ConnectionsSou
 }
 
 export const connectionsRoutes: FastifyPluginAsync<{ source: ConnectionsSource }> = async (app, { source }) => {
-  app.get<{ Querystring: { listener?: string; limit?: string } }>('/connections', {
-    schema: {
-      tags: ['diagnostics'], operationId: 'listConnections', summary: 'Live connections with their real client address, oldest first',
-      querystring: {
-        type: 'object', additionalProperties: false,
-        properties: { listener: { type: 'string', maxLength: 128 }, limit: { type: 'string', pattern: '^[1-9][0-9]{0,4}$' } },
-      },
-      response: {
-        200: {
-          description: 'Live connections, oldest first, up to the limit',
-          type: 'object', additionalProperties: false, required: ['total', 'connections'],
-          properties: { total: { type: 'integer', description: 'live connections matching, before the limit' }, connections: { type: 'array', items: connection } },
+  app.get<{ Querystring: { listener?: string; limit?: string } }>(
+    '/connections',
+    {
+      schema: {
+        tags: ['diagnostics'],
+        operationId: 'listConnections',
+        summary: 'Live connections with their real client address, oldest first',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { listener: { type: 'string', maxLength: 128 }, limit: { type: 'string', pattern: '^[1-9][0-9]{0,4}$' } },
         },
-        ...errorResponses(AUTH_ERRORS, [400, 404]),
+        response: {
+          200: {
+            description: 'Live connections, oldest first, up to the limit',
+            type: 'object',
+            additionalProperties: false,
+            required: ['total', 'connections'],
+            properties: {
+              total: { type: 'integer', description: 'live connections matching, before the limit' },
+              connections: { type: 'array', items: connection },
+            },
+          },
+          ...errorResponses(AUTH_ERRORS, [400, 404]),
+        },
       },
     },
-  }, async (req) => {
-    const { listener } = req.query;
-    const limit = Math.min(req.query.limit !== undefined ? Number(req.query.limit) : 100, 10_000);
-    const known = listener === undefined ? source.names.length > 0 : source.names.includes(listener);
-    if (!known) throw new ApiError(404, 'unknown_listener', `no listener named ${JSON.stringify(listener)}`, 'listener');
-    return source.page(listener, limit);
-  });
+    async (req) => {
+      const { listener } = req.query;
+      const limit = Math.min(req.query.limit !== undefined ? Number(req.query.limit) : 100, 10_000);
+      const known = listener === undefined ? source.names.length > 0 : source.names.includes(listener);
+      if (!known) throw new ApiError(404, 'unknown_listener', `no listener named ${JSON.stringify(listener)}`, 'listener');
+      return source.page(listener, limit);
+    },
+  );
 };

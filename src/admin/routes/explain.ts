@@ -50,21 +50,53 @@ const bodySchema = {
   properties: {
     listener: { type: 'string', maxLength: 128, description: 'listener name' },
     peer: { type: 'string', maxLength: 64, description: 'the address that connects to ipgate (the socket peer)' },
-    proxyHeader: { type: 'string', maxLength: MAX_HEADER_TEXT, description: 'the first bytes the peer sends: PROXY v1 text ("PROXY TCP4 ..."), hex or base64' },
-    sni: { type: ['string', 'null'], maxLength: 300, description: 'TCP listeners with routes: the SNI of the ClientHello (absent or null: none sent)' },
-    host: { type: 'string', maxLength: 1024, description: 'HTTP listeners: the request\'s Host, one line (default: the Host lines among `headers`); checked as the engine checks it' },
-    path: { type: 'string', maxLength: 8192, description: 'HTTP listeners: the request target (origin-form path and query, or absolute-form `http://authority/path`, whose authority replaces Host; default "/")' },
+    proxyHeader: {
+      type: 'string',
+      maxLength: MAX_HEADER_TEXT,
+      description: 'the first bytes the peer sends: PROXY v1 text ("PROXY TCP4 ..."), hex or base64',
+    },
+    sni: {
+      type: ['string', 'null'],
+      maxLength: 300,
+      description: 'TCP listeners with routes: the SNI of the ClientHello (absent or null: none sent)',
+    },
+    host: {
+      type: 'string',
+      maxLength: 1024,
+      description:
+        "HTTP listeners: the request's Host, one line (default: the Host lines among `headers`); checked as the engine checks it",
+    },
+    path: {
+      type: 'string',
+      maxLength: 8192,
+      description:
+        'HTTP listeners: the request target (origin-form path and query, or absolute-form `http://authority/path`, whose authority replaces Host; default "/")',
+    },
     headers: {
-      type: 'object', maxProperties: 64, description: 'HTTP request headers (HTTP listeners)',
-      additionalProperties: { anyOf: [{ type: 'string', maxLength: 8192 }, { type: 'array', maxItems: 32, items: { type: 'string', maxLength: 8192 } }] },
+      type: 'object',
+      maxProperties: 64,
+      description: 'HTTP request headers (HTTP listeners)',
+      additionalProperties: {
+        anyOf: [
+          { type: 'string', maxLength: 8192 },
+          { type: 'array', maxItems: 32, items: { type: 'string', maxLength: 8192 } },
+        ],
+      },
     },
   },
 } as const;
 
 const entryOut = {
-  type: ['object', 'null'], additionalProperties: false,
+  type: ['object', 'null'],
+  additionalProperties: false,
   description: 'the deciding entry (the most specific covering the client): an allow entry, a deny entry, or null',
-  properties: { index: { type: 'integer' }, cidr: { type: 'string' }, action: { type: 'string', enum: ['allow', 'deny'] }, comment: { type: 'string' }, expiresAt: { type: 'string' } },
+  properties: {
+    index: { type: 'integer' },
+    cidr: { type: 'string' },
+    action: { type: 'string', enum: ['allow', 'deny'] },
+    comment: { type: 'string' },
+    expiresAt: { type: 'string' },
+  },
 } as const;
 
 const responseSchema = {
@@ -80,27 +112,47 @@ const responseSchema = {
     clientPort: { type: ['integer', 'null'] },
     via: { type: ['string', 'null'] },
     trustedProxy: { type: 'boolean', description: 'HTTP: the client after PROXY is in http.trustedProxies (X-Forwarded-For is walked)' },
-    sni: { type: ['string', 'null'], description: 'TCP listeners with routes: the SNI as the router sees it (lower-cased, trailing dot cut)' },
-    host: { type: 'string', description: 'HTTP listeners: the host the request is decided on and sent upstream with (Host or the absolute-form authority, lower-cased, trailing dot cut)' },
-    allowlist: { type: 'string', description: 'the list that decides: the route\'s, or the listener\'s' },
+    sni: {
+      type: ['string', 'null'],
+      description: 'TCP listeners with routes: the SNI as the router sees it (lower-cased, trailing dot cut)',
+    },
+    host: {
+      type: 'string',
+      description:
+        'HTTP listeners: the host the request is decided on and sent upstream with (Host or the absolute-form authority, lower-cased, trailing dot cut)',
+    },
+    allowlist: { type: 'string', description: "the list that decides: the route's, or the listener's" },
     allowlistVersion: { type: 'string' },
     entry: entryOut,
     route: {
-      type: ['object', 'null'], additionalProperties: false,
+      type: ['object', 'null'],
+      additionalProperties: false,
       description: 'listeners with routes: the route that takes the request or (TCP, by SNI) the connection (null: none, see reason)',
       properties: {
         name: { type: 'string' },
         host: { type: 'string', description: 'the host entry that matched, as configured (lower-case): a name, *.suffix or *' },
         hostMatch: { type: 'string', enum: ['exact', 'wildcard', 'default'] },
-        path: { type: ['object', 'null'], additionalProperties: false, description: 'the path entry that matched (null: the route has no paths)',
-          properties: { path: { type: 'string' }, match: { type: 'string', enum: ['exact', 'prefix'] }, ignoreCase: { type: 'boolean', description: 'present (true) when the entry compares ASCII letters without case' } } },
+        path: {
+          type: ['object', 'null'],
+          additionalProperties: false,
+          description: 'the path entry that matched (null: the route has no paths)',
+          properties: {
+            path: { type: 'string' },
+            match: { type: 'string', enum: ['exact', 'prefix'] },
+            ignoreCase: { type: 'boolean', description: 'present (true) when the entry compares ASCII letters without case' },
+          },
+        },
         upstreams: { type: 'array', items: { type: 'string' } },
       },
     },
     routesVersion: { type: 'string', description: 'hash of the routes in force' },
     status: { type: 'integer', description: 'no_route and bad_request: the status the client gets (404 or 400)' },
     decision: { enum: ['allow', 'deny', 'close', 'no_route', 'bad_request'] },
-    reason: { type: 'string', description: 'close, deny, no_route or bad_request reason code (log field and metric label): pp_<code>, tls_bad_sni, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path, route_path_params, bad_request (the target), host_missing, host_repeated, host_invalid, host_too_long' },
+    reason: {
+      type: 'string',
+      description:
+        'close, deny, no_route or bad_request reason code (log field and metric label): pp_<code>, tls_bad_sni, denied_by_entry (a deny entry decided), not_allowlisted (no entry covers the client), route_no_host, route_no_path, route_bad_path, route_path_params, bad_request (the target), host_missing, host_repeated, host_invalid, host_too_long',
+    },
     detail: { type: 'string' },
   },
 } as const;
@@ -147,13 +199,19 @@ function sniRouting(l: ExplainTarget, fromConfig: Map<string, SniRouting>): SniR
   let r = fromConfig.get(l.name);
   if (r === undefined) {
     const routes = l.config.routes;
-    r = { table: RouteTable.compile(routes, { kind: 'sni' }), routes: routes.map((x) => ({ name: x.name, allowlist: x.allowlist ?? l.config.allowlist })) };
+    r = {
+      table: RouteTable.compile(routes, { kind: 'sni' }),
+      routes: routes.map((x) => ({ name: x.name, allowlist: x.allowlist ?? l.config.allowlist })),
+    };
     fromConfig.set(l.name, r);
   }
   return r;
 }
 
-export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[]; routes?: RoutesInForce | null }> = async (app, { listeners, routes = null }) => {
+export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarget[]; routes?: RoutesInForce | null }> = async (
+  app,
+  { listeners, routes = null },
+) => {
   // Named lists resolve to the live holders, as in the listener and the HTTP forwarder (list-ref.ts).
   const trustedSources = new Map<string, AddressLookup>();
   const trustedProxies = new Map<string, AddressLookup>();
@@ -163,137 +221,257 @@ export const explainRoutes: FastifyPluginAsync<{ listeners: readonly ExplainTarg
     trustedProxies.set(l.name, addressSet(l.config.http.trustedProxies, l.list.owner));
   }
 
-  app.post<{ Body: ExplainBody }>('/explain', {
-    schema: {
-      tags: ['diagnostics'], operationId: 'explainDecision',
-      summary: 'Derive the client address and the allowlist decision for a peer, an optional PROXY header and HTTP headers',
-      body: bodySchema,
-      response: { 200: { description: 'How the client address was derived and what the allowlist decides', ...responseSchema }, ...errorResponses(AUTH_ERRORS, [400, 404, 413, 415]) },
+  app.post<{ Body: ExplainBody }>(
+    '/explain',
+    {
+      schema: {
+        tags: ['diagnostics'],
+        operationId: 'explainDecision',
+        summary: 'Derive the client address and the allowlist decision for a peer, an optional PROXY header and HTTP headers',
+        body: bodySchema,
+        response: {
+          200: { description: 'How the client address was derived and what the allowlist decides', ...responseSchema },
+          ...errorResponses(AUTH_ERRORS, [400, 404, 413, 415]),
+        },
+      },
     },
-  }, async (req) => {
-    const b = req.body;
-    const l = listeners.find((x) => x.name === b.listener);
-    if (l === undefined) throw new ApiError(404, 'unknown_listener', `no listener named ${JSON.stringify(b.listener)} (have: ${listeners.map((x) => x.name).join(', ')})`, 'listener');
-    const peer = parseAddress(b.peer);
-    if (!peer.ok) throw new ApiError(400, 'invalid_peer', `peer: ${peer.message}`, 'peer');
+    async (req) => {
+      const b = req.body;
+      const l = listeners.find((x) => x.name === b.listener);
+      if (l === undefined)
+        throw new ApiError(
+          404,
+          'unknown_listener',
+          `no listener named ${JSON.stringify(b.listener)} (have: ${listeners.map((x) => x.name).join(', ')})`,
+          'listener',
+        );
+      const peer = parseAddress(b.peer);
+      if (!peer.ok) throw new ApiError(400, 'invalid_peer', `peer: ${peer.message}`, 'peer');
 
-    const routing = sniRouting(l, configRoutes);
-    if (b.sni !== undefined && routing === null) {
-      throw new ApiError(400, 'invalid_sni', `sni ${JSON.stringify(b.sni)}: listener ${JSON.stringify(l.name)} does not route on SNI (only tcp listeners with routes do)`, 'sni');
-    }
-    const mode = l.config.proxyProtocol.mode;
-    const peerTrusted = mode !== 'off' && trustedSources.get(l.name)!.admits(peer.address);
-    const base = { listener: l.name, mode: l.config.mode, peer: peer.address, peerTrusted, allowlist: l.config.allowlist, allowlistVersion: l.list.version };
+      const routing = sniRouting(l, configRoutes);
+      if (b.sni !== undefined && routing === null) {
+        throw new ApiError(
+          400,
+          'invalid_sni',
+          `sni ${JSON.stringify(b.sni)}: listener ${JSON.stringify(l.name)} does not route on SNI (only tcp listeners with routes do)`,
+          'sni',
+        );
+      }
+      const mode = l.config.proxyProtocol.mode;
+      const peerTrusted = mode !== 'off' && trustedSources.get(l.name)!.admits(peer.address);
+      const base = {
+        listener: l.name,
+        mode: l.config.mode,
+        peer: peer.address,
+        peerTrusted,
+        allowlist: l.config.allowlist,
+        allowlistVersion: l.list.version,
+      };
 
-    let outcome: IdentityOutcome | null = beforeHeader(mode, peerTrusted);
-    if (outcome === null) {
-      const bytes = b.proxyHeader !== undefined ? headerBytes(b.proxyHeader) : Buffer.alloc(0);
-      const r = decodeProxyHeader(bytes, { maxV2Length: l.config.proxyProtocol.maxV2Length });
-      if (r.kind === 'more' && bytes.length > 0) {
-        // The listener would wait for more bytes, then close (pp_truncated / pp_timeout).
-        outcome = { ok: false, reason: 'pp_truncated', version: bytes[0] === 0x50 ? 'v1' : 'v2', detail: 'the header is incomplete' };
-      } else {
-        // No bytes: the peer speaks its own protocol first, which is not a PROXY header.
-        outcome = afterHeader(r.kind === 'more' ? { kind: 'none' } : r, bytes[0] ?? 0, mode, peerTrusted);
-      }
-    }
-    if (!outcome.ok) {
-      return { ...base, proxyHeader: `${outcome.version}/${outcome.reason}`, client: null, clientPort: null, via: null, entry: null,
-        decision: 'close', reason: outcome.reason, ...(outcome.detail !== undefined ? { detail: outcome.detail } : {}) };
-    }
-    let client = outcome.source?.address ?? peer.address;
-    const clientPort = outcome.source?.port ?? null;
-    let via: string = outcome.via;
-    let trustedProxy = false;
-    // HTTP: the request target and the Host, checked by the engine's functions before anything
-    // else of the request (relay-conn.ts onHead).
-    const lr = l.config.mode === 'http' ? routes?.get(l.name) : undefined;
-    const routed = lr !== undefined && lr.table !== null;
-    let host: string | null = null;
-    let path = '/';
-    if (l.config.mode === 'http') {
-      const target = requestTarget(b.path ?? '/');
-      if (target === null) {
-        return { ...base, proxyHeader: outcome.label, client, clientPort, via, entry: null, route: null, decision: 'bad_request', reason: 'bad_request', status: 400,
-          detail: `path ${JSON.stringify(b.path)} is neither origin-form ("/...") nor an http(s)://authority/... absolute-form without userinfo` };
-      }
-      path = target.path;
-      const lines = hostLines(b);
-      if (lines.length === 0 && target.authority === null) {
-        // Not told the request's Host: a routed listener cannot choose a route without one.
-        if (routed) throw new ApiError(400, 'missing_host', 'this listener routes by host: give "host" (or a Host header in "headers")', 'host');
-      } else {
-        const h = requestHost(lines, target.authority);
-        if (typeof h !== 'string') {
-          return { ...base, proxyHeader: outcome.label, client, clientPort, via, entry: null, route: null, decision: 'bad_request', reason: h.reason, status: 400, detail: h.detail };
+      let outcome: IdentityOutcome | null = beforeHeader(mode, peerTrusted);
+      if (outcome === null) {
+        const bytes = b.proxyHeader !== undefined ? headerBytes(b.proxyHeader) : Buffer.alloc(0);
+        const r = decodeProxyHeader(bytes, { maxV2Length: l.config.proxyProtocol.maxV2Length });
+        if (r.kind === 'more' && bytes.length > 0) {
+          // The listener would wait for more bytes, then close (pp_truncated / pp_timeout).
+          outcome = { ok: false, reason: 'pp_truncated', version: bytes[0] === 0x50 ? 'v1' : 'v2', detail: 'the header is incomplete' };
+        } else {
+          // No bytes: the peer speaks its own protocol first, which is not a PROXY header.
+          outcome = afterHeader(r.kind === 'more' ? { kind: 'none' } : r, bytes[0] ?? 0, mode, peerTrusted);
         }
-        host = h;
       }
-    }
-    const hostOut = host === null ? {} : { host };
-    if (l.config.mode === 'http') {
-      const proxies = trustedProxies.get(l.name)!;
-      trustedProxy = proxies.admits(client);
-      if (trustedProxy) {
-        const xff = headerValue(b.headers, 'x-forwarded-for');
-        const walked = clientFromForwardedFor(xff, client, proxies);
-        if (walked !== client) via = 'xff';
-        client = walked;
+      if (!outcome.ok) {
+        return {
+          ...base,
+          proxyHeader: `${outcome.version}/${outcome.reason}`,
+          client: null,
+          clientPort: null,
+          via: null,
+          entry: null,
+          decision: 'close',
+          reason: outcome.reason,
+          ...(outcome.detail !== undefined ? { detail: outcome.detail } : {}),
+        };
       }
-    }
-    // Routes: the route picks the allowlist (and the upstreams) before the decision.
-    let list = l.list;
-    let routeOut: Record<string, unknown> = {};
-    if (routing !== null) {
-      // The ClientHello reader's rule for the name (tls/client-hello.ts), then the route table.
-      let sni = b.sni ?? null;
-      if (sni !== null) {
-        if (sni.endsWith('.')) sni = sni.slice(0, -1);
-        const problem = hostNameProblem(sni);
-        if (problem !== null) {
-          return { ...base, proxyHeader: outcome.label, client, clientPort, via, sni: b.sni, route: null, entry: null,
-            decision: 'close', reason: 'tls_bad_sni', detail: `server_name ${JSON.stringify(sni)} ${problem}` };
+      let client = outcome.source?.address ?? peer.address;
+      const clientPort = outcome.source?.port ?? null;
+      let via: string = outcome.via;
+      let trustedProxy = false;
+      // HTTP: the request target and the Host, checked by the engine's functions before anything
+      // else of the request (relay-conn.ts onHead).
+      const lr = l.config.mode === 'http' ? routes?.get(l.name) : undefined;
+      const routed = lr !== undefined && lr.table !== null;
+      let host: string | null = null;
+      let path = '/';
+      if (l.config.mode === 'http') {
+        const target = requestTarget(b.path ?? '/');
+        if (target === null) {
+          return {
+            ...base,
+            proxyHeader: outcome.label,
+            client,
+            clientPort,
+            via,
+            entry: null,
+            route: null,
+            decision: 'bad_request',
+            reason: 'bad_request',
+            status: 400,
+            detail: `path ${JSON.stringify(b.path)} is neither origin-form ("/...") nor an http(s)://authority/... absolute-form without userinfo`,
+          };
         }
-        sni = asciiLower(sni);
+        path = target.path;
+        const lines = hostLines(b);
+        if (lines.length === 0 && target.authority === null) {
+          // Not told the request's Host: a routed listener cannot choose a route without one.
+          if (routed)
+            throw new ApiError(400, 'missing_host', 'this listener routes by host: give "host" (or a Host header in "headers")', 'host');
+        } else {
+          const h = requestHost(lines, target.authority);
+          if (typeof h !== 'string') {
+            return {
+              ...base,
+              proxyHeader: outcome.label,
+              client,
+              clientPort,
+              via,
+              entry: null,
+              route: null,
+              decision: 'bad_request',
+              reason: h.reason,
+              status: 400,
+              detail: h.detail,
+            };
+          }
+          host = h;
+        }
       }
-      const m = routing.table.lookupHost(sni);
-      if (m.kind === 'miss') {
-        return { ...base, proxyHeader: outcome.label, client, clientPort, via, sni, route: null, entry: null, decision: 'close', reason: m.reason };
+      const hostOut = host === null ? {} : { host };
+      if (l.config.mode === 'http') {
+        const proxies = trustedProxies.get(l.name)!;
+        trustedProxy = proxies.admits(client);
+        if (trustedProxy) {
+          const xff = headerValue(b.headers, 'x-forwarded-for');
+          const walked = clientFromForwardedFor(xff, client, proxies);
+          if (walked !== client) via = 'xff';
+          client = walked;
+        }
       }
-      const route = routing.routes[m.routeIndex]!;
-      list = l.list.owner.get(route.allowlist);
-      const rc = l.config.routes?.find((x) => x.name === route.name);
-      routeOut = {
-        sni, allowlist: route.allowlist, allowlistVersion: list.version,
-        route: { name: route.name, host: m.host, hostMatch: m.hostMatch, path: null, upstreams: rc?.upstreams ?? l.config.upstreams },
+      // Routes: the route picks the allowlist (and the upstreams) before the decision.
+      let list = l.list;
+      let routeOut: Record<string, unknown> = {};
+      if (routing !== null) {
+        // The ClientHello reader's rule for the name (tls/client-hello.ts), then the route table.
+        let sni = b.sni ?? null;
+        if (sni !== null) {
+          if (sni.endsWith('.')) sni = sni.slice(0, -1);
+          const problem = hostNameProblem(sni);
+          if (problem !== null) {
+            return {
+              ...base,
+              proxyHeader: outcome.label,
+              client,
+              clientPort,
+              via,
+              sni: b.sni,
+              route: null,
+              entry: null,
+              decision: 'close',
+              reason: 'tls_bad_sni',
+              detail: `server_name ${JSON.stringify(sni)} ${problem}`,
+            };
+          }
+          sni = asciiLower(sni);
+        }
+        const m = routing.table.lookupHost(sni);
+        if (m.kind === 'miss') {
+          return {
+            ...base,
+            proxyHeader: outcome.label,
+            client,
+            clientPort,
+            via,
+            sni,
+            route: null,
+            entry: null,
+            decision: 'close',
+            reason: m.reason,
+          };
+        }
+        const route = routing.routes[m.routeIndex]!;
+        list = l.list.owner.get(route.allowlist);
+        const rc = l.config.routes?.find((x) => x.name === route.name);
+        routeOut = {
+          sni,
+          allowlist: route.allowlist,
+          allowlistVersion: list.version,
+          route: { name: route.name, host: m.host, hostMatch: m.hostMatch, path: null, upstreams: rc?.upstreams ?? l.config.upstreams },
+        };
+      } else if (routed && host !== null) {
+        const r = lr.table!.lookup(host, path);
+        const version = routes!.version.hash;
+        if (r.kind === 'miss') {
+          return {
+            ...base,
+            ...hostOut,
+            proxyHeader: outcome.label,
+            client,
+            clientPort,
+            via,
+            trustedProxy,
+            entry: null,
+            route: null,
+            routesVersion: version,
+            decision: 'no_route',
+            reason: r.reason,
+            status: r.reason === 'route_bad_path' || r.reason === 'route_path_params' ? 400 : 404,
+          };
+        }
+        const rc = lr.routes![r.routeIndex]!;
+        const allowlist = rc.allowlist ?? lr.allowlist;
+        list = l.list.owner.get(allowlist);
+        routeOut = {
+          allowlist,
+          allowlistVersion: list.version,
+          routesVersion: version,
+          route: {
+            name: r.route,
+            host: r.host,
+            hostMatch: r.hostMatch,
+            path:
+              r.path === null
+                ? null
+                : { path: r.path.path, match: r.path.match, ...(r.path.ignoreCase === true ? { ignoreCase: true } : {}) },
+            upstreams: rc.upstreams ?? lr.upstreams,
+          },
+        };
+      }
+      const d = list.matcher.decide(client);
+      const e = d.entry;
+      return {
+        ...base,
+        ...routeOut,
+        ...hostOut,
+        proxyHeader: outcome.label,
+        client,
+        clientPort,
+        via,
+        trustedProxy,
+        entry:
+          e === null
+            ? null
+            : {
+                index: d.index,
+                cidr: e.cidr,
+                action: e.action ?? 'allow',
+                ...(e.comment !== undefined ? { comment: e.comment } : {}),
+                ...(e.expiresAt !== undefined ? { expiresAt: e.expiresAt } : {}),
+              },
+        decision: d.allowed ? 'allow' : 'deny',
+        ...(d.reason !== null ? { reason: d.reason } : {}),
       };
-    } else if (routed && host !== null) {
-      const r = lr.table!.lookup(host, path);
-      const version = routes!.version.hash;
-      if (r.kind === 'miss') {
-        return { ...base, ...hostOut, proxyHeader: outcome.label, client, clientPort, via, trustedProxy, entry: null, route: null, routesVersion: version,
-          decision: 'no_route', reason: r.reason, status: r.reason === 'route_bad_path' || r.reason === 'route_path_params' ? 400 : 404 };
-      }
-      const rc = lr.routes![r.routeIndex]!;
-      const allowlist = rc.allowlist ?? lr.allowlist;
-      list = l.list.owner.get(allowlist);
-      routeOut = {
-        allowlist, allowlistVersion: list.version, routesVersion: version,
-        route: { name: r.route, host: r.host, hostMatch: r.hostMatch,
-          path: r.path === null ? null : { path: r.path.path, match: r.path.match, ...(r.path.ignoreCase === true ? { ignoreCase: true } : {}) },
-          upstreams: rc.upstreams ?? lr.upstreams },
-      };
-    }
-    const d = list.matcher.decide(client);
-    const e = d.entry;
-    return {
-      ...base, ...routeOut, ...hostOut, proxyHeader: outcome.label, client, clientPort, via, trustedProxy,
-      entry: e === null ? null : { index: d.index, cidr: e.cidr, action: e.action ?? 'allow', ...(e.comment !== undefined ? { comment: e.comment } : {}),
-        ...(e.expiresAt !== undefined ? { expiresAt: e.expiresAt } : {}) },
-      decision: d.allowed ? 'allow' : 'deny',
-      ...(d.reason !== null ? { reason: d.reason } : {}),
-    };
-  });
+    },
+  );
 };
 
 /**

@@ -20,14 +20,22 @@ export interface Readiness {
 }
 
 const readinessBody = {
-  type: 'object', required: ['status', 'checks', 'lists'],
+  type: 'object',
+  required: ['status', 'checks', 'lists'],
   properties: {
     status: { enum: ['ready', 'not ready'] },
     checks: {
       type: 'array',
       items: {
-        type: 'object', required: ['name', 'status', 'message'], additionalProperties: true,
-        properties: { name: { type: 'string' }, status: { enum: ['ok', 'warn', 'error'] }, message: { type: 'string' }, fix: { type: 'string' } },
+        type: 'object',
+        required: ['name', 'status', 'message'],
+        additionalProperties: true,
+        properties: {
+          name: { type: 'string' },
+          status: { enum: ['ok', 'warn', 'error'] },
+          message: { type: 'string' },
+          fix: { type: 'string' },
+        },
       },
     },
     lists: { type: 'object', additionalProperties: true },
@@ -36,29 +44,51 @@ const readinessBody = {
 } as const;
 
 export const healthRoutes: FastifyPluginAsync<{ readiness: () => Readiness | Promise<Readiness> }> = async (app, opts) => {
-  app.get('/healthz', {
-    config: { public: true },
-    schema: {
-      tags: ['health'], operationId: 'getHealth', summary: 'The process is alive', security: [],
-      response: {
-        200: { description: 'Alive', type: 'object', additionalProperties: false, required: ['status'], properties: { status: { const: 'ok' } } },
-        ...errorResponses(PUBLIC_ERRORS),
+  app.get(
+    '/healthz',
+    {
+      config: { public: true },
+      schema: {
+        tags: ['health'],
+        operationId: 'getHealth',
+        summary: 'The process is alive',
+        security: [],
+        response: {
+          200: {
+            description: 'Alive',
+            type: 'object',
+            additionalProperties: false,
+            required: ['status'],
+            properties: { status: { const: 'ok' } },
+          },
+          ...errorResponses(PUBLIC_ERRORS),
+        },
       },
     },
-  }, async () => ({ status: 'ok' }));
+    async () => ({ status: 'ok' }),
+  );
 
-  app.get('/readyz', {
-    config: { public: true },
-    schema: {
-      tags: ['health'], operationId: 'getReadiness', summary: 'Listeners bound and the allowlist store loaded (503 when not)', security: [],
-      response: {
-        200: { description: 'Ready: every listener bound, the store loaded', ...readinessBody },
-        ...errorResponses(PUBLIC_ERRORS),
-        503: { description: 'Not ready: the checks say what is missing', ...readinessBody },
+  app.get(
+    '/readyz',
+    {
+      config: { public: true },
+      schema: {
+        tags: ['health'],
+        operationId: 'getReadiness',
+        summary: 'Listeners bound and the allowlist store loaded (503 when not)',
+        security: [],
+        response: {
+          200: { description: 'Ready: every listener bound, the store loaded', ...readinessBody },
+          ...errorResponses(PUBLIC_ERRORS),
+          503: { description: 'Not ready: the checks say what is missing', ...readinessBody },
+        },
       },
     },
-  }, async (_req, reply) => {
-    const r = await opts.readiness();
-    return reply.code(r.ready ? 200 : 503).send({ status: r.ready ? 'ready' : 'not ready', checks: r.checks, lists: r.lists, store: r.store ?? null });
-  });
+    async (_req, reply) => {
+      const r = await opts.readiness();
+      return reply
+        .code(r.ready ? 200 : 503)
+        .send({ status: r.ready ? 'ready' : 'not ready', checks: r.checks, lists: r.lists, store: r.store ?? null });
+    },
+  );
 };

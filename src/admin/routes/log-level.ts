@@ -17,28 +17,50 @@ export interface LogLevelControl {
 }
 
 const body = {
-  type: 'object', additionalProperties: false, required: ['level'],
+  type: 'object',
+  additionalProperties: false,
+  required: ['level'],
   properties: { level: { type: 'string', enum: [...LOG_LEVELS], description: 'pino level' } },
 } as const;
 
 export const logLevelRoutes: FastifyPluginAsync<{ control: LogLevelControl; audit: AuditLog }> = async (app, { control, audit }) => {
-  app.get('/log-level', {
-    schema: {
-      tags: ['diagnostics'], operationId: 'getLogLevel', summary: 'The log level in force',
-      response: { 200: { description: 'The level', ...body }, ...errorResponses(AUTH_ERRORS) },
+  app.get(
+    '/log-level',
+    {
+      schema: {
+        tags: ['diagnostics'],
+        operationId: 'getLogLevel',
+        summary: 'The log level in force',
+        response: { 200: { description: 'The level', ...body }, ...errorResponses(AUTH_ERRORS) },
+      },
     },
-  }, async () => ({ level: control.get() }));
+    async () => ({ level: control.get() }),
+  );
 
-  app.put<{ Body: { level: LogLevel } }>('/log-level', {
-    schema: {
-      tags: ['diagnostics'], operationId: 'setLogLevel', summary: 'Change the log level at runtime (every worker; audited; not persisted)',
-      body,
-      response: { 200: { description: 'The level now in force', type: 'object', additionalProperties: false, required: ['level', 'previous'],
-        properties: { level: { type: 'string' }, previous: { type: 'string' } } }, ...errorResponses(AUTH_ERRORS, [400, 413, 415]) },
+  app.put<{ Body: { level: LogLevel } }>(
+    '/log-level',
+    {
+      schema: {
+        tags: ['diagnostics'],
+        operationId: 'setLogLevel',
+        summary: 'Change the log level at runtime (every worker; audited; not persisted)',
+        body,
+        response: {
+          200: {
+            description: 'The level now in force',
+            type: 'object',
+            additionalProperties: false,
+            required: ['level', 'previous'],
+            properties: { level: { type: 'string' }, previous: { type: 'string' } },
+          },
+          ...errorResponses(AUTH_ERRORS, [400, 413, 415]),
+        },
+      },
     },
-  }, async (req) => {
-    const previous = await control.set(req.body.level);
-    audit.recordSetting(req.who, 'log-level', previous, req.body.level);
-    return { level: req.body.level, previous };
-  });
+    async (req) => {
+      const previous = await control.set(req.body.level);
+      audit.recordSetting(req.who, 'log-level', previous, req.body.level);
+      return { level: req.body.level, previous };
+    },
+  );
 };

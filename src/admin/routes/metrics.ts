@@ -21,19 +21,26 @@ const plugin: FastifyPluginAsync<{ metrics: MetricsEndpoint }> = async (app, opt
   app.addHook('onResponse', async (req, reply) => {
     metrics.adminRequest(req.routeOptions.url ?? 'unmatched', req.method, reply.statusCode);
   });
-  app.get('/metrics', {
-    config: { public: true },
-    schema: {
-      tags: ['health'], operationId: 'getMetrics', summary: 'Prometheus metrics (text exposition format 0.0.4)', security: [],
-      response: {
-        200: { description: 'The Prometheus text exposition', content: { 'text/plain; version=0.0.4': { schema: { type: 'string' } } } },
-        ...errorResponses(PUBLIC_ERRORS),
+  app.get(
+    '/metrics',
+    {
+      config: { public: true },
+      schema: {
+        tags: ['health'],
+        operationId: 'getMetrics',
+        summary: 'Prometheus metrics (text exposition format 0.0.4)',
+        security: [],
+        response: {
+          200: { description: 'The Prometheus text exposition', content: { 'text/plain; version=0.0.4': { schema: { type: 'string' } } } },
+          ...errorResponses(PUBLIC_ERRORS),
+        },
       },
     },
-  }, async (_req, reply) => {
-    const body = await metrics.scrape();
-    return reply.header('content-type', metrics.contentType).header('cache-control', 'no-store').send(body);
-  });
+    async (_req, reply) => {
+      const body = await metrics.scrape();
+      return reply.header('content-type', metrics.contentType).header('cache-control', 'no-store').send(body);
+    },
+  );
 };
 
 // The counting hook must see every route, not only this plugin's (fastify-plugin's flag, by hand).

@@ -13,20 +13,31 @@ export class Canned {
   readonly keepAliveWire: Buffer;
   /** Flat [name, value, ...] list (no Connection header); `extra` ones last. */
   readonly headers: readonly string[];
-  constructor(readonly status: number, readonly reason: string, contentType: string, readonly body: Buffer,
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    contentType: string,
+    readonly body: Buffer,
     /** More header fields, [name, value, ...] (a redirect's Location: built per request, edge-rules.ts). */
-    extra: readonly string[] = []) {
+    extra: readonly string[] = [],
+  ) {
     this.headers = ['Content-Type', contentType, 'Content-Length', String(body.length), 'Cache-Control', 'no-store', ...extra];
     let more = '';
     for (let i = 0; i + 1 < extra.length; i += 2) more += `${extra[i]!}: ${extra[i + 1]!}\r\n`;
     this.wire = Buffer.concat([
-      Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
-        `Cache-Control: no-store\r\n${more}Connection: close\r\n\r\n`, 'latin1'),
+      Buffer.from(
+        `HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
+          `Cache-Control: no-store\r\n${more}Connection: close\r\n\r\n`,
+        'latin1',
+      ),
       body,
     ]);
     this.keepAliveWire = Buffer.concat([
-      Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
-        `Cache-Control: no-store\r\n${more}\r\n`, 'latin1'),
+      Buffer.from(
+        `HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n` +
+          `Cache-Control: no-store\r\n${more}\r\n`,
+        'latin1',
+      ),
       body,
     ]);
   }
@@ -56,8 +67,12 @@ export class CannedResponses {
 
   constructor(deniedBody: string) {
     this.forbiddenText = text(403, 'Forbidden', deniedBody);
-    this.forbiddenJson = new Canned(403, 'Forbidden', 'application/json',
-      Buffer.from(`${JSON.stringify({ error: 'forbidden', message: deniedBody.trim() })}\n`));
+    this.forbiddenJson = new Canned(
+      403,
+      'Forbidden',
+      'application/json',
+      Buffer.from(`${JSON.stringify({ error: 'forbidden', message: deniedBody.trim() })}\n`),
+    );
   }
 
   /** 403 in the client's format: JSON when its Accept names application/json, else text. */

@@ -40,7 +40,11 @@ export interface EdgeRequest {
 }
 
 const REDIRECT_REASON: Readonly<Record<number, string>> = {
-  301: 'Moved Permanently', 302: 'Found', 303: 'See Other', 307: 'Temporary Redirect', 308: 'Permanent Redirect',
+  301: 'Moved Permanently',
+  302: 'Found',
+  303: 'See Other',
+  307: 'Temporary Redirect',
+  308: 'Permanent Redirect',
 };
 
 const EMPTY = Buffer.alloc(0);
@@ -115,7 +119,8 @@ export function rewriteTarget(rw: Readonly<RewriteConfig>, target: string, prefi
   const rest = target.slice(cut);
   const by = rw.replacePrefix;
   let out: string;
-  if (rest === '' || rest.charCodeAt(0) === 0x3f) out = by + rest; // "/api/v1" or "/api/v1?q": the prefix itself
+  if (rest === '' || rest.charCodeAt(0) === 0x3f)
+    out = by + rest; // "/api/v1" or "/api/v1?q": the prefix itself
   else out = by.endsWith('/') ? by + rest.slice(1) : by + rest; // rest starts with "/"
   if (rw.forwardedPrefix && cut > 0) headers['x-forwarded-prefix'] = target.slice(0, cut);
   return out;
@@ -176,6 +181,6 @@ export function compileEdgeRules(i: EdgeCompileInput): EdgeRules | null {
   const timeouts = connectMs === listenerConnect && readMs === 0 && sendMs === 0 ? null : Object.freeze({ connectMs, readMs, sendMs });
   const checkUp = i.group.health !== null;
   if (redirect === null && httpsRedirect === null && maxBody === null && rewrite === null && timeouts === null && !checkUp) return null;
-  const early = redirect !== null ? redirect.beforeAllowlist : httpsRedirect?.beforeAllowlist ?? false;
+  const early = redirect !== null ? redirect.beforeAllowlist : (httpsRedirect?.beforeAllowlist ?? false);
   return new EdgeRules(redirect, httpsRedirect, early, maxBody ?? -1, rewrite, checkUp, timeouts, i.canned, i.stats, i.route?.name ?? '');
 }

@@ -81,7 +81,14 @@ export class HttpRecorder implements EngineEvents {
     const ex = d.ex;
     if (ex === null) {
       // A quick denial (http-policy.ts): no Exchange, the connection's decision says the rest.
-      this.stats.http.record(methodIndex(head!.method), 403, (Date.now() - startedAt) / 1000, requestHeadBytes(head!), responseBytes, hc.protocol === 'h2');
+      this.stats.http.record(
+        methodIndex(head!.method),
+        403,
+        (Date.now() - startedAt) / 1000,
+        requestHeadBytes(head!),
+        responseBytes,
+        hc.protocol === 'h2',
+      );
       const denial = hc.denial!;
       this.access?.deniedRequest(hc.conn.clientAddress, denial.reason!, denial.entry?.cidr ?? null);
       return;
@@ -97,11 +104,23 @@ export class HttpRecorder implements EngineEvents {
     counts.record(methodIndex(ex.method), ex.status, (now - ex.startedAt) / 1000, ex.requestBytes, ex.bytesOut, ex.hc.protocol === 'h2');
     if (this.access !== null) this.access.request(ex, now);
     else if (this.log.isLevelEnabled('debug')) {
-      this.log.debug({
-        conn: ex.hc.conn.id, client: ex.client, via: ex.via, peer: ex.hc.conn.clientAddress, protocol: ex.hc.protocol, method: ex.method,
-        url: ex.url, status: ex.status, reason: ex.reason, upstream: ex.upstream?.label ?? null,
-        bytes: ex.bytesOut, ms: now - ex.startedAt,
-      }, 'request');
+      this.log.debug(
+        {
+          conn: ex.hc.conn.id,
+          client: ex.client,
+          via: ex.via,
+          peer: ex.hc.conn.clientAddress,
+          protocol: ex.hc.protocol,
+          method: ex.method,
+          url: ex.url,
+          status: ex.status,
+          reason: ex.reason,
+          upstream: ex.upstream?.label ?? null,
+          bytes: ex.bytesOut,
+          ms: now - ex.startedAt,
+        },
+        'request',
+      );
     }
   }
 }

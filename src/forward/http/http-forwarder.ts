@@ -84,7 +84,11 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     const h = config.http;
     this.log = logger.child({ listener: config.name });
     const canned = new CannedResponses(h.deniedBody);
-    const group = buildGroup(config.upstreams, config.upstreamHealth ?? NO_UPSTREAM_HEALTH, http2Upstream(h.upstreamProtocol, h.upstreamCA));
+    const group = buildGroup(
+      config.upstreams,
+      config.upstreamHealth ?? NO_UPSTREAM_HEALTH,
+      http2Upstream(h.upstreamProtocol, h.upstreamCA),
+    );
     if (group.health !== null) stats.health = [{ route: '', targets: group.targets }];
     this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access });
     const proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
@@ -92,7 +96,9 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     // of outbound-PROXY connections' own upstream sockets; the last counts at half, as it must
     // run out before the backend's keep-alive timeout does (RelayConn.check).
     const h2 = h2Settings(config);
-    const waits = new WaitSweep(Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs, config.timeouts.idleMs, h.upstreamIdleTimeoutMs / 2, h2.streamIdleTimeoutMs));
+    const waits = new WaitSweep(
+      Math.min(h.requestHeaderTimeoutMs, h.keepAliveTimeoutMs, config.timeouts.idleMs, h.upstreamIdleTimeoutMs / 2, h2.streamIdleTimeoutMs),
+    );
     const dns = group.targets.some((t) => t.family === 0) ? new DnsCache(h.upstreamDnsTtlMs) : null;
     // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
     const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
@@ -100,14 +106,31 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     // HTTP/1.1 request, and node:http2 needs a net.Socket: no libuv handles there
     // (docs/http-engines.md "h2c").
     this.rawSockets = rawSocketsWanted() && proto === 'http' && !h2.cleartext;
-    const pool = new SocketPool(h.upstreamIdleTimeoutMs, h.upstreamMaxSockets, stats.upstreamConnect, routedDns, rawSocketsWanted(), config.timeouts.connectMs);
+    const pool = new SocketPool(
+      h.upstreamIdleTimeoutMs,
+      h.upstreamMaxSockets,
+      stats.upstreamConnect,
+      routedDns,
+      rawSocketsWanted(),
+      config.timeouts.connectMs,
+    );
     const settings = engineSettings(config, canned);
     const events = new HttpRecorder(stats, this.log, access);
     this.host = { settings, policy: this.policy, events, waits, pool };
-    this.h2 = (proto === 'https' && h.http2.enabled) || h2.cleartext
-      ? { settings, h2, policy: this.policy, events, waits, pool, stats, log: this.log,
-        upstreams: new H2Upstreams(h.upstreamIdleTimeoutMs, h.upstreamPingIntervalMs, routedDns, this.log, stats.upstreamConnect) }
-      : null;
+    this.h2 =
+      (proto === 'https' && h.http2.enabled) || h2.cleartext
+        ? {
+            settings,
+            h2,
+            policy: this.policy,
+            events,
+            waits,
+            pool,
+            stats,
+            log: this.log,
+            upstreams: new H2Upstreams(h.upstreamIdleTimeoutMs, h.upstreamPingIntervalMs, routedDns, this.log, stats.upstreamConnect),
+          }
+        : null;
     if (config.routes !== undefined) this.replaceRoutes(this.compileRoutes(config.routes, routesVersion([config])));
   }
 

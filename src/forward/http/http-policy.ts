@@ -140,7 +140,10 @@ export class HttpPolicy {
     const close = !this.deniedKeepAlive;
     this.quickText = new RequestDecision('answer', null, deps.canned.forbiddenText, close, null, null, 0, null, null);
     this.quickJson = new RequestDecision('answer', null, deps.canned.forbiddenJson, close, null, null, 0, null, null);
-    this.rules = config.routes !== undefined ? null : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats, group: deps.group });
+    this.rules =
+      config.routes !== undefined
+        ? null
+        : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats, group: deps.group });
     this.redirectEarly = this.rules?.redirectEarly === true;
   }
 
@@ -148,8 +151,13 @@ export class HttpPolicy {
   compileRoutes(routes: readonly RouteConfig[] | undefined, version: RoutesVersion): HttpRoutes | null {
     if (routes === undefined) return null;
     return compileHttpRoutes(routes, version, {
-      listener: this.config, lists: this.admission.list.owner, stats: this.stats, log: this.log,
-      listenerGroup: this.group, listenerCanned: this.canned, previous: this.routes,
+      listener: this.config,
+      lists: this.admission.list.owner,
+      stats: this.stats,
+      log: this.log,
+      listenerGroup: this.group,
+      listenerCanned: this.canned,
+      previous: this.routes,
     });
   }
 
@@ -203,7 +211,8 @@ export class HttpPolicy {
     if (hc.routed) return this.routed(hc, head, authority, headers);
     const ex = this.exchange(hc, head, this.admission);
     const rules = this.rules;
-    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, null, '/', this.group, this.upstreamTimeoutMs, this.canned, null);
+    if (rules !== null)
+      return this.edge(rules, hc, head, authority, ex, headers, null, '/', this.group, this.upstreamTimeoutMs, this.canned, null);
     if (ex.entry === null) return this.refuse(ex, this.canned);
     this.identityHeaders(headers, hc, ex, got);
     return new RequestDecision('forward', ex, null, false, headers, this.group, this.upstreamTimeoutMs, null, got.upgrade);
@@ -215,15 +224,27 @@ export class HttpPolicy {
    * the rewrite, the upstream timeouts. `path`: the target routed (normal form) when it differs
    * from the client's; `match`: the path entry that matched.
    */
-  private edge(rules: EdgeRules, hc: HttpConn, head: RequestFacts, authority: string | null, ex: Exchange, headers: OutgoingHttpHeaders,
-    path: string | null, match: string, group: UpstreamGroup, upstreamTimeoutMs: number, canned: CannedResponses, route: HttpRoute | null): RequestDecision {
+  private edge(
+    rules: EdgeRules,
+    hc: HttpConn,
+    head: RequestFacts,
+    authority: string | null,
+    ex: Exchange,
+    headers: OutgoingHttpHeaders,
+    path: string | null,
+    match: string,
+    group: UpstreamGroup,
+    upstreamTimeoutMs: number,
+    canned: CannedResponses,
+    route: HttpRoute | null,
+  ): RequestDecision {
     const got = this.got;
     const er = this.er;
     er.ex = ex;
     // How the request reached the edge: a trusted proxy (which may terminate TLS) says, else the listener.
     er.scheme = hc.trusted && got.xForwardedProto !== null ? schemeOf(got.xForwardedProto, this.proto) : this.proto;
     er.host = got.host ?? '';
-    er.target = authority === null ? head.url : requestTarget(head.url)?.path ?? head.url;
+    er.target = authority === null ? head.url : (requestTarget(head.url)?.path ?? head.url);
     er.contentLength = got.contentLength;
     const redirects = rules.redirect !== null || rules.httpsRedirect !== null;
     if (redirects && rules.redirectEarly) {
@@ -274,8 +295,12 @@ export class HttpPolicy {
       this.log.debug({ conn: hc.conn.id, client: ex.client, host: got.host, url: head.url, reason: hit }, 'no route');
       // A TLS listener answers route_no_host with 421 (RFC 9110 15.5.20: this connection, whose
       // certificate the client chose by SNI, serves no such host; a client may retry elsewhere).
-      const answer = hit === 'route_bad_path' || hit === 'route_path_params' ? this.canned.badRequest
-        : hit === 'route_no_host' && this.config.tls !== null ? this.canned.misdirected : this.canned.notFound;
+      const answer =
+        hit === 'route_bad_path' || hit === 'route_path_params'
+          ? this.canned.badRequest
+          : hit === 'route_no_host' && this.config.tls !== null
+            ? this.canned.misdirected
+            : this.canned.notFound;
       return new RequestDecision('answer', ex, answer, false, null, null, 0, null, null);
     }
     const route = hit.route;
@@ -284,7 +309,21 @@ export class HttpPolicy {
     ex.route = route;
     hc.latest = ex;
     const rules = route.rules;
-    if (rules !== null) return this.edge(rules, hc, head, authority, ex, headers, hit.path, hit.match, route.group, route.upstreamTimeoutMs, route.canned, route);
+    if (rules !== null)
+      return this.edge(
+        rules,
+        hc,
+        head,
+        authority,
+        ex,
+        headers,
+        hit.path,
+        hit.match,
+        route.group,
+        route.upstreamTimeoutMs,
+        route.canned,
+        route,
+      );
     if (ex.entry === null) return this.refuse(ex, route.canned);
     this.identityHeaders(headers, hc, ex, got);
     const extra = route.requestHeaders;
@@ -297,8 +336,16 @@ export class HttpPolicy {
    * and no per-request line wanted (debug lines and access-log denial lines need the Exchange).
    */
   private quick(hc: HttpConn): boolean {
-    return hc.denial !== null && hc.entry === null && !hc.trusted && !hc.revoked && !hc.closing && !this.redirectEarly
-      && !this.log.isLevelEnabled('debug') && (this.access === null || !this.access.wantsDenialLines());
+    return (
+      hc.denial !== null &&
+      hc.entry === null &&
+      !hc.trusted &&
+      !hc.revoked &&
+      !hc.closing &&
+      !this.redirectEarly &&
+      !this.log.isLevelEnabled('debug') &&
+      (this.access === null || !this.access.wantsDenialLines())
+    );
   }
 
   private quickDenial(hc: HttpConn, head: RequestFacts): RequestDecision {
@@ -382,7 +429,8 @@ export class HttpPolicy {
     if (this.forwarded) {
       // RFC 7239: one element per hop, `for` = the node this hop received the request from.
       const element = forwardedElement(this.xffAppend ? peer : client, this.proto, got.host);
-      const received = this.xffAppend && hc.trusted && got.forwarded !== null ? (hc.routed ? forwardedWithoutHost(got.forwarded) : got.forwarded) : null;
+      const received =
+        this.xffAppend && hc.trusted && got.forwarded !== null ? (hc.routed ? forwardedWithoutHost(got.forwarded) : got.forwarded) : null;
       headers.forwarded = received !== null && received.length > 0 ? `${received}, ${element}` : element;
     }
   }
@@ -448,7 +496,13 @@ export class HttpPolicy {
   }
 
   /** redecide for one routed request `ex` of `hc` (its latest, or an HTTP/2 stream in flight). */
-  private redecideRouted(hc: HttpConn, ex: Exchange, routes: HttpRoutes, reload: boolean, recheckList: boolean): 'route_removed' | 'revoked' | null {
+  private redecideRouted(
+    hc: HttpConn,
+    ex: Exchange,
+    routes: HttpRoutes,
+    reload: boolean,
+    recheckList: boolean,
+  ): 'route_removed' | 'revoked' | null {
     const route = ex.route!;
     if (reload) {
       const hit = routes.lookup(ex.host ?? '', lookupTarget(ex.url));

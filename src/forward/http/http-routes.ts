@@ -128,7 +128,11 @@ interface HttpRouteDeps {
 
 /** Build every route of a listener (throws RouteTableError or Error, touching nothing in force). */
 export function compileHttpRoutes(routes: readonly RouteConfig[], version: RoutesVersion, deps: HttpRouteDeps): HttpRoutes {
-  const table = RouteTable.compile(routes, { kind: 'http', at: `listeners (${deps.listener.name}).routes`, pathParameters: deps.listener.http.pathParameters });
+  const table = RouteTable.compile(routes, {
+    kind: 'http',
+    at: `listeners (${deps.listener.name}).routes`,
+    pathParameters: deps.listener.http.pathParameters,
+  });
   const groups = new Map<string, UpstreamGroup>();
   const prior = deps.previous?.groups;
   const h = deps.listener.http;
@@ -137,14 +141,19 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
   const compiled = routes.map((rc, i) => {
     let group = deps.listenerGroup;
     const protocol = rc.http?.upstreamProtocol;
-    if (rc.upstreams !== undefined || rc.upstreamHealth !== undefined || (protocol !== undefined && protocol !== h.upstreamProtocol) || rc.http?.upstreamCA !== undefined) {
+    if (
+      rc.upstreams !== undefined ||
+      rc.upstreamHealth !== undefined ||
+      (protocol !== undefined && protocol !== h.upstreamProtocol) ||
+      rc.http?.upstreamCA !== undefined
+    ) {
       // A group of its own: its targets, or the listener's under other health rules or spoken in
       // another protocol. Kept across reloads by targets, rules and protocol (a target's health
       // state survives a reload that keeps them).
       const targets = rc.upstreams ?? deps.listener.upstreams;
       const rules = rc.upstreamHealth ?? deps.listener.upstreamHealth ?? NO_UPSTREAM_HEALTH;
       const p = protocol ?? h.upstreamProtocol;
-      const ca = p === 'h2' ? rc.http?.upstreamCA ?? h.upstreamCA : null;
+      const ca = p === 'h2' ? (rc.http?.upstreamCA ?? h.upstreamCA) : null;
       const key = `${p === 'http1' ? '' : `${p} ${ca ?? ''} `}${groupKey(targets, rules)}`;
       let g = groups.get(key) ?? prior?.get(key);
       if (g === undefined) g = buildGroup(targets, rules, http2Upstream(p, ca));
@@ -154,13 +163,25 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
     }
     const list = deps.lists.get(rc.allowlist ?? deps.listener.allowlist);
     const headers = rc.http?.requestHeaders;
-    const requestHeaders = headers === undefined || Object.keys(headers).length === 0
-      ? null
-      : Object.freeze(Object.entries(headers).map(([k, v]) => Object.freeze([k.toLowerCase(), v] as const)));
+    const requestHeaders =
+      headers === undefined || Object.keys(headers).length === 0
+        ? null
+        : Object.freeze(Object.entries(headers).map(([k, v]) => Object.freeze([k.toLowerCase(), v] as const)));
     const canned = rc.http?.deniedBody !== undefined ? new CannedResponses(rc.http.deniedBody) : deps.listenerCanned;
     const rules = compileEdgeRules({ listener: deps.listener, route: rc, canned, stats: deps.stats, group });
-    return new HttpRoute(rc.name, i, rc, list, new Admission(list, deps.stats, deps.log), group,
-      rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs, requestHeaders, canned, deps.stats.httpRoute(rc.name), rules);
+    return new HttpRoute(
+      rc.name,
+      i,
+      rc,
+      list,
+      new Admission(list, deps.stats, deps.log),
+      group,
+      rc.http?.upstreamTimeoutMs ?? h.upstreamTimeoutMs,
+      requestHeaders,
+      canned,
+      deps.stats.httpRoute(rc.name),
+      rules,
+    );
   });
   return new HttpRoutes(table, compiled, version, groups, health);
 }

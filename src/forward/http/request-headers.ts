@@ -61,16 +61,38 @@ export class ReceivedHeaders {
 }
 
 /** Node's "keep the first" set (lib/_http_incoming.js matchKnownFields). */
-const SINGLE = new Set(['host', 'content-type', 'content-length', 'user-agent', 'referer', 'authorization',
-  'proxy-authorization', 'if-modified-since', 'if-unmodified-since', 'from', 'location', 'max-forwards',
-  'retry-after', 'etag', 'last-modified', 'server', 'age', 'expires']);
+const SINGLE = new Set([
+  'host',
+  'content-type',
+  'content-length',
+  'user-agent',
+  'referer',
+  'authorization',
+  'proxy-authorization',
+  'if-modified-since',
+  'if-unmodified-since',
+  'from',
+  'location',
+  'max-forwards',
+  'retry-after',
+  'etag',
+  'last-modified',
+  'server',
+  'age',
+  'expires',
+]);
 
 /**
  * Scan `raw` (IncomingMessage.rawHeaders) into `out`; fill `got`. `trusted`: the peer is a trusted
  * proxy (its forwarding headers are read; otherwise they are dropped unread).
  */
-export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out: OutgoingHttpHeaders,
-  got: ReceivedHeaders, strip: ReadonlySet<string> | null = null): void {
+export function scanRequestHeaders(
+  raw: readonly string[],
+  trusted: boolean,
+  out: OutgoingHttpHeaders,
+  got: ReceivedHeaders,
+  strip: ReadonlySet<string> | null = null,
+): void {
   got.reset();
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
@@ -161,9 +183,20 @@ export function scanRequestHeaders(raw: readonly string[], trusted: boolean, out
 }
 
 /** Headers some backend is known to read a client address from (lower-case, `-` spelling). */
-const IDENTITY = new Set(['x-forwarded-for', 'x-real-ip', 'forwarded', 'true-client-ip', 'x-client-ip',
-  'x-cluster-client-ip', 'cf-connecting-ip', 'x-original-forwarded-for', 'fastly-client-ip',
-  'x-envoy-external-address', 'client-ip', 'x-proxyuser-ip']);
+const IDENTITY = new Set([
+  'x-forwarded-for',
+  'x-real-ip',
+  'forwarded',
+  'true-client-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'cf-connecting-ip',
+  'x-original-forwarded-for',
+  'fastly-client-ip',
+  'x-envoy-external-address',
+  'client-ip',
+  'x-proxyuser-ip',
+]);
 
 function isIdentityHeader(name: string): boolean {
   return IDENTITY.has(name) || name.startsWith('x-forwarded-');

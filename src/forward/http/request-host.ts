@@ -63,7 +63,7 @@ export function requestHost(raw: readonly string[], authority: string | null): s
   if (value === null) return MISSING;
   const host = checkHost(value, 'Host');
   if (authority === null || typeof host !== 'string') return host;
-  return checkHost(authority, 'the target\'s authority');
+  return checkHost(authority, "the target's authority");
 }
 
 /**
@@ -79,14 +79,28 @@ export function checkHost(value: string, what = 'Host'): string | HostRefusal {
   let end = nameEnd;
   if (end > 0 && value.charCodeAt(end - 1) === DOT) end--; // one trailing dot names the same host
   // Bounded before any label is read: a 16 KB Host costs one indexOf, not a walk.
-  if (end > MAX_HOST_NAME_LENGTH) return refuse('host_too_long', what, value, `has a host name of ${end} characters (at most ${MAX_HOST_NAME_LENGTH})`);
+  if (end > MAX_HOST_NAME_LENGTH)
+    return refuse('host_too_long', what, value, `has a host name of ${end} characters (at most ${MAX_HOST_NAME_LENGTH})`);
   const why = hostNameProblem(value, end);
   if (why !== null && !(why.startsWith('is an IP') && scanIPv4(value, 0, end) >= 0)) {
     if (!why.startsWith('is an IP')) return refuse('host_invalid', what, value, why);
-    return refuse('host_invalid', what, value, unbracketedIPv6(value, nameEnd) ? IPV6_UNBRACKETED : 'is an IPv4 address in a form URL parsers read differently (write four decimal octets)');
+    return refuse(
+      'host_invalid',
+      what,
+      value,
+      unbracketedIPv6(value, nameEnd)
+        ? IPV6_UNBRACKETED
+        : 'is an IPv4 address in a form URL parsers read differently (write four decimal octets)',
+    );
   }
   const port = readPort(value, nameEnd);
-  if (port === BAD_PORT) return refuse('host_invalid', what, value, unbracketedIPv6(value, nameEnd) ? IPV6_UNBRACKETED : 'has a port that is not a number up to 65535');
+  if (port === BAD_PORT)
+    return refuse(
+      'host_invalid',
+      what,
+      value,
+      unbracketedIPv6(value, nameEnd) ? IPV6_UNBRACKETED : 'has a port that is not a number up to 65535',
+    );
   if (end === nameEnd && portAsWritten(value, nameEnd) && !hasUpper(value, end)) return value;
   const name = asciiLower(value.slice(0, end));
   return port < 0 ? name : `${name}:${port}`;
@@ -97,7 +111,8 @@ function checkIpLiteral(value: string, what: string): string | HostRefusal {
   const close = value.indexOf(']');
   if (close === -1) return refuse('host_invalid', what, value, 'opens "[" without "]"');
   const nameEnd = close + 1;
-  if (nameEnd < value.length && value.charCodeAt(nameEnd) !== COLON) return refuse('host_invalid', what, value, 'has text after "]" that is not ":port"');
+  if (nameEnd < value.length && value.charCodeAt(nameEnd) !== COLON)
+    return refuse('host_invalid', what, value, 'has text after "]" that is not ":port"');
   // IPvFuture and RFC 6874 zone ids are refused (no browser sends them; WHATWG URL refuses them).
   // Rare enough to spend a copy on.
   const inner = value.slice(1, close);
@@ -147,8 +162,13 @@ function unbracketedIPv6(value: string, colon: number): boolean {
 
 /** "Host" in any case, compared in place (header names are ASCII tokens: `| 0x20` lower-cases a letter and nothing else can land on one). */
 function isHostField(name: string): boolean {
-  return name.length === 4 && (name.charCodeAt(0) | 0x20) === 0x68 && (name.charCodeAt(1) | 0x20) === 0x6f
-    && (name.charCodeAt(2) | 0x20) === 0x73 && (name.charCodeAt(3) | 0x20) === 0x74;
+  return (
+    name.length === 4 &&
+    (name.charCodeAt(0) | 0x20) === 0x68 &&
+    (name.charCodeAt(1) | 0x20) === 0x6f &&
+    (name.charCodeAt(2) | 0x20) === 0x73 &&
+    (name.charCodeAt(3) | 0x20) === 0x74
+  );
 }
 
 /** An ASCII capital letter in value[0, end). */

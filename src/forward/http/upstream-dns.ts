@@ -13,7 +13,11 @@ import dns, { type LookupAddress } from 'node:dns';
 
 type LookupOptions = dns.LookupOptions;
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
-type Resolve = (host: string, options: dns.LookupAllOptions, cb: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+type Resolve = (
+  host: string,
+  options: dns.LookupAllOptions,
+  cb: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 interface Entry {
   addresses: LookupAddress[] | null;

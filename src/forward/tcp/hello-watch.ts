@@ -127,15 +127,19 @@ export class HelloWatch<S extends Endpoint> implements GatherStage<RetryOutcome>
       const event = this.reader.read(chunk, at);
       if (event === 'need_more') return;
       if (event === 'error') {
-        this.host.log.warn({ conn: this.conn.id, upstream: this.conn.upstream, route: this.conn.route?.name, detail: this.reader.message },
-          'the backend\'s first flight is not a TLS ServerHello');
+        this.host.log.warn(
+          { conn: this.conn.id, upstream: this.conn.upstream, route: this.conn.route?.name, detail: this.reader.message },
+          "the backend's first flight is not a TLS ServerHello",
+        );
         this.end('tls_bad_server_hello');
         return;
       }
       if (event === 'server_hello') {
         if (this.gathering) {
-          this.host.log.warn({ conn: this.conn.id, upstream: this.conn.upstream, route: this.conn.route?.name },
-            'the backend sent a ServerHello before the second ClientHello');
+          this.host.log.warn(
+            { conn: this.conn.id, upstream: this.conn.upstream, route: this.conn.route?.name },
+            'the backend sent a ServerHello before the second ClientHello',
+          );
           this.end('tls_bad_server_hello');
           return;
         }
@@ -202,8 +206,10 @@ export class HelloWatch<S extends Endpoint> implements GatherStage<RetryOutcome>
       ListenerStats.bump(stats.sniHelloRetries, r.reason);
       const log = this.host.log;
       if (log.isLevelEnabled('debug')) {
-        log.debug({ conn: conn.id, client: conn.clientAddress, route: conn.route?.name, sni: conn.sni, reason: r.reason, detail: r.detail },
-          'second ClientHello refused');
+        log.debug(
+          { conn: conn.id, client: conn.clientAddress, route: conn.route?.name, sni: conn.sni, reason: r.reason, detail: r.detail },
+          'second ClientHello refused',
+        );
       }
       this.end(r.reason);
       return;

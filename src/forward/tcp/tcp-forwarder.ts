@@ -123,8 +123,16 @@ export class TcpForwarder implements ConnectionHandler {
    * but the last is logged ("trying next") and counted under its target; the last one ends the
    * connection with its reason. `kind` opens the upstream socket in the client's model.
    */
-  private dial<S extends Endpoint>(kind: SocketKind<S>, conn: Connection, client: S, leftover: Buffer, hello: ClientHelloDone | null,
-    pool: UpstreamGroup, index: number, attempt: number): void {
+  private dial<S extends Endpoint>(
+    kind: SocketKind<S>,
+    conn: Connection,
+    client: S,
+    leftover: Buffer,
+    hello: ClientHelloDone | null,
+    pool: UpstreamGroup,
+    index: number,
+    attempt: number,
+  ): void {
     const targets = pool.targets;
     const target = targets[(index + attempt) % targets.length]!;
     if (client.destroyed) return;
@@ -173,7 +181,14 @@ export class TcpForwarder implements ConnectionHandler {
    * hello: the rest waits for the backend's ServerHello). False when the client is already gone:
    * the upstream is closed and there is nothing to relay.
    */
-  private opened(conn: Connection, client: Endpoint, upstream: Endpoint, dialedAt: number, leftover: Buffer, hello: ClientHelloDone | null): boolean {
+  private opened(
+    conn: Connection,
+    client: Endpoint,
+    upstream: Endpoint,
+    dialedAt: number,
+    leftover: Buffer,
+    hello: ClientHelloDone | null,
+  ): boolean {
     this.stats.upstreamConnect.observe((performance.now() - dialedAt) / 1000);
     this.stats.upstreamConnected(conn.upstream); // ipgate_upstream_up
     if (client.destroyed) {
@@ -352,4 +367,3 @@ function connectOptions(target: Upstream): net.NetConnectOpts {
   const opts = { host: target.host, port: target.port, allowHalfOpen: true, noDelay: true, highWaterMark: RELAY_HIGH_WATER_MARK };
   return opts;
 }
-

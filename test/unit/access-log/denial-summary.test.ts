@@ -5,7 +5,12 @@ import { DenialSummary } from '../../../src/access-log/denial-summary';
 
 function capture(): { lines: Record<string, unknown>[]; logger: pino.Logger } {
   const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({ write(chunk: Buffer, _e, cb) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); cb(); } });
+  const sink = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      cb();
+    },
+  });
   return { lines, logger: pino({ level: 'info' }, sink) };
 }
 
@@ -20,8 +25,15 @@ t.test('one line per interval with counts by reason and listener; nothing when q
   s.flush();
   await new Promise((r) => setImmediate(r));
   t.equal(lines.length, 1);
-  t.match(lines[0], { msg: '3 denials from 2 addresses in the last 10 s', denials: 3, addresses: 2, addressesCapped: false,
-    reasons: { not_allowlisted: 2, pp_untrusted: 1 }, listeners: { edge: 2, web: 1 }, sample: ['192.0.2.1', '192.0.2.2'] });
+  t.match(lines[0], {
+    msg: '3 denials from 2 addresses in the last 10 s',
+    denials: 3,
+    addresses: 2,
+    addressesCapped: false,
+    reasons: { not_allowlisted: 2, pp_untrusted: 1 },
+    listeners: { edge: 2, web: 1 },
+    sample: ['192.0.2.1', '192.0.2.2'],
+  });
 });
 
 t.test('a scan from many addresses keeps at most maxAddresses and says so', async (t) => {
@@ -52,7 +64,14 @@ t.test('per address: the first denial of each address per interval at info, capp
   s.add('web', '192.0.2.3', 'not_allowlisted');
   await new Promise((r) => setImmediate(r));
   t.equal(lines.length, 2, 'two addresses logged at once, the second denial of the first and the third address not');
-  t.match(lines[0], { level: 30, listener: 'edge', client: '192.0.2.1', reason: 'denied_by_entry', entry: '192.0.2.0/24', msg: /^denied 192\.0\.2\.1 \(denied_by_entry 192\.0\.2\.0\/24\)/ });
+  t.match(lines[0], {
+    level: 30,
+    listener: 'edge',
+    client: '192.0.2.1',
+    reason: 'denied_by_entry',
+    entry: '192.0.2.0/24',
+    msg: /^denied 192\.0\.2\.1 \(denied_by_entry 192\.0\.2\.0\/24\)/,
+  });
   t.match(lines[1], { client: '192.0.2.2', reason: 'not_allowlisted' });
   t.notOk('entry' in lines[1]!, 'no entry when none decided');
   s.flush();

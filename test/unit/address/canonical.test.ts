@@ -108,13 +108,18 @@ t.test('RFC 5952 formatting matches ipaddr.js; v4-mapped becomes IPv4', async (t
     }
     const ours = formatIPv6(bytes, 0);
     const w = new Uint32Array(4);
-    for (let i = 0; i < 4; i++) w[i] = ((bytes[4 * i]! << 24) | (bytes[4 * i + 1]! << 16) | (bytes[4 * i + 2]! << 8) | bytes[4 * i + 3]!) >>> 0;
+    for (let i = 0; i < 4; i++)
+      w[i] = ((bytes[4 * i]! << 24) | (bytes[4 * i + 1]! << 16) | (bytes[4 * i + 2]! << 8) | bytes[4 * i + 3]!) >>> 0;
     if (formatV6Words(w) !== ours) mismatches++;
     const parsed = ipaddr.fromByteArray(Array.from(bytes)) as ipaddr.IPv6;
     const theirs = parsed.isIPv4MappedAddress() ? parsed.toIPv4Address().toString() : parsed.toRFC5952String();
     if (ours !== theirs) mismatches++;
     // Every spelling ipaddr.js produces parses back to the same bytes.
-    for (const spelling of [parsed.toRFC5952String(), parsed.toNormalizedString(), (parsed as unknown as { toFixedLengthString(): string }).toFixedLengthString()]) {
+    for (const spelling of [
+      parsed.toRFC5952String(),
+      parsed.toNormalizedString(),
+      (parsed as unknown as { toFixedLengthString(): string }).toFixedLengthString(),
+    ]) {
       if (v6(spelling) !== Buffer.from(bytes).toString('hex')) mismatches++;
     }
   }

@@ -3,7 +3,11 @@ import t from 'tap';
 import type { FastifyBaseLogger } from 'fastify';
 import { AuthFailureLog } from '../../../src/admin/auth-failures';
 
-interface Line { level: 'warn' | 'debug'; obj: Record<string, unknown>; msg: string }
+interface Line {
+  level: 'warn' | 'debug';
+  obj: Record<string, unknown>;
+  msg: string;
+}
 
 function setup(o: { intervalMs?: number; maxAddresses?: number; maxLinesPerInterval?: number } = {}) {
   const lines: Line[] = [];
@@ -13,7 +17,14 @@ function setup(o: { intervalMs?: number; maxAddresses?: number; maxLinesPerInter
     debug: (obj: Record<string, unknown>, msg: string) => lines.push({ level: 'debug', obj, msg }),
   } as unknown as FastifyBaseLogger;
   const f = new AuthFailureLog(log, { intervalMs: 60_000, ...o, now: () => now });
-  return { f, lines, warns: () => lines.filter((l) => l.level === 'warn'), advance: (ms: number) => { now += ms; } };
+  return {
+    f,
+    lines,
+    warns: () => lines.filter((l) => l.level === 'warn'),
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 t.test('a loop of wrong tokens from one address: one line per interval, carrying the count suppressed', async (t) => {
@@ -36,14 +47,20 @@ t.test('each address has its own interval', async (t) => {
   f.record('invalid', '127.0.0.1', 'GET', '/');
   f.record('invalid', '127.0.0.2', 'GET', '/');
   f.record('invalid', '127.0.0.1', 'GET', '/');
-  t.same(warns().map((l) => l.obj.remote), ['127.0.0.1', '127.0.0.2']);
+  t.same(
+    warns().map((l) => l.obj.remote),
+    ['127.0.0.1', '127.0.0.2'],
+  );
 });
 
 t.test('missing and malformed headers are counted and logged at debug only', async (t) => {
   const { f, lines } = setup();
   f.record('missing', '127.0.0.1', 'GET', '/');
   f.record('malformed', '127.0.0.1', 'GET', '/');
-  t.same(lines.map((l) => l.level), ['debug', 'debug']);
+  t.same(
+    lines.map((l) => l.level),
+    ['debug', 'debug'],
+  );
   t.same(f.counts, { missing: 1, malformed: 1, invalid: 0 });
 });
 
@@ -80,7 +97,10 @@ t.test('failures that stop inside an interval still get their line at its end', 
   advance(30_000);
   f.flush();
   t.equal(warns().length, 3, 'one line for the address with suppressed failures, none for the other');
-  t.match(warns()[2]!, { obj: { remote: '127.0.0.1', suppressed: 29 }, msg: 'admin API: wrong token (29 more from this address since its last line)' });
+  t.match(warns()[2]!, {
+    obj: { remote: '127.0.0.1', suppressed: 29 },
+    msg: 'admin API: wrong token (29 more from this address since its last line)',
+  });
   f.flush();
   t.equal(warns().length, 3, 'nothing left to say');
   f.close();

@@ -18,7 +18,10 @@ t.test('the single token (file or env) is named admin; named tokens come from th
   const fromFile = loadTokens({ ...base, tokenFile: write('t', 'file-token-0123456789\n') }, { TOKEN_VAR: 'env-token-0123456789' });
   t.equal(authenticate(fromFile, 'file-token-0123456789'), 'admin', 'tokenFile wins over the env');
   t.equal(authenticate(fromFile, 'env-token-0123456789'), null);
-  const named = loadTokens({ ...base, tokensFile: write('n', '# ops\n\nalice:alice-token-0123456789\nbob:bob-token-01234567890:with-colon\n') }, {});
+  const named = loadTokens(
+    { ...base, tokensFile: write('n', '# ops\n\nalice:alice-token-0123456789\nbob:bob-token-01234567890:with-colon\n') },
+    {},
+  );
   t.equal(authenticate(named, 'alice-token-0123456789'), 'alice');
   t.equal(authenticate(named, 'bob-token-01234567890:with-colon'), 'bob', 'only the first colon separates');
   t.equal(authenticate(named, 'alice-token-012345678'), null, 'a prefix is not the token');
@@ -33,8 +36,18 @@ t.test('bad token configuration is refused at start with the place named', async
     ['missing token file', { ...base, tokenFile: path.join(dir, 'nope') }, {}, /cannot read .*nope/],
     ['line without colon', { ...base, tokensFile: write('a', 'justatoken0123456789\n') }, {}, /line 1: expected name:token/],
     ['bad name', { ...base, tokensFile: write('b', 'bad name:token-0123456789abc\n') }, {}, /line 1: "bad name" is not a valid token name/],
-    ['duplicate name', { ...base, tokensFile: write('c', 'a:token-0123456789abc\na:token-0123456789abd\n') }, {}, /line 2: token name "a" is used twice/],
-    ['admin named twice', { ...base, tokensFile: write('d', 'admin:token-0123456789abc\n') }, { TOKEN_VAR: 'env-token-0123456789' }, /token name "admin" is used twice/],
+    [
+      'duplicate name',
+      { ...base, tokensFile: write('c', 'a:token-0123456789abc\na:token-0123456789abd\n') },
+      {},
+      /line 2: token name "a" is used twice/,
+    ],
+    [
+      'admin named twice',
+      { ...base, tokensFile: write('d', 'admin:token-0123456789abc\n') },
+      { TOKEN_VAR: 'env-token-0123456789' },
+      /token name "admin" is used twice/,
+    ],
     ['white space in a token', { ...base, tokensFile: write('e', 'a:token 0123456789abc\n') }, {}, /white space/],
   ];
   for (const [what, config, env, message] of rows) {

@@ -34,7 +34,11 @@ t.test('Host values: IP literals, localhost and listed names pass; anything else
 
 t.test('the refusal quotes the Host and says how to allow a name', async (t) => {
   const v = hosts.check('evil.example:9901');
-  t.same(v, { ok: false, message: 'Host "evil.example:9901" is not an address of this admin API: use an IP address or localhost, or add the name to admin.allowedHosts' });
+  t.same(v, {
+    ok: false,
+    message:
+      'Host "evil.example:9901" is not an address of this admin API: use an IP address or localhost, or add the name to admin.allowedHosts',
+  });
   const long = hosts.check('a'.repeat(5000));
   t.ok(!long.ok && long.message.length < 400, 'a huge Host is quoted truncated');
 });

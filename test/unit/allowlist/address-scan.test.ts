@@ -5,7 +5,6 @@ import { scanIPv4, scanIPv6 } from '../../../src/address/scan';
 import { scanCidr } from '../../../src/allowlist/address-scan';
 import { prng } from '../../helpers/prng';
 
-
 /** What the hot-path scanners make of `s`, as canonical text (mapped -> IPv4), or null. */
 function scanned(s: string): string | null {
   if (!s.includes(':')) {
@@ -14,7 +13,8 @@ function scanned(s: string): string | null {
   }
   const w = new Uint32Array(4);
   if (!scanIPv6(s, w)) return null;
-  if (w[0] === 0 && w[1] === 0 && w[2] === 0xffff) return scanned(`${w[3]! >>> 24}.${(w[3]! >>> 16) & 255}.${(w[3]! >>> 8) & 255}.${w[3]! & 255}`);
+  if (w[0] === 0 && w[1] === 0 && w[2] === 0xffff)
+    return scanned(`${w[3]! >>> 24}.${(w[3]! >>> 16) & 255}.${(w[3]! >>> 8) & 255}.${w[3]! & 255}`);
   const parts: number[] = [];
   for (const x of w) parts.push(x >>> 16, x & 0xffff);
   return new ipaddr.IPv6(parts).toString();
@@ -34,7 +34,10 @@ const STRICT_V4 = /^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2}
  */
 function oracle(s: string): string | null {
   if (s.length === 0 || /[^0-9a-fA-F:.]/.test(s)) return null;
-  const quad = (q: string): boolean => { const m = STRICT_V4.exec(q); return m?.slice(1).every((o) => Number(o) <= 255) === true; };
+  const quad = (q: string): boolean => {
+    const m = STRICT_V4.exec(q);
+    return m?.slice(1).every((o) => Number(o) <= 255) === true;
+  };
   if (!s.includes(':')) return quad(s) ? s : null;
   const tail = s.slice(s.lastIndexOf(':') + 1);
   if (tail.includes('.') && (!quad(tail) || (s.lastIndexOf(':') === 1 && s.startsWith('::')))) return null;
@@ -126,11 +129,16 @@ t.test('scanners agree with parseAddress and an independent oracle on random and
     for (const w of words) groups.push(w >>> 16, w & 0xffff);
     const v4 = `${Math.floor(rnd() * 256)}.${Math.floor(rnd() * 256)}.${Math.floor(rnd() * 256)}.${Math.floor(rnd() * 256)}`;
     switch (Math.floor(rnd() * 6)) {
-      case 0: return v4;
-      case 1: return `::ffff:${v4}`;
-      case 2: return groups.map((g) => (rnd() < 0.5 ? hex(g).padStart(4, '0') : hex(g).toUpperCase())).join(':');
-      case 3: return new ipaddr.IPv6(groups).toString();
-      case 4: return `${groups.slice(0, 6).map(hex).join(':')}:${v4}`;
+      case 0:
+        return v4;
+      case 1:
+        return `::ffff:${v4}`;
+      case 2:
+        return groups.map((g) => (rnd() < 0.5 ? hex(g).padStart(4, '0') : hex(g).toUpperCase())).join(':');
+      case 3:
+        return new ipaddr.IPv6(groups).toString();
+      case 4:
+        return `${groups.slice(0, 6).map(hex).join(':')}:${v4}`;
       default: {
         const a = Math.floor(rnd() * 8);
         const b = a + 1 + Math.floor(rnd() * (8 - a));
@@ -142,9 +150,12 @@ t.test('scanners agree with parseAddress and an independent oracle on random and
     const i = Math.floor(rnd() * (s.length + 1));
     const c = pick([...alphabet]);
     switch (Math.floor(rnd() * 3)) {
-      case 0: return s.slice(0, i) + c + s.slice(i);
-      case 1: return s.slice(0, i) + s.slice(i + 1);
-      default: return s.slice(0, i) + c + s.slice(i + 1);
+      case 0:
+        return s.slice(0, i) + c + s.slice(i);
+      case 1:
+        return s.slice(0, i) + s.slice(i + 1);
+      default:
+        return s.slice(0, i) + c + s.slice(i + 1);
     }
   };
 
@@ -179,8 +190,10 @@ t.test('scanners agree with parseAddress and an independent oracle on random and
       const c = rnd() < 0.3 ? cidr : `${maskedText(s, maxPrefix, rnd)}`;
       const fast = scanCidr(c, words5);
       const slow = parseCidr(c);
-      if (fast !== 0 && !(slow.ok && slow.cidr.family === fast && slow.cidr.prefix === words5[4] &&
-          slow.cidr.start.every((w, i) => w === words5[i]))) {
+      if (
+        fast !== 0 &&
+        !(slow.ok && slow.cidr.family === fast && slow.cidr.prefix === words5[4] && slow.cidr.start.every((w, i) => w === words5[i]))
+      ) {
         mismatch = `${JSON.stringify(c)}: scanCidr ${fast}/${words5[4]}, parseCidr ${JSON.stringify(slow)} (seed ${seed})`;
         break;
       }

@@ -29,8 +29,14 @@ t.test('parseCidr reports start and end words of the range', async (t) => {
   const v4 = parseCidr('10.0.0.0/8');
   t.same(v4.ok && [v4.cidr.start, v4.cidr.end], [[0x0a000000], [0x0affffff]], 'IPv4 /8');
   const v6 = parseCidr('2001:db8:8000::/33');
-  t.same(v6.ok && [v6.cidr.start, v6.cidr.end],
-    [[0x20010db8, 0x80000000, 0, 0], [0x20010db8, 0xffffffff, 0xffffffff, 0xffffffff]], 'IPv6 /33 crosses a word boundary');
+  t.same(
+    v6.ok && [v6.cidr.start, v6.cidr.end],
+    [
+      [0x20010db8, 0x80000000, 0, 0],
+      [0x20010db8, 0xffffffff, 0xffffffff, 0xffffffff],
+    ],
+    'IPv6 /33 crosses a word boundary',
+  );
   t.ok(v6.ok && Object.isFrozen(v6.cidr) && Object.isFrozen(v6.cidr.start), 'results are frozen');
 });
 
@@ -46,13 +52,25 @@ t.test('parseCidr rejects with a message an operator can act on', async (t) => {
     ['a zone id', 'fe80::1%eth0/64', /zone id "%eth0" is not allowed/],
     ['host bits set in IPv4 suggest the network', '10.0.0.1/8', /^"10\.0\.0\.1\/8": host bits set: did you mean 10\.0\.0\.0\/8\?$/],
     ['host bits set in IPv6 suggest the network', '2001:db8::1/32', /did you mean 2001:db8::\/32\?/],
-    ['an IPv4-mapped CIDR is written as IPv4', '::ffff:10.0.0.0/104', /^"::ffff:10\.0\.0\.0\/104": an IPv4-mapped IPv6 CIDR is not allowed.*write it as IPv4 10\.0\.0\.0\/8$/],
+    [
+      'an IPv4-mapped CIDR is written as IPv4',
+      '::ffff:10.0.0.0/104',
+      /^"::ffff:10\.0\.0\.0\/104": an IPv4-mapped IPv6 CIDR is not allowed.*write it as IPv4 10\.0\.0\.0\/8$/,
+    ],
     ['a mapped CIDR in hex is written as IPv4 too', '::ffff:a00:0/104', /write it as IPv4 10\.0\.0\.0\/8$/],
     ['a mapped host address is written as IPv4', '::ffff:1.2.3.4', /write it as IPv4 1\.2\.3\.4\/32$/],
-    ['the deprecated IPv4-compatible form is ambiguous', '::1.2.3.4/128', /deprecated IPv4-compatible.*write IPv4 1\.2\.3\.4, or ::102:304/],
+    [
+      'the deprecated IPv4-compatible form is ambiguous',
+      '::1.2.3.4/128',
+      /deprecated IPv4-compatible.*write IPv4 1\.2\.3\.4, or ::102:304/,
+    ],
     ['IPv4 prefix 33', '10.0.0.0/33', /^"10\.0\.0\.0\/33": prefix length 33 out of range for IPv4$/],
     ['IPv6 prefix 129', '::/129', /^"::\/129": prefix length 129 out of range for IPv6$/],
-    ['a huge prefix is quoted as written', '10.0.0.0/99999999999999999999', /^"10\.0\.0\.0\/99999999999999999999": prefix length 99999999999999999999 out of range for IPv4$/],
+    [
+      'a huge prefix is quoted as written',
+      '10.0.0.0/99999999999999999999',
+      /^"10\.0\.0\.0\/99999999999999999999": prefix length 99999999999999999999 out of range for IPv4$/,
+    ],
     ['an empty prefix after the slash', '10.0.0.0/', /missing prefix length after "\/"/],
     ['a negative prefix', '10.0.0.0/-8', /prefix length "-8" is not a decimal number/],
     ['a plus sign in the prefix', '10.0.0.0/+8', /prefix length "\+8" is not a decimal number/],
@@ -80,10 +98,31 @@ t.test('parseCidr rejects with a message an operator can act on', async (t) => {
 });
 
 t.test('every refusal begins with the offending text, quoted (what a 4xx or config error shows)', async (t) => {
-  const inputs = ['10.0.0.1/33', '10.0.0.1/8', '2001:db8::1/32', '::ffff:10.0.0.0/104', '10.0.0.x/8', 'ten', '10/8', '010.0.0.0/8',
-    '1::2::3/128', '::1.2.3.4/128', 'fe80::1%eth0/64', ' 10.0.0.0/8', '10.0.0.0/', '10.0.0.0/8/8', '/8', '10.0.0.0/08', '10.0.0.0/x', 'a"b\n'];
+  const inputs = [
+    '10.0.0.1/33',
+    '10.0.0.1/8',
+    '2001:db8::1/32',
+    '::ffff:10.0.0.0/104',
+    '10.0.0.x/8',
+    'ten',
+    '10/8',
+    '010.0.0.0/8',
+    '1::2::3/128',
+    '::1.2.3.4/128',
+    'fe80::1%eth0/64',
+    ' 10.0.0.0/8',
+    '10.0.0.0/',
+    '10.0.0.0/8/8',
+    '/8',
+    '10.0.0.0/08',
+    '10.0.0.0/x',
+    'a"b\n',
+  ];
   for (const input of inputs) {
-    for (const [name, r] of [['parseCidr', parseCidr(input)], ['parseAddress', parseAddress(input)]] as const) {
+    for (const [name, r] of [
+      ['parseCidr', parseCidr(input)],
+      ['parseAddress', parseAddress(input)],
+    ] as const) {
       t.notOk(r.ok, `${name} ${JSON.stringify(input)}: rejected`);
       if (!r.ok) t.ok(r.message.startsWith(`${JSON.stringify(input)}: `), `${name}: ${r.message}`);
     }

@@ -7,10 +7,26 @@ t.test('validateEntry accepts entries and returns a canonical frozen copy', asyn
     ['cidr is canonicalised', { cidr: '2001:0DB8::/32' }, { cidr: '2001:db8::/32' }],
     ['a bare address becomes a host route', { cidr: '1.2.3.4' }, { cidr: '1.2.3.4/32' }],
     ['comment kept', { cidr: '::1', comment: 'ops laptop' }, { cidr: '::1/128', comment: 'ops laptop' }],
-    ['expiresAt in UTC', { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00Z' }, { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00Z' }],
-    ['expiresAt with offset and fraction', { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00.123456+02:00' }, { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00.123456+02:00' }],
-    ['expiresAt with lower-case t and z (RFC 3339 5.6 note)', { cidr: '10.0.0.0/8', expiresAt: '2030-01-31t18:00:00z' }, { cidr: '10.0.0.0/8', expiresAt: '2030-01-31t18:00:00z' }],
-    ['29 February in a leap year', { cidr: '10.0.0.0/8', expiresAt: '2028-02-29T00:00:00Z' }, { cidr: '10.0.0.0/8', expiresAt: '2028-02-29T00:00:00Z' }],
+    [
+      'expiresAt in UTC',
+      { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00Z' },
+      { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00Z' },
+    ],
+    [
+      'expiresAt with offset and fraction',
+      { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00.123456+02:00' },
+      { cidr: '10.0.0.0/8', expiresAt: '2030-01-31T18:00:00.123456+02:00' },
+    ],
+    [
+      'expiresAt with lower-case t and z (RFC 3339 5.6 note)',
+      { cidr: '10.0.0.0/8', expiresAt: '2030-01-31t18:00:00z' },
+      { cidr: '10.0.0.0/8', expiresAt: '2030-01-31t18:00:00z' },
+    ],
+    [
+      '29 February in a leap year',
+      { cidr: '10.0.0.0/8', expiresAt: '2028-02-29T00:00:00Z' },
+      { cidr: '10.0.0.0/8', expiresAt: '2028-02-29T00:00:00Z' },
+    ],
   ];
   for (const [desc, input, entry] of rows) {
     const r = validateEntry(input);
@@ -27,11 +43,21 @@ t.test('validateEntry rejects with the field and a reason', async (t) => {
     ['missing cidr', { comment: 'x' }, 'cidr', /cidr is required/],
     ['cidr not a string', { cidr: 10 }, 'cidr', /must be a string/],
     ['cidr host bits carry the parser message', { cidr: '10.0.0.1/8' }, 'cidr', /did you mean 10\.0\.0\.0\/8/],
-    ['a typo in a field name is not silently dropped', { cidr: '10.0.0.0/8', expires_at: '2030-01-01T00:00:00Z' }, 'expires_at', /unknown field "expires_at"/],
+    [
+      'a typo in a field name is not silently dropped',
+      { cidr: '10.0.0.0/8', expires_at: '2030-01-01T00:00:00Z' },
+      'expires_at',
+      /unknown field "expires_at"/,
+    ],
     ['comment not a string', { cidr: '10.0.0.0/8', comment: 5 }, 'comment', /must be a string/],
     ['comment too long', { cidr: '10.0.0.0/8', comment: 'x'.repeat(1025) }, 'comment', /too long/],
     ['expiresAt not a string', { cidr: '10.0.0.0/8', expiresAt: 1893456000000 }, 'expiresAt', /RFC 3339/],
-    ['date only (local time: depends on the replica TZ)', { cidr: '10.0.0.0/8', expiresAt: '2030-01-01' }, 'expiresAt', /not an RFC 3339 date-time/],
+    [
+      'date only (local time: depends on the replica TZ)',
+      { cidr: '10.0.0.0/8', expiresAt: '2030-01-01' },
+      'expiresAt',
+      /not an RFC 3339 date-time/,
+    ],
     ['no offset', { cidr: '10.0.0.0/8', expiresAt: '2030-01-01T00:00:00' }, 'expiresAt', /not an RFC 3339 date-time/],
     ['space instead of T', { cidr: '10.0.0.0/8', expiresAt: '2030-01-01 00:00:00Z' }, 'expiresAt', /not an RFC 3339 date-time/],
     ['month 13', { cidr: '10.0.0.0/8', expiresAt: '2030-13-01T00:00:00Z' }, 'expiresAt', /month 13 out of range/],

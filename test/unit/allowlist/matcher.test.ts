@@ -5,7 +5,6 @@ import { parseAddress } from '../../../src/allowlist/cidr';
 import type { AllowEntry } from '../../../src/allowlist/entry';
 import { prng } from '../../helpers/prng';
 
-
 const BITS = { 4: 32, 6: 128 } as const;
 
 function format(family: 4 | 6, v: bigint): string {
@@ -32,7 +31,11 @@ function referenceMatcher(entries: readonly AllowEntry[]): (address: string) => 
   };
 }
 
-interface Range { family: 4 | 6; start: bigint; end: bigint }
+interface Range {
+  family: 4 | 6;
+  start: bigint;
+  end: bigint;
+}
 
 /** A random list with nesting, adjacency, duplicates, /0 and host routes in both families. */
 function randomList(rnd: () => number, size: number): { entries: AllowEntry[]; ranges: Range[] } {
@@ -109,9 +112,7 @@ t.test('lookup equals the ipaddr.js longest-prefix loop on random lists (time-bo
     for (const [family, v] of probes) {
       const text = format(family, v);
       const want = referenceLookup(text);
-      const spellings = family === 4
-        ? [text, `::ffff:${text}`, format(6, 0xffff00000000n | v)]
-        : [text, text.toUpperCase()];
+      const spellings = family === 4 ? [text, `::ffff:${text}`, format(6, 0xffff00000000n | v)] : [text, text.toUpperCase()];
       for (const s of spellings) {
         const got = m.lookup(s);
         checks++;
@@ -148,7 +149,13 @@ t.test('crowded IPv6 /16s (the second-level index) agree with the reference', as
   const max = (1n << 128n) - 1n;
   for (const e of entries) {
     const [net, prefix] = ipaddr.parseCIDR(e.cidr);
-    const start = BigInt(`0x${(net as ipaddr.IPv6).toNormalizedString().split(':').map((g) => g.padStart(4, '0')).join('')}`);
+    const start = BigInt(
+      `0x${(net as ipaddr.IPv6)
+        .toNormalizedString()
+        .split(':')
+        .map((g) => g.padStart(4, '0'))
+        .join('')}`,
+    );
     const end = start | ((1n << BigInt(128 - prefix)) - 1n);
     for (const v of [start, end, start - 1n, end + 1n, start + (end - start) / 3n]) if (v >= 0n && v <= max) probes.push(v);
   }
@@ -175,8 +182,13 @@ t.test('crowded IPv6 /16s (the second-level index) agree with the reference', as
 
 t.test('most specific entry wins, identical CIDRs go to the first', async (t) => {
   const entries: AllowEntry[] = [
-    { cidr: '10.0.0.0/8' }, { cidr: '10.1.0.0/16' }, { cidr: '10.1.2.0/24' }, { cidr: '10.1.2.3/32' },
-    { cidr: '10.1.0.0/16' }, { cidr: '2001:db8::/32' }, { cidr: '2001:db8:1::/48' },
+    { cidr: '10.0.0.0/8' },
+    { cidr: '10.1.0.0/16' },
+    { cidr: '10.1.2.0/24' },
+    { cidr: '10.1.2.3/32' },
+    { cidr: '10.1.0.0/16' },
+    { cidr: '2001:db8::/32' },
+    { cidr: '2001:db8:1::/48' },
   ];
   const m = Matcher.compile(entries);
   const rows: Array<[desc: string, address: string, index: number]> = [
@@ -225,14 +237,27 @@ t.test('families: an IPv4 client is matched only by IPv4 CIDRs', async (t) => {
 t.test('invalid input never matches and never throws', async (t) => {
   const m = Matcher.compile([{ cidr: '0.0.0.0/0' }, { cidr: '::/0' }]);
   const rows: Array<[desc: string, address: unknown]> = [
-    ['empty', ''], ['name', 'localhost'], ['leading zero', '010.0.0.1'], ['short form', '10.1'],
-    ['octet 256', '1.2.3.256'], ['zone id', 'fe80::1%eth0'], ['whitespace', ' 1.2.3.4'],
-    ['CIDR', '10.0.0.0/8'], ['two ::', '1::2::3'], ['deprecated ::a.b.c.d', '::1.2.3.4'],
-    ['very long', '1'.repeat(10_000)], ['not a string', 42], ['undefined', undefined],
+    ['empty', ''],
+    ['name', 'localhost'],
+    ['leading zero', '010.0.0.1'],
+    ['short form', '10.1'],
+    ['octet 256', '1.2.3.256'],
+    ['zone id', 'fe80::1%eth0'],
+    ['whitespace', ' 1.2.3.4'],
+    ['CIDR', '10.0.0.0/8'],
+    ['two ::', '1::2::3'],
+    ['deprecated ::a.b.c.d', '::1.2.3.4'],
+    ['very long', '1'.repeat(10_000)],
+    ['not a string', 42],
+    ['undefined', undefined],
   ];
   for (const [desc, address] of rows) t.equal(m.lookup(address as string), -1, desc);
   const u32: Array<[desc: string, v: number]> = [
-    ['negative', -1], ['too large', 2 ** 32], ['fraction', 1.5], ['NaN', NaN], ['Infinity', Infinity],
+    ['negative', -1],
+    ['too large', 2 ** 32],
+    ['fraction', 1.5],
+    ['NaN', NaN],
+    ['Infinity', Infinity],
   ];
   for (const [desc, v] of u32) t.equal(m.lookupV4(v), -1, `lookupV4 ${desc}`);
 });
@@ -252,11 +277,16 @@ t.test('lookup accepts exactly what parseAddress accepts (random and mutated tex
     const v4 = `${octet()}.${octet()}.${octet()}.${octet()}`;
     const gs = Array.from({ length: 8 }, group);
     switch (Math.floor(rnd() * 6)) {
-      case 0: return v4;
-      case 1: return `::ffff:${v4}`;
-      case 2: return gs.join(':');
-      case 3: return gs.map((x) => x.padStart(4, '0')).join(':');
-      case 4: return `${gs.slice(0, 6).join(':')}:${v4}`;
+      case 0:
+        return v4;
+      case 1:
+        return `::ffff:${v4}`;
+      case 2:
+        return gs.join(':');
+      case 3:
+        return gs.map((x) => x.padStart(4, '0')).join(':');
+      case 4:
+        return `${gs.slice(0, 6).join(':')}:${v4}`;
       default: {
         const a = Math.floor(rnd() * 8);
         const b = a + 1 + Math.floor(rnd() * (8 - a));
@@ -267,9 +297,12 @@ t.test('lookup accepts exactly what parseAddress accepts (random and mutated tex
   const mutate = (s: string): string => {
     const i = Math.floor(rnd() * (s.length + 1));
     switch (Math.floor(rnd() * 3)) {
-      case 0: return s.slice(0, i) + pick(alphabet) + s.slice(i);
-      case 1: return s.slice(0, i) + s.slice(i + 1);
-      default: return s.slice(0, i) + pick(alphabet) + s.slice(i + 1);
+      case 0:
+        return s.slice(0, i) + pick(alphabet) + s.slice(i);
+      case 1:
+        return s.slice(0, i) + s.slice(i + 1);
+      default:
+        return s.slice(0, i) + pick(alphabet) + s.slice(i + 1);
     }
   };
   const deadline = Date.now() + 1000;
@@ -335,7 +368,13 @@ t.test('a compiled matcher is immutable and detached from its input', async (t) 
   t.equal(m.lookup('10.0.0.1'), 0, 'mutating the input list changes nothing');
   t.equal(m.entries[0]!.cidr, '10.0.0.0/8', 'entries are copies');
   t.ok(Object.isFrozen(m) && Object.isFrozen(m.entries) && Object.isFrozen(m.entries[0]), 'frozen');
-  t.throws(() => { (m as { size: number }).size = 9; }, TypeError, 'assignment throws in strict mode');
+  t.throws(
+    () => {
+      (m as { size: number }).size = 9;
+    },
+    TypeError,
+    'assignment throws in strict mode',
+  );
 });
 
 t.test('compile refuses entries that did not pass validation', async (t) => {
@@ -345,8 +384,11 @@ t.test('compile refuses entries that did not pass validation', async (t) => {
     ['bad expiry', { cidr: '10.0.0.0/8', expiresAt: 'tomorrow' }, 'expiresAt', /RFC 3339/],
   ];
   for (const [desc, entry, field, message] of rows) {
-    t.throws(() => Matcher.compile([{ cidr: '::/0' }, entry]),
-      { name: 'AllowlistCompileError', code: 'ERR_ALLOWLIST_INVALID_ENTRY', index: 1, field, message }, desc);
+    t.throws(
+      () => Matcher.compile([{ cidr: '::/0' }, entry]),
+      { name: 'AllowlistCompileError', code: 'ERR_ALLOWLIST_INVALID_ENTRY', index: 1, field, message },
+      desc,
+    );
   }
   t.ok(new AllowlistCompileError(0, 'cidr', 'x') instanceof Error, 'is an Error');
 });

@@ -91,7 +91,10 @@ const CASES: Array<{ desc: string; text: string; want: string }> = [
 t.test('each problem names the path, the value and the line', async (t) => {
   for (const c of CASES) {
     const got = problems(c.text);
-    t.ok(got.some((p) => p.startsWith(c.want)), `${c.desc}: ${JSON.stringify(got)}`);
+    t.ok(
+      got.some((p) => p.startsWith(c.want)),
+      `${c.desc}: ${JSON.stringify(got)}`,
+    );
   }
 });
 
@@ -104,11 +107,15 @@ t.test('an allowlist mapping with a typo is not also told it must be an array', 
 t.test('problems come in the order of the file', async (t) => {
   const got = problems(`workers: many\n${VALID.replace('"127.0.0.1:7000"', '22023')}    upstream: x\n`);
   const lines = got.map((p) => Number(/:(\d+)$/.exec(p)?.[1]));
-  t.same(lines, [...lines].sort((a, b) => a - b), JSON.stringify(got));
+  t.same(
+    lines,
+    [...lines].sort((a, b) => a - b),
+    JSON.stringify(got),
+  );
   t.equal(got.length, 3);
 });
 
-t.test('a list file\'s bad entry names the list file and its line', async (t) => {
+t.test("a list file's bad entry names the list file and its line", async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-errors-'));
   fs.writeFileSync(path.join(dir, 'partners.yaml'), '# partners\n- 203.0.113.0/24\n- 198.51.100.0/33\n');
   fs.writeFileSync(path.join(dir, 'ipgate.yaml'), VALID.replace('office: [10.0.0.0/8]', 'office: {source: config, file: partners.yaml}'));
@@ -116,7 +123,9 @@ t.test('a list file\'s bad entry names the list file and its line', async (t) =>
     loadConfigFile(path.join(dir, 'ipgate.yaml'));
     t.fail('refused');
   } catch (err) {
-    t.match((err as ConfigError).problems, [`allowlists.office.file(partners.yaml)[1]: "198.51.100.0/33": prefix length 33 out of range for IPv4 in ${path.join(dir, 'partners.yaml')}:3`]);
+    t.match((err as ConfigError).problems, [
+      `allowlists.office.file(partners.yaml)[1]: "198.51.100.0/33": prefix length 33 out of range for IPv4 in ${path.join(dir, 'partners.yaml')}:3`,
+    ]);
   }
 });
 
@@ -125,7 +134,10 @@ t.test('values: short ones as JSON, large ones summarised', async (t) => {
   t.equal(formatValue({ mode: 'off' }), '{"mode":"off"}');
   t.equal(formatValue(undefined), '(missing)');
   t.equal(formatValue('x'.repeat(200)), `"${'x'.repeat(60)}"... (200 characters)`);
-  t.equal(formatValue({ office: Array(100).fill('10.0.0.0/8'), partners: { source: 'config' } }), '{office: [100 items], partners: {1 key}}');
+  t.equal(
+    formatValue({ office: Array(100).fill('10.0.0.0/8'), partners: { source: 'config' } }),
+    '{office: [100 items], partners: {1 key}}',
+  );
   t.ok(formatValue(Array.from({ length: 1000 }, (_, i) => `10.${i % 256}.0.0/16`)).length < 120, 'a thousand entries stay one short line');
 });
 
@@ -151,24 +163,40 @@ t.test('paths: relative to the config file, store and token files too; the old p
   process.chdir(cwd);
   t.teardown(() => process.chdir(before));
   const c = loadConfigFile(file);
-  t.equal(c.store.path, path.join(confDir, 'data/lists.json'), 'store.path from the config file\'s directory');
+  t.equal(c.store.path, path.join(confDir, 'data/lists.json'), "store.path from the config file's directory");
   t.equal(c.admin.tokenFile, path.join(confDir, 'token'), 'admin.tokenFile too');
-  t.match(configWarnings(c), [`store.path: "data/lists.json": now resolves to ${path.join(confDir, 'data/lists.json')} (relative to the config file), where nothing is; it used to resolve to ${path.join(cwd, 'data/lists.json')}, which exists`]);
+  t.match(configWarnings(c), [
+    `store.path: "data/lists.json": now resolves to ${path.join(confDir, 'data/lists.json')} (relative to the config file), where nothing is; it used to resolve to ${path.join(cwd, 'data/lists.json')}, which exists`,
+  ]);
   // Left out, the store stays under the working directory (the image's /app/data link).
   fs.writeFileSync(file, `store: {type: file}\n${VALID}`);
   t.equal(loadConfigFile(file).store.path, path.join(cwd, 'data/allowlists.json'));
   t.same(configWarnings(loadConfigFile(file)), []);
 });
 
-t.test('ipgate check-config: file and line on each refused value', { skip: fs.existsSync(MAIN) ? false : 'dist/src/main.js missing (npm run build:all)' }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-check-'));
-  const file = path.join(dir, 'ipgate.yaml');
-  fs.writeFileSync(file, `${VALID.replace('"127.0.0.1:7000"', '"127.0.0.1:221810"')}  - name: ssh\n    listen: 22023\n    allowlist: office\n    upstreams: ["127.0.0.1:22"]\n`);
-  const r = spawnSync(process.execPath, [MAIN, 'check-config', file], { encoding: 'utf8' });
-  t.equal(r.status, 1);
-  t.equal(r.stderr, `ipgate: invalid config ${file}: listeners[1].listen: 22023: must be a string, not a number: write the address as "host:port" text, `
-    + `e.g. "0.0.0.0:22023" or "[::]:22023" in ${file}:9\n`, 'the schema problem first (semantic checks run on a config the schema takes)');
-  fs.writeFileSync(file, VALID.replace('"127.0.0.1:7000"', '"127.0.0.1:221810"'));
-  const r2 = spawnSync(process.execPath, [MAIN, 'check-config', file], { encoding: 'utf8' });
-  t.equal(r2.stderr, `ipgate: invalid config ${file}: listeners[0].listen: "127.0.0.1:221810": port 221810 out of range (0-65535) in ${file}:5\n`);
-});
+t.test(
+  'ipgate check-config: file and line on each refused value',
+  { skip: fs.existsSync(MAIN) ? false : 'dist/src/main.js missing (npm run build:all)' },
+  async (t) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-check-'));
+    const file = path.join(dir, 'ipgate.yaml');
+    fs.writeFileSync(
+      file,
+      `${VALID.replace('"127.0.0.1:7000"', '"127.0.0.1:221810"')}  - name: ssh\n    listen: 22023\n    allowlist: office\n    upstreams: ["127.0.0.1:22"]\n`,
+    );
+    const r = spawnSync(process.execPath, [MAIN, 'check-config', file], { encoding: 'utf8' });
+    t.equal(r.status, 1);
+    t.equal(
+      r.stderr,
+      `ipgate: invalid config ${file}: listeners[1].listen: 22023: must be a string, not a number: write the address as "host:port" text, ` +
+        `e.g. "0.0.0.0:22023" or "[::]:22023" in ${file}:9\n`,
+      'the schema problem first (semantic checks run on a config the schema takes)',
+    );
+    fs.writeFileSync(file, VALID.replace('"127.0.0.1:7000"', '"127.0.0.1:221810"'));
+    const r2 = spawnSync(process.execPath, [MAIN, 'check-config', file], { encoding: 'utf8' });
+    t.equal(
+      r2.stderr,
+      `ipgate: invalid config ${file}: listeners[0].listen: "127.0.0.1:221810": port 221810 out of range (0-65535) in ${file}:5\n`,
+    );
+  },
+);

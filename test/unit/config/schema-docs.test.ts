@@ -9,7 +9,14 @@ import path from 'node:path';
 import t from 'tap';
 import { configSchema } from '../../../src/schema/config';
 import { Section, Type } from '../../../src/schema/kit';
-import { REFERENCE_FILE, renderReference, schemaLiterals, schemaProblems, walkSchema, type OptionRow } from '../../helpers/config-reference';
+import {
+  REFERENCE_FILE,
+  renderReference,
+  schemaLiterals,
+  schemaProblems,
+  walkSchema,
+  type OptionRow,
+} from '../../helpers/config-reference';
 
 const ROOT = path.resolve(__dirname, '../../..');
 
@@ -90,13 +97,22 @@ t.test('docs/config-reference.md is the one generated from the schema', async (t
 
 /** The prose docs an operator reads, besides the generated reference. */
 function proseDocs(): { file: string; text: string }[] {
-  const files = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md') && f !== 'config-reference.md').map((f) => `docs/${f}`)];
+  const files = [
+    'README.md',
+    ...fs
+      .readdirSync(path.join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md') && f !== 'config-reference.md')
+      .map((f) => `docs/${f}`),
+  ];
   return files.map((file) => ({ file, text: fs.readFileSync(path.join(ROOT, file), 'utf8') }));
 }
 
 /** `listeners[].http.denied.keepAlive` -> the ways prose names it: `http.denied.keepAlive`, `denied.keepAlive`. */
 function proseNames(r: OptionRow): string[] {
-  const parts = r.path.replace(/\[\]/g, '').split('.').filter((p) => p !== '<name>');
+  const parts = r.path
+    .replace(/\[\]/g, '')
+    .split('.')
+    .filter((p) => p !== '<name>');
   const out: string[] = [];
   for (let i = 0; i < parts.length - 1; i++) out.push(parts.slice(i).join('.'));
   return out;
@@ -127,14 +143,18 @@ t.test('the prose docs quote no ipgate default by hand (the reference has them)'
 // every ipgate option must be listed (the chart refuses unknown keys) or excluded here with why.
 
 type J = Record<string, unknown> & { properties?: Record<string, J>; items?: J; anyOf?: J[]; oneOf?: J[]; $ref?: string };
-const chart = JSON.parse(fs.readFileSync(path.join(ROOT, 'helm/ipgate/values.schema.json'), 'utf8')) as J & { definitions: Record<string, J> };
+const chart = JSON.parse(fs.readFileSync(path.join(ROOT, 'helm/ipgate/values.schema.json'), 'utf8')) as J & {
+  definitions: Record<string, J>;
+};
 const resolve = (s: J): J => (s.$ref !== undefined ? chart.definitions[s.$ref.replace('#/definitions/', '')]! : s);
 const ipgate = configSchema as unknown as J;
 
 /** Chart sections and the ipgate section each mirrors; `omit`: ipgate options (by key, at any depth) the chart sets itself or leaves out. */
 const MIRRORS: { chart: J; ipgate: J; at: string; omit: Record<string, string> }[] = [
   {
-    chart: chart.properties!.config!, ipgate, at: 'config',
+    chart: chart.properties!.config!,
+    ipgate,
+    at: 'config',
     omit: {
       admin: 'the chart renders it from its own admin values (port, bind address, Service host names)',
       store: 'the chart always uses its own ConfigMap store',
@@ -144,13 +164,17 @@ const MIRRORS: { chart: J; ipgate: J; at: string; omit: Record<string, string> }
     },
   },
   {
-    chart: chart.properties!.listeners!.items!, ipgate: ipgate.properties!.listeners!.items!, at: 'listeners[]',
+    chart: chart.properties!.listeners!.items!,
+    ipgate: ipgate.properties!.listeners!.items!,
+    at: 'listeners[]',
     omit: {
       listen: 'the chart writes it from `listenAddress` and `port`',
     },
   },
   {
-    chart: chart.properties!.allowlists!.additionalProperties as J, ipgate: ipgate.properties!.allowlists!.additionalProperties as J, at: 'allowlists.<name>',
+    chart: chart.properties!.allowlists!.additionalProperties as J,
+    ipgate: ipgate.properties!.allowlists!.additionalProperties as J,
+    at: 'allowlists.<name>',
     omit: {
       file: 'the chart writes no list files (its declarative lists are read through the API)',
       configMap: 'the chart writes it for `source: config` lists (the <fullname>-lists ConfigMap, watched through the API)',
@@ -158,7 +182,17 @@ const MIRRORS: { chart: J; ipgate: J; at: string; omit: Record<string, string> }
   },
 ];
 
-const BOUNDS: readonly string[] = ['type', 'enum', 'const', 'minimum', 'maximum', 'minLength', 'maxLength', 'minItems', 'maxItems'] as const;
+const BOUNDS: readonly string[] = [
+  'type',
+  'enum',
+  'const',
+  'minimum',
+  'maximum',
+  'minLength',
+  'maxLength',
+  'minItems',
+  'maxItems',
+] as const;
 
 /** Where a chart schema and ipgate's disagree, and ipgate options missing from the chart. */
 function compare(c: J, g: J, at: string, omit: Record<string, string>, out: string[]): void {
@@ -167,7 +201,7 @@ function compare(c: J, g: J, at: string, omit: Record<string, string>, out: stri
   const bounds = c.$ref !== undefined ? ['type'] : BOUNDS;
   c = resolve(c);
   // Enums as sets: the order of the choices is not a constraint.
-  const norm = (v: unknown): string => JSON.stringify(Array.isArray(v) ? [...v as unknown[]].map(String).sort() : v);
+  const norm = (v: unknown): string => JSON.stringify(Array.isArray(v) ? [...(v as unknown[])].map(String).sort() : v);
   for (const k of bounds) {
     if (c[k] !== undefined && norm(c[k]) !== norm(g[k])) {
       out.push(`${at}: chart ${k} ${JSON.stringify(c[k])}, ipgate ${JSON.stringify(g[k])}`);
@@ -177,14 +211,20 @@ function compare(c: J, g: J, at: string, omit: Record<string, string>, out: stri
   const gb = g.anyOf;
   if (cb !== undefined || gb !== undefined) {
     if (cb?.length !== gb?.length) out.push(`${at}: chart has ${cb?.length ?? 0} alternatives, ipgate ${gb?.length ?? 0}`);
-    else cb!.forEach((b, i) => { compare(b, gb![i]!, `${at}|${i}`, omit, out); });
+    else
+      cb!.forEach((b, i) => {
+        compare(b, gb![i]!, `${at}|${i}`, omit, out);
+      });
   }
   if (c.items !== undefined && g.items !== undefined) compare(c.items, g.items, `${at}[]`, omit, out);
   if (g.properties !== undefined) {
     for (const [key, gs] of Object.entries(g.properties)) {
       const cs = c.properties?.[key];
       if (cs === undefined) {
-        if (omit[key] === undefined && c.properties !== undefined) out.push(`${at}.${key}: an ipgate option the chart's values schema refuses (add it to helm/ipgate/values.schema.json, or to MIRRORS' omit with why)`);
+        if (omit[key] === undefined && c.properties !== undefined)
+          out.push(
+            `${at}.${key}: an ipgate option the chart's values schema refuses (add it to helm/ipgate/values.schema.json, or to MIRRORS' omit with why)`,
+          );
         continue;
       }
       compare(cs, gs, `${at}.${key}`, omit, out);
@@ -193,11 +233,16 @@ function compare(c: J, g: J, at: string, omit: Record<string, string>, out: stri
   for (const key of Object.keys(c.properties ?? {})) {
     // The chart's own listener keys, left out of config.yaml (_config.tpl): the ports, and the
     // acknowledgement of a trust-all range (allowTrustAll, checked by the chart only).
-    if (g.properties !== undefined && g.properties[key] === undefined && !['port', 'servicePort', 'nodePort', 'allowTrustAll'].includes(key)) out.push(`${at}.${key}: in the chart, not an ipgate option`);
+    if (
+      g.properties !== undefined &&
+      g.properties[key] === undefined &&
+      !['port', 'servicePort', 'nodePort', 'allowTrustAll'].includes(key)
+    )
+      out.push(`${at}.${key}: in the chart, not an ipgate option`);
   }
 }
 
-t.test('the chart\'s values schema agrees with ipgate\'s on every option it passes through', async (t) => {
+t.test("the chart's values schema agrees with ipgate's on every option it passes through", async (t) => {
   for (const m of MIRRORS) {
     const out: string[] = [];
     compare(m.chart, m.ipgate, m.at, m.omit, out);
@@ -205,6 +250,15 @@ t.test('the chart\'s values schema agrees with ipgate\'s on every option it pass
   }
   // The comparison can fail: a changed bound and a missing option are both reported.
   const out: string[] = [];
-  compare({ type: 'object', properties: { a: { type: 'integer', maximum: 10 } } }, { type: 'object', properties: { a: { type: 'integer', maximum: 20 }, b: { type: 'string' } } }, 'x', {}, out);
-  t.same(out, ['x.a: chart maximum 10, ipgate 20', 'x.b: an ipgate option the chart\'s values schema refuses (add it to helm/ipgate/values.schema.json, or to MIRRORS\' omit with why)']);
+  compare(
+    { type: 'object', properties: { a: { type: 'integer', maximum: 10 } } },
+    { type: 'object', properties: { a: { type: 'integer', maximum: 20 }, b: { type: 'string' } } },
+    'x',
+    {},
+    out,
+  );
+  t.same(out, [
+    'x.a: chart maximum 10, ipgate 20',
+    "x.b: an ipgate option the chart's values schema refuses (add it to helm/ipgate/values.schema.json, or to MIRRORS' omit with why)",
+  ]);
 });

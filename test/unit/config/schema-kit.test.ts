@@ -25,13 +25,21 @@ function shape(v: unknown): unknown {
 
 const CASES: { what: string; ours: unknown; theirs: unknown }[] = [
   { what: 'String with options', ours: Type.String({ minLength: 1, default: 'x' }), theirs: Tb.String({ minLength: 1, default: 'x' }) },
-  { what: 'Integer with bounds', ours: Type.Integer({ minimum: 1, maximum: 9, default: 2 }), theirs: Tb.Integer({ minimum: 1, maximum: 9, default: 2 }) },
+  {
+    what: 'Integer with bounds',
+    ours: Type.Integer({ minimum: 1, maximum: 9, default: 2 }),
+    theirs: Tb.Integer({ minimum: 1, maximum: 9, default: 2 }),
+  },
   { what: 'Number', ours: Type.Number(), theirs: Tb.Number() },
   { what: 'Boolean with default', ours: Type.Boolean({ default: true }), theirs: Tb.Boolean({ default: true }) },
   { what: 'Null', ours: Type.Null(), theirs: Tb.Null() },
   { what: 'Array of strings', ours: Type.Array(Type.String(), { minItems: 1 }), theirs: Tb.Array(Tb.String(), { minItems: 1 }) },
   { what: 'Literal', ours: Type.Literal('auto'), theirs: Tb.Literal('auto') },
-  { what: 'Union with a default', ours: Type.Union([Type.Integer(), Type.Literal('auto')], { default: 1 }), theirs: Tb.Union([Tb.Integer(), Tb.Literal('auto')], { default: 1 }) },
+  {
+    what: 'Union with a default',
+    ours: Type.Union([Type.Integer(), Type.Literal('auto')], { default: 1 }),
+    theirs: Tb.Union([Tb.Integer(), Tb.Literal('auto')], { default: 1 }),
+  },
   { what: 'Optional', ours: Type.Optional(Type.String()), theirs: Tb.Optional(Tb.String()) },
   { what: 'Unsafe', ours: Type.Unsafe<'a'>({ enum: ['a'] }), theirs: Tb.Unsafe<'a'>({ enum: ['a'] }) },
   {
@@ -39,7 +47,11 @@ const CASES: { what: string; ours: unknown; theirs: unknown }[] = [
     ours: Type.Object({ a: Type.String(), b: Type.Optional(Type.Integer()) }, { additionalProperties: false, default: {} }),
     theirs: Tb.Object({ a: Tb.String(), b: Tb.Optional(Tb.Integer()) }, { additionalProperties: false, default: {} }),
   },
-  { what: 'Object with every property optional (no required)', ours: Type.Object({ a: Type.Optional(Type.String()) }), theirs: Tb.Object({ a: Tb.Optional(Tb.String()) }) },
+  {
+    what: 'Object with every property optional (no required)',
+    ours: Type.Object({ a: Type.Optional(Type.String()) }),
+    theirs: Tb.Object({ a: Tb.Optional(Tb.String()) }),
+  },
 ];
 
 t.test('each builder makes what TypeBox makes', async (t) => {
@@ -50,12 +62,14 @@ t.test('each builder makes what TypeBox makes', async (t) => {
   t.not(JSON.stringify(shape(Type.Optional(Type.String()))), JSON.stringify(shape(Tb.String())), 'Optional differs from plain');
 });
 
-t.test('TypeBox\'s own Value fills the config schema\'s defaults', async (t) => {
+t.test("TypeBox's own Value fills the config schema's defaults", async (t) => {
   const listener = { name: 'a', listen: '127.0.0.1:0', allowlist: 'x', upstreams: ['127.0.0.1:1'] };
-  const filled = Value.Default(configSchema, { listeners: [structuredClone(listener)], allowlists: { x: [] } }) as { listeners: { proxyProtocol: { headerTimeoutMs: number } }[] };
+  const filled = Value.Default(configSchema, { listeners: [structuredClone(listener)], allowlists: { x: [] } }) as {
+    listeners: { proxyProtocol: { headerTimeoutMs: number } }[];
+  };
   t.equal(filled.listeners[0]!.proxyProtocol.headerTimeoutMs, 5000, 'a nested default filled in by TypeBox');
   // (Value.Check would need the `Unsafe` kinds (Enum, Nullable) registered; Ajv is the checker.)
-  t.ok(Value.Check(Section({ a: Type.Integer({ minimum: 1 }) }), { a: 1 }), 'TypeBox accepts a value within our builder\'s bound');
+  t.ok(Value.Check(Section({ a: Type.Integer({ minimum: 1 }) }), { a: 1 }), "TypeBox accepts a value within our builder's bound");
   t.notOk(Value.Check(Section({ a: Type.Integer({ minimum: 1 }) }), { a: 0 }), 'and refuses one outside it');
 });
 

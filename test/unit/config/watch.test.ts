@@ -35,7 +35,8 @@ t.test('a change outside the lists, then its revert: one "next restart" warning,
   const reloads = new ReloadStatus();
   const watcher = new ConfigWatcher({ file, logger, initial: loadConfigFile(file), onConfig: () => undefined, reloads });
   t.teardown(() => watcher.close());
-  const restartLines = (): Record<string, unknown>[] => logs.lines.filter((l) => typeof l.msg === 'string' && l.msg.includes('applied at the next restart'));
+  const restartLines = (): Record<string, unknown>[] =>
+    logs.lines.filter((l) => typeof l.msg === 'string' && l.msg.includes('applied at the next restart'));
 
   fs.writeFileSync(file, config(2));
   await watcher.reload();
@@ -55,13 +56,19 @@ t.test('a change outside the lists, then its revert: one "next restart" warning,
   t.match(back, { level: 'info', fields: ['workers'] }, 'the revert says nothing is pending');
 });
 
-t.test('a refused edit: the file\'s reload gauge 0, its last success kept; a good edit: 1 again', async (t) => {
+t.test("a refused edit: the file's reload gauge 0, its last success kept; a good edit: 1 again", async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-watch-'));
   const file = path.join(dir, 'ipgate.yaml');
   fs.writeFileSync(file, config(1));
   const logs = new LogCapture();
   const reloads = new ReloadStatus();
-  const watcher = new ConfigWatcher({ file, logger: createLogger({ level: 'info', format: 'json' }, logs), initial: loadConfigFile(file), onConfig: () => undefined, reloads });
+  const watcher = new ConfigWatcher({
+    file,
+    logger: createLogger({ level: 'info', format: 'json' }, logs),
+    initial: loadConfigFile(file),
+    onConfig: () => undefined,
+    reloads,
+  });
   t.teardown(() => watcher.close());
   const state = () => reloads.list().find((s) => s.kind === 'file' && s.source === file)!;
   t.match(state(), { ok: true }, 'the start-up load counts as good');
@@ -71,7 +78,11 @@ t.test('a refused edit: the file\'s reload gauge 0, its last success kept; a goo
   fs.writeFileSync(file, config(1, '10.20.0.0/33'));
   await watcher.reload();
   t.match(state(), { ok: false, lastSuccessAt: started }, 'refused: 0, the last success time unchanged');
-  t.ok(logs.lines.some((l) => typeof l.msg === 'string' && l.msg.startsWith('config change refused') && String(l.problem).includes('10.20.0.0/33')));
+  t.ok(
+    logs.lines.some(
+      (l) => typeof l.msg === 'string' && l.msg.startsWith('config change refused') && String(l.problem).includes('10.20.0.0/33'),
+    ),
+  );
 
   fs.writeFileSync(file, config(1, '10.21.0.0/16'));
   await watcher.reload();

@@ -7,40 +7,88 @@ import { exitCodeFor, type Finding, type Severity } from '../../../src/doctor/fi
 import type { NodeView, PodView, ServiceView, Snapshot } from '../../../src/doctor/snapshot';
 
 const node = (name: string, extra: Partial<NodeView> = {}): NodeView => ({
-  name, ready: true, unschedulable: false, taints: [], excludedFromLoadBalancers: false, internalIPs: [], ...extra,
+  name,
+  ready: true,
+  unschedulable: false,
+  taints: [],
+  excludedFromLoadBalancers: false,
+  internalIPs: [],
+  ...extra,
 });
 const pod = (name: string, nodeName: string, extra: Partial<PodView> = {}): PodView => ({
-  name, nodeName, phase: 'Running', ready: true, terminating: false, hostNetwork: false, dnsPolicy: 'ClusterFirst', ownerKind: 'DaemonSet', ...extra,
+  name,
+  nodeName,
+  phase: 'Running',
+  ready: true,
+  terminating: false,
+  hostNetwork: false,
+  dnsPolicy: 'ClusterFirst',
+  ownerKind: 'DaemonSet',
+  ...extra,
 });
 const service = (extra: Partial<ServiceView> = {}): ServiceView => ({
-  type: 'NodePort', externalTrafficPolicy: 'Local', internalTrafficPolicy: 'Cluster', selector: { app: 'ipgate' },
-  ports: [{ name: 'https', protocol: 'TCP', port: 443, nodePort: 30443 }], loadBalancerIngress: [], externalIPs: [], ...extra,
+  type: 'NodePort',
+  externalTrafficPolicy: 'Local',
+  internalTrafficPolicy: 'Cluster',
+  selector: { app: 'ipgate' },
+  ports: [{ name: 'https', protocol: 'TCP', port: 443, nodePort: 30443 }],
+  loadBalancerIngress: [],
+  externalIPs: [],
+  ...extra,
 });
 
 function snapshot(extra: Partial<Snapshot> = {}): Snapshot {
   return {
-    namespace: 'ipgate', serviceName: 'ipgate', service: service(),
+    namespace: 'ipgate',
+    serviceName: 'ipgate',
+    service: service(),
     pods: { state: 'ok', value: [pod('ipgate-a', 'n1'), pod('ipgate-b', 'n2')] },
     endpoints: { state: 'absent' },
     nodes: { state: 'ok', value: [node('n1'), node('n2')] },
     kubeProxy: { state: 'ok', value: { mode: 'iptables' } },
-    cilium: { state: 'absent' }, calicoPools: { state: 'absent' }, felix: { state: 'absent' }, admin: null,
+    cilium: { state: 'absent' },
+    calicoPools: { state: 'absent' },
+    felix: { state: 'absent' },
+    admin: null,
     ...extra,
   };
 }
 
-interface Row { name: string; snap: Snapshot; want: Array<{ id: string; severity: Severity; says?: RegExp; fix?: RegExp }>; not?: string[]; exit: 0 | 1 }
+interface Row {
+  name: string;
+  snap: Snapshot;
+  want: Array<{ id: string; severity: Severity; says?: RegExp; fix?: RegExp }>;
+  not?: string[];
+  exit: 0 | 1;
+}
 
 const rows: Row[] = [
   {
     name: 'load balancer ingress with ipMode Proxy: ipgate sees the load balancer',
-    snap: snapshot({ service: service({ type: 'LoadBalancer', healthCheckNodePort: 31000, loadBalancerIngress: [{ ip: '203.0.113.5', ipMode: 'Proxy' }] }) }),
-    want: [{ id: 'service.lb-ip-mode-proxy', severity: 'warn', says: /203\.0\.113\.5 has ipMode: Proxy/, fix: /PROXY protocol \(v2\).*trustedSources/ }],
+    snap: snapshot({
+      service: service({ type: 'LoadBalancer', healthCheckNodePort: 31000, loadBalancerIngress: [{ ip: '203.0.113.5', ipMode: 'Proxy' }] }),
+    }),
+    want: [
+      {
+        id: 'service.lb-ip-mode-proxy',
+        severity: 'warn',
+        says: /203\.0\.113\.5 has ipMode: Proxy/,
+        fix: /PROXY protocol \(v2\).*trustedSources/,
+      },
+    ],
     exit: 0,
   },
   {
     name: 'hostNetwork with dnsPolicy ClusterFirst: DNS warning; hostNetwork itself is info',
-    snap: snapshot({ pods: { state: 'ok', value: [pod('ipgate-a', 'n1', { hostNetwork: true }), pod('ipgate-b', 'n2', { hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' })] } }),
+    snap: snapshot({
+      pods: {
+        state: 'ok',
+        value: [
+          pod('ipgate-a', 'n1', { hostNetwork: true }),
+          pod('ipgate-b', 'n2', { hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' }),
+        ],
+      },
+    }),
     want: [
       { id: 'pods.host-network', severity: 'info', says: /client address intact \(no kube-proxy\)/ },
       { id: 'pods.host-network-dns', severity: 'warn', says: /\(ipgate-a\)/, fix: /ClusterFirstWithHostNet/ },
@@ -49,7 +97,11 @@ const rows: Row[] = [
   },
   {
     name: 'Cilium kube-proxy replacement with DSR keeps the client under Cluster',
-    snap: snapshot({ service: service({ externalTrafficPolicy: 'Cluster' }), kubeProxy: { state: 'absent' }, cilium: { state: 'ok', value: { kubeProxyReplacement: 'true', bpfLbMode: 'dsr' } } }),
+    snap: snapshot({
+      service: service({ externalTrafficPolicy: 'Cluster' }),
+      kubeProxy: { state: 'absent' },
+      cilium: { state: 'ok', value: { kubeProxyReplacement: 'true', bpfLbMode: 'dsr' } },
+    }),
     want: [
       { id: 'service.external-traffic-policy.cluster', severity: 'info', says: /Cilium \(bpf-lb-mode dsr\)/ },
       { id: 'cilium.kube-proxy-replacement.dsr', severity: 'info' },
@@ -59,7 +111,10 @@ const rows: Row[] = [
   },
   {
     name: 'Cilium kube-proxy replacement in SNAT mode loses the client under Cluster',
-    snap: snapshot({ service: service({ externalTrafficPolicy: undefined }), cilium: { state: 'ok', value: { kubeProxyReplacement: 'true' } } }),
+    snap: snapshot({
+      service: service({ externalTrafficPolicy: undefined }),
+      cilium: { state: 'ok', value: { kubeProxyReplacement: 'true' } },
+    }),
     want: [
       { id: 'service.external-traffic-policy.cluster', severity: 'error', says: /externalTrafficPolicy: Cluster/ },
       { id: 'cilium.kube-proxy-replacement.snat', severity: 'info' },
@@ -71,7 +126,13 @@ const rows: Row[] = [
     snap: snapshot({
       service: service({ selector: null }),
       pods: { state: 'ok', value: [] },
-      endpoints: { state: 'ok', value: [{ nodeName: 'n1', ready: true, addresses: ['10.244.1.2'] }, { nodeName: 'n2', ready: false, podName: 'ipgate-b', addresses: ['10.244.2.2'] }] },
+      endpoints: {
+        state: 'ok',
+        value: [
+          { nodeName: 'n1', ready: true, addresses: ['10.244.1.2'] },
+          { nodeName: 'n2', ready: false, podName: 'ipgate-b', addresses: ['10.244.2.2'] },
+        ],
+      },
     }),
     want: [
       { id: 'service.no-selector', severity: 'warn' },
@@ -82,8 +143,30 @@ const rows: Row[] = [
   },
   {
     name: 'a tainted, cordoned node without a pod: the fix names the tolerations',
-    snap: snapshot({ nodes: { state: 'ok', value: [node('n1'), node('n2'), node('gpu-1', { unschedulable: true, taints: [{ key: 'nvidia.com/gpu', effect: 'NoSchedule' }, { key: 'x', effect: 'PreferNoSchedule' }] })] } }),
-    want: [{ id: 'nodes.no-ready-pod', severity: 'warn', says: /gpu-1 .*\(node cordoned\)/, fix: /with tolerations for nvidia\.com\/gpu:NoSchedule\)/ }],
+    snap: snapshot({
+      nodes: {
+        state: 'ok',
+        value: [
+          node('n1'),
+          node('n2'),
+          node('gpu-1', {
+            unschedulable: true,
+            taints: [
+              { key: 'nvidia.com/gpu', effect: 'NoSchedule' },
+              { key: 'x', effect: 'PreferNoSchedule' },
+            ],
+          }),
+        ],
+      },
+    }),
+    want: [
+      {
+        id: 'nodes.no-ready-pod',
+        severity: 'warn',
+        says: /gpu-1 .*\(node cordoned\)/,
+        fix: /with tolerations for nvidia\.com\/gpu:NoSchedule\)/,
+      },
+    ],
     exit: 0,
   },
   {
@@ -120,7 +203,10 @@ const rows: Row[] = [
   },
   {
     name: 'unreadable optional resources are reported, not fatal',
-    snap: snapshot({ kubeProxy: { state: 'unreadable', reason: 'HTTP 403: forbidden' }, calicoPools: { state: 'unreadable', reason: 'HTTP 403: forbidden' } }),
+    snap: snapshot({
+      kubeProxy: { state: 'unreadable', reason: 'HTTP 403: forbidden' },
+      calicoPools: { state: 'unreadable', reason: 'HTTP 403: forbidden' },
+    }),
     want: [
       { id: 'kube-proxy.unreadable', severity: 'info', says: /HTTP 403/ },
       { id: 'calico.unreadable', severity: 'info' },
@@ -131,8 +217,17 @@ const rows: Row[] = [
     name: 'admin answers with a token problem and checks of every shape',
     snap: snapshot({
       admin: {
-        url: 'http://127.0.0.1:9901/readyz', status: 200, tokenProblem: '--admin-token-env X: that variable is unset or empty',
-        body: { checks: [{ name: 'a', status: 'fail', message: 'm', fix: 'do x' }, { id: 'b', ok: false }, 'loose', { name: 'c b', severity: 'info', summary: 's' }] },
+        url: 'http://127.0.0.1:9901/readyz',
+        status: 200,
+        tokenProblem: '--admin-token-env X: that variable is unset or empty',
+        body: {
+          checks: [
+            { name: 'a', status: 'fail', message: 'm', fix: 'do x' },
+            { id: 'b', ok: false },
+            'loose',
+            { name: 'c b', severity: 'info', summary: 's' },
+          ],
+        },
       },
     }),
     want: [
@@ -156,7 +251,11 @@ for (const row of rows) {
       if (w.says) t.match(f!.statement, w.says);
       if (w.fix) t.match(f!.fix ?? '', w.fix);
     }
-    for (const id of row.not ?? []) t.notOk(findings.some((f) => f.id === id), `no ${id}`);
+    for (const id of row.not ?? [])
+      t.notOk(
+        findings.some((f) => f.id === id),
+        `no ${id}`,
+      );
     t.equal(exitCodeFor(findings), row.exit, 'exit code');
     for (const f of findings) {
       if (f.severity === 'warn' || f.severity === 'error') t.ok(f.fix, `${f.id} (${f.severity}) carries a fix`);

@@ -51,7 +51,9 @@ function writeConfig(name: string, listeners: Array<{ name: string; tls?: unknow
       name: l.name,
       mode: 'http',
       listen: '127.0.0.1:0',
-      ...(l.certs ? { tls: { certificates: l.certs.map((c) => (typeof c === 'string' ? { cert: c } : { cert: c.cert, key: c.key })) } } : {}),
+      ...(l.certs
+        ? { tls: { certificates: l.certs.map((c) => (typeof c === 'string' ? { cert: c } : { cert: c.cert, key: c.key })) } }
+        : {}),
       ...(l.tls !== undefined ? { tls: l.tls } : {}),
     })),
   };
@@ -79,7 +81,12 @@ const rows: Row[] = [
     listeners: [{ name: 'web', certs: [C.valid, C.validRsa] }],
     exit: 0,
     has: [
-      { id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /certificate 0 .*valid\.crt: web\.example\.com, \*\.example\.com; EC prime256v1; issued by CN=ipgate test root CA; valid until 20\d\d-.*Z \(90 days left\)/ },
+      {
+        id: 'tls.certificate.ok',
+        severity: 'ok',
+        subject: 'listener/web',
+        says: /certificate 0 .*valid\.crt: web\.example\.com, \*\.example\.com; EC prime256v1; issued by CN=ipgate test root CA; valid until 20\d\d-.*Z \(90 days left\)/,
+      },
       { id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /certificate 1 .*valid-rsa\.crt: .*RSA 2048/ },
     ],
     lacks: ['tls.certificate.expiring', 'tls.certificate.expired', 'tls.key.mismatch', 'tls.key.unreadable'],
@@ -88,7 +95,14 @@ const rows: Row[] = [
     name: 'expires within 14 days: a warning, exit 0',
     listeners: [{ name: 'web', certs: [C.expiring] }],
     exit: 0,
-    has: [{ id: 'tls.certificate.expiring', severity: 'warn', subject: 'listener/web', says: /expiring\.crt expires .*, in 7 days \(warning at 14 days\)/ }],
+    has: [
+      {
+        id: 'tls.certificate.expiring',
+        severity: 'warn',
+        subject: 'listener/web',
+        says: /expiring\.crt expires .*, in 7 days \(warning at 14 days\)/,
+      },
+    ],
     lacks: ['tls.certificate.ok'],
   },
   {
@@ -102,26 +116,54 @@ const rows: Row[] = [
     name: 'expired: an error, exit 1',
     listeners: [{ name: 'api', certs: [C.expired] }],
     exit: 1,
-    has: [{ id: 'tls.certificate.expired', severity: 'error', subject: 'listener/api', says: /expired\.crt expired 20\d\d-.*Z \(3 days ago\): clients refuse it/ }],
+    has: [
+      {
+        id: 'tls.certificate.expired',
+        severity: 'error',
+        subject: 'listener/api',
+        says: /expired\.crt expired 20\d\d-.*Z \(3 days ago\): clients refuse it/,
+      },
+    ],
   },
   {
     name: 'not yet valid: an error, exit 1',
     listeners: [{ name: 'api', certs: [C.notYet] }],
     exit: 1,
-    has: [{ id: 'tls.certificate.not-yet-valid', severity: 'error', subject: 'listener/api', says: /not-yet\.crt is not valid until .* \(in 2 days\)/ }],
+    has: [
+      {
+        id: 'tls.certificate.not-yet-valid',
+        severity: 'error',
+        subject: 'listener/api',
+        says: /not-yet\.crt is not valid until .* \(in 2 days\)/,
+      },
+    ],
   },
   {
     name: 'a valid leaf whose intermediate expires in 5 days: a warning about the chain certificate',
     listeners: [{ name: 'web', certs: [{ cert: weakChain, key: C.valid.key }] }],
     exit: 0,
-    has: [{ id: 'tls.certificate.expiring', severity: 'warn', subject: 'listener/web', says: /chain certificate 2 \(CN=short-lived intermediate\) in .*weak-chain\.crt expires .*, in 5 days/ }],
+    has: [
+      {
+        id: 'tls.certificate.expiring',
+        severity: 'warn',
+        subject: 'listener/web',
+        says: /chain certificate 2 \(CN=short-lived intermediate\) in .*weak-chain\.crt expires .*, in 5 days/,
+      },
+    ],
     lacks: ['tls.certificate.ok'],
   },
   {
     name: 'leaf + intermediate in order: ok with the chain counted',
     listeners: [{ name: 'web', certs: [{ cert: chained.chain, key: chained.key }] }],
     exit: 0,
-    has: [{ id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: /issued by CN=ipgate test issuing; .*\(60 days left\); 1 chain certificate\(s\)/ }],
+    has: [
+      {
+        id: 'tls.certificate.ok',
+        severity: 'ok',
+        subject: 'listener/web',
+        says: /issued by CN=ipgate test issuing; .*\(60 days left\); 1 chain certificate\(s\)/,
+      },
+    ],
   },
   {
     name: 'chain out of order: a warning',
@@ -134,36 +176,80 @@ const rows: Row[] = [
     listeners: [{ name: 'web', certs: [path.join(dir, 'gone', 'tls.crt'), garbage] }],
     exit: 1,
     has: [
-      { id: 'tls.certificate.unreadable', severity: 'error', subject: 'listener/web', says: /certificate 0 .*gone\/tls\.crt: .*gone\/tls\.crt: cannot read certificate file: ENOENT/ },
-      { id: 'tls.certificate.unreadable', severity: 'error', subject: 'listener/web', says: /certificate 1 .*garbage\.crt: .*not a PEM certificate/ },
+      {
+        id: 'tls.certificate.unreadable',
+        severity: 'error',
+        subject: 'listener/web',
+        says: /certificate 0 .*gone\/tls\.crt: .*gone\/tls\.crt: cannot read certificate file: ENOENT/,
+      },
+      {
+        id: 'tls.certificate.unreadable',
+        severity: 'error',
+        subject: 'listener/web',
+        says: /certificate 1 .*garbage\.crt: .*not a PEM certificate/,
+      },
     ],
   },
   {
     name: 'the key of another certificate: an error, exit 1',
     listeners: [{ name: 'web', certs: [{ cert: C.valid.cert, key: C.validRsa.key }] }],
     exit: 1,
-    has: [{ id: 'tls.key.mismatch', severity: 'error', subject: 'listener/web', says: /key of certificate 0 .*valid\.crt: .*valid-rsa\.key: this private key is not the certificate's/ }],
+    has: [
+      {
+        id: 'tls.key.mismatch',
+        severity: 'error',
+        subject: 'listener/web',
+        says: /key of certificate 0 .*valid\.crt: .*valid-rsa\.key: this private key is not the certificate's/,
+      },
+    ],
     lacks: ['tls.certificate.ok'],
   },
   {
     name: 'a missing, an encrypted and a certificate-as-key key file: errors naming each',
-    listeners: [{ name: 'web', certs: [
-      { cert: C.valid.cert, key: path.join(dir, 'gone.key') },
-      { cert: C.valid.cert, key: encryptedKey },
-      { cert: C.valid.cert, key: C.valid.cert },
-    ] }],
+    listeners: [
+      {
+        name: 'web',
+        certs: [
+          { cert: C.valid.cert, key: path.join(dir, 'gone.key') },
+          { cert: C.valid.cert, key: encryptedKey },
+          { cert: C.valid.cert, key: C.valid.cert },
+        ],
+      },
+    ],
     exit: 1,
     has: [
-      { id: 'tls.key.unreadable', severity: 'error', subject: 'listener/web', says: /key of certificate 0 .*gone\.key: cannot read private key file: ENOENT/ },
-      { id: 'tls.key.unreadable', severity: 'error', subject: 'listener/web', says: /key of certificate 1 .*encrypted\.key: not a usable private key: the key is encrypted/ },
-      { id: 'tls.key.unreadable', severity: 'error', subject: 'listener/web', says: /key of certificate 2 .*valid\.crt: not a private key: it holds a certificate/ },
+      {
+        id: 'tls.key.unreadable',
+        severity: 'error',
+        subject: 'listener/web',
+        says: /key of certificate 0 .*gone\.key: cannot read private key file: ENOENT/,
+      },
+      {
+        id: 'tls.key.unreadable',
+        severity: 'error',
+        subject: 'listener/web',
+        says: /key of certificate 1 .*encrypted\.key: not a usable private key: the key is encrypted/,
+      },
+      {
+        id: 'tls.key.unreadable',
+        severity: 'error',
+        subject: 'listener/web',
+        says: /key of certificate 2 .*valid\.crt: not a private key: it holds a certificate/,
+      },
     ],
   },
   {
-    name: 'a relative path is resolved against the config file\'s directory',
+    name: "a relative path is resolved against the config file's directory",
     listeners: [{ name: 'web', certs: [{ cert: path.relative(dir, C.valid.cert), key: path.relative(dir, C.valid.key) }] }],
     exit: 0,
-    has: [{ id: 'tls.certificate.ok', severity: 'ok', subject: 'listener/web', says: new RegExp(`certificate 0 ${C.valid.cert.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:`) }],
+    has: [
+      {
+        id: 'tls.certificate.ok',
+        severity: 'ok',
+        subject: 'listener/web',
+        says: new RegExp(`certificate 0 ${C.valid.cert.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:`),
+      },
+    ],
   },
   {
     name: 'several listeners: each certificate its own finding; plain listeners ignored',
@@ -183,11 +269,24 @@ const rows: Row[] = [
   },
   {
     name: 'a tls block without usable certificate paths: an error quoting the value',
-    listeners: [{ name: 'web', tls: { certificates: [] } }, { name: 'api', certs: [{ cert: 42, key: 'k' }] }],
+    listeners: [
+      { name: 'web', tls: { certificates: [] } },
+      { name: 'api', certs: [{ cert: 42, key: 'k' }] },
+    ],
     exit: 1,
     has: [
-      { id: 'tls.config.certificate-path', severity: 'error', subject: 'config ', says: /listeners\[0\]\.tls\.certificates \(listener web\): \[\]: expected a list of \{cert, key\}/ },
-      { id: 'tls.config.certificate-path', severity: 'error', subject: 'config ', says: /listeners\[1\]\.tls\.certificates\[0\]\.cert \(listener api\): 42: expected a file path/ },
+      {
+        id: 'tls.config.certificate-path',
+        severity: 'error',
+        subject: 'config ',
+        says: /listeners\[0\]\.tls\.certificates \(listener web\): \[\]: expected a list of \{cert, key\}/,
+      },
+      {
+        id: 'tls.config.certificate-path',
+        severity: 'error',
+        subject: 'config ',
+        says: /listeners\[1\]\.tls\.certificates\[0\]\.cert \(listener api\): 42: expected a file path/,
+      },
     ],
   },
 ];
@@ -207,16 +306,26 @@ rows.forEach((row, i) => {
     const report = JSON.parse(r.stdout) as { findings: Finding[]; exitCode: number };
     t.equal(report.exitCode, row.exit);
     for (const want of row.has) {
-      const hit = report.findings.find((f) => f.id === want.id && f.severity === want.severity && f.subject.startsWith(want.subject) && want.says.test(f.statement));
-      t.ok(hit, `${want.severity} ${want.id} on ${want.subject} matching ${want.says}`) || t.comment(JSON.stringify(report.findings, null, 2));
+      const hit = report.findings.find(
+        (f) => f.id === want.id && f.severity === want.severity && f.subject.startsWith(want.subject) && want.says.test(f.statement),
+      );
+      t.ok(hit, `${want.severity} ${want.id} on ${want.subject} matching ${want.says}`) ||
+        t.comment(JSON.stringify(report.findings, null, 2));
       if (hit && hit.severity !== 'ok' && hit.severity !== 'info') t.ok(hit.fix, 'a warning or error says what to do');
     }
-    for (const id of row.lacks ?? []) t.notOk(report.findings.some((f) => f.id === id), `no ${id}`);
-    t.notOk(report.findings.some((f) => f.id.startsWith('service.') || f.id.startsWith('kube-proxy')), '--no-cluster: no cluster findings');
+    for (const id of row.lacks ?? [])
+      t.notOk(
+        report.findings.some((f) => f.id === id),
+        `no ${id}`,
+      );
+    t.notOk(
+      report.findings.some((f) => f.id.startsWith('service.') || f.id.startsWith('kube-proxy')),
+      '--no-cluster: no cluster findings',
+    );
   });
 });
 
-t.test('analysis is judged at the view\'s instant: the same file, read at three moments', async (t) => {
+t.test("analysis is judged at the view's instant: the same file, read at three moments", async (t) => {
   const config = writeConfig('instants', [{ name: 'web', certs: [C.valid] }]);
   const ids = (at: Date): string[] => analyseCertificates(collectCertificates(config, at)).map((f) => `${f.severity} ${f.id}`);
   t.same(ids(new Date()), ['ok tls.certificate.ok']);
@@ -226,12 +335,18 @@ t.test('analysis is judged at the view\'s instant: the same file, read at three 
 });
 
 t.test('human text: the certificate lines and the summary', async (t) => {
-  const config = writeConfig('text', [{ name: 'web', certs: [C.expiring] }, { name: 'api', certs: [C.expired] }]);
+  const config = writeConfig('text', [
+    { name: 'web', certs: [C.expiring] },
+    { name: 'api', certs: [C.expired] },
+  ]);
   const r = await runDoctor(['--config', config, '--no-cluster']);
   t.equal(r.code, 1);
   t.match(r.stdout, new RegExp(`^ipgate doctor: --no-cluster, --config ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\n`));
   t.match(r.stdout, /\n\[warn\] {2}listener\/web: certificate 0 .*expiring\.crt expires .*\n {8}fix: renew the certificate/);
-  t.match(r.stdout, /\n\[error\] listener\/api: certificate 0 .*expired\.crt expired .*\n {8}fix: .*\n {8}check: openssl x509 -in .*expired\.crt -noout/);
+  t.match(
+    r.stdout,
+    /\n\[error\] listener\/api: certificate 0 .*expired\.crt expired .*\n {8}fix: .*\n {8}check: openssl x509 -in .*expired\.crt -noout/,
+  );
   t.match(r.stdout, /\n1 error\(s\), 1 warning\(s\), 0 info, 0 ok\n$/);
 });
 
@@ -262,10 +377,29 @@ t.test('the run cannot happen: exit 2 naming the file or the flag', async (t) =>
   const noListeners = path.join(dir, 'no-listeners.yaml');
   fs.writeFileSync(noListeners, 'admin: {}\n');
   const cases: Array<{ name: string; args: string[]; says: RegExp; code?: string }> = [
-    { name: 'config file missing', args: ['--config', path.join(dir, 'nope.yaml'), '--no-cluster'], says: /--config .*nope\.yaml: cannot read it: ENOENT/, code: 'IPGATE_DOCTOR_CONFIG' },
-    { name: 'config not YAML', args: ['--config', notYaml, '--no-cluster'], says: /--config .*not-yaml\.yaml: not valid YAML/, code: 'IPGATE_DOCTOR_CONFIG' },
-    { name: 'config without listeners', args: ['--config', noListeners, '--no-cluster'], says: /no "listeners" list: not an ipgate config/, code: 'IPGATE_DOCTOR_CONFIG' },
-    { name: '--no-cluster alone', args: ['--no-cluster'], says: /--no-cluster leaves nothing to check: add --admin-url \(ipgate's \/readyz\) and\/or --config/ },
+    {
+      name: 'config file missing',
+      args: ['--config', path.join(dir, 'nope.yaml'), '--no-cluster'],
+      says: /--config .*nope\.yaml: cannot read it: ENOENT/,
+      code: 'IPGATE_DOCTOR_CONFIG',
+    },
+    {
+      name: 'config not YAML',
+      args: ['--config', notYaml, '--no-cluster'],
+      says: /--config .*not-yaml\.yaml: not valid YAML/,
+      code: 'IPGATE_DOCTOR_CONFIG',
+    },
+    {
+      name: 'config without listeners',
+      args: ['--config', noListeners, '--no-cluster'],
+      says: /no "listeners" list: not an ipgate config/,
+      code: 'IPGATE_DOCTOR_CONFIG',
+    },
+    {
+      name: '--no-cluster alone',
+      args: ['--no-cluster'],
+      says: /--no-cluster leaves nothing to check: add --admin-url \(ipgate's \/readyz\) and\/or --config/,
+    },
   ];
   for (const c of cases) {
     const r = await runDoctor(c.args);

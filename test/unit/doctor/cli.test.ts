@@ -139,7 +139,12 @@ const rows: Row[] = [
     },
     exit: 0,
     has: [
-      { id: 'calico.ippool.nat-outgoing', severity: 'info', subject: 'ippool/default-ipv4-ippool', says: /10\.244\.0\.0\/16\) natOutgoing: true/ },
+      {
+        id: 'calico.ippool.nat-outgoing',
+        severity: 'info',
+        subject: 'ippool/default-ipv4-ippool',
+        says: /10\.244\.0\.0\/16\) natOutgoing: true/,
+      },
       { id: 'calico.ebpf.dsr', severity: 'info', says: /bpfExternalServiceMode DSR/, fix: /lets those replies through/ },
       { id: 'kube-proxy.configmap-missing', severity: 'info', says: /Calico eBPF is enabled and handles Services/ },
     ],
@@ -153,7 +158,13 @@ const rows: Row[] = [
       [P.felix]: 'calico-felixconfiguration-ebpf-dsr.json',
     },
     exit: 0,
-    has: [{ id: 'service.external-traffic-policy.cluster', severity: 'info', says: /Calico eBPF dataplane forwards external traffic without source NAT/ }],
+    has: [
+      {
+        id: 'service.external-traffic-policy.cluster',
+        severity: 'info',
+        says: /Calico eBPF dataplane forwards external traffic without source NAT/,
+      },
+    ],
   },
   {
     name: 'Service missing is an error',
@@ -170,16 +181,38 @@ const rows: Row[] = [
     },
     exit: 0,
     has: [
-      { id: 'service.type', severity: 'info', says: /type LoadBalancer \(ingress 198\.51\.100\.20/, fix: /trustedSources = the load balancer's addresses only/ },
+      {
+        id: 'service.type',
+        severity: 'info',
+        says: /type LoadBalancer \(ingress 198\.51\.100\.20/,
+        fix: /trustedSources = the load balancer's addresses only/,
+      },
       // cp-1 carries exclude-from-external-load-balancers: 2 nodes receive traffic, not 3.
-      { id: 'nodes.no-ready-pod.lb-health-checked', severity: 'info', says: /1 of 2 nodes have no ready ipgate pod \(worker-b\).*healthCheckNodePort 32117/ },
+      {
+        id: 'nodes.no-ready-pod.lb-health-checked',
+        severity: 'info',
+        says: /1 of 2 nodes have no ready ipgate pod \(worker-b\).*healthCheckNodePort 32117/,
+      },
     ],
     lacks: ['nodes.no-ready-pod'],
   },
   {
     name: 'RBAC without nodes: a warning, not a failed run',
     routes: {
-      [P.nodes]: { status: 403, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'nodes is forbidden: User "system:serviceaccount:ipgate:doctor" cannot list resource "nodes" in API group "" at the cluster scope', reason: 'Forbidden', details: { kind: 'nodes' }, code: 403 } },
+      [P.nodes]: {
+        status: 403,
+        body: {
+          kind: 'Status',
+          apiVersion: 'v1',
+          metadata: {},
+          status: 'Failure',
+          message:
+            'nodes is forbidden: User "system:serviceaccount:ipgate:doctor" cannot list resource "nodes" in API group "" at the cluster scope',
+          reason: 'Forbidden',
+          details: { kind: 'nodes' },
+          code: 403,
+        },
+      },
     },
     exit: 0,
     has: [{ id: 'nodes.unreadable', severity: 'warn', says: /HTTP 403: nodes is forbidden/ }],
@@ -226,7 +259,11 @@ for (const row of rows) {
       if (e.says) t.match(f!.statement, e.says, `${e.id} statement`);
       if (e.fix) t.match(f!.fix ?? '', e.fix, `${e.id} fix`);
     }
-    for (const id of row.lacks ?? []) t.notOk(report.findings.some((f) => f.id === id), `no ${id}`);
+    for (const id of row.lacks ?? [])
+      t.notOk(
+        report.findings.some((f) => f.id === id),
+        `no ${id}`,
+      );
     t.ok(r.requests.length > 0, 'the API was asked');
     t.ok(
       r.requests.every((q) => q.authorization === `Bearer ${TOKEN}`),
@@ -244,14 +281,23 @@ t.test('the pods request selects by the Service selector; slices by service name
   t.equal(new URLSearchParams(slices!.query).get('labelSelector'), 'kubernetes.io/service-name=ipgate');
 });
 
-t.test('a missing Service: its slices are not listed; the chart\'s pods are, by the chart\'s labels', async (t) => {
-  const r = await run({ ...BASE, [P.service]: { status: 404, fixture: 'status-404-service-ipgate.json' }, [P.pods]: 'podlist-empty.json' }, ['--json'], t.testdir());
+t.test("a missing Service: its slices are not listed; the chart's pods are, by the chart's labels", async (t) => {
+  const r = await run(
+    { ...BASE, [P.service]: { status: 404, fixture: 'status-404-service-ipgate.json' }, [P.pods]: 'podlist-empty.json' },
+    ['--json'],
+    t.testdir(),
+  );
   t.equal(r.code, 1);
   t.notOk(r.requests.some((q) => q.path === P.slices));
   const pods = r.requests.find((q) => q.path === P.pods);
-  t.equal(new URLSearchParams(pods?.query ?? '').get('labelSelector'), 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller');
-  t.match((JSON.parse(r.stdout) as { findings: Finding[] }).findings.find((f) => f.id === 'service.missing'),
-    { severity: 'error', fix: /its Service is edge-ipgate\) or pass the right --namespace \/ --service/ });
+  t.equal(
+    new URLSearchParams(pods?.query ?? '').get('labelSelector'),
+    'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller',
+  );
+  t.match(
+    (JSON.parse(r.stdout) as { findings: Finding[] }).findings.find((f) => f.id === 'service.missing'),
+    { severity: 'error', fix: /its Service is edge-ipgate\) or pass the right --namespace \/ --service/ },
+  );
 });
 
 t.test('human text: one line per finding, fixes indented, a summary', async (t) => {
@@ -287,7 +333,10 @@ t.test('API unreachable: exit 2 with a clear message', async (t) => {
   const code = await doctorMain(['--kubeconfig', kubeconfig], { stdout, stderr, env: {}, timeoutMs: 2000 });
   t.equal(code, 2);
   t.equal(stdout.text(), '');
-  t.match(stderr.text(), new RegExp(`^ipgate doctor: cannot reach the Kubernetes API at http://127\\.0\\.0\\.1:${port} \\(kubeconfig .*\\): ECONNREFUSED`));
+  t.match(
+    stderr.text(),
+    new RegExp(`^ipgate doctor: cannot reach the Kubernetes API at http://127\\.0\\.0\\.1:${port} \\(kubeconfig .*\\): ECONNREFUSED`),
+  );
 
   const jsonOut = sink();
   const code2 = await doctorMain(['--kubeconfig', kubeconfig, '--json'], { stdout: jsonOut, stderr: sink(), env: {}, timeoutMs: 2000 });
@@ -353,24 +402,44 @@ t.test('ipgate admin /readyz: detail and checks are reported, token from the nam
   let r = await go();
   t.equal(r.code, 0);
   t.same(adminRequests, ['Bearer admin-secret'], 'the admin token, not the Kubernetes one');
-  t.match(r.findings.find((f) => f.id === 'ipgate.ready'), { severity: 'ok', statement: /HTTP 200 \(status "ready"\)/ });
-  t.match(r.findings.find((f) => f.id === 'ipgate.check.source-nat'), { severity: 'warn', statement: /source NAT suspected on listener https/ });
-  t.match(r.findings.find((f) => f.id === 'ipgate.check.store'), { severity: 'ok', statement: /store: \{"version":12\}/ });
+  t.match(
+    r.findings.find((f) => f.id === 'ipgate.ready'),
+    { severity: 'ok', statement: /HTTP 200 \(status "ready"\)/ },
+  );
+  t.match(
+    r.findings.find((f) => f.id === 'ipgate.check.source-nat'),
+    { severity: 'warn', statement: /source NAT suspected on listener https/ },
+  );
+  t.match(
+    r.findings.find((f) => f.id === 'ipgate.check.store'),
+    { severity: 'ok', statement: /store: \{"version":12\}/ },
+  );
 
   // The flag names of `ipgate allowlist`: --token-file, --output yaml, --flag=value.
   const tokenFile = path.join(path.dirname(kubeconfig), 'token');
   fs.writeFileSync(tokenFile, 'file-secret\n');
   const yamlOut = sink();
-  const yamlCode = await doctorMain([`--kubeconfig=${kubeconfig}`, '--output=yaml', `--admin-url=${adminUrl}`, '--token-file', tokenFile],
-    { stdout: yamlOut, stderr: sink(), env: {}, timeoutMs: 2000 });
+  const yamlCode = await doctorMain([`--kubeconfig=${kubeconfig}`, '--output=yaml', `--admin-url=${adminUrl}`, '--token-file', tokenFile], {
+    stdout: yamlOut,
+    stderr: sink(),
+    env: {},
+    timeoutMs: 2000,
+  });
   t.equal(yamlCode, 0);
   t.equal(adminRequests.at(-1), 'Bearer file-secret', 'the token from --token-file');
-  t.match((YAML.parse(yamlOut.text()) as { findings: Finding[] }).findings.find((f) => f.id === 'ipgate.ready'), { severity: 'ok' }, '--output yaml: the JSON report as YAML');
+  t.match(
+    (YAML.parse(yamlOut.text()) as { findings: Finding[] }).findings.find((f) => f.id === 'ipgate.ready'),
+    { severity: 'ok' },
+    '--output yaml: the JSON report as YAML',
+  );
 
   answer = { status: 503, body: { status: 'not ready' } }; // no checks array: tolerated
   r = await go();
   t.equal(r.code, 1);
-  t.match(r.findings.find((f) => f.id === 'ipgate.not-ready'), { severity: 'error' });
+  t.match(
+    r.findings.find((f) => f.id === 'ipgate.not-ready'),
+    { severity: 'error' },
+  );
   t.notOk(r.findings.some((f) => f.id.startsWith('ipgate.check')));
 });
 
@@ -387,40 +456,82 @@ t.test('ipgate admin unreachable is a warning, not a failed run', async (t) => {
   });
   t.equal(code, 0);
   const f = (JSON.parse(out.text()) as { findings: Finding[] }).findings.find((x) => x.id === 'ipgate.admin-unreachable');
-  t.match(f, { severity: 'warn', statement: /cannot reach ipgate's admin API at http:\/\/127\.0\.0\.1:1\/readyz: ECONNREFUSED/, fix: /port-forward/ });
+  t.match(f, {
+    severity: 'warn',
+    statement: /cannot reach ipgate's admin API at http:\/\/127\.0\.0\.1:1\/readyz: ECONNREFUSED/,
+    fix: /port-forward/,
+  });
 });
 
 /** A ServiceList of the chart's data Services, named as the chart names them. */
 function chartServices(names: string[]): Route {
   const svc = fixture('service-nodeport-local.json') as { metadata: Record<string, unknown> };
   return (url: URL) => {
-    if (url.searchParams.get('labelSelector') !== 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller') return { status: 400, body: 'unexpected selector' };
-    return { body: { kind: 'ServiceList', apiVersion: 'v1', metadata: {}, items: names.map((name) => ({ ...svc, metadata: { ...svc.metadata, name } })) } };
+    if (url.searchParams.get('labelSelector') !== 'app.kubernetes.io/part-of=ipgate,app.kubernetes.io/component=controller')
+      return { status: 400, body: 'unexpected selector' };
+    return {
+      body: {
+        kind: 'ServiceList',
+        apiVersion: 'v1',
+        metadata: {},
+        items: names.map((name) => ({ ...svc, metadata: { ...svc.metadata, name } })),
+      },
+    };
   };
 }
 
-t.test('without --service: the chart\'s data Service (<release>-ipgate) is found by its labels', async (t) => {
-  const r = await run({ ...BASE, [`/api/v1/namespaces/${NS}/services`]: chartServices(['edge-ipgate']), [`/api/v1/namespaces/${NS}/services/edge-ipgate`]: 'service-nodeport-local.json' },
-    ['--json'], t.testdir());
+t.test("without --service: the chart's data Service (<release>-ipgate) is found by its labels", async (t) => {
+  const r = await run(
+    {
+      ...BASE,
+      [`/api/v1/namespaces/${NS}/services`]: chartServices(['edge-ipgate']),
+      [`/api/v1/namespaces/${NS}/services/edge-ipgate`]: 'service-nodeport-local.json',
+    },
+    ['--json'],
+    t.testdir(),
+  );
   t.equal(r.code, 0, r.stderr);
   t.equal(JSON.parse(r.stdout).service, `${NS}/edge-ipgate`, 'the release\'s Service, not "ipgate"');
-  t.ok(r.requests.some((q) => q.path === `/api/v1/namespaces/${NS}/services/edge-ipgate`), 'read by name');
-  t.notOk(r.requests.some((q) => q.path === P.service), '"ipgate" not asked');
+  t.ok(
+    r.requests.some((q) => q.path === `/api/v1/namespaces/${NS}/services/edge-ipgate`),
+    'read by name',
+  );
+  t.notOk(
+    r.requests.some((q) => q.path === P.service),
+    '"ipgate" not asked',
+  );
 });
 
 t.test('two releases in one namespace: exit 2 naming both Services', async (t) => {
-  const r = await run({ ...BASE, [`/api/v1/namespaces/${NS}/services`]: chartServices(['edge-ipgate', 'internal-ipgate']) }, [], t.testdir());
+  const r = await run(
+    { ...BASE, [`/api/v1/namespaces/${NS}/services`]: chartServices(['edge-ipgate', 'internal-ipgate']) },
+    [],
+    t.testdir(),
+  );
   t.equal(r.code, 2);
   t.match(r.stderr, /namespace ipgate has 2 ipgate data Services \(edge-ipgate, internal-ipgate\): pass --service NAME to choose one/);
 });
 
-t.test('hostNetwork without a Service (service.enabled: false): the pods are found by the chart\'s labels, no error', async (t) => {
+t.test("hostNetwork without a Service (service.enabled: false): the pods are found by the chart's labels, no error", async (t) => {
   const list = fixture('podlist-daemonset-all-ready.json') as { items: { spec: Record<string, unknown> }[] };
-  const hostNet = { ...list, items: list.items.map((p) => ({ ...p, spec: { ...p.spec, hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' } })) };
-  const r = await run({ ...BASE, [P.service]: { status: 404, fixture: 'status-404-service-ipgate.json' }, [P.pods]: { body: hostNet } }, ['--json'], t.testdir());
+  const hostNet = {
+    ...list,
+    items: list.items.map((p) => ({ ...p, spec: { ...p.spec, hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' } })),
+  };
+  const r = await run(
+    { ...BASE, [P.service]: { status: 404, fixture: 'status-404-service-ipgate.json' }, [P.pods]: { body: hostNet } },
+    ['--json'],
+    t.testdir(),
+  );
   t.equal(r.code, 0, r.stderr);
   const findings = (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
-  t.match(findings.find((f) => f.id === 'service.none-host-network'),
-    { severity: 'info', statement: /no Service ipgate\/ipgate: 3 of 3 ipgate pods \(hostNetwork\) ready, taking client connections on their nodes' own addresses/ });
+  t.match(
+    findings.find((f) => f.id === 'service.none-host-network'),
+    {
+      severity: 'info',
+      statement:
+        /no Service ipgate\/ipgate: 3 of 3 ipgate pods \(hostNetwork\) ready, taking client connections on their nodes' own addresses/,
+    },
+  );
   t.notOk(findings.some((f) => f.id === 'service.missing'));
 });

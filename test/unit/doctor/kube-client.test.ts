@@ -27,7 +27,13 @@ async function tlsApi(t: { teardown(fn: () => unknown): void }) {
     },
   );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return { port: (server.address() as AddressInfo).port, seen };
 }
 
@@ -68,17 +74,39 @@ t.test('an unknown CA is refused: API unreachable with the TLS reason', async (t
 
 t.test('insecure-skip-tls-verify and tls-server-name', async (t) => {
   const api = await tlsApi(t);
-  const insecure = new KubeClient(resolveKubeAccess({ kubeconfig: config(t.testdir(), api.port, '    insecure-skip-tls-verify: true\n', '    token: x\n'), env: {} }));
+  const insecure = new KubeClient(
+    resolveKubeAccess({ kubeconfig: config(t.testdir(), api.port, '    insecure-skip-tls-verify: true\n', '    token: x\n'), env: {} }),
+  );
   t.teardown(() => insecure.close());
   t.equal((await insecure.get('/api')).status, 200);
 
   // The certificate names 127.0.0.1 and "kubernetes"; a wrong server name fails, the right one passes.
   const dir = path.join(t.testdirName, 'names');
   fs.mkdirSync(dir, { recursive: true });
-  const good = new KubeClient(resolveKubeAccess({ kubeconfig: config(dir, api.port, `    certificate-authority: ${path.join(TLS, 'ca.crt')}\n    tls-server-name: kubernetes\n`, '    token: x\n'), env: {} }));
+  const good = new KubeClient(
+    resolveKubeAccess({
+      kubeconfig: config(
+        dir,
+        api.port,
+        `    certificate-authority: ${path.join(TLS, 'ca.crt')}\n    tls-server-name: kubernetes\n`,
+        '    token: x\n',
+      ),
+      env: {},
+    }),
+  );
   t.teardown(() => good.close());
   t.equal((await good.get('/api')).status, 200);
-  const bad = new KubeClient(resolveKubeAccess({ kubeconfig: config(dir, api.port, `    certificate-authority: ${path.join(TLS, 'ca.crt')}\n    tls-server-name: other.example\n`, '    token: x\n'), env: {} }));
+  const bad = new KubeClient(
+    resolveKubeAccess({
+      kubeconfig: config(
+        dir,
+        api.port,
+        `    certificate-authority: ${path.join(TLS, 'ca.crt')}\n    tls-server-name: other.example\n`,
+        '    token: x\n',
+      ),
+      env: {},
+    }),
+  );
   t.teardown(() => bad.close());
   await t.rejects(bad.get('/api'), { code: 'IPGATE_KUBE_UNREACHABLE', message: /other\.example/ });
 });

@@ -71,7 +71,11 @@ t.test('$KUBECONFIG is a path list merged first-wins', async (t) => {
 t.test('~/.kube/config when nothing else is given', async (t) => {
   const home = t.testdir({
     '.kube': {
-      config: kubeconfig('- name: c\n  cluster:\n    server: https://home.test', '- name: u\n  user:\n    token: home', '- name: main\n  context:\n    cluster: c\n    user: u'),
+      config: kubeconfig(
+        '- name: c\n  cluster:\n    server: https://home.test',
+        '- name: u\n  user:\n    token: home',
+        '- name: main\n  context:\n    cluster: c\n    user: u',
+      ),
     },
   });
   t.equal(resolveKubeAccess({ env: { HOME: home } }).token, 'home');
@@ -97,23 +101,41 @@ t.test('in-cluster: service host and port, token, CA and namespace from the serv
   const dir = t.testdir({ sa: { token: 'sa-token\n', 'ca.crt': PEM_CA, namespace: 'ipgate' }, home: {} });
   const sa = path.join(dir, 'sa');
   const home = path.join(dir, 'home');
-  const a = resolveKubeAccess({ env: { HOME: home, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' }, serviceAccountDir: sa });
+  const a = resolveKubeAccess({
+    env: { HOME: home, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' },
+    serviceAccountDir: sa,
+  });
   t.equal(a.server.href, 'https://10.96.0.1/');
   t.equal(a.token, 'sa-token');
   t.equal(a.ca?.toString(), PEM_CA);
   t.equal(a.namespace, 'ipgate');
   t.equal(a.source, 'in-cluster service account');
-  const v6 = resolveKubeAccess({ env: { HOME: home, KUBERNETES_SERVICE_HOST: 'fd00:10:96::1', KUBERNETES_SERVICE_PORT: '6443' }, serviceAccountDir: sa });
+  const v6 = resolveKubeAccess({
+    env: { HOME: home, KUBERNETES_SERVICE_HOST: 'fd00:10:96::1', KUBERNETES_SERVICE_PORT: '6443' },
+    serviceAccountDir: sa,
+  });
   t.equal(v6.server.host, '[fd00:10:96::1]:6443');
 });
 
 const bad: Array<[string, string, RegExp]> = [
   ['no current-context', 'apiVersion: v1\nkind: Config\n', /no current-context set and no --context given/],
   ['context not defined', 'current-context: nope\n', /context "nope" not found/],
-  ['cluster not defined', 'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: gone\n', /names cluster "gone", which is not defined/],
-  ['server not a URL', 'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: c\nclusters:\n- name: c\n  cluster:\n    server: "::"\n', /server "::" is not a URL/],
+  [
+    'cluster not defined',
+    'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: gone\n',
+    /names cluster "gone", which is not defined/,
+  ],
+  [
+    'server not a URL',
+    'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: c\nclusters:\n- name: c\n  cluster:\n    server: "::"\n',
+    /server "::" is not a URL/,
+  ],
   ['not YAML', 'current-context: [\n', /not valid YAML/],
-  ['auth-provider', 'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: c\n    user: u\nclusters:\n- name: c\n  cluster:\n    server: https://x.test\nusers:\n- name: u\n  user:\n    auth-provider:\n      name: gcp\n', /auth-provider, which ipgate does not support/],
+  [
+    'auth-provider',
+    'current-context: m\ncontexts:\n- name: m\n  context:\n    cluster: c\n    user: u\nclusters:\n- name: c\n  cluster:\n    server: https://x.test\nusers:\n- name: u\n  user:\n    auth-provider:\n      name: gcp\n',
+    /auth-provider, which ipgate does not support/,
+  ],
 ];
 for (const [name, text, message] of bad) {
   t.test(`refused with a clear reason: ${name}`, async (t) => {
@@ -130,5 +152,8 @@ for (const [name, text, message] of bad) {
 }
 
 t.test('a missing --kubeconfig file names the file', async (t) => {
-  t.throws(() => resolveKubeAccess({ kubeconfig: '/nonexistent/kubeconfig', env: {} }), { code: 'IPGATE_KUBE_CONFIG', message: /cannot read kubeconfig \/nonexistent\/kubeconfig/ });
+  t.throws(() => resolveKubeAccess({ kubeconfig: '/nonexistent/kubeconfig', env: {} }), {
+    code: 'IPGATE_KUBE_CONFIG',
+    message: /cannot read kubeconfig \/nonexistent\/kubeconfig/,
+  });
 });

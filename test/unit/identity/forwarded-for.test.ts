@@ -53,8 +53,15 @@ t.test('the peer is returned as given when the chain is empty', async (t) => {
 
 t.test('entry parser agrees with the strict address parser on edge cases', async (t) => {
   const cases: Array<[string, string | null]> = [
-    ['0.0.0.0', '0.0.0.0'], ['255.255.255.255', '255.255.255.255'], ['1.2.3', null], ['1.2.3.4.5', null],
-    ['::1', '::1'], ['::', '::'], ['1::2::3', null], ['', null], ['1.2.3.4/32', null],
+    ['0.0.0.0', '0.0.0.0'],
+    ['255.255.255.255', '255.255.255.255'],
+    ['1.2.3', null],
+    ['1.2.3.4.5', null],
+    ['::1', '::1'],
+    ['::', '::'],
+    ['1::2::3', null],
+    ['', null],
+    ['1.2.3.4/32', null],
   ];
   for (const [text, want] of cases) t.equal(forwardedForEntry(text, 0, text.length), want, JSON.stringify(text));
   // A slice in the middle of a longer string.

@@ -25,9 +25,17 @@ t.test('a received chain without its host= pairs (a routed listener names only t
   const rows: [description: string, value: string, expect: string | null][] = [
     ['no host pair: as received', 'for=192.0.2.1;proto=https, for=10.0.0.5', 'for=192.0.2.1;proto=https, for=10.0.0.5'],
     ['a host pair dropped, the rest kept in order', 'for=192.0.2.1;host=admin.example.com;proto=https', 'for=192.0.2.1;proto=https'],
-    ['in every element, any case', 'Host=admin.example.com;for=1.1.1.1, for=2.2.2.2;HOST="admin.example.com:443"', 'for=1.1.1.1, for=2.2.2.2'],
+    [
+      'in every element, any case',
+      'Host=admin.example.com;for=1.1.1.1, for=2.2.2.2;HOST="admin.example.com:443"',
+      'for=1.1.1.1, for=2.2.2.2',
+    ],
     ['an element of a host pair only is dropped', 'host=admin.example.com, for=2.2.2.2', 'for=2.2.2.2'],
-    ['a quoted value holding ";", "," and an escaped quote', 'for="[2001:db8::1]";by="a;b,c\\"d";host=x', 'for="[2001:db8::1]";by="a;b,c\\"d"'],
+    [
+      'a quoted value holding ";", "," and an escaped quote',
+      'for="[2001:db8::1]";by="a;b,c\\"d";host=x',
+      'for="[2001:db8::1]";by="a;b,c\\"d"',
+    ],
     ['"host" inside another pair\'s value is kept', 'for=1.1.1.1;by=host', 'for=1.1.1.1;by=host'],
     ['whitespace around elements', '  for=1.1.1.1 ;host=a ,  for=2.2.2.2  ', 'for=1.1.1.1, for=2.2.2.2'],
     ['only a host pair: nothing left', 'host=admin.example.com', ''],

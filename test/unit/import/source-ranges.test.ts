@@ -10,10 +10,20 @@ import { mergeRanges, parseSourceRange } from '../../../src/import/source-ranges
 import type { Cidr } from '../../../src/allowlist/cidr';
 import { prng } from '../../helpers/prng';
 
-t.test('parsing: what ingress-nginx accepts, in ipgate\'s form', async (t) => {
+t.test("parsing: what ingress-nginx accepts, in ipgate's form", async (t) => {
   const rows: Array<{ name: string; value: string; cidrs?: string[]; rewritten?: number; error?: RegExp }> = [
-    { name: 'CIDRs and bare addresses, spaces trimmed', value: ' 10.0.0.0/8 , 192.0.2.1,2001:db8::/32', cidrs: ['10.0.0.0/8', '192.0.2.1/32', '2001:db8::/32'], rewritten: 0 },
-    { name: 'host bits masked (Go ParseCIDR does so)', value: '10.1.2.3/8,2001:db8::1/32', cidrs: ['10.0.0.0/8', '2001:db8::/32'], rewritten: 2 },
+    {
+      name: 'CIDRs and bare addresses, spaces trimmed',
+      value: ' 10.0.0.0/8 , 192.0.2.1,2001:db8::/32',
+      cidrs: ['10.0.0.0/8', '192.0.2.1/32', '2001:db8::/32'],
+      rewritten: 0,
+    },
+    {
+      name: 'host bits masked (Go ParseCIDR does so)',
+      value: '10.1.2.3/8,2001:db8::1/32',
+      cidrs: ['10.0.0.0/8', '2001:db8::/32'],
+      rewritten: 2,
+    },
     { name: 'IPv4-mapped IPv6 written as IPv4', value: '::ffff:10.0.0.0/104', cidrs: ['10.0.0.0/8'], rewritten: 1 },
     { name: 'duplicates collapse (a set in ingress-nginx)', value: '10.0.0.0/8,10.0.0.0/8', cidrs: ['10.0.0.0/8'] },
     { name: 'IPv6 canonical form', value: '2001:DB8:0:0::/64', cidrs: ['2001:db8::/64'] },
@@ -31,7 +41,11 @@ t.test('parsing: what ingress-nginx accepts, in ipgate\'s form', async (t) => {
     }
     t.ok(r.ok, row.name);
     if (!r.ok) continue;
-    t.same(r.cidrs.map((c) => c.text), row.cidrs, `${row.name}: entries`);
+    t.same(
+      r.cidrs.map((c) => c.text),
+      row.cidrs,
+      `${row.name}: entries`,
+    );
     if (row.rewritten !== undefined) t.equal(r.rewritten.length, row.rewritten, `${row.name}: rewrites reported`);
   }
 });
@@ -46,15 +60,49 @@ const WHY = { allow: 'a', deny: 'd', everyone: 'e' };
 t.test('merging: the shapes an operator writes', async (t) => {
   const rows: Array<{ name: string; allow: string | null; deny: string | null; entries: string[]; shadowed: number }> = [
     { name: 'allowlist only', allow: '10.0.0.0/8', deny: null, entries: ['10.0.0.0/8'], shadowed: 0 },
-    { name: 'denylist only: everyone else admitted', allow: null, deny: '10.0.0.0/8', entries: ['0.0.0.0/0', '::/0', 'deny 10.0.0.0/8'], shadowed: 0 },
-    { name: 'deny inside allow: kept as is', allow: '10.0.0.0/8', deny: '10.6.6.0/24', entries: ['10.0.0.0/8', 'deny 10.6.6.0/24'], shadowed: 0 },
-    { name: 'allow inside deny: left out (nginx denied it first)', allow: '10.1.2.3,192.0.2.0/24', deny: '10.0.0.0/8', entries: ['192.0.2.0/24', 'deny 10.0.0.0/8'], shadowed: 1 },
-    { name: 'the same CIDR allowed and denied: deny only', allow: '10.0.0.0/8', deny: '10.0.0.0/8', entries: ['deny 10.0.0.0/8'], shadowed: 1 },
-    { name: 'deny 0.0.0.0/0 without an allowlist: IPv4 all denied, IPv6 admitted', allow: null, deny: '0.0.0.0/0', entries: ['::/0', 'deny 0.0.0.0/0'], shadowed: 1 },
+    {
+      name: 'denylist only: everyone else admitted',
+      allow: null,
+      deny: '10.0.0.0/8',
+      entries: ['0.0.0.0/0', '::/0', 'deny 10.0.0.0/8'],
+      shadowed: 0,
+    },
+    {
+      name: 'deny inside allow: kept as is',
+      allow: '10.0.0.0/8',
+      deny: '10.6.6.0/24',
+      entries: ['10.0.0.0/8', 'deny 10.6.6.0/24'],
+      shadowed: 0,
+    },
+    {
+      name: 'allow inside deny: left out (nginx denied it first)',
+      allow: '10.1.2.3,192.0.2.0/24',
+      deny: '10.0.0.0/8',
+      entries: ['192.0.2.0/24', 'deny 10.0.0.0/8'],
+      shadowed: 1,
+    },
+    {
+      name: 'the same CIDR allowed and denied: deny only',
+      allow: '10.0.0.0/8',
+      deny: '10.0.0.0/8',
+      entries: ['deny 10.0.0.0/8'],
+      shadowed: 1,
+    },
+    {
+      name: 'deny 0.0.0.0/0 without an allowlist: IPv4 all denied, IPv6 admitted',
+      allow: null,
+      deny: '0.0.0.0/0',
+      entries: ['::/0', 'deny 0.0.0.0/0'],
+      shadowed: 1,
+    },
   ];
   for (const row of rows) {
     const m = mergeRanges(row.allow === null ? null : cidrs(row.allow), row.deny === null ? null : cidrs(row.deny), WHY);
-    t.same(m.entries.map((e) => `${e.action === 'deny' ? 'deny ' : ''}${e.cidr}`), row.entries, row.name);
+    t.same(
+      m.entries.map((e) => `${e.action === 'deny' ? 'deny ' : ''}${e.cidr}`),
+      row.entries,
+      row.name,
+    );
     t.equal(m.shadowed.length, row.shadowed, `${row.name}: left-out entries reported`);
   }
 });

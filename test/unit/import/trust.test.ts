@@ -27,8 +27,17 @@ import { parseCidr } from '../../../src/allowlist/cidr';
 import { decodeProxyHeader } from '../../../src/proxy-protocol/decoder';
 
 const INGRESS: KubeObject = {
-  kind: 'Ingress', metadata: { name: 'web', namespace: 'shop', creationTimestamp: '2024-01-01T00:00:00Z' },
-  spec: { ingressClassName: 'nginx', rules: [{ host: 'shop.example.com', http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'web', port: { number: 80 } } } }] } }] },
+  kind: 'Ingress',
+  metadata: { name: 'web', namespace: 'shop', creationTimestamp: '2024-01-01T00:00:00Z' },
+  spec: {
+    ingressClassName: 'nginx',
+    rules: [
+      {
+        host: 'shop.example.com',
+        http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'web', port: { number: 80 } } } }] },
+      },
+    ],
+  },
 };
 
 function convert(data: Record<string, string>, opts: Partial<ImportOptions> = {}): ImportResult {
@@ -42,13 +51,25 @@ const STRANGER = '192.0.2.7'; // outside it
 const PROXY_SOURCES = [null, '10.0.0.9', '198.51.100.9'] as const; // no header, a source inside the CIDR, one outside
 const XFFS = [null, '203.0.113.5', '203.0.113.5, 10.0.0.7'] as const; // none, one client, a client behind a proxy inside the CIDR
 
-interface Probe { socket: string; proxySource: string | null; xff: string | null }
+interface Probe {
+  socket: string;
+  proxySource: string | null;
+  xff: string | null;
+}
 const PROBES: Probe[] = [];
-for (const socket of [BALANCER, STRANGER]) for (const proxySource of PROXY_SOURCES) for (const xff of XFFS) PROBES.push({ socket, proxySource, xff });
+for (const socket of [BALANCER, STRANGER])
+  for (const proxySource of PROXY_SOURCES) for (const xff of XFFS) PROBES.push({ socket, proxySource, xff });
 
 /** The hops of a probe, nearest first: socket, PROXY source, X-Forwarded-For right to left. */
 function chain(p: Probe): string[] {
-  return [p.socket, ...(p.proxySource !== null ? [p.proxySource] : []), ...(p.xff?.split(',').map((s) => s.trim()).reverse() ?? [])];
+  return [
+    p.socket,
+    ...(p.proxySource !== null ? [p.proxySource] : []),
+    ...(p.xff
+      ?.split(',')
+      .map((s) => s.trim())
+      .reverse() ?? []),
+  ];
 }
 
 /** 'closed', or how many hops from ipgate the chosen client is (0: the socket peer). */
@@ -90,7 +111,9 @@ function ipgate(config: Config, p: Probe): Outcome {
   const trusted = mode !== 'off' && Matcher.compile(sources.map((cidr) => ({ cidr }))).admits(p.socket);
   let outcome = beforeHeader(mode, trusted);
   if (outcome === null) {
-    const bytes = Buffer.from(p.proxySource !== null ? `PROXY TCP4 ${p.proxySource} 10.0.0.1 40000 8080\r\nGET / HTTP/1.1\r\n` : 'GET / HTTP/1.1\r\n');
+    const bytes = Buffer.from(
+      p.proxySource !== null ? `PROXY TCP4 ${p.proxySource} 10.0.0.1 40000 8080\r\nGET / HTTP/1.1\r\n` : 'GET / HTTP/1.1\r\n',
+    );
     const r = decodeProxyHeader(bytes);
     if (r.kind === 'more') throw new Error('a complete header was read as incomplete');
     outcome = afterHeader(r, bytes[0]!, mode, trusted);
@@ -121,69 +144,94 @@ t.test('every combination of the four keys: never more trust than ingress-nginx,
   /** Probes where both chose the same hop past the socket: the check is not vacuous (all closed). */
   let beyondSocket = 0;
   const violations: string[] = [];
-  for (const pp of KEY_VALUES) for (const fh of KEY_VALUES) for (const er of KEY_VALUES) for (const cidr of CIDR_VALUES) for (const flag of FLAGS) {
-    rows++;
-    const data: Record<string, string> = {};
-    if (pp !== undefined) data['use-proxy-protocol'] = pp;
-    if (fh !== undefined) data['use-forwarded-headers'] = fh;
-    if (er !== undefined) data['enable-real-ip'] = er;
-    if (cidr !== undefined) data['proxy-real-ip-cidr'] = cidr;
-    const row = `${JSON.stringify(data)} ${flag.what}`;
-    const r = convert(data, flag.opts);
+  for (const pp of KEY_VALUES)
+    for (const fh of KEY_VALUES)
+      for (const er of KEY_VALUES)
+        for (const cidr of CIDR_VALUES)
+          for (const flag of FLAGS) {
+            rows++;
+            const data: Record<string, string> = {};
+            if (pp !== undefined) data['use-proxy-protocol'] = pp;
+            if (fh !== undefined) data['use-forwarded-headers'] = fh;
+            if (er !== undefined) data['enable-real-ip'] = er;
+            if (cidr !== undefined) data['proxy-real-ip-cidr'] = cidr;
+            const row = `${JSON.stringify(data)} ${flag.what}`;
+            const r = convert(data, flag.opts);
 
-    // Refused exactly when a header is believed and the peers trusted would be everyone without
-    // --trust-all-proxies, or the flag names peers ingress-nginx did not trust.
-    const realip = pp === 'true' || fh === 'true' || er === 'true';
-    const invalid = cidr === '10.0.0.300/24';
-    const flagCidr = flag.opts.proxyRealIpCidr?.[0];
-    const outside = flagCidr === '192.0.2.0/24' && cidr === '10.0.0.0/24';
-    const everyone = flagCidr === undefined ? !invalid && (cidr === undefined || TRUST_ALL.has(cidr)) : false;
-    const expectRefused = realip && (outside || invalid || (everyone && flag.opts.trustAllProxies !== true));
-    if ((r.report.refused.length > 0) !== expectRefused) violations.push(`${row}: refused ${JSON.stringify(r.report.refused)}, expected ${expectRefused}`);
-    if (r.report.refused.length > 0) {
-      if (r.config !== null) violations.push(`${row}: refused, but a config was returned`);
-      const why = r.report.refused.map((f) => f.reason).join(' ');
-      if (outside && !/outside the ConfigMap's proxy-real-ip-cidr/.test(why)) violations.push(`${row}: the refusal does not say the flag is outside: ${why}`);
-      if (!outside && !/--proxy-real-ip-cidr 10\.0\.0\.0\/24/.test(why)) violations.push(`${row}: the refusal does not name the flag: ${why}`);
-      if (invalid && !/^invalid: .*Correct it in the input/.test(why)) violations.push(`${row}: the refusal does not say the value is invalid: ${why}`);
-      if (everyone && !/--trust-all-proxies/.test(why)) violations.push(`${row}: the refusal does not name --trust-all-proxies: ${why}`);
-      continue;
-    }
-    if (r.config === null) {
-      violations.push(`${row}: no config and no refusal`);
-      continue;
-    }
-    configs++;
-    const config = buildConfig(r.config);
-    const l = config.listeners[0]!;
-    for (const [field, list] of [['trustedSources', l.proxyProtocol.trustedSources], ['trustedProxies', l.http.trustedProxies]] as const) {
-      const covered = familiesCovered((list as string[]).map((c) => (parseCidr(c) as { ok: true; cidr: Parameters<typeof familiesCovered>[0][number] }).cidr));
-      if (covered.length > 0 && flag.opts.trustAllProxies !== true) violations.push(`${row}: ${field} ${JSON.stringify(list)} trusts everyone without --trust-all-proxies`);
-    }
-    if (pp === 'true' && (l.http.trustedProxies as string[]).length > 0) violations.push(`${row}: X-Forwarded-For trusted with use-proxy-protocol`);
-    for (const p of PROBES) {
-      const want = ingressNginx(data, p);
-      const got = ipgate(config, p);
-      const ok = got === 'closed' || (want !== 'closed' && got <= want);
-      if (got !== 'closed' && got === want && got > 0) beyondSocket++;
-      if (!ok) violations.push(`${row} ${JSON.stringify(p)}: ipgate ${got}, ingress-nginx ${want}`);
-    }
-  }
+            // Refused exactly when a header is believed and the peers trusted would be everyone without
+            // --trust-all-proxies, or the flag names peers ingress-nginx did not trust.
+            const realip = pp === 'true' || fh === 'true' || er === 'true';
+            const invalid = cidr === '10.0.0.300/24';
+            const flagCidr = flag.opts.proxyRealIpCidr?.[0];
+            const outside = flagCidr === '192.0.2.0/24' && cidr === '10.0.0.0/24';
+            const everyone = flagCidr === undefined ? !invalid && (cidr === undefined || TRUST_ALL.has(cidr)) : false;
+            const expectRefused = realip && (outside || invalid || (everyone && flag.opts.trustAllProxies !== true));
+            if (r.report.refused.length > 0 !== expectRefused)
+              violations.push(`${row}: refused ${JSON.stringify(r.report.refused)}, expected ${expectRefused}`);
+            if (r.report.refused.length > 0) {
+              if (r.config !== null) violations.push(`${row}: refused, but a config was returned`);
+              const why = r.report.refused.map((f) => f.reason).join(' ');
+              if (outside && !/outside the ConfigMap's proxy-real-ip-cidr/.test(why))
+                violations.push(`${row}: the refusal does not say the flag is outside: ${why}`);
+              if (!outside && !/--proxy-real-ip-cidr 10\.0\.0\.0\/24/.test(why))
+                violations.push(`${row}: the refusal does not name the flag: ${why}`);
+              if (invalid && !/^invalid: .*Correct it in the input/.test(why))
+                violations.push(`${row}: the refusal does not say the value is invalid: ${why}`);
+              if (everyone && !/--trust-all-proxies/.test(why))
+                violations.push(`${row}: the refusal does not name --trust-all-proxies: ${why}`);
+              continue;
+            }
+            if (r.config === null) {
+              violations.push(`${row}: no config and no refusal`);
+              continue;
+            }
+            configs++;
+            const config = buildConfig(r.config);
+            const l = config.listeners[0]!;
+            for (const [field, list] of [
+              ['trustedSources', l.proxyProtocol.trustedSources],
+              ['trustedProxies', l.http.trustedProxies],
+            ] as const) {
+              const covered = familiesCovered(
+                (list as string[]).map((c) => (parseCidr(c) as { ok: true; cidr: Parameters<typeof familiesCovered>[0][number] }).cidr),
+              );
+              if (covered.length > 0 && flag.opts.trustAllProxies !== true)
+                violations.push(`${row}: ${field} ${JSON.stringify(list)} trusts everyone without --trust-all-proxies`);
+            }
+            if (pp === 'true' && (l.http.trustedProxies as string[]).length > 0)
+              violations.push(`${row}: X-Forwarded-For trusted with use-proxy-protocol`);
+            for (const p of PROBES) {
+              const want = ingressNginx(data, p);
+              const got = ipgate(config, p);
+              const ok = got === 'closed' || (want !== 'closed' && got <= want);
+              if (got !== 'closed' && got === want && got > 0) beyondSocket++;
+              if (!ok) violations.push(`${row} ${JSON.stringify(p)}: ipgate ${got}, ingress-nginx ${want}`);
+            }
+          }
   t.equal(rows, 3 * 3 * 3 * 5 * 4, `${rows} combinations`);
   t.ok(configs > 150, `${configs} configs written and probed with ${PROBES.length} connections each`);
   t.ok(beyondSocket > 500, `${beyondSocket} probes where both believed the same PROXY header or X-Forwarded-For hop`);
   t.same(violations, [], 'no combination trusts more than ingress-nginx did');
 });
 
-t.test('the model can fail: the config main wrote for the issue\'s ConfigMap trusts more than ingress-nginx', async (t) => {
+t.test("the model can fail: the config main wrote for the issue's ConfigMap trusts more than ingress-nginx", async (t) => {
   // What `ipgate import` wrote before: the default 0.0.0.0/0 for both the PROXY sources and the
   // X-Forwarded-For proxies. A stranger's PROXY header naming 198.51.100.9 with X-Forwarded-For
   // naming an allowlisted address chose the X-Forwarded-For entry.
   const data = { 'use-proxy-protocol': 'true', 'use-forwarded-headers': 'true' };
   const old = buildConfig({
     allowlists: { a: ['0.0.0.0/0'] },
-    listeners: [{ name: 'http', mode: 'http', listen: '0.0.0.0:8080', allowlist: 'a', upstreams: ['127.0.0.1:1'],
-      proxyProtocol: { mode: 'required', trustedSources: ['0.0.0.0/0'] }, http: { trustedProxies: ['0.0.0.0/0'] } }],
+    listeners: [
+      {
+        name: 'http',
+        mode: 'http',
+        listen: '0.0.0.0:8080',
+        allowlist: 'a',
+        upstreams: ['127.0.0.1:1'],
+        proxyProtocol: { mode: 'required', trustedSources: ['0.0.0.0/0'] },
+        http: { trustedProxies: ['0.0.0.0/0'] },
+      },
+    ],
   });
   const forged: Probe = { socket: STRANGER, proxySource: '198.51.100.9', xff: '203.0.113.5' };
   t.equal(ingressNginx(data, forged), 1, 'ingress-nginx: the PROXY source is the client');
@@ -195,36 +243,77 @@ t.test('the model can fail: the config main wrote for the issue\'s ConfigMap tru
 t.test('the refusal and the notes say what to do', async (t) => {
   const unset = convert({ 'use-proxy-protocol': 'true' });
   t.equal(unset.config, null);
-  t.match(unset.report.refused, [{ source: 'ConfigMap ingress-nginx/ingress-nginx-controller', item: 'proxy-real-ip-cidr',
-    reason: /^not set: ingress-nginx's default 0\.0\.0\.0\/0 trusts every IPv4 peer to name the client in a PROXY header, so any client could choose the address the allowlist checks\. Pass your load balancers' CIDRs .*--proxy-real-ip-cidr 10\.0\.0\.0\/24/ }]);
+  t.match(unset.report.refused, [
+    {
+      source: 'ConfigMap ingress-nginx/ingress-nginx-controller',
+      item: 'proxy-real-ip-cidr',
+      reason:
+        /^not set: ingress-nginx's default 0\.0\.0\.0\/0 trusts every IPv4 peer to name the client in a PROXY header, so any client could choose the address the allowlist checks\. Pass your load balancers' CIDRs .*--proxy-real-ip-cidr 10\.0\.0\.0\/24/,
+    },
+  ]);
   t.equal(unset.report.refused[0]!.value, undefined, 'no value: the key is not set');
 
   const xff = convert({ 'use-forwarded-headers': 'true', 'proxy-real-ip-cidr': '0.0.0.0/1,128.0.0.0/1' });
-  t.match(xff.report.refused, [{ item: 'proxy-real-ip-cidr', value: '0.0.0.0/1,128.0.0.0/1', reason: /^it trusts every IPv4 peer to name the client in X-Forwarded-For/ }],
-    'two halves are everyone too');
+  t.match(
+    xff.report.refused,
+    [
+      {
+        item: 'proxy-real-ip-cidr',
+        value: '0.0.0.0/1,128.0.0.0/1',
+        reason: /^it trusts every IPv4 peer to name the client in X-Forwarded-For/,
+      },
+    ],
+    'two halves are everyone too',
+  );
 
   const v6 = convert({ 'use-proxy-protocol': 'true' }, { proxyRealIpCidr: ['2001:db8::/64'] });
-  t.match(v6.report.refused, [{ item: '--proxy-real-ip-cidr', value: '2001:db8::/64', reason: /outside the ConfigMap's proxy-real-ip-cidr \(not set: ingress-nginx's default 0\.0\.0\.0\/0\): ingress-nginx never believed a PROXY header from it/ }],
-    'the default covers IPv4 only: an IPv6 balancer was never believed');
+  t.match(
+    v6.report.refused,
+    [
+      {
+        item: '--proxy-real-ip-cidr',
+        value: '2001:db8::/64',
+        reason:
+          /outside the ConfigMap's proxy-real-ip-cidr \(not set: ingress-nginx's default 0\.0\.0\.0\/0\): ingress-nginx never believed a PROXY header from it/,
+      },
+    ],
+    'the default covers IPv4 only: an IPv6 balancer was never believed',
+  );
 
-  const flagged = convert({ 'use-proxy-protocol': 'true', 'use-forwarded-headers': 'true', 'compute-full-forwarded-for': 'true' }, { proxyRealIpCidr: ['10.0.0.0/24'] });
+  const flagged = convert(
+    { 'use-proxy-protocol': 'true', 'use-forwarded-headers': 'true', 'compute-full-forwarded-for': 'true' },
+    { proxyRealIpCidr: ['10.0.0.0/24'] },
+  );
   const l = (flagged.config!.listeners as Array<Record<string, Record<string, unknown>>>)[0]!;
   t.same(l.proxyProtocol, { mode: 'required', trustedSources: ['10.0.0.0/24'] });
   t.same(l.http, { xForwardedFor: 'append' }, 'no trustedProxies; compute-full-forwarded-for is append');
   const notes = flagged.report.notes.map((n) => `${n.item}: ${n.reason}`).join('\n');
-  t.match(notes, /use-forwarded-headers: with use-proxy-protocol, X-Forwarded-For does not choose the client .* From 1\.13 .* http\.trustedProxies by hand/);
+  t.match(
+    notes,
+    /use-forwarded-headers: with use-proxy-protocol, X-Forwarded-For does not choose the client .* From 1\.13 .* http\.trustedProxies by hand/,
+  );
   t.match(notes, /compute-full-forwarded-for: ingress-nginx appended the PROXY source to the X-Forwarded-For the client sent, unchecked/);
   t.match(notes, /use-proxy-protocol: .*ipgate closes such connections \(pp_untrusted\)/);
 
   const cfh = convert({ 'compute-full-forwarded-for': 'true' });
-  t.equal((cfh.config!.listeners as Array<Record<string, Record<string, unknown>>>)[0]!.http!.xForwardedFor, 'replace', 'without use-forwarded-headers ingress-nginx sent the client only');
+  t.equal(
+    (cfh.config!.listeners as Array<Record<string, Record<string, unknown>>>)[0]!.http!.xForwardedFor,
+    'replace',
+    'without use-forwarded-headers ingress-nginx sent the client only',
+  );
 
   const header = convert({ 'use-forwarded-headers': 'true', 'forwarded-for-header': 'CF-Connecting-IP' });
   t.same(header.report.refused, [], 'nothing is trusted, so nothing to refuse');
-  t.match(header.report.unconverted, [{ item: 'forwarded-for-header', value: 'CF-Connecting-IP', reason: /X-Forwarded-For only; no proxy is trusted/ }]);
+  t.match(header.report.unconverted, [
+    { item: 'forwarded-for-header', value: 'CF-Connecting-IP', reason: /X-Forwarded-For only; no proxy is trusted/ },
+  ]);
 
   const unused = convert({}, { proxyRealIpCidr: ['10.0.0.0/24'], trustAllProxies: true });
-  t.same(unused.report.notes.map((n) => n.item), ['--proxy-real-ip-cidr', '--trust-all-proxies'], 'flags with nothing to trust are named as not used');
+  t.same(
+    unused.report.notes.map((n) => n.item),
+    ['--proxy-real-ip-cidr', '--trust-all-proxies'],
+    'flags with nothing to trust are named as not used',
+  );
 });
 
 t.test('familiesCovered: prefix 0, halves, and gaps', async (t) => {

@@ -17,14 +17,21 @@ const NS = 'edge';
 const CM = 'lists';
 
 async function setup(t: Test, opts: { goneAs?: 'event' | 'http'; allowed?: string[]; bookmarkIntervalMs?: number } = {}) {
-  const fake = await new FakeKubeApi({ allowedNames: opts.allowed ?? [CM], goneAs: opts.goneAs, bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 600_000 }).start();
+  const fake = await new FakeKubeApi({
+    allowedNames: opts.allowed ?? [CM],
+    goneAs: opts.goneAs,
+    bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 600_000,
+  }).start();
   t.teardown(() => fake.close());
   const dir = tmpDir('ipgate-cm-watch-');
   const client = new KubeClient(resolveKubeAccess({ env: { KUBECONFIG: fake.writeKubeconfig(dir) } }), { timeoutMs: 2000 });
   t.teardown(() => client.close());
   const seen: Array<Record<string, string> | null> = [];
   const watch = new ConfigMapWatch({
-    client, namespace: NS, name: CM, logger: pino({ level: 'silent' }),
+    client,
+    namespace: NS,
+    name: CM,
+    logger: pino({ level: 'silent' }),
     backoff: { initialMs: 20, maxMs: 200 },
     onObject: (obj: ConfigMapObject | null) => seen.push(obj === null ? null : { ...(obj.data ?? {}) }),
   });
@@ -97,7 +104,10 @@ t.test('load: a failing API (5xx, 429) is retried until it answers; 403 is not r
     const { fake, watch, seen } = await setup(t, { allowed: row.allowed });
     fake.create(NS, CM, { k: 'v1' });
     if (row.status !== 0) fake.failNext(row.lists - 1, row.status);
-    const r = await watch.load(Date.now() + 3000).then(() => null, (err: Error) => err);
+    const r = await watch.load(Date.now() + 3000).then(
+      () => null,
+      (err: Error) => err,
+    );
     if (row.loads) {
       t.equal(r, null, `${row.description}: loaded`);
       t.same(seen, [{ k: 'v1' }], `${row.description}: the ConfigMap`);

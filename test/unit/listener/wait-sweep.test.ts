@@ -33,7 +33,11 @@ t.test('only waits whose deadline has passed expire, once', async (t) => {
   const later = waiter(500);
   const idle = waiter(0);
   for (const w of [due, later, idle]) s.add(w);
-  t.teardown(() => [due, later, idle].forEach((w) => { s.delete(w); }));
+  t.teardown(() =>
+    [due, later, idle].forEach((w) => {
+      s.delete(w);
+    }),
+  );
   s.run(200);
   t.same([due.expired, later.expired, idle.expired], [1, 0, 0], 'at 200: the one due at 100');
   s.run(600);
@@ -43,7 +47,10 @@ t.test('only waits whose deadline has passed expire, once', async (t) => {
 t.test('a waiter that leaves (its connection closes) during the sweep does not stop it', async (t) => {
   const s = new WaitSweep(1000);
   const b = waiter(10);
-  const a = waiter(10, (w) => { s.delete(w); s.delete(b); });
+  const a = waiter(10, (w) => {
+    s.delete(w);
+    s.delete(b);
+  });
   const c = waiter(10);
   for (const w of [a, b, c]) s.add(w);
   t.teardown(() => s.delete(c));
@@ -58,7 +65,14 @@ t.test('the sweep timer runs while waiters exist and fires on its own', async (t
   // The sweep's interval is unref'd (listeners keep a real process alive): hold this one open.
   const hold = setTimeout(() => undefined, 5000);
   t.teardown(() => clearTimeout(hold));
-  const fired = new Promise<void>((resolve) => s.add(waiter(performance.now() + 60, (w) => { s.delete(w); resolve(); })));
+  const fired = new Promise<void>((resolve) =>
+    s.add(
+      waiter(performance.now() + 60, (w) => {
+        s.delete(w);
+        resolve();
+      }),
+    ),
+  );
   await fired;
   t.pass('expired by the interval, not by a test call');
 });
@@ -73,7 +87,14 @@ t.test('the timer outlives its last waiter by one interval, then stops; a new wa
   t.equal(s.running, true, 'still running right after the last waiter left (no clearInterval per connection)');
   s.tick();
   t.equal(s.running, false, 'the first sweep with no waiter stops it');
-  const fired = new Promise<void>((resolve) => s.add(waiter(performance.now() + 60, (x) => { s.delete(x); resolve(); })));
+  const fired = new Promise<void>((resolve) =>
+    s.add(
+      waiter(performance.now() + 60, (x) => {
+        s.delete(x);
+        resolve();
+      }),
+    ),
+  );
   t.equal(s.running, true, 'a new waiter starts it again');
   await fired;
   t.pass('and it expires waits again');

@@ -36,7 +36,9 @@ function worker(accepted: number, active: number, durations: number[], listVersi
 
 function sample(json: MetricJson[], name: string, labels: Record<string, string | number> = {}, metricName = name): number | undefined {
   const m = json.find((x) => x.name === name);
-  return m?.values.find((v) => (v.metricName ?? name) === metricName && Object.entries(labels).every(([k, want]) => String(v.labels[k]) === String(want)))?.value;
+  return m?.values.find(
+    (v) => (v.metricName ?? name) === metricName && Object.entries(labels).every(([k, want]) => String(v.labels[k]) === String(want)),
+  )?.value;
 }
 
 t.test('two workers and the primary: counters and gauges summed, primary-owned metrics from the primary', async (t) => {
@@ -48,7 +50,7 @@ t.test('two workers and the primary: counters and gauges summed, primary-owned m
   // IPC is a structured clone: the JSON must survive it unchanged.
   t.same(structuredClone(w1), w1, 'worker JSON is plain data');
 
-  const merged = await aggregateClusterMetrics(await workerMetricsJson(primary), [w1, w2]).getMetricsAsJSON() as unknown as MetricJson[];
+  const merged = (await aggregateClusterMetrics(await workerMetricsJson(primary), [w1, w2]).getMetricsAsJSON()) as unknown as MetricJson[];
   t.equal(sample(merged, 'ipgate_connections_accepted_total', { listener: 'edge' }), 15, 'accepted: summed');
   t.equal(sample(merged, 'ipgate_connections_active', { listener: 'edge' }), 3, 'active: summed');
   t.equal(sample(merged, 'ipgate_denied_total', { listener: 'edge', reason: 'not_allowlisted' }), 2);
@@ -58,8 +60,12 @@ t.test('two workers and the primary: counters and gauges summed, primary-owned m
   t.equal(sample(merged, 'ipgate_http_request_duration_seconds', { listener: 'edge', le: '+Inf' }, bucket), 3);
   t.equal(sample(merged, 'ipgate_http_request_duration_seconds', { listener: 'edge' }, 'ipgate_http_request_duration_seconds_count'), 3);
   const versions = merged.find((m) => m.name === 'ipgate_allowlist_version_info')!.values;
-  t.same(versions.map((v) => v.labels), [{ list: 'main', version: '7' }], 'one version series: the primary\'s');
-  t.equal(sample(merged, 'ipgate_allowlist_entries', { list: 'main' }), 3, 'entries: the primary\'s, not summed');
+  t.same(
+    versions.map((v) => v.labels),
+    [{ list: 'main', version: '7' }],
+    "one version series: the primary's",
+  );
+  t.equal(sample(merged, 'ipgate_allowlist_entries', { list: 'main' }), 3, "entries: the primary's, not summed");
   t.equal(sample(merged, 'ipgate_admin_requests_total', { route: '/metrics', method: 'GET', code_class: '2xx' }), 1);
   t.equal(sample(merged, 'ipgate_build_info', { version: '1.2.3' }), 1);
 });
@@ -70,7 +76,11 @@ t.test('process metrics labelled per worker stay per worker; the text passes as 
   const w2 = new Metrics({ processLabels: { worker: '2' } });
   const text = await clusterExposition(primary, [await workerMetricsJson(w1), await workerMetricsJson(w2)]);
   for (const w of ['primary', '1', '2']) {
-    t.match(text, new RegExp(`^process_start_time_seconds\\{worker="${w}"\\} \\d+`, 'm'), `start time of ${w} kept (prom-client would omit it)`);
+    t.match(
+      text,
+      new RegExp(`^process_start_time_seconds\\{worker="${w}"\\} \\d+`, 'm'),
+      `start time of ${w} kept (prom-client would omit it)`,
+    );
     t.match(text, new RegExp(`^nodejs_heap_size_used_bytes\\{worker="${w}"\\} \\d+`, 'm'), `heap of ${w}`);
   }
   t.equal(text.match(/^# TYPE ipgate_connections_accepted_total counter$/gm)?.length, 1, 'each metric once');
@@ -84,33 +94,72 @@ t.test('process metrics of unlabelled processes: each labelled worker="<id>" or 
   const j1 = await workerMetricsJson(w1, 1);
   const j2 = await workerMetricsJson(w2, 2);
   t.same(structuredClone(j1), j1, 'still plain data for IPC');
-  const merged = await aggregateClusterMetrics(await workerMetricsJson(primary, 'primary'), [j1, j2]).getMetricsAsJSON() as unknown as MetricJson[];
-  const series = (name: string): Record<string, string | number>[] => merged.find((m) => m.name === name)?.values.map((v) => v.labels) ?? [];
-  for (const name of ['process_start_time_seconds', 'process_max_fds', 'process_open_fds', 'process_resident_memory_bytes',
-    'process_cpu_seconds_total', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_heap_size_used_bytes']) {
-    t.same(series(name).map((l) => l.worker).sort(), ['1', '2', 'primary'], `${name}: one series per process`);
+  const merged = (await aggregateClusterMetrics(await workerMetricsJson(primary, 'primary'), [
+    j1,
+    j2,
+  ]).getMetricsAsJSON()) as unknown as MetricJson[];
+  const series = (name: string): Record<string, string | number>[] =>
+    merged.find((m) => m.name === name)?.values.map((v) => v.labels) ?? [];
+  for (const name of [
+    'process_start_time_seconds',
+    'process_max_fds',
+    'process_open_fds',
+    'process_resident_memory_bytes',
+    'process_cpu_seconds_total',
+    'nodejs_eventloop_lag_p99_seconds',
+    'nodejs_heap_size_used_bytes',
+  ]) {
+    t.same(
+      series(name)
+        .map((l) => l.worker)
+        .sort(),
+      ['1', '2', 'primary'],
+      `${name}: one series per process`,
+    );
   }
   const maxFds = merged.find((m) => m.name === 'process_max_fds')!.values;
-  t.ok(maxFds.every((v) => v.value === maxFds[0]!.value), 'process_max_fds is each process\'s limit, not a sum');
-  t.same(series('nodejs_version_info').map((l) => l.worker).sort(), ['1', '2', 'primary'], 'the Node version per process');
-  t.ok(series('nodejs_heap_space_size_used_bytes').every((l) => l.worker !== undefined && l.space !== undefined), 'heap spaces keep their space label too');
+  t.ok(
+    maxFds.every((v) => v.value === maxFds[0]!.value),
+    "process_max_fds is each process's limit, not a sum",
+  );
+  t.same(
+    series('nodejs_version_info')
+      .map((l) => l.worker)
+      .sort(),
+    ['1', '2', 'primary'],
+    'the Node version per process',
+  );
+  t.ok(
+    series('nodejs_heap_space_size_used_bytes').every((l) => l.worker !== undefined && l.space !== undefined),
+    'heap spaces keep their space label too',
+  );
   // Not process metrics: merged as before, no worker label.
-  t.same(series('ipgate_build_info'), [{ version: '1.2.3', node: process.version }], 'build info: the primary\'s, unlabelled');
+  t.same(series('ipgate_build_info'), [{ version: '1.2.3', node: process.version }], "build info: the primary's, unlabelled");
 
   const text = await clusterExposition(primary, [j1, j2]);
   t.match(text, /^process_start_time_seconds\{worker="primary"\} \d+$/m, 'the exposition labels the primary');
   t.match(text, /^process_start_time_seconds\{worker="1"\} \d+$/m);
-  t.match(text, /^nodejs_heap_space_size_used_bytes\{worker="2",space="old"\} \d+$/m, 'labelled series keep their own labels, worker first');
+  t.match(
+    text,
+    /^nodejs_heap_space_size_used_bytes\{worker="2",space="old"\} \d+$/m,
+    'labelled series keep their own labels, worker first',
+  );
   t.notMatch(text, /^ipgate_(process|nodejs)_/m, 'no ipgate_-prefixed process metrics');
 });
 
-t.test('a worker\'s answer is labelled by its node:cluster id, outside a worker not at all', async (t) => {
+t.test("a worker's answer is labelled by its node:cluster id, outside a worker not at all", async (t) => {
   const m = new Metrics({});
   const json = await workerMetricsJson(m);
-  t.notOk(json.some((x) => x.values.some((v) => v.labels.worker !== undefined)), 'not in a cluster worker: no worker label');
+  t.notOk(
+    json.some((x) => x.values.some((v) => v.labels.worker !== undefined)),
+    'not in a cluster worker: no worker label',
+  );
   const labelled = await workerMetricsJson(m, 7);
   t.ok(labelled.find((x) => x.name === 'process_cpu_seconds_total')!.values.every((v) => v.labels.worker === '7'));
-  t.notOk(labelled.some((x) => x.name.startsWith('ipgate_') && x.values.some((v) => v.labels.worker !== undefined)), 'only process metrics get it');
+  t.notOk(
+    labelled.some((x) => x.name.startsWith('ipgate_') && x.values.some((v) => v.labels.worker !== undefined)),
+    'only process metrics get it',
+  );
 });
 
 t.test('no workers: the primary alone', async (t) => {

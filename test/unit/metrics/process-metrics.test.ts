@@ -17,9 +17,10 @@ function value(text: string, series: string): number | undefined {
 }
 
 const STATUS = 'Name:\tnode\nUmask:\t0022\nVmPeak:\t 1200000 kB\nVmSize:\t 1020030 kB\nVmData:\t   55672 kB\nVmRSS:\t   52600 kB\n';
-const LIMITS = 'Limit                     Soft Limit           Hard Limit           Units     \n'
-  + 'Max processes             unlimited            unlimited            processes \n'
-  + 'Max open files            20000                1048576              files     \n';
+const LIMITS =
+  'Limit                     Soft Limit           Hard Limit           Units     \n' +
+  'Max processes             unlimited            unlimited            processes \n' +
+  'Max open files            20000                1048576              files     \n';
 
 t.test('the /proc parsers read the fields they name and nothing else', async (t) => {
   t.equal(statusKb(STATUS, 'VmSize'), 1020030 * 1024);
@@ -32,7 +33,7 @@ t.test('the /proc parsers read the fields they name and nothing else', async (t)
   t.equal(readMaxFds('Limit Soft Hard\n'), null, 'no line, no value');
   if (fs.existsSync('/proc/self/status')) {
     const real = fs.readFileSync('/proc/self/status', 'latin1');
-    t.ok(statusKb(real, 'VmSize')! > 0 && statusKb(real, 'VmData')! > 0, 'this process\'s own status parses');
+    t.ok(statusKb(real, 'VmSize')! > 0 && statusKb(real, 'VmData')! > 0, "this process's own status parses");
   }
 });
 
@@ -55,18 +56,36 @@ t.test('every metric the dashboard and the docs use, with sane values', async (t
   // Let the delay monitor tick, then block the loop for 120 ms: this interval's max shows it.
   await new Promise((resolve) => setTimeout(resolve, 50));
   const until = Date.now() + 120;
-  while (Date.now() < until) { /* busy */ }
+  while (Date.now() < until) {
+    /* busy */
+  }
   await new Promise((resolve) => setTimeout(resolve, 50));
   let junk: unknown[] = [];
   for (let i = 0; i < 300_000; i++) junk.push({ i }); // some scavenges for the GC histogram
   junk = [];
   await new Promise((resolve) => setTimeout(resolve, 50));
   const text = await r.metrics();
-  for (const name of ['process_cpu_user_seconds_total', 'process_cpu_system_seconds_total', 'process_cpu_seconds_total',
-    'process_start_time_seconds', 'process_resident_memory_bytes', 'process_virtual_memory_bytes', 'process_heap_bytes',
-    'process_open_fds', 'process_max_fds', 'nodejs_heap_size_total_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_external_memory_bytes',
-    'nodejs_eventloop_lag_seconds', 'nodejs_eventloop_lag_min_seconds', 'nodejs_eventloop_lag_max_seconds', 'nodejs_eventloop_lag_mean_seconds',
-    'nodejs_eventloop_lag_p50_seconds', 'nodejs_eventloop_lag_p90_seconds', 'nodejs_eventloop_lag_p99_seconds']) {
+  for (const name of [
+    'process_cpu_user_seconds_total',
+    'process_cpu_system_seconds_total',
+    'process_cpu_seconds_total',
+    'process_start_time_seconds',
+    'process_resident_memory_bytes',
+    'process_virtual_memory_bytes',
+    'process_heap_bytes',
+    'process_open_fds',
+    'process_max_fds',
+    'nodejs_heap_size_total_bytes',
+    'nodejs_heap_size_used_bytes',
+    'nodejs_external_memory_bytes',
+    'nodejs_eventloop_lag_seconds',
+    'nodejs_eventloop_lag_min_seconds',
+    'nodejs_eventloop_lag_max_seconds',
+    'nodejs_eventloop_lag_mean_seconds',
+    'nodejs_eventloop_lag_p50_seconds',
+    'nodejs_eventloop_lag_p90_seconds',
+    'nodejs_eventloop_lag_p99_seconds',
+  ]) {
     t.ok(Number.isFinite(value(text, name)), name);
   }
   t.match(text, /^# TYPE process_cpu_seconds_total counter$/m, 'CPU is a counter');
@@ -98,23 +117,45 @@ t.test('a scrape does not walk the handles: cost independent of open sockets', a
   const h = registerProcessMetrics(r, { worker: '1' });
   t.teardown(() => h.stop());
   let accepted = 0;
-  const server = net.createServer((s) => { accepted++; s.on('error', () => {}); });
+  const server = net.createServer((s) => {
+    accepted++;
+    s.on('error', () => {});
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
-  const sockets = await Promise.all(Array.from({ length: 200 }, () => new Promise<net.Socket>((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => resolve(s));
-  })));
+  const sockets = await Promise.all(
+    Array.from(
+      { length: 200 },
+      () =>
+        new Promise<net.Socket>((resolve) => {
+          const s = net.connect(port, '127.0.0.1', () => resolve(s));
+        }),
+    ),
+  );
   while (accepted < sockets.length) await new Promise((resolve) => setTimeout(resolve, 5));
   t.teardown(() => {
     for (const s of sockets) s.destroy();
     server.close();
   });
-  const p = process as unknown as { _getActiveHandles: () => unknown[]; _getActiveRequests: () => unknown[]; getActiveResourcesInfo: () => string[] };
+  const p = process as unknown as {
+    _getActiveHandles: () => unknown[];
+    _getActiveRequests: () => unknown[];
+    getActiveResourcesInfo: () => string[];
+  };
   const calls = { handles: 0, requests: 0, resources: 0 };
   const orig = { h: p._getActiveHandles, q: p._getActiveRequests, r: p.getActiveResourcesInfo };
-  p._getActiveHandles = () => { calls.handles++; return orig.h.call(process); };
-  p._getActiveRequests = () => { calls.requests++; return orig.q.call(process); };
-  p.getActiveResourcesInfo = () => { calls.resources++; return orig.r.call(process); };
+  p._getActiveHandles = () => {
+    calls.handles++;
+    return orig.h.call(process);
+  };
+  p._getActiveRequests = () => {
+    calls.requests++;
+    return orig.q.call(process);
+  };
+  p.getActiveResourcesInfo = () => {
+    calls.resources++;
+    return orig.r.call(process);
+  };
   t.teardown(() => Object.assign(p, { _getActiveHandles: orig.h, _getActiveRequests: orig.q, getActiveResourcesInfo: orig.r }));
   const text = await r.metrics();
   t.same(calls, { handles: 0, requests: 0, resources: 0 }, 'no handle, request or resource walk');
@@ -123,22 +164,35 @@ t.test('a scrape does not walk the handles: cost independent of open sockets', a
   t.match(text, /^process_cpu_seconds_total\{worker="1"\} /m, 'process labels on every series');
 });
 
-t.test('the standard names with prom-client\'s HELP, TYPE and cluster aggregator, and only the costly ones left out', async (t) => {
+t.test("the standard names with prom-client's HELP, TYPE and cluster aggregator, and only the costly ones left out", async (t) => {
   const ours = new Registry();
   const h = registerProcessMetrics(ours);
   t.teardown(() => h.stop());
   const theirs = new Registry();
   collectDefaultMetrics({ register: theirs });
-  const describe = async (r: Registry): Promise<Map<string, string>> => new Map(
-    (await r.getMetricsAsJSON() as unknown as MetricJson[]).map((m) => [m.name, `${m.type} ${m.aggregator} ${m.help}`]));
+  const describe = async (r: Registry): Promise<Map<string, string>> =>
+    new Map(((await r.getMetricsAsJSON()) as unknown as MetricJson[]).map((m) => [m.name, `${m.type} ${m.aggregator} ${m.help}`]));
   const [mine, reference] = await Promise.all([describe(ours), describe(theirs)]);
   for (const [name, what] of mine) t.equal(what, reference.get(name), `${name}: type, aggregator and HELP as prom-client's`);
   t.same([...mine.keys()].sort(), [...PROCESS_METRIC_NAMES].sort(), 'PROCESS_METRIC_NAMES is what is registered (cluster.ts labels by it)');
   const leftOut = [...reference.keys()].filter((n) => !mine.has(n)).sort();
-  t.same(leftOut, ['nodejs_active_handles', 'nodejs_active_handles_total', 'nodejs_active_requests', 'nodejs_active_requests_total',
-    'nodejs_active_resources', 'nodejs_active_resources_total', 'nodejs_eventloop_lag_stddev_seconds'],
-  'left out: the handle/request/resource walks and the stddev walk of the delay histogram');
-  t.notOk([...mine.keys()].some((n) => n.startsWith('ipgate_')), 'no ipgate_ prefix on process metrics');
+  t.same(
+    leftOut,
+    [
+      'nodejs_active_handles',
+      'nodejs_active_handles_total',
+      'nodejs_active_requests',
+      'nodejs_active_requests_total',
+      'nodejs_active_resources',
+      'nodejs_active_resources_total',
+      'nodejs_eventloop_lag_stddev_seconds',
+    ],
+    'left out: the handle/request/resource walks and the stddev walk of the delay histogram',
+  );
+  t.notOk(
+    [...mine.keys()].some((n) => n.startsWith('ipgate_')),
+    'no ipgate_ prefix on process metrics',
+  );
 });
 
 t.test('the old (registry, prefix, labels) call still gets the standard names', async (t) => {

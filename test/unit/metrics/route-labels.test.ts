@@ -9,7 +9,10 @@ import { Metrics } from '../../../src/metrics/metrics';
 import { ListenerStats } from '../../../src/metrics/listener-stats';
 
 function samples(text: string, name: string): string[] {
-  return text.split('\n').filter((l) => l.startsWith(`${name}{`)).sort();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`))
+    .sort();
 }
 
 t.test('route labels on closed and denied counters', async (t) => {
@@ -28,19 +31,35 @@ t.test('route labels on closed and denied counters', async (t) => {
   routed.route('b').closed.set('ok', 1);
   const text = await m.registry.metrics();
   const cases = [
-    { desc: 'a listener without routes: its series as before', name: 'ipgate_connections_closed_total', listener: 'plain',
-      want: ['ipgate_connections_closed_total{listener="plain",result="ok"} 3'] },
-    { desc: 'a listener with routes: per route, and the remainder without a route label', name: 'ipgate_connections_closed_total', listener: 'edge',
+    {
+      desc: 'a listener without routes: its series as before',
+      name: 'ipgate_connections_closed_total',
+      listener: 'plain',
+      want: ['ipgate_connections_closed_total{listener="plain",result="ok"} 3'],
+    },
+    {
+      desc: 'a listener with routes: per route, and the remainder without a route label',
+      name: 'ipgate_connections_closed_total',
+      listener: 'edge',
       want: [
         'ipgate_connections_closed_total{listener="edge",result="tls_timeout"} 2',
         'ipgate_connections_closed_total{listener="edge",route="a",result="denied"} 1',
         'ipgate_connections_closed_total{listener="edge",route="a",result="ok"} 4',
         'ipgate_connections_closed_total{listener="edge",route="b",result="ok"} 1',
-      ] },
-    { desc: 'denials: a zero remainder is left out', name: 'ipgate_denied_total', listener: 'edge',
-      want: ['ipgate_denied_total{listener="edge",route="a",reason="not_allowlisted"} 1'] },
+      ],
+    },
+    {
+      desc: 'denials: a zero remainder is left out',
+      name: 'ipgate_denied_total',
+      listener: 'edge',
+      want: ['ipgate_denied_total{listener="edge",route="a",reason="not_allowlisted"} 1'],
+    },
   ];
   for (const c of cases) {
-    t.same(samples(text, c.name).filter((l) => l.includes(`listener="${c.listener}"`)), [...c.want].sort(), c.desc);
+    t.same(
+      samples(text, c.name).filter((l) => l.includes(`listener="${c.listener}"`)),
+      [...c.want].sort(),
+      c.desc,
+    );
   }
 });

@@ -18,7 +18,9 @@ t.test('every code has one short sentence', async (t) => {
 t.test('the vector table exercises every decode-level code, and only catalogued ones', async (t) => {
   const seen = new Set<string>();
   for (const row of INVALID) if (row.expect.kind === 'error') seen.add(row.expect.reason);
-  const decodeLevel = Object.keys(PP_REASONS).filter((c) => !LISTENER_ONLY.includes(c as PpReason)).sort();
+  const decodeLevel = Object.keys(PP_REASONS)
+    .filter((c) => !LISTENER_ONLY.includes(c as PpReason))
+    .sort();
   t.same([...seen].sort(), decodeLevel);
   for (const code of LISTENER_ONLY) t.ok(code in PP_REASONS, `${code} lives in the catalogue too`);
 });

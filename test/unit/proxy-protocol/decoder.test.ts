@@ -93,7 +93,10 @@ function assertDecidedOnce(t: Test, row: Vector): void {
   const first = results.findIndex((r) => r.kind !== 'more');
   if (first === -1) return void t.fail('is decided within the row bytes');
   const decided = view(results[first]!);
-  const changed = results.slice(first).map(view).findIndex((v) => JSON.stringify(v) !== JSON.stringify(decided));
+  const changed = results
+    .slice(first)
+    .map(view)
+    .findIndex((v) => JSON.stringify(v) !== JSON.stringify(decided));
   t.equal(changed, -1, 'once decided, longer inputs keep the same answer');
   const expect = row.expect;
   if ((expect.kind === 'error' || expect.kind === 'none') && expect.decidedAt !== undefined) {
@@ -113,8 +116,11 @@ t.test('edge cases', async (t) => {
 
   const tlvValue = Buffer.alloc(4096 - 16 - 12 - 3, 0x61);
   const atCap = Buffer.concat([
-    hex`0d0a0d0a000d0a515549540a 21 11`, Buffer.from([(4096 - 16) >> 8, (4096 - 16) & 0xff]),
-    hex`0a000001 0a000002 0001 0002 e0`, Buffer.from([tlvValue.length >> 8, tlvValue.length & 0xff]), tlvValue,
+    hex`0d0a0d0a000d0a515549540a 21 11`,
+    Buffer.from([(4096 - 16) >> 8, (4096 - 16) & 0xff]),
+    hex`0a000001 0a000002 0001 0002 e0`,
+    Buffer.from([tlvValue.length >> 8, tlvValue.length & 0xff]),
+    tlvValue,
   ]);
   const capped = decodeProxyHeader(atCap);
   t.same(capped.kind === 'done' && capped.length, 4096, 'a v2 header of exactly the default 4096-byte cap is accepted');

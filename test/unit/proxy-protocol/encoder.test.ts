@@ -33,30 +33,84 @@ interface RoundTrip {
 }
 
 const ROUND_TRIPS: RoundTrip[] = [
-  { name: 'IPv4 to IPv4', src: { address: '203.0.113.9', port: 51000 }, dst: { address: '10.1.2.3', port: 8443 }, family: 'tcp4',
-    want: [{ address: '203.0.113.9', port: 51000 }, { address: '10.1.2.3', port: 8443 }] },
-  { name: 'IPv6 to IPv6', src: { address: '2001:db8::dead:beef', port: 1 }, dst: { address: '::1', port: 65535 }, family: 'tcp6',
-    want: [{ address: '2001:db8::dead:beef', port: 1 }, { address: '::1', port: 65535 }] },
-  { name: 'ports 0 and 65535', src: { address: '0.0.0.0', port: 0 }, dst: { address: '255.255.255.255', port: 65535 }, family: 'tcp4',
-    want: [{ address: '0.0.0.0', port: 0 }, { address: '255.255.255.255', port: 65535 }] },
-  { name: 'mixed families: both written as IPv6, IPv4 one v4-mapped', src: { address: '198.51.100.7', port: 4000 },
-    dst: { address: '2001:db8::2', port: 443 }, family: 'tcp6',
-    want: [{ address: '198.51.100.7', port: 4000 }, { address: '2001:db8::2', port: 443 }] },
-  { name: 'a v4-mapped socket address is the IPv4 client', src: { address: '::ffff:198.51.100.7', port: 4000 },
-    dst: { address: '10.0.0.1', port: 80 }, family: 'tcp4',
-    want: [{ address: '198.51.100.7', port: 4000 }, { address: '10.0.0.1', port: 80 }] },
-  { name: 'non-canonical IPv6 input decodes canonical', src: { address: '2001:DB8:0:0:0:0:0:1', port: 5 },
-    dst: { address: 'fe80::1', port: 6 }, family: 'tcp6',
-    want: [{ address: '2001:db8::1', port: 5 }, { address: 'fe80::1', port: 6 }] },
+  {
+    name: 'IPv4 to IPv4',
+    src: { address: '203.0.113.9', port: 51000 },
+    dst: { address: '10.1.2.3', port: 8443 },
+    family: 'tcp4',
+    want: [
+      { address: '203.0.113.9', port: 51000 },
+      { address: '10.1.2.3', port: 8443 },
+    ],
+  },
+  {
+    name: 'IPv6 to IPv6',
+    src: { address: '2001:db8::dead:beef', port: 1 },
+    dst: { address: '::1', port: 65535 },
+    family: 'tcp6',
+    want: [
+      { address: '2001:db8::dead:beef', port: 1 },
+      { address: '::1', port: 65535 },
+    ],
+  },
+  {
+    name: 'ports 0 and 65535',
+    src: { address: '0.0.0.0', port: 0 },
+    dst: { address: '255.255.255.255', port: 65535 },
+    family: 'tcp4',
+    want: [
+      { address: '0.0.0.0', port: 0 },
+      { address: '255.255.255.255', port: 65535 },
+    ],
+  },
+  {
+    name: 'mixed families: both written as IPv6, IPv4 one v4-mapped',
+    src: { address: '198.51.100.7', port: 4000 },
+    dst: { address: '2001:db8::2', port: 443 },
+    family: 'tcp6',
+    want: [
+      { address: '198.51.100.7', port: 4000 },
+      { address: '2001:db8::2', port: 443 },
+    ],
+  },
+  {
+    name: 'a v4-mapped socket address is the IPv4 client',
+    src: { address: '::ffff:198.51.100.7', port: 4000 },
+    dst: { address: '10.0.0.1', port: 80 },
+    family: 'tcp4',
+    want: [
+      { address: '198.51.100.7', port: 4000 },
+      { address: '10.0.0.1', port: 80 },
+    ],
+  },
+  {
+    name: 'non-canonical IPv6 input decodes canonical',
+    src: { address: '2001:DB8:0:0:0:0:0:1', port: 5 },
+    dst: { address: 'fe80::1', port: 6 },
+    family: 'tcp6',
+    want: [
+      { address: '2001:db8::1', port: 5 },
+      { address: 'fe80::1', port: 6 },
+    ],
+  },
 ];
 
 t.test('round trip through our decoder', async (t) => {
   for (const row of ROUND_TRIPS) {
-    for (const [version, encode] of [[1, encodeProxyV1], [2, encodeProxyV2]] as const) {
+    for (const [version, encode] of [
+      [1, encodeProxyV1],
+      [2, encodeProxyV2],
+    ] as const) {
       const bytes = encode(row.src, row.dst);
       const r = decodeProxyHeader(bytes);
       t.same(
-        r.kind === 'done' && { length: r.length, family: r.header.family, version: r.header.version, source: r.header.source, destination: r.header.destination },
+        r.kind === 'done' && {
+          length: r.length,
+          family: r.header.family,
+          version: r.header.version,
+          source: r.header.source,
+          destination: r.header.destination,
+        },
         { length: bytes.length, family: row.family, version, source: row.want[0], destination: row.want[1] },
         `v${version} ${row.name}`,
       );
@@ -77,10 +131,14 @@ t.test('round trip through our decoder', async (t) => {
 
 t.test('cross-check: proxy-protocol-js parses what we encode', async (t) => {
   const v1 = ppjs.V1ProxyProtocol.parse(encodeProxyV1(SPEC_SRC, SPEC_DST).toString('latin1'));
-  t.same([v1.inetProtocol, v1.source.ipAddress, v1.source.port, v1.destination.ipAddress, v1.destination.port, v1.data],
-    ['TCP4', '192.168.0.1', 56324, '192.168.0.11', 443, '']);
+  t.same(
+    [v1.inetProtocol, v1.source.ipAddress, v1.source.port, v1.destination.ipAddress, v1.destination.port, v1.data],
+    ['TCP4', '192.168.0.1', 56324, '192.168.0.11', 443, ''],
+  );
 
-  const v1six = ppjs.V1ProxyProtocol.parse(encodeProxyV1({ address: '2001:db8::1', port: 1 }, { address: '10.0.0.1', port: 2 }).toString('latin1'));
+  const v1six = ppjs.V1ProxyProtocol.parse(
+    encodeProxyV1({ address: '2001:db8::1', port: 1 }, { address: '10.0.0.1', port: 2 }).toString('latin1'),
+  );
   t.same([v1six.inetProtocol, v1six.source.ipAddress, v1six.destination.ipAddress], ['TCP6', '2001:db8::1', '::ffff:10.0.0.1']);
 
   const v2 = ppjs.V2ProxyProtocol.parse(encodeProxyV2(SPEC_SRC, SPEC_DST, [{ type: 1, value: Buffer.from('h2') }]));
@@ -88,14 +146,24 @@ t.test('cross-check: proxy-protocol-js parses what we encode', async (t) => {
   t.equal(v2.transportProtocol, ppjs.TransportProtocol.STREAM);
   t.equal(v2.addressFamilyType, ppjs.AddressFamilyType.INET);
   const a4 = v2.proxyAddress as ppjs.IPv4ProxyAddress;
-  t.same([a4.sourceAddress.address, a4.sourcePort, a4.destinationAddress.address, a4.destinationPort], [[192, 168, 0, 1], 56324, [192, 168, 0, 11], 443]);
+  t.same(
+    [a4.sourceAddress.address, a4.sourcePort, a4.destinationAddress.address, a4.destinationPort],
+    [[192, 168, 0, 1], 56324, [192, 168, 0, 11], 443],
+  );
   t.same(Buffer.from(v2.data ?? []), Buffer.from('010002' + '6832', 'hex'), 'the bytes after the address block are our TLV');
 
   const v26 = ppjs.V2ProxyProtocol.parse(encodeProxyV2({ address: '10.0.0.1', port: 7 }, { address: '2001:db8::2', port: 8 }));
   const a6 = v26.proxyAddress as ppjs.IPv6ProxyAddress;
   t.equal(v26.addressFamilyType, ppjs.AddressFamilyType.INET6);
-  t.same([Buffer.from(a6.sourceAddress.address).toString('hex'), a6.sourcePort, Buffer.from(a6.destinationAddress.address).toString('hex'), a6.destinationPort],
-    ['00000000000000000000ffff0a000001', 7, '20010db8000000000000000000000002', 8]);
+  t.same(
+    [
+      Buffer.from(a6.sourceAddress.address).toString('hex'),
+      a6.sourcePort,
+      Buffer.from(a6.destinationAddress.address).toString('hex'),
+      a6.destinationPort,
+    ],
+    ['00000000000000000000ffff0a000001', 7, '20010db8000000000000000000000002', 8],
+  );
 
   const local = ppjs.V2ProxyProtocol.parse(encodeProxyV2Local());
   t.same([local.command, local.addressFamilyType], [ppjs.Command.LOCAL, ppjs.AddressFamilyType.UNSPEC]);
@@ -103,28 +171,54 @@ t.test('cross-check: proxy-protocol-js parses what we encode', async (t) => {
 
 t.test('cross-check: we decode what proxy-protocol-js encodes', async (t) => {
   const payload = 'GET / HTTP/1.1\r\n\r\n';
-  const v1 = new ppjs.V1ProxyProtocol(ppjs.INETProtocol.TCP4, new ppjs.Peer('127.0.0.1', 12345), new ppjs.Peer('192.0.2.1', 54321), payload).build();
+  const v1 = new ppjs.V1ProxyProtocol(
+    ppjs.INETProtocol.TCP4,
+    new ppjs.Peer('127.0.0.1', 12345),
+    new ppjs.Peer('192.0.2.1', 54321),
+    payload,
+  ).build();
   const r1 = decodeProxyHeader(Buffer.from(v1, 'latin1'));
-  t.same(r1.kind === 'done' && [r1.length, r1.header.source, r1.header.destination],
-    [v1.length - payload.length, { address: '127.0.0.1', port: 12345 }, { address: '192.0.2.1', port: 54321 }], 'v1 TCP4 with payload');
+  t.same(
+    r1.kind === 'done' && [r1.length, r1.header.source, r1.header.destination],
+    [v1.length - payload.length, { address: '127.0.0.1', port: 12345 }, { address: '192.0.2.1', port: 54321 }],
+    'v1 TCP4 with payload',
+  );
 
   const v1six = new ppjs.V1ProxyProtocol(ppjs.INETProtocol.TCP6, new ppjs.Peer('2001:db8::10', 1), new ppjs.Peer('::1', 2)).build();
   const r1six = decodeProxyHeader(Buffer.from(v1six, 'latin1'));
-  t.same(r1six.kind === 'done' && [r1six.header.family, r1six.header.source?.address, r1six.header.destination?.address], ['tcp6', '2001:db8::10', '::1']);
+  t.same(r1six.kind === 'done' && [r1six.header.family, r1six.header.source?.address, r1six.header.destination?.address], [
+    'tcp6',
+    '2001:db8::10',
+    '::1',
+  ]);
 
   // Its v2 encoder leaves `data` out of the length field, so `data` is payload after the header.
-  const four = new ppjs.IPv4ProxyAddress(ppjs.IPv4Address.createFrom([127, 0, 0, 1]), 12345, ppjs.IPv4Address.createFrom([192, 0, 2, 1]), 54321);
+  const four = new ppjs.IPv4ProxyAddress(
+    ppjs.IPv4Address.createFrom([127, 0, 0, 1]),
+    12345,
+    ppjs.IPv4Address.createFrom([192, 0, 2, 1]),
+    54321,
+  );
   const v2 = Buffer.from(new ppjs.V2ProxyProtocol(ppjs.Command.PROXY, ppjs.TransportProtocol.STREAM, four, Buffer.from(payload)).build());
   const r2 = decodeProxyHeader(v2);
-  t.same(r2.kind === 'done' && [r2.length, r2.header.family, r2.header.source, r2.header.destination],
-    [28, 'tcp4', { address: '127.0.0.1', port: 12345 }, { address: '192.0.2.1', port: 54321 }], 'v2 TCP4, payload left after 28 bytes');
+  t.same(
+    r2.kind === 'done' && [r2.length, r2.header.family, r2.header.source, r2.header.destination],
+    [28, 'tcp4', { address: '127.0.0.1', port: 12345 }, { address: '192.0.2.1', port: 54321 }],
+    'v2 TCP4, payload left after 28 bytes',
+  );
 
   const six = new ppjs.IPv6ProxyAddress(
-    ppjs.IPv6Address.createFrom([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]), 443,
-    ppjs.IPv6Address.createFrom([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 9]), 8443);
+    ppjs.IPv6Address.createFrom([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+    443,
+    ppjs.IPv6Address.createFrom([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 9]),
+    8443,
+  );
   const r6 = decodeProxyHeader(Buffer.from(new ppjs.V2ProxyProtocol(ppjs.Command.PROXY, ppjs.TransportProtocol.STREAM, six).build()));
-  t.same(r6.kind === 'done' && [r6.length, r6.header.family, r6.header.source, r6.header.destination],
-    [52, 'tcp6', { address: '2001:db8::1', port: 443 }, { address: '10.0.0.9', port: 8443 }], 'v2 TCP6 with a v4-mapped destination');
+  t.same(
+    r6.kind === 'done' && [r6.length, r6.header.family, r6.header.source, r6.header.destination],
+    [52, 'tcp6', { address: '2001:db8::1', port: 443 }, { address: '10.0.0.9', port: 8443 }],
+    'v2 TCP6 with a v4-mapped destination',
+  );
 
   const rl = decodeProxyHeader(Buffer.from(new ppjs.V2ProxyProtocol(ppjs.Command.LOCAL, ppjs.TransportProtocol.STREAM, four).build()));
   t.same(rl.kind === 'done' && [rl.length, rl.header.command, rl.header.source], [28, 'local', null], 'v2 LOCAL with an address block');

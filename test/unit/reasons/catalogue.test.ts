@@ -6,9 +6,31 @@ import t from 'tap';
 import { PP_REASONS } from '../../../src/proxy-protocol/codes';
 import { ROUTE_MISS_REASONS } from '../../../src/route/codes';
 import { TLS_REASONS } from '../../../src/tls/codes';
-import { CLIENT_REASONS, DENIAL_REASONS, EDGE_REASONS, END_REASONS, H2_REASONS, HOST_REASONS, REASONS, TLS_HANDSHAKE_REASONS, UPSTREAM_REASONS } from '../../../src/reasons';
+import {
+  CLIENT_REASONS,
+  DENIAL_REASONS,
+  EDGE_REASONS,
+  END_REASONS,
+  H2_REASONS,
+  HOST_REASONS,
+  REASONS,
+  TLS_HANDSHAKE_REASONS,
+  UPSTREAM_REASONS,
+} from '../../../src/reasons';
 
-const GROUPS = { DENIAL_REASONS, CLIENT_REASONS, HOST_REASONS, UPSTREAM_REASONS, END_REASONS, EDGE_REASONS, H2_REASONS, PP_REASONS, TLS_REASONS, ROUTE_MISS_REASONS, TLS_HANDSHAKE_REASONS } as const;
+const GROUPS = {
+  DENIAL_REASONS,
+  CLIENT_REASONS,
+  HOST_REASONS,
+  UPSTREAM_REASONS,
+  END_REASONS,
+  EDGE_REASONS,
+  H2_REASONS,
+  PP_REASONS,
+  TLS_REASONS,
+  ROUTE_MISS_REASONS,
+  TLS_HANDSHAKE_REASONS,
+} as const;
 
 t.test('each code is in exactly one group, and REASONS holds them all', async (t) => {
   const seen = new Map<string, string>();
@@ -33,8 +55,23 @@ t.test('each code is a short snake_case label with one sentence', async (t) => {
 
 t.test('the groups carry the codes the data path and the metrics name', async (t) => {
   t.same(Object.keys(DENIAL_REASONS).sort(), ['denied_by_entry', 'not_allowlisted', 'revoked']);
-  t.same(Object.keys(UPSTREAM_REASONS).sort(), ['upstream_dns', 'upstream_error', 'upstream_refused', 'upstream_reset', 'upstream_timeout']);
-  t.same(Object.keys(CLIENT_REASONS).sort(), ['bad_request', 'client_abort', 'h2_malformed', 'h2_required', 'h2_stream_timeout', 'header_timeout', 'header_too_large', 'idle_timeout']);
+  t.same(Object.keys(UPSTREAM_REASONS).sort(), [
+    'upstream_dns',
+    'upstream_error',
+    'upstream_refused',
+    'upstream_reset',
+    'upstream_timeout',
+  ]);
+  t.same(Object.keys(CLIENT_REASONS).sort(), [
+    'bad_request',
+    'client_abort',
+    'h2_malformed',
+    'h2_required',
+    'h2_stream_timeout',
+    'header_timeout',
+    'header_too_large',
+    'idle_timeout',
+  ]);
   t.same(Object.keys(H2_REASONS).sort(), ['h2_control_flood', 'h2_idle_timeout', 'h2_protocol_error', 'h2_rapid_reset']);
   t.same(Object.keys(END_REASONS).sort(), ['denied', 'drain', 'route_removed', 'trust_revoked']);
   t.same(Object.keys(ROUTE_MISS_REASONS).sort(), ['route_bad_path', 'route_no_host', 'route_no_path', 'route_path_params']);

@@ -101,8 +101,11 @@ t.test('GET: method, url, version, headers as received, no body', async (t) => {
   t.equal(h.url, '/a/b?c=d');
   t.equal(h.versionMajor, 1);
   t.equal(h.versionMinor, 1);
-  t.same(h.rawHeaders, ['Host', 'example.test', 'X-Mixed-Case', 'v1', 'X-Pad', 'padded', 'X-Empty', ''],
-    'names keep their case, values lose surrounding blanks, empty values kept');
+  t.same(
+    h.rawHeaders,
+    ['Host', 'example.test', 'X-Mixed-Case', 'v1', 'X-Pad', 'padded', 'X-Empty', ''],
+    'names keep their case, values lose surrounding blanks, empty values kept',
+  );
   t.equal(h.keepAlive, true);
   t.equal(h.upgrade, false);
   t.equal(h.contentLength, null);
@@ -124,7 +127,10 @@ t.test('POST with Content-Length: body delivered; byte-at-a-time gives the same'
   const split = request(pieces(msg, 1));
   t.same(summary(split.rec, split.last), summary(whole.rec, whole.last), 'identical head, body, completion');
   t.equal(split.rec.bodies.length, 11, 'one body callback per byte read');
-  t.ok(split.results.slice(0, -1).every((r) => r.kind === 'ok'), 'ok until the last byte');
+  t.ok(
+    split.results.slice(0, -1).every((r) => r.kind === 'ok'),
+    'ok until the last byte',
+  );
   for (const n of [2, 3, 7, 16, 33]) {
     const r = request(pieces(msg, n));
     t.same(summary(r.rec, r.last), summary(whole.rec, whole.last), `pieces of ${n}`);
@@ -132,16 +138,21 @@ t.test('POST with Content-Length: body delivered; byte-at-a-time gives the same'
 });
 
 t.test('chunked request: decoded body, chunk extensions skipped, trailers handed over', async (t) => {
-  const msg = b('POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' +
-    '5;ext=1\r\nhello\r\n6;a=b;c="q;x"\r\n world\r\n0\r\nX-Checksum: abc \r\nX-More: 2\r\n\r\n');
+  const msg = b(
+    'POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' +
+      '5;ext=1\r\nhello\r\n6;a=b;c="q;x"\r\n world\r\n0\r\nX-Checksum: abc \r\nX-More: 2\r\n\r\n',
+  );
   const whole = request([msg]);
   t.same(whole.last, { kind: 'paused', consumed: msg.length });
   const h = whole.rec.heads[0]!;
   t.equal(h.chunked, true);
   t.equal(h.contentLength, null);
   t.equal(whole.rec.body(), 'hello world', 'chunk sizes, extensions and CRLFs are not body');
-  t.same(whole.rec.completes, [{ keepAlive: true, trailers: ['X-Checksum', 'abc', 'X-More', '2'] }],
-    'trailers are tolerated and delivered, not mixed into rawHeaders');
+  t.same(
+    whole.rec.completes,
+    [{ keepAlive: true, trailers: ['X-Checksum', 'abc', 'X-More', '2'] }],
+    'trailers are tolerated and delivered, not mixed into rawHeaders',
+  );
   t.same(h.rawHeaders, ['Host', 'h', 'Transfer-Encoding', 'chunked']);
   const split = request(pieces(msg, 1));
   t.same(summary(split.rec, split.last), summary(whole.rec, whole.last), 'byte at a time');
@@ -164,7 +175,10 @@ t.test('pipelined requests: pause after the first, consumed is its length, resum
   p.resume();
   const r2 = p.execute(data.subarray(first.length));
   t.same(r2, { kind: 'paused', consumed: second.length });
-  t.same(rec.heads.map((h) => h.url), ['/1', '/2']);
+  t.same(
+    rec.heads.map((h) => h.url),
+    ['/1', '/2'],
+  );
   t.equal(rec.body(), 'abc');
   t.same(rec.events, ['head', 'body', 'complete', 'head', 'complete']);
   p.resume();
@@ -173,17 +187,30 @@ t.test('pipelined requests: pause after the first, consumed is its length, resum
 
   const nonstop = request([b(first + second + first)], { pauseAfterMessage: false });
   t.same(nonstop.results, [{ kind: 'ok' }], 'pauseAfterMessage: false parses them back to back');
-  t.same(nonstop.rec.heads.map((h) => h.url), ['/1', '/2', '/1']);
+  t.same(
+    nonstop.rec.heads.map((h) => h.url),
+    ['/1', '/2', '/1'],
+  );
   t.equal(nonstop.rec.body(), 'abcabc');
 });
 
-t.test('smuggling and malformed requests are rejected with 400 and llhttp\'s error name', async (t) => {
+t.test("smuggling and malformed requests are rejected with 400 and llhttp's error name", async (t) => {
   const cases: [string, string, string][] = [
-    ['Content-Length then Transfer-Encoding',
-      'POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 'HPE_INVALID_TRANSFER_ENCODING'],
-    ['Transfer-Encoding then Content-Length',
-      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n', 'HPE_INVALID_CONTENT_LENGTH'],
-    ['two different Content-Length', 'POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd', 'HPE_UNEXPECTED_CONTENT_LENGTH'],
+    [
+      'Content-Length then Transfer-Encoding',
+      'POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      'HPE_INVALID_TRANSFER_ENCODING',
+    ],
+    [
+      'Transfer-Encoding then Content-Length',
+      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n',
+      'HPE_INVALID_CONTENT_LENGTH',
+    ],
+    [
+      'two different Content-Length',
+      'POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd',
+      'HPE_UNEXPECTED_CONTENT_LENGTH',
+    ],
     ['two equal Content-Length', 'POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc', 'HPE_UNEXPECTED_CONTENT_LENGTH'],
     ['Content-Length with a letter', 'POST / HTTP/1.1\r\nContent-Length: 3x\r\n\r\nabc', 'HPE_INVALID_CONTENT_LENGTH'],
     ['Content-Length with a sign', 'POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc', 'HPE_INVALID_CONTENT_LENGTH'],
@@ -200,14 +227,26 @@ t.test('smuggling and malformed requests are rejected with 400 and llhttp\'s err
     ['bad chunk size', 'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n', 'HPE_INVALID_CHUNK_SIZE'],
     ['space after the chunk size', 'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2 \r\nab\r\n0\r\n\r\n', 'HPE_INVALID_CHUNK_SIZE'],
     ['chunk longer than its size', 'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n', 'HPE_STRICT'],
-    ['Transfer-Encoding: chunked, identity',
-      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n', 'HPE_INVALID_TRANSFER_ENCODING'],
-    ['chunked, then another Transfer-Encoding line',
-      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n', 'HPE_INVALID_TRANSFER_ENCODING'],
-    ['chunked twice', 'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
-      'HPE_INVALID_TRANSFER_ENCODING'],
-    ['request Transfer-Encoding not ending in chunked',
-      'POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nabc', 'HPE_INVALID_TRANSFER_ENCODING'],
+    [
+      'Transfer-Encoding: chunked, identity',
+      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n',
+      'HPE_INVALID_TRANSFER_ENCODING',
+    ],
+    [
+      'chunked, then another Transfer-Encoding line',
+      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n',
+      'HPE_INVALID_TRANSFER_ENCODING',
+    ],
+    [
+      'chunked twice',
+      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      'HPE_INVALID_TRANSFER_ENCODING',
+    ],
+    [
+      'request Transfer-Encoding not ending in chunked',
+      'POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nabc',
+      'HPE_INVALID_TRANSFER_ENCODING',
+    ],
     ['bare LF after the request line', 'GET / HTTP/1.1\nHost: a\r\n\r\n', 'HPE_INVALID_VERSION'],
     ['bare LF after a header', 'GET / HTTP/1.1\r\nHost: a\n\r\n', 'HPE_CR_EXPECTED'],
     ['CR without LF in a header', 'GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n', 'HPE_LF_EXPECTED'],
@@ -237,8 +276,11 @@ t.test('smuggling and malformed requests are rejected with 400 and llhttp\'s err
   // The errors found in the head never reach onHead; those after it (body, llhttp's post-head
   // Transfer-Encoding check) do, and the caller acts on the error result.
   t.equal(request([b(cases[0]![1])]).rec.heads.length, 0, 'CL+TE: no head');
-  t.equal(request([b('POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n')]).rec.heads.length, 1,
-    'TE gzip: the head is out before the error');
+  t.equal(
+    request([b('POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n')]).rec.heads.length,
+    1,
+    'TE gzip: the head is out before the error',
+  );
 });
 
 t.test('after an error the parser is unusable', async (t) => {
@@ -388,7 +430,11 @@ t.test('HEAD response: Content-Length but no body, then the next response on the
   t.equal(bare.rec.heads[0]!.keepAlive, true, 'HEAD response without length: keep-alive in the head');
   t.same(bare.rec.completes[0], { keepAlive: true, trailers: [] }, 'and at completion');
   t.equal(bare.rec.heads[0]!.untilEof, false);
-  t.same(bare.rec.heads.map((h) => h.statusCode), [200, 204], 'the next response follows');
+  t.same(
+    bare.rec.heads.map((h) => h.statusCode),
+    [200, 204],
+    'the next response follows',
+  );
   const closing = response([b('HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n')], 'HEAD');
   t.equal(closing.rec.heads[0]!.keepAlive, false, 'Connection: close still counts');
   // The same bytes without setRequestMethod('HEAD') are a body to EOF.
@@ -399,8 +445,12 @@ t.test('HEAD response: Content-Length but no body, then the next response on the
 });
 
 t.test('204 and 304: no body, even with a Content-Length', async (t) => {
-  for (const head of ['HTTP/1.1 204 No Content\r\n\r\n', 'HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n',
-    'HTTP/1.1 304 Not Modified\r\n\r\n', 'HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\nETag: "x"\r\n\r\n']) {
+  for (const head of [
+    'HTTP/1.1 204 No Content\r\n\r\n',
+    'HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n',
+    'HTTP/1.1 304 Not Modified\r\n\r\n',
+    'HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\nETag: "x"\r\n\r\n',
+  ]) {
     const next = 'HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc';
     const { rec, results } = response([b(head + next)]);
     t.same(results[0], { kind: 'paused', consumed: head.length }, JSON.stringify(head));
@@ -412,19 +462,35 @@ t.test('204 and 304: no body, even with a Content-Length', async (t) => {
 });
 
 t.test('1xx: 100 Continue and 103 are heads of their own, then the final response', async (t) => {
-  const msg = b('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n' +
-    'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
-  for (const [name, reads] of [['one read', [msg]], ['byte at a time', pieces(msg, 1)]] as const) {
+  const msg = b(
+    'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n' +
+      'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok',
+  );
+  for (const [name, reads] of [
+    ['one read', [msg]],
+    ['byte at a time', pieces(msg, 1)],
+  ] as const) {
     const { rec, last } = response([...reads], 'POST');
-    t.same(rec.heads.map((h) => h.statusCode), [100, 103, 200], name);
+    t.same(
+      rec.heads.map((h) => h.statusCode),
+      [100, 103, 200],
+      name,
+    );
     t.same(rec.heads[1]!.rawHeaders, ['Link', '</s.css>; rel=preload']);
-    t.same(rec.events.filter((e) => e !== 'body'), ['head', 'head', 'head', 'complete'],
-      `${name}: one completion, for the final response`);
+    t.same(
+      rec.events.filter((e) => e !== 'body'),
+      ['head', 'head', 'head', 'complete'],
+      `${name}: one completion, for the final response`,
+    );
     t.equal(rec.body(), 'ok');
     t.same(last, { kind: 'paused', consumed: reads[reads.length - 1]!.length }, `${name}: paused only after the 200`);
   }
   const cl = response([b('HTTP/1.1 100 Continue\r\nContent-Length: 2\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n')]);
-  t.same(cl.rec.heads.map((h) => h.statusCode), [100, 200], 'a 1xx never has a body, whatever it says');
+  t.same(
+    cl.rec.heads.map((h) => h.statusCode),
+    [100, 200],
+    'a 1xx never has a body, whatever it says',
+  );
 });
 
 t.test('EOF-delimited response body: finish() completes it; an incomplete message is an error', async (t) => {
@@ -501,7 +567,10 @@ t.test('upgrade: consumed at the end of the head, the rest untouched', async (t)
   t.throws(() => p.execute(b('x')), /upgraded/, 'no more HTTP after an upgrade ...');
   p.resumeAfterUpgrade(); // ... unless the relay declined it
   t.same(p.execute(b('GET /next HTTP/1.1\r\n\r\n')), { kind: 'paused', consumed: 22 });
-  t.same(rec.heads.map((h) => h.url), ['/ws', '/next']);
+  t.same(
+    rec.heads.map((h) => h.url),
+    ['/ws', '/next'],
+  );
   p.free();
 
   const plain = request([b('GET / HTTP/1.1\r\nConnection: Upgrade\r\n\r\n')]);
@@ -526,7 +595,6 @@ t.test('upgrade: consumed at the end of the head, the rest untouched', async (t)
   t.equal(refused.rec.body(), 'x');
 });
 
-
 t.test('many parsers at once: interleaved reads, no cross-talk; free() releases them', async (t) => {
   const n = 200;
   const parsers: { p: HttpParser<'request'>; rec: Recorder<RequestHead>; reads: Buffer[]; results: ExecuteResult[] }[] = [];
@@ -545,9 +613,15 @@ t.test('many parsers at once: interleaved reads, no cross-talk; free() releases 
   }
   parsers.forEach(({ rec, results }, i) => {
     const body = `body-of-${i}-`.repeat((i % 7) + 1);
-    if (rec.heads.length !== 1 || rec.heads[0]!.url !== `/item/${i}` || rec.body() !== body ||
-      rec.completes.length !== 1 || results[results.length - 1]!.kind !== 'paused' ||
-      rec.heads[0]!.rawHeaders[1] !== String(i) || rec.heads[0]!.method !== (i % 3 === 0 ? 'PUT' : 'POST')) {
+    if (
+      rec.heads.length !== 1 ||
+      rec.heads[0]!.url !== `/item/${i}` ||
+      rec.body() !== body ||
+      rec.completes.length !== 1 ||
+      results[results.length - 1]!.kind !== 'paused' ||
+      rec.heads[0]!.rawHeaders[1] !== String(i) ||
+      rec.heads[0]!.method !== (i % 3 === 0 ? 'PUT' : 'POST')
+    ) {
       t.fail(`parser ${i}: ${JSON.stringify({ heads: rec.heads, body: rec.body(), results })}`);
     }
   });
@@ -578,7 +652,10 @@ t.test('many parsers at once: interleaved reads, no cross-talk; free() releases 
   // A large read grows the shared input buffer; parsing still works across the move.
   const large = b(`POST /big HTTP/1.1\r\nContent-Length: 3000000\r\n\r\n${'z'.repeat(3000000)}`);
   const r = request([large]);
-  t.equal(r.rec.bodies.reduce((s, x) => s + x.length, 0), 3000000);
+  t.equal(
+    r.rec.bodies.reduce((s, x) => s + x.length, 0),
+    3000000,
+  );
   t.ok(llhttpMemoryBytes() > before, 'memory grew for the large read');
   t.ok(cycle(), 'small parses after the growth');
 });
@@ -598,7 +675,7 @@ t.test('garbage never throws out of execute: it is an error result', async (t) =
       // The same garbage in random pieces.
       const q = new HttpParser(type, new Recorder<Head>());
       let last: ExecuteResult = { kind: 'ok' };
-      for (let at = 0; at < len && last.kind === 'ok';) {
+      for (let at = 0; at < len && last.kind === 'ok'; ) {
         const n = 1 + Math.floor(rand() * 40);
         last = q.execute(data.subarray(at, at + n));
         at += n;
@@ -610,8 +687,10 @@ t.test('garbage never throws out of execute: it is an error result', async (t) =
   t.equal(errors, 8000, 'every random buffer, whole or in pieces, is an error');
 
   // Valid messages with a few bytes changed: any result, but never an exception.
-  const base = b('POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: 1\r\n\r\n' +
-    'GET /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi');
+  const base = b(
+    'POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: 1\r\n\r\n' +
+      'GET /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi',
+  );
   const kinds = new Set<string>();
   for (let i = 0; i < 3000; i++) {
     const data = Buffer.from(base);
@@ -626,7 +705,9 @@ t.test('garbage never throws out of execute: it is an error result', async (t) =
 t.test('a sink that throws: the exception comes out of execute, the parser is dead, others unaffected', async (t) => {
   const boom = new Error('sink failed');
   const p = new HttpParser('request', {
-    onHead: () => { throw boom; },
+    onHead: () => {
+      throw boom;
+    },
     onBody: () => undefined,
     onMessageComplete: () => undefined,
   });
@@ -640,7 +721,10 @@ t.test('a sink that throws: the exception comes out of execute, the parser is de
   // free() from inside a callback waits for execute to return.
   const rec = new Recorder<RequestHead>();
   const q: HttpParser<'request'> = new HttpParser('request', {
-    onHead: (h) => { rec.onHead(h); q.free(); },
+    onHead: (h) => {
+      rec.onHead(h);
+      q.free();
+    },
     onBody: (c) => rec.onBody(c),
     onMessageComplete: (k, tr) => rec.onMessageComplete(k, tr),
   });
@@ -651,7 +735,9 @@ t.test('a sink that throws: the exception comes out of execute, the parser is de
   // Re-entering execute from a callback is refused.
   const inner = new HttpParser('request', new Recorder<RequestHead>());
   const outer = new HttpParser('request', {
-    onHead: () => { inner.execute(b('GET / HTTP/1.1\r\n\r\n')); },
+    onHead: () => {
+      inner.execute(b('GET / HTTP/1.1\r\n\r\n'));
+    },
     onBody: () => undefined,
     onMessageComplete: () => undefined,
   });

@@ -4,13 +4,27 @@ import { canonicalHost, RouteTable, RouteTableError } from '../../../src/route/r
 import type { RouteResult, RouteSpec } from '../../../src/route/route-table';
 
 const ROUTES: RouteSpec[] = [
-  { name: 'api', hosts: ['api.example.com'], paths: [{ path: '/v1', match: 'prefix' }, { path: '/health', match: 'exact' }] },
+  {
+    name: 'api',
+    hosts: ['api.example.com'],
+    paths: [
+      { path: '/v1', match: 'prefix' },
+      { path: '/health', match: 'exact' },
+    ],
+  },
   { name: 'api-admin', hosts: ['API.example.com'], paths: [{ path: '/v1/admin/', match: 'prefix' }] },
   { name: 'web', hosts: ['www.example.com', 'example.com'] },
   { name: 'kb', hosts: ['kb.example.org'] },
   { name: 'tenants', hosts: ['*.example.com'] },
   { name: 'eu', hosts: ['*.eu.example.com'], paths: [{ path: '/', match: 'prefix' }] },
-  { name: 'fallback', hosts: ['*'], paths: [{ path: '/', match: 'prefix' }, { path: '/robots.txt', match: 'exact' }] },
+  {
+    name: 'fallback',
+    hosts: ['*'],
+    paths: [
+      { path: '/', match: 'prefix' },
+      { path: '/robots.txt', match: 'exact' },
+    ],
+  },
 ];
 
 /** "route host path" for a match, the reason for a miss. */
@@ -27,7 +41,12 @@ const LOOKUPS: [description: string, host: string, path: string, expect: string]
   ['the prefix with a trailing slash', 'api.example.com', '/v1/', 'api api.example.com prefix:/v1'],
   ['a prefix matches on "/" boundaries only (Gateway API), not "/v1x"', 'api.example.com', '/v1x', 'route_no_path'],
   ['the longest prefix wins', 'api.example.com', '/v1/admin/users', 'api-admin api.example.com prefix:/v1/admin'],
-  ['a config prefix written with a trailing slash matches without it', 'api.example.com', '/v1/admin', 'api-admin api.example.com prefix:/v1/admin'],
+  [
+    'a config prefix written with a trailing slash matches without it',
+    'api.example.com',
+    '/v1/admin',
+    'api-admin api.example.com prefix:/v1/admin',
+  ],
   ['"/v1/administrator" is not under "/v1/admin"', 'api.example.com', '/v1/administrator', 'api api.example.com prefix:/v1'],
   ['an exact path', 'api.example.com', '/health', 'api api.example.com exact:/health'],
   ['an exact path does not match with a trailing slash', 'api.example.com', '/health/', 'route_no_path'],
@@ -46,7 +65,7 @@ const LOOKUPS: [description: string, host: string, path: string, expect: string]
   ['"*.eu.example.com" does not match "eu.example.com" itself', 'eu.example.com', '/x', 'tenants *.example.com (any)'],
   ['"*.example.com" does not match "example.com" (an exact host does)', 'EXAMPLE.com', '/', 'web example.com (any)'],
   ['an unknown host takes the default', 'other.test', '/x', 'fallback * prefix:/'],
-  ['the default route\'s own exact path', 'other.test', '/robots.txt', 'fallback * exact:/robots.txt'],
+  ["the default route's own exact path", 'other.test', '/robots.txt', 'fallback * exact:/robots.txt'],
   ['no Host at all takes the default', '', '/', 'fallback * prefix:/'],
   ['an IPv4 Host takes the default', '10.0.0.1:80', '/', 'fallback * prefix:/'],
   ['an IPv6 Host takes the default', '[::1]:8080', '/', 'fallback * prefix:/'],
@@ -83,10 +102,13 @@ t.test('without a default route', async (t) => {
 });
 
 t.test('servlet path parameters: each segment cut at its ";" before matching', async (t) => {
-  const servlet = RouteTable.compile([
-    { name: 'admin', hosts: ['www.example.com'], paths: [{ path: '/admin', match: 'prefix' }] },
-    { name: 'open', hosts: ['www.example.com'], paths: [{ path: '/', match: 'prefix' }] },
-  ], { pathParameters: 'servlet' });
+  const servlet = RouteTable.compile(
+    [
+      { name: 'admin', hosts: ['www.example.com'], paths: [{ path: '/admin', match: 'prefix' }] },
+      { name: 'open', hosts: ['www.example.com'], paths: [{ path: '/', match: 'prefix' }] },
+    ],
+    { pathParameters: 'servlet' },
+  );
   t.equal(servlet.pathParameters, 'servlet');
   const rows: [string, string][] = [
     ['/admin;x=1/', 'admin www.example.com prefix:/admin'],
@@ -104,7 +126,14 @@ t.test('servlet path parameters: each segment cut at its ";" before matching', a
 t.test('ignoreCase paths: ASCII letters without case, only where asked', async (t) => {
   const folded = RouteTable.compile([
     { name: 'admin', hosts: ['www.example.com'], paths: [{ path: '/admin', match: 'prefix', ignoreCase: true }] },
-    { name: 'Api', hosts: ['www.example.com'], paths: [{ path: '/API/v1', match: 'prefix' }, { path: '/Exact', match: 'exact', ignoreCase: true }] },
+    {
+      name: 'Api',
+      hosts: ['www.example.com'],
+      paths: [
+        { path: '/API/v1', match: 'prefix' },
+        { path: '/Exact', match: 'exact', ignoreCase: true },
+      ],
+    },
     { name: 'deep', hosts: ['www.example.com'], paths: [{ path: '/admin/keys', match: 'prefix' }] },
     { name: 'open', hosts: ['www.example.com'], paths: [{ path: '/', match: 'prefix' }] },
     { name: 'other', hosts: ['*'], paths: [{ path: '/admin', match: 'prefix' }] },
@@ -157,8 +186,13 @@ t.test('tables and answers are immutable and built once', async (t) => {
   t.ok(Object.isFrozen(a), 'an answer is frozen');
   t.equal(a, b, 'the same match object every time (nothing allocated per lookup)');
   t.equal(table.lookup('nope', '/../x'), table.lookup('nope2', '/%2f'), 'misses are shared constants too');
-  t.same(table.routeNames, ROUTES.map((r) => r.name), 'route names in config order');
-  for (const reason of ['route_no_host', 'route_no_path', 'route_bad_path', 'route_path_params'] as const) t.ok(ROUTE_MISS_REASONS[reason].endsWith('.'), `${reason} has a sentence`);
+  t.same(
+    table.routeNames,
+    ROUTES.map((r) => r.name),
+    'route names in config order',
+  );
+  for (const reason of ['route_no_host', 'route_no_path', 'route_bad_path', 'route_path_params'] as const)
+    t.ok(ROUTE_MISS_REASONS[reason].endsWith('.'), `${reason} has a sentence`);
 });
 
 t.test('canonicalHost', async (t) => {
@@ -209,9 +243,17 @@ t.test('the wildcard walk: hash lookups only at the wildcard suffix lengths, non
   t.ok(gets <= 3, `1 exact + at most 2 wildcard lookups (one per suffix length), not one per label: ${gets}`);
   t.equal(show(counted(() => wild.lookup(`${'a.'.repeat(120)}x`, '/'))), 'fallback * (any)', 'a 121-label name under no wildcard');
   t.ok(gets <= 3, `1 exact + at most one lookup per wildcard suffix length: ${gets}`);
-  t.equal(show(counted(() => wild.lookup(`${'ab'.repeat(60)}.${'ab'.repeat(60)}`, '/'))), 'fallback * (any)', 'a name whose only dot starts no suffix of a wildcard\'s length');
+  t.equal(
+    show(counted(() => wild.lookup(`${'ab'.repeat(60)}.${'ab'.repeat(60)}`, '/'))),
+    'fallback * (any)',
+    "a name whose only dot starts no suffix of a wildcard's length",
+  );
   t.equal(gets, 1, 'the exact lookup alone');
-  t.equal(show(counted(() => wild.lookup(`${'a.'.repeat(8000)}example.com`, '/'))), 'fallback * (any)', 'a 16 KB name only reaches the default');
+  t.equal(
+    show(counted(() => wild.lookup(`${'a.'.repeat(8000)}example.com`, '/'))),
+    'fallback * (any)',
+    'a 16 KB name only reaches the default',
+  );
   t.equal(gets, 0, 'no lookup at all for a name longer than 253 characters');
   t.equal(show(counted(() => wild.lookup('x.eu.example.com', '/'))), 'eu *.eu.example.com (any)', 'the longer wildcard still wins');
   t.equal(show(wild.lookup('eu.example.com', '/')), 'tenants *.example.com (any)', 'a wildcard never matches its bare suffix');
@@ -234,37 +276,123 @@ const route = (extra: Partial<RouteSpec>): RouteSpec => ({ name: 'r', hosts: ['a
 
 const INVALID: [description: string, routes: unknown, expect: RegExp, kind?: 'sni'][] = [
   ['an empty route list', [], /^routes: \[\]: is empty/],
-  ['a wildcard in the middle', [route({ hosts: ['a.*.com'] })], /^routes\[0\] \("r"\)\.hosts\[0\]: "a\.\*\.com": a wildcard is only allowed alone/],
+  [
+    'a wildcard in the middle',
+    [route({ hosts: ['a.*.com'] })],
+    /^routes\[0\] \("r"\)\.hosts\[0\]: "a\.\*\.com": a wildcard is only allowed alone/,
+  ],
   ['a double wildcard', [route({ hosts: ['*.*.example.com'] })], /"\*\.\*\.example\.com": a wildcard is only allowed/],
   ['a wildcard glued to a label', [route({ hosts: ['*example.com'] })], /"\*example\.com": a wildcard is only allowed/],
   ['a trailing dot in config', [route({ hosts: ['a.example.'] })], /"a\.example\.": write it without the trailing dot \("a\.example"\)/],
   ['a host with a port', [route({ hosts: ['a.example:8080'] })], /"a\.example:8080": a route host has no port/],
-  ['an IP address as host', [route({ hosts: ['10.0.0.1'] })], /"10\.0\.0\.1": is an IP address, not a host name \(requests by address take the default route "\*"\)/],
+  [
+    'an IP address as host',
+    [route({ hosts: ['10.0.0.1'] })],
+    /"10\.0\.0\.1": is an IP address, not a host name \(requests by address take the default route "\*"\)/,
+  ],
   ['a host with a bad character', [route({ hosts: ['a_b!.example'] })], /"a_b!\.example": has the character "!"/],
   ['an empty hosts list', [route({ hosts: [] })], /routes\[0\] \("r"\)\.hosts: \[\]: must be a non-empty list/],
   ['an empty host', [route({ hosts: [''] })], /hosts\[0\]: "": must be a host name/],
   ['a host twice in one route', [route({ hosts: ['a.example', 'A.example'] })], /hosts\[1\]: "A\.example": is listed twice in this route/],
-  ['the same host and prefix in two routes (names both)', [route({ name: 'one', paths: [{ path: '/api', match: 'prefix' }] }), route({ name: 'two', paths: [{ path: '/api/', match: 'prefix' }] })], /^routes\[1\] \("two"\)\.hosts\[0\]: "a\.example": prefix path "\/api" on this host is already routed by routes\[0\] \("one"\) \(prefix "\/api"\)/],
-  ['two routes for every path of one host', [route({ name: 'one' }), route({ name: 'two', hosts: ['A.EXAMPLE'] })], /routes\[1\] \("two"\)\.hosts\[0\]: "A\.EXAMPLE": every path \(no paths\) on this host is already routed by routes\[0\] \("one"\)/],
-  ['a route without paths and a "/" prefix on the same host', [route({ name: 'one' }), route({ name: 'two', paths: [{ path: '/', match: 'prefix' }] })], /prefix path "\/" on this host is already routed by routes\[0\] \("one"\) \(every path\)/],
-  ['the same exact path twice in one route', [route({ paths: [{ path: '/x', match: 'exact' }, { path: '/x', match: 'exact' }] })], /exact path "\/x" on this host is already routed by routes\[0\] \("r"\)/],
-  ['a duplicate route name', [route({ name: 'same' }), route({ name: 'same', hosts: ['b.example'] })], /routes\[1\]\.name: "same": is already the name of routes\[0\]/],
+  [
+    'the same host and prefix in two routes (names both)',
+    [
+      route({ name: 'one', paths: [{ path: '/api', match: 'prefix' }] }),
+      route({ name: 'two', paths: [{ path: '/api/', match: 'prefix' }] }),
+    ],
+    /^routes\[1\] \("two"\)\.hosts\[0\]: "a\.example": prefix path "\/api" on this host is already routed by routes\[0\] \("one"\) \(prefix "\/api"\)/,
+  ],
+  [
+    'two routes for every path of one host',
+    [route({ name: 'one' }), route({ name: 'two', hosts: ['A.EXAMPLE'] })],
+    /routes\[1\] \("two"\)\.hosts\[0\]: "A\.EXAMPLE": every path \(no paths\) on this host is already routed by routes\[0\] \("one"\)/,
+  ],
+  [
+    'a route without paths and a "/" prefix on the same host',
+    [route({ name: 'one' }), route({ name: 'two', paths: [{ path: '/', match: 'prefix' }] })],
+    /prefix path "\/" on this host is already routed by routes\[0\] \("one"\) \(every path\)/,
+  ],
+  [
+    'the same exact path twice in one route',
+    [
+      route({
+        paths: [
+          { path: '/x', match: 'exact' },
+          { path: '/x', match: 'exact' },
+        ],
+      }),
+    ],
+    /exact path "\/x" on this host is already routed by routes\[0\] \("r"\)/,
+  ],
+  [
+    'a duplicate route name',
+    [route({ name: 'same' }), route({ name: 'same', hosts: ['b.example'] })],
+    /routes\[1\]\.name: "same": is already the name of routes\[0\]/,
+  ],
   ['a name that is not a label', [route({ name: 'my route' })], /routes\[0\]\.name: "my route": must be 1-63 characters/],
-  ['a path without a leading slash', [route({ paths: [{ path: 'api', match: 'prefix' }] })], /paths\[0\]\.path: "api": does not start with "\/"/],
-  ['a path with a dot segment', [route({ paths: [{ path: '/a/../b', match: 'prefix' }] })], /paths\[0\]\.path: "\/a\/\.\.\/b": is not in normal form \(requests are matched as "\/b"\)/],
-  ['a path with doubled slashes', [route({ paths: [{ path: '/a//b', match: 'exact' }] })], /is not in normal form \(requests are matched as "\/a\/b"\)/],
+  [
+    'a path without a leading slash',
+    [route({ paths: [{ path: 'api', match: 'prefix' }] })],
+    /paths\[0\]\.path: "api": does not start with "\/"/,
+  ],
+  [
+    'a path with a dot segment',
+    [route({ paths: [{ path: '/a/../b', match: 'prefix' }] })],
+    /paths\[0\]\.path: "\/a\/\.\.\/b": is not in normal form \(requests are matched as "\/b"\)/,
+  ],
+  [
+    'a path with doubled slashes',
+    [route({ paths: [{ path: '/a//b', match: 'exact' }] })],
+    /is not in normal form \(requests are matched as "\/a\/b"\)/,
+  ],
   ['a path with an encoded slash', [route({ paths: [{ path: '/a%2Fb', match: 'exact' }] })], /"\/a%2Fb": is refused for every request/],
   ['a path with a query', [route({ paths: [{ path: '/a?b=1', match: 'exact' }] })], /holds a "\?"/],
-  ['an unknown match type', [route({ paths: [{ path: '/a', match: 'regex' as 'exact' }] })], /paths\[0\]\.match: "regex": must be "exact" or "prefix"/],
+  [
+    'an unknown match type',
+    [route({ paths: [{ path: '/a', match: 'regex' as 'exact' }] })],
+    /paths\[0\]\.match: "regex": must be "exact" or "prefix"/,
+  ],
   ['an empty paths list', [route({ paths: [] })], /paths: \[\]: must be a non-empty list of \{path, match\}; leave it out/],
   ['a path with parameters', [route({ paths: [{ path: '/a;v=1', match: 'prefix' }] })], /paths\[0\]\.path: "\/a;v=1": holds a ";"/],
-  ['a prefix equal ignoring case to an ignoreCase one', [route({ name: 'one', paths: [{ path: '/admin', match: 'prefix', ignoreCase: true }] }), route({ name: 'two', paths: [{ path: '/Admin', match: 'prefix' }] })],
-    /routes\[1\] \("two"\)\.hosts\[0\]: "a\.example": prefix path "\/Admin" on this host is already routed by routes\[0\] \("one"\) \(prefix "\/admin", ignoreCase\)/],
-  ['an ignoreCase exact path equal ignoring case to a case-sensitive one', [route({ name: 'one', paths: [{ path: '/X', match: 'exact' }] }), route({ name: 'two', paths: [{ path: '/x', match: 'exact', ignoreCase: true }] })],
-    /exact path "\/x" \(ignoreCase\) on this host is already routed by routes\[0\] \("one"\) \(exact "\/X"\)/],
-  ['two ignoreCase prefixes equal ignoring case', [route({ paths: [{ path: '/a', match: 'prefix', ignoreCase: true }, { path: '/A', match: 'prefix', ignoreCase: true }] })], /prefix path "\/A" \(ignoreCase\) on this host is already routed/],
-  ['ignoreCase not a boolean', [route({ paths: [{ path: '/a', match: 'prefix', ignoreCase: 'yes' as unknown as boolean }] })], /paths\[0\]\.ignoreCase: "yes": must be true or false/],
-  ['paths on an SNI route', [route({ paths: [{ path: '/', match: 'prefix' }] })], /an SNI route \(tcp listener\) cannot match paths/, 'sni'],
+  [
+    'a prefix equal ignoring case to an ignoreCase one',
+    [
+      route({ name: 'one', paths: [{ path: '/admin', match: 'prefix', ignoreCase: true }] }),
+      route({ name: 'two', paths: [{ path: '/Admin', match: 'prefix' }] }),
+    ],
+    /routes\[1\] \("two"\)\.hosts\[0\]: "a\.example": prefix path "\/Admin" on this host is already routed by routes\[0\] \("one"\) \(prefix "\/admin", ignoreCase\)/,
+  ],
+  [
+    'an ignoreCase exact path equal ignoring case to a case-sensitive one',
+    [
+      route({ name: 'one', paths: [{ path: '/X', match: 'exact' }] }),
+      route({ name: 'two', paths: [{ path: '/x', match: 'exact', ignoreCase: true }] }),
+    ],
+    /exact path "\/x" \(ignoreCase\) on this host is already routed by routes\[0\] \("one"\) \(exact "\/X"\)/,
+  ],
+  [
+    'two ignoreCase prefixes equal ignoring case',
+    [
+      route({
+        paths: [
+          { path: '/a', match: 'prefix', ignoreCase: true },
+          { path: '/A', match: 'prefix', ignoreCase: true },
+        ],
+      }),
+    ],
+    /prefix path "\/A" \(ignoreCase\) on this host is already routed/,
+  ],
+  [
+    'ignoreCase not a boolean',
+    [route({ paths: [{ path: '/a', match: 'prefix', ignoreCase: 'yes' as unknown as boolean }] })],
+    /paths\[0\]\.ignoreCase: "yes": must be true or false/,
+  ],
+  [
+    'paths on an SNI route',
+    [route({ paths: [{ path: '/', match: 'prefix' }] })],
+    /an SNI route \(tcp listener\) cannot match paths/,
+    'sni',
+  ],
   ['not a list', { name: 'x' }, /^routes: \{"name":"x"\}: must be a list of routes/],
 ];
 
@@ -285,12 +413,17 @@ t.test('every problem is reported at once', async (t) => {
   } catch (err) {
     thrown = err;
   }
-  t.ok(thrown instanceof RouteTableError && thrown.code === 'IPGATE_ROUTES' && /invalid routes:\n {2}- routes\[0\]/.test(thrown.message), 'a typed error with a code and one line per problem');
+  t.ok(
+    thrown instanceof RouteTableError && thrown.code === 'IPGATE_ROUTES' && /invalid routes:\n {2}- routes\[0\]/.test(thrown.message),
+    'a typed error with a code and one line per problem',
+  );
   t.equal(problems([route({ hosts: ['a.example'] })], undefined).length, 0, 'the valid form compiles');
 });
 
-t.test('the error path is the caller\'s', async (t) => {
-  t.throws(() => RouteTable.compile([route({ hosts: ['a.*.com'] })], { at: 'listeners[2].routes' }), { message: /listeners\[2\]\.routes\[0\] \("r"\)\.hosts\[0\]/ });
+t.test("the error path is the caller's", async (t) => {
+  t.throws(() => RouteTable.compile([route({ hosts: ['a.*.com'] })], { at: 'listeners[2].routes' }), {
+    message: /listeners\[2\]\.routes\[0\] \("r"\)\.hosts\[0\]/,
+  });
 });
 
 t.test('hosts with many paths (hash lookups) decide as hosts with few (a scan)', async (t) => {

@@ -3,12 +3,21 @@ import { planRoutes, routeReloader, routesChanged, routesVersion, RoutesInForce,
 import { buildConfig } from '../../../src/config/load';
 import type { Config } from '../../../src/schema/config';
 
-const base = (listeners: Array<Record<string, unknown>>): Config => buildConfig({
-  store: { type: 'memory' }, admin: { listen: null }, allowlists: { a: [], b: [] }, listeners,
-});
+const base = (listeners: Array<Record<string, unknown>>): Config =>
+  buildConfig({
+    store: { type: 'memory' },
+    admin: { listen: null },
+    allowlists: { a: [], b: [] },
+    listeners,
+  });
 const http = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
-  name: 'edge', mode: 'http', listen: '127.0.0.1:8080', allowlist: 'a', upstreams: ['127.0.0.1:9000'],
-  routes: [{ name: 'r', hosts: ['a.example'] }], ...over,
+  name: 'edge',
+  mode: 'http',
+  listen: '127.0.0.1:8080',
+  allowlist: 'a',
+  upstreams: ['127.0.0.1:9000'],
+  routes: [{ name: 'r', hosts: ['a.example'] }],
+  ...over,
 });
 
 t.test('planRoutes: what needs a restart', async (t) => {
@@ -16,15 +25,29 @@ t.test('planRoutes: what needs a restart', async (t) => {
   const rows: Array<{ desc: string; next: Config; want: RegExp[] }> = [
     { desc: 'routes only changed: live', next: base([http({ routes: [{ name: 'x', hosts: ['*'] }] })]), want: [] },
     { desc: 'routes removed: live', next: base([http({ routes: undefined })]), want: [] },
-    { desc: 'another listen address', next: base([http({ listen: '127.0.0.1:8081' })]), want: [/\.listen: "127\.0\.0\.1:8080" -> "127\.0\.0\.1:8081" needs a restart/] },
+    {
+      desc: 'another listen address',
+      next: base([http({ listen: '127.0.0.1:8081' })]),
+      want: [/\.listen: "127\.0\.0\.1:8080" -> "127\.0\.0\.1:8081" needs a restart/],
+    },
     { desc: 'another mode', next: base([http({ mode: 'tcp', routes: undefined })]), want: [/\.mode: "http" -> "tcp" needs a restart/] },
-    { desc: 'a listener added', next: base([http(), http({ name: 'two', listen: '127.0.0.1:8082' })]), want: [/\(two\): a new listener needs a restart/] },
-    { desc: 'a listener removed', next: base([http({ name: 'other' })]), want: [/\(other\): a new listener/, /removing listener "edge" needs a restart/] },
+    {
+      desc: 'a listener added',
+      next: base([http(), http({ name: 'two', listen: '127.0.0.1:8082' })]),
+      want: [/\(two\): a new listener needs a restart/],
+    },
+    {
+      desc: 'a listener removed',
+      next: base([http({ name: 'other' })]),
+      want: [/\(other\): a new listener/, /removing listener "edge" needs a restart/],
+    },
   ];
   for (const row of rows) {
     const got = planRoutes(current, row.next);
     t.equal(got.length, row.want.length, `${row.desc}: ${got.join(' | ')}`);
-    row.want.forEach((re, i) => { t.match(got[i], re, row.desc); });
+    row.want.forEach((re, i) => {
+      t.match(got[i], re, row.desc);
+    });
   }
 });
 

@@ -1,5 +1,13 @@
 import t from 'tap';
-import { DOCUMENT_FORMAT, listVersion, makeList, parseDocument, revisionOf, seedList, serializeDocument } from '../../../src/store/document';
+import {
+  DOCUMENT_FORMAT,
+  listVersion,
+  makeList,
+  parseDocument,
+  revisionOf,
+  seedList,
+  serializeDocument,
+} from '../../../src/store/document';
 
 const doc = (lists: unknown): string => JSON.stringify({ format: DOCUMENT_FORMAT, lists });
 
@@ -44,7 +52,11 @@ t.test('refused documents, each with the reason', async (t) => {
     ['entry as a number', doc({ a: { revision: 1, entries: [5] } }), /lists\.a\.entries\[0\]: entry must be an object/],
     ['unknown entry field', doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.0/8', ttl: 5 }] } }), /unknown field "ttl"/],
     ['bad expiresAt', doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.0/8', expiresAt: 'tomorrow' }] } }), /expiresAt/],
-    ['duplicate CIDR', doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.0/8' }, { cidr: '10.0.0.0/8' }] } }), /entries\[1\]\.cidr: 10\.0\.0\.0\/8 is listed twice/],
+    [
+      'duplicate CIDR',
+      doc({ a: { revision: 1, entries: [{ cidr: '10.0.0.0/8' }, { cidr: '10.0.0.0/8' }] } }),
+      /entries\[1\]\.cidr: 10\.0\.0\.0\/8 is listed twice/,
+    ],
   ];
   for (const [what, text, reason] of rows) {
     const p = parseDocument(text);
@@ -54,7 +66,10 @@ t.test('refused documents, each with the reason', async (t) => {
 });
 
 t.test('seeding from the config drops duplicates (first wins) and starts at revision 1', async (t) => {
-  const l = seedList('main', [{ cidr: '10.0.0.0/8', comment: 'first' }, { cidr: '10.0.0.0/8', comment: 'second' }]);
+  const l = seedList('main', [
+    { cidr: '10.0.0.0/8', comment: 'first' },
+    { cidr: '10.0.0.0/8', comment: 'second' },
+  ]);
   t.same(l.entries, [{ cidr: '10.0.0.0/8', comment: 'first' }]);
   t.equal(revisionOf(l.version), 1);
   t.ok(Object.isFrozen(l) && Object.isFrozen(l.entries));
@@ -64,7 +79,10 @@ t.test('the compact form (Kubernetes store): bare CIDR strings for plain allow e
   const entries = [{ cidr: '10.0.0.1/32' }, { cidr: '10.0.0.0/8', action: 'deny' as const }, { cidr: '192.0.2.0/24', comment: 'docs' }];
   const lists = new Map([['a', makeList('a', entries, 4)]]);
   const text = serializeDocument({ lists }, true);
-  t.equal(text, '{"format":"ipgate.allowlists/v1","lists":{"a":{"revision":4,"entries":["10.0.0.1/32",{"cidr":"10.0.0.0/8","action":"deny"},{"cidr":"192.0.2.0/24","comment":"docs"}]}}}\n');
+  t.equal(
+    text,
+    '{"format":"ipgate.allowlists/v1","lists":{"a":{"revision":4,"entries":["10.0.0.1/32",{"cidr":"10.0.0.0/8","action":"deny"},{"cidr":"192.0.2.0/24","comment":"docs"}]}}}\n',
+  );
   const back = parseDocument(text);
   t.ok(back.ok);
   if (back.ok) {

@@ -15,7 +15,10 @@ import { waitFor } from '../../helpers/net';
 
 const NS = 'edge';
 const CM = 'ipgate-allowlists';
-const seed = new Map<string, readonly AllowEntry[]>([['main', [{ cidr: '10.0.0.0/8' }]], ['other', []]]);
+const seed = new Map<string, readonly AllowEntry[]>([
+  ['main', [{ cidr: '10.0.0.0/8' }]],
+  ['other', []],
+]);
 const doc = (lists: Record<string, { revision: number; entries: AllowEntry[] }>) =>
   JSON.stringify({ format: 'ipgate.allowlists/v1', lists }, null, 2);
 
@@ -29,9 +32,13 @@ function store(t: Test, fake: FakeKubeApi, opts: Partial<KubernetesStoreOptions>
   const logs = new LogCapture();
   const kubeconfig = fake.writeKubeconfig(tmpDir('ipgate-kube-'));
   const s = new KubernetesStore({
-    namespace: NS, configMap: CM, logger: pino({ level: 'debug' }, logs),
+    namespace: NS,
+    configMap: CM,
+    logger: pino({ level: 'debug' }, logs),
     env: { KUBECONFIG: kubeconfig, HOME: '/nonexistent' },
-    backoff: { initialMs: 20, maxMs: 200 }, requestTimeoutMs: 2000, loadTimeoutMs: 2000,
+    backoff: { initialMs: 20, maxMs: 200 },
+    requestTimeoutMs: 2000,
+    loadTimeoutMs: 2000,
     ...opts,
   });
   const changes: ExternalChange[] = [];
@@ -40,7 +47,11 @@ function store(t: Test, fake: FakeKubeApi, opts: Partial<KubernetesStoreOptions>
   return { s, logs, changes };
 }
 
-const cidrs = (s: KubernetesStore, name = 'main') => s.current().lists.get(name)?.entries.map((e) => e.cidr);
+const cidrs = (s: KubernetesStore, name = 'main') =>
+  s
+    .current()
+    .lists.get(name)
+    ?.entries.map((e) => e.cidr);
 const stored = (fake: FakeKubeApi) => {
   const text = fake.get(NS, CM)?.data?.[DATA_KEY];
   const p = text === undefined ? null : parseDocument(text);
@@ -58,12 +69,17 @@ t.test('an empty ConfigMap is filled from the config once, even with two replica
   t.ok(puts.filter((r) => r.status === 409).length <= 1, 'the other, if it raced, got 409 and re-read');
   t.same([...sa.lists.values()], [...sb.lists.values()], 'both hold the same lists and versions');
   t.same(stored(fake)?.get('main')?.entries, [{ cidr: '10.0.0.0/8' }]);
-  t.equal(fake.get(NS, CM)!.data![DATA_KEY], serializeDocument(sa, true), 'the document format of every backend, in its compact form (bare CIDR strings, no indentation)');
+  t.equal(
+    fake.get(NS, CM)!.data![DATA_KEY],
+    serializeDocument(sa, true),
+    'the document format of every backend, in its compact form (bare CIDR strings, no indentation)',
+  );
   t.equal(a.s.status().resourceVersion, fake.resourceVersion, 'the applied resourceVersion is reported');
-  t.same(fake.get(NS, CM)!.metadata.labels, { 'app.kubernetes.io/name': 'ipgate' }, 'the chart\'s metadata is kept');
+  t.same(fake.get(NS, CM)!.metadata.labels, { 'app.kubernetes.io/name': 'ipgate' }, "the chart's metadata is kept");
   for (const r of fake.requests) {
     t.equal(r.authorization, `Bearer ${fake.token}`, `${r.method} ${r.path} carries the token`);
-    if (r.path.endsWith('/configmaps')) t.equal(r.query.get('fieldSelector'), `metadata.name=${CM}`, 'list/watch by name (RBAC resourceNames)');
+    if (r.path.endsWith('/configmaps'))
+      t.equal(r.query.get('fieldSelector'), `metadata.name=${CM}`, 'list/watch by name (RBAC resourceNames)');
   }
 });
 
@@ -80,9 +96,18 @@ t.test('a document holding every list is adopted as is; a list new in the config
 t.test('load refuses a missing ConfigMap, an invalid document and a forbidden name, with the fix', async (t) => {
   const rows: Array<{ desc: string; prep: (f: FakeKubeApi) => void; name?: string; message: RegExp }> = [
     { desc: 'missing', prep: () => undefined, message: /not found: create it \(empty\) or install the chart/ },
-    { desc: 'invalid entry', prep: (f) => f.create(NS, CM, { [DATA_KEY]: doc({ main: { revision: 1, entries: [{ cidr: '10.0.0.1/8' }] } }) }), message: /refused: lists\.main\.entries\[0\]\.cidr.*ipgate never overwrites it/ },
+    {
+      desc: 'invalid entry',
+      prep: (f) => f.create(NS, CM, { [DATA_KEY]: doc({ main: { revision: 1, entries: [{ cidr: '10.0.0.1/8' }] } }) }),
+      message: /refused: lists\.main\.entries\[0\]\.cidr.*ipgate never overwrites it/,
+    },
     { desc: 'not JSON', prep: (f) => f.create(NS, CM, { [DATA_KEY]: '{"format": ' }), message: /refused: not valid JSON/ },
-    { desc: 'RBAC: another name', prep: (f) => f.create(NS, 'other-cm'), name: 'other-cm', message: /forbidden.*resourceNames \[other-cm\]/ },
+    {
+      desc: 'RBAC: another name',
+      prep: (f) => f.create(NS, 'other-cm'),
+      name: 'other-cm',
+      message: /forbidden.*resourceNames \[other-cm\]/,
+    },
   ];
   for (const row of rows) {
     const fake = await api(t);
@@ -115,8 +140,11 @@ t.test('a write on a stale version is refused and the other change is kept', asy
   await a.s.write('main', [{ cidr: '192.0.2.0/24' }], v1);
   const err = await b.s.write('main', [{ cidr: '198.51.100.0/24' }], v1).catch((e: unknown) => e);
   t.type(err, StoreConflictError, 'StoreConflictError (the API answers 412)');
-  t.ok(fake.requests.some((r) => r.method === 'PUT' && r.status === 409), 'after a 409 and a re-read');
-  t.same(stored(fake)!.get('main')!.entries, [{ cidr: '192.0.2.0/24' }], 'a\'s change is not lost');
+  t.ok(
+    fake.requests.some((r) => r.method === 'PUT' && r.status === 409),
+    'after a 409 and a re-read',
+  );
+  t.same(stored(fake)!.get('main')!.entries, [{ cidr: '192.0.2.0/24' }], "a's change is not lost");
   t.same(cidrs(b.s), ['192.0.2.0/24'], 'b adopted what it re-read');
   t.equal(b.changes.at(-1)?.source, 'configmap update', 'and told its subscribers');
   const v2 = b.s.current().lists.get('main')!.version;
@@ -135,8 +163,8 @@ t.test('a 409 caused by another list or by metadata only is retried, and nothing
   await a.s.write('other', [{ cidr: '203.0.113.0/24' }], a.s.current().lists.get('other')!.version);
   const written = await b.s.write('main', [{ cidr: '192.0.2.0/24' }], b.s.current().lists.get('main')!.version);
   const lists = stored(fake)!;
-  t.same(lists.get('main'), written, 'b\'s list written');
-  t.same(lists.get('other')!.entries, [{ cidr: '203.0.113.0/24' }], 'a\'s other list kept');
+  t.same(lists.get('main'), written, "b's list written");
+  t.same(lists.get('other')!.entries, [{ cidr: '203.0.113.0/24' }], "a's other list kept");
   t.same(cidrs(b.s, 'other'), ['203.0.113.0/24'], 'b holds both');
   fake.touch(NS, CM);
   const again = await b.s.write('main', [{ cidr: '192.0.2.0/25' }], written.version);
@@ -153,7 +181,11 @@ t.test('transient PUT failures (500, 429) are retried with backoff', async (t) =
   await s.write('main', [{ cidr: '192.0.2.0/24' }], s.current().lists.get('main')!.version);
   t.same(stored(fake)!.get('main')!.entries, [{ cidr: '192.0.2.0/24' }]);
   fake.failNext(10, 500, (r) => r.method === 'PUT');
-  await t.rejects(s.write('main', [], s.current().lists.get('main')!.version), { code: 'ERR_STORE_WRITE', message: /injected fault/ }, 'bounded');
+  await t.rejects(
+    s.write('main', [], s.current().lists.get('main')!.version),
+    { code: 'ERR_STORE_WRITE', message: /injected fault/ },
+    'bounded',
+  );
 });
 
 t.test('the watch applies an edit at once; an invalid one is refused and the last good stays', async (t) => {
@@ -178,10 +210,18 @@ t.test('the watch applies an edit at once; an invalid one is refused and the las
     fake.setData(NS, CM, DATA_KEY, text);
     await waitFor(() => reason.test(s.lastRefusal()?.reason ?? ''), 5000, `${desc} refused`);
     t.equal(s.current(), good, `${desc}: the last good lists stay in force`);
-    t.ok(logs.find((l) => l.msg === 'allowlist store ConfigMap refused; the last good lists stay in force' && reason.test(String(l.reason))), `${desc}: logged`);
+    t.ok(
+      logs.find((l) => l.msg === 'allowlist store ConfigMap refused; the last good lists stay in force' && reason.test(String(l.reason))),
+      `${desc}: logged`,
+    );
   }
   t.equal(changes.length, 1, 'no change reached the subscribers');
-  fake.setData(NS, CM, DATA_KEY, doc({ main: { revision: 3, entries: [{ cidr: '198.51.100.0/24' }] }, other: { revision: 1, entries: [] } }));
+  fake.setData(
+    NS,
+    CM,
+    DATA_KEY,
+    doc({ main: { revision: 3, entries: [{ cidr: '198.51.100.0/24' }] }, other: { revision: 1, entries: [] } }),
+  );
   await waitFor(() => cidrs(s)?.[0] === '198.51.100.0/24', 5000, 'valid again');
   t.equal(s.lastRefusal(), null, 'refusal cleared');
 });
@@ -212,16 +252,31 @@ for (const goneAs of ['event', 'http'] as const) {
     await s.load(seed);
     await waitFor(() => fake.openWatches() === 1, 5000, 'watching');
     fake.pauseWatches();
-    fake.setData(NS, CM, DATA_KEY, doc({ main: { revision: 2, entries: [{ cidr: '192.0.2.0/24' }] }, other: { revision: 1, entries: [] } }));
+    fake.setData(
+      NS,
+      CM,
+      DATA_KEY,
+      doc({ main: { revision: 2, entries: [{ cidr: '192.0.2.0/24' }] }, other: { revision: 1, entries: [] } }),
+    );
     fake.compact();
     fake.resumeWatches();
     const lists = fake.requests.filter((r) => !r.watch && r.path.endsWith('/configmaps')).length;
     fake.dropWatches();
     await waitFor(() => cidrs(s)?.[0] === '192.0.2.0/24', 5000, 'converged through a relist');
     t.ok(fake.requests.filter((r) => !r.watch && r.path.endsWith('/configmaps')).length > lists, 'relisted');
-    t.ok(logs.find((l) => /410 Gone/.test(String(l.msg))), 'logged');
+    t.ok(
+      logs.find((l) => /410 Gone/.test(String(l.msg))),
+      'logged',
+    );
     await waitFor(() => s.status().watchConnected, 5000, 'watching again');
-    t.equal(fake.requests.filter((r) => r.watch).at(-1)!.query.get('resourceVersion'), fake.resourceVersion, 'from the list\'s resourceVersion');
+    t.equal(
+      fake.requests
+        .filter((r) => r.watch)
+        .at(-1)!
+        .query.get('resourceVersion'),
+      fake.resourceVersion,
+      "from the list's resourceVersion",
+    );
   });
 }
 

@@ -27,16 +27,30 @@ t.test('namespace: store.namespace, then POD_NAMESPACE, then the service account
   for (const [desc, namespace, env, dir, want] of rows) {
     t.equal(resolveTarget({ namespace, env, serviceAccountDir: dir, access }).namespace, want, desc);
   }
-  t.throws(() => resolveTarget({ namespace: null, env: {}, serviceAccountDir: empty, access: { ...access, namespace: undefined } }), /no namespace: set store\.namespace, or POD_NAMESPACE/);
+  t.throws(
+    () => resolveTarget({ namespace: null, env: {}, serviceAccountDir: empty, access: { ...access, namespace: undefined } }),
+    /no namespace: set store\.namespace, or POD_NAMESPACE/,
+  );
   t.throws(() => resolveTarget({ namespace: 'Bad_NS', env: {}, access }), /not a valid namespace name/);
   t.throws(() => resolveTarget({ namespace: 'x', env: { HOME: empty }, serviceAccountDir: empty }), /no Kubernetes API credentials/);
 });
 
 t.test('backoff doubles up to the cap, with jitter in the upper half', async (t) => {
   const p = { initialMs: 500, maxMs: 30_000 };
-  t.same([0, 1, 2, 3].map((n) => backoffDelay(p, n, () => 1)), [500, 1000, 2000, 4000]);
-  t.equal(backoffDelay(p, 20, () => 1), 30_000, 'capped');
-  t.equal(backoffDelay(p, 20, () => 0), 15_000, 'at least half');
+  t.same(
+    [0, 1, 2, 3].map((n) => backoffDelay(p, n, () => 1)),
+    [500, 1000, 2000, 4000],
+  );
+  t.equal(
+    backoffDelay(p, 20, () => 1),
+    30_000,
+    'capped',
+  );
+  t.equal(
+    backoffDelay(p, 20, () => 0),
+    15_000,
+    'at least half',
+  );
 });
 
 t.test('watch: lines split across chunks and several per chunk; a corrupt line ends the watch as failed', async (t) => {
@@ -56,7 +70,10 @@ t.test('watch: lines split across chunks and several per chunk; a corrupt line e
   t.teardown(() => client.close());
   const seen: WatchEvent[] = [];
   const end = await client.watch('/w?watch=1', { onEvent: (e) => seen.push(e) }).done;
-  t.same(seen.map((e) => e.object.metadata), [1, 2, 3].map((rv) => ({ name: 'x', resourceVersion: String(rv) })));
+  t.same(
+    seen.map((e) => e.object.metadata),
+    [1, 2, 3].map((rv) => ({ name: 'x', resourceVersion: String(rv) })),
+  );
   t.match(end, { kind: 'closed', events: 3 });
   const bad = await client.watch('/w?watch=1&corrupt', { onEvent: () => undefined }).done;
   t.match(bad, { kind: 'failed', events: 3, error: { code: 'IPGATE_KUBE_UNREACHABLE', message: /not a JSON event/ } });

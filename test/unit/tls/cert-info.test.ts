@@ -8,7 +8,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { CertInfoError, describeKey, keyMatches, readCertFile, readKeyFile, type CertFileInfo, type KeyInfo } from '../../../src/tls/cert-info';
+import {
+  CertInfoError,
+  describeKey,
+  keyMatches,
+  readCertFile,
+  readKeyFile,
+  type CertFileInfo,
+  type KeyInfo,
+} from '../../../src/tls/cert-info';
 import { parseSubjectAltName } from '../../../src/tls/subject-alt-name';
 import { TestCA, days } from '../../helpers/openssl-certs';
 
@@ -22,7 +30,13 @@ const sec = (d: Date): Date => new Date(Math.floor(d.getTime() / 1000) * 1000);
 const past = { notBefore: sec(days(-400)), notAfter: sec(days(-30)) };
 const future = { notBefore: sec(days(10)), notAfter: sec(days(100)) };
 
-const rsa = root.issue({ name: 'rsa', key: 'rsa2048', cn: 'rsa.example.com', dns: ['rsa.example.com', '*.rsa.example.com'], ip: ['127.0.0.1'] });
+const rsa = root.issue({
+  name: 'rsa',
+  key: 'rsa2048',
+  cn: 'rsa.example.com',
+  dns: ['rsa.example.com', '*.rsa.example.com'],
+  ip: ['127.0.0.1'],
+});
 const ec = root.issue({ name: 'ec', key: 'p256', cn: 'ec.example.com', dns: ['ec.example.com'] });
 const chained = inter.issue({ name: 'chained', key: 'p256', cn: 'chained.example.com', dns: ['chained.example.com'] });
 const expired = root.issue({ name: 'expired', dns: ['old.example.com'], ...past });
@@ -58,13 +72,86 @@ const combined = path.join(dir, 'combined.pem');
 fs.writeFileSync(combined, fs.readFileSync(ec.key, 'utf8') + fs.readFileSync(ec.cert, 'utf8'));
 
 const good: Good[] = [
-  { name: 'RSA 2048 leaf with DNS, wildcard and IP SANs', file: rsa.cert, cn: 'rsa.example.com', issuerCN: 'ipgate test root CA', dns: ['rsa.example.com', '*.rsa.example.com'], ip: ['127.0.0.1'], key: { type: 'rsa', bits: 2048 }, keyText: 'RSA 2048', chain: 0, ordered: true },
-  { name: 'ECDSA P-256 leaf', file: ec.cert, cn: 'ec.example.com', issuerCN: 'ipgate test root CA', dns: ['ec.example.com'], key: { type: 'ec', curve: 'prime256v1' }, keyText: 'EC prime256v1', chain: 0, ordered: true },
-  { name: 'leaf + intermediate chain in order', file: chained.chain, cn: 'chained.example.com', issuerCN: 'ipgate test issuing', dns: ['chained.example.com'], key: { type: 'ec', curve: 'prime256v1' }, keyText: 'EC prime256v1', chain: 1, ordered: true },
-  { name: 'chain in the wrong order: the first block is taken as the leaf, order flagged', file: reversed, cn: 'ipgate test issuing', issuerCN: 'ipgate test root CA', dns: [], key: { type: 'ec', curve: 'prime256v1' }, keyText: 'EC prime256v1', chain: 1, ordered: false },
-  { name: 'expired certificate: dates as issued with openssl ca -startdate/-enddate', file: expired.cert, cn: 'expired', issuerCN: 'ipgate test root CA', dns: ['old.example.com'], key: { type: 'ec', curve: 'prime256v1' }, keyText: 'EC prime256v1', chain: 0, ordered: true, window: past },
-  { name: 'not yet valid certificate', file: notYet.cert, cn: 'not-yet', issuerCN: 'ipgate test root CA', dns: ['new.example.com'], key: { type: 'ec', curve: 'prime256v1' }, keyText: 'EC prime256v1', chain: 0, ordered: true, window: future },
-  { name: 'key and certificate in one file (HAProxy crt style): the key block is skipped', file: combined, cn: 'ec.example.com', issuerCN: 'ipgate test root CA', dns: ['ec.example.com'], key: { type: 'ec', curve: 'prime256v1' }, keyText: 'EC prime256v1', chain: 0, ordered: true },
+  {
+    name: 'RSA 2048 leaf with DNS, wildcard and IP SANs',
+    file: rsa.cert,
+    cn: 'rsa.example.com',
+    issuerCN: 'ipgate test root CA',
+    dns: ['rsa.example.com', '*.rsa.example.com'],
+    ip: ['127.0.0.1'],
+    key: { type: 'rsa', bits: 2048 },
+    keyText: 'RSA 2048',
+    chain: 0,
+    ordered: true,
+  },
+  {
+    name: 'ECDSA P-256 leaf',
+    file: ec.cert,
+    cn: 'ec.example.com',
+    issuerCN: 'ipgate test root CA',
+    dns: ['ec.example.com'],
+    key: { type: 'ec', curve: 'prime256v1' },
+    keyText: 'EC prime256v1',
+    chain: 0,
+    ordered: true,
+  },
+  {
+    name: 'leaf + intermediate chain in order',
+    file: chained.chain,
+    cn: 'chained.example.com',
+    issuerCN: 'ipgate test issuing',
+    dns: ['chained.example.com'],
+    key: { type: 'ec', curve: 'prime256v1' },
+    keyText: 'EC prime256v1',
+    chain: 1,
+    ordered: true,
+  },
+  {
+    name: 'chain in the wrong order: the first block is taken as the leaf, order flagged',
+    file: reversed,
+    cn: 'ipgate test issuing',
+    issuerCN: 'ipgate test root CA',
+    dns: [],
+    key: { type: 'ec', curve: 'prime256v1' },
+    keyText: 'EC prime256v1',
+    chain: 1,
+    ordered: false,
+  },
+  {
+    name: 'expired certificate: dates as issued with openssl ca -startdate/-enddate',
+    file: expired.cert,
+    cn: 'expired',
+    issuerCN: 'ipgate test root CA',
+    dns: ['old.example.com'],
+    key: { type: 'ec', curve: 'prime256v1' },
+    keyText: 'EC prime256v1',
+    chain: 0,
+    ordered: true,
+    window: past,
+  },
+  {
+    name: 'not yet valid certificate',
+    file: notYet.cert,
+    cn: 'not-yet',
+    issuerCN: 'ipgate test root CA',
+    dns: ['new.example.com'],
+    key: { type: 'ec', curve: 'prime256v1' },
+    keyText: 'EC prime256v1',
+    chain: 0,
+    ordered: true,
+    window: future,
+  },
+  {
+    name: 'key and certificate in one file (HAProxy crt style): the key block is skipped',
+    file: combined,
+    cn: 'ec.example.com',
+    issuerCN: 'ipgate test root CA',
+    dns: ['ec.example.com'],
+    key: { type: 'ec', curve: 'prime256v1' },
+    keyText: 'EC prime256v1',
+    chain: 0,
+    ordered: true,
+  },
 ];
 
 for (const row of good) {
@@ -85,7 +172,12 @@ for (const row of good) {
     t.equal(info.leaf.fingerprint256, opensslFingerprint(row.file));
     t.equal(info.leaf.notBefore.getTime(), opensslDate(row.file, '-startdate').getTime());
     t.equal(info.leaf.notAfter.getTime(), opensslDate(row.file, '-enddate').getTime());
-    t.equal(info.leaf.serialNumber.toLowerCase(), opensslPrint(row.file, '-serial').replace(/^serial=/, '').toLowerCase());
+    t.equal(
+      info.leaf.serialNumber.toLowerCase(),
+      opensslPrint(row.file, '-serial')
+        .replace(/^serial=/, '')
+        .toLowerCase(),
+    );
     if (row.window) {
       t.equal(info.leaf.notBefore.getTime(), row.window.notBefore.getTime());
       t.equal(info.leaf.notAfter.getTime(), row.window.notAfter.getTime());
@@ -109,7 +201,10 @@ fs.writeFileSync(garbage, 'this is not a certificate\n');
 const empty = path.join(dir, 'empty.crt');
 fs.writeFileSync(empty, '');
 const badBase64 = path.join(dir, 'bad-block.crt');
-fs.writeFileSync(badBase64, `${fs.readFileSync(ec.cert, 'utf8')}-----BEGIN CERTIFICATE-----\nTUlJQm9vb29vb28=\n-----END CERTIFICATE-----\n`);
+fs.writeFileSync(
+  badBase64,
+  `${fs.readFileSync(ec.cert, 'utf8')}-----BEGIN CERTIFICATE-----\nTUlJQm9vb29vb28=\n-----END CERTIFICATE-----\n`,
+);
 const der = path.join(dir, 'cert.der');
 execFileSync('openssl', ['x509', '-in', ec.cert, '-outform', 'DER', '-out', der]);
 const truncated = path.join(dir, 'truncated.crt');
@@ -117,13 +212,28 @@ const ecText = fs.readFileSync(ec.cert, 'utf8');
 fs.writeFileSync(truncated, ecText.slice(0, 200) + ecText.slice(ecText.indexOf('-----END')));
 
 const bad: Array<{ name: string; file: string; code: CertInfoError['code']; says: RegExp }> = [
-  { name: 'a missing file', file: path.join(dir, 'nope.crt'), code: 'IPGATE_CERT_UNREADABLE', says: /cannot read certificate file: ENOENT/ },
+  {
+    name: 'a missing file',
+    file: path.join(dir, 'nope.crt'),
+    code: 'IPGATE_CERT_UNREADABLE',
+    says: /cannot read certificate file: ENOENT/,
+  },
   { name: 'a directory', file: dir, code: 'IPGATE_CERT_UNREADABLE', says: /cannot read certificate file: EISDIR/ },
   { name: 'an empty file', file: empty, code: 'IPGATE_CERT_NO_PEM', says: /not a PEM certificate: the file is empty/ },
   { name: 'a text file', file: garbage, code: 'IPGATE_CERT_NO_PEM', says: /no "-----BEGIN CERTIFICATE-----" block/ },
   { name: 'a DER certificate', file: der, code: 'IPGATE_CERT_NO_PEM', says: /no "-----BEGIN CERTIFICATE-----" block/ },
-  { name: 'the private key given as the certificate', file: ec.key, code: 'IPGATE_CERT_NO_PEM', says: /holds a private key, not a certificate/ },
-  { name: 'a second block that is not DER', file: badBase64, code: 'IPGATE_CERT_INVALID', says: /certificate 2 of 2 does not parse as X\.509/ },
+  {
+    name: 'the private key given as the certificate',
+    file: ec.key,
+    code: 'IPGATE_CERT_NO_PEM',
+    says: /holds a private key, not a certificate/,
+  },
+  {
+    name: 'a second block that is not DER',
+    file: badBase64,
+    code: 'IPGATE_CERT_INVALID',
+    says: /certificate 2 of 2 does not parse as X\.509/,
+  },
   { name: 'a truncated block', file: truncated, code: 'IPGATE_CERT_INVALID', says: /certificate 1 of 1 does not parse/ },
 ];
 
@@ -146,9 +256,19 @@ for (const row of bad) {
 
 const sanRows: Array<{ name: string; text: string | undefined; dns: string[]; ip: string[] }> = [
   { name: 'absent extension', text: undefined, dns: [], ip: [] },
-  { name: 'DNS and IP entries', text: 'DNS:a.example, DNS:*.b.example, IP Address:127.0.0.1, IP Address:::1', dns: ['a.example', '*.b.example'], ip: ['127.0.0.1', '::1'] },
+  {
+    name: 'DNS and IP entries',
+    text: 'DNS:a.example, DNS:*.b.example, IP Address:127.0.0.1, IP Address:::1',
+    dns: ['a.example', '*.b.example'],
+    ip: ['127.0.0.1', '::1'],
+  },
   { name: 'other kinds are skipped', text: 'email:x@example.com, DNS:a.example, URI:https://x/', dns: ['a.example'], ip: [] },
-  { name: 'a quoted value cannot smuggle in a second entry', text: 'DNS:"evil.example, DNS:victim.example", DNS:ok.example', dns: ['evil.example, DNS:victim.example', 'ok.example'], ip: [] },
+  {
+    name: 'a quoted value cannot smuggle in a second entry',
+    text: 'DNS:"evil.example, DNS:victim.example", DNS:ok.example',
+    dns: ['evil.example, DNS:victim.example', 'ok.example'],
+    ip: [],
+  },
   { name: 'escaped quote inside a quoted value', text: 'DNS:"a\\"b", DNS:c', dns: ['a"b', 'c'], ip: [] },
 ];
 for (const row of sanRows) {
@@ -174,12 +294,42 @@ const keyRows: Array<{ name: string; cert: string; key: string; matches?: boolea
   { name: 'the leaf of a chain file with its key', cert: chained.chain, key: chained.key, matches: true },
   { name: 'an ECDSA certificate with another ECDSA key', cert: ec.cert, key: chained.key, matches: false },
   { name: 'an RSA certificate with an ECDSA key', cert: rsa.cert, key: ec.key, matches: false },
-  { name: 'a missing key file', cert: ec.cert, key: path.join(dir, 'nope.key'), code: 'IPGATE_KEY_UNREADABLE', says: /cannot read private key file: ENOENT/ },
+  {
+    name: 'a missing key file',
+    cert: ec.cert,
+    key: path.join(dir, 'nope.key'),
+    code: 'IPGATE_KEY_UNREADABLE',
+    says: /cannot read private key file: ENOENT/,
+  },
   { name: 'an encrypted key (PKCS#8)', cert: ec.cert, key: encrypted, code: 'IPGATE_KEY_INVALID', says: /the key is encrypted/ },
-  { name: 'an encrypted key (traditional, Proc-Type)', cert: rsa.cert, key: encryptedTraditional, code: 'IPGATE_KEY_INVALID', says: /the key is encrypted/ },
-  { name: 'a truncated key block', cert: ec.cert, key: truncatedKey, code: 'IPGATE_KEY_INVALID', says: /not a usable private key: does not parse/ },
-  { name: 'a certificate given as the key', cert: ec.cert, key: ec.cert, code: 'IPGATE_KEY_INVALID', says: /not a private key: it holds a certificate/ },
-  { name: 'a text file given as the key', cert: ec.cert, key: garbage, code: 'IPGATE_KEY_INVALID', says: /no "-----BEGIN \.\.\. PRIVATE KEY-----" block/ },
+  {
+    name: 'an encrypted key (traditional, Proc-Type)',
+    cert: rsa.cert,
+    key: encryptedTraditional,
+    code: 'IPGATE_KEY_INVALID',
+    says: /the key is encrypted/,
+  },
+  {
+    name: 'a truncated key block',
+    cert: ec.cert,
+    key: truncatedKey,
+    code: 'IPGATE_KEY_INVALID',
+    says: /not a usable private key: does not parse/,
+  },
+  {
+    name: 'a certificate given as the key',
+    cert: ec.cert,
+    key: ec.cert,
+    code: 'IPGATE_KEY_INVALID',
+    says: /not a private key: it holds a certificate/,
+  },
+  {
+    name: 'a text file given as the key',
+    cert: ec.cert,
+    key: garbage,
+    code: 'IPGATE_KEY_INVALID',
+    says: /no "-----BEGIN \.\.\. PRIVATE KEY-----" block/,
+  },
 ];
 for (const row of keyRows) {
   t.test(`private key: ${row.name}`, async (t) => {
@@ -200,4 +350,3 @@ for (const row of keyRows) {
     t.match((err as CertInfoError).message, row.says!);
   });
 }
-

@@ -21,15 +21,25 @@ const b = certs.issue('b', { cn: 'b.test', dns: ['a.test', 'b.test'] });
 const log = pino({ level: 'silent' });
 
 function store(unknownSni: 'first' | 'refuse', extra: Partial<TlsConfig['certificates'][number]> = {}): CertStore {
-  return new CertStore('web', {
-    certificates: [
-      { cert: a.cert, key: a.key, hosts: null, name: 'a' },
-      { cert: w.cert, key: w.key, hosts: null, name: 'w' },
-      { cert: b.cert, key: b.key, hosts: null, name: 'b', ...extra },
-    ],
-    unknownSni, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
-    handshakeTimeoutMs: 1000, sessionTickets: true, reloadIntervalMs: 1000,
-  }, log);
+  return new CertStore(
+    'web',
+    {
+      certificates: [
+        { cert: a.cert, key: a.key, hosts: null, name: 'a' },
+        { cert: w.cert, key: w.key, hosts: null, name: 'w' },
+        { cert: b.cert, key: b.key, hosts: null, name: 'b', ...extra },
+      ],
+      unknownSni,
+      minVersion: 'TLSv1.2',
+      maxVersion: 'TLSv1.3',
+      clientCA: null,
+      clientCertificate: 'none',
+      handshakeTimeoutMs: 1000,
+      sessionTickets: true,
+      reloadIntervalMs: 1000,
+    },
+    log,
+  );
 }
 
 t.test('lookup', async (t) => {
@@ -53,22 +63,41 @@ t.test('lookup', async (t) => {
     t.equal(got, row.want === null ? null : ctx(row.want), row.desc);
   }
   t.equal(s.hasFallback, true, 'default: a miss gets the first certificate');
-  t.equal(s.initial, ctx(0), 'the initial context is the default pair\'s');
+  t.equal(s.initial, ctx(0), "the initial context is the default pair's");
   const r = store('refuse');
   t.equal(r.hasFallback, false, 'refuse: no fallback');
-  t.not(r.initial, (r as unknown as { entries: { context: tls.SecureContext }[] }).entries[0]!.context, 'refuse: the initial context has no certificate');
+  t.not(
+    r.initial,
+    (r as unknown as { entries: { context: tls.SecureContext }[] }).entries[0]!.context,
+    'refuse: the initial context has no certificate',
+  );
   const hosts = store('first', { hosts: ['only.test'] });
-  t.equal(hosts.lookup('b.test'), null, 'configured hosts replace the certificate\'s names');
+  t.equal(hosts.lookup('b.test'), null, "configured hosts replace the certificate's names");
   t.not(hosts.lookup('only.test'), null, 'and are served');
-  t.same(s.expiries().map((e) => e.label), ['a', 'w', 'b'], 'expiry per pair, labelled by name');
+  t.same(
+    s.expiries().map((e) => e.label),
+    ['a', 'w', 'b'],
+    'expiry per pair, labelled by name',
+  );
 });
 
 t.test('whether the SNI name can change the certificate (terminate.ts reads the ClientHello first only then)', async (t) => {
-  const one = (unknownSni: 'first' | 'refuse'): CertStore => new CertStore('web', {
-    certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
-    unknownSni, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA: null, clientCertificate: 'none',
-    handshakeTimeoutMs: 1000, sessionTickets: false, reloadIntervalMs: 1000,
-  }, log);
+  const one = (unknownSni: 'first' | 'refuse'): CertStore =>
+    new CertStore(
+      'web',
+      {
+        certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
+        unknownSni,
+        minVersion: 'TLSv1.2',
+        maxVersion: 'TLSv1.3',
+        clientCA: null,
+        clientCertificate: 'none',
+        handshakeTimeoutMs: 1000,
+        sessionTickets: false,
+        reloadIntervalMs: 1000,
+      },
+      log,
+    );
   const rows: { desc: string; store: CertStore; decides: boolean }[] = [
     { desc: 'one pair, unknown names get it: every lookup gives the initial context', store: one('first'), decides: false },
     { desc: 'one pair, unknown names refused: a miss must switch nothing and fail', store: one('refuse'), decides: true },
@@ -86,14 +115,29 @@ t.test('the session id context: one per listener and client-certificate setting,
   if (!fs.existsSync(certs.file('other.crt'))) certs.ca('other');
   const caFile = certs.file('bundle.pem');
   fs.writeFileSync(caFile, certs.read('ca.crt'));
-  const make = (listener: string, clientCertificate: 'none' | 'optional' | 'required', clientCA: string | null): CertStore => new CertStore(listener, {
-    certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
-    unknownSni: 'first', minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3', clientCA, clientCertificate,
-    handshakeTimeoutMs: 1000, sessionTickets: true, reloadIntervalMs: 1000,
-  }, log);
+  const make = (listener: string, clientCertificate: 'none' | 'optional' | 'required', clientCA: string | null): CertStore =>
+    new CertStore(
+      listener,
+      {
+        certificates: [{ cert: a.cert, key: a.key, hosts: null, name: 'a' }],
+        unknownSni: 'first',
+        minVersion: 'TLSv1.2',
+        maxVersion: 'TLSv1.3',
+        clientCA,
+        clientCertificate,
+        handshakeTimeoutMs: 1000,
+        sessionTickets: true,
+        reloadIntervalMs: 1000,
+      },
+      log,
+    );
   const base = make('web', 'required', caFile);
   t.match(base.sessionIdContext(), /^[0-9a-f]{32}$/, '32 hex characters (OpenSSL takes at most 32 bytes)');
-  t.equal(make('web', 'required', caFile).sessionIdContext(), base.sessionIdContext(), 'another store of the same listener (another worker): the same');
+  t.equal(
+    make('web', 'required', caFile).sessionIdContext(),
+    base.sessionIdContext(),
+    'another store of the same listener (another worker): the same',
+  );
   const rows: { desc: string; store: CertStore }[] = [
     { desc: 'another listener', store: make('api', 'required', caFile) },
     { desc: 'optional instead of required', store: make('web', 'optional', caFile) },

@@ -56,7 +56,10 @@ async function captureNodeHello(options: tls.ConnectionOptions): Promise<Buffer>
   }
 }
 
-interface Seen { sni: string | null; alpn: string[] | null }
+interface Seen {
+  sni: string | null;
+  alpn: string[] | null;
+}
 
 t.test(`readClientHello reads the SNI and ALPN OpenSSL reads (seed ${SEED}; replay with TLS_DIFF_SEED=${SEED})`, async (t) => {
   const captures = [
@@ -76,7 +79,10 @@ t.test(`readClientHello reads the SNI and ALPN OpenSSL reads (seed ${SEED}; repl
   }
 
   let seen: Seen = { sni: null, alpn: null };
-  const context = tls.createSecureContext({ cert: fs.readFileSync(path.join(TLS_DIR, 'server.crt')), key: fs.readFileSync(path.join(TLS_DIR, 'server.key')) });
+  const context = tls.createSecureContext({
+    cert: fs.readFileSync(path.join(TLS_DIR, 'server.crt')),
+    key: fs.readFileSync(path.join(TLS_DIR, 'server.key')),
+  });
   const server = tls.createServer({
     SNICallback: (name, cb) => {
       seen.sni = name;
@@ -115,7 +121,8 @@ t.test(`readClientHello reads the SNI and ALPN OpenSSL reads (seed ${SEED}; repl
         if (theirs.endsWith('.')) theirs = theirs.slice(0, -1);
         if (ours.kind === 'done') {
           sniCompared++;
-          if (ours.sni !== theirs) differences.push(`${input.name}: SNI ours ${JSON.stringify(ours.sni)}, OpenSSL ${JSON.stringify(seen.sni)}`);
+          if (ours.sni !== theirs)
+            differences.push(`${input.name}: SNI ours ${JSON.stringify(ours.sni)}, OpenSSL ${JSON.stringify(seen.sni)}`);
         } else if (ours.kind === 'error') {
           strictlyRefused++;
         } else {
@@ -130,7 +137,8 @@ t.test(`readClientHello reads the SNI and ALPN OpenSSL reads (seed ${SEED}; repl
         // Node hands ALPNCallback its ids decoded as 'ascii' (high bit dropped); ours are latin1
         // (lossless), so compare through the same decoding.
         const ourAscii = ours.alpn.map((id) => Buffer.from(id, 'latin1').toString('ascii'));
-        if (JSON.stringify(ourAscii) !== JSON.stringify(seen.alpn)) differences.push(`${input.name}: ALPN ours ${JSON.stringify(ours.alpn)}, OpenSSL ${JSON.stringify(seen.alpn)}`);
+        if (JSON.stringify(ourAscii) !== JSON.stringify(seen.alpn))
+          differences.push(`${input.name}: ALPN ours ${JSON.stringify(ours.alpn)}, OpenSSL ${JSON.stringify(seen.alpn)}`);
       }
     }
   } finally {
@@ -138,6 +146,9 @@ t.test(`readClientHello reads the SNI and ALPN OpenSSL reads (seed ${SEED}; repl
   }
   for (const d of differences) t.comment(d);
   t.same(differences, [], `no hello read differently (seed ${SEED})`);
-  t.ok(sniCompared >= captures.length, `${sniCompared} server names compared with OpenSSL's, ${alpnCompared} ALPN lists; ${strictlyRefused} hellos OpenSSL took that we refuse`);
+  t.ok(
+    sniCompared >= captures.length,
+    `${sniCompared} server names compared with OpenSSL's, ${alpnCompared} ALPN lists; ${strictlyRefused} hellos OpenSSL took that we refuse`,
+  );
   t.ok(alpnCompared >= captures.length, 'ALPN compared for at least the captures');
 });

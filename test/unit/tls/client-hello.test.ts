@@ -86,20 +86,36 @@ t.test('the annotated fixture decodes field by field', async (t) => {
 });
 
 t.test('version names', async (t) => {
-  t.same([0x0300, 0x0301, 0x0302, 0x0303, 0x0304, 0x7f1c].map(tlsVersionName), ['SSLv3', 'TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3', '0x7f1c']);
+  t.same([0x0300, 0x0301, 0x0302, 0x0303, 0x0304, 0x7f1c].map(tlsVersionName), [
+    'SSLv3',
+    'TLSv1',
+    'TLSv1.1',
+    'TLSv1.2',
+    'TLSv1.3',
+    '0x7f1c',
+  ]);
 });
 
 t.test('the reason catalogue', async (t) => {
   // The listener's own, and the handshake watch's (test/unit/tls/retry-hello.test.ts, server-hello.test.ts).
-  const listenerOnly: TlsReason[] = ['tls_truncated', 'tls_timeout', 'tls_hrr_sni_changed', 'tls_hrr_alpn_changed', 'tls_hrr_hello_changed',
-    'tls_hrr_unexpected', 'tls_bad_server_hello'];
+  const listenerOnly: TlsReason[] = [
+    'tls_truncated',
+    'tls_timeout',
+    'tls_hrr_sni_changed',
+    'tls_hrr_alpn_changed',
+    'tls_hrr_hello_changed',
+    'tls_hrr_unexpected',
+    'tls_bad_server_hello',
+  ];
   for (const [code, sentence] of Object.entries(TLS_REASONS)) {
     t.match(code, /^tls_[a-z0-9_]+$/, `${code} is a bounded snake_case label`);
     t.match(sentence, /^[A-Z].*\.$/, `${code} reads as a sentence`);
   }
   t.ok(Object.isFrozen(TLS_REASONS), 'the catalogue cannot be altered at runtime');
   const seen = new Set(INVALID.map((row) => (row.expect.kind === 'error' ? row.expect.reason : '')));
-  const readerLevel = Object.keys(TLS_REASONS).filter((c) => !listenerOnly.includes(c as TlsReason)).sort();
+  const readerLevel = Object.keys(TLS_REASONS)
+    .filter((c) => !listenerOnly.includes(c as TlsReason))
+    .sort();
   t.same([...seen].sort(), readerLevel, 'the invalid vectors exercise every reader-level code');
 });
 
@@ -107,7 +123,10 @@ t.test('the reason catalogue', async (t) => {
  * Runs a real TLS client against a plain TCP server on loopback and feeds what it sends, read by
  * read, to the reader as the listener will: concatenate, call again, stop at the first answer.
  */
-async function capture(bin: string, args: (port: number) => string[]): Promise<{ result: ClientHelloResult; bytes: Buffer; reads: number }> {
+async function capture(
+  bin: string,
+  args: (port: number) => string[],
+): Promise<{ result: ClientHelloResult; bytes: Buffer; reads: number }> {
   const server = net.createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -155,7 +174,12 @@ function splitsAgree(t: Test, bytes: Buffer, result: ClientHelloResult): void {
   t.same(wrong, [], `no split of the ${bytes.length} captured bytes changes the answer`);
 }
 
-type Row = { name: string; bin: 'openssl' | 'curl'; args: (port: number) => string[]; check: (t: Test, r: Extract<ClientHelloResult, { kind: 'done' }>) => void };
+type Row = {
+  name: string;
+  bin: 'openssl' | 'curl';
+  args: (port: number) => string[];
+  check: (t: Test, r: Extract<ClientHelloResult, { kind: 'done' }>) => void;
+};
 const long = Array.from({ length: 60 }, (_, i) => `proto${i}xxxxxxxxxx`).join(',');
 const REAL: Row[] = [
   {

@@ -42,28 +42,104 @@ interface Row {
 
 const ROWS: Row[] = [
   { name: 'the same hello with a cookie (and a new key share)', bytes: SECOND, expect: { kind: 'done', length: SECOND.length } },
-  { name: 'the compatibility ChangeCipherSpec, then the hello', bytes: Buffer.concat([CCS, SECOND]), expect: { kind: 'done', length: 6 + SECOND.length } },
-  { name: 'bytes after the hello are not part of it', bytes: Buffer.concat([SECOND, CCS, hex('17 0303 0001 00')]), expect: { kind: 'done', length: SECOND.length } },
-  { name: 'SNI in upper case with a trailing dot: the same name', bytes: hello(sniExt('WWW.Example.COM.'), alpnExt('h2', 'http/1.1'), versionsExt(0x0304, 0x0303)), expect: { kind: 'done', length: -1 } },
-  { name: 'early data offered: 0-RTT records, then the CCS and the hello', first: FIRST_EARLY, bytes: Buffer.concat([appData(100), appData(16000), CCS, SECOND]), expect: { kind: 'done', length: 105 + 16005 + 6 + SECOND.length } },
-  { name: 'SNI changed', bytes: hello(sniExt('admin.example.com'), alpnExt('h2', 'http/1.1'), versionsExt(0x0304, 0x0303)), expect: { kind: 'error', reason: 'tls_hrr_sni_changed' } },
-  { name: 'SNI dropped', bytes: hello(alpnExt('h2', 'http/1.1'), versionsExt(0x0304, 0x0303)), expect: { kind: 'error', reason: 'tls_hrr_sni_changed' } },
-  { name: 'SNI added where the first had none', first: hello(versionsExt(0x0304)), bytes: hello(sniExt('admin.example.com'), versionsExt(0x0304)), expect: { kind: 'error', reason: 'tls_hrr_sni_changed' } },
-  { name: 'ALPN in another order', bytes: hello(sniExt('www.example.com'), alpnExt('http/1.1', 'h2'), versionsExt(0x0304, 0x0303)), expect: { kind: 'error', reason: 'tls_hrr_alpn_changed' } },
-  { name: 'ALPN dropped', bytes: hello(sniExt('www.example.com'), versionsExt(0x0304, 0x0303)), expect: { kind: 'error', reason: 'tls_hrr_alpn_changed' } },
-  { name: 'supported_versions changed', bytes: hello(sniExt('www.example.com'), alpnExt('h2', 'http/1.1'), versionsExt(0x0303)), expect: { kind: 'error', reason: 'tls_hrr_hello_changed' } },
-  { name: 'legacy_version changed', bytes: clientHello({ legacyVersion: 0x0301, extensions: STANDARD }), expect: { kind: 'error', reason: 'tls_hrr_hello_changed' } },
+  {
+    name: 'the compatibility ChangeCipherSpec, then the hello',
+    bytes: Buffer.concat([CCS, SECOND]),
+    expect: { kind: 'done', length: 6 + SECOND.length },
+  },
+  {
+    name: 'bytes after the hello are not part of it',
+    bytes: Buffer.concat([SECOND, CCS, hex('17 0303 0001 00')]),
+    expect: { kind: 'done', length: SECOND.length },
+  },
+  {
+    name: 'SNI in upper case with a trailing dot: the same name',
+    bytes: hello(sniExt('WWW.Example.COM.'), alpnExt('h2', 'http/1.1'), versionsExt(0x0304, 0x0303)),
+    expect: { kind: 'done', length: -1 },
+  },
+  {
+    name: 'early data offered: 0-RTT records, then the CCS and the hello',
+    first: FIRST_EARLY,
+    bytes: Buffer.concat([appData(100), appData(16000), CCS, SECOND]),
+    expect: { kind: 'done', length: 105 + 16005 + 6 + SECOND.length },
+  },
+  {
+    name: 'SNI changed',
+    bytes: hello(sniExt('admin.example.com'), alpnExt('h2', 'http/1.1'), versionsExt(0x0304, 0x0303)),
+    expect: { kind: 'error', reason: 'tls_hrr_sni_changed' },
+  },
+  {
+    name: 'SNI dropped',
+    bytes: hello(alpnExt('h2', 'http/1.1'), versionsExt(0x0304, 0x0303)),
+    expect: { kind: 'error', reason: 'tls_hrr_sni_changed' },
+  },
+  {
+    name: 'SNI added where the first had none',
+    first: hello(versionsExt(0x0304)),
+    bytes: hello(sniExt('admin.example.com'), versionsExt(0x0304)),
+    expect: { kind: 'error', reason: 'tls_hrr_sni_changed' },
+  },
+  {
+    name: 'ALPN in another order',
+    bytes: hello(sniExt('www.example.com'), alpnExt('http/1.1', 'h2'), versionsExt(0x0304, 0x0303)),
+    expect: { kind: 'error', reason: 'tls_hrr_alpn_changed' },
+  },
+  {
+    name: 'ALPN dropped',
+    bytes: hello(sniExt('www.example.com'), versionsExt(0x0304, 0x0303)),
+    expect: { kind: 'error', reason: 'tls_hrr_alpn_changed' },
+  },
+  {
+    name: 'supported_versions changed',
+    bytes: hello(sniExt('www.example.com'), alpnExt('h2', 'http/1.1'), versionsExt(0x0303)),
+    expect: { kind: 'error', reason: 'tls_hrr_hello_changed' },
+  },
+  {
+    name: 'legacy_version changed',
+    bytes: clientHello({ legacyVersion: 0x0301, extensions: STANDARD }),
+    expect: { kind: 'error', reason: 'tls_hrr_hello_changed' },
+  },
   { name: 'encrypted_client_hello added', bytes: hello(...STANDARD, ECH), expect: { kind: 'error', reason: 'tls_hrr_hello_changed' } },
   { name: 'two ChangeCipherSpecs', bytes: Buffer.concat([CCS, CCS, SECOND]), expect: { kind: 'error', reason: 'tls_hrr_unexpected' } },
-  { name: 'a ChangeCipherSpec of value 2', bytes: Buffer.concat([hex('14 0303 0001 02'), SECOND]), expect: { kind: 'error', reason: 'tls_hrr_unexpected' } },
-  { name: 'a ChangeCipherSpec of 2 bytes', bytes: Buffer.concat([hex('14 0303 0002 0101'), SECOND]), expect: { kind: 'error', reason: 'tls_hrr_unexpected' } },
+  {
+    name: 'a ChangeCipherSpec of value 2',
+    bytes: Buffer.concat([hex('14 0303 0001 02'), SECOND]),
+    expect: { kind: 'error', reason: 'tls_hrr_unexpected' },
+  },
+  {
+    name: 'a ChangeCipherSpec of 2 bytes',
+    bytes: Buffer.concat([hex('14 0303 0002 0101'), SECOND]),
+    expect: { kind: 'error', reason: 'tls_hrr_unexpected' },
+  },
   { name: 'an alert', bytes: hex('15 0303 0002 02 2f'), expect: { kind: 'error', reason: 'tls_hrr_unexpected' } },
-  { name: 'application data without early_data offered', bytes: Buffer.concat([appData(10), SECOND]), expect: { kind: 'error', reason: 'tls_hrr_unexpected' } },
+  {
+    name: 'application data without early_data offered',
+    bytes: Buffer.concat([appData(10), SECOND]),
+    expect: { kind: 'error', reason: 'tls_hrr_unexpected' },
+  },
   { name: 'plaintext', bytes: Buffer.from('GET / HTTP/1.1\r\n'), expect: { kind: 'error', reason: 'tls_hrr_unexpected' } },
-  { name: 'early data past the cap', first: FIRST_EARLY, bytes: Buffer.concat([appData(16000), appData(16000)]), expect: { kind: 'error', reason: 'tls_too_large' } },
-  { name: 'an early data record above 2^14 + 256', first: FIRST_EARLY, bytes: hex('17 0303 4101'), expect: { kind: 'error', reason: 'tls_record_overflow' } },
-  { name: 'a ServerHello-typed handshake message', bytes: Buffer.concat([hex('16 0303 0004 02000000')]), expect: { kind: 'error', reason: 'tls_not_client_hello' } },
-  { name: 'a malformed second hello (two names)', bytes: hello(sniExt('www.example.com', 'admin.example.com')), expect: { kind: 'error', reason: 'tls_bad_sni' } },
+  {
+    name: 'early data past the cap',
+    first: FIRST_EARLY,
+    bytes: Buffer.concat([appData(16000), appData(16000)]),
+    expect: { kind: 'error', reason: 'tls_too_large' },
+  },
+  {
+    name: 'an early data record above 2^14 + 256',
+    first: FIRST_EARLY,
+    bytes: hex('17 0303 4101'),
+    expect: { kind: 'error', reason: 'tls_record_overflow' },
+  },
+  {
+    name: 'a ServerHello-typed handshake message',
+    bytes: Buffer.concat([hex('16 0303 0004 02000000')]),
+    expect: { kind: 'error', reason: 'tls_not_client_hello' },
+  },
+  {
+    name: 'a malformed second hello (two names)',
+    bytes: hello(sniExt('www.example.com', 'admin.example.com')),
+    expect: { kind: 'error', reason: 'tls_bad_sni' },
+  },
   { name: 'half a hello', bytes: SECOND.subarray(0, 40), expect: { kind: 'need_more' } },
   { name: 'the CCS alone', bytes: CCS, expect: { kind: 'need_more' } },
   { name: 'nothing', bytes: Buffer.alloc(0), expect: { kind: 'need_more' } },
@@ -99,5 +175,9 @@ t.test('the early data cap', async (t) => {
   const fits = Buffer.concat([appData(16384), appData(MAX_EARLY_DATA_HELD - 16389 - 5), SECOND]);
   t.equal(readRetryHello(fits, first).kind, 'done', 'early data up to the cap, then the hello: checked');
   const over = Buffer.concat([appData(16384), appData(MAX_EARLY_DATA_HELD - 16389 - 4).subarray(0, 5)]);
-  t.same(view(readRetryHello(over, first)), { kind: 'error', reason: 'tls_too_large' }, 'one byte more: refused on the record header, before its bytes arrive');
+  t.same(
+    view(readRetryHello(over, first)),
+    { kind: 'error', reason: 'tls_too_large' },
+    'one byte more: refused on the record header, before its bytes arrive',
+  );
 });

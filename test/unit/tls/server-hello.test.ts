@@ -75,10 +75,10 @@ t.test('where the reader stops: just past the random, so the caller can read on 
   const r = new ServerHelloReader();
   const flight = Buffer.concat([HRR_RECORD, SH13_RECORD]);
   t.equal(r.read(flight), 'hello_retry');
-  t.equal(r.at, 5 + 4 + 2 + 32, 'after the retry\'s random');
+  t.equal(r.at, 5 + 4 + 2 + 32, "after the retry's random");
   t.equal(r.retries, 1);
   t.equal(r.read(flight, r.at), 'server_hello');
-  t.equal(r.at, HRR_RECORD.length + 5 + 4 + 2 + 32, 'after the ServerHello\'s random');
+  t.equal(r.at, HRR_RECORD.length + 5 + 4 + 2 + 32, "after the ServerHello's random");
   t.equal(r.read(Buffer.from('anything')), 'server_hello', 'done: later calls say so without reading');
 });
 

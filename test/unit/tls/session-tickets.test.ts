@@ -34,7 +34,10 @@ t.test('adopted keys are used as sent and never rotated here', async (t) => {
   adopted.adopt(key);
   adopted.start(); // CertStore.start() after the worker adopted: still no timer
   control.start();
-  t.teardown(() => { adopted.stop(); control.stop(); });
+  t.teardown(() => {
+    adopted.stop();
+    control.stop();
+  });
   await waitFor(() => controlChanges >= 3, 5000, 'the control instance rotated three times');
   t.equal(adopted.current, key, 'the adopted key is still in force');
   t.equal(changes, 1, 'one change: the adoption');
@@ -52,7 +55,7 @@ t.test('adopted keys are used as sent and never rotated here', async (t) => {
   }
 });
 
-t.test('the primary\'s keys: one per listener, all rotated together, the set handed on', async (t) => {
+t.test("the primary's keys: one per listener, all rotated together, the set handed on", async (t) => {
   const sent: Array<ReadonlyMap<string, Buffer>> = [];
   const c = new ClusterTicketKeys(['web', 'api'], (keys) => sent.push(keys), 20);
   t.same(c.listeners, ['web', 'api']);
@@ -75,7 +78,11 @@ t.test('the primary\'s keys: one per listener, all rotated together, the set han
 });
 
 t.test('the IPC encoding round-trips every key byte for byte', async (t) => {
-  const keys = new Map([['web', randomBytes(48)], ['with space', randomBytes(48)], ['zeros', Buffer.alloc(48)]]);
+  const keys = new Map([
+    ['web', randomBytes(48)],
+    ['with space', randomBytes(48)],
+    ['zeros', Buffer.alloc(48)],
+  ]);
   const wire = JSON.parse(JSON.stringify(encodeTicketKeys(keys))) as Record<string, string>; // the channel is JSON
   const back = decodeTicketKeys(wire);
   t.same([...back.keys()], [...keys.keys()]);

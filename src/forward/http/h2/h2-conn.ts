@@ -42,8 +42,15 @@ import type { H2Settings } from './h2-settings';
 import { H2Stream } from './h2-stream';
 
 const {
-  NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_FLAG_END_STREAM, NGHTTP2_PROTOCOL_ERROR, NGHTTP2_STREAM_CLOSED, NGHTTP2_FRAME_SIZE_ERROR,
-  NGHTTP2_COMPRESSION_ERROR, NGHTTP2_FLOW_CONTROL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_INTERNAL_ERROR,
+  NGHTTP2_ENHANCE_YOUR_CALM,
+  NGHTTP2_FLAG_END_STREAM,
+  NGHTTP2_PROTOCOL_ERROR,
+  NGHTTP2_STREAM_CLOSED,
+  NGHTTP2_FRAME_SIZE_ERROR,
+  NGHTTP2_COMPRESSION_ERROR,
+  NGHTTP2_FLOW_CONTROL_ERROR,
+  NGHTTP2_REFUSED_STREAM,
+  NGHTTP2_INTERNAL_ERROR,
 } = http2.constants;
 
 /**
@@ -53,9 +60,18 @@ const {
  * RFC 9113 3.4; a flood ENHANCE_YOUR_CALM).
  */
 const LIB_ERRORS = new Map<number, number>([
-  [-505, NGHTTP2_PROTOCOL_ERROR], [-531, NGHTTP2_PROTOCOL_ERROR], [-532, NGHTTP2_PROTOCOL_ERROR], [-536, NGHTTP2_PROTOCOL_ERROR],
-  [-903, NGHTTP2_PROTOCOL_ERROR], [-510, NGHTTP2_STREAM_CLOSED], [-522, NGHTTP2_FRAME_SIZE_ERROR], [-523, NGHTTP2_COMPRESSION_ERROR],
-  [-524, NGHTTP2_FLOW_CONTROL_ERROR], [-533, NGHTTP2_REFUSED_STREAM], [-537, NGHTTP2_ENHANCE_YOUR_CALM], [-904, NGHTTP2_ENHANCE_YOUR_CALM],
+  [-505, NGHTTP2_PROTOCOL_ERROR],
+  [-531, NGHTTP2_PROTOCOL_ERROR],
+  [-532, NGHTTP2_PROTOCOL_ERROR],
+  [-536, NGHTTP2_PROTOCOL_ERROR],
+  [-903, NGHTTP2_PROTOCOL_ERROR],
+  [-510, NGHTTP2_STREAM_CLOSED],
+  [-522, NGHTTP2_FRAME_SIZE_ERROR],
+  [-523, NGHTTP2_COMPRESSION_ERROR],
+  [-524, NGHTTP2_FLOW_CONTROL_ERROR],
+  [-533, NGHTTP2_REFUSED_STREAM],
+  [-537, NGHTTP2_ENHANCE_YOUR_CALM],
+  [-904, NGHTTP2_ENHANCE_YOUR_CALM],
 ]);
 
 type Destroy = (this: http2.Http2Session, error?: Error | null, code?: number) => void;
@@ -101,9 +117,22 @@ const kConn = Symbol('ipgate.h2conn');
 type Session = http2.ServerHttp2Session & { [kConn]?: H2Conn };
 
 /** The GOAWAY / RST_STREAM error codes by number (RFC 9113 7), for the bounded `code` label. */
-const CODE_NAMES = ['NO_ERROR', 'PROTOCOL_ERROR', 'INTERNAL_ERROR', 'FLOW_CONTROL_ERROR', 'SETTINGS_TIMEOUT', 'STREAM_CLOSED',
-  'FRAME_SIZE_ERROR', 'REFUSED_STREAM', 'CANCEL', 'COMPRESSION_ERROR', 'CONNECT_ERROR', 'ENHANCE_YOUR_CALM',
-  'INADEQUATE_SECURITY', 'HTTP_1_1_REQUIRED'];
+const CODE_NAMES = [
+  'NO_ERROR',
+  'PROTOCOL_ERROR',
+  'INTERNAL_ERROR',
+  'FLOW_CONTROL_ERROR',
+  'SETTINGS_TIMEOUT',
+  'STREAM_CLOSED',
+  'FRAME_SIZE_ERROR',
+  'REFUSED_STREAM',
+  'CANCEL',
+  'COMPRESSION_ERROR',
+  'CONNECT_ERROR',
+  'ENHANCE_YOUR_CALM',
+  'INADEQUATE_SECURITY',
+  'HTTP_1_1_REQUIRED',
+];
 
 export function h2CodeName(code: number): string {
   return CODE_NAMES[code] ?? 'OTHER';
@@ -113,7 +142,10 @@ export function h2CodeName(code: number): string {
 class Budget {
   private tokens: number;
   private at = performance.now();
-  constructor(private readonly burst: number, private readonly perSecond: number) {
+  constructor(
+    private readonly burst: number,
+    private readonly perSecond: number,
+  ) {
     this.tokens = burst;
   }
 
@@ -280,7 +312,10 @@ export class H2Conn implements Waiter, GracefulEnd {
     const conn = this.hc.conn;
     const code = err.code ?? '';
     if (code.startsWith('ERR_HTTP2') && (conn.result === null || conn.result === 'denied')) conn.result = 'h2_protocol_error';
-    this.host.log.debug({ conn: conn.id, client: conn.clientAddress, err: code || err.message, detail: err.message, errno: err.errno }, 'HTTP/2 session error');
+    this.host.log.debug(
+      { conn: conn.id, client: conn.clientAddress, err: code || err.message, detail: err.message, errno: err.errno },
+      'HTTP/2 session error',
+    );
   }
 }
 

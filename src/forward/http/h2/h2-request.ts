@@ -67,7 +67,7 @@ function bad(detail: string): H2Refusal {
 
 /** RFC 9110 5.6.2 tchar, by char code. */
 const TCHAR = new Uint8Array(128);
-for (const c of '!#$%&\'*+-.^_`|~') TCHAR[c.charCodeAt(0)] = 1;
+for (const c of "!#$%&'*+-.^_`|~") TCHAR[c.charCodeAt(0)] = 1;
 for (let c = 0x30; c <= 0x39; c++) TCHAR[c] = 1;
 for (let c = 0x41; c <= 0x5a; c++) TCHAR[c] = 1;
 for (let c = 0x61; c <= 0x7a; c++) TCHAR[c] = 1;

@@ -33,9 +33,7 @@ import type { H2Conn } from './h2-conn';
 import { readH2Request, type H2Request } from './h2-request';
 import { H2Call } from './h2-upstream';
 
-const {
-  NGHTTP2_NO_ERROR, NGHTTP2_PROTOCOL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR,
-} = http2.constants;
+const { NGHTTP2_NO_ERROR, NGHTTP2_PROTOCOL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR } = http2.constants;
 
 const kStream = Symbol('ipgate.h2stream');
 type Tagged = http2.ServerHttp2Stream & { [kStream]?: H2Stream };
@@ -46,7 +44,15 @@ const EMPTY_TRAILERS: OutgoingHttpHeaders = Object.freeze({}) as OutgoingHttpHea
 /** Response fields HTTP/2 forbids (RFC 9113 8.2.2) or that describe the HTTP/1.1 hop only. */
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'http2-settings', 'trailer']);
 /** Trailer fields never passed on (RFC 9110 6.5.1: framing, routing, authentication, ...), beside HOP. */
-const NOT_TRAILERS = new Set(['content-length', 'content-type', 'content-encoding', 'content-range', 'host', 'authorization', 'set-cookie']);
+const NOT_TRAILERS = new Set([
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'content-range',
+  'host',
+  'authorization',
+  'set-cookie',
+]);
 
 export class H2Stream implements UpstreamOwner, PoolWaiter {
   /** performance.now() of the last byte either way (the stream idle timeout, h2-conn.ts check). */
@@ -327,7 +333,10 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
       stream.respond(responseHeaders(head.rawHeaders, status), { endStream: bodyless, waitForTrailers: trailers });
     } catch (err) {
       // A head HTTP/2 cannot carry (not expected: the strict parser took it): the stream ends.
-      this.conn.host.log.warn({ conn: this.conn.hc.conn.id, err: (err as Error).message, upstream: ex.upstream?.label }, 'upstream response head not relayable over HTTP/2');
+      this.conn.host.log.warn(
+        { conn: this.conn.hc.conn.id, err: (err as Error).message, upstream: ex.upstream?.label },
+        'upstream response head not relayable over HTTP/2',
+      );
       this.up?.socket.destroy();
       this.reset(NGHTTP2_INTERNAL_ERROR);
       return;
@@ -375,7 +384,7 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
         this.dispatch(true);
         return;
       }
-      const code = this.timedOutUp ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
+      const code = this.timedOutUp ? 'ETIMEDOUT' : (up.error ?? 'ECONNRESET');
       const retry = !this.timedOutUp && !up.connected && this.bodyless && this.attempt + 1 < this.targets.length && isConnectFailure(code);
       this.conn.host.events.upstreamFailed(ex, code, this.timedOutUp, retry);
       if (retry) {
@@ -511,8 +520,13 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
     // A reset the client sent: the stream closed with an error code ipgate did not send, while
     // its socket is still up (a dead socket closes every stream with CANCEL).
     const session = conn.session;
-    const clientReset = !this.resetSent && stream.rstCode !== NGHTTP2_NO_ERROR && !conn.socket.destroyed
-      && session !== null && !session.destroyed && !(this.sideDone && this.requestDone);
+    const clientReset =
+      !this.resetSent &&
+      stream.rstCode !== NGHTTP2_NO_ERROR &&
+      !conn.socket.destroyed &&
+      session !== null &&
+      !session.destroyed &&
+      !(this.sideDone && this.requestDone);
     this.dropUpstream();
     const ex = this.ex;
     if (ex !== null && !complete) ex.reason ??= 'client_abort';

@@ -48,7 +48,11 @@ class UpSession {
   idleSince = performance.now();
   lastPing = performance.now();
   pinging = false;
-  constructor(readonly session: http2.ClientHttp2Session, readonly target: Upstream, readonly pool: H2Upstreams) {}
+  constructor(
+    readonly session: http2.ClientHttp2Session,
+    readonly target: Upstream,
+    readonly pool: H2Upstreams,
+  ) {}
 
   /** Room for one more stream within the peer's SETTINGS_MAX_CONCURRENT_STREAMS. */
   get usable(): boolean {
@@ -88,7 +92,9 @@ export class H2Upstreams {
       maxHeaderListPairs: 256,
       settings: { enablePush: false },
       ...(target.family === 0 && this.dns !== null ? { lookup: this.dns.lookup as never } : {}),
-      ...(h2.tls ? { ALPNProtocols: ['h2'], ...(h2.ca !== null ? { ca: h2.ca } : {}), ...(target.family === 0 ? { servername: target.host } : {}) } : {}),
+      ...(h2.tls
+        ? { ALPNProtocols: ['h2'], ...(h2.ca !== null ? { ca: h2.ca } : {}), ...(target.family === 0 ? { servername: target.host } : {}) }
+        : {}),
     };
     const dialedAt = performance.now();
     const s: Tagged = http2.connect(authority, options, () => this.connectTime.observe((performance.now() - dialedAt) / 1000));
@@ -100,7 +106,11 @@ export class H2Upstreams {
     s.on('frameError', onUpFrameError);
     list.push(u);
     if (this.timer === null) {
-      this.timer = setInterval(sweepUpstreams, Math.max(50, Math.min(1000, Math.floor(Math.min(this.idleMs, this.pingIntervalMs) / 4))), this);
+      this.timer = setInterval(
+        sweepUpstreams,
+        Math.max(50, Math.min(1000, Math.floor(Math.min(this.idleMs, this.pingIntervalMs) / 4))),
+        this,
+      );
       this.timer.unref();
     }
     return u;
@@ -300,7 +310,10 @@ export class H2Call {
       // the upstream's trailers follow the body (gRPC's grpc-status, grpc-message).
       stream.respond(fields(headers, true), { endStream, waitForTrailers: !endStream });
     } catch (err) {
-      front.conn.host.log.warn({ upstream: ex.upstream?.label, err: (err as Error).message }, 'HTTP/2 upstream response head not relayable');
+      front.conn.host.log.warn(
+        { upstream: ex.upstream?.label, err: (err as Error).message },
+        'HTTP/2 upstream response head not relayable',
+      );
       this.cancel();
       front.resetFromUpstream(http2.constants.NGHTTP2_INTERNAL_ERROR);
       return;

@@ -25,7 +25,12 @@ export function prefaceState(buf: Buffer): boolean | null {
  * Read `socket` (paused) until the preface is seen or ruled out, then `done(isH2, bytes)` with
  * everything read (the socket paused again); `isH2` null: the socket closed or timed out first.
  */
-export function sniffPreface(socket: net.Socket, leftover: Buffer, timeoutMs: number, done: (isH2: boolean | null, bytes: Buffer) => void): void {
+export function sniffPreface(
+  socket: net.Socket,
+  leftover: Buffer,
+  timeoutMs: number,
+  done: (isH2: boolean | null, bytes: Buffer) => void,
+): void {
   let buf = leftover;
   const first = buf.length > 0 ? prefaceState(buf) : null;
   if (first !== null) {

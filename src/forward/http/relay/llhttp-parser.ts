@@ -146,11 +146,7 @@ interface ParseError {
   status: 400 | 431;
 }
 
-export type ExecuteResult =
-  | { kind: 'ok' }
-  | { kind: 'paused'; consumed: number }
-  | { kind: 'upgrade'; consumed: number }
-  | ParseError;
+export type ExecuteResult = { kind: 'ok' } | { kind: 'paused'; consumed: number } | { kind: 'upgrade'; consumed: number } | ParseError;
 
 export interface ParserOptions {
   /** Bytes allowed from the first byte of a start line to the end of the blank line. */
@@ -595,8 +591,7 @@ export class HttpParser<T extends ParserType> {
       if (status < 200 && status !== 101) {
         ret = 1;
         s.#interim = true;
-      }
-      else if (m === 'HEAD') ret = 1;
+      } else if (m === 'HEAD') ret = 1;
       else if (m === 'CONNECT' && status >= 200 && status < 300) ret = 2;
     }
     // llhttp treats every 101 as an upgrade, with or without an Upgrade header.
@@ -607,10 +602,30 @@ export class HttpParser<T extends ParserType> {
     // Two literals rather than one object extended afterwards: one shape per head type.
     const head: AnyHead =
       s.type === 'request'
-        ? { method: METHOD_NAMES[l.llhttp_get_method(p)] ?? '', url: s.#text, versionMajor: major, versionMinor: minor,
-            rawHeaders: raw, keepAlive: keep, upgrade: up, contentLength, chunked, untilEof }
-        : { statusCode: status, reason: s.#text, versionMajor: major, versionMinor: minor,
-            rawHeaders: raw, keepAlive: keep, upgrade: up, contentLength, chunked, untilEof };
+        ? {
+            method: METHOD_NAMES[l.llhttp_get_method(p)] ?? '',
+            url: s.#text,
+            versionMajor: major,
+            versionMinor: minor,
+            rawHeaders: raw,
+            keepAlive: keep,
+            upgrade: up,
+            contentLength,
+            chunked,
+            untilEof,
+          }
+        : {
+            statusCode: status,
+            reason: s.#text,
+            versionMajor: major,
+            versionMinor: minor,
+            rawHeaders: raw,
+            keepAlive: keep,
+            upgrade: up,
+            contentLength,
+            chunked,
+            untilEof,
+          };
     if (ret === 1) {
       // llhttp's keep-alive answer here still assumes a body to EOF when there is no length (the
       // skip-body flag is set only once this returns 1); on_message_complete follows at once, with

@@ -131,8 +131,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    */
   private ending = false;
   private readonly onDataFn = (d: Buffer): void => this.onData(d);
-  private readonly onDrainFn = (): void => { this.up?.socket.resume(); };
-  private readonly onEndFn = (): void => { this.socket.destroy(); };
+  private readonly onDrainFn = (): void => {
+    this.up?.socket.resume();
+  };
+  private readonly onEndFn = (): void => {
+    this.socket.destroy();
+  };
   private readonly onCloseFn = (): void => this.closed();
   private readonly nextFn = (): void => this.next();
   /**
@@ -187,7 +191,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private wait(kind: 'idle' | 'head'): void {
     if (this.ending) return; // the linger timer runs
     this.waiting = kind;
-    this.waitDeadline = performance.now() + (kind === 'idle' ? this.host.settings.keepAliveTimeoutMs : this.host.settings.requestHeaderTimeoutMs);
+    this.waitDeadline =
+      performance.now() + (kind === 'idle' ? this.host.settings.keepAliveTimeoutMs : this.host.settings.requestHeaderTimeoutMs);
   }
 
   private stopWaiting(): void {
@@ -746,11 +751,13 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
         this.flushUp();
         return;
       }
-      const code = this.timedOut ? 'ETIMEDOUT' : up.error ?? 'ECONNRESET';
+      const code = this.timedOut ? 'ETIMEDOUT' : (up.error ?? 'ECONNRESET');
       // A connect that failed or timed out (never connected: nothing was sent) goes to the next target.
       // The next target that is up (a group with health rules skips those out: upstream-group.ts).
-      const nextOffset = this.timedOut || up.connected || !ex.bodyless || !(isConnectFailure(code) || code === 'ETIMEDOUT') ? -1
-        : this.group!.nextOffset(this.first, this.attempt + 1);
+      const nextOffset =
+        this.timedOut || up.connected || !ex.bodyless || !(isConnectFailure(code) || code === 'ETIMEDOUT')
+          ? -1
+          : this.group!.nextOffset(this.first, this.attempt + 1);
       const retry = nextOffset > 0;
       this.host.events.upstreamFailed(ex, code, this.timedOut, retry);
       if (retry) {
@@ -762,7 +769,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.clearTimer();
       this.closeAfter = true;
       // A timeout (the response head's, or a connect / read / send bound's ETIMEDOUT) is a 504, as nginx answers it.
-      this.cannedAnswer(this.timedOut || code === 'ETIMEDOUT' ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway);
+      this.cannedAnswer(
+        this.timedOut || code === 'ETIMEDOUT' ? this.host.settings.canned.gatewayTimeout : this.host.settings.canned.badGateway,
+      );
       return;
     }
     // Mid-response, or a body that ran to the connection's end.
@@ -849,7 +858,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       const d = this.d!;
       this.d = null;
       this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
-    this.quickHead = null;
+      this.quickHead = null;
     }
     const ex = this.ex;
     if (ex !== null) {

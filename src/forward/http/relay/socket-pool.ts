@@ -261,11 +261,15 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     const socket = this.socket;
     socket.onData = this.onDataFn;
     socket.onDrain = this.onDrainFn;
-    socket.onError = (code) => { this.error ??= code; };
+    socket.onError = (code) => {
+      this.error ??= code;
+    };
     // Before a 101 (or on any socket but an upgrade's) the upstream's FIN ends the exchange: the
     // socket is closed and the close hook below settles it (a body delimited by the close is
     // completed there). A tunnel takes over onEnd to pass the FIN on.
-    socket.onEnd = () => { if (!this.tunnelled) socket.destroy(); };
+    socket.onEnd = () => {
+      if (!this.tunnelled) socket.destroy();
+    };
     socket.onClose(() => {
       this.clearTimer();
       if (this.pooled) this.pool.closed(this);
@@ -297,7 +301,10 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     const t = this.target;
     const dns = this.pool.dns;
     const s = net.connect({
-      host: t.host, port: t.port, noDelay: true, allowHalfOpen: tunnel,
+      host: t.host,
+      port: t.port,
+      noDelay: true,
+      allowHalfOpen: tunnel,
       ...(t.family === 0 && dns !== null ? { lookup: dns.lookup } : {}),
     });
     s.once('connect', () => {

@@ -15,9 +15,37 @@ function scan(raw: string[], trusted: boolean): { out: OutgoingHttpHeaders; got:
 }
 
 t.test('hop-by-hop headers are dropped for everyone, end-to-end ones kept', async (t) => {
-  const { out } = scan(['Host', 'a', 'Connection', 'close, X-Hop', 'X-Hop', '1', 'Keep-Alive', 'timeout=5', 'TE', 'trailers',
-    'Trailer', 'X-T', 'Proxy-Connection', 'keep-alive', 'Upgrade', 'h2c', 'HTTP2-Settings', 'AAA', 'Expect', '100-continue',
-    'Transfer-Encoding', 'chunked', 'Accept', 'text/html', 'X-App', 'v'], true);
+  const { out } = scan(
+    [
+      'Host',
+      'a',
+      'Connection',
+      'close, X-Hop',
+      'X-Hop',
+      '1',
+      'Keep-Alive',
+      'timeout=5',
+      'TE',
+      'trailers',
+      'Trailer',
+      'X-T',
+      'Proxy-Connection',
+      'keep-alive',
+      'Upgrade',
+      'h2c',
+      'HTTP2-Settings',
+      'AAA',
+      'Expect',
+      '100-continue',
+      'Transfer-Encoding',
+      'chunked',
+      'Accept',
+      'text/html',
+      'X-App',
+      'v',
+    ],
+    true,
+  );
   t.same(out, { host: 'a', 'transfer-encoding': 'chunked', accept: 'text/html', 'x-app': 'v' });
 });
 
@@ -27,9 +55,33 @@ t.test('Connection cannot remove the framing or Host', async (t) => {
 });
 
 t.test('untrusted peer: forwarding and client-IP headers dropped unread', async (t) => {
-  const { out, got } = scan(['X-Forwarded-For', '1.1.1.1', 'X-Real-IP', '1.1.1.1', 'Forwarded', 'for=1.1.1.1',
-    'X-Forwarded-Proto', 'https', 'X-Forwarded-Host', 'h', 'X-Forwarded-Port', '1', 'X-Forwarded-Prefix', '/p',
-    'True-Client-IP', '1.1.1.1', 'X-Client-IP', '1.1.1.1', 'X-Cluster-Client-IP', '1.1.1.1', 'CF-Connecting-IP', '1.1.1.1'], false);
+  const { out, got } = scan(
+    [
+      'X-Forwarded-For',
+      '1.1.1.1',
+      'X-Real-IP',
+      '1.1.1.1',
+      'Forwarded',
+      'for=1.1.1.1',
+      'X-Forwarded-Proto',
+      'https',
+      'X-Forwarded-Host',
+      'h',
+      'X-Forwarded-Port',
+      '1',
+      'X-Forwarded-Prefix',
+      '/p',
+      'True-Client-IP',
+      '1.1.1.1',
+      'X-Client-IP',
+      '1.1.1.1',
+      'X-Cluster-Client-IP',
+      '1.1.1.1',
+      'CF-Connecting-IP',
+      '1.1.1.1',
+    ],
+    false,
+  );
   t.same(out, {});
   t.equal(got.xForwardedFor, null);
   t.equal(got.forwarded, null);
@@ -37,9 +89,29 @@ t.test('untrusted peer: forwarding and client-IP headers dropped unread', async 
 });
 
 t.test('trusted peer: forwarding headers read (lines joined in order), others passed', async (t) => {
-  const { out, got } = scan(['X-Forwarded-For', '1.1.1.1, 2.2.2.2', 'x-forwarded-for', '3.3.3.3', 'Forwarded', 'for=1.1.1.1',
-    'FORWARDED', 'for=2.2.2.2', 'X-Forwarded-Proto', 'https', 'X-Forwarded-Proto', 'http', 'X-Real-IP', '9.9.9.9',
-    'X-Forwarded-Prefix', '/p', 'True-Client-IP', '1.1.1.1'], true);
+  const { out, got } = scan(
+    [
+      'X-Forwarded-For',
+      '1.1.1.1, 2.2.2.2',
+      'x-forwarded-for',
+      '3.3.3.3',
+      'Forwarded',
+      'for=1.1.1.1',
+      'FORWARDED',
+      'for=2.2.2.2',
+      'X-Forwarded-Proto',
+      'https',
+      'X-Forwarded-Proto',
+      'http',
+      'X-Real-IP',
+      '9.9.9.9',
+      'X-Forwarded-Prefix',
+      '/p',
+      'True-Client-IP',
+      '1.1.1.1',
+    ],
+    true,
+  );
   t.equal(got.xForwardedFor, '1.1.1.1, 2.2.2.2, 3.3.3.3');
   t.equal(got.forwarded, 'for=1.1.1.1, for=2.2.2.2');
   t.equal(got.xForwardedProto, 'https', 'first line wins');
@@ -47,8 +119,10 @@ t.test('trusted peer: forwarding headers read (lines joined in order), others pa
 });
 
 t.test('duplicates: joined, cookie with "; ", single-valued keep the first', async (t) => {
-  const { out, got } = scan(['Host', 'a', 'Host', 'b', 'Cookie', 'x=1', 'Cookie', 'y=2', 'X-Multi', '1', 'X-Multi', '2',
-    'User-Agent', 'u1', 'User-Agent', 'u2'], false);
+  const { out, got } = scan(
+    ['Host', 'a', 'Host', 'b', 'Cookie', 'x=1', 'Cookie', 'y=2', 'X-Multi', '1', 'X-Multi', '2', 'User-Agent', 'u1', 'User-Agent', 'u2'],
+    false,
+  );
   t.same(out, { host: 'a', cookie: 'x=1; y=2', 'x-multi': '1, 2', 'user-agent': 'u1' });
   t.equal(got.host, 'a');
 });
@@ -61,12 +135,44 @@ t.test('body detection decides whether a request may be retried on another targe
 });
 
 t.test('response: hop-by-hop dropped, duplicates and case kept, Connection-named headers dropped', async (t) => {
-  const raw = ['Content-Type', 'text/plain', 'Connection', 'close, X-Internal', 'X-Internal', 's', 'Keep-Alive', 'timeout=5',
-    'Transfer-Encoding', 'chunked', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2', 'Upgrade', 'h2c', 'Proxy-Connection', 'x', 'Trailer', 'X',
-    'te', 'x', 'Content-Length', '4'];
-  t.equal(responseHeaderLines(raw, false),
-    'Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n');
-  t.equal(responseHeaderLines(raw, true),
-    'Content-Type: text/plain\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n', 'HTTP/1.0 client: no Transfer-Encoding');
-  t.equal(responseHeaderLines(['Connection', 'content-length', 'Content-Length', '4'], false), 'Content-Length: 4\r\n', 'framing never dropped');
+  const raw = [
+    'Content-Type',
+    'text/plain',
+    'Connection',
+    'close, X-Internal',
+    'X-Internal',
+    's',
+    'Keep-Alive',
+    'timeout=5',
+    'Transfer-Encoding',
+    'chunked',
+    'Set-Cookie',
+    'a=1',
+    'Set-Cookie',
+    'b=2',
+    'Upgrade',
+    'h2c',
+    'Proxy-Connection',
+    'x',
+    'Trailer',
+    'X',
+    'te',
+    'x',
+    'Content-Length',
+    '4',
+  ];
+  t.equal(
+    responseHeaderLines(raw, false),
+    'Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n',
+  );
+  t.equal(
+    responseHeaderLines(raw, true),
+    'Content-Type: text/plain\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n',
+    'HTTP/1.0 client: no Transfer-Encoding',
+  );
+  t.equal(
+    responseHeaderLines(['Connection', 'content-length', 'Content-Length', '4'], false),
+    'Content-Length: 4\r\n',
+    'framing never dropped',
+  );
 });

@@ -45,8 +45,13 @@ ${listener}
   const stats = new ListenerStats(lc.name);
   const canned = new CannedResponses(lc.http.deniedBody);
   const policy = new HttpPolicy({
-    config: lc, list: lists.get(lc.allowlist), stats, log: pino({ level: 'silent' }), canned,
-    group: new UpstreamGroup(parseUpstreams(lc.upstreams)), access: null,
+    config: lc,
+    list: lists.get(lc.allowlist),
+    stats,
+    log: pino({ level: 'silent' }),
+    canned,
+    group: new UpstreamGroup(parseUpstreams(lc.upstreams)),
+    access: null,
   });
   if (lc.routes !== undefined) policy.routes = policy.compileRoutes(lc.routes, routesVersion([lc]));
   return { policy, lists, stats, canned };
@@ -136,7 +141,7 @@ t.test('routes: host and path pick the route, whose list decides', async (t) => 
   t.equal(www.verdict, 'forward', 'www: the listener list admits .2');
   t.equal(www.ex!.route!.name, 'www', 'route www');
   const admin = s.policy.admit(hc, head('/', { Host: 'admin.example' }), null)!;
-  t.equal(admin.verdict, 'answer', "admin: its own list refuses .2, on the same connection");
+  t.equal(admin.verdict, 'answer', 'admin: its own list refuses .2, on the same connection');
   t.equal(admin.answer!.status, 403, '403');
   t.equal(admin.ex!.route!.name, 'admin', 'decided by route admin');
   const noPath = s.policy.admit(hc, head('/other'), null)!;

@@ -37,14 +37,24 @@ const ACCEPTED: [description: string, value: string, forwarded: string][] = [
 /** Refused: [description, Host value, reason, what the sentence says]. */
 const REFUSED: [description: string, value: string, reason: string, detail: RegExp][] = [
   ['empty', '', 'host_invalid', /is empty/],
-  ['userinfo with a port-like prefix (cut at the first ":" before, routed as www)', 'www.example.com:x@admin.example.com', 'host_invalid', /port that is not a number/],
+  [
+    'userinfo with a port-like prefix (cut at the first ":" before, routed as www)',
+    'www.example.com:x@admin.example.com',
+    'host_invalid',
+    /port that is not a number/,
+  ],
   ['userinfo', 'www.example.com@admin.example.com', 'host_invalid', /character "@"/],
   ['a percent-encoded letter (WHATWG decodes %61 to "a")', '%61dmin.example.com', 'host_invalid', /character "%"/],
   ['percent-encoded dots', 'admin%2eexample%2ecom', 'host_invalid', /character "%"/],
   ['a percent-encoded fullwidth "a" (IDNA maps it to "a")', '%EF%BD%81dmin.example.com', 'host_invalid', /character "%"/],
   ['a raw fullwidth "a" (UTF-8 bytes read as latin1)', '\u00ef\u00bd\u0081dmin.example.com', 'host_invalid', /non-ASCII/],
   ['KELVIN SIGN (case folding would make it "k")', '\u212Aadmin.example.com', 'host_invalid', /non-ASCII/],
-  ['two hosts joined by a comma (two Host lines merged by some proxy)', 'www.example.com, admin.example.com', 'host_invalid', /character ","/],
+  [
+    'two hosts joined by a comma (two Host lines merged by some proxy)',
+    'www.example.com, admin.example.com',
+    'host_invalid',
+    /character ","/,
+  ],
   ['a space inside', 'www.example .com', 'host_invalid', /character " "/],
   ['a tab inside', 'www\t.example.com', 'host_invalid', /character "\\t"/],
   ['a NUL', 'www.example.com\0admin', 'host_invalid', /character "\\u0000"/],
@@ -75,7 +85,7 @@ const REFUSED: [description: string, value: string, reason: string, detail: RegE
   ['userinfo before brackets', 'a@[::1]', 'host_invalid', /character "@"/],
   ['a wildcard', '*.example.com', 'host_invalid', /character "\*"/],
   ['254 characters', `${'a.'.repeat(126)}ab`, 'host_too_long', /254 characters \(at most 253\)/],
-  ['a 16 KB name of one-letter labels (the wildcard walk\'s worst case)', `${'a.'.repeat(8192)}x`, 'host_too_long', /16385 characters/],
+  ["a 16 KB name of one-letter labels (the wildcard walk's worst case)", `${'a.'.repeat(8192)}x`, 'host_too_long', /16385 characters/],
   ['a long name behind a port is still too long', `${'a'.repeat(300)}:80`, 'host_too_long', /300 characters/],
 ];
 
@@ -107,10 +117,20 @@ const REQUESTS: [description: string, raw: string[], authority: string | null, e
   ['no Host line', ['Accept', '*/*'], null, 'host_missing'],
   ['no header at all', [], null, 'host_missing'],
   ['two Host lines, the same value', ['Host', 'www.example.com', 'Host', 'www.example.com'], null, 'host_repeated'],
-  ['two Host lines, different values (the first was used and forwarded before)', ['Host', 'www.example.com', 'host', 'admin.example.com'], null, 'host_repeated'],
+  [
+    'two Host lines, different values (the first was used and forwarded before)',
+    ['Host', 'www.example.com', 'host', 'admin.example.com'],
+    null,
+    'host_repeated',
+  ],
   ['an empty Host line', ['Host', ''], null, 'host_invalid'],
   ['"Hosts" is another header', ['Hosts', 'admin.example.com', 'Host', 'www.example.com'], null, 'www.example.com'],
-  ['absolute form: the authority replaces Host (RFC 9112 3.2.2)', ['Host', 'ignored.example'], 'Admin.Example.com:81', 'admin.example.com:81'],
+  [
+    'absolute form: the authority replaces Host (RFC 9112 3.2.2)',
+    ['Host', 'ignored.example'],
+    'Admin.Example.com:81',
+    'admin.example.com:81',
+  ],
   ['absolute form: Host is still required once', [], 'admin.example.com', 'host_missing'],
   ['absolute form: two Host lines are still refused', ['Host', 'a.example', 'Host', 'b.example'], 'admin.example.com', 'host_repeated'],
   ['absolute form: the Host line is still checked (as nginx does)', ['Host', 'a@b.example'], 'admin.example.com', 'host_invalid'],

@@ -16,7 +16,10 @@ t.test('ids are 32 hex characters, never repeat, and share no prefix with the on
   for (let i = 1; i < n; i++) if (ids[i]!.slice(0, 8) === ids[i - 1]!.slice(0, 8)) sharedPrefix++;
   t.ok(sharedPrefix <= 1, `consecutive ids share their first 32 bits ${sharedPrefix} times (random: ~${(n / 2 ** 32).toExponential(1)})`);
   // Before: a per-process 16-hex prefix, then a counter: every id shared its first half.
-  t.notOk(ids.every((id) => id.slice(0, 16) === ids[0]!.slice(0, 16)), 'no per-process prefix');
+  t.notOk(
+    ids.every((id) => id.slice(0, 16) === ids[0]!.slice(0, 16)),
+    'no per-process prefix',
+  );
 });
 
 t.test('every hex digit position is uniform (no counter, no fixed part)', async (t) => {

@@ -24,6 +24,10 @@ t.test('bad values name the variable and the value', async (t) => {
     ['16777217', /must be 0 \(off\) or 65536\.\.16777216 bytes/],
   ] as const) {
     t.throws(() => parseReadBufferEnv(value), { message: why }, value);
-    t.throws(() => parseReadBufferEnv(value), { message: new RegExp(`^IPGATE_RELAY_READ_BUFFER: "${value.replace(/[.]/g, '\\.')}"`) }, `${value}: names it`);
+    t.throws(
+      () => parseReadBufferEnv(value),
+      { message: new RegExp(`^IPGATE_RELAY_READ_BUFFER: "${value.replace(/[.]/g, '\\.')}"`) },
+      `${value}: names it`,
+    );
   }
 });

@@ -11,19 +11,37 @@ import { requestHost } from '../../../../../src/forward/http/request-host';
 const base = [':method', 'GET', ':scheme', 'https', ':path', '/a?b=c', ':authority', 'api.example:8443'];
 
 t.test('a plain request: pseudo-headers read, regular fields kept in order', async (t) => {
-  const r = readH2Request([...base, 'accept', '*/*', 'cookie', 'a=1', 'cookie', 'b=2', 'te', 'trailers', 'content-length', '5']) as H2Request;
+  const r = readH2Request([
+    ...base,
+    'accept',
+    '*/*',
+    'cookie',
+    'a=1',
+    'cookie',
+    'b=2',
+    'te',
+    'trailers',
+    'content-length',
+    '5',
+  ]) as H2Request;
   t.equal(r.method, 'GET');
   t.equal(r.path, '/a?b=c');
   t.equal(r.authority, null, 'no Host line: :authority is the Host line');
-  t.same(r.rawHeaders, ['host', 'api.example:8443', 'accept', '*/*', 'cookie', 'a=1', 'cookie', 'b=2', 'te', 'trailers', 'content-length', '5'],
-    ':authority first as host; cookie crumbs kept apart (the header scan joins them with "; ")');
+  t.same(
+    r.rawHeaders,
+    ['host', 'api.example:8443', 'accept', '*/*', 'cookie', 'a=1', 'cookie', 'b=2', 'te', 'trailers', 'content-length', '5'],
+    ':authority first as host; cookie crumbs kept apart (the header scan joins them with "; ")',
+  );
   t.equal(r.contentLength, 5);
   t.equal(r.teTrailers, true);
 });
 
 t.test('malformed requests (RFC 9113 8.1.1: stream error PROTOCOL_ERROR)', async (t) => {
   const rows: [string, string[]][] = [
-    ['a pseudo-header after a regular field', [':method', 'GET', ':scheme', 'https', 'accept', '*/*', ':path', '/', ':authority', 'a.example']],
+    [
+      'a pseudo-header after a regular field',
+      [':method', 'GET', ':scheme', 'https', 'accept', '*/*', ':path', '/', ':authority', 'a.example'],
+    ],
     ['a repeated :path', [...base, ':path', '/b']],
     ['a repeated :method', [':method', 'GET', ...base]],
     ['an unknown pseudo-header', [...base, ':foo', 'x']],
@@ -34,7 +52,10 @@ t.test('malformed requests (RFC 9113 8.1.1: stream error PROTOCOL_ERROR)', async
     ['no :scheme', [':method', 'GET', ':path', '/', ':authority', 'a.example']],
     ['an empty :path', [':method', 'GET', ':scheme', 'https', ':path', '', ':authority', 'a.example']],
     [':path not starting with /', [':method', 'GET', ':scheme', 'https', ':path', 'a/b', ':authority', 'a.example']],
-    [':path with a space (an h1 request line would split there)', [':method', 'GET', ':scheme', 'https', ':path', '/a HTTP/1.1', ':authority', 'a.example']],
+    [
+      ':path with a space (an h1 request line would split there)',
+      [':method', 'GET', ':scheme', 'https', ':path', '/a HTTP/1.1', ':authority', 'a.example'],
+    ],
     [':path with a fragment', [':method', 'GET', ':scheme', 'https', ':path', '/a#b', ':authority', 'a.example']],
     [':path with a byte >= 0x7f', [':method', 'GET', ':scheme', 'https', ':path', '/\u00e9', ':authority', 'a.example']],
     [':path "*" with GET', [':method', 'GET', ':scheme', 'https', ':path', '*', ':authority', 'a.example']],
@@ -78,7 +99,17 @@ t.test('well formed but not served: 400', async (t) => {
 });
 
 t.test('the host is checked by the policy as for HTTP/1.1 (request-host.ts): refused with its host_* reason', async (t) => {
-  const req = (authority: string, ...more: string[]): string[] => [':method', 'GET', ':scheme', 'https', ':path', '/', ':authority', authority, ...more];
+  const req = (authority: string, ...more: string[]): string[] => [
+    ':method',
+    'GET',
+    ':scheme',
+    'https',
+    ':path',
+    '/',
+    ':authority',
+    authority,
+    ...more,
+  ];
   const rows: [string, string[], string][] = [
     ['no :authority and no Host', [':method', 'GET', ':scheme', 'https', ':path', '/'], 'host_missing'],
     ['an :authority with userinfo', req('u@a.example'), 'host_invalid'],
@@ -108,7 +139,11 @@ t.test('accepted: Host without :authority, the same value twice, OPTIONS *, http
     ['Host equal to :authority (case apart)', [...base, 'host', 'API.example:8443'], 'api.example:8443'],
     ['an IPv6 authority', [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', '[::1]:80'], '[::1]:80'],
     ['an IPv4 authority', [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', '10.0.0.1'], '10.0.0.1'],
-    ['an upper-case authority with a trailing dot', [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 'A.EXAMPLE.:80'], 'a.example:80'],
+    [
+      'an upper-case authority with a trailing dot',
+      [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 'A.EXAMPLE.:80'],
+      'a.example:80',
+    ],
     ['OPTIONS *', [':method', 'OPTIONS', ':scheme', 'https', ':path', '*', ':authority', 'a.example'], 'a.example'],
     ['the same content-length twice', [...base, 'content-length', '3', 'content-length', '3'], 'api.example:8443'],
   ];
