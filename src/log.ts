@@ -411,3 +411,18 @@ export class BlockWriter {
     this.next();
   };
 }
+
+/** pino's numeric levels (its defaults; ipgate defines no custom levels). */
+export const DEBUG_LEVEL = 20;
+export const INFO_LEVEL = 30;
+
+/**
+ * Whether `log` writes lines at `level` (DEBUG_LEVEL, INFO_LEVEL), read off its numeric level on
+ * every call, so a level changed at run time (setLogLevel) counts at once. The per-request checks
+ * use it instead of pino's isLevelEnabled('debug'), whose lookup of the level's name in a table is
+ * a megamorphic keyed load: about 140 instructions a call, three calls per denied request
+ * (bench/README.md "Issue 28: the policy split, measured").
+ */
+export function logsAt(log: Logger, level: number): boolean {
+  return log.levelVal <= level;
+}

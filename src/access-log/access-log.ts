@@ -68,6 +68,7 @@ import type { LiveList } from '../store/live-lists';
 import { DenialSummary } from './denial-summary';
 import { DenialLines } from './denial-lines';
 import type { TlsFacts } from '../connection/tls-facts';
+import { DEBUG_LEVEL, INFO_LEVEL, logsAt } from '../log';
 
 function tlsFields(t: TlsFacts): Record<string, unknown> {
   return {
@@ -182,7 +183,7 @@ export class ListenerAccessLog {
       const raw = this.raw;
       const entry = conn.entry?.cidr ?? null;
       if (raw !== null) {
-        if (!this.log.isLevelEnabled('info')) return;
+        if (!logsAt(this.log, INFO_LEVEL)) return;
         const durationMs = Date.now() - conn.startedAt;
         const w = this.direct;
         // Field by field into the block, as for HTTP below. Worst case per character: a 6-byte \u escape.
@@ -306,10 +307,10 @@ export class ListenerAccessLog {
    */
   private denialLevel(counted: boolean): 'info' | 'debug' | null {
     const d = this.denials;
-    if (d !== null && counted && this.log.isLevelEnabled('info')) {
+    if (d !== null && counted && logsAt(this.log, INFO_LEVEL)) {
       if (d.take(Date.now())) return 'info';
     }
-    return this.log.isLevelEnabled('debug') ? 'debug' : null;
+    return logsAt(this.log, DEBUG_LEVEL) ? 'debug' : null;
   }
 
   /**
@@ -330,8 +331,8 @@ export class ListenerAccessLog {
    * user agent, request id); otherwise a client refused for its connection takes the quick path.
    */
   wantsDenialLines(): boolean {
-    if (this.log.isLevelEnabled('debug')) return true;
-    return this.denials !== null && this.log.isLevelEnabled('info') && this.denials.available(Date.now());
+    if (logsAt(this.log, DEBUG_LEVEL)) return true;
+    return this.denials !== null && logsAt(this.log, INFO_LEVEL) && this.denials.available(Date.now());
   }
 
   /**
@@ -341,7 +342,7 @@ export class ListenerAccessLog {
    */
   deniedRequest(client: string, reason: string, entry: string | null): void {
     if (this.denials !== null) {
-      if (this.log.isLevelEnabled('info')) this.denials.suppress();
+      if (logsAt(this.log, INFO_LEVEL)) this.denials.suppress();
       return;
     }
     this.summary?.add(this.listener, client, reason, entry, this.list?.name ?? null, null);
@@ -355,7 +356,7 @@ export class ListenerAccessLog {
     if (!denied) {
       if (!this.lines) {
         // The access log off: the line HttpForwarder writes at debug without one.
-        if (this.log.isLevelEnabled('debug')) {
+        if (logsAt(this.log, DEBUG_LEVEL)) {
           this.log.debug(
             {
               conn: conn.id,
@@ -382,7 +383,7 @@ export class ListenerAccessLog {
       const decision = routed && ex.route === null ? 'none' : 'allow';
       const raw = this.raw;
       if (raw !== null) {
-        if (!this.log.isLevelEnabled('info')) return;
+        if (!logsAt(this.log, INFO_LEVEL)) return;
         const entry = ex.entry?.cidr ?? null;
         const result = ex.reason ?? 'ok';
         const upstream = ex.upstream?.label ?? null;

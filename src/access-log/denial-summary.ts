@@ -16,6 +16,7 @@
  * same bounded address set: an address first seen past `maxAddresses` gets no line.
  */
 import type { Logger } from 'pino';
+import { INFO_LEVEL, logsAt } from '../log';
 
 interface DenialSummaryOptions {
   /** Interval between summary lines, ms; 0 turns the summary off. */
@@ -54,7 +55,7 @@ export class DenialSummary {
   ): void {
     // Its lines are at info: below it (logging.level warn, as under load tests), nothing to count
     // (a level raised at run time counts from then on).
-    if (!this.log.isLevelEnabled('info')) return;
+    if (!logsAt(this.log, INFO_LEVEL)) return;
     this.count++;
     if (this.addresses.size < this.options.maxAddresses) {
       const size = this.addresses.size;

@@ -15,6 +15,7 @@ import { ListenerStats } from '../metrics/listener-stats';
 import type { AllowlistRefusal } from '../reasons';
 import type { LiveList } from '../store/live-lists';
 import type { Connection, Via } from '../connection/connection';
+import { DEBUG_LEVEL, logsAt } from '../log';
 
 export class Admission {
   constructor(
@@ -60,7 +61,7 @@ export class Admission {
     if (reason === null) reason = denialReason((route === null ? this.list : route.list).matcher, client);
     ListenerStats.bump(this.stats.denied, reason);
     if (route !== null) ListenerStats.bump(route.counts.denied, reason);
-    if (this.log.isLevelEnabled('debug')) {
+    if (logsAt(this.log, DEBUG_LEVEL)) {
       this.log.debug(
         {
           conn: conn.id,
@@ -81,6 +82,6 @@ export class Admission {
   revoked(conn: Connection): void {
     ListenerStats.bump(this.stats.denied, 'revoked');
     if (conn.route !== null) ListenerStats.bump(conn.route.counts.denied, 'revoked');
-    if (this.log.isLevelEnabled('debug')) this.log.debug({ conn: conn.id, client: conn.clientAddress }, 'revoked');
+    if (logsAt(this.log, DEBUG_LEVEL)) this.log.debug({ conn: conn.id, client: conn.clientAddress }, 'revoked');
   }
 }

@@ -13,6 +13,7 @@ import { upstreamReason } from '../../upstream/upstream-reason';
 import type { Exchange, HttpConn } from './exchange';
 import type { RequestDecision, RequestFacts } from './http-policy';
 import { requestHeadBytes } from './request-size';
+import { DEBUG_LEVEL, logsAt } from '../../log';
 
 /** The engine's reports: five events, each once per occurrence. */
 export interface EngineEvents {
@@ -103,7 +104,7 @@ export class HttpRecorder implements EngineEvents {
     const counts = !ex.routed ? this.stats.http : ex.route === null ? this.stats.httpRoute('') : ex.route.stats;
     counts.record(methodIndex(ex.method), ex.status, (now - ex.startedAt) / 1000, ex.requestBytes, ex.bytesOut, ex.hc.protocol === 'h2');
     if (this.access !== null) this.access.request(ex, now);
-    else if (this.log.isLevelEnabled('debug')) {
+    else if (logsAt(this.log, DEBUG_LEVEL)) {
       this.log.debug(
         {
           conn: ex.hc.conn.id,

@@ -47,6 +47,7 @@ import { newRequestId, validRequestId } from './request-id';
 import { requestHeadBytes } from './request-size';
 import { requestTarget } from './request-target';
 import { RequestDecision } from './request-decision';
+import { DEBUG_LEVEL, logsAt } from '../../log';
 
 export { RequestDecision } from './request-decision';
 
@@ -343,7 +344,7 @@ export class HttpPolicy {
       !hc.revoked &&
       !hc.closing &&
       !this.redirectEarly &&
-      !this.log.isLevelEnabled('debug') &&
+      !logsAt(this.log, DEBUG_LEVEL) &&
       (this.access === null || !this.access.wantsDenialLines())
     );
   }

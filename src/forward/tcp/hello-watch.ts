@@ -36,6 +36,7 @@ import type { ClientHelloDone } from '../../tls/client-hello';
 import type { TlsReason } from '../../tls/codes';
 import { readRetryHello } from '../../tls/retry-hello';
 import { ServerHelloReader } from '../../tls/server-hello';
+import { DEBUG_LEVEL, logsAt } from '../../log';
 
 /** What the forwarder gives the watch (one per listener and socket model). */
 export interface WatchHost<S extends Endpoint> {
@@ -205,7 +206,7 @@ export class HelloWatch<S extends Endpoint> implements GatherStage<RetryOutcome>
     if (!r.ok) {
       ListenerStats.bump(stats.sniHelloRetries, r.reason);
       const log = this.host.log;
-      if (log.isLevelEnabled('debug')) {
+      if (logsAt(log, DEBUG_LEVEL)) {
         log.debug(
           { conn: conn.id, client: conn.clientAddress, route: conn.route?.name, sni: conn.sni, reason: r.reason, detail: r.detail },
           'second ClientHello refused',

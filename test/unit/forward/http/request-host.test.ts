@@ -146,3 +146,28 @@ t.test('requestHost: the Host lines and the absolute-form authority', async (t) 
   const r = requestHost(['Host', 'x.example'], 'a@b') as HostRefusal;
   t.match(r.detail, /^the target's authority "a@b" has the character "@"/, 'the sentence names the authority');
 });
+
+t.test('checkHost keeps the last accepted value: a repeat answers the same, and no refusal is remembered', async (t) => {
+  // Interleaved so each value follows another: the memo (the last value accepted) is hit, missed
+  // and replaced in turn.
+  const rows: [value: string, expect: string][] = [
+    ['WWW.Example.COM:81', 'www.example.com:81'],
+    ['WWW.Example.COM:81', 'www.example.com:81'],
+    ['a@b.example', 'host_invalid'],
+    ['a@b.example', 'host_invalid'],
+    ['WWW.Example.COM:81', 'www.example.com:81'],
+    ['', 'host_invalid'],
+    ['127.0.0.1:8080', '127.0.0.1:8080'],
+    ['127.0.0.1:8080', '127.0.0.1:8080'],
+    ['127.1:8080', 'host_invalid'],
+    ['[::FFFF:7f00:1]', '[::ffff:127.0.0.1]'],
+    ['[::FFFF:7f00:1]', '[::ffff:127.0.0.1]'],
+    ['a'.repeat(254), 'host_too_long'],
+  ];
+  for (const [value, expect] of rows) {
+    const r = checkHost(value);
+    t.equal(typeof r === 'string' ? r : r.reason, expect, JSON.stringify(value.slice(0, 40)));
+  }
+  const refusal = checkHost('a@b.example', "the target's authority") as HostRefusal;
+  t.match(refusal.detail, /^the target's authority "a@b.example"/, 'a refusal after the same value was refused names what was checked');
+});
