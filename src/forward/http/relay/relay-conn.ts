@@ -603,14 +603,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     ex.reason = 'body_too_large';
     this.host.events.clientError(this.hc, 'body_too_large');
     this.upOut.length = 0;
-    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
-    this.queued = null;
-    const up = this.up;
-    this.up = null;
-    if (up !== null) {
-      up.owner = null;
-      up.socket.destroy();
-    }
+    this.abandonUpstream();
     if (this.responseStarted) {
       this.socket.destroy();
       return;
@@ -826,6 +819,21 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (!this.socket.destroyed && this.backlog === null && !(this.ex !== null && this.requestDone)) this.socket.resume();
   }
 
+  /**
+   * The exchange's upstream is given up: a queued ask cancelled, an attached socket closed (its
+   * framing is unknown mid-exchange, so it is never pooled).
+   */
+  private abandonUpstream(): void {
+    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
+    this.queued = null;
+    const up = this.up;
+    this.up = null;
+    if (up !== null) {
+      up.owner = null;
+      up.socket.destroy();
+    }
+  }
+
   private fail(canned: Canned): void {
     if (this.ex === null || !this.responseStarted) {
       this.endConnection(canned.wire);
@@ -842,14 +850,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
     this.lingerTimer = null;
     this.parser.free();
-    if (this.queued !== null) this.host.pool.cancel(this.queued, this);
-    this.queued = null;
-    const up = this.up;
-    this.up = null;
-    if (up !== null) {
-      up.owner = null;
-      up.socket.destroy();
-    }
+    this.abandonUpstream();
     this.dedicated?.socket.destroy();
     this.dedicated = null;
     this.tunnelSocket?.destroy();
