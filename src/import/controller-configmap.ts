@@ -17,6 +17,12 @@ export interface ConfigMapSettings extends Trust {
   upstreamTimeoutMs: number | null;
   /** ssl-redirect: plain HTTP to a TLS host is redirected unless an Ingress says otherwise (default true). */
   sslRedirect: boolean;
+  /** force-ssl-redirect: plain HTTP to any host is redirected unless an Ingress says otherwise (default false). */
+  forceSslRedirect: boolean;
+  /** http-redirect-code: the status of the HTTPS and www redirects (default 308; ingress-nginx takes 301, 302, 307, 308). */
+  httpRedirectCode: 301 | 302 | 307 | 308;
+  /** no-tls-redirect-locations: paths starting with one of these are never redirected to HTTPS (default the ACME challenge). */
+  noTlsRedirectLocations: string[];
   /** allow-cross-namespace-resources: an annotation may name a Secret of another namespace (default false). */
   crossNamespace: boolean;
 }
@@ -33,6 +39,9 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport, t
     deny: null,
     upstreamTimeoutMs: null,
     sslRedirect: !FALSE.has(data['ssl-redirect'] ?? ''),
+    forceSslRedirect: TRUE.has(data['force-ssl-redirect'] ?? ''),
+    httpRedirectCode: 308,
+    noTlsRedirectLocations: ['/.well-known/acme-challenge'],
     crossNamespace: TRUE.has(data['allow-cross-namespace-resources'] ?? ''),
     ...importTrust(data, source, trust, report),
   };
@@ -55,14 +64,36 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport, t
     return r.cidrs;
   };
   const used = new Set([
+    'ssl-redirect',
+    'force-ssl-redirect',
+    'http-redirect-code',
+    'no-tls-redirect-locations',
     'whitelist-source-range',
     'denylist-source-range',
     'proxy-read-timeout',
     'allow-cross-namespace-resources',
     ...TRUST_KEYS,
   ]);
-  // Read for the plaintext listener (which hosts ingress-nginx served only over HTTPS); ipgate does not redirect.
-  if (!out.sslRedirect) used.add('ssl-redirect');
+  // ingress-nginx's configmap.go: a code outside 301, 302, 307, 308 (or not a number) is logged and the default (308) kept.
+  const code = data['http-redirect-code'];
+  if (code !== undefined) {
+    const n = /^\s*[0-9]{3}\s*$/.test(code) ? Number(code) : Number.NaN;
+    if (n === 301 || n === 302 || n === 307 || n === 308) out.httpRedirectCode = n;
+    else
+      report.notes.push({
+        source,
+        item: 'http-redirect-code',
+        value: code,
+        reason: 'not 301, 302, 307 or 308: ingress-nginx ignored it and redirected with 308, as the import does',
+      });
+  }
+  // nginx.tmpl's locationConfigForLua: a location whose path starts with one of these is not redirected to HTTPS.
+  const noRedirect = data['no-tls-redirect-locations'];
+  if (noRedirect !== undefined)
+    out.noTlsRedirectLocations = noRedirect
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '');
   out.allow = ranges('whitelist-source-range');
   out.deny = ranges('denylist-source-range');
   if (data['proxy-read-timeout'] !== undefined) {
