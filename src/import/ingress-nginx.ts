@@ -230,10 +230,10 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     for (const host of ruleHosts(p.ing)) if (!regexHosts.has(host)) regexHosts.set(host, p.key);
   }
   /** Per host under regexHosts: the paths left out as regular expressions, and those made prefixes. */
-  const regexPaths = new Map<string, { left: string[]; prefixed: string[] }>();
-  const regexAt = (host: string): { left: string[]; prefixed: string[] } => {
+  const regexPaths = new Map<string, { left: string[]; prefixed: string[]; rewritten: string[] }>();
+  const regexAt = (host: string): { left: string[]; prefixed: string[]; rewritten: string[] } => {
     let r = regexPaths.get(host);
-    if (r === undefined) regexPaths.set(host, (r = { left: [], prefixed: [] }));
+    if (r === undefined) regexPaths.set(host, (r = { left: [], prefixed: [], rewritten: [] }));
     return r;
   };
 
@@ -481,6 +481,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           rewritten.push(`${rawPath} as prefix ${plan.prefix} (${plan.prefix}/x sent as ${plan.replacePrefix}x)`);
           if (plan.widerInNginx) wider.push(`${plan.prefix}<other> (${rawPath})`);
           if (forwardedPrefix !== undefined && forwardedPrefix !== plan.prefix) otherPrefix.push(plan.prefix);
+          regexAt(host).rewritten.push(rawPath);
           rawPath = plan.prefix;
           match = 'prefix';
         } else if (regexFrom !== undefined) {
@@ -680,7 +681,10 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const hosts = [...new Set(ruleHosts(p.ing))];
     const left = hosts.flatMap((h) => (regexPaths.get(h)?.left ?? []).map((x) => `${h}${x}`));
     const prefixed = hosts.flatMap((h) => (regexPaths.get(h)?.prefixed ?? []).map((x) => `${h}${x}`));
-    const made = prefixed.length > 0 ? `; ${prefixed.join(', ')} hold no regex syntax and became case-sensitive prefixes` : '';
+    const rewritten = hosts.flatMap((h) => (regexPaths.get(h)?.rewritten ?? []).map((x) => `${h}${x}`));
+    const made =
+      (prefixed.length > 0 ? `; ${prefixed.join(', ')} hold no regex syntax and became case-sensitive prefixes` : '') +
+      (rewritten.length > 0 ? `; ${rewritten.join(', ')} became prefix rewrites (rewrite-target)` : '');
     if (left.length > 0) {
       report.unconverted.push({
         source: p.source,

@@ -48,7 +48,7 @@ export function rewriteForPath(path: string, target: string): RewritePlan {
   const group = slashOrEnd !== null ? '$2' : '$1';
   if (p !== null && p !== '' && LITERAL.test(p) && !p.endsWith('/')) {
     const lit = target.endsWith(group) ? target.slice(0, -group.length) : null;
-    if (lit !== null && lit.endsWith('/') && LITERAL.test(lit))
+    if (lit?.endsWith('/') && LITERAL.test(lit))
       return { kind: 'prefix', prefix: p, replacePrefix: lit, widerInNginx: optionalSlash !== null };
     return {
       kind: 'refused',
