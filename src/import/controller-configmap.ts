@@ -5,6 +5,7 @@
  * Every other key is reported.
  */
 import type { Cidr } from '../allowlist/cidr';
+import { bodySize } from './annotations';
 import { FALSE, isRecord, objectKey, TRUE, type KubeObject } from './objects';
 import type { ImportReport } from './report';
 import { parseSourceRange } from './source-ranges';
@@ -23,6 +24,8 @@ export interface ConfigMapSettings extends Trust {
   httpRedirectCode: 301 | 302 | 307 | 308;
   /** no-tls-redirect-locations: paths starting with one of these are never redirected to HTTPS (default the ACME challenge). */
   noTlsRedirectLocations: string[];
+  /** proxy-body-size: the listener's http.maxBodyBytes (null: `0`, no limit); undefined: not set (ipgate's default, no limit). */
+  maxBodyBytes: number | null | undefined;
   /** allow-cross-namespace-resources: an annotation may name a Secret of another namespace (default false). */
   crossNamespace: boolean;
 }
@@ -42,6 +45,7 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport, t
     forceSslRedirect: TRUE.has(data['force-ssl-redirect'] ?? ''),
     httpRedirectCode: 308,
     noTlsRedirectLocations: ['/.well-known/acme-challenge'],
+    maxBodyBytes: undefined,
     crossNamespace: TRUE.has(data['allow-cross-namespace-resources'] ?? ''),
     ...importTrust(data, source, trust, report),
   };
@@ -68,6 +72,7 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport, t
     'force-ssl-redirect',
     'http-redirect-code',
     'no-tls-redirect-locations',
+    'proxy-body-size',
     'whitelist-source-range',
     'denylist-source-range',
     'proxy-read-timeout',
@@ -85,6 +90,20 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport, t
         item: 'http-redirect-code',
         value: code,
         reason: 'not 301, 302, 307 or 308: ingress-nginx ignored it and redirected with 308, as the import does',
+      });
+  }
+  const body = data['proxy-body-size'];
+  if (body !== undefined) {
+    out.maxBodyBytes = bodySize(body);
+    if (out.maxBodyBytes === undefined)
+      report.unconverted.push({ source, item: 'proxy-body-size', value: body, reason: 'not an nginx size (digits, then k, m or g)' });
+    else
+      report.notes.push({
+        source,
+        item: 'proxy-body-size',
+        value: body,
+        reason:
+          'as the listeners\' http.maxBodyBytes, the default of every route without its own annotation (docs/edge-rules.md "Body size")',
       });
   }
   // nginx.tmpl's locationConfigForLua: a location whose path starts with one of these is not redirected to HTTPS.

@@ -74,6 +74,7 @@ export function buildListeners(
     http.xForwardedFor = cm.xForwardedFor;
     if (strip) http.stripHeaders = [...CLIENT_CERT_HEADERS];
     if (cm.upstreamTimeoutMs !== null) http.upstreamTimeoutMs = cm.upstreamTimeoutMs;
+    if (cm.maxBodyBytes !== undefined) http.maxBodyBytes = cm.maxBodyBytes;
     l.http = http;
     l.routes = kept.map((r) => {
       const route = structuredClone(r.route);

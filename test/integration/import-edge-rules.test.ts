@@ -66,7 +66,7 @@ const CONFIGMAP = `---
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: ingress-nginx-controller, namespace: ingress-nginx}
-data: {http-redirect-code: "301", force-ssl-redirect: "true", no-tls-redirect-locations: "/healthz"}
+data: {http-redirect-code: "301", force-ssl-redirect: "true", no-tls-redirect-locations: "/healthz", proxy-body-size: "1k"}
 `;
 
 interface Row {
@@ -79,6 +79,8 @@ interface Row {
   location?: string;
   /** What the backend saw: `<target>|<X-Forwarded-Prefix>`. */
   seen?: string;
+  /** A POST body. */
+  body?: string;
 }
 
 const dir = tmpDir('ipgate-import-edge-');
@@ -111,7 +113,13 @@ async function importAndServe(
 
 async function check(t: Test, port: number, rows: readonly Row[]): Promise<void> {
   for (const row of rows) {
-    const r = await request({ port, localAddress: row.from ?? '127.0.0.2', path: row.path, headers: { host: row.host } });
+    const r = await request({
+      port,
+      localAddress: row.from ?? '127.0.0.2',
+      path: row.path,
+      headers: { host: row.host },
+      ...(row.body !== undefined ? { method: 'POST', body: row.body } : {}),
+    });
     t.equal(r.status, row.status, `${row.desc}: ${row.status}`);
     if (row.location !== undefined) t.equal(r.headers.location, row.location, `${row.desc}: Location ${row.location}`);
     if (row.seen !== undefined) t.equal(r.body, row.seen, `${row.desc}: the backend saw ${row.seen}`);
@@ -221,34 +229,46 @@ t.test('redirect and rewrite annotations: imported, checked, and served as ingre
   t.match(config, /# Ingress web\/shop nginx\.ingress\.kubernetes\.io\/from-to-www-redirect \(www\.shop\.example -> shop\.example\)\n/);
 });
 
-t.test('the ConfigMap: http-redirect-code and force-ssl-redirect for every host, no-tls-redirect-locations exempt', { skip }, async (t) => {
-  const port = await freePort();
-  const nginx = await startNginx(
-    `http {\n  ${nginxHttpPreamble()}\n  server { listen 127.0.0.1:${port}; location / { return 200 "$request_uri|$http_x_forwarded_prefix"; } }\n}`,
-    [port],
-  );
-  t.teardown(() => nginx.stop());
-  const manifests =
-    ingress('app', 'app.example', {}, ['/', '/healthz']) +
-    ingress('off', 'off.example', { 'force-ssl-redirect': 'false' }, ['/']) +
-    CONFIGMAP;
-  const { port: gate, report } = await importAndServe(t, 'configmap', manifests, port);
-  await check(t, gate, [
-    {
-      desc: 'force-ssl-redirect from the ConfigMap, with its 301',
-      host: 'app.example',
-      path: '/x?y',
-      status: 301,
-      location: 'https://app.example/x?y',
-    },
-    { desc: 'no-tls-redirect-locations /healthz: served', host: 'app.example', path: '/healthz', status: 200, seen: '/healthz|' },
-    {
-      desc: 'force-ssl-redirect "false" on the Ingress wins over the ConfigMap',
-      host: 'off.example',
-      path: '/x',
-      status: 200,
-      seen: '/x|',
-    },
-  ]);
-  t.same(report.unconverted, [], 'the three ConfigMap keys are carried over');
-});
+t.test(
+  'the ConfigMap: http-redirect-code and force-ssl-redirect for every host, no-tls-redirect-locations exempt, proxy-body-size',
+  { skip },
+  async (t) => {
+    const port = await freePort();
+    const nginx = await startNginx(
+      `http {\n  ${nginxHttpPreamble()}\n  server { listen 127.0.0.1:${port}; location / { return 200 "$request_uri|$http_x_forwarded_prefix"; } }\n}`,
+      [port],
+    );
+    t.teardown(() => nginx.stop());
+    const manifests =
+      ingress('app', 'app.example', {}, ['/', '/healthz']) +
+      ingress('off', 'off.example', { 'force-ssl-redirect': 'false' }, ['/']) +
+      CONFIGMAP;
+    const { port: gate, report } = await importAndServe(t, 'configmap', manifests, port);
+    await check(t, gate, [
+      {
+        desc: 'force-ssl-redirect from the ConfigMap, with its 301',
+        host: 'app.example',
+        path: '/x?y',
+        status: 301,
+        location: 'https://app.example/x?y',
+      },
+      { desc: 'no-tls-redirect-locations /healthz: served', host: 'app.example', path: '/healthz', status: 200, seen: '/healthz|' },
+      {
+        desc: 'proxy-body-size "1k": a body of 1024 bytes passes',
+        host: 'app.example',
+        path: '/healthz',
+        body: 'x'.repeat(1024),
+        status: 200,
+      },
+      { desc: 'proxy-body-size "1k": 1025 bytes get 413', host: 'app.example', path: '/healthz', body: 'x'.repeat(1025), status: 413 },
+      {
+        desc: 'force-ssl-redirect "false" on the Ingress wins over the ConfigMap',
+        host: 'off.example',
+        path: '/x',
+        status: 200,
+        seen: '/x|',
+      },
+    ]);
+    t.same(report.unconverted, [], 'the four ConfigMap keys are carried over');
+  },
+);

@@ -237,11 +237,9 @@ const rows: Row[] = [
     },
   },
   {
-    name: 'controller ConfigMap: PROXY protocol, trusted proxies, a global allowlist; other keys listed',
+    name: 'controller ConfigMap: PROXY protocol, trusted proxies, a global allowlist, the body size; other keys listed',
     file: '10-controller-configmap.yaml',
-    unconverted: ['proxy-body-size', 'ssl-protocols', 'log-format-escape-json'].map(
-      (k) => `ConfigMap ingress-nginx/ingress-nginx-controller ${k}`,
-    ),
+    unconverted: ['ssl-protocols', 'log-format-escape-json'].map((k) => `ConfigMap ingress-nginx/ingress-nginx-controller ${k}`),
     check: (t, c) => {
       const l = c.listeners[0]!;
       t.same(l.proxyProtocol.mode, 'required');
@@ -249,6 +247,7 @@ const rows: Row[] = [
       t.same(l.http.trustedProxies, [], 'with use-proxy-protocol the PROXY header names the client: X-Forwarded-For is not walked');
       t.equal(l.http.xForwardedFor, 'append', 'compute-full-forwarded-for: "true"');
       t.equal(l.http.upstreamTimeoutMs, 120_000, 'proxy-read-timeout: "120"');
+      t.equal(l.http.maxBodyBytes, 50 * 1024 * 1024, 'proxy-body-size: "50m", the default of the routes without their own');
       t.same(entries(c, 'ingress-nginx-default'), ['198.51.100.0/24', '2001:db8:cafe::/48']);
       t.same(
         routesOf(c),
