@@ -788,7 +788,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       if (auth.refused.has(to)) route.allowlist = REFUSED_LIST;
       else if (p.allowlist !== undefined) route.allowlist = p.allowlist;
       route.http = { redirect: { host: to, status: cm.httpRedirectCode } };
-      out.push({ route, host: from, from: `${p.source} ${item} (${from} -> ${to})`, redirected: false });
+      out.push({ route, host: from, from: `${p.source} ${item} (${from} -> ${to})`, redirected: false, wwwRedirect: true });
       made.push(`${from} -> ${to}`);
     }
     if (made.length > 0)

@@ -24,6 +24,8 @@ export interface RouteOut {
   from: string;
   /** ingress-nginx redirected plain HTTP for it to HTTPS (ssl-redirect on a TLS host, or force-ssl-redirect). */
   redirected: boolean;
+  /** A from-to-www-redirect route: it only redirects, so it takes no part in the listener's client-certificate choice. */
+  wwwRedirect?: boolean;
 }
 
 interface ListenerOptions {
@@ -142,7 +144,8 @@ export function buildListeners(
   }
 
   // HTTPS: the client-certificate check, then the Secrets' directories (certificates and CAs).
-  const hosts = [...new Set(routes.map((r) => r.host))];
+  // A www redirect never forwards: it neither asks for a certificate nor stops the listener from asking one of every host.
+  const hosts = [...new Set(routes.filter((r) => r.wwwRedirect !== true).map((r) => r.host))];
   const check = httpsClientAuth(hosts, auth, prefix, report);
   const ids = [...certificates.keys()];
   if (check.ca !== null && !ids.includes(check.ca)) ids.push(check.ca);

@@ -296,3 +296,29 @@ t.test('use-regex is reported by name when it changed nothing but the matching',
     '"false": nothing',
   );
 });
+
+t.test(
+  'from-to-www-redirect on a host that required a certificate: the www route only redirects, and the listener still requires it',
+  async (t) => {
+    const r = convert([
+      ingress('bank', 'api', {
+        host: 'api.bank.example',
+        tls: 'api-tls',
+        ann: { 'auth-tls-secret': 'bank/ca', 'from-to-www-redirect': 'true' },
+      }),
+    ]);
+    const [http, https] = listeners(r);
+    t.same(hostsOf(https), ['api.bank.example', 'www.api.bank.example']);
+    t.match(
+      https!.tls,
+      { clientCA: '/etc/ipgate/tls/ca/ca.crt', clientCertificate: 'required' },
+      'the www route does not take the requirement off',
+    );
+    t.same(
+      http!.routes.map((x) => (x as { http?: unknown }).http),
+      [{ redirect: { scheme: 'https', status: 308 } }, { redirect: { host: 'api.bank.example', status: 308 } }],
+      'plaintext: the host to HTTPS, www to the host',
+    );
+    t.same(findings(r.report.unconverted, 'auth-tls-secret'), []);
+  },
+);
