@@ -3,7 +3,7 @@
  * for each other one, why not, in one sentence for the report.
  */
 import { readTimeout } from './controller-configmap';
-import { FALSE, isRecord, type KubeObject } from './objects';
+import { isRecord, type KubeObject } from './objects';
 
 /** null when the annotation is carried over (or has nothing to carry), else why not. */
 export function annotationVerdict(short: string, value: string): string | null {
@@ -39,7 +39,12 @@ export function annotationVerdict(short: string, value: string): string | null {
       return null; // read with the redirect (ingress-nginx.ts)
     case 'ssl-redirect':
     case 'force-ssl-redirect':
-      return FALSE.has(value) ? null : 'not converted yet: the import does not write http.httpsRedirect (docs/edge-rules.md "Redirects")';
+    case 'from-to-www-redirect':
+    case 'preserve-trailing-slash':
+      return null; // the routes' http.httpsRedirect and the www routes' http.redirect (ingress-nginx.ts), each with its note
+    case 'rewrite-target':
+    case 'x-forwarded-prefix':
+      return null; // per path: an http.rewrite or the path listed with its reason (rewrite-target.ts)
     case 'backend-protocol': {
       // GRPC / GRPCS: the route's http.upstreamProtocol (h2c / h2), ingress-nginx.ts.
       const p = value.toUpperCase();
@@ -47,19 +52,27 @@ export function annotationVerdict(short: string, value: string): string | null {
         ? null
         : `ipgate speaks HTTP/1.1 to upstreams, or HTTP/2 for gRPC (GRPC, GRPCS); ${JSON.stringify(value)} backends are not supported`;
     }
-    case 'rewrite-target':
-      return 'not converted yet: the import does not write http.rewrite (docs/edge-rules.md "Rewrites"); the upstream receives the request path as sent';
     case 'configuration-snippet':
     case 'server-snippet':
     case 'stream-snippet':
-      return 'raw nginx configuration has no ipgate equivalent';
+    case 'auth-snippet':
+    case 'modsecurity-snippet':
+      return 'raw nginx directives: ipgate runs none; read the snippet and carry over by hand what it did (a header, a return, a rewrite), or drop it';
+    case 'enable-modsecurity':
+    case 'enable-owasp-core-rules':
+    case 'modsecurity-transaction-id':
+      return 'ipgate has no web application firewall (ModSecurity): requests reach the backend without its rules';
     default:
-      if (short.startsWith('auth-')) return 'ipgate has no external or basic authentication';
+      if (short === 'auth-url' || short === 'auth-signin' || short.startsWith('auth-response') || short.startsWith('auth-request'))
+        return 'ipgate does no external authentication (nginx auth_request): these routes are served without the auth service asking, so put the auth proxy in front of the backend (or keep the host on ingress-nginx) before switching traffic';
+      if (short.startsWith('auth-'))
+        return 'ipgate has no external or basic authentication: these routes are served without asking for credentials';
       if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
       if (short.startsWith('affinity') || short.startsWith('session-cookie'))
         return 'ipgate has no session affinity (the Service address balances)';
       if (short.startsWith('limit-')) return 'ipgate has no rate or connection limits per route';
-      if (short.includes('cors')) return 'ipgate adds no CORS headers';
+      if (short.includes('cors'))
+        return 'ipgate adds no CORS headers and answers no preflight OPTIONS itself (ingress-nginx did, with 204): the backend must send Access-Control-Allow-* itself';
       return 'no ipgate equivalent';
   }
 }

@@ -5,6 +5,7 @@
  * Every other key is reported.
  */
 import type { Cidr } from '../allowlist/cidr';
+import { bodySize } from './annotations';
 import { FALSE, isRecord, objectKey, TRUE, type KubeObject } from './objects';
 import type { ImportReport } from './report';
 import { parseSourceRange } from './source-ranges';
@@ -17,6 +18,14 @@ export interface ConfigMapSettings extends Trust {
   upstreamTimeoutMs: number | null;
   /** ssl-redirect: plain HTTP to a TLS host is redirected unless an Ingress says otherwise (default true). */
   sslRedirect: boolean;
+  /** force-ssl-redirect: plain HTTP to any host is redirected unless an Ingress says otherwise (default false). */
+  forceSslRedirect: boolean;
+  /** http-redirect-code: the status of the HTTPS and www redirects (default 308; ingress-nginx takes 301, 302, 307, 308). */
+  httpRedirectCode: 301 | 302 | 307 | 308;
+  /** no-tls-redirect-locations: paths starting with one of these are never redirected to HTTPS (default the ACME challenge). */
+  noTlsRedirectLocations: string[];
+  /** proxy-body-size: the listener's http.maxBodyBytes (null: `0`, no limit); undefined: not set (ipgate's default, no limit). */
+  maxBodyBytes: number | null | undefined;
   /** allow-cross-namespace-resources: an annotation may name a Secret of another namespace (default false). */
   crossNamespace: boolean;
 }
@@ -33,6 +42,10 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport, t
     deny: null,
     upstreamTimeoutMs: null,
     sslRedirect: !FALSE.has(data['ssl-redirect'] ?? ''),
+    forceSslRedirect: TRUE.has(data['force-ssl-redirect'] ?? ''),
+    httpRedirectCode: 308,
+    noTlsRedirectLocations: ['/.well-known/acme-challenge'],
+    maxBodyBytes: undefined,
     crossNamespace: TRUE.has(data['allow-cross-namespace-resources'] ?? ''),
     ...importTrust(data, source, trust, report),
   };
@@ -55,14 +68,51 @@ export function configMapSettings(cm: KubeObject | null, report: ImportReport, t
     return r.cidrs;
   };
   const used = new Set([
+    'ssl-redirect',
+    'force-ssl-redirect',
+    'http-redirect-code',
+    'no-tls-redirect-locations',
+    'proxy-body-size',
     'whitelist-source-range',
     'denylist-source-range',
     'proxy-read-timeout',
     'allow-cross-namespace-resources',
     ...TRUST_KEYS,
   ]);
-  // Read for the plaintext listener (which hosts ingress-nginx served only over HTTPS); ipgate does not redirect.
-  if (!out.sslRedirect) used.add('ssl-redirect');
+  // ingress-nginx's configmap.go: a code outside 301, 302, 307, 308 (or not a number) is logged and the default (308) kept.
+  const code = data['http-redirect-code'];
+  if (code !== undefined) {
+    const n = /^\s*[0-9]{3}\s*$/.test(code) ? Number(code) : Number.NaN;
+    if (n === 301 || n === 302 || n === 307 || n === 308) out.httpRedirectCode = n;
+    else
+      report.notes.push({
+        source,
+        item: 'http-redirect-code',
+        value: code,
+        reason: 'not 301, 302, 307 or 308: ingress-nginx ignored it and redirected with 308, as the import does',
+      });
+  }
+  const body = data['proxy-body-size'];
+  if (body !== undefined) {
+    out.maxBodyBytes = bodySize(body);
+    if (out.maxBodyBytes === undefined)
+      report.unconverted.push({ source, item: 'proxy-body-size', value: body, reason: 'not an nginx size (digits, then k, m or g)' });
+    else
+      report.notes.push({
+        source,
+        item: 'proxy-body-size',
+        value: body,
+        reason:
+          'as the listeners\' http.maxBodyBytes, the default of every route without its own annotation (docs/edge-rules.md "Body size")',
+      });
+  }
+  // nginx.tmpl's locationConfigForLua: a location whose path starts with one of these is not redirected to HTTPS.
+  const noRedirect = data['no-tls-redirect-locations'];
+  if (noRedirect !== undefined)
+    out.noTlsRedirectLocations = noRedirect
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '');
   out.allow = ranges('whitelist-source-range');
   out.deny = ranges('denylist-source-range');
   if (data['proxy-read-timeout'] !== undefined) {

@@ -16,6 +16,7 @@ import { annotationsOf, annotationVerdict, bodySize } from './annotations';
 import { backendUpstream } from './backend';
 import { clientAuthPlan } from './client-certs';
 import { configMapSettings, readTimeout } from './controller-configmap';
+import { rewriteForPath } from './rewrite-target';
 
 const ROUTE_READ_TIMEOUT_NOTE =
   "as http.readTimeoutMs (between two reads, as nginx's proxy_read_timeout) and http.upstreamTimeoutMs (the wait for the response headers, so that its own default does not cut a longer timeout)";
@@ -99,6 +100,10 @@ interface RouteDraft {
   upstream: string;
   paths: Array<{ path: string; match: 'exact' | 'prefix' }> | null;
   from: string[];
+  /** The route's http.rewrite (from rewrite-target), or null. */
+  rewrite: Json | null;
+  /** The path is in the ConfigMap's no-tls-redirect-locations: never redirected to HTTPS. */
+  noTlsRedirect: boolean;
 }
 
 interface IngressPlan {
@@ -225,10 +230,10 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     for (const host of ruleHosts(p.ing)) if (!regexHosts.has(host)) regexHosts.set(host, p.key);
   }
   /** Per host under regexHosts: the paths left out as regular expressions, and those made prefixes. */
-  const regexPaths = new Map<string, { left: string[]; prefixed: string[] }>();
-  const regexAt = (host: string): { left: string[]; prefixed: string[] } => {
+  const regexPaths = new Map<string, { left: string[]; prefixed: string[]; rewritten: string[] }>();
+  const regexAt = (host: string): { left: string[]; prefixed: string[]; rewritten: string[] } => {
     let r = regexPaths.get(host);
-    if (r === undefined) regexPaths.set(host, (r = { left: [], prefixed: [] }));
+    if (r === undefined) regexPaths.set(host, (r = { left: [], prefixed: [], rewritten: [] }));
     return r;
   };
 
@@ -430,6 +435,12 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const rules = Array.isArray(spec.rules) ? spec.rules : [];
     const implementationSpecific: string[] = [];
     const regexPrefixes: string[] = [];
+    const rewriteTarget = ann[`${prefix}rewrite-target`] ?? '';
+    const forwardedPrefix = ann[`${prefix}x-forwarded-prefix`];
+    /** Paths made prefix rewrites; those nginx also matched off a "/" boundary; prefixes x-forwarded-prefix did not name. */
+    const rewritten: string[] = [];
+    const wider: string[] = [];
+    const otherPrefix: string[] = [];
     rules.forEach((rule: unknown, ri: number) => {
       const at = `spec.rules[${ri}]`;
       if (!isRecord(rule)) {
@@ -452,17 +463,34 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           return;
         }
         const raw = str(entry.path) ?? '';
-        const rawPath = raw === '' ? '/' : raw;
+        let rawPath = raw === '' ? '/' : raw;
         const pathType = str(entry.pathType) ?? 'ImplementationSpecific';
         let match: 'exact' | 'prefix';
         const regexFrom = regexHosts.get(host);
-        if (regexFrom !== undefined) {
+        // ingress-nginx's no-tls-redirect-locations: matched on the location's path as written.
+        const noTlsRedirect = cm.noTlsRedirectLocations.some((l) => rawPath.startsWith(l));
+        let rewrite: Json | null = null;
+        const plan = rewriteTarget !== '' ? rewriteForPath(rawPath, rewriteTarget) : ({ kind: 'none' } as const);
+        if (plan.kind === 'refused') {
+          report.unconverted.push({ source, item: pat, value: rawPath, reason: plan.reason });
+          if (REGEX_CHARS.test(rawPath)) regexAt(host).left.push(rawPath);
+          return;
+        }
+        if (plan.kind === 'prefix') {
+          rewrite = { replacePrefix: plan.replacePrefix, forwardedPrefix: forwardedPrefix === plan.prefix };
+          rewritten.push(`${rawPath} as prefix ${plan.prefix} (${plan.prefix}/x sent as ${plan.replacePrefix}x)`);
+          if (plan.widerInNginx) wider.push(`${plan.prefix}<other> (${rawPath})`);
+          if (forwardedPrefix !== undefined && forwardedPrefix !== plan.prefix) otherPrefix.push(plan.prefix);
+          regexAt(host).rewritten.push(rawPath);
+          rawPath = plan.prefix;
+          match = 'prefix';
+        } else if (regexFrom !== undefined) {
           if (REGEX_CHARS.test(rawPath)) {
             report.unconverted.push({
               source,
               item: pat,
               value: rawPath,
-              reason: `a regular expression (use-regex or rewrite-target on host ${host}, Ingress ${regexFrom}): ipgate routes exact paths and prefixes only`,
+              reason: `a regular expression (use-regex or rewrite-target on host ${host}, Ingress ${regexFrom}): ipgate routes exact paths and prefixes only, and evaluates no regular expression on a request (a backtracking one costs time a crafted path controls)`,
             });
             regexAt(host).left.push(rawPath);
             return;
@@ -512,7 +540,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           return;
         }
         claims.set(claimKey, { owner: source, where: pat });
-        addDraft(p, host, upstream, { path: rawPath, match }, pat);
+        addDraft(p, host, upstream, { path: rawPath, match }, pat, rewrite, noTlsRedirect);
       });
       if (paths.length === 0 && !isRecord(spec.defaultBackend)) {
         report.notes.push({
@@ -530,6 +558,29 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
         value: implementationSpecific.join(', '),
         reason:
           'converted to prefix: ingress-nginx matched it as a plain string prefix (/foo also took /foobar), ipgate matches on "/" boundaries (/foo, /foo/...)',
+      });
+    }
+    if (rewritten.length > 0) {
+      report.notes.push({
+        source,
+        item: `${prefix}rewrite-target`,
+        value: rewriteTarget,
+        reason: `as http.rewrite (docs/edge-rules.md "Rewrites"): ${rewritten.join(', ')}; the query is kept, as nginx's rewrite kept it. ingress-nginx matched these paths case-insensitively (~*), ipgate case-sensitively${wider.length > 0 ? `; ingress-nginx also sent ${wider.join(', ')} here (its /? makes the slash optional), ipgate routes the prefix on "/" boundaries only` : ''}. X-Forwarded-Prefix: ${forwardedPrefix === undefined ? 'not sent (ingress-nginx sends it only with x-forwarded-prefix)' : 'as x-forwarded-prefix said'}`,
+      });
+    }
+    if (otherPrefix.length > 0) {
+      report.unconverted.push({
+        source,
+        item: `${prefix}x-forwarded-prefix`,
+        value: forwardedPrefix,
+        reason: `ingress-nginx sent this fixed value as X-Forwarded-Prefix; ipgate sends the prefix it removed (${otherPrefix.join(', ')}) or nothing: none is sent for these paths`,
+      });
+    } else if (forwardedPrefix !== undefined && rewritten.length === 0) {
+      report.unconverted.push({
+        source,
+        item: `${prefix}x-forwarded-prefix`,
+        value: forwardedPrefix,
+        reason: 'ingress-nginx sent it only with a rewrite-target, and no path of this Ingress was converted to a rewrite',
       });
     }
     if (regexPrefixes.length > 0) {
@@ -566,12 +617,10 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
 
     // TLS
     const tls = Array.isArray(spec.tls) ? spec.tls : [];
-    const redirected: string[] = [];
     tls.forEach((t: unknown, ti: number) => {
       const at = `spec.tls[${ti}]`;
       const secret = isRecord(t) ? str(t.secretName) : undefined;
       const hosts = isRecord(t) && Array.isArray(t.hosts) ? t.hosts.filter((h): h is string => typeof h === 'string') : [];
-      redirected.push(...hosts);
       if (secret === undefined || secret === '') {
         report.unconverted.push({
           source,
@@ -605,20 +654,6 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       if (!from.includes(source)) from.push(source);
       certificates.set(id, from);
     });
-    if (
-      redirected.length > 0 &&
-      cm.sslRedirect &&
-      !FALSE.has(ann[`${prefix}ssl-redirect`] ?? '') &&
-      !TRUE.has(ann[`${prefix}ssl-redirect`] ?? '')
-    ) {
-      report.notes.push({
-        source,
-        item: 'ssl-redirect (default true)',
-        value: redirected.join(', '),
-        reason:
-          'ingress-nginx redirected plain HTTP to HTTPS for these TLS hosts; the import does not write http.httpsRedirect yet: the plaintext listener serves them (a host that required a client certificate excepted: it is left off)',
-      });
-    }
   }
 
   const usedDefault = new Set<IngressPlan>();
@@ -646,7 +681,10 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const hosts = [...new Set(ruleHosts(p.ing))];
     const left = hosts.flatMap((h) => (regexPaths.get(h)?.left ?? []).map((x) => `${h}${x}`));
     const prefixed = hosts.flatMap((h) => (regexPaths.get(h)?.prefixed ?? []).map((x) => `${h}${x}`));
-    const made = prefixed.length > 0 ? `; ${prefixed.join(', ')} hold no regex syntax and became case-sensitive prefixes` : '';
+    const rewritten = hosts.flatMap((h) => (regexPaths.get(h)?.rewritten ?? []).map((x) => `${h}${x}`));
+    const made =
+      (prefixed.length > 0 ? `; ${prefixed.join(', ')} hold no regex syntax and became case-sensitive prefixes` : '') +
+      (rewritten.length > 0 ? `; ${rewritten.join(', ')} became prefix rewrites (rewrite-target)` : '');
     if (left.length > 0) {
       report.unconverted.push({
         source: p.source,
@@ -666,10 +704,17 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
 
   // ---- routes, named `<namespace>-<name>-<index>` (hashed when long or taken)
   const routes: RouteOut[] = [];
+  const allHosts = new Set(ours.flatMap((p) => ruleHosts(p.ing)));
+  const wwwTo = new Set<string>();
   for (const p of ours) {
     if (p.drafts.length > 0) report.ingresses.converted++;
-    const sslRedirect = p.ann[`${prefix}ssl-redirect`] !== undefined ? !FALSE.has(p.ann[`${prefix}ssl-redirect`]!) : cm.sslRedirect;
-    const forced = isTrue(p.ann[`${prefix}force-ssl-redirect`]);
+    // ingress-nginx's rewrite annotation parser: each annotation falls back to the ConfigMap's key.
+    const sslAnn = p.ann[`${prefix}ssl-redirect`];
+    const forceAnn = p.ann[`${prefix}force-ssl-redirect`];
+    const sslRedirect = sslAnn !== undefined && (TRUE.has(sslAnn) || FALSE.has(sslAnn)) ? TRUE.has(sslAnn) : cm.sslRedirect;
+    const forced = forceAnn !== undefined && (TRUE.has(forceAnn) || FALSE.has(forceAnn)) ? TRUE.has(forceAnn) : cm.forceSslRedirect;
+    const redirectedHosts = new Set<string>();
+    const exempt = new Set<string>();
     p.drafts.forEach((d, i) => {
       const ns = str(p.ing.metadata?.namespace) ?? 'default';
       const name = uniqueName(`${ns}-${str(p.ing.metadata?.name) ?? 'ingress'}-${i}`, `route:${p.key}#${i}`, routeNames);
@@ -685,14 +730,76 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
           ...p.edge,
         };
       }
-      routes.push({
-        route,
-        host: d.host,
-        from: `${p.source} ${d.from.join(', ')}`,
-        redirected: forced || (sslRedirect && tlsHosts.has(d.host)),
-      });
+      if (d.rewrite !== null) route.http = { ...(route.http as Json | undefined), rewrite: d.rewrite };
+      const wanted = forced || (sslRedirect && tlsHosts.has(d.host));
+      if (wanted && d.noTlsRedirect) exempt.add(d.paths?.map((x) => x.path).join(', ') ?? '/');
+      const redirected = wanted && !d.noTlsRedirect;
+      if (redirected) redirectedHosts.add(d.host);
+      routes.push({ route, host: d.host, from: `${p.source} ${d.from.join(', ')}`, redirected });
     });
+    if (redirectedHosts.size > 0) {
+      const item = forced ? `${prefix}force-ssl-redirect` : sslAnn !== undefined ? `${prefix}ssl-redirect` : 'ssl-redirect (default true)';
+      report.notes.push({
+        source: p.source,
+        item,
+        value: [...redirectedHosts].join(', '),
+        reason: `as http.httpsRedirect {status: ${cm.httpRedirectCode}} on the plaintext listener's routes (${forced ? 'force-ssl-redirect: every host of the Ingress' : 'the hosts with a TLS block'}; the status is the ConfigMap's http-redirect-code). ipgate redirects after the allowlist, so a client the allowlist refuses gets 403 where ingress-nginx redirected it first (add beforeAllowlist: true for its order)${isTrue(p.ann[`${prefix}preserve-trailing-slash`]) ? '' : '; the Location keeps a trailing "/" of the path, which ingress-nginx removed (without preserve-trailing-slash)'}${cm.trustedProxies !== null ? "; a trusted proxy's X-Forwarded-Proto https is served, as ingress-nginx's use-forwarded-headers did" : ''}${cm.proxyProtocol !== null ? '; behind use-proxy-protocol, ingress-nginx took a PROXY header to port 443 as HTTPS and ipgate does not: a balancer that terminates TLS and sends plain HTTP to the plaintext listener would loop' : ''}`,
+      });
+    }
+    if (isTrue(p.ann[`${prefix}from-to-www-redirect`])) wwwRoutes(p, routes);
+    if (exempt.size > 0)
+      report.notes.push({
+        source: p.source,
+        item: 'no-tls-redirect-locations',
+        value: [...exempt].join('; '),
+        reason: `not redirected to HTTPS: the paths start with one of ${cm.noTlsRedirectLocations.join(', ')} (the ConfigMap's no-tls-redirect-locations, default the ACME challenge), as in ingress-nginx`,
+      });
   }
+  /**
+   * from-to-www-redirect (template.go buildRedirects, nginx.tmpl): for each host of the Ingress, a server for
+   * the other spelling (`www.` added or removed) that answers every request with http-redirect-code to the
+   * same scheme and target on the host, unless an Ingress names that spelling itself (then it is served as it says).
+   */
+  function wwwRoutes(p: IngressPlan, out: RouteOut[]): void {
+    const item = `${prefix}from-to-www-redirect`;
+    const made: string[] = [];
+    for (const to of [...new Set(p.drafts.map((d) => d.host))]) {
+      if (to === '*' || to.startsWith('*.') || wwwTo.has(to)) continue;
+      const from = to.startsWith('www.') ? to.slice(4) : `www.${to}`;
+      if (allHosts.has(from)) {
+        report.notes.push({
+          source: p.source,
+          item,
+          value: `${from} -> ${to}`,
+          reason: `not written: an Ingress routes ${from} itself, and ingress-nginx then skipped the redirect too`,
+        });
+        continue;
+      }
+      const why = hostNameProblem(from);
+      if (why !== null) {
+        report.unconverted.push({ source: p.source, item, value: `${from} -> ${to}`, reason: `${why}: not a host name ipgate can route` });
+        continue;
+      }
+      wwwTo.add(to);
+      const d = p.drafts.find((x) => x.host === to)!;
+      const ns = str(p.ing.metadata?.namespace) ?? 'default';
+      const name = uniqueName(`${ns}-${str(p.ing.metadata?.name) ?? 'ingress'}-www-${made.length}`, `www:${p.key}#${from}`, routeNames);
+      const route: Json = { name, hosts: [from], upstreams: [d.upstream] };
+      if (auth.refused.has(to)) route.allowlist = REFUSED_LIST;
+      else if (p.allowlist !== undefined) route.allowlist = p.allowlist;
+      route.http = { redirect: { host: to, status: cm.httpRedirectCode } };
+      out.push({ route, host: from, from: `${p.source} ${item} (${from} -> ${to})`, redirected: false, wwwRedirect: true });
+      made.push(`${from} -> ${to}`);
+    }
+    if (made.length > 0)
+      report.notes.push({
+        source: p.source,
+        item,
+        value: made.join(', '),
+        reason: `a route per host answering http.redirect {host, status: ${cm.httpRedirectCode}} (the ConfigMap's http-redirect-code): the request's scheme, path and query are kept, as ingress-nginx did. Unlike ingress-nginx, the route has the Ingress's allowlist (a refused client gets 403, not the redirect), a port in the request's Host is kept, and a trailing "/" of the path is not removed; over HTTPS it needs a certificate for the redirected name, as ingress-nginx did`,
+      });
+  }
+
   if (noTimestamp.length > 0 && noTimestamp.length < ours.length) {
     report.notes.push({
       source: 'input',
@@ -722,15 +829,27 @@ function addDraft(
   upstream: string,
   path: { path: string; match: 'exact' | 'prefix' } | null,
   from: string,
+  rewrite: Json | null = null,
+  noTlsRedirect = false,
 ): void {
-  // Paths of one Ingress to the same host and backend share a route.
-  const d = path === null ? undefined : p.drafts.find((x) => x.host === host && x.upstream === upstream && x.paths !== null);
+  // Paths of one Ingress to the same host and backend share a route, if they share its rules too.
+  const d =
+    path === null
+      ? undefined
+      : p.drafts.find(
+          (x) =>
+            x.host === host &&
+            x.upstream === upstream &&
+            x.paths !== null &&
+            JSON.stringify(x.rewrite) === JSON.stringify(rewrite) &&
+            x.noTlsRedirect === noTlsRedirect,
+        );
   if (d !== undefined) {
     d.paths!.push(path!);
     d.from.push(from);
     return;
   }
-  p.drafts.push({ host, upstream, paths: path === null ? null : [path], from: [from] });
+  p.drafts.push({ host, upstream, paths: path === null ? null : [path], from: [from], rewrite, noTlsRedirect });
 }
 
 function hostOf(rule: Record<string, unknown>): string {

@@ -24,6 +24,8 @@ export interface RouteOut {
   from: string;
   /** ingress-nginx redirected plain HTTP for it to HTTPS (ssl-redirect on a TLS host, or force-ssl-redirect). */
   redirected: boolean;
+  /** A from-to-www-redirect route: it only redirects, so it takes no part in the listener's client-certificate choice. */
+  wwwRedirect?: boolean;
 }
 
 interface ListenerOptions {
@@ -65,7 +67,7 @@ export function buildListeners(
       reason: `ingress-nginx sent these headers upstream where ${prefix}auth-tls-secret set a CA (the certificate check's result); ipgate sends none of them, and removes them from every client request so that no client can write them: a backend that reads them gets none`,
     });
   }
-  const listener = (name: string, listen: string, kept: readonly RouteOut[]): Json => {
+  const listener = (name: string, listen: string, kept: readonly RouteOut[], plaintext = false): Json => {
     const l: Json = { name, mode: 'http', listen, allowlist: defaultList };
     // Copies, not shared references: the YAML writer would print shared ones as anchors and aliases.
     if (cm.proxyProtocol !== null) l.proxyProtocol = { mode: 'required', trustedSources: [...cm.proxyProtocol] };
@@ -74,8 +76,24 @@ export function buildListeners(
     http.xForwardedFor = cm.xForwardedFor;
     if (strip) http.stripHeaders = [...CLIENT_CERT_HEADERS];
     if (cm.upstreamTimeoutMs !== null) http.upstreamTimeoutMs = cm.upstreamTimeoutMs;
+    if (cm.maxBodyBytes !== undefined) http.maxBodyBytes = cm.maxBodyBytes;
     l.http = http;
-    l.routes = kept.map((r) => structuredClone(r.route));
+    l.routes = kept.map((r) => {
+      const route = structuredClone(r.route);
+      if (plaintext && r.redirected) {
+        // ingress-nginx's ssl-redirect / force-ssl-redirect (lua_ingress.lua redirect_to_https): https://host/target,
+        // the ConfigMap's http-redirect-code. A host that had to show a client certificate gets a redirect that a
+        // trusted proxy's X-Forwarded-Proto cannot turn off: its plain requests are never forwarded.
+        const http = (route.http as Json | undefined) ?? {};
+        // A permanent-redirect / temporal-redirect (nginx `return`) answered first in ingress-nginx, and does in ipgate.
+        if (http.redirect === undefined) {
+          if (offPlain.has(r.host)) http.redirect = { scheme: 'https', status: cm.httpRedirectCode };
+          else http.httpsRedirect = { status: cm.httpRedirectCode };
+        }
+        route.http = http;
+      }
+      return route;
+    });
     return l;
   };
 
@@ -90,18 +108,19 @@ export function buildListeners(
     if (a !== undefined && r.redirected) offPlain.set(r.host, a);
   }
   for (const [host, a] of offPlain) {
-    report.unconverted.push({
+    report.notes.push({
       source: a.source,
       item: `${prefix}auth-tls-secret`,
       value: a.raw,
-      reason: `host ${host} is left off the plaintext listener: ingress-nginx redirected its plain HTTP to HTTPS (ssl-redirect), where it asked for a client certificate (auth-tls-verify-client ${a.verify}); the import writes no redirect, and serving it in plaintext would skip the certificate`,
+      reason: `host ${host} is only redirected on the plaintext listener (http.redirect {scheme: https}, whatever a trusted proxy's X-Forwarded-Proto says): ingress-nginx redirected its plain HTTP to HTTPS, where it asked for a client certificate (auth-tls-verify-client ${a.verify}), and forwarding it in plaintext would skip the certificate`,
     });
   }
-  const plain = routes.filter((r) => !(offPlain.has(r.host) && r.redirected));
+  // A route of such a host that ingress-nginx did not redirect (ssl-redirect "false" on another Ingress) is served as it was.
+  const plain = routes;
   const listeners: Json[] = [];
   const sources: string[][] = [];
   if (plain.length > 0) {
-    listeners.push(listener('http', opts.httpListen, plain));
+    listeners.push(listener('http', opts.httpListen, plain, true));
     sources.push(plain.map((r) => r.from));
   }
   if (!opts.tls || certificates.size === 0) {
@@ -125,7 +144,8 @@ export function buildListeners(
   }
 
   // HTTPS: the client-certificate check, then the Secrets' directories (certificates and CAs).
-  const hosts = [...new Set(routes.map((r) => r.host))];
+  // A www redirect never forwards: it neither asks for a certificate nor stops the listener from asking one of every host.
+  const hosts = [...new Set(routes.filter((r) => r.wwwRedirect !== true).map((r) => r.host))];
   const check = httpsClientAuth(hosts, auth, prefix, report);
   const ids = [...certificates.keys()];
   if (check.ca !== null && !ids.includes(check.ca)) ids.push(check.ca);

@@ -2,7 +2,7 @@
  * Start ipgate for a test: in process (fast, lets tests read listener stats) or as the compiled
  * binary (for signal, exit-code and memory tests).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,12 @@ import { createLogger } from '../../src/log';
 
 export const ROOT = path.resolve(__dirname, '../..');
 export const MAIN = path.join(ROOT, 'dist/src/main.js');
+
+/** The compiled CLI run to its end (`ipgate import ...`, `ipgate check-config ...`), as an operator runs it. */
+export function runIpgate(args: string[], input?: string): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', input, timeout: 30_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
 
 /** Log lines captured from an in-process app, parsed. */
 export class LogCapture extends Writable {

@@ -4,7 +4,6 @@
  * nothing to convert; and the cluster read through a loopback Kubernetes API (test/helpers/
  * fake-kube-api.ts) with the Ingress list, a Service for a named port and the controller ConfigMap.
  */
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,14 +12,11 @@ import YAML from 'yaml';
 import { importMain, type ImportIo } from '../../src/cli/import';
 import type { ImportReport } from '../../src/import/ingress-nginx';
 import { FakeKubeApi } from '../helpers/fake-kube-api';
-import { MAIN, ROOT } from '../helpers/ipgate';
+import { ROOT, runIpgate } from '../helpers/ipgate';
 
 const FIXTURES = path.join(ROOT, 'test/fixtures/ingress-nginx');
 
-function ipgate(args: string[], input?: string): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', input, timeout: 30_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const ipgate = runIpgate;
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-import-'));
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));

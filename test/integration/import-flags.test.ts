@@ -4,21 +4,17 @@
  * command line narrows the ConfigMap's proxy-real-ip-cidr (usage errors, exit 3 with the reasons
  * in the JSON report). Apart from import-cli.test.ts, which spawns a process per fixture.
  */
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
 import type { ImportReport } from '../../src/import/ingress-nginx';
-import { MAIN, ROOT } from '../helpers/ipgate';
+import { ROOT, runIpgate } from '../helpers/ipgate';
 
 const FIXTURES = path.join(ROOT, 'test/fixtures/ingress-nginx');
 
-function ipgate(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout: 30_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const ipgate = runIpgate;
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-import-flags-'));
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));

@@ -7,12 +7,11 @@
  * client certificate from the auth-tls-secret's CA (issue 32 item 5), in front of a real nginx
  * that reports the ssl-client-verify header it was sent. curl is the client.
  */
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
-import { MAIN, ROOT, startIpgate, tmpDir } from '../helpers/ipgate';
+import { ROOT, runIpgate, startIpgate, tmpDir } from '../helpers/ipgate';
 import { freePort } from '../helpers/net';
 import { TestCA } from '../helpers/openssl-certs';
 import { missing, nginxHttpPreamble, startNginx } from '../helpers/peers';
@@ -21,10 +20,7 @@ import { run } from '../helpers/tls-nginx';
 const skip = missing('nginx') || missing('curl');
 const FIXTURE = path.join(ROOT, 'test/fixtures/ingress-nginx/13-client-certificates.yaml');
 
-function ipgate(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout: 30_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const ipgate = runIpgate;
 
 t.test(
   '--tls off the cluster: written and checked but for the files, valid once they exist, and it serves with client certificates',

@@ -88,7 +88,7 @@ t.test("cert-manager's dotted Secret name is the directory; a name no Secret can
 });
 
 t.test(
-  'every host required a certificate from one CA: the HTTPS listener requires it; plaintext does not serve the redirected hosts',
+  'every host required a certificate from one CA: the HTTPS listener requires it; plaintext only redirects the hosts to HTTPS',
   async (t) => {
     const r = convert([
       ingress('bank', 'api', { host: 'api.bank.example', tls: 'api-tls', ann: { 'auth-tls-secret': 'bank/partners-ca' } }),
@@ -101,16 +101,18 @@ t.test(
     const ls = listeners(r);
     t.same(
       ls.map((l) => l.name),
-      ['https'],
-      'no plaintext listener: ingress-nginx redirected both hosts to HTTPS',
+      ['http', 'https'],
     );
-    t.match(ls[0]!.tls, { clientCA: '/etc/ipgate/tls/partners-ca/ca.crt', clientCertificate: 'required' });
-    t.same(hostsOf(ls[0]), ['api.bank.example', 'admin.bank.example']);
-    t.same(ls[0]!.http.stripHeaders, ['ssl-client-cert', 'ssl-client-verify', 'ssl-client-subject-dn', 'ssl-client-issuer-dn']);
-    t.match(findings(r.report.unconverted, 'auth-tls-secret'), [
-      /^Ingress bank\/api: host api\.bank\.example is left off the plaintext listener: ingress-nginx redirected/,
-      /^Ingress bank\/admin: host admin\.bank\.example is left off the plaintext listener/,
-    ]);
+    t.same(
+      ls[0]!.routes.map((x) => (x as { http?: unknown }).http),
+      [{ redirect: { scheme: 'https', status: 308 } }, { redirect: { scheme: 'https', status: 308 } }],
+      "plaintext: ingress-nginx's redirect to HTTPS only, which no X-Forwarded-Proto turns off: never forwarded without the certificate",
+    );
+    t.match(ls[1]!.tls, { clientCA: '/etc/ipgate/tls/partners-ca/ca.crt', clientCertificate: 'required' });
+    t.same(hostsOf(ls[1]), ['api.bank.example', 'admin.bank.example']);
+    t.same(ls[1]!.http.stripHeaders, ['ssl-client-cert', 'ssl-client-verify', 'ssl-client-subject-dn', 'ssl-client-issuer-dn']);
+    t.same(findings(r.report.unconverted, 'auth-tls-secret'), []);
+    t.match(findings(r.report.notes, 'auth-tls-secret').join('\n'), /host api\.bank\.example is only redirected on the plaintext listener/);
     t.match(findings(r.report.unconverted, 'auth-tls-match-cn'), [/^Ingress bank\/admin: ipgate does not check the certificate's subject/]);
     t.match(
       findings(r.report.notes, 'auth-tls-secret').join('\n'),
@@ -131,11 +133,12 @@ t.test('mixed hosts: the one that required a certificate is left off both listen
     ingress('shop', 'web', { host: 'www.example.com', tls: 'www-tls' }),
   ]);
   const [http, https] = listeners(r);
-  t.same(hostsOf(http), ['www.example.com']);
+  t.same(hostsOf(http), ['api.bank.example', 'www.example.com']);
+  t.same((http!.routes[0] as { http?: unknown }).http, { redirect: { scheme: 'https', status: 308 } }, 'api: redirected only');
+  t.same((http!.routes[1] as { http?: unknown }).http, { httpsRedirect: { status: 308 } }, "www: ingress-nginx's ssl-redirect");
   t.same(hostsOf(https), ['www.example.com']);
   t.notOk('clientCA' in https!.tls!, 'no client certificate asked of www');
   t.match(findings(r.report.unconverted, 'auth-tls-secret'), [
-    /host api\.bank\.example is left off the plaintext listener/,
     /host api\.bank\.example is left off the HTTPS listener: ingress-nginx required a client certificate from bank\/partners-ca's ca\.crt .* \(www\.example\.com\) required none or another CA: give api\.bank\.example an HTTPS listener of its own/,
   ]);
   t.same(
@@ -213,9 +216,10 @@ t.test('optional, optional_no_ca, off, and the second Ingress on a host', async 
     ingress('a', 'first', { host: 'x.example', tls: 'x-tls', ann: { 'auth-tls-secret': 'a/ca-1' } }),
     ingress('a', 'later', { host: 'x.example', tls: 'x-tls', ann: { 'auth-tls-secret': 'a/ca-2' } }),
   ]);
-  t.match(listeners(second)[0]!.tls, { clientCA: '/etc/ipgate/tls/ca-1/ca.crt' }, "the oldest Ingress sets the host's CA");
+  t.match(listeners(second)[1]!.tls, { clientCA: '/etc/ipgate/tls/ca-1/ca.crt' }, "the oldest Ingress sets the host's CA");
   t.match(findings(second.report.notes, 'auth-tls-secret'), [
     /^Ingress a\/later: not used for x\.example \(Ingress a\/first\): an older Ingress set/,
+    /^Ingress a\/first: host x\.example is only redirected on the plaintext listener/,
     /^Ingress a\/first: the HTTPS listener's/,
   ]);
   t.match(
@@ -292,3 +296,29 @@ t.test('use-regex is reported by name when it changed nothing but the matching',
     '"false": nothing',
   );
 });
+
+t.test(
+  'from-to-www-redirect on a host that required a certificate: the www route only redirects, and the listener still requires it',
+  async (t) => {
+    const r = convert([
+      ingress('bank', 'api', {
+        host: 'api.bank.example',
+        tls: 'api-tls',
+        ann: { 'auth-tls-secret': 'bank/ca', 'from-to-www-redirect': 'true' },
+      }),
+    ]);
+    const [http, https] = listeners(r);
+    t.same(hostsOf(https), ['api.bank.example', 'www.api.bank.example']);
+    t.match(
+      https!.tls,
+      { clientCA: '/etc/ipgate/tls/ca/ca.crt', clientCertificate: 'required' },
+      'the www route does not take the requirement off',
+    );
+    t.same(
+      http!.routes.map((x) => (x as { http?: unknown }).http),
+      [{ redirect: { scheme: 'https', status: 308 } }, { redirect: { host: 'api.bank.example', status: 308 } }],
+      'plaintext: the host to HTTPS, www to the host',
+    );
+    t.same(findings(r.report.unconverted, 'auth-tls-secret'), []);
+  },
+);

@@ -65,7 +65,15 @@ const rows: Row[] = [
       );
       t.ok(
         r.report.notes.some((n) => n.item.startsWith('ssl-redirect')),
-        'the lost HTTP->HTTPS redirect is a note',
+        'the HTTP->HTTPS redirect of the TLS host, with its difference, is a note',
+      );
+      t.same(
+        c.listeners[0]!.routes!.map((x) => x.http?.httpsRedirect),
+        [
+          { status: 308, port: 443, beforeAllowlist: false },
+          { status: 308, port: 443, beforeAllowlist: false },
+        ],
+        "ssl-redirect (ingress-nginx's default) on the TLS host's routes",
       );
     },
   },
@@ -100,27 +108,36 @@ const rows: Row[] = [
     },
   },
   {
-    name: 'use-regex + rewrite-target: regex paths listed on every Ingress of the host, plain ones kept as prefixes',
+    name: 'use-regex + rewrite-target: the (/|$)(.*) form is a prefix rewrite; a plain path under /$2 and other regex paths are listed',
     file: '04-rewrite-regex.yaml',
     unconverted: [
-      'Ingress api/rewrite nginx.ingress.kubernetes.io/rewrite-target',
-      'Ingress api/rewrite spec.rules[0].http.paths[0]',
+      'Ingress api/rewrite spec.rules[0].http.paths[1]',
       'Ingress api/api-v2 spec.rules[0].http.paths[0]',
       'Ingress api/rewrite nginx.ingress.kubernetes.io/use-regex',
     ],
     check: (t, c, r) => {
       t.match(
+        r.report.unconverted[0]!.reason,
+        /^rewrite-target "\/\$2" on "\/static" \(no capture groups\): ingress-nginx \(0\.22 and later\) sent EVERY request under this path upstream as "\/"/,
+        "/static under the Ingress's rewrite-target went up as / whatever the path: not a prefix rewrite",
+      );
+      t.match(
         r.report.unconverted.at(-1)!.reason,
-        /^ipgate matches no regular expressions: api\.example\.com\/something\(\/\|\$\)\(\.\*\), api\.example\.com\/v2\/\.\* \(every Ingress's paths on api\.example\.com\) are not routed; api\.example\.com\/static, api\.example\.com\/v2-docs hold no regex syntax/,
+        /^ipgate matches no regular expressions: api\.example\.com\/v2\/\.\* \(every Ingress's paths on api\.example\.com\) are not routed; api\.example\.com\/v2-docs hold no regex syntax/,
         'use-regex by name, with the paths it left out and those it made prefixes',
       );
       t.same(
         routesOf(c),
         [
-          'api-rewrite-0 api.example.com prefix:/static -> static.api.svc.cluster.local:80 [api-rewrite]',
+          'api-rewrite-0 api.example.com prefix:/something -> http-svc.api.svc.cluster.local:80 [api-rewrite]',
           'api-api-v2-0 api.example.com prefix:/v2-docs -> api-v2.api.svc.cluster.local:8080',
         ],
         'the Exact /v2-docs was a regex prefix under ingress-nginx (use-regex on the host)',
+      );
+      t.same(
+        (c.listeners[0]!.routes![0]!.http as { rewrite?: unknown }).rewrite,
+        { replacePrefix: '/', forwardedPrefix: false },
+        '/something(/|$)(.*) with /$2: the prefix replaced by /, no X-Forwarded-Prefix (ingress-nginx sent one only with x-forwarded-prefix)',
       );
     },
   },
@@ -220,11 +237,9 @@ const rows: Row[] = [
     },
   },
   {
-    name: 'controller ConfigMap: PROXY protocol, trusted proxies, a global allowlist; other keys listed',
+    name: 'controller ConfigMap: PROXY protocol, trusted proxies, a global allowlist, the body size; other keys listed',
     file: '10-controller-configmap.yaml',
-    unconverted: ['proxy-body-size', 'ssl-protocols', 'log-format-escape-json'].map(
-      (k) => `ConfigMap ingress-nginx/ingress-nginx-controller ${k}`,
-    ),
+    unconverted: ['ssl-protocols', 'log-format-escape-json'].map((k) => `ConfigMap ingress-nginx/ingress-nginx-controller ${k}`),
     check: (t, c) => {
       const l = c.listeners[0]!;
       t.same(l.proxyProtocol.mode, 'required');
@@ -232,6 +247,7 @@ const rows: Row[] = [
       t.same(l.http.trustedProxies, [], 'with use-proxy-protocol the PROXY header names the client: X-Forwarded-For is not walked');
       t.equal(l.http.xForwardedFor, 'append', 'compute-full-forwarded-for: "true"');
       t.equal(l.http.upstreamTimeoutMs, 120_000, 'proxy-read-timeout: "120"');
+      t.equal(l.http.maxBodyBytes, 50 * 1024 * 1024, 'proxy-body-size: "50m", the default of the routes without their own');
       t.same(entries(c, 'ingress-nginx-default'), ['198.51.100.0/24', '2001:db8:cafe::/48']);
       t.same(
         routesOf(c),
@@ -646,7 +662,9 @@ t.test('edge-rule annotations: each mapped to its route option, the config valid
     },
     { ann: { 'permanent-redirect': 'not a url' }, unconverted: [`${P}permanent-redirect`] },
     { ann: { 'limit-rps': '5' }, unconverted: [`${P}limit-rps`] },
-    { ann: { 'rewrite-target': '/$2' }, unconverted: [`${P}rewrite-target`] },
+    { ann: { 'rewrite-target': '/' }, http: {} },
+    { ann: { 'force-ssl-redirect': 'true' }, http: { httpsRedirect: { status: 308, port: 443, beforeAllowlist: false } } },
+    { ann: { 'ssl-redirect': 'true' }, http: {} },
     { ann: { 'enable-cors': 'true' }, unconverted: [`${P}enable-cors`] },
     { ann: { 'auth-url': 'http://auth/' }, unconverted: [`${P}auth-url`] },
     { ann: { 'configuration-snippet': 'more_set_headers "x: y";' }, unconverted: [`${P}configuration-snippet`] },
