@@ -4,6 +4,10 @@
  */
 import { readTimeout } from './controller-configmap';
 import { isRecord, type KubeObject } from './objects';
+import { REFUSED_LIST } from './listeners';
+
+/** The annotations whose routes are imported refused (ipgate cannot do the authentication they ask for). */
+export const AUTH_GATES = ['auth-url', 'auth-type'] as const;
 
 /** null when the annotation is carried over (or has nothing to carry), else why not. */
 export function annotationVerdict(short: string, value: string): string | null {
@@ -63,10 +67,12 @@ export function annotationVerdict(short: string, value: string): string | null {
     case 'modsecurity-transaction-id':
       return 'ipgate has no web application firewall (ModSecurity): requests reach the backend without its rules';
     default:
-      if (short === 'auth-url' || short === 'auth-signin' || short.startsWith('auth-response') || short.startsWith('auth-request'))
-        return 'ipgate does no external authentication (nginx auth_request): these routes are served without the auth service asking, so put the auth proxy in front of the backend (or keep the host on ingress-nginx) before switching traffic';
-      if (short.startsWith('auth-'))
-        return 'ipgate has no external or basic authentication: these routes are served without asking for credentials';
+      if (short === 'auth-url')
+        return `ipgate does no external authentication (nginx auth_request), and serving these routes without the auth service would let every allowlisted client in: they get the empty list ${REFUSED_LIST} (403 to every client) until you put the auth proxy in front of the backend and give them their allowlist by hand`;
+      if (short === 'auth-type')
+        return `ipgate has no basic or digest authentication, and serving these routes without credentials would let every allowlisted client in: they get the empty list ${REFUSED_LIST} (403 to every client) until the backend (or a proxy in front of it) asks for credentials and you give them their allowlist by hand`;
+      if (short === 'auth-signin' || short.startsWith('auth-response') || short.startsWith('auth-request') || short.startsWith('auth-'))
+        return 'a setting of the external or basic authentication ipgate does not do (see auth-url / auth-type: those routes are refused)';
       if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
       if (short.startsWith('affinity') || short.startsWith('session-cookie'))
         return 'ipgate has no session affinity (the Service address balances)';

@@ -12,7 +12,7 @@
 import { hostNameProblem } from '../route/host-name';
 import { configPathProblem } from '../route/path';
 import { parseCidr, type Cidr } from '../allowlist/cidr';
-import { annotationsOf, annotationVerdict, bodySize } from './annotations';
+import { AUTH_GATES, annotationsOf, annotationVerdict, bodySize } from './annotations';
 import { backendUpstream } from './backend';
 import { clientAuthPlan } from './client-certs';
 import { configMapSettings, readTimeout } from './controller-configmap';
@@ -713,6 +713,9 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
     const forceAnn = p.ann[`${prefix}force-ssl-redirect`];
     const sslRedirect = sslAnn !== undefined && (TRUE.has(sslAnn) || FALSE.has(sslAnn)) ? TRUE.has(sslAnn) : cm.sslRedirect;
     const forced = forceAnn !== undefined && (TRUE.has(forceAnn) || FALSE.has(forceAnn)) ? TRUE.has(forceAnn) : cm.forceSslRedirect;
+    // Fail closed: an Ingress that asked for authentication ipgate cannot do is refused to everyone
+    // rather than served to every allowlisted client (annotations.ts AUTH_GATES).
+    const authGated = AUTH_GATES.some((a) => p.ann[`${prefix}${a}`] !== undefined);
     const redirectedHosts = new Set<string>();
     const exempt = new Set<string>();
     p.drafts.forEach((d, i) => {
@@ -721,7 +724,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       const route: Json = { name, hosts: [d.host] };
       if (d.paths !== null) route.paths = d.paths;
       route.upstreams = [d.upstream];
-      if (auth.refused.has(d.host)) route.allowlist = REFUSED_LIST;
+      if (auth.refused.has(d.host) || authGated) route.allowlist = REFUSED_LIST;
       else if (p.allowlist !== undefined) route.allowlist = p.allowlist;
       if (p.upstreamTimeoutMs !== undefined || p.edge !== undefined || p.upstreamProtocol !== undefined) {
         route.http = {
@@ -785,7 +788,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       const ns = str(p.ing.metadata?.namespace) ?? 'default';
       const name = uniqueName(`${ns}-${str(p.ing.metadata?.name) ?? 'ingress'}-www-${made.length}`, `www:${p.key}#${from}`, routeNames);
       const route: Json = { name, hosts: [from], upstreams: [d.upstream] };
-      if (auth.refused.has(to)) route.allowlist = REFUSED_LIST;
+      if (auth.refused.has(to) || AUTH_GATES.some((a) => p.ann[`${prefix}${a}`] !== undefined)) route.allowlist = REFUSED_LIST;
       else if (p.allowlist !== undefined) route.allowlist = p.allowlist;
       route.http = { redirect: { host: to, status: cm.httpRedirectCode } };
       out.push({ route, host: from, from: `${p.source} ${item} (${from} -> ${to})`, redirected: false, wwwRedirect: true });

@@ -49,12 +49,12 @@ const MANIFESTS = [
   ingress('rw3', 'rw3.example', { 'rewrite-target': '/$1' }, ['/foo/?(.*)']),
   ingress('rw4', 'rw4.example', { 'rewrite-target': '/' }, ['/old']),
   ingress('rx', 'rx.example', { 'use-regex': 'true' }, ['/items/[0-9]+', '/plain']),
+  ingress('authx', 'authx.example', { 'auth-url': 'http://auth.example/check' }, ['/']),
   ingress(
     'extras',
     'extras.example',
     {
       'enable-cors': 'true',
-      'auth-url': 'http://auth.example/check',
       'configuration-snippet': 'more_set_headers "X: y";',
       'enable-modsecurity': 'true',
     },
@@ -197,7 +197,8 @@ t.test('redirect and rewrite annotations: imported, checked, and served as ingre
     { desc: 'rewrite-target / on /old (nginx sent every request as /): not routed', host: 'rw4.example', path: '/old/x', status: 404 },
     { desc: 'use-regex /items/[0-9]+: not routed', host: 'rx.example', path: '/items/12', status: 404 },
     { desc: 'use-regex: the plain path is a prefix', host: 'rx.example', path: '/plain/x', status: 200, seen: '/plain/x|' },
-    { desc: 'CORS, auth-url, snippet, ModSecurity: the route is served without them', host: 'extras.example', path: '/', status: 200 },
+    { desc: 'CORS, snippet, ModSecurity: the route is served without them', host: 'extras.example', path: '/', status: 200 },
+    { desc: 'auth-url: refused to every client (ipgate cannot ask the auth service)', host: 'authx.example', path: '/', status: 403 },
   ]);
 
   const listed = report.unconverted.map((f) => `${f.source} ${f.item}`);
@@ -205,7 +206,7 @@ t.test('redirect and rewrite annotations: imported, checked, and served as ingre
   t.same(
     listed.sort(),
     [
-      'Ingress web/extras nginx.ingress.kubernetes.io/auth-url',
+      'Ingress web/authx nginx.ingress.kubernetes.io/auth-url',
       'Ingress web/extras nginx.ingress.kubernetes.io/configuration-snippet',
       'Ingress web/extras nginx.ingress.kubernetes.io/enable-cors',
       'Ingress web/extras nginx.ingress.kubernetes.io/enable-modsecurity',
@@ -223,7 +224,7 @@ t.test('redirect and rewrite annotations: imported, checked, and served as ingre
   t.match(reason('rw4', 'spec.rules[0].http.paths[0]'), /sent EVERY request under this path upstream as "\/"/);
   t.match(reason('rx', 'spec.rules[0].http.paths[0]'), /evaluates no regular expression on a request/);
   t.match(reason('extras', `${P}enable-cors`), /no CORS headers/);
-  t.match(reason('extras', `${P}auth-url`), /served without the auth service asking/);
+  t.match(reason('authx', `${P}auth-url`), /empty list ingress-nginx-refused \(403 to every client\)/);
   t.match(reason('extras', `${P}configuration-snippet`), /raw nginx directives/);
   t.match(reason('extras', `${P}enable-modsecurity`), /no web application firewall/);
   t.match(config, /# Ingress web\/shop nginx\.ingress\.kubernetes\.io\/from-to-www-redirect \(www\.shop\.example -> shop\.example\)\n/);
