@@ -109,6 +109,8 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
       resolveExit(1);
       return;
     }
+    // The limits are shared with the other workers through the primary (src/limit/limit-zones.ts).
+    app.limits.connect((ops) => send({ t: 'ipgate:limit', ops }));
     for (const l of first) app.lists.apply(l.name, l.entries, l.version);
     seq = firstSeq;
     for (const m of pending.splice(0)) applyList(m);
@@ -168,6 +170,9 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
       }
       case 'ipgate:drain':
         void drain();
+        break;
+      case 'ipgate:limit':
+        app?.limits.applyRemote(m.ops);
         break;
     }
   });
