@@ -3,6 +3,7 @@
  * for each other one, why not, in one sentence for the report.
  */
 import { readTimeout } from './controller-configmap';
+import { limitNumber } from './limits';
 import { FALSE, isRecord, type KubeObject } from './objects';
 
 /** null when the annotation is carried over (or has nothing to carry), else why not. */
@@ -47,6 +48,16 @@ export function annotationVerdict(short: string, value: string): string | null {
         ? null
         : `ipgate speaks HTTP/1.1 to upstreams, or HTTP/2 for gRPC (GRPC, GRPCS); ${JSON.stringify(value)} backends are not supported`;
     }
+    case 'limit-rps':
+    case 'limit-rpm':
+    case 'limit-connections':
+    case 'limit-burst-multiplier':
+      return limitNumber(value) !== null ? null : 'not a whole number';
+    case 'limit-whitelist':
+      return null; // read with the limits (limits.ts): an invalid range is reported there
+    case 'limit-rate':
+    case 'limit-rate-after':
+      return 'ipgate does not limit bandwidth (nginx limit_rate)';
     case 'rewrite-target':
       return 'not converted yet: the import does not write http.rewrite (docs/edge-rules.md "Rewrites"); the upstream receives the request path as sent';
     case 'configuration-snippet':
@@ -58,7 +69,6 @@ export function annotationVerdict(short: string, value: string): string | null {
       if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
       if (short.startsWith('affinity') || short.startsWith('session-cookie'))
         return 'ipgate has no session affinity (the Service address balances)';
-      if (short.startsWith('limit-')) return 'ipgate has no rate or connection limits per route';
       if (short.includes('cors')) return 'ipgate adds no CORS headers';
       return 'no ipgate equivalent';
   }

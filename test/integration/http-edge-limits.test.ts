@@ -17,7 +17,6 @@ import { connect, readAll, waitFor } from '../helpers/net';
 import { buildConfig } from '../../src/config/load';
 import { encodeProxyV2 } from '../../src/proxy-protocol/encoder';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
-import type { Config } from '../../src/schema/config';
 
 /** One request on its own connection from `from` (optionally as `client` behind a PROXY v2 header): the status. */
 async function get(port: number, from: string, host = 'a.example', client: string | null = null, path = '/'): Promise<number> {
@@ -46,7 +45,7 @@ t.test('HTTP limits on a listener with routes', async (t) => {
   });
   t.teardown(() => be.close());
   const up = `127.0.0.1:${be.port}`;
-  const routes = (slowBurst: number): NonNullable<Config['listeners'][number]['routes']> => [
+  const routes = (slowBurst: number): Record<string, unknown>[] => [
     // The listener's limits (nodelay burst 3 at 1r/s, 2 in progress) apply here.
     { name: 'inherits', hosts: ['a.example'], upstreams: [up] },
     // nginx's default: delayed within the burst.
