@@ -222,6 +222,7 @@ export class WorkerPool {
         break;
       case 'ipgate:ready':
         slot.ready = true;
+        this.limitSnapshot(slot);
         this.logger.debug({ worker: slot.worker.id, pid: slot.worker.process.pid }, 'worker ready');
         if (this.readyWaiter !== null && this.readyCount >= this.readyWaiter.n) {
           this.readyWaiter.resolve();
@@ -258,6 +259,22 @@ export class WorkerPool {
     }
     const m: ToWorker = { t: 'ipgate:limit', ops };
     for (const s of this.slots.values()) if (s !== from) this.send(s.worker, m);
+  }
+
+  /**
+   * A worker that just started (a replacement) learns the requests in progress the others hold,
+   * so its limit_conn counts them from its first request (src/limit/limit-zones.ts).
+   */
+  private limitSnapshot(to: Slot): void {
+    const ops: (string | number)[] = [];
+    for (const s of this.slots.values()) {
+      if (s === to) continue;
+      for (const [k, n] of s.held) {
+        const cut = k.indexOf('\0');
+        ops.push(k.slice(0, cut), k.slice(cut + 1), n);
+      }
+    }
+    if (ops.length > 0) this.send(to.worker, { t: 'ipgate:limit', ops });
   }
 
   private onExit(worker: Worker, code: number | null, signal: string | null): void {

@@ -415,7 +415,9 @@ export class Metrics {
     new Published({
       name: 'ipgate_limit_clients',
       type: 'gauge',
-      help: 'Clients a per-client limit tracks now (its table; at most its maxClients), by zone place (listener/route/limit); with workers, the sum of their copies.',
+      // Each worker holds a copy of every table (src/limit/limit-zones.ts): the largest, not the sum.
+      aggregator: 'max',
+      help: 'Clients a per-client limit tracks now (its table; at most its maxClients), by zone place (listener/route/limit); with workers, the largest of their copies.',
       collect: (out) => {
         for (const z of this.limitZones?.all() ?? []) out.push({ labels: { zone: zonePlace(z.key) }, value: z.table.size });
       },
@@ -423,7 +425,8 @@ export class Metrics {
     new Published({
       name: 'ipgate_limit_evictions_total',
       type: 'counter',
-      help: 'Clients a full rate-limit table forgot to make room (least recently seen first), by zone place and state: idle (its bucket had drained: nothing lost) or active (its excess was lost: maxClients is too small for the traffic). Concurrency limits count state="overflow": a new client let through uncounted.',
+      aggregator: 'max',
+      help: 'Clients a full rate-limit table forgot to make room (least recently seen first), by zone place and state: idle (its bucket had drained: nothing lost) or active (its excess was lost: maxClients is too small for the traffic). Concurrency limits count state="overflow": a new client let through uncounted. With workers, the largest of their copies\' counts.',
       collect: (out) => {
         for (const z of this.limitZones?.all() ?? []) {
           const zone = zonePlace(z.key);

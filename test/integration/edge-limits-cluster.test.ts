@@ -10,7 +10,7 @@
 import type http from 'node:http';
 import t from 'tap';
 import { countingBackend } from '../helpers/http';
-import { killAtTeardown, logLines, spawnIpgate } from '../helpers/ipgate';
+import { childPids, killAtTeardown, logLines, spawnIpgate } from '../helpers/ipgate';
 import { connect, freePort, readAll, waitFor } from '../helpers/net';
 
 async function get(port: number, from: string, host: string, path = '/'): Promise<number> {
@@ -44,7 +44,7 @@ t.test('workers: 2 hold a client to its limit whichever worker accepts it', asyn
   const port = await freePort();
   const g = spawnIpgate(['run'], {
     workers: 2,
-    logging: { level: 'info', access: true },
+    logging: { level: 'debug', access: true },
     store: { type: 'memory' },
     admin: { listen: null },
     allowlists: { main: ['127.0.0.0/8'] },
@@ -118,5 +118,30 @@ t.test('workers: 2 hold a client to its limit whichever worker accepts it', asyn
     await waitFor(() => held.length === 1, 10_000, 'a new one once they finished');
     held.splice(0)[0]!.end('done\n');
     t.equal(await c, 200);
+  });
+
+  t.test("a worker that dies gives back its requests in progress; its replacement counts the others'", async (t) => {
+    const from = '127.0.0.5';
+    const a = get(port, from, 'c.example', '/hold').catch(() => 0);
+    const b = get(port, from, 'c.example', '/hold').catch(() => 0);
+    await waitFor(() => held.length === 2, 10_000, 'two requests at the backend');
+    const readyLines = (): number => logLines(g.stdout()).filter((l) => l.msg === 'worker ready').length;
+    const ready = readyLines();
+    const [victim] = childPids(g.child.pid!);
+    process.kill(victim!, 'SIGKILL');
+    await waitFor(() => readyLines() === ready + 1, 20_000, 'the replacement worker ready');
+    // One of the two requests died with its worker: one is in progress now, so one more fits
+    // (perClient 2) whichever worker takes it, and the one after that does not.
+    const c = get(port, from, 'c.example', '/hold');
+    await waitFor(
+      () => held.filter((r) => !r.writableEnded && !(r.socket?.destroyed ?? true)).length === 2,
+      10_000,
+      'a third request admitted',
+    );
+    t.pass("one more admitted: the dead worker's request was given back");
+    t.equal(await get(port, from, 'c.example', '/hold'), 429, "and the next refused: the replacement counts the survivor's request");
+    for (const res of held.splice(0)) if (!(res.socket?.destroyed ?? true)) res.end('done\n');
+    t.equal(await c, 200);
+    await Promise.all([a, b]);
   });
 });
