@@ -22,6 +22,7 @@ import { TlsTerminator } from './tls/terminate';
 import { TlsStats } from './metrics/tls-stats';
 import type { RouteReceiver } from './route/route-receiver';
 import { RoutesInForce, routesVersion, swapRoutes, type RouteSwapResult, type RoutesUpdate } from './route/routes-in-force';
+import { LimitZones } from './limit/limit-zones';
 
 export interface App {
   readonly config: Config;
@@ -35,6 +36,8 @@ export interface App {
   readonly selfChecks: SelfChecks;
   /** Every metric of this process (served at the admin API's /metrics). */
   readonly metrics: Metrics;
+  /** The per-client limits' zones (a cluster worker shares them with the others). */
+  readonly limits: LimitZones;
   /** The listeners' routes in force (admin API: GET /v1/routes, explain). */
   readonly routes: RoutesInForce;
   /**
@@ -71,6 +74,10 @@ export async function startApp(config: Config, { logger, configFile = null, tick
   // The access log's lines (logging.access), or with them off the denial summary.
   const access = AccessLog.wanted(config.logging) ? new AccessLog(logger, config.logging) : null;
   const listeners: Listener[] = [];
+  // Every limit zone of this process (src/limit/limit-zones.ts); a cluster worker connects it to
+  // the others (cluster/worker.ts).
+  const limits = new LimitZones();
+  metrics.setLimits(limits);
   const certStores: CertStore[] = [];
   const receivers = new Map<string, RouteReceiver>();
   for (const lc of config.listeners) {
@@ -78,8 +85,8 @@ export async function startApp(config: Config, { logger, configFile = null, tick
     metrics.addListener(stats, lc.mode);
     const accessLog = access?.forListener(lc.name, lc.mode, lists.get(lc.allowlist), lc.mode === 'tcp' && lc.routes !== undefined) ?? null;
     let handler: ConnectionHandler;
-    if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats);
-    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog, config.revokeLive);
+    if (lc.mode === 'tcp') handler = new TcpForwarder(lc, logger, stats, lists, limits);
+    else handler = new HttpForwarder(lc, logger, stats, lists.get(lc.allowlist), accessLog, config.revokeLive, limits);
     let tls: TlsTerminator | null = null;
     if (lc.tls !== null) {
       const store = new CertStore(lc.name, lc.tls, logger, ticketKeys?.get(lc.name));
@@ -179,5 +186,5 @@ export async function startApp(config: Config, { logger, configFile = null, tick
     return shuttingDown;
   };
 
-  return { config, lists, listeners, service, admin, selfChecks, metrics, routes, replaceRoutes, shutdown };
+  return { config, lists, listeners, service, admin, selfChecks, metrics, routes, replaceRoutes, shutdown, limits };
 }

@@ -63,6 +63,12 @@ export const EDGE_REASONS = Object.freeze({
     'A redirect rule answered the request (routes[].http.redirect, http.httpsRedirect): a 30x with its Location, nothing upstream (ipgate_http_edge_total).',
   body_too_large:
     'The request body is larger than maxBodyBytes: 413, at once for its Content-Length, as soon as a chunked body passes it; the connection closes (ipgate_http_client_errors_total).',
+  limited_requests:
+    "A client past its request rate and burst (limits.requests, nginx limit_req): answered with the limit's status (429, or 503), nothing went upstream.",
+  limited_concurrent:
+    'A client at its number of requests in progress (HTTP) or open connections (TCP) (limits.concurrent, nginx limit_conn): refused (429 or 503; a TCP connection closed).',
+  limited_connection_rate:
+    'A client past its new-connection rate and burst on a TCP listener (limits.connectionRate): the connection closed.',
 });
 export type EdgeReason = keyof typeof EDGE_REASONS;
 

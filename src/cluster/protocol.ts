@@ -25,6 +25,12 @@
  *                                                  to hello, so a worker binds with them, and again
  *                                                  at each rotation (tls/session-tickets.ts)
  *   primary -> worker   drain                      stop accepting, drain, exit 0
+ *   worker  -> primary  limit {ops}                what this worker's limit zones accepted in one
+ *                                                  event-loop turn: [zone key, client, n, ...]
+ *                                                  (src/limit/limit-zones.ts)
+ *   primary -> worker   limit {ops}                the same, from another worker (relayed to every
+ *                                                  other live worker; a dead worker's requests in
+ *                                                  progress given back as negative counts)
  *
  * `seq` counts the primary's broadcasts; an admin write is acknowledged once every live worker has
  * acked a seq at or past the broadcast that carried it (see WorkerPool.settled).
@@ -51,7 +57,8 @@ export type ToWorker =
   | { t: 'ipgate:log-level'; level: LogLevel }
   | { t: 'ipgate:routes'; update: RoutesUpdate }
   | { t: 'ipgate:ticket-keys'; keys: Record<string, string> }
-  | { t: 'ipgate:drain' };
+  | { t: 'ipgate:drain' }
+  | { t: 'ipgate:limit'; ops: (string | number)[] };
 
 export type ToPrimary =
   | { t: 'ipgate:hello' }
@@ -59,7 +66,8 @@ export type ToPrimary =
   | { t: 'ipgate:ready' }
   | { t: 'ipgate:metrics'; id: number; json: MetricJson[] }
   | { t: 'ipgate:checks'; id: number; checks: SelfCheckReadiness[] }
-  | { t: 'ipgate:connections'; id: number; page: ConnectionsPage };
+  | { t: 'ipgate:connections'; id: number; page: ConnectionsPage }
+  | { t: 'ipgate:limit'; ops: (string | number)[] };
 
 export function isIpgateMessage<T extends { t: string }>(m: unknown): m is T {
   return (

@@ -38,6 +38,8 @@ interface Slot {
   versions: Record<string, string>;
   ready: boolean;
   startedAt: number;
+  /** Its requests in progress per concurrency zone and client (`key \0 client`), given back if it dies. */
+  held: Map<string, number>;
 }
 
 export class WorkerPool {
@@ -194,7 +196,7 @@ export class WorkerPool {
 
   private fork(): void {
     const worker = cluster.fork();
-    const slot: Slot = { worker, applied: -1, versions: {}, ready: false, startedAt: Date.now() };
+    const slot: Slot = { worker, applied: -1, versions: {}, ready: false, startedAt: Date.now(), held: new Map() };
     this.slots.set(worker.id, slot);
     worker.on('message', (m: unknown) => this.onMessage(slot, m));
     // A worker's IPC channel can fail while it dies (EPIPE): the exit event handles it.
@@ -220,6 +222,7 @@ export class WorkerPool {
         break;
       case 'ipgate:ready':
         slot.ready = true;
+        this.limitSnapshot(slot);
         this.logger.debug({ worker: slot.worker.id, pid: slot.worker.process.pid }, 'worker ready');
         if (this.readyWaiter !== null && this.readyCount >= this.readyWaiter.n) {
           this.readyWaiter.resolve();
@@ -235,13 +238,60 @@ export class WorkerPool {
       case 'ipgate:connections':
         this.requests.get(m.id)?.(m.page);
         break;
+      case 'ipgate:limit':
+        this.limitOps(slot, m.ops);
+        break;
     }
+  }
+
+  /**
+   * A worker's limit accepts (src/limit/limit-zones.ts): relayed to every other worker at once;
+   * its requests in progress (concurrency zones, keys `c|...`) are tallied, to be given back if it dies.
+   */
+  private limitOps(from: Slot, ops: (string | number)[]): void {
+    for (let i = 0; i + 2 < ops.length; i += 3) {
+      const key = ops[i] as string;
+      if (key.charCodeAt(0) !== 0x63) continue; // 'c'
+      const k = `${key}\0${ops[i + 1] as string}`;
+      const n = (from.held.get(k) ?? 0) + (ops[i + 2] as number);
+      if (n === 0) from.held.delete(k);
+      else from.held.set(k, n);
+    }
+    const m: ToWorker = { t: 'ipgate:limit', ops };
+    for (const s of this.slots.values()) if (s !== from) this.send(s.worker, m);
+  }
+
+  /**
+   * A worker that just started (a replacement) learns the requests in progress the others hold,
+   * so its limit_conn counts them from its first request (src/limit/limit-zones.ts).
+   */
+  private limitSnapshot(to: Slot): void {
+    const ops: (string | number)[] = [];
+    for (const s of this.slots.values()) {
+      if (s === to) continue;
+      for (const [k, n] of s.held) {
+        const cut = k.indexOf('\0');
+        ops.push(k.slice(0, cut), k.slice(cut + 1), n);
+      }
+    }
+    if (ops.length > 0) this.send(to.worker, { t: 'ipgate:limit', ops });
   }
 
   private onExit(worker: Worker, code: number | null, signal: string | null): void {
     const slot = this.slots.get(worker.id);
     if (!slot) return;
     this.slots.delete(worker.id);
+    if (slot.held.size > 0) {
+      // Its requests in progress are over: the other workers stop counting them.
+      const ops: (string | number)[] = [];
+      for (const [k, n] of slot.held) {
+        const cut = k.indexOf('\0');
+        ops.push(k.slice(0, cut), k.slice(cut + 1), -n);
+      }
+      slot.held.clear();
+      const m: ToWorker = { t: 'ipgate:limit', ops };
+      for (const s of this.slots.values()) this.send(s.worker, m);
+    }
     this.wake();
     if (this.stopping) {
       if (this.slots.size === 0) for (const w of this.exitWaiters.splice(0)) w();

@@ -13,6 +13,7 @@ import type { Config } from '../schema/config';
 import { workerMetricsJson } from '../metrics/cluster';
 import { setLogLevel } from '../log';
 import { TicketKeys } from '../tls/session-tickets';
+import { workerCount } from './process-model';
 import { decodeTicketKeys, isIpgateMessage, type ListState, type ToPrimary, type ToWorker } from './protocol';
 import type { RoutesUpdate } from '../route/routes-in-force';
 
@@ -109,6 +110,9 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
       resolveExit(1);
       return;
     }
+    // The limits are shared with the other workers through the primary (src/limit/limit-zones.ts);
+    // a lone worker (workers: 1, the admin API apart) has no one to tell.
+    if (workerCount(config.workers) > 1) app.limits.connect((ops) => send({ t: 'ipgate:limit', ops }));
     for (const l of first) app.lists.apply(l.name, l.entries, l.version);
     seq = firstSeq;
     for (const m of pending.splice(0)) applyList(m);
@@ -168,6 +172,9 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
       }
       case 'ipgate:drain':
         void drain();
+        break;
+      case 'ipgate:limit':
+        app?.limits.applyRemote(m.ops);
         break;
     }
   });

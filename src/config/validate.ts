@@ -18,6 +18,7 @@ import { location } from './locate';
 import { bindCollision, loopsToItself } from './addresses';
 import { parseHostPort, type HostPort } from '../address/host-port';
 import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from '../schema/config';
+import { checkLimits } from './validate-limits';
 import { checkRoutes } from './validate-routes';
 import { checkTls } from './validate-tls';
 import { checkHttp2 } from './validate-http2';
@@ -191,6 +192,7 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
     names.set(l.name, i);
     const hp = listenerBinds[i] ?? null;
     const rawListener = rawObject(rawListeners[i]);
+    checkLimits(at, l, Object.keys(config.allowlists), problems);
 
     if (!Object.hasOwn(config.allowlists, l.allowlist)) {
       const known = Object.keys(config.allowlists);

@@ -3,8 +3,9 @@
  * for each other one, why not, in one sentence for the report.
  */
 import { readTimeout } from './controller-configmap';
-import { isRecord, type KubeObject } from './objects';
+import { limitNumber } from './limits';
 import { REFUSED_LIST } from './listeners';
+import { isRecord, type KubeObject } from './objects';
 
 /** The annotations whose routes are imported refused (ipgate cannot do the authentication they ask for). */
 export const AUTH_GATES = ['auth-url', 'auth-type'] as const;
@@ -56,6 +57,16 @@ export function annotationVerdict(short: string, value: string): string | null {
         ? null
         : `ipgate speaks HTTP/1.1 to upstreams, or HTTP/2 for gRPC (GRPC, GRPCS); ${JSON.stringify(value)} backends are not supported`;
     }
+    case 'limit-rps':
+    case 'limit-rpm':
+    case 'limit-connections':
+    case 'limit-burst-multiplier':
+      return limitNumber(value) !== null ? null : 'not a whole number';
+    case 'limit-whitelist':
+      return null; // read with the limits (limits.ts): an invalid range is reported there
+    case 'limit-rate':
+    case 'limit-rate-after':
+      return 'ipgate does not limit bandwidth (nginx limit_rate)';
     case 'configuration-snippet':
     case 'server-snippet':
     case 'stream-snippet':
@@ -76,7 +87,6 @@ export function annotationVerdict(short: string, value: string): string | null {
       if (short.startsWith('canary')) return 'ipgate has no traffic splitting';
       if (short.startsWith('affinity') || short.startsWith('session-cookie'))
         return 'ipgate has no session affinity (the Service address balances)';
-      if (short.startsWith('limit-')) return 'ipgate has no rate or connection limits per route';
       if (short.includes('cors'))
         return 'ipgate adds no CORS headers and answers no preflight OPTIONS itself (ingress-nginx did, with 204): the backend must send Access-Control-Allow-* itself';
       return 'no ipgate equivalent';

@@ -21,6 +21,7 @@ import { rewriteForPath } from './rewrite-target';
 const ROUTE_READ_TIMEOUT_NOTE =
   "as http.readTimeoutMs (between two reads, as nginx's proxy_read_timeout) and http.upstreamTimeoutMs (the wait for the response headers, so that its own default does not cut a longer timeout)";
 import { buildListeners, REFUSED_LIST, secretNameProblem, type RouteOut } from './listeners';
+import { importLimits } from './limits';
 import { uniqueName } from './names';
 import { FALSE, isRecord, objectKey, str, TRUE, type KubeObject } from './objects';
 import type { Finding, ImportReport } from './report';
@@ -119,6 +120,8 @@ interface IngressPlan {
   upstreamProtocol?: 'h2c' | 'h2';
   /** The edge rules its annotations map to (docs/edge-rules.md): the route's `http` options. */
   edge?: Json;
+  /** limit-* annotations (limits.ts): the route's `limits`. */
+  limits?: Json;
   drafts: RouteDraft[];
 }
 
@@ -430,6 +433,21 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
         });
     }
     if (Object.keys(edge).length > 0) p.edge = edge;
+    // Per-client limits (limits.ts); limit-whitelist becomes an allowlist the limits exempt.
+    const lim = importLimits(ann, prefix);
+    for (const u of lim.unconverted) report.unconverted.push({ source, ...u });
+    for (const n of lim.notes) report.notes.push({ source, ...n });
+    if (lim.limits !== null) {
+      if (lim.exempt !== null) {
+        const name = uniqueName(`${ns}-${str(ing.metadata?.name) ?? 'ingress'}-limit-exempt`, `limit-exempt:${key}`, listNames);
+        allowlists[name] = {
+          source: 'config',
+          entries: lim.exempt.map((c) => ({ cidr: c.text, comment: `${source} limit-whitelist` })),
+        };
+        for (const l of Object.values(lim.limits) as Json[]) l.exempt = [name];
+      }
+      p.limits = lim.limits;
+    }
 
     // rules and paths
     const rules = Array.isArray(spec.rules) ? spec.rules : [];
@@ -726,6 +744,7 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
       route.upstreams = [d.upstream];
       if (auth.refused.has(d.host) || authGated) route.allowlist = REFUSED_LIST;
       else if (p.allowlist !== undefined) route.allowlist = p.allowlist;
+      if (p.limits !== undefined) route.limits = p.limits;
       if (p.upstreamTimeoutMs !== undefined || p.edge !== undefined || p.upstreamProtocol !== undefined) {
         route.http = {
           ...(p.upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs: p.upstreamTimeoutMs } : {}),
@@ -819,6 +838,10 @@ export function convertIngressNginx(input: ImportInput, opts: ImportOptions = DE
   const onListeners = built.listeners.flatMap((l) => l.routes as Json[]);
   const used = new Set(onListeners.map((r) => r.allowlist).filter((n): n is string => typeof n === 'string'));
   used.add(DEFAULT_LIST);
+  for (const r of onListeners) {
+    const lim = r.limits as Record<string, { exempt?: string[] }> | undefined;
+    if (lim !== undefined) for (const l of Object.values(lim)) for (const n of l.exempt ?? []) used.add(n);
+  }
   for (const name of Object.keys(allowlists)) if (!used.has(name)) delete allowlists[name];
   report.routes = routes.length;
   report.allowlists = built.listeners.length > 0 ? Object.keys(allowlists).length : 0;

@@ -193,6 +193,13 @@ export class ListenerStats {
    */
   readonly edge = new Map<string, number>();
 
+  /**
+   * Requests (HTTP) and connections (TCP) a per-client limit refused or delayed (docs/edge-rules.md
+   * "Rate and connection limits"), by `route \0 limit \0 action` (route '' for a listener's own;
+   * limit requests, concurrent or connection_rate; action refused or delayed): ipgate_limited_total.
+   */
+  readonly limited = new Map<string, number>();
+
   /** The listener's upstream groups with health rules, by route ('' the listener's own): the ipgate_upstream_target_up gauge. */
   health: ReadonlyArray<HealthSource> = [];
 

@@ -15,6 +15,7 @@
  * merges them with `aggregateClusterMetrics` (cluster.ts), which is why each metric names its
  * aggregator and whether the primary owns it.
  */
+import { type LimitZones, zonePlace } from '../limit/limit-zones';
 import { Registry } from './prom-registry';
 import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
@@ -112,6 +113,7 @@ export class Metrics {
   private reloadSource: ReloadSource | null = null;
   private watchSource: (() => WatchState[]) | null = null;
   private selfChecks: SelfCheckSource | null = null;
+  private limitZones: LimitZones | null = null;
   /** Admin API requests by `route \0 method \0 code_class`. */
   private readonly adminRequests = new Map<string, number>();
   /** Refused admin API authentications by reason (missing, malformed, invalid). */
@@ -400,6 +402,43 @@ export class Metrics {
       }),
     }).register(r);
     new Published({
+      name: 'ipgate_limited_total',
+      type: 'counter',
+      help: 'Requests (HTTP) and connections (TCP) a per-client limit refused or delayed (docs/edge-rules.md "Rate and connection limits"), by route (route="": the listener\'s own), limit (requests, concurrent, connection_rate) and action (refused, delayed).',
+      collect: each((s, out) => {
+        for (const [k, v] of s.limited) {
+          const [route, limit, action] = k.split('\0');
+          out.push({ labels: { listener: s.listener, route: route!, limit: limit!, action: action! }, value: v });
+        }
+      }),
+    }).register(r);
+    new Published({
+      name: 'ipgate_limit_clients',
+      type: 'gauge',
+      // Each worker holds a copy of every table (src/limit/limit-zones.ts): the largest, not the sum.
+      aggregator: 'max',
+      help: 'Clients a per-client limit tracks now (its table; at most its maxClients), by zone place (listener/route/limit); with workers, the largest of their copies.',
+      collect: (out) => {
+        for (const z of this.limitZones?.all() ?? []) out.push({ labels: { zone: zonePlace(z.key) }, value: z.table.size });
+      },
+    }).register(r);
+    new Published({
+      name: 'ipgate_limit_evictions_total',
+      type: 'counter',
+      aggregator: 'max',
+      help: 'Clients a full rate-limit table forgot to make room (least recently seen first), by zone place and state: idle (its bucket had drained: nothing lost) or active (its excess was lost: maxClients is too small for the traffic). Concurrency limits count state="overflow": a new client let through uncounted. With workers, the largest of their copies\' counts.',
+      collect: (out) => {
+        for (const z of this.limitZones?.all() ?? []) {
+          const zone = zonePlace(z.key);
+          const t = z.table;
+          if ('evictedIdle' in t) {
+            out.push({ labels: { zone, state: 'idle' }, value: t.evictedIdle });
+            out.push({ labels: { zone, state: 'active' }, value: t.evictedActive });
+          } else out.push({ labels: { zone, state: 'overflow' }, value: t.overflow });
+        }
+      },
+    }).register(r);
+    new Published({
       name: 'ipgate_http_request_duration_seconds',
       type: 'histogram',
       help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
@@ -651,6 +690,11 @@ export class Metrics {
       this.reloads.set(key, (this.reloads.get(key) ?? 0) + 1);
       this.noticeRefusal();
     });
+  }
+
+  /** Publish the per-client limits' tables (src/limit/limit-zones.ts). */
+  setLimits(zones: LimitZones): void {
+    this.limitZones = zones;
   }
 
   setSelfChecks(selfChecks: SelfCheckSource): void {

@@ -100,3 +100,97 @@ export const NO_UPSTREAM_HEALTH: Readonly<UpstreamHealthConfig> = Object.freeze(
 
 export type PassiveHealthConfig = Static<typeof PassiveHealthSchema>;
 export type UpstreamHealthConfig = Static<typeof UpstreamHealthSchema>;
+
+// --- Rate and connection limits (docs/edge-rules.md "Rate and connection limits"; src/limit/) ---
+
+/** Allowlist names (keys of `allowlists`) whose clients are never limited (ingress-nginx `limit-whitelist`). */
+const LimitExemptSchema = Type.Array(Type.String({ minLength: 1 }), { default: [], maxItems: 64 });
+
+/** nginx's rate form: `10r/s` or `30r/m` (a fraction allowed: `0.5r/s`). */
+const RateSchema = Type.String({ pattern: '^[0-9]{1,7}(\\.[0-9]{1,3})?r/[sm]$' });
+
+/** Clients tracked at once by one limit (its table; docs/edge-rules.md "Bounded under a flood"). */
+const MaxClientsSchema = Type.Integer({ minimum: 1, maximum: 10_000_000, default: 100_000 });
+
+/**
+ * nginx `limit_req`: a leaky bucket per client (the identity ipgate derived: behind a trusted
+ * balancer or proxy, the real client). A request past `rate` plus `burst` is refused with
+ * `status`; within the burst it is delayed to the rate (nginx's default), or forwarded at once
+ * with `nodelay` (ingress-nginx's choice), or the first `delay` of the burst at once and the rest
+ * delayed (nginx `delay=`).
+ */
+export const RequestRateSchema = Section({
+  /** Requests a client may make over time: `10r/s`, `30r/m` (nginx `rate=`; ingress-nginx `limit-rps` / `limit-rpm`). */
+  rate: RateSchema,
+  /** Requests a client may make beyond the rate at once (nginx `burst=`). */
+  burst: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 }),
+  /** Requests within the burst forwarded at once; the rest wait until the rate allows them (nginx `delay=`). */
+  delay: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 }),
+  /** Forward every request within the burst at once (nginx `nodelay`; `delay` is then unused). */
+  nodelay: Type.Boolean({ default: false }),
+  /**
+   * Status of a refused request: 429 (RFC 6585 Too Many Requests: the client's own rate, not the
+   * service, is the cause) or 503 (what nginx's `limit_req_status` and ingress-nginx answer unless told otherwise).
+   */
+  status: Type.Unsafe<429 | 503>({ enum: [429, 503], default: 429 }),
+  /** Allowlist names whose clients are never limited (ingress-nginx `limit-whitelist`). */
+  exempt: LimitExemptSchema,
+  /**
+   * Clients tracked at once (nginx's zone size; 10m holds ~160,000). Past it the least recently
+   * seen client is forgotten: one whose bucket has drained without a trace, otherwise its excess
+   * (ipgate_limit_evictions_total{state="active"}: the table is too small for the traffic).
+   */
+  maxClients: MaxClientsSchema,
+});
+
+/**
+ * nginx `limit_conn`: at most `perClient` at once per client. On an HTTP listener it counts
+ * requests in progress, as nginx does ("a connection is counted only if it has a request being
+ * processed by the server"; each HTTP/2 stream is one); on a TCP listener, open connections.
+ */
+export const ConcurrencySchema = Section({
+  /** Requests in progress (HTTP) or open connections (TCP) per client (ingress-nginx `limit-connections`). */
+  perClient: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+  /** Status of a refused HTTP request: 429 or 503 (nginx `limit_conn_status` answers 503 unless told otherwise). A TCP connection is closed. */
+  status: Type.Unsafe<429 | 503>({ enum: [429, 503], default: 429 }),
+  /** Allowlist names whose clients are never limited. */
+  exempt: LimitExemptSchema,
+  /** Clients tracked at once: past it a new client is let through uncounted (ipgate_limit_overflow_total). */
+  maxClients: MaxClientsSchema,
+});
+
+/** TCP listeners: new connections per client (HAProxy `sc0_conn_rate`, nginx stream has none); one past the rate and burst is closed. */
+export const ConnectionRateSchema = Section({
+  /** New connections a client may open over time: `10r/s`, `60r/m`. */
+  rate: RateSchema,
+  /** Connections a client may open beyond the rate at once. */
+  burst: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 }),
+  /** Allowlist names whose clients are never limited. */
+  exempt: LimitExemptSchema,
+  /** Clients tracked at once (as `requests.maxClients`). */
+  maxClients: MaxClientsSchema,
+});
+
+/** Per-client limits of a listener (also its routes' default). */
+export const LimitsSchema = Section({
+  /** HTTP listeners: requests per client (nginx `limit_req`); null: none. */
+  requests: Nullable(RequestRateSchema, { default: null }),
+  /** Requests in progress (HTTP) or open connections (TCP) per client (nginx `limit_conn`); null: none. */
+  concurrent: Nullable(ConcurrencySchema, { default: null }),
+  /** TCP listeners: new connections per client; null: none. */
+  connectionRate: Nullable(ConnectionRateSchema, { default: null }),
+});
+
+/** An HTTP route's limits: each one given replaces the listener's (its own bucket; null: none); absent: the listener's. */
+export const RouteLimitsSchema = Section({
+  /** Requests per client on this route; null: none, even if the listener has one. */
+  requests: Type.Optional(Nullable(RequestRateSchema)),
+  /** Requests in progress per client on this route; null: none, even if the listener has one. */
+  concurrent: Type.Optional(Nullable(ConcurrencySchema)),
+});
+
+export type RequestRateConfig = Static<typeof RequestRateSchema>;
+export type ConcurrencyConfig = Static<typeof ConcurrencySchema>;
+export type ConnectionRateConfig = Static<typeof ConnectionRateSchema>;
+export type LimitsConfig = Static<typeof LimitsSchema>;
+export type RouteLimitsConfig = Static<typeof RouteLimitsSchema>;

@@ -10,7 +10,7 @@
  */
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 import { Http2Schema } from './http2';
-import { HttpsRedirectSchema, UpstreamHealthSchema } from './edge';
+import { HttpsRedirectSchema, LimitsSchema, UpstreamHealthSchema } from './edge';
 import { RouteSchema, SniSchema } from './routes';
 import { ListenerTlsProperty } from './tls';
 
@@ -227,6 +227,11 @@ export const ListenerSchema = Section({
    * without their own; docs/edge-rules.md "Upstream health". Absent: none.
    */
   upstreamHealth: Type.Optional(UpstreamHealthSchema),
+  /**
+   * Per-client rate and connection limits (edge.ts LimitsSchema; docs/edge-rules.md "Rate and
+   * connection limits"), also for routes without their own. Absent: none.
+   */
+  limits: Type.Optional(LimitsSchema),
   /** TLS termination on an HTTP listener (schema/tls.ts, docs/tls.md); null: none (plaintext). */
   tls: ListenerTlsProperty,
 });

@@ -23,7 +23,7 @@
  *         hosts: ["*"]
  * ```
  */
-import { HttpsRedirectSchema, RedirectSchema, RewriteSchema, UpstreamHealthSchema } from './edge';
+import { HttpsRedirectSchema, RedirectSchema, RewriteSchema, RouteLimitsSchema, UpstreamHealthSchema } from './edge';
 import { Enum, Ms, NAME_PATTERN, Nullable, Section, Type, type Static } from './kit';
 
 /** An HTTP header field name (RFC 9110 token). */
@@ -105,6 +105,8 @@ export const RouteSchema = Section({
   http: Type.Optional(RouteHttpSchema),
   /** HTTP routes: health of this route's upstream targets (replaces the listener's `upstreamHealth`). */
   upstreamHealth: Type.Optional(UpstreamHealthSchema),
+  /** HTTP routes: per-client limits of this route (replace the listener's `limits`, each on its own). */
+  limits: Type.Optional(RouteLimitsSchema),
 });
 
 /** TCP listeners with routes: how the ClientHello is read (tls/client-hello.ts). */

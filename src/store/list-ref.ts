@@ -41,7 +41,8 @@ export function listUsers(
     proxyProtocol: { trustedSources: readonly string[] | string };
     http: { trustedProxies: readonly string[] | string };
     mode: string;
-    routes?: ReadonlyArray<{ name: string; allowlist?: string }>;
+    routes?: ReadonlyArray<{ name: string; allowlist?: string; limits?: LimitExempts }>;
+    limits?: LimitExempts;
   }>,
   name: string,
 ): string[] {
@@ -51,9 +52,20 @@ export function listUsers(
     if (l.allowlist === name) out.push(`${at}.allowlist`);
     if (l.proxyProtocol.trustedSources === name) out.push(`${at}.proxyProtocol.trustedSources`);
     if (l.http.trustedProxies === name) out.push(`${at}.http.trustedProxies`);
+    exemptUsers(l.limits, `${at}.limits`, name, out);
     l.routes?.forEach((r, k) => {
       if (r.allowlist === name) out.push(`${at}.routes[${k}] (${r.name}).allowlist`);
+      exemptUsers(r.limits, `${at}.routes[${k}] (${r.name}).limits`, name, out);
     });
   });
   return out;
+}
+
+/** A listener's or route's limits, as far as their `exempt` lists go. */
+type LimitExempts = Readonly<Record<string, { exempt: readonly string[] } | null | undefined>>;
+
+/** The limits (`limits.requests.exempt`, ...) that name the list `name`. */
+function exemptUsers(limits: LimitExempts | undefined, at: string, name: string, out: string[]): void {
+  if (limits === undefined) return;
+  for (const [kind, l] of Object.entries(limits)) if (l?.exempt.includes(name)) out.push(`${at}.${kind}.exempt`);
 }

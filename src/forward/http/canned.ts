@@ -64,6 +64,8 @@ export class CannedResponses {
   readonly payloadTooLarge = text(413, 'Payload Too Large', 'Payload Too Large\n');
   /** No target of the upstream group is up (upstream-health.ts). */
   readonly serviceUnavailable = text(503, 'Service Unavailable', 'Service Unavailable\n');
+  /** A client past its rate or concurrency limit (limits.*.status 429, RFC 6585). */
+  readonly tooManyRequests = text(429, 'Too Many Requests', 'Too Many Requests\n');
 
   constructor(deniedBody: string) {
     this.forbiddenText = text(403, 'Forbidden', deniedBody);

@@ -7,13 +7,17 @@
  *
  * Each rule is a step of the policy (http-policy.ts), in this order:
  *
- *   route -> identity -> allowlist -> redirect -> body size -> rewrite
- *     -> upstream (no target up: 503; else the route's timeouts)
+ *   route -> identity -> allowlist -> redirect -> body size -> rate limit -> rewrite
+ *     -> upstream (no target up: 503; else the route's timeouts) -> concurrency limit
  *
  * The allowlist goes before the redirect so that a refused client learns nothing but its 403
  * (nginx's `return` answers before `allow`/`deny` run, in its rewrite phase; a redirect with
  * `beforeAllowlist: true` keeps nginx's order, e.g. for an HTTP-to-HTTPS port every client may
  * see). The redirect goes before the body size: a redirected request's body is not the backend's.
+ * The limits go after the allowlist, so a refused client gets its 403, not a 429 (nginx runs
+ * limit_req before allow/deny; the allowlist is ipgate's first promise), and after the body size,
+ * so a 413 spends no token. The concurrency slot is taken last, when the request surely goes
+ * upstream (a 503 for no target up holds none).
  *
  * A route with no rule has no EdgeRules at all (`HttpRoute.rules` null): its requests pay one null
  * check.
@@ -21,6 +25,8 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { HttpsRedirectConfig, ListenerConfig, RedirectConfig, RewriteConfig, RouteConfig } from '../../schema/config';
 import { ListenerStats } from '../../metrics/listener-stats';
+import { type ConcurrencyZone, LimitZones, REFUSED, type RateZone } from '../../limit/limit-zones';
+import type { LiveList } from '../../store/live-lists';
 import { Canned, type CannedResponses } from './canned';
 import type { Exchange } from './exchange';
 import type { UpstreamGroup } from '../../upstream/upstream-group';
@@ -49,6 +55,40 @@ const REDIRECT_REASON: Readonly<Record<number, string>> = {
 
 const EMPTY = Buffer.alloc(0);
 
+/** A limit as a route enforces it: its zone, who is exempt, the answer to a refusal. */
+export class LimitGate<Z extends RateZone | ConcurrencyZone> {
+  constructor(
+    readonly zone: Z,
+    /** Lists whose clients are not limited (`exempt`); empty: none. */
+    readonly exempt: readonly LiveList[],
+    /** The 429 or 503 of a refused request. */
+    readonly refusal: Canned,
+    /** Rate limits: the excess forwarded at once (nginx `delay=`; Infinity: nodelay). */
+    readonly delay: number,
+  ) {}
+
+  exempts(client: string): boolean {
+    const lists = this.exempt;
+    for (let i = 0; i < lists.length; i++) if (lists[i]!.matcher.admits(client)) return true;
+    return false;
+  }
+}
+
+/** A concurrency slot a request holds until it is over (HttpRecorder.finished releases it). */
+export class LimitSlot {
+  private held = true;
+  constructor(
+    private readonly zone: ConcurrencyZone,
+    private readonly client: string,
+  ) {}
+
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.zone.release(this.client);
+  }
+}
+
 export class EdgeRules {
   constructor(
     /** The route's `redirect`, or null. */
@@ -68,7 +108,56 @@ export class EdgeRules {
     readonly stats: ListenerStats,
     /** The `route` label of the counters ('' on a listener without routes). */
     readonly route: string,
+    /** nginx `limit_req` per client, or null. */
+    readonly rate: LimitGate<RateZone> | null = null,
+    /** nginx `limit_conn` per client (requests in progress), or null. */
+    readonly concurrent: LimitGate<ConcurrencyZone> | null = null,
   ) {}
+
+  /**
+   * The rate step: a refusal (429 / 503, counted as `limited_requests`), or null with the delay
+   * in ms the request waits before it goes upstream (nginx's delay within the burst) in `delayMs`.
+   */
+  rateLimit(ex: Exchange): RequestDecision | null {
+    const gate = this.rate!;
+    this.delayMs = 0;
+    if (gate.exempt.length > 0 && gate.exempts(ex.client)) return null;
+    const r = gate.zone.take(ex.client, gate.delay);
+    if (r === REFUSED) return this.limited(ex, gate, 'limited_requests', 'requests');
+    if (r > 0) {
+      ListenerStats.bump(this.stats.limited, `${this.route}\0requests\0delayed`);
+      this.delayMs = r;
+    }
+    return null;
+  }
+
+  /** The delay rateLimit gave (admit is synchronous: read right after it). */
+  delayMs = 0;
+
+  /** The concurrency step: a refusal, or null with the slot held (or none: exempt, table full) in `slot`. */
+  concurrencyLimit(ex: Exchange): RequestDecision | null {
+    const gate = this.concurrent!;
+    this.slot = null;
+    if (gate.exempt.length > 0 && gate.exempts(ex.client)) return null;
+    const r = gate.zone.acquire(ex.client);
+    if (r === 0) return this.limited(ex, gate, 'limited_concurrent', 'concurrent');
+    if (r === 1) this.slot = new LimitSlot(gate.zone, ex.client);
+    return null;
+  }
+
+  /** The slot concurrencyLimit took. */
+  slot: LimitSlot | null = null;
+
+  private limited(
+    ex: Exchange,
+    gate: LimitGate<RateZone | ConcurrencyZone>,
+    reason: 'limited_requests' | 'limited_concurrent',
+    kind: string,
+  ): RequestDecision {
+    ex.reason = reason;
+    ListenerStats.bump(this.stats.limited, `${this.route}\0${kind}\0refused`);
+    return new RequestDecision('answer', ex, gate.refusal, false, null, null, 0, null, null);
+  }
 
   /** The redirect this request gets, or null (none, or an HTTPS redirect of a request that came over HTTPS). */
   redirectFor(r: EdgeRequest): RequestDecision | null {
@@ -159,6 +248,10 @@ export interface EdgeCompileInput {
   readonly stats: ListenerStats;
   /** The group the route (or listener) sends to. */
   readonly group: UpstreamGroup;
+  /** The process's limit zones (absent: zones of their own, as a config check builds them). */
+  readonly limits?: LimitZones;
+  /** Where `exempt` names resolve. */
+  readonly lists?: { get(name: string): LiveList };
 }
 
 /** The rules of a route (or of a listener without routes); null when it has none. */
@@ -180,7 +273,65 @@ export function compileEdgeRules(i: EdgeCompileInput): EdgeRules | null {
   const sendMs = (rh?.sendTimeoutMs !== undefined ? rh.sendTimeoutMs : h.sendTimeoutMs) ?? 0;
   const timeouts = connectMs === listenerConnect && readMs === 0 && sendMs === 0 ? null : Object.freeze({ connectMs, readMs, sendMs });
   const checkUp = i.group.health !== null;
-  if (redirect === null && httpsRedirect === null && maxBody === null && rewrite === null && timeouts === null && !checkUp) return null;
+  const { rate, concurrent } = limitGates(i);
+  if (
+    redirect === null &&
+    httpsRedirect === null &&
+    maxBody === null &&
+    rewrite === null &&
+    timeouts === null &&
+    !checkUp &&
+    rate === null &&
+    concurrent === null
+  )
+    return null;
   const early = redirect !== null ? redirect.beforeAllowlist : (httpsRedirect?.beforeAllowlist ?? false);
-  return new EdgeRules(redirect, httpsRedirect, early, maxBody ?? -1, rewrite, checkUp, timeouts, i.canned, i.stats, i.route?.name ?? '');
+  return new EdgeRules(
+    redirect,
+    httpsRedirect,
+    early,
+    maxBody ?? -1,
+    rewrite,
+    checkUp,
+    timeouts,
+    i.canned,
+    i.stats,
+    i.route?.name ?? '',
+    rate,
+    concurrent,
+  );
+}
+
+/**
+ * The route's limits (its own, else the listener's), each on a zone of its own place
+ * (`listener/route/kind`): a route that inherits the listener's limit still counts its requests
+ * apart, as an nginx location with its own `limit_req` does. docs/edge-rules.md "Rate and
+ * connection limits".
+ */
+function limitGates(i: EdgeCompileInput): {
+  rate: LimitGate<RateZone> | null;
+  concurrent: LimitGate<ConcurrencyZone> | null;
+} {
+  const ll = i.listener.limits;
+  const rl = i.route?.limits;
+  const req = rl?.requests !== undefined ? rl.requests : (ll?.requests ?? null);
+  const conc = rl?.concurrent !== undefined ? rl.concurrent : (ll?.concurrent ?? null);
+  if (req === null && conc === null) return { rate: null, concurrent: null };
+  const zones = i.limits ?? new LimitZones();
+  const lists = (names: readonly string[]): LiveList[] => (i.lists === undefined ? [] : names.map((n) => i.lists!.get(n)));
+  const place = (kind: string): string => `${i.listener.name}/${i.route?.name ?? ''}/${kind}`;
+  const refusal = (status: 429 | 503): Canned => (status === 503 ? i.canned.serviceUnavailable : i.canned.tooManyRequests);
+  return {
+    rate:
+      req === null
+        ? null
+        : new LimitGate(
+            zones.rate(place('requests'), 'requests', req),
+            lists(req.exempt),
+            refusal(req.status),
+            req.nodelay ? Number.POSITIVE_INFINITY : req.delay,
+          ),
+    concurrent:
+      conc === null ? null : new LimitGate(zones.concurrency(place('concurrent'), conc), lists(conc.exempt), refusal(conc.status), 0),
+  };
 }

@@ -79,6 +79,12 @@ export class HttpRecorder implements EngineEvents {
   }
 
   finished(hc: HttpConn, d: RequestDecision, startedAt: number, head: RequestFacts | null, responseBytes: number): void {
+    const slot = d.slot;
+    if (slot !== null) {
+      // nginx limit_conn: a request counts while it is in progress (edge-rules.ts LimitSlot).
+      d.slot = null;
+      slot.release();
+    }
     const ex = d.ex;
     if (ex === null) {
       // A quick denial (http-policy.ts): no Exchange, the connection's decision says the rest.

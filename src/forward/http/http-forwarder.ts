@@ -40,6 +40,7 @@ import { H2Conn, type H2Host } from './h2/h2-conn';
 import { h2Settings } from './h2/h2-settings';
 import { H2Upstreams } from './h2/h2-upstream';
 import { sniffPreface } from './h2/h2c-preface';
+import { LimitZones } from '../../limit/limit-zones';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
 const REVOKE_GRACE_MS = 1000;
@@ -80,6 +81,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     access: ListenerAccessLog | null = null,
     /** `revokeLive`: a reload re-checks open connections against their route's list too. */
     private readonly revokeLive = true,
+    /** The process's limit zones (src/limit/limit-zones.ts); absent: this listener's own. */
+    limits: LimitZones = new LimitZones(),
   ) {
     const h = config.http;
     this.log = logger.child({ listener: config.name });
@@ -90,7 +93,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       http2Upstream(h.upstreamProtocol, h.upstreamCA),
     );
     if (group.health !== null) stats.health = [{ route: '', targets: group.targets }];
-    this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access });
+    this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access, limits });
     const proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
     // The sweep checks the waits between requests, the client's idle timeout and the idle bound
     // of outbound-PROXY connections' own upstream sockets; the last counts at half, as it must

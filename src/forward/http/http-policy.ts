@@ -9,7 +9,7 @@
  *   -> identity (a trusted proxy's X-Forwarded-For, else the connection's client)
  *   -> allowlist (the route's list, else the listener's) -> the upstream head's headers
  *   -> the edge rules, for a route (or listener) that has any (edge-rules.ts, docs/edge-rules.md):
- *      body size.
+ *      redirect, body size, rate limit, rewrite, upstream up, concurrency limit.
  *
  * Identity (docs/architecture.md "Client identity"): the peer is conn.clientAddress (the PROXY
  * header's source when a trusted balancer sent one, else the socket). A peer in
@@ -37,6 +37,7 @@ import type { RoutesVersion } from '../../route/route-receiver';
 import { addressSet, type AddressLookup } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
 import type { UpstreamGroup } from '../../upstream/upstream-group';
+import type { LimitZones } from '../../limit/limit-zones';
 import type { CannedResponses } from './canned';
 import { compileEdgeRules, rewriteTarget, type EdgeRequest, type EdgeRules } from './edge-rules';
 import { Exchange, type HttpConn } from './exchange';
@@ -74,6 +75,8 @@ interface PolicyDeps {
   readonly group: UpstreamGroup;
   /** The access log: with per-request denial lines wanted, there is no quick denial. */
   readonly access: ListenerAccessLog | null;
+  /** The process's limit zones (src/limit/limit-zones.ts). */
+  readonly limits?: LimitZones;
 }
 
 /** The scratch the edge steps read (admit is synchronous: one per policy, never read outside it). */
@@ -119,6 +122,7 @@ export class HttpPolicy {
   /** Its rules redirect before the allowlist: no quick denial then (a refused client is redirected). */
   private readonly redirectEarly: boolean;
   private readonly er = new EdgeScratch();
+  private readonly limits: LimitZones | undefined;
 
   constructor(deps: PolicyDeps) {
     const config = deps.config;
@@ -129,6 +133,7 @@ export class HttpPolicy {
     this.canned = deps.canned;
     this.group = deps.group;
     this.access = deps.access;
+    this.limits = deps.limits;
     this.admission = new Admission(deps.list, deps.stats, deps.log);
     this.trustedProxies = addressSet(h.trustedProxies, deps.list.owner);
     this.strip = h.stripHeaders.length > 0 ? new Set(h.stripHeaders.map((n) => n.toLowerCase())) : null;
@@ -144,7 +149,15 @@ export class HttpPolicy {
     this.rules =
       config.routes !== undefined
         ? null
-        : compileEdgeRules({ listener: config, route: null, canned: deps.canned, stats: deps.stats, group: deps.group });
+        : compileEdgeRules({
+            listener: config,
+            route: null,
+            canned: deps.canned,
+            stats: deps.stats,
+            group: deps.group,
+            limits: deps.limits,
+            lists: deps.list.owner,
+          });
     this.redirectEarly = this.rules?.redirectEarly === true;
   }
 
@@ -159,6 +172,7 @@ export class HttpPolicy {
       listenerGroup: this.group,
       listenerCanned: this.canned,
       previous: this.routes,
+      limits: this.limits,
     });
   }
 
@@ -262,6 +276,12 @@ export class HttpPolicy {
     if (extra !== null) for (const [name, value] of extra) headers[name] = value;
     const big = rules.tooLarge(er);
     if (big !== null) return big;
+    let delayMs = 0;
+    if (rules.rate !== null) {
+      const limited = rules.rateLimit(ex);
+      if (limited !== null) return limited;
+      delayMs = rules.delayMs;
+    }
     const rw = rules.rewrite;
     if (rw !== null) {
       path = rewriteTarget(rw, path ?? er.target, match, headers);
@@ -269,9 +289,17 @@ export class HttpPolicy {
     }
     const none = rules.noneUp(ex, group);
     if (none !== null) return none;
+    let slot = null;
+    if (rules.concurrent !== null) {
+      const limited = rules.concurrencyLimit(ex);
+      if (limited !== null) return limited;
+      slot = rules.slot;
+    }
     const fwd = new RequestDecision('forward', ex, null, false, headers, group, upstreamTimeoutMs, path, got.upgrade);
     fwd.maxBodyBytes = rules.maxBodyBytes;
     fwd.timeouts = rules.timeouts;
+    fwd.delayMs = delayMs;
+    fwd.slot = slot;
     return fwd;
   }
 

@@ -37,6 +37,7 @@ import type { HealthSource } from '../../metrics/listener-stats';
 import { NO_UPSTREAM_HEALTH } from '../../schema/config';
 import { buildGroup, groupKey, type Http2Upstream, type UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
 import { CannedResponses } from './canned';
+import type { LimitZones } from '../../limit/limit-zones';
 import { compileEdgeRules, type EdgeRules } from './edge-rules';
 
 /** One route as the data path uses it. */
@@ -124,6 +125,8 @@ interface HttpRouteDeps {
   listenerCanned: CannedResponses;
   /** The groups of the routes in force (reused when a target list is unchanged), or null. */
   previous: HttpRoutes | null;
+  /** The process's limit zones (a reload's routes keep their buckets); absent: zones of their own. */
+  limits?: LimitZones;
 }
 
 /** Build every route of a listener (throws RouteTableError or Error, touching nothing in force). */
@@ -168,7 +171,15 @@ export function compileHttpRoutes(routes: readonly RouteConfig[], version: Route
         ? null
         : Object.freeze(Object.entries(headers).map(([k, v]) => Object.freeze([k.toLowerCase(), v] as const)));
     const canned = rc.http?.deniedBody !== undefined ? new CannedResponses(rc.http.deniedBody) : deps.listenerCanned;
-    const rules = compileEdgeRules({ listener: deps.listener, route: rc, canned, stats: deps.stats, group });
+    const rules = compileEdgeRules({
+      listener: deps.listener,
+      route: rc,
+      canned,
+      stats: deps.stats,
+      group,
+      limits: deps.limits,
+      lists: deps.lists,
+    });
     return new HttpRoute(
       rc.name,
       i,

@@ -30,6 +30,13 @@ export class RequestDecision {
   maxBodyBytes = -1;
   /** The upstream bounds (connect, read, send) of the route; null: the listener's connect timeout, no others. */
   timeouts: UpstreamTimeouts | null = null;
+  /**
+   * Milliseconds the request waits before it goes upstream (a rate limit's delay within the
+   * burst, nginx `limit_req` without `nodelay`); its body waits with it. 0: at once.
+   */
+  delayMs = 0;
+  /** A concurrency limit's slot (edge-rules.ts LimitSlot), released when the request is over (HttpRecorder.finished). */
+  slot: { release(): void } | null = null;
 
   constructor(
     /**

@@ -19,7 +19,7 @@ import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import { netRelayPair, relayPair, type BulkSwitch } from '../../transport/relay-pair';
-import type { ListenerStats } from '../../metrics/listener-stats';
+import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';
 import type { ClientHelloDone } from '../../tls/client-hello';
@@ -27,6 +27,8 @@ import type { TlsReason } from '../../tls/codes';
 import { helloTimeoutMs } from '../../tls/hello-stage';
 import { parseUpstreams, UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
 import { upstreamReason } from '../../upstream/upstream-reason';
+import { type ConcurrencyZone, LimitZones, REFUSED, type RateZone } from '../../limit/limit-zones';
+import type { LiveList } from '../../store/live-lists';
 import { HelloWatch, type WatchHost } from './hello-watch';
 import { BULK_CHUNK_BYTES, giveReadBuffer, largeReadsEnabled, largeReadStats, maybeSwitch, takeReadBuffer } from './large-reads';
 
@@ -61,11 +63,35 @@ export class TcpForwarder implements ConnectionHandler {
   /** @internal (SocketKind) */
   readonly rawWatch: WatchHost<RawSocket>;
 
+  /** `limits.connectionRate` (new connections per client), or null. */
+  private readonly connRate: RateZone | null = null;
+  private readonly connRateExempt: readonly LiveList[] = [];
+  /** `limits.concurrent` (open connections per client), or null. */
+  private readonly concurrent: ConcurrencyZone | null = null;
+  private readonly concurrentExempt: readonly LiveList[] = [];
+
   constructor(
     private readonly config: Readonly<ListenerConfig>,
     logger: Logger,
     private readonly stats: ListenerStats,
+    /** Where `limits.*.exempt` names resolve (absent: no exemption). */
+    lists?: { get(name: string): LiveList },
+    /** The process's limit zones (src/limit/limit-zones.ts). */
+    limits: LimitZones = new LimitZones(),
   ) {
+    // Per-client limits (docs/edge-rules.md "Rate and connection limits"): checked once per
+    // connection, after the listener's allowlist admitted it (a refused client gets no limit's count).
+    const cr = config.limits?.connectionRate ?? null;
+    const cc = config.limits?.concurrent ?? null;
+    const named = (names: readonly string[]): LiveList[] => (lists === undefined ? [] : names.map((n) => lists.get(n)));
+    if (cr !== null) {
+      this.connRate = limits.rate(`${config.name}//connection_rate`, 'connection_rate', cr);
+      this.connRateExempt = named(cr.exempt);
+    }
+    if (cc !== null) {
+      this.concurrent = limits.concurrency(`${config.name}//concurrent`, cc);
+      this.concurrentExempt = named(cc.exempt);
+    }
     // With routes the listener's own group may be empty: every route then has its own.
     this.pool = new UpstreamGroup(parseUpstreams(config.upstreams));
     this.log = logger.child({ listener: config.name });
@@ -103,6 +129,7 @@ export class TcpForwarder implements ConnectionHandler {
    */
   handle(conn: Connection, leftover: Buffer, hello?: ClientHelloDone): void {
     const client = conn.socket;
+    if ((this.connRate !== null || this.concurrent !== null) && !this.withinLimits(conn)) return;
     // A connection an SNI route took dials the route's group (its own round robin).
     const pool = conn.route === null ? this.pool : conn.route.upstreams;
     client.pause();
@@ -215,6 +242,38 @@ export class TcpForwarder implements ConnectionHandler {
     if (conn.result === null) conn.result = reason;
     conn.socket.destroy();
     conn.upstreamSocket?.destroy();
+  }
+
+  /**
+   * The listener's per-client limits for a new connection: false when one refused it (closed,
+   * counted); a concurrency slot taken is given back when the client's socket closes.
+   */
+  private withinLimits(conn: Connection): boolean {
+    const client = conn.clientAddress;
+    const rate = this.connRate;
+    if (rate !== null && !exempts(this.connRateExempt, client) && rate.take(client, Number.POSITIVE_INFINITY) === REFUSED) {
+      return this.limited(conn, 'limited_connection_rate', 'connection_rate');
+    }
+    const conc = this.concurrent;
+    if (conc !== null && !exempts(this.concurrentExempt, client)) {
+      const r = conc.acquire(client);
+      if (r === 0) return this.limited(conn, 'limited_concurrent', 'concurrent');
+      if (r === 1) {
+        const release = (): void => conc.release(client);
+        const socket = conn.socket;
+        if (socket instanceof net.Socket) socket.once('close', release);
+        else socket.onClose(release);
+      }
+    }
+    return true;
+  }
+
+  private limited(conn: Connection, reason: 'limited_connection_rate' | 'limited_concurrent', kind: string): false {
+    conn.result = reason;
+    ListenerStats.bump(this.stats.limited, `\0${kind}\0refused`);
+    this.log.debug({ conn: conn.id, client: conn.clientAddress, reason }, 'connection refused by a limit');
+    conn.socket.destroy();
+    return false;
   }
 
   /** @internal (SocketKind) */
@@ -366,4 +425,10 @@ const EMPTY = Buffer.alloc(0);
 function connectOptions(target: Upstream): net.NetConnectOpts {
   const opts = { host: target.host, port: target.port, allowHalfOpen: true, noDelay: true, highWaterMark: RELAY_HIGH_WATER_MARK };
   return opts;
+}
+
+/** Whether `client` is in one of the `exempt` lists (a limit's `exempt`). */
+function exempts(lists: readonly LiveList[], client: string): boolean {
+  for (let i = 0; i < lists.length; i++) if (lists[i]!.matcher.admits(client)) return true;
+  return false;
 }

@@ -142,9 +142,9 @@ const rows: Row[] = [
     },
   },
   {
-    name: 'auth, CORS, rate limit and a snippet are listed, and the auth-url routes refused to everyone; ssl-redirect "false" and service-upstream are not (nothing to carry)',
+    name: 'auth, CORS and a snippet are listed, and the auth-url routes refused to everyone; ssl-redirect "false" and service-upstream are not (nothing to carry); the rate limit converted',
     file: '05-auth-cors-snippets.yaml',
-    unconverted: ['auth-url', 'auth-signin', 'configuration-snippet', 'enable-cors', 'limit-rps'].map(
+    unconverted: ['auth-url', 'auth-signin', 'configuration-snippet', 'enable-cors'].map(
       (a) => `Ingress monitoring/grafana nginx.ingress.kubernetes.io/${a}`,
     ),
     check: (t, c) => {
@@ -163,6 +163,11 @@ const rows: Row[] = [
           { upstreamTimeoutMs: 3_600_000, readTimeoutMs: 3_600_000 },
         ],
         'proxy-read-timeout: "3600" on both routes (between reads, and the wait for the head)',
+      );
+      t.same(
+        c.listeners[0]!.routes!.map((r) => r.limits?.requests?.rate),
+        ['20r/s', '20r/s'],
+        'limit-rps: "20" on both routes',
       );
     },
   },
@@ -667,7 +672,7 @@ t.test('edge-rule annotations: each mapped to its route option, the config valid
       unconverted: [`${P}permanent-redirect-code`],
     },
     { ann: { 'permanent-redirect': 'not a url' }, unconverted: [`${P}permanent-redirect`] },
-    { ann: { 'limit-rps': '5' }, unconverted: [`${P}limit-rps`] },
+    { ann: { 'limit-rate': '100' }, unconverted: [`${P}limit-rate`] },
     { ann: { 'rewrite-target': '/' }, http: {} },
     { ann: { 'force-ssl-redirect': 'true' }, http: { httpsRedirect: { status: 308, port: 443, beforeAllowlist: false } } },
     { ann: { 'ssl-redirect': 'true' }, http: {} },

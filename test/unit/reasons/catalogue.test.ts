@@ -76,5 +76,12 @@ t.test('the groups carry the codes the data path and the metrics name', async (t
   t.same(Object.keys(END_REASONS).sort(), ['denied', 'drain', 'route_removed', 'trust_revoked']);
   t.same(Object.keys(ROUTE_MISS_REASONS).sort(), ['route_bad_path', 'route_no_host', 'route_no_path', 'route_path_params']);
   t.same(Object.keys(HOST_REASONS).sort(), ['host_invalid', 'host_missing', 'host_repeated', 'host_too_long']);
-  t.same(Object.keys(EDGE_REASONS).sort(), ['body_too_large', 'redirected', 'upstream_none_up']);
+  t.same(Object.keys(EDGE_REASONS).sort(), [
+    'body_too_large',
+    'limited_concurrent',
+    'limited_connection_rate',
+    'limited_requests',
+    'redirected',
+    'upstream_none_up',
+  ]);
 });

@@ -71,6 +71,8 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
   private staleRetried = false;
   private timedOutUp = false;
   private timer: NodeJS.Timeout | null = null;
+  /** The HEADERS ended the stream (kept while a rate limit's delay runs). */
+  private delayedEnd = false;
   private up: UpstreamConn | null = null;
   /** Waiting for a pooled socket of this target (the pool is at its bound). */
   private queued: Upstream | null = null;
@@ -152,6 +154,28 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
       this.answer(d.answer!, d.closeAfterAnswer);
       return;
     }
+    if (d.delayMs > 0) {
+      // nginx limit_req's delay within the burst: the stream goes upstream once the rate allows
+      // it; its DATA is not read meanwhile (no 'data' listener: HTTP/2 flow control holds the
+      // client). A close meanwhile clears the timer (dropUpstream).
+      this.delayedEnd = endStream;
+      this.timer = setTimeout(h2DelayOver, d.delayMs, this);
+      return;
+    }
+    this.forward(d, r, endStream);
+  }
+
+  /** @internal The rate limit's delay is over. */
+  delayOver(): void {
+    this.timer = null;
+    const d = this.d;
+    if (d === null || this.req === null || this.stream.destroyed || this.stream.closed) return;
+    this.forward(d, this.req, this.delayedEnd);
+  }
+
+  /** An admitted request goes to its group (at once, or after its rate limit's delay). */
+  private forward(d: RequestDecision, r: H2Request, endStream: boolean): void {
+    const stream = this.stream;
     const group = d.group!;
     if (!endStream) {
       stream.on('data', onStreamData);
@@ -665,4 +689,9 @@ function cannedHeaders(c: Canned): OutgoingHttpHeaders {
     cannedHeads.set(c, h);
   }
   return h;
+}
+
+/** RequestDecision.delayMs ran out (a timer argument: no closure per delayed stream). */
+function h2DelayOver(s: H2Stream): void {
+  s.delayOver();
 }

@@ -119,6 +119,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private upgrading = false;
   /** Waiting for a pooled socket of this target (the pool is at its bound). */
   private queued: Upstream | null = null;
+  /** The request waits out its rate limit's delay (RequestDecision.delayMs): its body is kept for the upstream. */
+  private delayed = false;
   /** The client connection's own upstream socket (outbound PROXY header), kept between requests. */
   private dedicated: UpstreamConn | null = null;
   /** The upstream socket of an open tunnel (closed with the client). */
@@ -403,8 +405,27 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.attempt = 0;
     this.staleRetried = false;
     this.timedOut = false;
+    if (d.delayMs > 0) {
+      // nginx limit_req's delay within the burst: the request goes upstream once the rate allows
+      // it; meanwhile the client's socket is paused (its body waits in the kernel, not here).
+      this.delayed = true;
+      this.socket.pause();
+      this.timer = setTimeout(afterDelay, d.delayMs, this);
+      return;
+    }
     this.timer = setTimeout(() => this.onTimeout(), d.upstreamTimeoutMs);
     this.dispatch();
+  }
+
+  /** @internal The rate limit's delay is over: the request goes upstream. */
+  delayOver(): void {
+    this.timer = null;
+    this.delayed = false;
+    if (this.socket.destroyed || this.ex === null) return;
+    this.timer = setTimeout(() => this.onTimeout(), this.d!.upstreamTimeoutMs);
+    this.dispatch();
+    this.flushUp(); // the head (and any body read meanwhile), as poolGranted sends them
+    if (!this.socket.destroyed && this.backlog === null) this.socket.resume();
   }
 
   private dispatch(fresh = false): void {
@@ -558,7 +579,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   }
 
   onBody(chunk: Buffer): void {
-    if (this.up === null && this.queued === null) return; // denied: the body is read and dropped
+    if (this.up === null && this.queued === null && !this.delayed) return; // denied: the body is read and dropped
     // The body limit as the body streams (a Content-Length over it was answered by the policy).
     if (bodyOverLimit(this.d!, (this.bodySeen += chunk.length))) {
       this.bodyTooLarge();
@@ -586,7 +607,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.quickDone();
       return;
     }
-    if ((this.up !== null || this.queued !== null) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
+    if ((this.up !== null || this.queued !== null || this.delayed) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
     const to = this.d?.timeouts ?? null;
     if (to !== null && to.readMs > 0 && this.up !== null) this.up.watch(to.readMs, to.sendMs);
     if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
@@ -616,7 +637,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private flushUp(): void {
     const up = this.up;
     if (up === null) {
-      if (this.queued === null) this.upOut.length = 0; // kept while the request waits for a socket
+      if (this.queued === null && !this.delayed) this.upOut.length = 0; // kept while the request waits for a socket or its delay
       return;
     }
     if (this.upOut.length === 0) return;
@@ -783,6 +804,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private clearTimer(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    this.delayed = false;
   }
 
   private cannedAnswer(canned: Canned): void {
@@ -957,4 +979,9 @@ function writeParts(socket: ByteSocket, parts: (string | Buffer)[]): boolean {
 
 function joinParts(parts: (string | Buffer)[]): Buffer {
   return Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'latin1') : p)));
+}
+
+/** RequestDecision.delayMs ran out (a timer argument: no closure per delayed request). */
+function afterDelay(c: RelayConn): void {
+  c.delayOver();
 }
