@@ -1,0 +1,278 @@
+/**
+ * Active upstream health checks (docs/edge-rules.md "Upstream health"; HAProxy check inter / rise /
+ * fall, nginx Plus health_check), in process over real sockets: nginx is the target that stays up,
+ * a Node backend dies (its listener closed, its connections cut) and comes back on the same port.
+ * - HTTP: while GETs run in a loop, the dead target is marked down by its checks within fall x
+ *   interval (+ the check's timeout), no GET fails, it is taken back only after `rise` good checks,
+ *   and the checks are not client traffic (no request or upstream counts);
+ * - an HTTP check answered with a status not expected marks the target down, and back;
+ * - a check of a target that accepts and never answers is bounded by timeoutMs, one at a time;
+ * - a group whose only target is down by its checks answers 503 without a connect;
+ * - a reload changes the interval, and one that turns the checks off stops them;
+ * - TCP listeners: passive (a failed connect takes the target out) and active tcp checks skip a
+ *   dead target instead of paying a failed connect per connection; none up closes at once.
+ */
+import net from 'node:net';
+import t from 'tap';
+import { startIpgate, type Started } from '../helpers/ipgate';
+import { connect, readAll, waitFor } from '../helpers/net';
+import { deadPort, request } from '../helpers/http';
+import { missing } from '../helpers/peers';
+import { threeBackends } from '../helpers/routes';
+import { restartable } from '../helpers/restartable';
+import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
+import type { Config } from '../../src/schema/config';
+
+const skip = missing('nginx');
+type Routes = NonNullable<Config['listeners'][number]['routes']>;
+
+const failures = (g: Started, target: string, listener = 0): number =>
+  [...(g.app.listeners[listener]!.stats.upstreams.get(target)?.failures.values() ?? [])].reduce((x, y) => x + y, 0);
+
+async function gauge(g: Started, listener: string, route: string, target: string): Promise<string | undefined> {
+  const re = new RegExp(
+    `ipgate_upstream_target_up\\{listener="${listener}",route="${route}",upstream="${target.replace(/\./g, '\\.')}"\\} (\\d)`,
+  );
+  return re.exec(await g.app.metrics.scrape())?.[1];
+}
+
+async function requestsTotal(g: Started, listener: string): Promise<number> {
+  let n = 0;
+  for (const m of (await g.app.metrics.scrape()).matchAll(
+    new RegExp(`^ipgate_http_requests_total\\{listener="${listener}"[^}]*\\} (\\d+)$`, 'gm'),
+  ))
+    n += Number(m[1]);
+  return n;
+}
+
+t.test('HTTP active checks', { skip }, async (t) => {
+  const nginx = await threeBackends(t);
+  const A = `127.0.0.1:${nginx.a}`;
+  const b = await restartable(t, 'B');
+  const B = `127.0.0.1:${b.port}`;
+  const c = await restartable(t, 'C');
+  const C = `127.0.0.1:${c.port}`;
+  const d = await restartable(t, 'D');
+  const D = `127.0.0.1:${d.port}`;
+  const dead = `127.0.0.1:${await deadPort()}`;
+  // Accepts and never answers: an HTTP check of it can only time out. Counts its open sockets.
+  const silentAccepts: number[] = [];
+  const silentSockets = new Set<net.Socket>();
+  const silent = net.createServer((s) => {
+    silentSockets.add(s);
+    silentAccepts.push(performance.now());
+    s.on('error', () => undefined);
+    s.resume(); // reads the check's request (and its close), answers nothing
+    s.once('close', () => silentSockets.delete(s));
+  });
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    for (const s of silentSockets) s.destroy();
+    silent.close();
+  });
+  const S = `127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+
+  // Every field given: a reload below swaps routes built here, not loaded (no defaults filled in).
+  const check = { type: 'http', path: '/healthz', expectStatuses: [], intervalMs: 100, timeoutMs: 300, rise: 3, fall: 1 };
+  const routes = (dActive: Record<string, unknown> | null): Routes =>
+    [
+      // No upstreams of its own: the listener's group (its gauge has route="").
+      { name: 'default', hosts: ['web.example'] },
+      { name: 'status', hosts: ['status.example'], upstreams: [A, C], upstreamHealth: { active: { ...check, fall: 2 } } },
+      {
+        name: 'silent',
+        hosts: ['silent.example'],
+        upstreams: [A, S],
+        upstreamHealth: { active: { ...check, intervalMs: 100, timeoutMs: 250 } },
+      },
+      { name: 'alone', hosts: ['alone.example'], upstreams: [dead], upstreamHealth: { active: { type: 'tcp', intervalMs: 100, fall: 1 } } },
+      { name: 'reload', hosts: ['reload.example'], upstreams: [A, D], upstreamHealth: { passive: null, active: dActive } },
+    ] as unknown[] as Routes;
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: '127.0.0.1:0',
+          allowlist: 'main',
+          upstreams: [A, B],
+          upstreamHealth: { active: check },
+          routes: routes({ ...check, intervalMs: 5000 }),
+        },
+      ],
+    },
+    'info',
+  );
+  t.teardown(() => g.app.shutdown(0));
+  const port = g.port();
+  const get = (host = 'web.example', path = '/x'): Promise<{ status: number; body: string }> =>
+    request({ port, localAddress: '127.0.0.4', path, headers: { host } }).then((r) => ({ status: r.status, body: r.body.split('|')[0]! }));
+
+  t.test('a target that dies is marked down by its checks and taken back after rise; no GET fails', async (t) => {
+    await waitFor(async () => (await gauge(g, 'web', '', B)) === '1', 5000, 'the gauge shows B');
+    const seen = new Set<string>();
+    for (let i = 0; i < 4; i++) seen.add((await get()).body);
+    t.same([...seen].sort(), ['A', 'B'], 'both targets answer while up');
+
+    // A load loop: 4 clients sending GETs back to back for the whole test.
+    const statuses: number[] = [];
+    let loop = true;
+    let sent = 0;
+    const loops = [0, 1, 2, 3].map(async () => {
+      while (loop) {
+        sent++;
+        statuses.push((await get()).status);
+      }
+    });
+    const requestsBefore = await requestsTotal(g, 'web');
+
+    await b.stop();
+    const stoppedAt = performance.now();
+    await waitFor(async () => (await gauge(g, 'web', '', B)) === '0', 5000, 'B marked down');
+    const downAfter = performance.now() - stoppedAt;
+    t.ok(downAfter < 100 + 300 + 500, `marked down within interval + timeout (and scheduling slack): ${downAfter.toFixed(0)} ms`);
+    const failed = failures(g, B);
+    const sentAtDown = sent;
+    await waitFor(() => sent >= sentAtDown + 40, 10_000, '40 more GETs');
+    t.equal(failures(g, B), failed, 'while down, no client request dialled B');
+
+    const pathsBefore = b.paths.length;
+    const hitsBefore = b.hits();
+    await b.start();
+    await waitFor(async () => (await gauge(g, 'web', '', B)) === '1', 5000, 'B up again');
+    await waitFor(() => b.hits() > hitsBefore, 5000, 'B takes client requests again');
+    const after = b.paths.slice(pathsBefore);
+    t.same(after.slice(0, 3), ['/healthz', '/healthz', '/healthz'], 'B was taken back only after rise (3) good checks');
+    t.not(after[3], undefined);
+    loop = false;
+    await Promise.all(loops);
+    t.same(
+      statuses.filter((s) => s !== 200),
+      [],
+      `none of ${statuses.length} GETs failed while B died and came back`,
+    );
+    t.equal(
+      (await requestsTotal(g, 'web')) - requestsBefore,
+      statuses.length,
+      'ipgate_http_requests_total counts the GETs only: the checks are not client traffic',
+    );
+    const answered = g.app.listeners[0]!.stats.upstreams.get(B)!.responses.reduce((x, y) => x + y, 0);
+    t.ok(answered <= b.hits(), `B's upstream response count (${answered}) has no check in it (checks: ${b.hits('/healthz')})`);
+  });
+
+  t.test('an HTTP check answered with a status not expected marks the target down, and back', async (t) => {
+    c.checkStatus = 500;
+    await waitFor(async () => (await gauge(g, 'web', 'status', C)) === '0', 5000, 'C down (2 checks of 500)');
+    const hits = c.hits();
+    for (let i = 0; i < 6; i++) t.equal((await get('status.example')).body, 'A');
+    t.equal(c.hits(), hits, 'C gets no request while its check answers 500 (it would answer 200 to them)');
+    c.checkStatus = 302;
+    await waitFor(async () => (await gauge(g, 'web', 'status', C)) === '1', 5000, 'C up again: a 3xx is expected by default');
+  });
+
+  t.test('a check of a target that never answers is bounded by timeoutMs, one at a time', async (t) => {
+    const at = performance.now();
+    await waitFor(async () => (await gauge(g, 'web', 'silent', S)) === '0', 5000, 'the silent target down');
+    t.ok(performance.now() - at < 100 + 250 + 500, 'within interval + timeout (and slack)');
+    await waitFor(() => silentAccepts.length >= 5, 5000, 'five checks');
+    const gaps = silentAccepts.slice(1, 5).map((x, i) => x - silentAccepts[i]!);
+    // With two checks at a time the 100 ms interval would start one every ~100 ms.
+    t.ok(
+      gaps.every((ms) => ms >= 200),
+      `each check starts after the last timed out (250 ms > the 100 ms interval): one at a time (${gaps.map((x) => x.toFixed(0)).join(', ')} ms)`,
+    );
+    t.ok(silentSockets.size <= 2, 'timed-out checks closed their sockets');
+    for (let i = 0; i < 4; i++) t.equal((await get('silent.example')).status, 200, 'requests go to nginx');
+  });
+
+  t.test('a group whose only target is down by its checks answers 503 without a connect', async (t) => {
+    await waitFor(async () => (await gauge(g, 'web', 'alone', dead)) === '0', 5000, 'the dead target down');
+    t.equal((await get('alone.example')).status, 503);
+    t.equal(failures(g, dead), 0, 'never dialled by a request');
+  });
+
+  t.test('a reload changes the interval, and turning the checks off stops them', async (t) => {
+    const update = (dActive: Record<string, unknown> | null): void => {
+      const next = { listeners: [{ ...g.app.config.listeners[0]!, routes: routes(dActive) }] };
+      t.same(g.app.replaceRoutes(routesUpdate(next, routesVersion(next.listeners))).problems, []);
+    };
+    const before = d.hits('/healthz');
+    t.ok(before <= 2, `at 5 s, at most one or two checks so far (${before})`);
+    const at = performance.now();
+    update({ ...check, intervalMs: 100 });
+    await waitFor(() => d.hits('/healthz') >= before + 10, 5000, '10 checks at the new interval');
+    t.ok(performance.now() - at < 4000, 'ten checks in under 4 s: the 100 ms interval is in force');
+    update(null);
+    const stopped = d.hits('/healthz');
+    const other = b.hits('/healthz');
+    await waitFor(() => b.hits('/healthz') >= other + 10, 5000, 'ten checks of another group');
+    t.ok(d.hits('/healthz') <= stopped + 1, `no check of D after the reload (but one in flight): ${d.hits('/healthz') - stopped}`);
+    t.equal(await gauge(g, 'web', 'reload', D), undefined, 'no health rules: no target gauge for the route');
+  });
+});
+
+t.test('TCP listeners', { skip }, async (t) => {
+  const nginx = await threeBackends(t);
+  const A = `127.0.0.1:${nginx.a}`;
+  const b = await restartable(t, 'B');
+  const B = `127.0.0.1:${b.port}`;
+  const dead = `127.0.0.1:${await deadPort()}`;
+  const dead2 = `127.0.0.1:${await deadPort()}`;
+  const tcp = (name: string, upstreams: string[], upstreamHealth: unknown) => ({
+    name,
+    mode: 'tcp',
+    listen: '127.0.0.1:0',
+    allowlist: 'main',
+    upstreams,
+    upstreamHealth,
+  });
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        tcp('passive', [A, dead], { passive: { maxFails: 1, failTimeoutMs: 60_000 } }),
+        tcp('active', [A, B], { active: { type: 'tcp', intervalMs: 100, timeoutMs: 300, rise: 2, fall: 1 } }),
+        tcp('none', [dead2], { active: { type: 'tcp', intervalMs: 100, fall: 1 } }),
+      ],
+    },
+    'info',
+  );
+  t.teardown(() => g.app.shutdown(0));
+  const fetch = async (listener: string): Promise<string> => {
+    const s = await connect({ port: g.port(listener), localAddress: '127.0.0.5' });
+    s.write('GET /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const text = (await readAll(s)).toString('latin1');
+    return text.startsWith('HTTP/1.1 200') ? text.slice(text.indexOf('\r\n\r\n') + 4).split('|')[0]! : `fail:${text.slice(0, 12)}`;
+  };
+
+  t.test('passive: one failed connect takes the target out; no connection fails', async (t) => {
+    const got: string[] = [];
+    for (let i = 0; i < 10; i++) got.push(await fetch('passive'));
+    t.same(got, Array(10).fill('A'), 'every connection reached nginx (the first after a refused connect to the dead target)');
+    t.equal(failures(g, dead, 0), 1, 'the dead target was dialled once, then skipped');
+    t.equal(await gauge(g, 'passive', '', dead), '0', 'gauge: out');
+  });
+
+  t.test('active tcp checks: a target that dies is skipped before a client pays a connect, back after rise', async (t) => {
+    await b.stop();
+    await waitFor(async () => (await gauge(g, 'active', '', B)) === '0', 5000, 'B down');
+    const got: string[] = [];
+    for (let i = 0; i < 6; i++) got.push(await fetch('active'));
+    t.same(got, Array(6).fill('A'));
+    t.equal(failures(g, B, 1), 0, 'no connection dialled B');
+    await b.start();
+    await waitFor(async () => (await gauge(g, 'active', '', B)) === '1', 5000, 'B up after 2 checks');
+    const back = new Set<string>();
+    for (let i = 0; i < 4; i++) back.add(await fetch('active'));
+    t.same([...back].sort(), ['A', 'B'], 'both take connections again');
+  });
+
+  t.test('no target up: the connection closes at once, counted upstream_none_up', async (t) => {
+    await waitFor(async () => (await gauge(g, 'none', '', dead2)) === '0', 5000, 'down');
+    t.equal(await fetch('none'), 'fail:', 'closed without an answer');
+    t.equal(failures(g, dead2, 2), 0, 'nothing dialled');
+    await waitFor(() => (g.app.listeners[2]!.stats.closed.get('upstream_none_up') ?? 0) === 1, 5000, 'counted');
+  });
+});
