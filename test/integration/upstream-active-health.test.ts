@@ -54,6 +54,8 @@ t.test('HTTP active checks', { skip }, async (t) => {
   const C = `127.0.0.1:${c.port}`;
   const d = await restartable(t, 'D');
   const D = `127.0.0.1:${d.port}`;
+  const e = await restartable(t, 'E', 502);
+  const E = `127.0.0.1:${e.port}`;
   const dead = `127.0.0.1:${await deadPort()}`;
   // Accepts and never answers: an HTTP check of it can only time out. Counts its open sockets.
   const silentAccepts: number[] = [];
@@ -86,6 +88,15 @@ t.test('HTTP active checks', { skip }, async (t) => {
         upstreamHealth: { active: { ...check, intervalMs: 100, timeoutMs: 250 } },
       },
       { name: 'alone', hosts: ['alone.example'], upstreams: [dead], upstreamHealth: { active: { type: 'tcp', intervalMs: 100, fall: 1 } } },
+      {
+        name: 'both',
+        hosts: ['both.example'],
+        upstreams: [E, A],
+        upstreamHealth: {
+          passive: { maxFails: 1, failTimeoutMs: 100, statuses: [502] },
+          active: { ...check, intervalMs: 150, rise: 3, fall: 3 },
+        },
+      },
       { name: 'reload', hosts: ['reload.example'], upstreams: [A, D], upstreamHealth: { passive: null, active: dActive } },
     ] as unknown[] as Routes;
   const g = await startIpgate(
@@ -191,6 +202,20 @@ t.test('HTTP active checks', { skip }, async (t) => {
     await waitFor(async () => (await gauge(g, 'web', 'alone', dead)) === '0', 5000, 'the dead target down');
     t.equal((await get('alone.example')).status, 503);
     t.equal(failures(g, dead), 0, 'never dialled by a request');
+  });
+
+  t.test('passive and active: a passive failure takes the target down, only rise good checks bring it back', async (t) => {
+    const r = await get('both.example');
+    t.equal(r.status, 502, "E's 502 is relayed (and counted against E)");
+    const down = e.paths.length;
+    t.equal(await gauge(g, 'web', 'both', E), '0', 'E down at once (maxFails 1), though its checks pass');
+    const at = performance.now();
+    for (let i = 0; i < 4; i++) t.equal((await get('both.example')).body, 'A', 'nginx takes the requests');
+    await waitFor(async () => (await gauge(g, 'web', 'both', E)) === '1', 5000, 'E up again');
+    const after = e.paths.slice(down);
+    t.same(after.slice(0, 3), ['/healthz', '/healthz', '/healthz'], 'three good checks first (rise 3)');
+    t.equal(e.hits(), 1, 'no request reached E meanwhile');
+    t.ok(performance.now() - at > 100, 'back later than the passive window (100 ms) would have had it');
   });
 
   t.test('a reload changes the interval, and turning the checks off stops them', async (t) => {
