@@ -84,15 +84,6 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
         }
       });
     }
-    if (l.mode === 'tcp' && r.upstreamHealth !== undefined) {
-      problems.push(
-        problem(
-          `${rat}.upstreamHealth`,
-          r.upstreamHealth,
-          `applies to HTTP routes only (${at}.mode is "tcp": SNI routes keep no health state yet)`,
-        ),
-      );
-    }
     if (l.mode === 'http') {
       const active = (r.upstreamHealth ?? l.upstreamHealth)?.active ?? null;
       const protocol = r.http?.upstreamProtocol ?? l.http.upstreamProtocol;

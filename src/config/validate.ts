@@ -259,15 +259,6 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
           problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`),
         );
       }
-      if (l.upstreamHealth !== undefined && l.routes !== undefined) {
-        problems.push(
-          problem(
-            `${at}.upstreamHealth`,
-            l.upstreamHealth,
-            "applies to TCP listeners without routes only (the SNI routes' groups keep no health state yet): remove it, or the routes",
-          ),
-        );
-      }
       return;
     }
     const tp = l.http.trustedProxies;

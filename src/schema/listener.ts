@@ -223,9 +223,9 @@ export const ListenerSchema = Section({
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
   /**
-   * Health of the upstream targets (edge.ts UpstreamHealthSchema), also for HTTP routes without
-   * their own; on a TCP listener (without routes) a failed connect counts as a passive failure and
-   * `active` checks apply. docs/edge-rules.md "Upstream health". Absent: none.
+   * Health of the upstream targets (edge.ts UpstreamHealthSchema), also for routes without their
+   * own; on a TCP listener a failed connect counts as a passive failure, a connect as a success.
+   * docs/edge-rules.md "Upstream health". Absent: none.
    */
   upstreamHealth: Type.Optional(UpstreamHealthSchema),
   /** TLS termination on an HTTP listener (schema/tls.ts, docs/tls.md); null: none (plaintext). */

@@ -1,7 +1,8 @@
 /**
  * An upstream group: the targets of a listener or of a route, tried round robin, the next one on
- * connect failure. Shared by the TCP forwarder, the HTTP forwarder and SNI routes (each route has
- * its own group, so its own round robin).
+ * connect failure. Shared by the TCP forwarder, the HTTP forwarder and SNI routes (a route with
+ * its own upstreams has its own group, so its own round robin; routes with the same targets and
+ * health rules share one, as HTTP routes always have).
  *
  * With `upstreamHealth` (upstream-health.ts) the round robin skips targets that are out, a retry
  * goes to the next target that is up, and `anyUp` lets the policy answer 503 (a TCP listener:

@@ -130,26 +130,3 @@ t.test('passive health: a target that dies is skipped, taken back after it recov
     t.ok(failures(d) <= 4, `with them, at most one more dial (${failures(d)})`);
   });
 });
-
-t.test('upstreamHealth on a TCP listener with routes is refused by name', async (t) => {
-  await t.rejects(
-    startIpgate(
-      {
-        allowlists: { main: ['127.0.0.0/8'] },
-        listeners: [
-          {
-            name: 'tcp',
-            mode: 'tcp',
-            listen: '127.0.0.1:0',
-            allowlist: 'main',
-            upstreams: ['127.0.0.1:1', '127.0.0.1:2'],
-            upstreamHealth: { passive: { maxFails: 1 } },
-            routes: [{ name: 'a', hosts: ['a.example'] }],
-          },
-        ],
-      },
-      'info',
-    ),
-    /listeners\[0\]\.upstreamHealth: .*applies to TCP listeners without routes only/,
-  );
-});

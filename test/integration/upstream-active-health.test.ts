@@ -13,7 +13,7 @@
  *   dead target instead of paying a failed connect per connection; none up closes at once.
  */
 import net from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { connect, readAll, waitFor } from '../helpers/net';
 import { deadPort, request } from '../helpers/http';
@@ -21,6 +21,7 @@ import { missing } from '../helpers/peers';
 import { threeBackends } from '../helpers/routes';
 import { restartable } from '../helpers/restartable';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
+import { clientHello, sniExt } from '../fixtures/tls/client-hello-vectors';
 import type { Config } from '../../src/schema/config';
 
 const skip = missing('nginx');
@@ -300,4 +301,85 @@ t.test('TCP listeners', { skip }, async (t) => {
     t.equal(failures(g, dead2, 2), 0, 'nothing dialled');
     await waitFor(() => (g.app.listeners[2]!.stats.closed.get('upstream_none_up') ?? 0) === 1, 5000, 'counted');
   });
+});
+
+/** A TCP backend that counts the connections that sent it bytes, and can die and come back on its port. */
+async function tcpBackend(
+  t: Test,
+): Promise<{ port: number; label: string; got: () => number; stop: () => Promise<void>; start: () => Promise<void> }> {
+  let got = 0;
+  let port = 0;
+  let server: net.Server | null = null;
+  const sockets = new Set<net.Socket>();
+  const start = async (): Promise<void> => {
+    const s = net.createServer((c) => {
+      sockets.add(c);
+      c.on('error', () => undefined);
+      c.once('close', () => sockets.delete(c));
+      c.once('data', () => {
+        got++;
+        c.destroy();
+      });
+    });
+    await new Promise<void>((r) => s.listen(port, '127.0.0.1', r));
+    port = (s.address() as net.AddressInfo).port;
+    server = s;
+  };
+  const stop = async (): Promise<void> => {
+    const s = server;
+    server = null;
+    if (s === null) return;
+    for (const c of sockets) c.destroy();
+    await new Promise<void>((r) => s.close(() => r()));
+  };
+  await start();
+  t.teardown(stop);
+  return { port, label: `127.0.0.1:${port}`, got: () => got, stop, start };
+}
+
+t.test("TCP listener with SNI routes: a route's active checks skip its dead target; a reload keeps or stops them", async (t) => {
+  const x1 = await tcpBackend(t);
+  const x2 = await tcpBackend(t);
+  const active = { type: 'tcp', expectStatuses: [], intervalMs: 100, timeoutMs: 300, rise: 2, fall: 1 };
+  const routes = (health: unknown): Routes =>
+    [{ name: 'x', hosts: ['x.example'], upstreams: [x1.label, x2.label], upstreamHealth: health }] as unknown[] as Routes;
+  const g = await startIpgate(
+    {
+      allowlists: { main: ['127.0.0.0/8'] },
+      listeners: [
+        { name: 'sni', mode: 'tcp', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [], routes: routes({ passive: null, active }) },
+      ],
+    },
+    'info',
+  );
+  t.teardown(() => g.app.shutdown(0));
+  const hello = clientHello({ extensions: [sniExt('x.example')] });
+  const send = async (): Promise<void> => {
+    const s = await connect({ port: g.port(), localAddress: '127.0.0.6' });
+    s.write(hello);
+    await readAll(s);
+  };
+  await waitFor(async () => (await gauge(g, 'sni', 'x', x2.label)) === '1', 5000, "the gauge shows the route's targets");
+  await x2.stop();
+  await waitFor(async () => (await gauge(g, 'sni', 'x', x2.label)) === '0', 5000, 'x2 down');
+  const before = x1.got();
+  for (let i = 0; i < 6; i++) await send();
+  await waitFor(() => x1.got() === before + 6, 5000, 'every connection reached x1');
+  t.equal(failures(g, x2.label), 0, 'no connection dialled x2');
+  await x2.start();
+  await waitFor(async () => (await gauge(g, 'sni', 'x', x2.label)) === '1', 5000, 'x2 up after rise');
+
+  const listener = g.app.listeners[0]!;
+  const group = listener.sniRoutes!.routes[0]!.upstreams;
+  t.ok(group.checking, "the route's group is checked");
+  const reload = (health: unknown): void => {
+    const next = { listeners: [{ ...g.app.config.listeners[0]!, routes: routes(health) }] };
+    t.same(g.app.replaceRoutes(routesUpdate(next, routesVersion(next.listeners))).problems, []);
+  };
+  reload({ passive: null, active: { ...active } });
+  t.equal(listener.sniRoutes!.routes[0]!.upstreams, group, 'the same rules: the group (its state, its checks) is kept');
+  t.ok(group.checking);
+  reload({ passive: null, active: null });
+  t.notOk(group.checking, "checks off: the old group's checks stopped");
+  t.equal(await gauge(g, 'sni', 'x', x2.label), undefined, 'and the route has no target gauge');
 });

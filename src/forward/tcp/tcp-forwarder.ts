@@ -69,9 +69,13 @@ export class TcpForwarder implements ConnectionHandler {
     // With routes the listener's own group may be empty: every route then has its own.
     this.pool = buildGroup(config.upstreams, config.upstreamHealth ?? NO_UPSTREAM_HEALTH);
     this.log = logger.child({ listener: config.name });
-    if (this.pool.health !== null) stats.health = [{ route: '', targets: this.pool.targets }];
-    // Names resolve as net.connect resolves them on this path (no DNS cache on TCP listeners).
-    this.pool.startChecks({ log: this.log, route: '', lookup: null });
+    // With routes, every connection dials its route's group (route/sni-routes.ts owns those and
+    // their checks); without, this one. Names resolve as net.connect resolves them on this path
+    // (no DNS cache on TCP listeners).
+    if (config.routes === undefined) {
+      if (this.pool.health !== null) stats.health = [{ route: '', targets: this.pool.targets }];
+      this.pool.startChecks({ log: this.log, route: '', lookup: null });
+    }
     const routeTargets = (config.routes ?? []).flatMap((r) => parseUpstreams(r.upstreams ?? []));
     this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => t.family !== 0) && routeTargets.every((t) => t.family !== 0);
     if (!largeReadsEnabled()) this.log.debug('bulk relays use ordinary socket reads (large reads off or unsupported by this Node)');

@@ -146,11 +146,6 @@ const refused: { what: string; raw: Raw; problem: string }[] = [
       'listeners[0].routes[0].upstreamHealth.active.type: "http": speaks HTTP/1.1 in clear text, but the group\'s upstreamProtocol is "h2"',
   },
   {
-    what: 'upstreamHealth on a TCP listener with routes',
-    raw: config([tcp('127.0.0.1:7000', { upstreamHealth: { active: {} }, routes: [{ name: 'a', hosts: ['a.example'] }] })]),
-    problem: 'listeners[0].upstreamHealth: {active: {6 keys}, passive: null}: applies to TCP listeners without routes only',
-  },
-  {
     what: 'a check interval below 100 ms',
     raw: config([tcp('127.0.0.1:7000', { upstreamHealth: { active: { intervalMs: 5 } } })]),
     problem: 'listeners[0].upstreamHealth.active.intervalMs: 5:',
