@@ -12,7 +12,9 @@
  * - TCP listeners: passive (a failed connect takes the target out) and active tcp checks skip a
  *   dead target instead of paying a failed connect per connection; none up closes at once.
  */
+import { execFile } from 'node:child_process';
 import net from 'node:net';
+import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { connect, readAll, waitFor } from '../helpers/net';
@@ -25,6 +27,7 @@ import { clientHello, sniExt } from '../fixtures/tls/client-hello-vectors';
 import type { Config } from '../../src/schema/config';
 
 const skip = missing('nginx');
+const execFileP = promisify(execFile);
 type Routes = NonNullable<Config['listeners'][number]['routes']>;
 
 const failures = (g: Started, target: string, listener = 0): number =>
@@ -404,7 +407,10 @@ t.test('an idempotent GET whose target closes before answering goes to the next 
   const g = await startIpgate(
     {
       allowlists: { main: ['127.0.0.0/8'] },
-      listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [R, A] }],
+      listeners: [
+        { name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [R, A] },
+        { name: 'h2c', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', upstreams: [R, A], http: { http2: { cleartext: true } } },
+      ],
     },
     'info',
   );
@@ -418,4 +424,21 @@ t.test('an idempotent GET whose target closes before answering goes to the next 
   const posts = [await send('POST'), await send('POST')];
   t.same(posts, [502, 200], 'a POST the closing target took is not sent again (it may have acted on it): 502');
   t.same(heads, ['GET', 'GET', 'POST']);
+
+  // The HTTP/2 engine, on the same rule (curl with prior knowledge over h2c).
+  const h2: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const { stdout } = await execFileP('curl', [
+      '-sS',
+      '--http2-prior-knowledge',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code} %{http_version}',
+      `http://127.0.0.1:${g.port('h2c')}/s`,
+    ]);
+    h2.push(stdout);
+  }
+  t.same(h2, Array(4).fill('200 2'), 'every HTTP/2 GET answered');
+  t.same(heads, ['GET', 'GET', 'POST', 'GET', 'GET'], 'two of them reached the closing target first');
 });
