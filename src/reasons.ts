@@ -58,7 +58,8 @@ export type HostReason = keyof typeof HOST_REASONS;
  * its code, the access log's `result` and the label of its counter.
  */
 export const EDGE_REASONS = Object.freeze({
-  upstream_none_up: 'No target of the upstream group is up (upstreamHealth.passive: each failed within its window): 503 without a connect.',
+  upstream_none_up:
+    'No target of the upstream group is up (upstreamHealth: each out after failures within its window, or down by its active checks): HTTP 503 without a connect, a TCP connection closed at once.',
   redirected:
     'A redirect rule answered the request (routes[].http.redirect, http.httpsRedirect): a 30x with its Location, nothing upstream (ipgate_http_edge_total).',
   body_too_large:

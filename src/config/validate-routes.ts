@@ -84,8 +84,16 @@ export function checkRoutes(l: ListenerConfig, ctx: RouteCheckContext, problems:
         }
       });
     }
-    if (l.mode === 'tcp' && r.upstreamHealth !== undefined) {
-      problems.push(problem(`${rat}.upstreamHealth`, r.upstreamHealth, `applies to HTTP routes only (${at}.mode is "tcp")`));
+    if (l.mode === 'http') {
+      const active = (r.upstreamHealth ?? l.upstreamHealth)?.active ?? null;
+      const protocol = r.http?.upstreamProtocol ?? l.http.upstreamProtocol;
+      if (active !== null && active.type === 'http' && protocol !== 'http1') {
+        const p = httpCheckOverH2(
+          r.upstreamHealth !== undefined ? `${rat}.upstreamHealth.active.type` : `${at}.upstreamHealth.active.type`,
+          protocol,
+        );
+        if (!problems.includes(p)) problems.push(p);
+      }
     }
     if (l.mode === 'tcp' && r.http !== undefined) {
       problems.push(
@@ -117,3 +125,12 @@ const IDENTITY_HEADERS: ReadonlySet<string> = new Set([
   'x-request-id',
   'host',
 ]);
+
+/** An `http` check speaks HTTP/1.1 in clear text, which an h2c or h2 (TLS) upstream does not answer. */
+export function httpCheckOverH2(path: string, protocol: string): string {
+  return problem(
+    path,
+    'http',
+    `speaks HTTP/1.1 in clear text, but the group's upstreamProtocol is "${protocol}": use type: tcp for these targets`,
+  );
+}

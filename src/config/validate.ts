@@ -19,7 +19,7 @@ import { bindCollision, loopsToItself } from './addresses';
 import { parseHostPort, type HostPort } from '../address/host-port';
 import { allowlistDefault, type AllowEntryConfig, type AllowlistConfig, type AllowlistObjectInput, type Config } from '../schema/config';
 import { checkLimits } from './validate-limits';
-import { checkRoutes } from './validate-routes';
+import { checkRoutes, httpCheckOverH2 } from './validate-routes';
 import { checkTls } from './validate-tls';
 import { checkHttp2 } from './validate-http2';
 
@@ -261,21 +261,16 @@ export function checkSemantics(config: Config, raw: unknown = config, baseDir: s
           problem(`${at}.http.${key}`, rawHttp![key], `is an HTTP option but ${at}.mode is "tcp": remove it, or set mode: http`),
         );
       }
-      if (l.upstreamHealth !== undefined && l.upstreamHealth.passive !== null) {
-        problems.push(
-          problem(
-            `${at}.upstreamHealth.passive`,
-            l.upstreamHealth.passive,
-            'applies to HTTP listeners only (TCP listeners try the next target after a failed connect, without a health state)',
-          ),
-        );
-      }
       return;
     }
     const tp = l.http.trustedProxies;
     if (typeof tp === 'string') checkListRef(`${at}.http.trustedProxies`, tp);
     else checkCidrs(`${at}.http.trustedProxies`, tp, 'anyone there can send X-Forwarded-For and choose the client address ipgate checks');
     checkHttp2(at, l, baseDir, problems, warnings);
+    if (l.upstreamHealth?.active?.type === 'http' && l.http.upstreamProtocol !== 'http1' && l.upstreams.length > 0) {
+      const p = httpCheckOverH2(`${at}.upstreamHealth.active.type`, l.http.upstreamProtocol);
+      if (!problems.includes(p)) problems.push(p);
+    }
     const removed = REMOVED_ENGINES[l.http.engine];
     if (removed !== undefined) {
       warnings.push(

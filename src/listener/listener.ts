@@ -153,6 +153,10 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.trustedSources = addressSet(config.proxyProtocol.trustedSources, deps.list.owner);
     this.tls = deps.tls ?? null;
     this.routes = config.mode === 'tcp' && config.routes !== undefined ? SniRoutes.compile(config, deps.list.owner, this.stats) : null;
+    if (this.routes !== null) {
+      this.stats.health = this.routes.health;
+      this.routes.startChecks({ log: this.log, lookup: null });
+    }
     this.headerTrusted = new HeaderStage(config.proxyProtocol, true, this);
     this.headerUntrusted = new HeaderStage(config.proxyProtocol, false, this);
     this.hello = new HelloStage({ timeoutMs: helloTimeoutMs(config) }, this.stats, this);
@@ -239,6 +243,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.draining = true;
     this.acceptErrors.close();
     this.deps.handler.drain();
+    this.routes?.stopChecks(null);
     // close() stops accepting at once; its callback would wait for every open connection, which is
     // the drain's job (bounded by drainTimeoutMs), so it is not awaited here.
     if (this.server.listening) this.server.close();
@@ -465,7 +470,12 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
         `listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`,
       );
     }
+    const prior = this.routes;
     this.routes = next;
+    // Active checks follow the groups in force (upstream-group.ts): kept groups keep their timers.
+    this.stats.health = next.health;
+    if (!this.draining) next.startChecks({ log: this.log, lookup: null });
+    prior.stopChecks(next);
     const gone = next.adopt(this.connections);
     for (const conn of gone) this.close(conn, 'route_removed');
     return this.deps.revokeLive === true ? gone.length + this.revokeDenied() : gone.length;
@@ -485,7 +495,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
       );
     }
     if (routes === undefined) return null;
-    const next = SniRoutes.compile({ ...this.config, routes }, this.deps.list.owner, this.stats);
+    const next = SniRoutes.compile({ ...this.config, routes }, this.deps.list.owner, this.stats, this.routes);
     if (this.raw && !next.ipLiteralsOnly) {
       throw new Error(
         `listener "${this.name}" relays on libuv handles, which dial IP addresses only: a route upstream that is a name needs a restart`,

@@ -287,7 +287,8 @@ class UpstreamStats {
   /**
    * The last attempt's outcome (ipgate_upstream_up): 1 it connected (TCP) or answered (HTTP), 0 it
    * could not be reached; -1 before any attempt (no series). Passive: what the traffic saw, as
-   * HAProxy's `observe layer4` sees it; active health checks, when they come, set it too.
+   * HAProxy's `observe layer4` sees it. Active checks do not set it: their verdict is the health
+   * state, ipgate_upstream_target_up (docs/metrics.md "Up/down: two gauges, two questions").
    */
   up = -1;
 }

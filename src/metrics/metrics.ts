@@ -298,6 +298,18 @@ export class Metrics {
       }),
     }).register(r);
 
+    new Published({
+      name: 'ipgate_upstream_target_up',
+      type: 'gauge',
+      aggregator: 'min',
+      help: 'Upstream targets of groups with health rules (upstreamHealth): 1 while the target may take connections and requests, 0 while it is skipped (passive: after failures; active: down by its checks until rise good ones). With workers: 0 while any worker skips it (each keeps its own state and runs its own checks). By route (route="": the listener\'s own group).',
+      collect: each((s, out) => {
+        const now = performance.now();
+        for (const g of s.health)
+          for (const tg of g.targets)
+            out.push({ labels: { listener: s.listener, route: g.route, upstream: tg.label }, value: tg.health?.up(now) === false ? 0 : 1 });
+      }),
+    }).register(r);
     // --- HTTP ------------------------------------------------------------------------------------
     /** Each route's counts (route="" for misses) on a listener with routes, else the listener's one group. */
     const requestGroups = (s: ListenerStats, fn: (labels: Labels, c: RequestCounts) => void): void => {
@@ -377,18 +389,6 @@ export class Metrics {
       type: 'counter',
       help: 'HTTP requests refused by the parser: bad_request (400), header_timeout (408), header_too_large (431); or for their Host (400): host_missing, host_repeated, host_invalid, host_too_long; or for their body size: body_too_large (413).',
       collect: eachHttp((s, out) => byKey(s.httpClientErrors, out, s.listener, 'reason')),
-    }).register(r);
-    new Published({
-      name: 'ipgate_upstream_target_up',
-      type: 'gauge',
-      aggregator: 'min',
-      help: 'HTTP upstream targets of groups with health rules (upstreamHealth): 1 while the target may take requests, 0 while it is skipped after failures (with workers: 0 while any worker skips it, each keeping its own state); by route (route="": the listener\'s own group).',
-      collect: eachHttp((s, out) => {
-        const now = performance.now();
-        for (const g of s.health)
-          for (const tg of g.targets)
-            out.push({ labels: { listener: s.listener, route: g.route, upstream: tg.label }, value: tg.health?.up(now) === false ? 0 : 1 });
-      }),
     }).register(r);
     new Published({
       name: 'ipgate_http_edge_total',

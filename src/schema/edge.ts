@@ -86,19 +86,49 @@ export const PassiveHealthSchema = Section({
 });
 
 /**
- * Health of an HTTP listener's upstream group (and its routes' without their own) or of one
- * route's group. A target that is out is skipped; only when no target of the group is up is a
- * request answered 503 (`upstream_none_up`) without a connect.
+ * Active checks (HAProxy `check inter / rise / fall` with `option httpchk` and `http-check expect
+ * status`; nginx Plus `health_check`): each target of the group is probed every `intervalMs`, apart
+ * from client traffic (docs/edge-rules.md "Upstream health").
+ */
+export const ActiveHealthSchema = Section({
+  /** `tcp`: a connect that succeeds; `http`: an HTTP/1.1 `GET path` answered with an expected status. */
+  type: Enum(['tcp', 'http'], { default: 'tcp' }),
+  /** The path (and query) an `http` check requests; absent: `/`. */
+  path: Type.Optional(Type.String({ pattern: '^/[\\x21-\\x7e]*$', maxLength: 2048 })),
+  /** The Host header of an `http` check; absent: the target as written (`host:port`, as nginx's `$proxy_host`). */
+  host: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.:\\[\\]-]{1,261}$' })),
+  /** Statuses an `http` check accepts; empty: any 2xx or 3xx (as HAProxy's `option httpchk` without `http-check expect`). */
+  expectStatuses: Type.Array(Type.Integer({ minimum: 100, maximum: 599 }), { default: [], maxItems: 100 }),
+  /** Time between the starts of two checks of one target (HAProxy `inter`); the first is at a random point within it. */
+  intervalMs: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 2000 }),
+  /** A check not done (connected, and for `http` the status line read) within this fails. */
+  timeoutMs: Type.Integer({ minimum: 10, maximum: 60_000, default: 1000 }),
+  /** Successful checks in a row that bring a target that is down back (HAProxy `rise`). */
+  rise: Type.Integer({ minimum: 1, maximum: 100, default: 2 }),
+  /** Failed checks in a row that take a target down (HAProxy `fall`). */
+  fall: Type.Integer({ minimum: 1, maximum: 100, default: 3 }),
+});
+
+/**
+ * Health of a listener's upstream group (and its routes' without their own) or of one route's
+ * group. A target that is out is skipped; only when no target of the group is up is a request
+ * answered 503 (`upstream_none_up`) without a connect (a TCP listener closes the connection).
  */
 export const UpstreamHealthSchema = Section({
   /** Skip a target that fails `maxFails` times in a row; null: never (ingress-nginx's `upstream-max-fails: 0`). */
   passive: Nullable(PassiveHealthSchema, { default: null }),
+  /**
+   * Probe each target; null: no probes. With `passive` too, a passive failure takes the target
+   * down and only `rise` good checks bring it back (HAProxy `observe` with `on-error mark-down`).
+   */
+  active: Nullable(ActiveHealthSchema, { default: null }),
 });
 
 /** No health rules: a listener without `upstreamHealth`. */
-export const NO_UPSTREAM_HEALTH: Readonly<UpstreamHealthConfig> = Object.freeze({ passive: null });
+export const NO_UPSTREAM_HEALTH: Readonly<UpstreamHealthConfig> = Object.freeze({ passive: null, active: null });
 
 export type PassiveHealthConfig = Static<typeof PassiveHealthSchema>;
+export type ActiveHealthConfig = Static<typeof ActiveHealthSchema>;
 export type UpstreamHealthConfig = Static<typeof UpstreamHealthSchema>;
 
 // --- Rate and connection limits (docs/edge-rules.md "Rate and connection limits"; src/limit/) ---

@@ -223,8 +223,9 @@ export const ListenerSchema = Section({
   /** How a TCP listener with routes reads the ClientHello. */
   sni: Type.Optional(SniSchema),
   /**
-   * HTTP listeners: health of the upstream targets (edge.ts UpstreamHealthSchema), also for routes
-   * without their own; docs/edge-rules.md "Upstream health". Absent: none.
+   * Health of the upstream targets (edge.ts UpstreamHealthSchema), also for routes without their
+   * own; on a TCP listener a failed connect counts as a passive failure, a connect as a success.
+   * docs/edge-rules.md "Upstream health". Absent: none.
    */
   upstreamHealth: Type.Optional(UpstreamHealthSchema),
   /**

@@ -103,7 +103,7 @@ export const RouteSchema = Section({
   allowlist: Type.Optional(Type.String()),
   /** HTTP settings of this route (HTTP listeners only). */
   http: Type.Optional(RouteHttpSchema),
-  /** HTTP routes: health of this route's upstream targets (replaces the listener's `upstreamHealth`). */
+  /** Health of this route's upstream targets (replaces the listener's `upstreamHealth`; docs/edge-rules.md "Upstream health"). */
   upstreamHealth: Type.Optional(UpstreamHealthSchema),
   /** HTTP routes: per-client limits of this route (replace the listener's `limits`, each on its own). */
   limits: Type.Optional(RouteLimitsSchema),

@@ -1,16 +1,21 @@
 /**
  * An upstream group: the targets of a listener or of a route, tried round robin, the next one on
- * connect failure. Shared by the TCP forwarder, the HTTP forwarder and SNI routes (each route has
- * its own group, so its own round robin).
+ * connect failure. Shared by the TCP forwarder, the HTTP forwarder and SNI routes (a route with
+ * its own upstreams has its own group, so its own round robin; routes with the same targets and
+ * health rules share one, as HTTP routes always have).
  *
- * With `upstreamHealth` (HTTP; upstream-health.ts) the round robin skips targets that are out, a
- * retry goes to the next target that is up, and `anyUp` lets the policy answer 503 without a
- * connect when none is. Without it (`health` null) the round robin is a counter, as it always was.
+ * With `upstreamHealth` (upstream-health.ts) the round robin skips targets that are out, a retry
+ * goes to the next target that is up, and `anyUp` lets the policy answer 503 (a TCP listener:
+ * close) without a connect when none is. With `upstreamHealth.active` the group owns the checks
+ * of its targets (active-check.ts): whoever puts a group into force starts them (`startChecks`),
+ * and stops them when it leaves (`stopChecks`). Without health rules (`health` null) the round
+ * robin is a counter, as it always was.
  */
 import net from 'node:net';
 import { parseHostPort, type HostPort } from '../address/host-port';
 import { formatHostPort } from '../identity/address';
 import type { UpstreamHealthConfig } from '../schema/config';
+import { ActiveChecker, type CheckContext } from './active-check';
 import { GroupHealth, type TargetHealth } from './upstream-health';
 
 export interface Upstream extends HostPort {
@@ -44,6 +49,8 @@ export interface Http2Upstream {
 /** Round robin over targets; a failed connect moves to the next one, each tried at most once. */
 export class UpstreamGroup {
   private next = 0;
+  /** The group's active checks (null: none). */
+  private readonly checker: ActiveChecker | null = null;
 
   constructor(
     readonly targets: readonly Upstream[],
@@ -52,10 +59,27 @@ export class UpstreamGroup {
     /** HTTP listeners: the group's upstreams speak HTTP/2 (null: HTTP/1.1, and every TCP group). */
     readonly http2: Http2Upstream | null = null,
   ) {
-    if (health !== null)
+    if (health !== null) {
       targets.forEach((t, i) => {
         t.health = health.targets[i]!;
       });
+      if (health.active !== null) this.checker = new ActiveChecker(targets, health.active);
+    }
+  }
+
+  /** Start the active checks, if the group has them (idempotent: a group kept by a reload keeps its timers). */
+  startChecks(ctx: CheckContext): void {
+    this.checker?.start(ctx);
+  }
+
+  /** Stop them: the group left the config in force, or the listener drains. */
+  stopChecks(): void {
+    this.checker?.stop();
+  }
+
+  /** Whether active checks are running (tests, and the reload's bookkeeping). */
+  get checking(): boolean {
+    return this.checker?.active === true;
   }
 
   /**
@@ -106,15 +130,21 @@ export class UpstreamGroup {
 
 /** The key a group is shared and kept across reloads by: its targets, and its health rules if any. */
 export function groupKey(targets: readonly string[], health: Readonly<UpstreamHealthConfig>): string {
-  return health.passive !== null ? `${targets.join(',')}|${JSON.stringify(health)}` : targets.join(',');
+  return (health.passive ?? null) !== null || (health.active ?? null) !== null
+    ? `${targets.join(',')}|${JSON.stringify(health)}`
+    : targets.join(',');
 }
 
-/** A group of `targets` with `health`'s rules (none: a plain round robin). */
+/** A group of `targets` with `health`'s rules (none: a plain round robin); its checks are not started. */
 export function buildGroup(
   targets: readonly string[],
   health: Readonly<UpstreamHealthConfig>,
   http2: Http2Upstream | null = null,
 ): UpstreamGroup {
   const ups = parseUpstreams(targets);
-  return new UpstreamGroup(ups, health.passive === null ? null : new GroupHealth(ups.length, health.passive), http2);
+  // A config built in code rather than loaded may leave out a section whose default is null.
+  const passive = health.passive ?? null;
+  const active = health.active ?? null;
+  const h = passive === null && active === null ? null : new GroupHealth(ups.length, passive, active);
+  return new UpstreamGroup(ups, h, http2);
 }

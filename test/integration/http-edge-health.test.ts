@@ -7,49 +7,17 @@
  * whose targets are all out answers 503 without a connect; 5xx statuses named in `statuses` count
  * as failures; a reload that adds the rule takes effect.
  */
-import http from 'node:http';
-import type net from 'node:net';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { startIpgate } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { deadPort, request } from '../helpers/http';
 import { missing } from '../helpers/peers';
 import { threeBackends } from '../helpers/routes';
+import { restartable } from '../helpers/restartable';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
 import type { Config } from '../../src/schema/config';
 
 const skip = missing('nginx');
-
-/** A Node backend answering `name|target` (or `status`), that can be stopped and started again on its port. */
-async function restartable(
-  t: Test,
-  name: string,
-  status = 200,
-): Promise<{ port: number; stop: () => Promise<void>; start: () => Promise<void>; hits: () => number }> {
-  let hits = 0;
-  let server: http.Server | null = null;
-  let port = 0;
-  const start = async (): Promise<void> => {
-    const s = http.createServer((req, res) => {
-      hits++;
-      res.statusCode = status;
-      res.end(`${name}|${req.url ?? ''}\n`);
-    });
-    await new Promise<void>((r) => s.listen(port, '127.0.0.1', r));
-    port = (s.address() as net.AddressInfo).port;
-    server = s;
-  };
-  const stop = async (): Promise<void> => {
-    const s = server;
-    server = null;
-    if (s === null) return;
-    s.closeAllConnections();
-    await new Promise<void>((r) => s.close(() => r()));
-  };
-  await start();
-  t.teardown(stop);
-  return { port, stop, start, hits: () => hits };
-}
 
 type Routes = NonNullable<Config['listeners'][number]['routes']>;
 
@@ -161,26 +129,4 @@ t.test('passive health: a target that dies is skipped, taken back after it recov
     for (let i = 0; i < 6; i++) t.equal((await get('later.example')).status, 200);
     t.ok(failures(d) <= 4, `with them, at most one more dial (${failures(d)})`);
   });
-});
-
-t.test('upstreamHealth on a TCP listener is refused by name', async (t) => {
-  await t.rejects(
-    startIpgate(
-      {
-        allowlists: { main: ['127.0.0.0/8'] },
-        listeners: [
-          {
-            name: 'tcp',
-            mode: 'tcp',
-            listen: '127.0.0.1:0',
-            allowlist: 'main',
-            upstreams: ['127.0.0.1:1', '127.0.0.1:2'],
-            upstreamHealth: { passive: { maxFails: 1 } },
-          },
-        ],
-      },
-      'info',
-    ),
-    /listeners\[0\]\.upstreamHealth\.passive.*HTTP listeners only/,
-  );
 });

@@ -26,7 +26,8 @@ import type { LiveList } from '../../store/live-lists';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import { WaitSweep } from '../../connection/wait-sweep';
-import { buildGroup } from '../../upstream/upstream-group';
+import { buildGroup, type UpstreamGroup } from '../../upstream/upstream-group';
+import type { Lookup } from '../../upstream/active-check';
 import { CannedResponses } from './canned';
 import { engineSettings } from './engine-settings';
 import { HttpConn } from './exchange';
@@ -71,6 +72,10 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   private active = 0;
   /** Live client connections (drain closes the idle ones, then the rest as they finish). */
   private readonly conns = new Set<HttpConn>();
+  /** The listener's own upstream group (its active checks run for the listener's life). */
+  private readonly group: UpstreamGroup;
+  /** How active checks resolve named targets: as the data path does (upstream-dns.ts), null: no cache. */
+  private readonly lookup: Lookup | null;
 
   constructor(
     private readonly config: Readonly<ListenerConfig>,
@@ -92,6 +97,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       config.upstreamHealth ?? NO_UPSTREAM_HEALTH,
       http2Upstream(h.upstreamProtocol, h.upstreamCA),
     );
+    this.group = group;
     if (group.health !== null) stats.health = [{ route: '', targets: group.targets }];
     this.policy = new HttpPolicy({ config, list, stats, log: this.log, canned, group, access, limits });
     const proto = config.tls !== null && config.tls !== undefined ? 'https' : 'http';
@@ -105,6 +111,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     const dns = group.targets.some((t) => t.family === 0) ? new DnsCache(h.upstreamDnsTtlMs) : null;
     // With routes, any group (now or after a reload) may name hosts: the cache is there for them.
     const routedDns = dns ?? (config.routes !== undefined ? new DnsCache(h.upstreamDnsTtlMs) : null);
+    this.lookup = routedDns?.lookup ?? null;
+    group.startChecks({ log: this.log, route: '', lookup: this.lookup });
     // An h2c listener reads the first bytes of every connection to tell the preface from an
     // HTTP/1.1 request, and node:http2 needs a net.Socket: no libuv handles there
     // (docs/http-engines.md "h2c").
@@ -150,7 +158,9 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
    * and tunnels at once. Returns how many were marked.
    */
   replaceRoutes(next: HttpRoutes | null): number {
+    const prior = this.policy.routes;
     this.policy.routes = next;
+    this.swapChecks(prior, next);
     if (next !== null) this.stats.health = next.health;
     if (next !== null) this.stats.httpRoutes ??= new Map();
     let marked = 0;
@@ -163,6 +173,22 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       else this.cut(hc, why);
     }
     return marked;
+  }
+
+  /**
+   * Active checks follow the groups in force: those of `next` start (a group kept by the reload
+   * keeps its timers and state), those `prior` had and `next` dropped stop.
+   */
+  private swapChecks(prior: HttpRoutes | null, next: HttpRoutes | null): void {
+    const kept = new Set<UpstreamGroup>(next?.groups.values() ?? []);
+    if (next !== null && !this.draining) {
+      for (const g of kept) {
+        if (g === this.group || (g.health?.active ?? null) === null) continue;
+        const route = next.health.find((s) => s.targets === g.targets)?.route ?? '';
+        g.startChecks({ log: this.log, route, lookup: this.lookup });
+      }
+    }
+    for (const g of prior?.groups.values() ?? []) if (!kept.has(g) && g !== this.group) g.stopChecks();
   }
 
   // --- ConnectionHandler ------------------------------------------------------------------------
@@ -235,6 +261,9 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
 
   drain(): void {
     this.draining = true;
+    // No new requests: the checks of every group stop (their state no longer decides anything).
+    this.group.stopChecks();
+    for (const g of this.policy.routes?.groups.values() ?? []) g.stopChecks();
     // Idle keep-alive connections close now; the others after their exchange in flight (the
     // engine closes a connection whose HttpConn is closing once its response is done).
     for (const hc of this.conns) {

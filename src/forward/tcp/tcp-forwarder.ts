@@ -14,7 +14,7 @@
  */
 import net from 'node:net';
 import type { Logger } from 'pino';
-import type { ListenerConfig } from '../../schema/config';
+import { NO_UPSTREAM_HEALTH, type ListenerConfig } from '../../schema/config';
 import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
@@ -25,7 +25,7 @@ import type { UpstreamReason } from '../../reasons';
 import type { ClientHelloDone } from '../../tls/client-hello';
 import type { TlsReason } from '../../tls/codes';
 import { helloTimeoutMs } from '../../tls/hello-stage';
-import { parseUpstreams, UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
+import { buildGroup, parseUpstreams, type UpstreamGroup, type Upstream } from '../../upstream/upstream-group';
 import { upstreamReason } from '../../upstream/upstream-reason';
 import { type ConcurrencyZone, LimitZones, REFUSED, type RateZone } from '../../limit/limit-zones';
 import type { LiveList } from '../../store/live-lists';
@@ -93,8 +93,15 @@ export class TcpForwarder implements ConnectionHandler {
       this.concurrentExempt = named(cc.exempt);
     }
     // With routes the listener's own group may be empty: every route then has its own.
-    this.pool = new UpstreamGroup(parseUpstreams(config.upstreams));
+    this.pool = buildGroup(config.upstreams, config.upstreamHealth ?? NO_UPSTREAM_HEALTH);
     this.log = logger.child({ listener: config.name });
+    // With routes, every connection dials its route's group (route/sni-routes.ts owns those and
+    // their checks); without, this one. Names resolve as net.connect resolves them on this path
+    // (no DNS cache on TCP listeners).
+    if (config.routes === undefined) {
+      if (this.pool.health !== null) stats.health = [{ route: '', targets: this.pool.targets }];
+      this.pool.startChecks({ log: this.log, route: '', lookup: null });
+    }
     const routeTargets = (config.routes ?? []).flatMap((r) => parseUpstreams(r.upstreams ?? []));
     this.rawSockets = rawSocketsWanted() && this.pool.targets.every((t) => t.family !== 0) && routeTargets.every((t) => t.family !== 0);
     if (!largeReadsEnabled()) this.log.debug('bulk relays use ordinary socket reads (large reads off or unsupported by this Node)');
@@ -110,7 +117,9 @@ export class TcpForwarder implements ConnectionHandler {
 
   // Lifecycle (ConnectionHandler): the listener re-checks and closes TCP connections itself (each
   // was decided once, by the listener); a stream has no request boundary to drain at.
-  drain(): void {}
+  drain(): void {
+    this.pool.stopChecks();
+  }
   enforces(): boolean {
     return false;
   }
@@ -132,6 +141,14 @@ export class TcpForwarder implements ConnectionHandler {
     if ((this.connRate !== null || this.concurrent !== null) && !this.withinLimits(conn)) return;
     // A connection an SNI route took dials the route's group (its own round robin).
     const pool = conn.route === null ? this.pool : conn.route.upstreams;
+    if (pool.health !== null && !pool.anyUp()) {
+      // Every target is out (upstreamHealth): close at once rather than dial one known to fail
+      // (HAProxy closes a TCP connection with no server available the same way).
+      this.log.debug({ conn: conn.id }, 'no upstream target up');
+      if (conn.result === null) conn.result = 'upstream_none_up';
+      client.destroy();
+      return;
+    }
     client.pause();
     if (client instanceof RawSocket) {
       watchIdle(conn, client, this.config.timeouts.idleMs, this);
@@ -169,14 +186,19 @@ export class TcpForwarder implements ConnectionHandler {
       clearTimeout(timer);
       if (conn.upstreamSocket !== upstream) return;
       if (code === null) {
+        target.health?.succeeded(performance.now());
         if (this.opened(conn, client, upstream, dialedAt, leftover, hello)) kind.relay(this, conn, client, upstream, hello, leftover);
         return;
       }
       const reason = upstreamReason({ code } as NodeJS.ErrnoException);
-      if (attempt + 1 < targets.length && !client.destroyed) {
+      // Passive health (upstream-health.ts): a failed connect counts against its target.
+      target.health?.failed(performance.now());
+      // The next target that is up (a group with health rules skips those out), each tried once.
+      const next = client.destroyed ? -1 : pool.nextOffset(index, attempt + 1);
+      if (next !== -1) {
         this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed; trying next');
         this.stats.upstreamFailed(target.label, reason);
-        this.dial(kind, conn, client, leftover, hello, pool, index, attempt + 1);
+        this.dial(kind, conn, client, leftover, hello, pool, index, next);
         return;
       }
       this.log.warn({ conn: conn.id, upstream: target.label, err: code }, 'upstream connect failed');

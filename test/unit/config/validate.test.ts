@@ -126,6 +126,35 @@ const refused: { what: string; raw: Raw; problem: string }[] = [
     raw: config([tcp('127.0.0.1:7000')], { admin: { listen: null, allowedHosts: ['*.example'] } }),
     problem: 'admin.allowedHosts[0]: "*.example": must be a host name',
   },
+  {
+    what: 'an HTTP health check of h2c upstreams (it speaks HTTP/1.1)',
+    raw: config([
+      tcp('127.0.0.1:7000', { mode: 'http', http: { upstreamProtocol: 'h2c' }, upstreamHealth: { active: { type: 'http', path: '/hz' } } }),
+    ]),
+    problem:
+      'listeners[0].upstreamHealth.active.type: "http": speaks HTTP/1.1 in clear text, but the group\'s upstreamProtocol is "h2c": use type: tcp for these targets',
+  },
+  {
+    what: "a route's HTTP health check where the route's upstreams speak h2",
+    raw: config([
+      tcp('127.0.0.1:7000', {
+        mode: 'http',
+        routes: [{ name: 'g', hosts: ['g.example'], http: { upstreamProtocol: 'h2' }, upstreamHealth: { active: { type: 'http' } } }],
+      }),
+    ]),
+    problem:
+      'listeners[0].routes[0].upstreamHealth.active.type: "http": speaks HTTP/1.1 in clear text, but the group\'s upstreamProtocol is "h2"',
+  },
+  {
+    what: 'a check interval below 100 ms',
+    raw: config([tcp('127.0.0.1:7000', { upstreamHealth: { active: { intervalMs: 5 } } })]),
+    problem: 'listeners[0].upstreamHealth.active.intervalMs: 5:',
+  },
+  {
+    what: 'a check type that does not exist',
+    raw: config([tcp('127.0.0.1:7000', { upstreamHealth: { active: { type: 'udp' } } })]),
+    problem: 'listeners[0].upstreamHealth.active.type: "udp":',
+  },
 ];
 
 t.test('refused: each problem names the field and quotes both values; nothing is built', async (t) => {

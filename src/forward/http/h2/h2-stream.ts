@@ -22,7 +22,7 @@
  */
 import http2 from 'node:http2';
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { Upstream } from '../../../upstream/upstream-group';
+import type { Upstream, UpstreamGroup } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
 import type { Exchange } from '../exchange';
 import type { RequestDecision, RequestFacts } from '../http-policy';
@@ -66,6 +66,8 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
   /** The request had no body (END_STREAM on its HEADERS): safe to send twice. */
   private bodyless = false;
   private targets: readonly Upstream[] = NO_TARGETS;
+  /** The request's upstream group (its next target that is up after a failure), null before one. */
+  private group: UpstreamGroup | null = null;
   private first = 0;
   private attempt = 0;
   private staleRetried = false;
@@ -214,6 +216,7 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
     // header upstream), as the HTTP/1.1 engine does.
     if (!endStream && expectsContinue(r.rawHeaders)) stream.additionalHeaders({ ':status': 100 });
     const group = d.group!;
+    this.group = group;
     this.targets = group.targets;
     this.first = group.start();
     this.timer = setTimeout(upstreamTimeout, d.upstreamTimeoutMs, this);
@@ -409,10 +412,17 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
         return;
       }
       const code = this.timedOutUp ? 'ETIMEDOUT' : (up.error ?? 'ECONNRESET');
-      const retry = !this.timedOutUp && !up.connected && this.bodyless && this.attempt + 1 < this.targets.length && isConnectFailure(code);
+      // The next target that is up, on the relay's rule (relay-conn.ts upstreamClosed): a failed
+      // connect, or an idempotent request's connection closed before any answer; without a body.
+      const again =
+        !this.timedOutUp &&
+        this.bodyless &&
+        (up.connected ? !up.received && code !== 'ETIMEDOUT' && IDEMPOTENT.has(method) : isConnectFailure(code));
+      const next = again ? this.group!.nextOffset(this.first, this.attempt + 1) : -1;
+      const retry = next > 0;
       this.conn.host.events.upstreamFailed(ex, code, this.timedOutUp, retry);
       if (retry) {
-        this.attempt++;
+        this.attempt = next;
         this.dispatch(false);
         return;
       }

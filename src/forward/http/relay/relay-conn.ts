@@ -22,8 +22,9 @@
  * - timeouts: the request head within requestHeaderTimeoutMs (408), an idle keep-alive connection
  *   closed after keepAliveTimeoutMs, the upstream's head within upstreamTimeoutMs (504, also while
  *   waiting for a pooled socket at the pool's bound);
- * - upstream failures before the response head: 502, or the next target after a refused connect
- *   (requests without a body); after the head: the client connection is cut;
+ * - upstream failures before the response head: 502, or the next target (requests without a
+ *   body) after a refused connect, or for an idempotent method a connection closed before any
+ *   answer; after the head: the client connection is cut;
  * - upgrades (WebSocket and others): sent on a socket of their own, never a pooled one (with the
  *   outbound PROXY header first when the listener sends one); after a 101 the connection becomes a
  *   byte tunnel (tunnel.ts: backpressure, half-close, idle timeout; revocation closes it); a
@@ -766,12 +767,20 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
         return;
       }
       const code = this.timedOut ? 'ETIMEDOUT' : (up.error ?? 'ECONNRESET');
-      // A connect that failed or timed out (never connected: nothing was sent) goes to the next target.
-      // The next target that is up (a group with health rules skips those out: upstream-group.ts).
-      const nextOffset =
-        this.timedOut || up.connected || !ex.bodyless || !(isConnectFailure(code) || code === 'ETIMEDOUT')
-          ? -1
-          : this.group!.nextOffset(this.first, this.attempt + 1);
+      // To the next target that is up (a group with health rules skips those out:
+      // upstream-group.ts), for a request without a body: a connect that failed or timed out
+      // (nothing was sent), or an idempotent request whose connection closed or reset before any
+      // byte of an answer (nginx `proxy_next_upstream error`, which since 1.9.13 leaves out
+      // non-idempotent methods: RFC 9110 9.2.2 lets a client repeat those; a backend dying with
+      // the request in its accept queue or in flight). Not after a response-head timeout: the
+      // backend may still be working on it.
+      const again =
+        !this.timedOut &&
+        ex.bodyless &&
+        (up.connected
+          ? !up.received && code !== 'ETIMEDOUT' && IDEMPOTENT.has(this.head!.method)
+          : isConnectFailure(code) || code === 'ETIMEDOUT');
+      const nextOffset = again ? this.group!.nextOffset(this.first, this.attempt + 1) : -1;
       const retry = nextOffset > 0;
       this.host.events.upstreamFailed(ex, code, this.timedOut, retry);
       if (retry) {
