@@ -19,6 +19,13 @@
  *       [--admin on|off]   (default on: ipgate runs its admin API, as the chart and the demo do, and is
  *       scraped (/metrics) and probed (/readyz) once a second during its samples, as Prometheus and
  *       the kubelet would; off: admin.listen null)
+ *       [--variant v1:NAME=VALUE ...]   (proxies v1..v4: this build with NAME=VALUE in its environment,
+ *       repeatable per variant: several settings A/B against `ipgate` in the same rounds)
+ *       [--mem-breakdown on]   (preload bench/load/mem-probe.js into ipgate, base and the variants and
+ *       print where their memory is right after the load: V8 spaces, glibc arenas, file-backed pages)
+ *       [--settle 10]   (read every proxy's RSS again after that many idle seconds)
+ *       (`--workloads mixed`: http, http-denied, https-keepalive, https-handshake-ecdsa, tcp, tcp-ppin,
+ *       bulk: the mixed run after which "RSS after the run" is read, issue 31)
  *       [--separate-process default|true|false] [--base-separate-process default|true|false]
  *       (`admin.separateProcess` for "ipgate" / "base": the process-model A/B on one build)
  *       (proxies `ipgate-http-proxy` / `ipgate-relay`: this build with that `http.engine` (`ipgate-undici`: the
@@ -103,6 +110,12 @@ interface Options {
   /** `admin.separateProcess` for "ipgate" and "base" (null: the build's default). */
   separate: boolean | null;
   baseSeparate: boolean | null;
+  /** Preload bench/load/mem-probe.js into ipgate and base and report where their memory is after the load. */
+  memBreakdown: boolean;
+  /** Environment per variant proxy (v1..v4: this build), from --variant vN:NAME=VALUE. */
+  variantEnv: Record<string, Record<string, string>>;
+  /** Seconds idle after the load before RSS is read a second time (0: not read again). */
+  settle: number;
 }
 
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -116,6 +129,13 @@ function splitEnv(v: string): [string, string] {
   const i = v.indexOf('=');
   return i < 0 ? [v, ''] : [v.slice(0, i), v.slice(i + 1)];
 }
+
+/**
+ * `--workloads mixed`: every kind of traffic an edge pod carries (issue 31's "mixed run"), after
+ * which the RSS an operator sizes the pod for is read: allowed and denied HTTP, keep-alive HTTPS,
+ * new TLS connections, short TCP with PROXY v2 out and in+out, bulk TCP.
+ */
+const MIXED = ['http', 'http-denied', 'https-keepalive', 'https-handshake-ecdsa', 'tcp', 'tcp-ppin', 'bulk'];
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
@@ -139,6 +159,9 @@ function parseOptions(argv: string[]): Options {
     admin: true,
     separate: null,
     baseSeparate: null,
+    memBreakdown: false,
+    variantEnv: {},
+    settle: 0,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -154,7 +177,7 @@ function parseOptions(argv: string[]): Options {
         o.proxies = v.split(',');
         break;
       case '--workloads':
-        o.workloads = v.split(',');
+        o.workloads = v.split(',').flatMap((w) => (w === 'mixed' ? MIXED : [w]));
         break;
       case '--cidrs':
         o.cidrs = Number(v);
@@ -208,6 +231,22 @@ function parseOptions(argv: string[]): Options {
       case '--base-separate-process':
         o.baseSeparate = triState(v);
         break;
+      case '--mem-breakdown':
+        o.memBreakdown = v !== 'off';
+        break;
+      case '--variant': {
+        // v1:NAME=VALUE (repeatable): proxy v1 is this build with NAME=VALUE in its environment.
+        const colon = v.indexOf(':');
+        const name = v.slice(0, colon);
+        if (!/^v[1-4]$/.test(name)) throw new Error(`--variant ${v}: the name must be v1..v4`);
+        const [a, b] = splitEnv(v.slice(colon + 1));
+        o.variantEnv[name] = { ...o.variantEnv[name], [a]: b };
+        if (!o.proxies.includes(name)) o.proxies.push(name);
+        break;
+      }
+      case '--settle':
+        o.settle = Number(v);
+        break;
       default:
         throw new Error(`unknown option ${k}`);
     }
@@ -236,6 +275,11 @@ const PROXY_BASE: Record<string, number> = {
   'tcp-raw-min': BASE + 1100,
   'relay-min': BASE + 1200,
   'ipgate-relay': BASE + 1300,
+  // This build with the environment of --variant vN:NAME=VALUE (several settings A/B in one run).
+  v1: BASE + 1400,
+  v2: BASE + 1500,
+  v3: BASE + 1600,
+  v4: BASE + 1700,
 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around
  * it; `relay-min` (bench/load/http-relay-min.ts) is a relay without node:http (llhttp in wasm). */
@@ -1075,13 +1119,20 @@ async function main(): Promise<void> {
       const main = name === 'base' ? o.baseline! : MAIN;
       const args = [
         ...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []),
+        ...(o.memBreakdown ? ['-r', path.join(__dirname, 'mem-probe.js')] : []),
         main,
         'run',
         '--config',
         file,
       ];
-      const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN };
-      proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...env, ...o.baseEnv } : env);
+      const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN, IPGATE_MEM_PROBE_OUT: path.join(dir, `${name}.mem.json`) };
+      proxies[name] = start(
+        name,
+        process.execPath,
+        args,
+        pcpus,
+        name === 'base' ? { ...env, ...o.baseEnv } : { ...env, ...o.variantEnv[name] },
+      );
     }
     try {
       await waitPort(p + L.http, proxies[name]!);
@@ -1171,12 +1222,27 @@ async function main(): Promise<void> {
     }
   }
   // RSS of each proxy (its whole process tree) right after the load: the memory an operator sizes for.
+  const rssAfter: Record<string, number> = {};
   for (const proxy of o.proxies) {
     const pid = proxies[proxy]!.child.pid!;
     const rss = rssBytes(pid); // the process and its descendants
+    rssAfter[proxy] = rss;
     process.stderr.write(
       `rss after load ${proxy.padEnd(8)} ${(rss / 1048576).toFixed(1)} MiB (${1 + descendants(pid).length} process(es))\n`,
     );
+  }
+  const breakdowns: Record<string, MemBreakdown> = {};
+  if (o.memBreakdown) {
+    for (const proxy of o.proxies.filter((x) => x === 'ipgate' || x === 'base' || x.startsWith('ipgate-') || /^v[1-4]$/.test(x))) {
+      const b = await memBreakdown(proxies[proxy]!, path.join(dir, `${proxy}.mem.json`));
+      if (b !== null) breakdowns[proxy] = b;
+    }
+  }
+  // The same after --settle seconds without traffic (V8's memory reducer, glibc's trims on free).
+  const rssSettled: Record<string, number> = {};
+  if (o.settle > 0) {
+    await sleep(o.settle * 1000);
+    for (const proxy of o.proxies) rssSettled[proxy] = rssBytes(proxies[proxy]!.child.pid!);
   }
   if (o.workloads.includes('idle')) {
     for (const proxy of o.proxies.filter((x) => !HTTP_ONLY.has(x) && !TCP_ONLY.has(x))) {
@@ -1187,7 +1253,7 @@ async function main(): Promise<void> {
       );
     }
   }
-  report(o, results, idleResults);
+  report(o, results, idleResults, rssAfter, rssSettled, breakdowns);
   if (o.cpuProf) {
     proxies.ipgate?.child.kill('SIGTERM');
     await sleep(1500);
@@ -1207,10 +1273,62 @@ const median = (xs: number[]): number => {
   return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
+/** What bench/load/mem-probe.ts writes (the fields the report reads). */
+interface MemBreakdown {
+  memoryUsage: NodeJS.MemoryUsage;
+  heap: { malloced: number };
+  spaces: Record<string, { committed: number; resident: number; used: number }>;
+  smaps: { file: number; mainArena: number; threadArenas: number; threadArenaCount: number; stacks: number; otherAnon: number };
+}
+
+/** Ask the preloaded probe for its breakdown (SIGUSR2) and wait for the file it writes. */
+async function memBreakdown(p: Proc, file: string): Promise<MemBreakdown | null> {
+  fs.rmSync(file, { force: true });
+  p.child.kill('SIGUSR2');
+  for (let i = 0; i < 50; i++) {
+    if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, 'utf8')) as MemBreakdown;
+    await sleep(100);
+  }
+  process.stderr.write(`${p.name}: no memory breakdown from the probe within 5 s\n`);
+  return null;
+}
+
+/** The breakdown table, one column per probed proxy, MiB. */
+function breakdownRows(breakdowns: Record<string, MemBreakdown>): string[] {
+  const names = Object.keys(breakdowns);
+  if (names.length === 0) return [];
+  const mib = (n: number): string => (n / 1048576).toFixed(1);
+  const row = (label: string, f: (b: MemBreakdown) => string): string =>
+    `| ${label} | ${names.map((n) => f(breakdowns[n]!)).join(' | ')} |`;
+  const space = (b: MemBreakdown, name: string): { committed: number; resident: number; used: number } =>
+    b.spaces[name] ?? { committed: 0, resident: 0, used: 0 };
+  const v8Resident = (b: MemBreakdown): number => Object.values(b.spaces).reduce((a, s) => a + s.resident, 0);
+  const nonNew = (b: MemBreakdown): number => v8Resident(b) - space(b, 'new_space').resident;
+  return [
+    '',
+    `| memory after the load, MiB (bench/load/mem-probe.ts) | ${names.join(' | ')} |`,
+    `|---|${names.map(() => '---|').join('')}`,
+    row('RSS (process.memoryUsage)', (b) => mib(b.memoryUsage.rss)),
+    row('file-backed (node binary, libraries)', (b) => mib(b.smaps.file)),
+    row('V8 new space, resident (committed)', (b) => `${mib(space(b, 'new_space').resident)} (${mib(space(b, 'new_space').committed)})`),
+    row('V8 other spaces, resident (used)', (b) => `${mib(nonNew(b))} (${mib(b.memoryUsage.heapUsed - space(b, 'new_space').used)})`),
+    row('glibc main arena ([heap])', (b) => mib(b.smaps.mainArena)),
+    row('glibc thread arenas (count)', (b) => `${mib(b.smaps.threadArenas)} (${b.smaps.threadArenaCount})`),
+    row('thread stacks', (b) => mib(b.smaps.stacks)),
+    // V8 maps its heap pages itself (mmap, not malloc): they are among the anonymous mappings.
+    row('other anonymous, V8 heap pages excluded (large malloc blocks, V8 code range, ...)', (b) => mib(b.smaps.otherAnon - v8Resident(b))),
+    row('of which: external / arrayBuffers (live)', (b) => `${mib(b.memoryUsage.external)} / ${mib(b.memoryUsage.arrayBuffers)}`),
+    row("V8's own malloc", (b) => mib(b.heap.malloced)),
+  ];
+}
+
 function report(
   o: Options,
   results: Result[],
   idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }>,
+  rssAfter: Record<string, number>,
+  rssSettled: Record<string, number>,
+  breakdowns: Record<string, MemBreakdown>,
 ): void {
   const lines: string[] = [];
   lines.push(
@@ -1307,6 +1425,20 @@ function report(
       `| median (range), ${pairs.length} rounds | ${fmt(pairs.map((x) => x.rate))} | ${fmt(pairs.map((x) => x.work))} |`,
     );
   }
+  // RSS after the whole run, each proxy beside the others (issue 31: the pod's size after mixed traffic).
+  const rssNames = o.proxies.filter((x) => rssAfter[x] !== undefined);
+  if (rssNames.length > 0) {
+    lines.push(
+      '',
+      `| RSS after the run (${[...new Set(results.map((r) => r.workload))].join(', ')}) | ${rssNames.join(' | ')} |`,
+      `|---|${rssNames.map(() => '---|').join('')}`,
+      `| MiB, whole process tree | ${rssNames.map((x) => (rssAfter[x]! / 1048576).toFixed(1)).join(' | ')} |`,
+    );
+    if (o.settle > 0) {
+      lines.push(`| MiB, ${o.settle} s later, idle | ${rssNames.map((x) => ((rssSettled[x] ?? NaN) / 1048576).toFixed(1)).join(' | ')} |`);
+    }
+  }
+  lines.push(...breakdownRows(breakdowns));
   if (idleResults.length > 0) {
     lines.push('');
     lines.push('| idle TCP connections | held | RSS before | RSS per connection |');
