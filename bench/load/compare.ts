@@ -24,6 +24,8 @@
  *       [--mem-breakdown on]   (preload bench/load/mem-probe.js into ipgate, base and the variants and
  *       print where their memory is right after the load: V8 spaces, glibc arenas, file-backed pages)
  *       [--settle 10]   (read every proxy's RSS again after that many idle seconds)
+ *       (IPGATE_BENCH_MEMORY_LIMIT_MIB=512 in --env, --base-env or a --variant: that ipgate starts as
+ *       under a container memory limit of 512 MiB, as Node sizes its heap from it: underMemoryLimit)
  *       (`--workloads mixed`: http, http-denied, https-keepalive, https-handshake-ecdsa, tcp, tcp-ppin,
  *       bulk: the mixed run after which "RSS after the run" is read, issue 31)
  *       [--separate-process default|true|false] [--base-separate-process default|true|false]
@@ -258,7 +260,8 @@ function parseOptions(argv: string[]): Options {
 // ---------------------------------------------------------------------------------------------
 // Ports and the allowlist
 
-const BASE = 18000;
+// IPGATE_BENCH_PORT_BASE moves every port (two runs side by side, e.g. one per Node major).
+const BASE = Number(process.env.IPGATE_BENCH_PORT_BASE ?? 18000);
 const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 };
 /** Per proxy: base + offset per workload listener. */
 const PROXY_BASE: Record<string, number> = {
@@ -404,8 +407,26 @@ interface Proc {
 
 const procs: Proc[] = [];
 
+/**
+ * The command line that runs `cmd` as if its container had a memory limit of `mib`: Node sizes V8's
+ * heap from min(MemTotal, the cgroup's limit) (uv_get_total_memory / uv_get_constrained_memory),
+ * so a pod with `resources.limits.memory: 512Mi` gets a smaller old generation, a lower heap growing
+ * factor and smaller semi-spaces than the same image on a host without a limit. Emulated without
+ * touching any cgroup: a private mount namespace (unshare -m, root) in which /proc/meminfo says
+ * MemTotal is `mib` (the host's cgroup has no limit here). Only what Node reads at start changes;
+ * nothing enforces the limit.
+ */
+function underMemoryLimit(full: string[], mib: number, dir: string): string[] {
+  const meminfo = path.join(dir, `meminfo-${mib}`);
+  fs.writeFileSync(meminfo, fs.readFileSync('/proc/meminfo', 'utf8').replace(/^MemTotal:.*$/m, `MemTotal: ${mib * 1024} kB`));
+  // exec keeps the pid: unshare execs sh, sh execs the command (the pid compare.ts samples).
+  return ['unshare', '-m', 'sh', '-c', `mount --bind ${meminfo} /proc/meminfo && exec "$@"`, 'sh', ...full];
+}
+
 function start(name: string, cmd: string, args: string[], cpus: string | null, env: NodeJS.ProcessEnv = {}, cwd?: string): Proc {
-  const full = cpus === null ? [cmd, ...args] : ['taskset', '-c', cpus, cmd, ...args];
+  let full = cpus === null ? [cmd, ...args] : ['taskset', '-c', cpus, cmd, ...args];
+  const limit = Number(env.IPGATE_BENCH_MEMORY_LIMIT_MIB ?? 0);
+  if (limit > 0) full = underMemoryLimit(full, limit, os.tmpdir());
   const child = spawn(full[0]!, full.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => {
@@ -1117,7 +1138,11 @@ async function main(): Promise<void> {
         JSON.stringify(ipgateConfig(p, allow, deny, workers, engine, o.admin, name === 'base' ? o.baseSeparate : o.separate, tls)),
       );
       const main = name === 'base' ? o.baseline! : MAIN;
+      // V8 flags NODE_OPTIONS refuses (e.g. --heap-growing-percent) go on the command line:
+      // `--variant v1:IPGATE_BENCH_NODE_ARGS=--heap-growing-percent=30` (space-separated).
+      const nodeArgs = (o.variantEnv[name]?.IPGATE_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
       const args = [
+        ...nodeArgs,
         ...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []),
         ...(o.memBreakdown ? ['-r', path.join(__dirname, 'mem-probe.js')] : []),
         main,
@@ -1276,9 +1301,11 @@ const median = (xs: number[]): number => {
 /** What bench/load/mem-probe.ts writes (the fields the report reads). */
 interface MemBreakdown {
   memoryUsage: NodeJS.MemoryUsage;
-  heap: { malloced: number };
+  heap: { malloced: number; limit: number };
   spaces: Record<string, { committed: number; resident: number; used: number }>;
   smaps: { file: number; mainArena: number; threadArenas: number; threadArenaCount: number; stacks: number; otherAnon: number };
+  gc: Record<'minor' | 'major' | 'other', { n: number; ms: number }>;
+  cpuMs: number;
 }
 
 /** Ask the preloaded probe for its breakdown (SIGUSR2) and wait for the file it writes. */
@@ -1309,6 +1336,7 @@ function breakdownRows(breakdowns: Record<string, MemBreakdown>): string[] {
     `| memory after the load, MiB (bench/load/mem-probe.ts) | ${names.join(' | ')} |`,
     `|---|${names.map(() => '---|').join('')}`,
     row('RSS (process.memoryUsage)', (b) => mib(b.memoryUsage.rss)),
+    row("V8's heap limit (from the host's or the emulated limit's memory, or flags)", (b) => mib(b.heap.limit)),
     row('file-backed (node binary, libraries)', (b) => mib(b.smaps.file)),
     row('V8 new space, resident (committed)', (b) => `${mib(space(b, 'new_space').resident)} (${mib(space(b, 'new_space').committed)})`),
     row('V8 other spaces, resident (used)', (b) => `${mib(nonNew(b))} (${mib(b.memoryUsage.heapUsed - space(b, 'new_space').used)})`),
@@ -1316,9 +1344,18 @@ function breakdownRows(breakdowns: Record<string, MemBreakdown>): string[] {
     row('glibc thread arenas (count)', (b) => `${mib(b.smaps.threadArenas)} (${b.smaps.threadArenaCount})`),
     row('thread stacks', (b) => mib(b.smaps.stacks)),
     // V8 maps its heap pages itself (mmap, not malloc): they are among the anonymous mappings.
-    row('other anonymous, V8 heap pages excluded (large malloc blocks, V8 code range, ...)', (b) => mib(b.smaps.otherAnon - v8Resident(b))),
+    // The rest of the anonymous mappings less V8's resident spaces: V8's pooled free pages, large
+    // malloc blocks (above the mmap threshold), the code range's touched pages; may read below 0
+    // where a space's pages are counted by V8 but not yet touched.
+    row('other anonymous less the V8 spaces', (b) => mib(b.smaps.otherAnon - v8Resident(b))),
     row('of which: external / arrayBuffers (live)', (b) => `${mib(b.memoryUsage.external)} / ${mib(b.memoryUsage.arrayBuffers)}`),
     row("V8's own malloc", (b) => mib(b.heap.malloced)),
+    // Pauses on the main thread since start (startup included), against the process's CPU time.
+    row('GC pauses: scavenges / mark-compacts (count)', (b) => `${b.gc.minor.n} / ${b.gc.major.n}`),
+    row('GC pause ms / process CPU ms (share)', (b) => {
+      const ms = b.gc.minor.ms + b.gc.major.ms + b.gc.other.ms;
+      return `${ms.toFixed(0)} / ${b.cpuMs.toFixed(0)} (${((100 * ms) / b.cpuMs).toFixed(1)}%)`;
+    }),
   ];
 }
 

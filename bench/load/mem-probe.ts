@@ -17,7 +17,23 @@
  * Linux only. Not part of ipgate: a benchmark aid.
  */
 import fs from 'node:fs';
+import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
+
+/**
+ * The collector's pauses on the main thread since start, per kind: count and milliseconds. With
+ * process.cpuUsage() beside them, the collector's share of the process's CPU (its concurrent
+ * marking and sweeping on helper threads is in the CPU time, not in these pauses).
+ */
+const gc = { minor: { n: 0, ms: 0 }, major: { n: 0, ms: 0 }, other: { n: 0, ms: 0 } };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+    const k = kind === constants.NODE_PERFORMANCE_GC_MINOR ? gc.minor : kind === constants.NODE_PERFORMANCE_GC_MAJOR ? gc.major : gc.other;
+    k.n++;
+    k.ms += e.duration;
+  }
+}).observe({ entryTypes: ['gc'] });
 
 interface Mapping {
   start: bigint;
@@ -95,9 +111,12 @@ export function breakdown(): Record<string, unknown> {
       peakMalloced: h.peak_malloced_memory,
       external: h.external_memory,
       physical: h.total_physical_size,
+      limit: h.heap_size_limit,
     },
     spaces,
     smaps: { ...classes, threadArenaCount: arenas },
+    gc,
+    cpuMs: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
     /** The largest other anonymous mappings by resident size (what they are is read from their sizes). */
     largestOther: other.sort((a, b) => b.rssKib - a.rssKib).slice(0, 12),
   };
