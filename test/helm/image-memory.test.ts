@@ -11,13 +11,16 @@
  * /proc/self/maps: glibc reserves each as a 64 MiB-aligned, 64 MiB mapping) and V8's new space. The
  * same script without the image's environment is the control: it shows more arenas and a larger new
  * space, so the assertions can fail.
+ *
+ * The chart leaves both to the image (a NODE_OPTIONS in the pod would replace the image's whole
+ * value) and keeps a memory limit: Node sizes V8's heap from it (docs/kubernetes.md "Memory").
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { stage } from '../helpers/dockerfile';
-import { ROOT } from '../helpers/helm';
+import { BASE_VALUES, ROOT, render } from '../helpers/helm';
 
 const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
 
@@ -88,3 +91,11 @@ t.test(
     t.ok(capped.newSpaceMiB <= 2 * semi, `with the image's ENV: new space ${capped.newSpaceMiB} MiB <= 2 x ${semi} MiB`);
   },
 );
+
+t.test("the chart's pod: the image's memory settings apply, under a memory limit", async (t) => {
+  const c = render(BASE_VALUES).podSpec().containers[0];
+  const names = (c.env as { name: string }[]).map((e) => e.name);
+  t.notOk(names.includes('NODE_OPTIONS'), "no NODE_OPTIONS in the pod: it would replace the image's");
+  t.notOk(names.includes('MALLOC_ARENA_MAX'), "MALLOC_ARENA_MAX: the image's");
+  t.equal(c.resources.limits.memory, '512Mi', "a memory limit by default: Node sizes V8's heap from it (old generation 256 MiB)");
+});
