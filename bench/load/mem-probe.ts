@@ -14,7 +14,8 @@
  *   thread arena as HEAP_MAX_SIZE = 64 MiB on 64-bit and commits it as it grows), thread stacks
  *   ([stack] and the 8 MiB mappings with a guard page below) and the other anonymous mappings
  *   (V8's heap pages, large malloc blocks above the mmap threshold, V8's code range).
- * Linux only. Not part of ipgate: a benchmark aid.
+ * Linux only. Not part of ipgate: a benchmark aid. compare.ts signals the process it started only:
+ * with `workers: N` the breakdown is the primary's, not its workers' (their RSS is in the RSS row).
  */
 import fs from 'node:fs';
 import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
