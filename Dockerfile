@@ -77,11 +77,16 @@ RUN set -eux; \
 # file store's default path (store.path ./data/allowlists.json, relative to the working directory
 # /app) lands in the volume instead of a root-owned /app/data that uid 10001 cannot create (EACCES).
 
-# V8's young generation: Node 24 lets each semi-space grow to 32 MiB (Node 20's default is 16), which
-# under load adds ~80 MiB of RSS for no CPU gain. Capped at 16 MiB, same build, same rounds: RSS after
-# load 149 vs 233 MiB, work per CPU-second 1.05x (HTTP) and 0.99x (denied) of the default's
-# (bench/README.md "Node 24's young generation"). A smaller cap costs CPU (1 MiB: +7-12%).
-ENV NODE_ENV=production NODE_OPTIONS=--max-semi-space-size=16
+# Memory (bench/README.md "Memory after a mixed run", issue 31; docs/kubernetes.md "Memory"):
+# - MALLOC_ARENA_MAX=2: glibc gives every thread that mallocs (the libuv pool, V8's compiler and GC
+#   helpers) an arena of its own, up to 8 per core; after a mixed run six of them held 19-20 MiB on
+#   Node 24, freed but kept. Two arenas: 3.4 MiB, no CPU cost visible in the same rounds.
+# - --max-semi-space-size=8: V8's young generation is two semi-spaces, all of it resident under load.
+#   Node 24 lets each grow to 32-64 MiB on a large host; under the chart's 512Mi limit Node's own
+#   choice is 1 MiB, which doubles the collector's pauses (Node 20: 26% of the CPU in a mixed run
+#   against 13-17%). 8 MiB: 16 MiB resident instead of 32 at 16 MiB (the previous cap); pauses 12.4%
+#   of the CPU against 11.8% in the same rounds.
+ENV NODE_ENV=production MALLOC_ARENA_MAX=2 NODE_OPTIONS=--max-semi-space-size=8
 WORKDIR /app
 # Owned by root and not writable by the ipgate user: the code cannot be changed at run time
 # (the one entry it may write through is the data link above).

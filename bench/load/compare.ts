@@ -19,6 +19,15 @@
  *       [--admin on|off]   (default on: ipgate runs its admin API, as the chart and the demo do, and is
  *       scraped (/metrics) and probed (/readyz) once a second during its samples, as Prometheus and
  *       the kubelet would; off: admin.listen null)
+ *       [--variant v1:NAME=VALUE ...]   (proxies v1..v4: this build with NAME=VALUE in its environment,
+ *       repeatable per variant: several settings A/B against `ipgate` in the same rounds)
+ *       [--mem-breakdown on]   (preload bench/load/mem-probe.js into ipgate, base and the variants and
+ *       print where their memory is right after the load: V8 spaces, glibc arenas, file-backed pages)
+ *       [--settle 10]   (read every proxy's RSS again after that many idle seconds)
+ *       (IPGATE_BENCH_MEMORY_LIMIT_MIB=512 in --env, --base-env or a --variant: that ipgate starts as
+ *       under a container memory limit of 512 MiB, as Node sizes its heap from it: underMemoryLimit)
+ *       (`--workloads mixed`: http, http-denied, https-keepalive, https-handshake-ecdsa, tcp, tcp-ppin,
+ *       bulk: the mixed run after which "RSS after the run" is read, issue 31)
  *       [--separate-process default|true|false] [--base-separate-process default|true|false]
  *       (`admin.separateProcess` for "ipgate" / "base": the process-model A/B on one build)
  *       (proxies `ipgate-http-proxy` / `ipgate-relay`: this build with that `http.engine` (`ipgate-undici`: the
@@ -103,6 +112,12 @@ interface Options {
   /** `admin.separateProcess` for "ipgate" and "base" (null: the build's default). */
   separate: boolean | null;
   baseSeparate: boolean | null;
+  /** Preload bench/load/mem-probe.js into ipgate and base and report where their memory is after the load. */
+  memBreakdown: boolean;
+  /** Environment per variant proxy (v1..v4: this build), from --variant vN:NAME=VALUE. */
+  variantEnv: Record<string, Record<string, string>>;
+  /** Seconds idle after the load before RSS is read a second time (0: not read again). */
+  settle: number;
 }
 
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -116,6 +131,13 @@ function splitEnv(v: string): [string, string] {
   const i = v.indexOf('=');
   return i < 0 ? [v, ''] : [v.slice(0, i), v.slice(i + 1)];
 }
+
+/**
+ * `--workloads mixed`: every kind of traffic an edge pod carries (issue 31's "mixed run"), after
+ * which the RSS an operator sizes the pod for is read: allowed and denied HTTP, keep-alive HTTPS,
+ * new TLS connections, short TCP with PROXY v2 out and in+out, bulk TCP.
+ */
+const MIXED = ['http', 'http-denied', 'https-keepalive', 'https-handshake-ecdsa', 'tcp', 'tcp-ppin', 'bulk'];
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
@@ -139,6 +161,9 @@ function parseOptions(argv: string[]): Options {
     admin: true,
     separate: null,
     baseSeparate: null,
+    memBreakdown: false,
+    variantEnv: {},
+    settle: 0,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -154,7 +179,7 @@ function parseOptions(argv: string[]): Options {
         o.proxies = v.split(',');
         break;
       case '--workloads':
-        o.workloads = v.split(',');
+        o.workloads = v.split(',').flatMap((w) => (w === 'mixed' ? MIXED : [w]));
         break;
       case '--cidrs':
         o.cidrs = Number(v);
@@ -208,6 +233,22 @@ function parseOptions(argv: string[]): Options {
       case '--base-separate-process':
         o.baseSeparate = triState(v);
         break;
+      case '--mem-breakdown':
+        o.memBreakdown = v !== 'off';
+        break;
+      case '--variant': {
+        // v1:NAME=VALUE (repeatable): proxy v1 is this build with NAME=VALUE in its environment.
+        const colon = v.indexOf(':');
+        const name = v.slice(0, colon);
+        if (!/^v[1-4]$/.test(name)) throw new Error(`--variant ${v}: the name must be v1..v4`);
+        const [a, b] = splitEnv(v.slice(colon + 1));
+        o.variantEnv[name] = { ...o.variantEnv[name], [a]: b };
+        if (!o.proxies.includes(name)) o.proxies.push(name);
+        break;
+      }
+      case '--settle':
+        o.settle = Number(v);
+        break;
       default:
         throw new Error(`unknown option ${k}`);
     }
@@ -219,7 +260,8 @@ function parseOptions(argv: string[]): Options {
 // ---------------------------------------------------------------------------------------------
 // Ports and the allowlist
 
-const BASE = 18000;
+// IPGATE_BENCH_PORT_BASE moves every port (two runs side by side, e.g. one per Node major).
+const BASE = Number(process.env.IPGATE_BENCH_PORT_BASE ?? 18000);
 const BACKEND = { http: BASE + 1, pp: BASE + 2, iperf: BASE + 3, hold: BASE + 4 };
 /** Per proxy: base + offset per workload listener. */
 const PROXY_BASE: Record<string, number> = {
@@ -236,6 +278,11 @@ const PROXY_BASE: Record<string, number> = {
   'tcp-raw-min': BASE + 1100,
   'relay-min': BASE + 1200,
   'ipgate-relay': BASE + 1300,
+  // This build with the environment of --variant vN:NAME=VALUE (several settings A/B in one run).
+  v1: BASE + 1400,
+  v2: BASE + 1500,
+  v3: BASE + 1600,
+  v4: BASE + 1700,
 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around
  * it; `relay-min` (bench/load/http-relay-min.ts) is a relay without node:http (llhttp in wasm). */
@@ -360,8 +407,26 @@ interface Proc {
 
 const procs: Proc[] = [];
 
+/**
+ * The command line that runs `cmd` as if its container had a memory limit of `mib`: Node sizes V8's
+ * heap from min(MemTotal, the cgroup's limit) (uv_get_total_memory / uv_get_constrained_memory),
+ * so a pod with `resources.limits.memory: 512Mi` gets a smaller old generation, a lower heap growing
+ * factor and smaller semi-spaces than the same image on a host without a limit. Emulated without
+ * touching any cgroup: a private mount namespace (unshare -m, root) in which /proc/meminfo says
+ * MemTotal is `mib` (the host's cgroup has no limit here). Only what Node reads at start changes;
+ * nothing enforces the limit.
+ */
+function underMemoryLimit(full: string[], mib: number, dir: string): string[] {
+  const meminfo = path.join(dir, `meminfo-${mib}`);
+  fs.writeFileSync(meminfo, fs.readFileSync('/proc/meminfo', 'utf8').replace(/^MemTotal:.*$/m, `MemTotal: ${mib * 1024} kB`));
+  // exec keeps the pid: unshare execs sh, sh execs the command (the pid compare.ts samples).
+  return ['unshare', '-m', 'sh', '-c', `mount --bind ${meminfo} /proc/meminfo && exec "$@"`, 'sh', ...full];
+}
+
 function start(name: string, cmd: string, args: string[], cpus: string | null, env: NodeJS.ProcessEnv = {}, cwd?: string): Proc {
-  const full = cpus === null ? [cmd, ...args] : ['taskset', '-c', cpus, cmd, ...args];
+  let full = cpus === null ? [cmd, ...args] : ['taskset', '-c', cpus, cmd, ...args];
+  const limit = Number(env.IPGATE_BENCH_MEMORY_LIMIT_MIB ?? 0);
+  if (limit > 0) full = underMemoryLimit(full, limit, os.tmpdir());
   const child = spawn(full[0]!, full.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => {
@@ -1073,15 +1138,26 @@ async function main(): Promise<void> {
         JSON.stringify(ipgateConfig(p, allow, deny, workers, engine, o.admin, name === 'base' ? o.baseSeparate : o.separate, tls)),
       );
       const main = name === 'base' ? o.baseline! : MAIN;
+      // V8 flags NODE_OPTIONS refuses (e.g. --heap-growing-percent) go on the command line:
+      // `--variant v1:IPGATE_BENCH_NODE_ARGS=--heap-growing-percent=30` (space-separated).
+      const nodeArgs = (o.variantEnv[name]?.IPGATE_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
       const args = [
+        ...nodeArgs,
         ...(o.cpuProf && name === 'ipgate' ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProf}`] : []),
+        ...(o.memBreakdown ? ['-r', path.join(__dirname, 'mem-probe.js')] : []),
         main,
         'run',
         '--config',
         file,
       ];
-      const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN };
-      proxies[name] = start(name, process.execPath, args, pcpus, name === 'base' ? { ...env, ...o.baseEnv } : env);
+      const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN, IPGATE_MEM_PROBE_OUT: path.join(dir, `${name}.mem.json`) };
+      proxies[name] = start(
+        name,
+        process.execPath,
+        args,
+        pcpus,
+        name === 'base' ? { ...env, ...o.baseEnv } : { ...env, ...o.variantEnv[name] },
+      );
     }
     try {
       await waitPort(p + L.http, proxies[name]!);
@@ -1171,12 +1247,27 @@ async function main(): Promise<void> {
     }
   }
   // RSS of each proxy (its whole process tree) right after the load: the memory an operator sizes for.
+  const rssAfter: Record<string, number> = {};
   for (const proxy of o.proxies) {
     const pid = proxies[proxy]!.child.pid!;
     const rss = rssBytes(pid); // the process and its descendants
+    rssAfter[proxy] = rss;
     process.stderr.write(
       `rss after load ${proxy.padEnd(8)} ${(rss / 1048576).toFixed(1)} MiB (${1 + descendants(pid).length} process(es))\n`,
     );
+  }
+  const breakdowns: Record<string, MemBreakdown> = {};
+  if (o.memBreakdown) {
+    for (const proxy of o.proxies.filter((x) => x === 'ipgate' || x === 'base' || x.startsWith('ipgate-') || /^v[1-4]$/.test(x))) {
+      const b = await memBreakdown(proxies[proxy]!, path.join(dir, `${proxy}.mem.json`));
+      if (b !== null) breakdowns[proxy] = b;
+    }
+  }
+  // The same after --settle seconds without traffic (V8's memory reducer, glibc's trims on free).
+  const rssSettled: Record<string, number> = {};
+  if (o.settle > 0) {
+    await sleep(o.settle * 1000);
+    for (const proxy of o.proxies) rssSettled[proxy] = rssBytes(proxies[proxy]!.child.pid!);
   }
   if (o.workloads.includes('idle')) {
     for (const proxy of o.proxies.filter((x) => !HTTP_ONLY.has(x) && !TCP_ONLY.has(x))) {
@@ -1187,7 +1278,7 @@ async function main(): Promise<void> {
       );
     }
   }
-  report(o, results, idleResults);
+  report(o, results, idleResults, rssAfter, rssSettled, breakdowns);
   if (o.cpuProf) {
     proxies.ipgate?.child.kill('SIGTERM');
     await sleep(1500);
@@ -1207,10 +1298,74 @@ const median = (xs: number[]): number => {
   return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
+/** What bench/load/mem-probe.ts writes (the fields the report reads). */
+interface MemBreakdown {
+  memoryUsage: NodeJS.MemoryUsage;
+  heap: { malloced: number; limit: number };
+  spaces: Record<string, { committed: number; resident: number; used: number }>;
+  smaps: { file: number; mainArena: number; threadArenas: number; threadArenaCount: number; stacks: number; otherAnon: number };
+  gc: Record<'minor' | 'major' | 'other', { n: number; ms: number }>;
+  cpuMs: number;
+}
+
+/** Ask the preloaded probe for its breakdown (SIGUSR2) and wait for the file it writes. */
+async function memBreakdown(p: Proc, file: string): Promise<MemBreakdown | null> {
+  fs.rmSync(file, { force: true });
+  p.child.kill('SIGUSR2');
+  for (let i = 0; i < 50; i++) {
+    if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, 'utf8')) as MemBreakdown;
+    await sleep(100);
+  }
+  process.stderr.write(`${p.name}: no memory breakdown from the probe within 5 s\n`);
+  return null;
+}
+
+/** The breakdown table, one column per probed proxy, MiB. */
+function breakdownRows(breakdowns: Record<string, MemBreakdown>): string[] {
+  const names = Object.keys(breakdowns);
+  if (names.length === 0) return [];
+  const mib = (n: number): string => (n / 1048576).toFixed(1);
+  const row = (label: string, f: (b: MemBreakdown) => string): string =>
+    `| ${label} | ${names.map((n) => f(breakdowns[n]!)).join(' | ')} |`;
+  const space = (b: MemBreakdown, name: string): { committed: number; resident: number; used: number } =>
+    b.spaces[name] ?? { committed: 0, resident: 0, used: 0 };
+  const v8Resident = (b: MemBreakdown): number => Object.values(b.spaces).reduce((a, s) => a + s.resident, 0);
+  const nonNew = (b: MemBreakdown): number => v8Resident(b) - space(b, 'new_space').resident;
+  return [
+    '',
+    `| memory after the load, MiB (bench/load/mem-probe.ts) | ${names.join(' | ')} |`,
+    `|---|${names.map(() => '---|').join('')}`,
+    row('RSS (process.memoryUsage)', (b) => mib(b.memoryUsage.rss)),
+    row("V8's heap limit (from the host's or the emulated limit's memory, or flags)", (b) => mib(b.heap.limit)),
+    row('file-backed (node binary, libraries)', (b) => mib(b.smaps.file)),
+    row('V8 new space, resident (committed)', (b) => `${mib(space(b, 'new_space').resident)} (${mib(space(b, 'new_space').committed)})`),
+    row('V8 other spaces, resident (used)', (b) => `${mib(nonNew(b))} (${mib(b.memoryUsage.heapUsed - space(b, 'new_space').used)})`),
+    row('glibc main arena ([heap])', (b) => mib(b.smaps.mainArena)),
+    row('glibc thread arenas (count)', (b) => `${mib(b.smaps.threadArenas)} (${b.smaps.threadArenaCount})`),
+    row('thread stacks', (b) => mib(b.smaps.stacks)),
+    // V8 maps its heap pages itself (mmap, not malloc): they are among the anonymous mappings.
+    // The rest of the anonymous mappings less V8's resident spaces: V8's pooled free pages, large
+    // malloc blocks (above the mmap threshold), the code range's touched pages; may read below 0
+    // where a space's pages are counted by V8 but not yet touched.
+    row('other anonymous less the V8 spaces', (b) => mib(b.smaps.otherAnon - v8Resident(b))),
+    row('of which: external / arrayBuffers (live)', (b) => `${mib(b.memoryUsage.external)} / ${mib(b.memoryUsage.arrayBuffers)}`),
+    row("V8's own malloc", (b) => mib(b.heap.malloced)),
+    // Pauses on the main thread since start (startup included), against the process's CPU time.
+    row('GC pauses: scavenges / mark-compacts (count)', (b) => `${b.gc.minor.n} / ${b.gc.major.n}`),
+    row('GC pause ms / process CPU ms (share)', (b) => {
+      const ms = b.gc.minor.ms + b.gc.major.ms + b.gc.other.ms;
+      return `${ms.toFixed(0)} / ${b.cpuMs.toFixed(0)} (${((100 * ms) / b.cpuMs).toFixed(1)}%)`;
+    }),
+  ];
+}
+
 function report(
   o: Options,
   results: Result[],
   idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }>,
+  rssAfter: Record<string, number>,
+  rssSettled: Record<string, number>,
+  breakdowns: Record<string, MemBreakdown>,
 ): void {
   const lines: string[] = [];
   lines.push(
@@ -1307,6 +1462,20 @@ function report(
       `| median (range), ${pairs.length} rounds | ${fmt(pairs.map((x) => x.rate))} | ${fmt(pairs.map((x) => x.work))} |`,
     );
   }
+  // RSS after the whole run, each proxy beside the others (issue 31: the pod's size after mixed traffic).
+  const rssNames = o.proxies.filter((x) => rssAfter[x] !== undefined);
+  if (rssNames.length > 0) {
+    lines.push(
+      '',
+      `| RSS after the run (${[...new Set(results.map((r) => r.workload))].join(', ')}) | ${rssNames.join(' | ')} |`,
+      `|---|${rssNames.map(() => '---|').join('')}`,
+      `| MiB, whole process tree | ${rssNames.map((x) => (rssAfter[x]! / 1048576).toFixed(1)).join(' | ')} |`,
+    );
+    if (o.settle > 0) {
+      lines.push(`| MiB, ${o.settle} s later, idle | ${rssNames.map((x) => ((rssSettled[x] ?? NaN) / 1048576).toFixed(1)).join(' | ')} |`);
+    }
+  }
+  lines.push(...breakdownRows(breakdowns));
   if (idleResults.length > 0) {
     lines.push('');
     lines.push('| idle TCP connections | held | RSS before | RSS per connection |');
