@@ -1280,8 +1280,13 @@ async function main(): Promise<void> {
   }
   report(o, results, idleResults, rssAfter, rssSettled, breakdowns);
   if (o.cpuProf) {
-    proxies.ipgate?.child.kill('SIGTERM');
-    await sleep(1500);
+    // The profile is written as the process exits: wait for it (a drain takes up to its timeout).
+    const child = proxies.ipgate?.child;
+    if (child !== undefined && child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(30_000)]);
+    }
   }
   await stopAll();
 }

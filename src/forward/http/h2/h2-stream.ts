@@ -232,7 +232,7 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
     if (up === null) {
       // At the pool's bound: wait (the upstream timeout runs); the body waits in the window.
       this.queued = target;
-      this.stream.pause();
+      if (!this.requestDone) this.stream.pause();
       return;
     }
     this.attach(up);
@@ -248,8 +248,9 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
       this.pending = null;
       for (const b of pending) ok = this.writeUp(up, b);
     }
-    if (this.requestDone && this.chunked) ok = up.socket.writeLatin1('0\r\n\r\n');
-    if (ok) this.stream.resume();
+    if (this.requestDone) {
+      if (this.chunked) up.socket.writeLatin1('0\r\n\r\n');
+    } else if (ok) this.stream.resume();
     else this.stream.pause();
   }
 
@@ -320,7 +321,19 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
   }
 
   upstreamDrained(): void {
-    if (!this.stream.closed) this.stream.resume();
+    this.resumeBody();
+  }
+
+  /**
+   * The request body flows again. Only while one is still coming: a stream whose readable side
+   * was never consumed (no body, or all of it read) is left alone, because resuming it makes Node
+   * emit its 'end', and node:http2 then destroys the stream the moment nghttp2 closes it, before
+   * the response's last write has completed: Writable's errorBuffer then builds an
+   * ERR_STREAM_DESTROYED (stack trace and all) per stream that nobody reads. That error was 5% of
+   * the busy time on `https-h2` (bench/README.md "HTTP/2: the bodyless stream left unread").
+   */
+  resumeBody(): void {
+    if (!this.requestDone && !this.stream.closed) this.stream.resume();
   }
 
   /** The stream's window opened again (its 'drain'). */

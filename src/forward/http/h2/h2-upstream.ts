@@ -291,7 +291,7 @@ export class H2Call {
   }
 
   upDrained(): void {
-    if (!this.front.stream.closed) this.front.stream.resume();
+    this.front.resumeBody();
   }
 
   response(headers: http2.IncomingHttpHeaders & http2.IncomingHttpStatusHeader, flags: number): void {
