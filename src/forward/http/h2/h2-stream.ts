@@ -92,6 +92,8 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
   /** The trailers to send (a chunked upstream response that declared `Trailer`). */
   private trailers: OutgoingHttpHeaders | null = null;
   private resetSent = false;
+  /** The stream's 'drain' is listened to (from the first write that found it full). */
+  private drainWatched = false;
   private bytesOut = 0;
   /** An HTTP/2 upstream's call (gRPC), instead of `up`. */
   private call: H2Call | null = null;
@@ -183,9 +185,9 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
       stream.on('data', onStreamData);
       stream.on('end', onStreamEnd);
     }
-    stream.on('drain', onStreamDrain);
-    stream.on('wantTrailers', onWantTrailers);
     if (group.http2 !== null) {
+      stream.on('drain', onStreamDrain);
+      stream.on('wantTrailers', onWantTrailers);
       this.call = new H2Call(this, group.http2, d, r, endStream);
       this.call.start();
       return;
@@ -381,7 +383,10 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
       this.reset(NGHTTP2_INTERNAL_ERROR);
       return;
     }
-    if (trailers) this.trailers = EMPTY_TRAILERS;
+    if (trailers) {
+      this.trailers = EMPTY_TRAILERS;
+      stream.on('wantTrailers', onWantTrailers);
+    }
   }
 
   responseBody(chunk: Buffer): void {
@@ -390,7 +395,16 @@ export class H2Stream implements UpstreamOwner, PoolWaiter {
     this.lastActive = performance.now();
     this.bytesOut += chunk.length;
     // A view of the upstream read: copied (the socket's read buffer is reused).
-    if (!stream.write(Buffer.from(chunk))) this.up?.socket.pause();
+    if (!stream.write(Buffer.from(chunk))) {
+      // The stream's window or buffer is full: the upstream waits for its 'drain'. Listened to
+      // from the first full write only: most responses never fill it (a listener per stream is
+      // a cost on every stream, bench/README.md "HTTP/2: the bodyless stream left unread").
+      if (!this.drainWatched) {
+        this.drainWatched = true;
+        stream.on('drain', onStreamDrain);
+      }
+      this.up?.socket.pause();
+    }
   }
 
   responseDone(up: UpstreamConn, keepAlive: boolean, trailers: readonly string[]): void {
