@@ -146,6 +146,19 @@ function load(): Bindings | null {
 
 const B = load();
 
+/**
+ * The read buffer of every RawSocket not in large-read mode (64 KiB: what libuv asks Node for per
+ * read), set once per socket with the handle's `useUserBuffer`. Without it Node allocates 64 KiB
+ * per read (malloc, then an ArrayBuffer and its backing store for the bytes read: four reads per
+ * short connection, EOFs included) and frees it: ~10,000 instructions a connection, against
+ * `useUserBuffer`'s one call and a copy of the bytes read into a pooled Buffer (bench/README.md
+ * "Short and bulk TCP (issue 31)"). Reads are synchronous and the copy is made before the read
+ * callback returns, so one buffer serves every socket. Null where the handle has no
+ * useUserBuffer (a Node without it): reads then allocate as Node's own sockets do.
+ */
+const SHARED_READ: Buffer | null =
+  B !== null && typeof (B.TCP.prototype as Partial<StreamHandle>).useUserBuffer === 'function' ? Buffer.allocUnsafeSlow(64 * 1024) : null;
+
 /** Whether this Node has the bindings RawSocket needs (probed once at load). */
 export const rawSocketsAvailable = B !== null;
 
@@ -192,12 +205,16 @@ export class RawSocket implements ByteSocket {
   private receivedBytes = 0;
   /** performance.now() of the last read or write (idle timeouts). */
   lastActive = performance.now();
-  /** Reads go into this reused buffer (useLargeReads), else into a fresh one per read. */
+  /**
+   * Reads go into this buffer of the socket's own (useLargeReads); else into SHARED_READ, copied
+   * out per read; else (a Node without useUserBuffer) into a fresh one per read.
+   */
   private readBuffer: Buffer | null = null;
 
   private constructor(private readonly handle: StreamHandle) {
     handle[OWNER] = this;
     handle.onread = onRead;
+    if (SHARED_READ !== null) handle.useUserBuffer(SHARED_READ);
   }
 
   /** Wrap a handle the listener's server accepted. */
@@ -387,6 +404,12 @@ export class RawSocket implements ByteSocket {
       const rb = this.readBuffer;
       if (rb !== null) this.onData?.(rb.subarray(0, nread));
       else if (arrayBuffer !== undefined) this.onData?.(Buffer.from(arrayBuffer, B!.streamBaseState[B!.kArrayBufferOffset], nread));
+      else if (SHARED_READ !== null) {
+        // The next read on any socket overwrites SHARED_READ: the callee gets a copy it may keep.
+        const chunk = Buffer.allocUnsafe(nread);
+        SHARED_READ.copy(chunk, 0, 0, nread);
+        this.onData?.(chunk);
+      }
       return;
     }
     if (nread === 0) return;
