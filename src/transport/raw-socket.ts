@@ -52,9 +52,9 @@ export interface SocketName {
 /**
  * Where peerName() and localName() have the binding write, reused: the binding sets `address`,
  * `family` and `port` on the object it is given, and on a fresh `{}` each of the three is a map
- * transition (V8's slow property-add path): ~6,500 instructions per call, two calls per accepted
- * connection, against ~2,900 with the properties already there (bench/README.md "Short and bulk
- * TCP (issue 31)").
+ * transition (V8's slow property-add path): ~6,500 instructions per call on Node 20, against
+ * ~4,700 with the properties already there (callgrind, bench/README.md "Short and bulk TCP
+ * (issue 31)").
  */
 const NAME: SocketName = { address: '', family: '', port: 0 };
 interface WriteReq {
