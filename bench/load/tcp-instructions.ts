@@ -4,7 +4,7 @@
  * drift 2x between minutes. Results: bench/README.md "TCP relay: one socket contract".
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/tcp-instructions.js
- *     [--main other/dist/src/main.js] [--node /path/to/node] [--sockets net|raw]
+ *     [--main other/dist/src/main.js] [--node /path/to/node] [--sockets net|raw] [--inbound-proxy v2]
  *     [--conns 2000] [--warmup 6000] [--concurrency 8] [--bulk-mib 200] [--bulk-warmup-mib 64]
  *     [--node-flags "--predictable --random-seed=1 --hash-seed=1"]   (V8 made deterministic: see README)
  *   BENCH_KEEP=1 keeps the callgrind output (callgrind_annotate).
@@ -13,6 +13,10 @@
  * with one TCP listener (allowlist admits 127.0.0.0/8, `outboundProxyProtocol: v2`) in front of a
  * backend in this process; `--sockets net` sets IPGATE_TCP_HANDLES=0 (net.Socket on both sides),
  * `raw` (default) leaves the libuv-handle path on. This process is the client (not under valgrind):
+ *
+ * `--inbound-proxy v2`: the listener requires an inbound PROXY header from 127.0.0.0/8
+ * (`proxyProtocol.mode: required`, compare.ts's tcp-ppin) and each short connection's first write
+ * is a PROXY v2 header (TCP4 127.0.0.2:40000 -> 127.0.0.1:443) followed by its 100 bytes.
  *
  * - short: `--warmup` connections uninstrumented (so V8 has optimised the path), then
  *   instrumentation on (`callgrind_control -i on`) for `--conns` more, `--concurrency` at a time;
@@ -46,6 +50,8 @@ const WARMUP = Number(arg('--warmup', '6000'));
 const CONCURRENCY = Number(arg('--concurrency', '8'));
 const BULK_MIB = Number(arg('--bulk-mib', '200'));
 const BULK_WARMUP_MIB = Number(arg('--bulk-warmup-mib', '64'));
+const INBOUND = arg('--inbound-proxy', 'none');
+if (INBOUND !== 'none' && INBOUND !== 'v2') throw new Error(`--inbound-proxy: "${INBOUND}": none or v2`);
 /** `--node-flags "--flag ..."`: V8/Node flags for ipgate (`--predictable`: JIT and GC off threads, same every run). */
 const NODE_FLAGS = arg('--node-flags', '')
   .split(' ')
@@ -53,6 +59,11 @@ const NODE_FLAGS = arg('--node-flags', '')
 
 const SIG = Buffer.from('0d0a0d0a000d0a515549540a', 'hex');
 const REQUEST = Buffer.alloc(100, 0x71);
+/** What a short connection writes first: the request, after a PROXY v2 header with --inbound-proxy v2. */
+const FIRST =
+  INBOUND === 'v2'
+    ? Buffer.concat([SIG, Buffer.from([0x21, 0x11, 0x00, 0x0c, 127, 0, 0, 2, 127, 0, 0, 1, 0x9c, 0x40, 0x01, 0xbb]), REQUEST])
+    : REQUEST;
 const ANSWER = Buffer.alloc(100, 0x61);
 const MIB = 1024 * 1024;
 
@@ -118,7 +129,7 @@ function short(port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const s = net.connect({ host: '127.0.0.1', port });
     let got = 0;
-    s.once('connect', () => s.write(REQUEST));
+    s.once('connect', () => s.write(FIRST));
     s.on('data', (d: Buffer) => {
       got += d.length;
       if (got === ANSWER.length) s.end();
@@ -163,6 +174,7 @@ async function main(): Promise<void> {
         allowlist: 'main',
         upstreams: [`127.0.0.1:${backendPort}`],
         outboundProxyProtocol: 'v2',
+        ...(INBOUND === 'v2' ? { proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'] } } : {}),
         // Under valgrind a busy event loop can run the connect timer before the connect's completion.
         timeouts: { connectMs: 120_000, idleMs: 600_000 },
       },
@@ -215,6 +227,7 @@ async function main(): Promise<void> {
       throw e;
     });
     await new Promise((r) => bulk.once('connect', r));
+    if (INBOUND === 'v2') bulk.write(FIRST.subarray(0, FIRST.length - REQUEST.length));
     bulk.write('B');
     await pump(bulk, BULK_WARMUP_MIB);
     await backend.bulkReached(1 + BULK_WARMUP_MIB * MIB);
@@ -233,7 +246,8 @@ async function main(): Promise<void> {
     await gone;
     const version = execFileSync(NODE, ['--version']).toString().trim();
     process.stdout.write(
-      `${path.relative(ROOT, MAIN) || MAIN} node ${version} ${NODE_FLAGS.join(' ')} sockets ${SOCKETS}: ` +
+      `${path.relative(ROOT, MAIN) || MAIN} node ${version} ${NODE_FLAGS.join(' ')} sockets ${SOCKETS}` +
+        `${INBOUND === 'v2' ? ', PROXY v2 in' : ''}: ` +
         `short ${(shortIr / CONNS).toFixed(0)} instructions/connection (${CONNS} after ${WARMUP}, ${shortMs} ms); ` +
         `bulk ${(bulkIr / BULK_MIB).toFixed(0)} instructions/MiB (${BULK_MIB} MiB after ${BULK_WARMUP_MIB}, ${bulkMs} ms)\n`,
     );

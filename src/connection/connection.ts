@@ -47,7 +47,12 @@ export class Connection {
   /** The real client: from the PROXY header when trusted, else the peer. */
   clientAddress: string;
   clientPort: number;
-  /** Where the client connected to: the PROXY header's destination, else our socket. */
+  /**
+   * Where the client connected to: the PROXY header's destination, else our socket's address.
+   * '' until read: a TCP listener on libuv handles asks its socket (getsockname) only when an
+   * outbound PROXY header needs it (forward/tcp/tcp-forwarder.ts `destination`), while the socket
+   * is open; a connection whose PROXY header gave the destination never asks.
+   */
   destAddress: string;
   destPort: number;
   via: Via = 'socket';

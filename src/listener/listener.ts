@@ -141,6 +141,13 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
   private readonly headerUntrusted: HeaderStage;
   /** The ClientHello stage (TCP listeners with routes; unused otherwise). */
   private readonly hello: HelloStage;
+  /**
+   * Whether an accepted RawSocket's local address is read at accept (HTTP listeners: the engine
+   * reads it per request, X-Forwarded-Port, possibly after the client closed). A TCP listener's
+   * connection reads it only for an outbound PROXY header without an inbound one, when the
+   * upstream connected (Connection.destAddress): one getsockname less per connection otherwise.
+   */
+  private readonly localAtAccept: boolean;
 
   constructor(
     readonly config: Readonly<ListenerConfig>,
@@ -160,6 +167,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.headerTrusted = new HeaderStage(config.proxyProtocol, true, this);
     this.headerUntrusted = new HeaderStage(config.proxyProtocol, false, this);
     this.hello = new HelloStage({ timeoutMs: helloTimeoutMs(config) }, this.stats, this);
+    this.localAtAccept = deps.handler.decidesPerRequest || this.tls !== null;
     // allowHalfOpen: a client's FIN is passed on to the upstream while the other direction keeps
     // flowing (the TCP forwarder ends each side itself). noDelay: a relay must not hold a small write
     // back for the peer's delayed ACK (Nagle + delayed ACK = ~40 ms stalls; nginx's tcp_nodelay on).
@@ -350,21 +358,27 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
 
   /** accept() for a RawSocket: the same stages without a net.Socket. */
   private acceptRaw(socket: RawSocket): void {
-    const a = this.draining ? null : socket.addresses();
-    if (a === null) {
+    const peer = this.draining ? null : socket.peerName();
+    if (peer === null) {
       socket.destroy();
       return;
     }
+    // Read now: peerName's object is shared.
+    const remote = canonicalAddress(peer.address);
+    const remotePort = peer.port;
+    let local = '';
+    let localPort = 0;
+    if (this.localAtAccept) {
+      const name = socket.localName();
+      if (name === null) {
+        socket.destroy();
+        return;
+      }
+      local = canonicalAddress(name.address);
+      localPort = name.port;
+    }
     socket.setNoDelay();
-    const conn = new Connection(
-      nextConnectionId++,
-      this.name,
-      socket,
-      canonicalAddress(a.remote),
-      a.remotePort,
-      canonicalAddress(a.local),
-      a.localPort,
-    );
+    const conn = new Connection(nextConnectionId++, this.name, socket, remote, remotePort, local, localPort);
     socket.onError = (code) => this.log.debug({ err: code, conn: conn.id }, 'client socket error');
     socket.onClose(() => this.onClosed(conn));
     this.start(conn);

@@ -34,8 +34,8 @@ interface StreamHandle {
   close(cb?: () => void): void;
   connect(req: ConnectReq, address: string, port: number): number;
   connect6(req: ConnectReq, address: string, port: number): number;
-  getpeername(out: AddressOut): number;
-  getsockname(out: AddressOut): number;
+  getpeername(out: SocketName): number;
+  getsockname(out: SocketName): number;
   setNoDelay(on: boolean): number;
   useUserBuffer(buf: Uint8Array): void;
   readonly writeQueueSize: number;
@@ -43,11 +43,20 @@ interface StreamHandle {
   readonly bytesWritten: number;
   [OWNER]?: RawSocket;
 }
-interface AddressOut {
-  address?: string;
-  port?: number;
-  family?: string;
+/** An address as the binding writes it (getpeername / getsockname set all three). */
+export interface SocketName {
+  address: string;
+  family: string;
+  port: number;
 }
+/**
+ * Where peerName() and localName() have the binding write, reused: the binding sets `address`,
+ * `family` and `port` on the object it is given, and on a fresh `{}` each of the three is a map
+ * transition (V8's slow property-add path): ~6,500 instructions per call on Node 20, against
+ * ~4,700 with the properties already there (callgrind, bench/README.md "Short and bulk TCP
+ * (issue 31)").
+ */
+const NAME: SocketName = { address: '', family: '', port: 0 };
 interface WriteReq {
   handle: StreamHandle;
   /** The write's size: what a queued write takes off `queued` when it completes. */
@@ -137,6 +146,19 @@ function load(): Bindings | null {
 
 const B = load();
 
+/**
+ * The read buffer of every RawSocket not in large-read mode (64 KiB: what libuv asks Node for per
+ * read), set once per socket with the handle's `useUserBuffer`. Without it Node allocates 64 KiB
+ * per read (malloc, then an ArrayBuffer and its backing store for the bytes read: four reads per
+ * short connection, EOFs included) and frees it: ~10,000 instructions a connection, against
+ * `useUserBuffer`'s one call and a copy of the bytes read into a pooled Buffer (bench/README.md
+ * "Short and bulk TCP (issue 31)"). Reads are synchronous and the copy is made before the read
+ * callback returns, so one buffer serves every socket. Null where the handle has no
+ * useUserBuffer (a Node without it): reads then allocate as Node's own sockets do.
+ */
+const SHARED_READ: Buffer | null =
+  B !== null && typeof (B.TCP.prototype as Partial<StreamHandle>).useUserBuffer === 'function' ? Buffer.allocUnsafeSlow(64 * 1024) : null;
+
 /** Whether this Node has the bindings RawSocket needs (probed once at load). */
 export const rawSocketsAvailable = B !== null;
 
@@ -183,12 +205,16 @@ export class RawSocket implements ByteSocket {
   private receivedBytes = 0;
   /** performance.now() of the last read or write (idle timeouts). */
   lastActive = performance.now();
-  /** Reads go into this reused buffer (useLargeReads), else into a fresh one per read. */
+  /**
+   * Reads go into this buffer of the socket's own (useLargeReads); else into SHARED_READ, copied
+   * out per read; else (a Node without useUserBuffer) into a fresh one per read.
+   */
   private readBuffer: Buffer | null = null;
 
   private constructor(private readonly handle: StreamHandle) {
     handle[OWNER] = this;
     handle.onread = onRead;
+    if (SHARED_READ !== null) handle.useUserBuffer(SHARED_READ);
   }
 
   /** Wrap a handle the listener's server accepted. */
@@ -226,12 +252,17 @@ export class RawSocket implements ByteSocket {
     return s;
   }
 
-  /** Peer and local addresses (null when the socket is already gone). */
-  addresses(): { remote: string; remotePort: number; local: string; localPort: number } | null {
-    const peer: AddressOut = {};
-    const self: AddressOut = {};
-    if (this.handle.getpeername(peer) !== 0 || this.handle.getsockname(self) !== 0) return null;
-    return { remote: peer.address ?? '', remotePort: peer.port ?? 0, local: self.address ?? '', localPort: self.port ?? 0 };
+  /**
+   * The peer's address (getpeername), or null when the socket is gone. The object returned is
+   * shared by every RawSocket and overwritten by the next peerName() or localName(): read it at once.
+   */
+  peerName(): SocketName | null {
+    return this.destroyed || this.handle.getpeername(NAME) !== 0 ? null : NAME;
+  }
+
+  /** The local address (getsockname), or null when the socket is gone; shared as peerName's. */
+  localName(): SocketName | null {
+    return this.destroyed || this.handle.getsockname(NAME) !== 0 ? null : NAME;
   }
 
   setNoDelay(): void {
@@ -373,6 +404,12 @@ export class RawSocket implements ByteSocket {
       const rb = this.readBuffer;
       if (rb !== null) this.onData?.(rb.subarray(0, nread));
       else if (arrayBuffer !== undefined) this.onData?.(Buffer.from(arrayBuffer, B!.streamBaseState[B!.kArrayBufferOffset], nread));
+      else if (SHARED_READ !== null) {
+        // The next read on any socket overwrites SHARED_READ: the callee gets a copy it may keep.
+        const chunk = Buffer.allocUnsafe(nread);
+        SHARED_READ.copy(chunk, 0, 0, nread);
+        this.onData?.(chunk);
+      }
       return;
     }
     if (nread === 0) return;

@@ -10,9 +10,10 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import t, { type Test } from 'tap';
+import { encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
 import { rawSocketsAvailable, rawSocketsWanted } from '../../src/transport/raw-socket';
 import { startIpgate, type Started } from '../helpers/ipgate';
-import { closed, connect, readAll, readUntil, stalledPort, waitFor } from '../helpers/net';
+import { closed, connect, readAll, readLine, readUntil, stalledPort, waitFor } from '../helpers/net';
 
 async function server(t: Test, onConn: (s: net.Socket) => void, host = '127.0.0.1'): Promise<number> {
   // allowHalfOpen, so a test sees the FIN ('end') apart from the close; every socket is closed
@@ -188,4 +189,108 @@ t.test('closed while its upstream is still connecting: the connect timer goes wi
   await new Promise((r) => setTimeout(r, 700)); // past the connect timeout
   t.equal(l.stats.closed.get('drain'), 1, 'closed with the drain result');
   t.same([...l.stats.upstreamErrors], [], 'no upstream error counted');
+});
+
+/**
+ * A backend that reads the outbound PROXY v2 header (PROXY command, TCP4 or TCP6) byte by byte as
+ * it arrives, answers `src sport dst dport\n` (or `bad header`), then echoes what follows.
+ */
+async function proxyV2Reporter(t: Test): Promise<number> {
+  return server(t, (s) => {
+    let got = Buffer.alloc(0);
+    let done = false;
+    s.on('error', () => s.destroy());
+    s.on('data', (d: Buffer) => {
+      if (done) {
+        s.write(d);
+        return;
+      }
+      got = Buffer.concat([got, d]);
+      if (got.length < 16) return;
+      const need = 16 + got.readUInt16BE(14);
+      if (got.length < need) return;
+      done = true;
+      const fam = got[13];
+      if (
+        !got.subarray(0, 12).equals(Buffer.from('0d0a0d0a000d0a515549540a', 'hex')) ||
+        got[12] !== 0x21 ||
+        (fam !== 0x11 && fam !== 0x21)
+      ) {
+        s.end('bad header\n');
+        return;
+      }
+      const v6 = fam === 0x21;
+      const n = v6 ? 16 : 4;
+      const addr = (at: number): string =>
+        v6
+          ? Array.from({ length: 8 }, (_, i) => got.readUInt16BE(at + 2 * i).toString(16)).join(':')
+          : Array.from(got.subarray(at, at + 4)).join('.');
+      const ports = 16 + 2 * n;
+      s.write(`${addr(16)} ${got.readUInt16BE(ports)} ${addr(16 + n)} ${got.readUInt16BE(ports + 2)}\n`);
+      if (got.length > need) s.write(got.subarray(need));
+    });
+  });
+}
+
+t.test("the outbound PROXY header: the destination the client connected to, or the inbound header's", async (t) => {
+  const up = await proxyV2Reporter(t);
+  const trusted = { mode: 'optional', trustedSources: ['127.0.0.2/32'] };
+  const v4 = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'v2', proxyProtocol: trusted });
+  t.equal(v4.app.listeners[0]!.rawSockets, true, 'listener accepts handles');
+  const cases: Array<[string, string, Buffer | null, (client: net.Socket) => string]> = [
+    ["no inbound header: our socket's address", '127.0.0.9', null, (c) => `127.0.0.9 ${c.localPort} 127.0.0.1 ${v4.port()}`],
+    [
+      'an inbound header: its addresses',
+      '127.0.0.2',
+      encodeProxyV2({ address: '127.0.0.77', port: 4000 }, { address: '203.0.113.9', port: 8443 }),
+      () => '127.0.0.77 4000 203.0.113.9 8443',
+    ],
+    ["an inbound LOCAL header: our socket's", '127.0.0.2', encodeProxyV2Local(), (c) => `127.0.0.2 ${c.localPort} 127.0.0.1 ${v4.port()}`],
+  ];
+  for (const [name, from, header, expect] of cases) {
+    const c = await connect({ port: v4.port(), localAddress: from });
+    c.write(header === null ? 'ping' : Buffer.concat([header, Buffer.from('ping')]));
+    t.equal(await readLine(c), expect(c), name);
+    t.equal((await readUntil(c, 'ping')).toString(), 'ping', `${name}: bytes after it relayed`);
+    c.destroy();
+  }
+  const v6 = await gate(t, `127.0.0.1:${up}`, { outboundProxyProtocol: 'v2', listen: '[::1]:0' });
+  const c = await connect({ port: v6.port(), host: '::1' });
+  c.write('ping');
+  t.equal(await readLine(c), `0:0:0:0:0:0:0:1 ${c.localPort} 0:0:0:0:0:0:0:1 ${v6.port()}`, 'IPv6 listener, no inbound header');
+  c.destroy();
+});
+
+t.test('bytes a stage keeps across reads stay intact while other connections read (one read buffer for all handles)', async (t) => {
+  // The PROXY stage keeps a partial header until the rest arrives; meanwhile other connections'
+  // reads land in the same read buffer, so what it keeps must be a copy.
+  const up = await proxyV2Reporter(t);
+  const g = await gate(t, `127.0.0.1:${up}`, {
+    outboundProxyProtocol: 'v2',
+    proxyProtocol: { mode: 'required', trustedSources: ['127.0.0.0/8'] },
+  });
+  const header = (i: number): Buffer => encodeProxyV2({ address: `127.0.1.${i}`, port: 5000 + i }, { address: '127.0.0.1', port: 443 });
+  const kept: net.Socket[] = [];
+  for (let i = 1; i <= 10; i++) {
+    const c = await connect({ port: g.port() });
+    // Up to the source address's third byte: the rest (its last byte, the destination, the ports) later.
+    c.write(header(i).subarray(0, 19));
+    kept.push(c);
+  }
+  // Connections that read while the first ten wait: each full header, 4 KiB of payload, echoed.
+  for (let j = 1; j <= 10; j++) {
+    const c = await connect({ port: g.port() });
+    const payload = Buffer.alloc(4096, 0x30 + j);
+    c.write(Buffer.concat([header(100 + j), payload]));
+    t.equal(await readLine(c), `127.0.1.${100 + j} ${5100 + j} 127.0.0.1 443`, `reader ${j}: its header`);
+    t.ok((await readUntil(c, payload)).equals(payload), `reader ${j}: its payload echoed`);
+    c.destroy();
+  }
+  for (let i = 1; i <= 10; i++) {
+    const c = kept[i - 1]!;
+    c.write(Buffer.concat([header(i).subarray(19), Buffer.from(`after-${i}`)]));
+    t.equal(await readLine(c), `127.0.1.${i} ${5000 + i} 127.0.0.1 443`, `kept ${i}: the header read in two parts`);
+    t.equal((await readUntil(c, `after-${i}`)).toString(), `after-${i}`, `kept ${i}: bytes after it`);
+    c.destroy();
+  }
 });

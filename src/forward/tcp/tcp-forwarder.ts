@@ -15,6 +15,7 @@
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { NO_UPSTREAM_HEALTH, type ListenerConfig } from '../../schema/config';
+import { canonicalAddress } from '../../identity/address';
 import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
@@ -254,6 +255,7 @@ export class TcpForwarder implements ConnectionHandler {
   private header(conn: Connection): Buffer | null {
     const mode = this.config.outboundProxyProtocol;
     if (mode === 'none') return null;
+    if (conn.destAddress === '') destination(conn);
     const src = { address: conn.clientAddress, port: conn.clientPort };
     const dst = { address: conn.destAddress, port: conn.destPort };
     return mode === 'v1' ? encodeProxyV1(src, dst) : encodeProxyV2(src, dst);
@@ -434,6 +436,29 @@ function watchIdle(conn: Connection, client: RawSocket, idleMs: number, fwd: Tcp
   };
   timer = setTimeout(check, idleMs);
   client.onClose(() => clearTimeout(timer));
+}
+
+/**
+ * Fill in `conn`'s destination from its client socket's local address: a listener on libuv handles
+ * leaves it to here (Connection.destAddress), where an outbound PROXY header needs it. The client
+ * is open (TcpForwarder.opened checked); were it not, the unspecified address of the client's
+ * family keeps the header encodable.
+ */
+function destination(conn: Connection): void {
+  const s = conn.socket;
+  let address: string | undefined;
+  let port = 0;
+  if (s instanceof RawSocket) {
+    const name = s.localName();
+    address = name?.address;
+    port = name?.port ?? 0;
+  } else {
+    address = s.localAddress;
+    port = s.localPort ?? 0;
+  }
+  conn.destAddress =
+    address === undefined || address === '' ? (conn.clientAddress.includes(':') ? '::' : '0.0.0.0') : canonicalAddress(address);
+  conn.destPort = port;
 }
 
 /** What the client sent after its first hello (held by the watch until the backend's ServerHello). */
