@@ -21,8 +21,10 @@
  *       the kubelet would; off: admin.listen null)
  *       [--variant v1:NAME=VALUE ...]   (proxies v1..v4: this build with NAME=VALUE in its environment,
  *       repeatable per variant: several settings A/B against `ipgate` in the same rounds)
- *       [--mem-breakdown on]   (preload bench/load/mem-probe.js into ipgate, base and the variants and
- *       print where their memory is right after the load: V8 spaces, glibc arenas, file-backed pages)
+ *       [--mem-breakdown on|live]   (preload bench/load/mem-probe.js into ipgate, base and the variants and
+ *       print where their memory is right after the load: V8 spaces, glibc arenas, file-backed pages;
+ *       live: then a full collection in each and the V8 spaces' used bytes again, live against garbage)
+ *       [--mem-snapshots DIR]   (with --mem-breakdown live: each one's heap snapshot, DIR/<proxy>.heapsnapshot)
  *       [--settle 10]   (read every proxy's RSS again after that many idle seconds)
  *       (IPGATE_BENCH_MEMORY_LIMIT_MIB=512 in --env, --base-env or a --variant: that ipgate starts as
  *       under a container memory limit of 512 MiB, as Node sizes its heap from it: underMemoryLimit)
@@ -114,6 +116,10 @@ interface Options {
   baseSeparate: boolean | null;
   /** Preload bench/load/mem-probe.js into ipgate and base and report where their memory is after the load. */
   memBreakdown: boolean;
+  /** --mem-breakdown live: each probed ipgate also reports its V8 spaces after a full collection. */
+  memLive: boolean;
+  /** --mem-snapshots DIR: with --mem-breakdown live, a heap snapshot of each probed ipgate there. */
+  memSnapshots: string | null;
   /** Environment per variant proxy (v1..v4: this build), from --variant vN:NAME=VALUE. */
   variantEnv: Record<string, Record<string, string>>;
   /** Seconds idle after the load before RSS is read a second time (0: not read again). */
@@ -162,6 +168,8 @@ function parseOptions(argv: string[]): Options {
     separate: null,
     baseSeparate: null,
     memBreakdown: false,
+    memLive: false,
+    memSnapshots: null,
     variantEnv: {},
     settle: 0,
   };
@@ -235,6 +243,10 @@ function parseOptions(argv: string[]): Options {
         break;
       case '--mem-breakdown':
         o.memBreakdown = v !== 'off';
+        o.memLive = v === 'live';
+        break;
+      case '--mem-snapshots':
+        o.memSnapshots = v;
         break;
       case '--variant': {
         // v1:NAME=VALUE (repeatable): proxy v1 is this build with NAME=VALUE in its environment.
@@ -1150,7 +1162,15 @@ async function main(): Promise<void> {
         '--config',
         file,
       ];
-      const env = { ...o.env, IPGATE_ADMIN_TOKEN: ADMIN_TOKEN, IPGATE_MEM_PROBE_OUT: path.join(dir, `${name}.mem.json`) };
+      const env = {
+        ...o.env,
+        IPGATE_ADMIN_TOKEN: ADMIN_TOKEN,
+        IPGATE_MEM_PROBE_OUT: path.join(dir, `${name}.mem.json`),
+        ...(o.memLive ? { IPGATE_MEM_PROBE_LIVE: '1' } : {}),
+        ...(o.memLive && o.memSnapshots !== null
+          ? { IPGATE_MEM_PROBE_SNAPSHOT: path.join(path.resolve(o.memSnapshots), `${name}.heapsnapshot`) }
+          : {}),
+      };
       proxies[name] = start(
         name,
         process.execPath,
@@ -1311,17 +1331,19 @@ interface MemBreakdown {
   smaps: { file: number; mainArena: number; threadArenas: number; threadArenaCount: number; stacks: number; otherAnon: number };
   gc: Record<'minor' | 'major' | 'other', { n: number; ms: number }>;
   cpuMs: number;
+  /** --mem-breakdown live: used bytes per V8 space after a full collection. */
+  liveUsed?: Record<string, number>;
 }
 
 /** Ask the preloaded probe for its breakdown (SIGUSR2) and wait for the file it writes. */
 async function memBreakdown(p: Proc, file: string): Promise<MemBreakdown | null> {
   fs.rmSync(file, { force: true });
   p.child.kill('SIGUSR2');
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0; i < 300; i++) {
     if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, 'utf8')) as MemBreakdown;
     await sleep(100);
   }
-  process.stderr.write(`${p.name}: no memory breakdown from the probe within 5 s\n`);
+  process.stderr.write(`${p.name}: no memory breakdown from the probe within 30 s\n`);
   return null;
 }
 
@@ -1355,6 +1377,17 @@ function breakdownRows(breakdowns: Record<string, MemBreakdown>): string[] {
     row('other anonymous less the V8 spaces', (b) => mib(b.smaps.otherAnon - v8Resident(b))),
     row('of which: external / arrayBuffers (live)', (b) => `${mib(b.memoryUsage.external)} / ${mib(b.memoryUsage.arrayBuffers)}`),
     row("V8's own malloc", (b) => mib(b.heap.malloced)),
+    // Per space at the reading, then (--mem-breakdown live) after a full collection: garbage
+    // waiting for the next mark-compact against what the process holds.
+    ...['old_space', 'code_space', 'large_object_space', 'map_space', 'trusted_space'].flatMap((n) =>
+      names.some((x) => breakdowns[x]!.spaces[n] !== undefined)
+        ? [
+            row(`V8 ${n} used${names.some((x) => breakdowns[x]!.liveUsed) ? ' (live after a full GC)' : ''}`, (b) =>
+              b.liveUsed ? `${mib(space(b, n).used)} (${mib(b.liveUsed[n] ?? 0)})` : mib(space(b, n).used),
+            ),
+          ]
+        : [],
+    ),
     // Pauses on the main thread since start (startup included), against the process's CPU time.
     row('GC pauses: scavenges / mark-compacts (count)', (b) => `${b.gc.minor.n} / ${b.gc.major.n}`),
     row('GC pause ms / process CPU ms (share)', (b) => {

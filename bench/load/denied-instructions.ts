@@ -6,6 +6,7 @@
  *   npx tsc -p tsconfig.json && node dist/bench/load/denied-instructions.js
  *     [--main other/dist/src/main.js] [--node /path/to/node] [--requests 4000] [--warmup 30000]
  *     [--connections 50] [--pipeline 1] [--access on|off] [--allowed] [--node-flags "--v8-flag ..."]
+ *     [--env "NAME=VALUE ..."]   (ipgate's environment only: another malloc by LD_PRELOAD, MALLOC_ARENA_MAX)
  *     [--stat]            (no valgrind: user and system microseconds per request from /proc)
  *     [--cpu-prof DIR]    (no valgrind: a V8 CPU profile of ipgate into DIR)
  *   BENCH_KEEP=1 keeps the callgrind output (callgrind_annotate); BENCH_WRAP="cmd" runs ipgate
@@ -52,6 +53,13 @@ const STAT = process.argv.includes('--stat');
 const NODE_FLAGS = arg('--node-flags', '')
   .split(' ')
   .filter((f) => f !== '');
+/** `--env "NAME=VALUE ..."`: environment for ipgate only (e.g. LD_PRELOAD of another malloc, MALLOC_ARENA_MAX). */
+const IPGATE_ENV: Record<string, string> = Object.fromEntries(
+  arg('--env', '')
+    .split(' ')
+    .filter((e) => e.includes('='))
+    .map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+);
 
 function cpuTicks(pid: number): [number, number] {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -148,7 +156,7 @@ async function main(): Promise<void> {
       : ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file];
   const child = spawn(argv[0]!, argv.slice(1), {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789' },
+    env: { ...process.env, ...IPGATE_ENV, IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789' },
   });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
