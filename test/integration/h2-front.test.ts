@@ -1,6 +1,6 @@
 /**
  * HTTP/2 from clients on a TLS listener (docs/http-engines.md "The HTTP/2 engine"), over real
- * sockets with real peers: curl --http2 and nghttp (Debian nghttp2-client) and node:http2 as
+ * sockets with real peers: curl --http2, nghttp and h2load (Debian nghttp2-client) and node:http2 as
  * clients, HTTP/1.1 backends behind. Every stream passes through the same policy as an HTTP/1.1
  * request: routes by :authority, identity, the allowlist per stream, the identity headers upstream.
  */
@@ -224,6 +224,39 @@ t.test('curl --http2 and nghttp: ALPN h2, the backend sees HTTP/1.1 with the ide
   t.match(text, /ipgate_http_request_size_bytes_count\{listener="web"\} 2/, "each stream's request size counted");
   t.match(text, /ipgate_http_response_size_bytes_count\{listener="web"\} 2/, "each stream's response size counted");
 });
+
+t.test(
+  'h2load: 400 streams on 4 connections (10 at a time each) all served, each upstream once with its identity; a denied client gets 403 on every stream',
+  { skip: skip || missing('h2load') },
+  async (t) => {
+    const b = await backend(t);
+    const g = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] });
+    const port = g.port();
+    // h2load sends no SNI for an address; :authority names the route's host (nghttp's -H above).
+    const args = ['-n', '400', '-c', '4', '-m', '10', '-H', `:authority: web.test:${port}`, `https://127.0.0.1:${port}/load`];
+    const r = await run('h2load', args);
+    t.equal(r.code, 0, `h2load ran: ${r.err}`);
+    t.match(r.out, /requests: 400 total, 400 started, 400 done, 400 succeeded, 0 failed, 0 errored, 0 timeout/, 'every stream succeeded');
+    t.match(r.out, /status codes: 400 2xx, 0 3xx, 0 4xx, 0 5xx/, 'every stream 200');
+    t.match(r.out, /Application protocol: h2/, 'over HTTP/2');
+    const load = b.seen.filter((x) => x.url === '/load');
+    t.equal(load.length, 400, 'the backend served each stream once');
+    t.ok(
+      load.every((x) => x.headers['x-real-ip'] === '127.0.0.1' && x.headers.host === `web.test:${port}`),
+      'each with X-Real-IP and Host from :authority',
+    );
+    await waitFor(() => g.logs.lines.filter((l) => l.msg === 'access' && l.path === '/load').length === 400, 5000, '400 access lines');
+
+    // The same client against a list without it: refused per stream, nothing upstream.
+    const d = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] }, { main: ['127.0.0.9/32'] });
+    const dport = d.port();
+    const before = b.seen.length;
+    const r2 = await run('h2load', ['-n', '100', '-c', '2', '-m', '10', '-H', `:authority: web.test:${dport}`, `https://127.0.0.1:${dport}/load`]);
+    t.equal(r2.code, 0, `h2load ran: ${r2.err}`);
+    t.match(r2.out, /status codes: 0 2xx, 0 3xx, 100 4xx, 0 5xx/, 'every stream refused (403)');
+    t.equal(b.seen.length, before, 'nothing reached the backend');
+  },
+);
 
 t.test('HTTP/1.1 on the same TLS listener is unchanged; http2.enabled false offers http/1.1 only', { skip }, async (t) => {
   const b = await backend(t);
