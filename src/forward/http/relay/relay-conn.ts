@@ -567,8 +567,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.quick = false;
     const d = this.d!;
     this.d = null;
-    this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    const head = this.quickHead!;
+    this.host.events.finished(this.hc, d, this.quickStart, head, this.quickBytes);
     this.quickHead = null;
+    // Decided, answered and recorded: no one holds the head's header list (the policy and the
+    // recorder copy what they keep), so it serves the next request's.
+    this.parser.recycle(head.rawHeaders);
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -836,6 +840,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.ex = null;
     this.forget(ex);
     this.record(ex);
+    // As in quickDone: the upstream head was built from it (upHead), the exchange keeps strings.
+    if (this.head !== null) this.parser.recycle(this.head.rawHeaders);
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
