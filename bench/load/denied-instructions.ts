@@ -9,6 +9,9 @@
  *     [--env "NAME=VALUE ..."]   (ipgate's environment only: another malloc by LD_PRELOAD, MALLOC_ARENA_MAX)
  *     [--stat]            (no valgrind: user and system microseconds per request from /proc)
  *     [--cpu-prof DIR]    (no valgrind: a V8 CPU profile of ipgate into DIR)
+ *     [--alloc]           (no valgrind: JS heap bytes allocated per request, exact: alloc-probe.ts)
+ *     [--alloc-sample N]  (with --alloc: also a sampling heap profile every N bytes, per function)
+ *     [--gc-share]        (valgrind: also the collector's share of the instructions, see gcShare())
  *   BENCH_KEEP=1 keeps the callgrind output (callgrind_annotate); BENCH_WRAP="cmd" runs ipgate
  *   under cmd in --stat mode.
  *
@@ -50,6 +53,15 @@ const CPU_PROF = arg('--cpu-prof', '');
 /** `--stat`: no valgrind; user and system CPU microseconds per request from /proc (noisy, but splits the two). */
 const STAT = process.argv.includes('--stat');
 /** `--node-flags "--flag ..."`: V8/Node flags for ipgate (an A/B of a flag on one build). */
+/**
+ * `--alloc`: no valgrind; ipgate runs with alloc-probe.ts preloaded, which opens its window after
+ * the warm-up and closes it after the measured requests: JS heap bytes allocated per request
+ * (exact, see alloc-probe.ts) and the collector's main-thread pauses per 10,000 requests.
+ */
+const ALLOC = process.argv.includes('--alloc');
+const ALLOC_SAMPLE = Number(arg('--alloc-sample', '0'));
+/** `--gc-share`: callgrind per thread; GC instructions / all instructions (see gcShare()). */
+const GC_SHARE = process.argv.includes('--gc-share');
 const NODE_FLAGS = arg('--node-flags', '')
   .split(' ')
   .filter((f) => f !== '');
@@ -132,6 +144,48 @@ async function load(port: number, total: number, expect: number): Promise<void> 
   await Promise.all(Array.from({ length: CONNECTIONS }, () => drive(port, per, expect)));
 }
 
+/** Resolves once `file` exists (the probe writes it when its window is open or closed). */
+async function fileAppears(file: string, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (!fs.existsSync(file)) {
+    if (Date.now() > until) throw new Error(`${file} did not appear in ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * The collector's instructions out of callgrind's per-thread files (--separate-threads=yes), each
+ * summed from callgrind_annotate's inclusive costs of entry points that do not nest in one another:
+ * on the main thread (file -01) `Heap::CollectGarbage` (every pause: scavenges, mark-compacts,
+ * the finalisation of incremental marking) and `IncrementalMarking::Step` (marking between
+ * pauses); on V8's worker threads the collector's jobs (parallel scavenge, concurrent marking,
+ * sweeping, ArrayBuffer sweeping, clearing, evacuation, unmapping). The workers' other work
+ * (TurboFan and wasm compilation) is not the collector's. Returns [collector, total].
+ */
+const MAIN_GC = /\bv8::internal::(Heap::CollectGarbage|IncrementalMarking::Step)\(/;
+const WORKER_GC =
+  /\bv8::internal::(ScavengerCollector::JobTask::Run|ConcurrentMarking::JobTask\w*::Run|Sweeper::\w*Job\w*::Run|\(anonymous namespace\)::\w*(Clearing|Evacuation|Updating)\w*Job\w*::Run|MemoryAllocator::Unmapper::UnmapFreeMemoryJob::Run|MinorMarkSweep\w*::\w*Job\w*::Run)\(|ArrayBufferSweeper::RequestSweep|cppgc::internal::\(anonymous namespace\)::ConcurrentSweepTask::Run\(/;
+
+function gcShare(out: string): [number, number] {
+  const dir = path.dirname(out);
+  const base = path.basename(out);
+  let gc = 0;
+  let total = 0;
+  for (const f of fs.readdirSync(dir).filter((n) => n.startsWith(`${base}-`))) {
+    const file = path.join(dir, f);
+    const raw = fs.readFileSync(file, 'utf8');
+    const m = /^totals:\s+(\d+)/m.exec(raw) ?? /^summary:\s+(\d+)/m.exec(raw);
+    total += m ? Number(m[1]) : 0;
+    const roots = f.endsWith('-01') ? MAIN_GC : WORKER_GC;
+    const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 256 << 20 }).toString();
+    for (const line of text.split('\n')) {
+      const hit = /^\s*([\d,]+)\s/.exec(line);
+      if (hit && roots.test(line)) gc += Number(hit[1]!.replace(/,/g, ''));
+    }
+  }
+  return [gc, total];
+}
+
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-instr-'));
   const [listen, admin] = [await freePort(), await freePort()];
@@ -149,14 +203,34 @@ async function main(): Promise<void> {
   fs.writeFileSync(file, JSON.stringify(config));
   const out = path.join(dir, 'callgrind.out');
   const wrap = process.env.BENCH_WRAP ? process.env.BENCH_WRAP.split(' ') : [];
+  const probeOut = path.join(dir, 'alloc.json');
   const argv = STAT
     ? [...wrap, NODE, ...NODE_FLAGS, MAIN, '--config', file]
-    : CPU_PROF !== ''
-      ? [NODE, ...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, MAIN, '--config', file]
-      : ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, NODE, ...NODE_FLAGS, MAIN, '--config', file];
+    : ALLOC
+      ? [NODE, ...NODE_FLAGS, '--expose-gc', '-r', path.join(ROOT, 'dist/bench/load/alloc-probe.js'), MAIN, '--config', file]
+      : CPU_PROF !== ''
+        ? [NODE, ...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, MAIN, '--config', file]
+        : [
+            'valgrind',
+            '--tool=callgrind',
+            '--instr-atstart=no',
+            ...(GC_SHARE ? ['--separate-threads=yes'] : []),
+            `--callgrind-out-file=${out}`,
+            NODE,
+            ...NODE_FLAGS,
+            MAIN,
+            '--config',
+            file,
+          ];
   const child = spawn(argv[0]!, argv.slice(1), {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, ...IPGATE_ENV, IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789' },
+    env: {
+      ...process.env,
+      ...IPGATE_ENV,
+      IPGATE_ADMIN_TOKEN: 'bench-admin-token-0123456789',
+      IPGATE_ALLOC_PROBE_OUT: probeOut,
+      IPGATE_ALLOC_PROBE_SAMPLE: String(ALLOC_SAMPLE),
+    },
   });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
@@ -179,6 +253,37 @@ async function main(): Promise<void> {
       child.kill('SIGTERM');
       return;
     }
+    if (ALLOC) {
+      child.kill('SIGUSR2');
+      await fileAppears(`${probeOut}.open`, 60_000);
+      await load(listen, REQUESTS, expect);
+      child.kill('SIGUSR2');
+      await fileAppears(probeOut, 120_000);
+      const r = JSON.parse(fs.readFileSync(probeOut, 'utf8')) as {
+        allocated: number;
+        gcs: Record<string, { n: number; us: number }>;
+        sampled: Array<[string, number]> | null;
+      };
+      const sent = Math.floor(REQUESTS / CONNECTIONS) * CONNECTIONS;
+      const pauses = Object.entries(r.gcs)
+        .map(([k, g]) => `${k} ${((g.n * 10_000) / sent).toFixed(1)} x ${(g.n > 0 ? g.us / g.n / 1000 : 0).toFixed(2)} ms`)
+        .join(', ');
+      process.stdout.write(
+        `${path.relative(ROOT, MAIN) || MAIN} node ${execFileSync(NODE, ['--version']).toString().trim()} ` +
+          `${NODE_FLAGS.join(' ')} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE} access ${ACCESS ? 'on' : 'off'}: ${sent} requests, ` +
+          `${(r.allocated / sent).toFixed(0)} bytes/request allocated; collections per 10k requests: ${pauses}\n`,
+      );
+      if (r.sampled !== null) {
+        const sum = r.sampled.reduce((a, [, b]) => a + b, 0);
+        for (const [where, bytes] of r.sampled.slice(0, 40)) {
+          process.stdout.write(`  ${((bytes / sum) * (r.allocated / sent)).toFixed(0).padStart(6)} B/req  ${where}\n`);
+        }
+      }
+      const gone = new Promise((res) => child.once('exit', res));
+      child.kill('SIGTERM');
+      await gone;
+      return;
+    }
     if (CPU_PROF !== '') {
       await load(listen, REQUESTS, expect);
       const gone = new Promise((r) => child.once('exit', r));
@@ -195,14 +300,22 @@ async function main(): Promise<void> {
     const gone = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');
     await gone;
-    const text = fs.readFileSync(out, 'utf8');
-    const m = /^totals:\s+(\d+)/m.exec(text) ?? /^summary:\s+(\d+)/m.exec(text);
-    if (!m) throw new Error(`no totals in ${out}`);
-    const ir = Number(m[1]);
+    let ir: number;
+    let share = '';
+    if (GC_SHARE) {
+      const [gc, total] = gcShare(out);
+      ir = total;
+      share = `, collector ${((gc / total) * 100).toFixed(1)} % (${(gc / sent).toFixed(0)}/request)`;
+    } else {
+      const text = fs.readFileSync(out, 'utf8');
+      const m = /^totals:\s+(\d+)/m.exec(text) ?? /^summary:\s+(\d+)/m.exec(text);
+      if (!m) throw new Error(`no totals in ${out}`);
+      ir = Number(m[1]);
+    }
     process.stdout.write(
       `${path.relative(ROOT, MAIN) || MAIN} node ${execFileSync(NODE, ['--version']).toString().trim()} ` +
         `${NODE_FLAGS.join(' ')} ${ALLOWED ? 'allowed' : 'denied'} pipeline ${PIPELINE} access ${ACCESS ? 'on' : 'off'}: ${sent} requests, ` +
-        `${(ir / sent).toFixed(0)} instructions/request (${ms} ms instrumented)\n`,
+        `${(ir / sent).toFixed(0)} instructions/request${share} (${ms} ms instrumented)\n`,
     );
   } catch (e) {
     child.kill('SIGKILL');

@@ -746,3 +746,44 @@ t.test('a sink that throws: the exception comes out of execute, the parser is de
   inner.free();
   outer.free();
 });
+
+t.test('recycle: the next message reuses a header list given back, emptied; any other list is refused', async (t) => {
+  const heads: RequestHead[] = [];
+  let parser: HttpParser<'request'> | null = null;
+  const sink: ParserSink<RequestHead> = {
+    onHead(head) {
+      heads.push({ ...head, rawHeaders: [...head.rawHeaders] });
+      // A relay done with the head gives its list back at once (quickDone, finishExchange).
+      if (heads.length === 1) parser!.recycle(head.rawHeaders);
+      lists.push(head.rawHeaders);
+    },
+    onBody() {},
+    onMessageComplete() {},
+  };
+  const lists: string[][] = [];
+  parser = new HttpParser('request', sink);
+  const p = parser;
+  feed(p, [
+    b('GET /1 HTTP/1.1\r\nHost: a\r\nX-One: 1\r\nX-Two: 2\r\n\r\nGET /2 HTTP/1.1\r\nHost: b\r\n\r\nGET /3 HTTP/1.1\r\nHost: c\r\n\r\n'),
+  ]);
+  t.equal(heads.length, 3);
+  t.strictSame(
+    heads.map((h) => [h.url, h.rawHeaders]),
+    [
+      ['/1', ['Host', 'a', 'X-One', '1', 'X-Two', '2']],
+      ['/2', ['Host', 'b']],
+      ['/3', ['Host', 'c']],
+    ],
+    'every head has its own headers, none of the recycled list left over',
+  );
+  t.equal(lists[1], lists[0], 'the second message filled the list the first gave back');
+  t.strictSame(lists[1], ['Host', 'b'], 'emptied before it was filled again');
+  t.not(lists[2], lists[1], 'a list not given back is not reused: the third message has a new one');
+  // A list that is not the parser's current one is refused (it may be another parser's, or old).
+  const foreign: string[] = ['X', 'y'];
+  p.recycle(foreign);
+  feed(p, [b('GET /4 HTTP/1.1\r\nHost: d\r\n\r\n')]);
+  t.not(lists[3], foreign, 'a foreign list is never taken');
+  t.strictSame(foreign, ['X', 'y'], 'and never emptied');
+  p.free();
+});

@@ -35,6 +35,7 @@
  * - a reused socket the backend closed as the request reached it (nothing came back): an
  *   idempotent request without a body is sent once more on a new connection.
  */
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { ByteSocket } from '../../../transport/byte-socket';
 import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
 import type { Upstream, UpstreamGroup } from '../../../upstream/upstream-group';
@@ -45,7 +46,7 @@ import type { EngineEvents } from '../http-events';
 import type { RequestDecision, RequestFacts } from '../http-policy';
 import { bodyOverLimit } from '../request-decision';
 import { requestTarget } from '../request-target';
-import { HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
+import { type ExecuteResult, HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
 import type { PoolWaiter, SocketPool, UpstreamConn, UpstreamOwner } from './socket-pool';
 
@@ -67,6 +68,8 @@ export interface RelayHost {
 }
 
 const NO_TARGETS: readonly Upstream[] = Object.freeze([]);
+const OK: ExecuteResult = Object.freeze({ kind: 'ok' });
+const EMPTY = Buffer.alloc(0);
 
 /** How long an ended connection reads and drops what the client still sends before it is closed. */
 export const LINGER_MS = 5000;
@@ -77,8 +80,6 @@ function destroySocket(socket: ByteSocket): void {
 
 /** RFC 9110 9.2.2: a request the backend may receive twice without harm. */
 export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
-
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']);
 
 export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWaiter, Waiter {
   private readonly parser: HttpParser<'request'>;
@@ -98,7 +99,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private requestDone = false;
   private responseStarted = false;
   /** The upstream request head (resent to the next target after a refused connect). */
-  private upHead = '';
+  private upHead: Buffer = EMPTY;
   private attempt = 0;
   /** Body bytes of the current request relayed so far (checked against its maxBodyBytes). */
   private bodySeen = 0;
@@ -142,6 +143,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   };
   private readonly onCloseFn = (): void => this.closed();
   private readonly nextFn = (): void => this.next();
+  /** The upstream timeout's callback, bound once per connection (not a closure per request). */
+  private readonly onTimeoutFn = (): void => this.onTimeout();
   /**
    * The current request is a quick denial (quickDeny; its decision has no Exchange): answered,
    * `quickStart` is its Date.now(). `quickNext`: one is done and the connection goes on, so feed()
@@ -158,9 +161,16 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    * this read ends (refuse): whether the connection can stay depends on which comes first.
    */
   private held: Canned | null = null;
-  /** Output collected during one read, written once. */
+  /**
+   * Output collected during one read, written once. Each list is emptied after its write and used
+   * again (`outSpare`: null while a write is under way, so a write that comes back here takes a new
+   * list): a new array per flush, and its backing store grown on the first push, was ~180 bytes per
+   * request (bench/README.md "Allocation per request (issue 31)").
+   */
   private out: (string | Buffer)[] = [];
+  private outSpare: (string | Buffer)[] | null = [];
   private upOut: (string | Buffer)[] = [];
+  private upOutSpare: (string | Buffer)[] | null = [];
 
   constructor(
     private readonly host: RelayHost,
@@ -281,7 +291,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.quickNext = false;
       this.parser.resume();
       if (r.consumed >= d.length) {
-        r = { kind: 'ok' };
+        r = OK;
         break;
       }
       d = d.subarray(r.consumed);
@@ -380,21 +390,9 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.group = group;
     this.bodySeen = 0;
     const path = d.path ?? target.path;
-    const headers = d.headers!;
-    let text: string;
-    if (upgrade) {
-      this.upgrading = true;
-      text = `${head.method} ${path} HTTP/1.1\r\nconnection: upgrade\r\nupgrade: ${d.upgrade ?? ''}\r\n`;
-    } else {
-      // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
-      text = `${head.method} ${path} HTTP/1.1\r\nconnection: keep-alive\r\n`;
-    }
-    for (const name in headers) {
-      const v = headers[name];
-      if (v === undefined) continue;
-      text += `${name}: ${Array.isArray(v) ? v.join(', ') : String(v)}\r\n`;
-    }
-    this.upHead = `${text}\r\n`;
+    // The upstream connection is the pool's: keep-alive whatever the client asked for its own.
+    if (upgrade) this.upgrading = true;
+    this.upHead = upstreamHead(head.method, path, upgrade ? (d.upgrade ?? '') : null, d.headers!);
     // Expect: 100-continue is answered here, for an admitted request only (scanRequestHeaders
     // drops the header upstream): the client sends its body now.
     if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.out.push('HTTP/1.1 100 Continue\r\n\r\n');
@@ -414,7 +412,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.timer = setTimeout(afterDelay, d.delayMs, this);
       return;
     }
-    this.timer = setTimeout(() => this.onTimeout(), d.upstreamTimeoutMs);
+    this.timer = setTimeout(this.onTimeoutFn, d.upstreamTimeoutMs);
     this.dispatch();
   }
 
@@ -423,7 +421,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.timer = null;
     this.delayed = false;
     if (this.socket.destroyed || this.ex === null) return;
-    this.timer = setTimeout(() => this.onTimeout(), this.d!.upstreamTimeoutMs);
+    this.timer = setTimeout(this.onTimeoutFn, this.d!.upstreamTimeoutMs);
     this.dispatch();
     this.flushUp(); // the head (and any body read meanwhile), as poolGranted sends them
     if (!this.socket.destroyed && this.backlog === null) this.socket.resume();
@@ -569,8 +567,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.quick = false;
     const d = this.d!;
     this.d = null;
-    this.host.events.finished(this.hc, d, this.quickStart, this.quickHead, this.quickBytes);
+    const head = this.quickHead!;
+    this.host.events.finished(this.hc, d, this.quickStart, head, this.quickBytes);
     this.quickHead = null;
+    // Decided, answered and recorded: no one holds the head's header list (the policy and the
+    // recorder copy what they keep), so it serves the next request's.
+    this.parser.recycle(head.rawHeaders);
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -624,7 +626,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const ex = this.ex!;
     ex.reason = 'body_too_large';
     this.host.events.clientError(this.hc, 'body_too_large');
-    this.upOut.length = 0;
+    clearParts(this.upOut);
     this.abandonUpstream();
     if (this.responseStarted) {
       this.socket.destroy();
@@ -638,13 +640,16 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private flushUp(): void {
     const up = this.up;
     if (up === null) {
-      if (this.queued === null && !this.delayed) this.upOut.length = 0; // kept while the request waits for a socket or its delay
+      if (this.queued === null && !this.delayed) clearParts(this.upOut); // kept while the request waits for a socket or its delay
       return;
     }
-    if (this.upOut.length === 0) return;
     const parts = this.upOut;
-    this.upOut = [];
+    if (parts.length === 0) return;
+    this.upOut = this.upOutSpare ?? [];
+    this.upOutSpare = null;
     const ok = writeParts(up.socket, parts);
+    clearParts(parts);
+    this.upOutSpare = parts;
     if (!ok) this.socket.pause();
   }
 
@@ -684,16 +689,17 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const bodyless = this.head!.method === 'HEAD' || head.statusCode === 204 || head.statusCode === 304;
     this.resChunked = head.chunked && !http10 && !bodyless;
     if ((head.chunked && http10) || head.untilEof) this.closeAfter = true;
-    let text = `HTTP/1.1 ${head.statusCode} ${head.reason}\r\n${responseHeaderLines(head.rawHeaders, http10)}`;
     if (this.hc.revoked || this.hc.closing) this.closeAfter = true; // a list change or a drain since the request: last one
-    if (this.closeAfter) text += 'connection: close\r\n';
-    else if (http10) text += 'connection: keep-alive\r\n';
-    this.out.push(`${text}\r\n`);
+    this.out.push(responseHeadBytes(head, http10, this.closeAfter ? CONN_CLOSE : http10 ? CONN_KEEP_ALIVE : ''));
   }
 
   responseBody(chunk: Buffer): void {
-    if (this.resChunked) this.out.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
-    else this.out.push(Buffer.from(chunk));
+    // Not copied: the upstream socket's reads are fresh Buffers (never a reused read buffer), and
+    // the socket pool flushes this output at the end of the read that brought it (pausing the
+    // upstream while the client's socket is full), where a write of several parts copies them
+    // into one Buffer anyway.
+    if (this.resChunked) this.out.push(`${chunk.length.toString(16)}\r\n`, chunk, '\r\n');
+    else this.out.push(chunk);
   }
 
   responseDone(up: UpstreamConn, keepAlive: boolean): void {
@@ -743,10 +749,13 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 
   /** Write what this read produced for the client, in one write. */
   flush(): void {
-    if (this.out.length === 0) return;
     const parts = this.out;
-    this.out = [];
+    if (parts.length === 0) return;
+    this.out = this.outSpare ?? [];
+    this.outSpare = null;
     const ok = writeParts(this.socket, parts);
+    clearParts(parts);
+    this.outSpare = parts;
     if (!ok) this.up?.socket.pause();
   }
 
@@ -831,6 +840,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.ex = null;
     this.forget(ex);
     this.record(ex);
+    // As in quickDone: the upstream head was built from it (upHead), the exchange keeps strings.
+    if (this.head !== null) this.parser.recycle(this.head.rawHeaders);
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
@@ -918,6 +929,57 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
 }
 
 /**
+ * The upstream request head, written straight into one Buffer: `METHOD path HTTP/1.1`, the
+ * Connection line (keep-alive; for an upgrade, `upgrade` and the Upgrade line), each header, the
+ * blank line. Built as a string it was a cons string per piece (a template and a `+=` per header)
+ * and a flat copy when written: ~1 KB per request on the heap (bench/README.md "Allocation per
+ * request (issue 31)"); here the bytes go to the Buffer pool and the heap holds one wrapper.
+ * Latin1, as the parser gave the bytes (see writeParts).
+ */
+export function upstreamHead(method: string, path: string, upgrade: string | null, headers: OutgoingHttpHeaders): Buffer {
+  let n = method.length + 1 + path.length + HTTP11_CRLF.length + 2;
+  n += upgrade === null ? CONN_KEEP_ALIVE.length : CONN_UPGRADE.length + upgrade.length + 2;
+  for (const name in headers) {
+    const v = headers[name];
+    if (v !== undefined) n += name.length + 4 + headerText(v).length;
+  }
+  const b = Buffer.allocUnsafe(n);
+  let at = b.write(method, 0, 'latin1');
+  b[at++] = 0x20;
+  at += b.write(path, at, 'latin1');
+  at += b.write(HTTP11_CRLF, at, 'latin1');
+  if (upgrade === null) at += b.write(CONN_KEEP_ALIVE, at, 'latin1');
+  else {
+    at += b.write(CONN_UPGRADE, at, 'latin1');
+    at += b.write(upgrade, at, 'latin1');
+    b[at++] = 0x0d;
+    b[at++] = 0x0a;
+  }
+  for (const name in headers) {
+    const v = headers[name];
+    if (v === undefined) continue;
+    at += b.write(name, at, 'latin1');
+    b[at++] = 0x3a;
+    b[at++] = 0x20;
+    at += b.write(headerText(v), at, 'latin1');
+    b[at++] = 0x0d;
+    b[at++] = 0x0a;
+  }
+  b[at++] = 0x0d;
+  b[at++] = 0x0a;
+  return at === n ? b : b.subarray(0, at);
+}
+
+const HTTP11_CRLF = ' HTTP/1.1\r\n';
+const CONN_KEEP_ALIVE = 'connection: keep-alive\r\n';
+const CONN_UPGRADE = 'connection: upgrade\r\nupgrade: ';
+
+/** A header's value as sent (a list joined with ", "); the policy sets strings, a route's extra headers may differ. */
+function headerText(v: number | string | readonly string[]): string {
+  return typeof v === 'string' ? v : Array.isArray(v) ? v.join(', ') : String(v);
+}
+
+/**
  * A response's header lines as relayed to the client: hop-by-hop headers dropped, and those its
  * Connection header names (RFC 9110 7.6.1), except the framing; duplicates and case kept. An
  * HTTP/1.0 client gets no Transfer-Encoding (its body is sent decoded, then the close).
@@ -927,20 +989,102 @@ export function responseHeaderLines(raw: readonly string[], http10: boolean): st
   const named = connectionTokens(raw);
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
-    const lower = name.toLowerCase();
-    if (HOP.has(lower) || (lower === 'transfer-encoding' && http10)) continue;
-    if (named?.has(lower) && lower !== 'content-length' && lower !== 'transfer-encoding') continue;
-    text += `${name}: ${raw[i + 1]!}\r\n`;
+    if (relayedResponseHeader(name, http10, named)) text += `${name}: ${raw[i + 1]!}\r\n`;
   }
   return text;
+}
+
+/**
+ * The response head as relayed (status line, responseHeaderLines, `conn`: a Connection line or
+ * '', the blank line) written straight into one Buffer: as a string it was a cons string per
+ * piece and a flat copy at the write (bench/README.md "Allocation per request (issue 31)").
+ */
+function responseHeadBytes(head: ResponseHead, http10: boolean, conn: string): Buffer {
+  const raw = head.rawHeaders;
+  const named = connectionTokens(raw);
+  const status = String(head.statusCode); // small integers: V8's number-string cache, no new string
+  let n = HTTP11_SP.length + status.length + 1 + head.reason.length + 2 + conn.length + 2;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (relayedResponseHeader(raw[i]!, http10, named)) n += raw[i]!.length + raw[i + 1]!.length + 4;
+  }
+  const b = Buffer.allocUnsafe(n);
+  let at = b.write(HTTP11_SP, 0, 'latin1');
+  at += b.write(status, at, 'latin1');
+  b[at++] = 0x20;
+  at += b.write(head.reason, at, 'latin1');
+  b[at++] = 0x0d;
+  b[at++] = 0x0a;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (!relayedResponseHeader(name, http10, named)) continue;
+    at += b.write(name, at, 'latin1');
+    b[at++] = 0x3a;
+    b[at++] = 0x20;
+    at += b.write(raw[i + 1]!, at, 'latin1');
+    b[at++] = 0x0d;
+    b[at++] = 0x0a;
+  }
+  at += b.write(conn, at, 'latin1');
+  b[at++] = 0x0d;
+  b[at++] = 0x0a;
+  return at === n ? b : b.subarray(0, at);
+}
+
+const HTTP11_SP = 'HTTP/1.1 ';
+const CONN_CLOSE = 'connection: close\r\n';
+
+/**
+ * Whether a response header is relayed: not hop-by-hop (RFC 9110 7.6.1), nor one its Connection
+ * header names (`named`) except the framing; an HTTP/1.0 client gets no Transfer-Encoding. The
+ * names are compared by length first and without a lower-case copy (one per header per response
+ * before: bench/README.md "Allocation per request (issue 31)").
+ */
+function relayedResponseHeader(name: string, http10: boolean, named: Set<string> | null): boolean {
+  switch (name.length) {
+    case 2:
+      if (isName(name, 'te')) return false;
+      break;
+    case 7:
+      if (isName(name, 'trailer') || isName(name, 'upgrade')) return false;
+      break;
+    case 10:
+      if (isName(name, 'connection') || isName(name, 'keep-alive')) return false;
+      break;
+    case 14:
+      if (isName(name, 'content-length')) return true;
+      break;
+    case 16:
+      if (isName(name, 'proxy-connection')) return false;
+      break;
+    case 17:
+      if (isName(name, 'transfer-encoding')) return !http10;
+      break;
+  }
+  return named === null || !named.has(name.toLowerCase());
+}
+
+/** `s` is `lower` (lower-case ASCII) but for ASCII case: no lower-case copy of `s` is made. */
+function isName(s: string, lower: string): boolean {
+  const n = lower.length;
+  if (s.length !== n) return false;
+  if (s === lower) return true;
+  for (let i = 0; i < n; i++) {
+    let c = s.charCodeAt(i);
+    if (c >= 0x41 && c <= 0x5a) c |= 0x20;
+    if (c !== lower.charCodeAt(i)) return false;
+  }
+  return true;
 }
 
 /** Header names listed in Connection (RFC 9110 7.6.1: hop-by-hop too), lower-case; null without any. */
 export function connectionTokens(raw: readonly string[]): Set<string> | null {
   let out: Set<string> | null = null;
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (raw[i]!.toLowerCase() !== 'connection') continue;
-    for (const part of raw[i + 1]!.split(',')) {
+    if (!isName(raw[i]!, 'connection')) continue;
+    const v = raw[i + 1]!;
+    // The usual values name no header: no split (an array and a string per token) for them.
+    if (isName(v, 'keep-alive') || isName(v, 'close')) continue;
+    for (const part of v.split(',')) {
       const token = part.trim().toLowerCase();
       if (token !== '' && token !== 'close' && token !== 'keep-alive') (out ??= new Set()).add(token);
     }
@@ -986,8 +1130,29 @@ function writeParts(socket: ByteSocket, parts: (string | Buffer)[]): boolean {
   return typeof p === 'string' ? socket.writeLatin1(p) : socket.write(p);
 }
 
+/**
+ * The parts in one Buffer: strings written as latin1 straight into it (a string's length is its
+ * latin1 byte count). No mapped array and no Buffer per string, as Buffer.concat(parts.map(...))
+ * had: one Buffer (one wrapper on the heap) per write.
+ */
 function joinParts(parts: (string | Buffer)[]): Buffer {
-  return Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'latin1') : p)));
+  let total = 0;
+  for (let i = 0; i < parts.length; i++) total += parts[i]!.length;
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i]!;
+    at += typeof p === 'string' ? out.write(p, at, 'latin1') : p.copy(out, at);
+  }
+  return out;
+}
+
+/**
+ * Empties a list of parts and keeps its backing store: `length = 0` gives V8's store back (the next
+ * push allocates a new one), pop() does not.
+ */
+function clearParts(parts: (string | Buffer)[]): void {
+  while (parts.length > 0) parts.pop();
 }
 
 /** RequestDecision.delayMs ran out (a timer argument: no closure per delayed request). */

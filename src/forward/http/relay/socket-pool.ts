@@ -422,6 +422,9 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
 
   onHead(head: ResponseHead): void {
     this.owner?.responseHead(head);
+    // The owners use a head within responseHead (the relay writes it out, HTTP/2 converts it):
+    // its header list serves the next response.
+    this.parser.recycle(head.rawHeaders);
   }
 
   onBody(chunk: Buffer): void {

@@ -5,7 +5,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import t from 'tap';
 import { ReceivedHeaders, scanRequestHeaders } from '../../../../src/forward/http/request-headers';
-import { responseHeaderLines } from '../../../../src/forward/http/relay/relay-conn';
+import { responseHeaderLines, upstreamHead } from '../../../../src/forward/http/relay/relay-conn';
 
 function scan(raw: string[], trusted: boolean): { out: OutgoingHttpHeaders; got: ReceivedHeaders } {
   const out: OutgoingHttpHeaders = {};
@@ -175,4 +175,63 @@ t.test('response: hop-by-hop dropped, duplicates and case kept, Connection-named
     'Content-Length: 4\r\n',
     'framing never dropped',
   );
+});
+
+t.test('response headers: names compared whatever their case, Connection values without a list skipped cheaply', async (t) => {
+  t.equal(
+    responseHeaderLines(
+      [
+        'CONNECTION',
+        'Keep-Alive',
+        'KEEP-ALIVE',
+        'timeout=5',
+        'Te',
+        'x',
+        'TRAILER',
+        'X-T',
+        'Upgrade',
+        'h2c',
+        'Proxy-Connection',
+        'close',
+        'Date',
+        'd',
+      ],
+      false,
+    ),
+    'Date: d\r\n',
+    'hop-by-hop names in any case are dropped',
+  );
+  t.equal(responseHeaderLines(['Connection', 'CLOSE', 'X-A', '1'], false), 'X-A: 1\r\n', 'Connection: CLOSE names no header');
+  t.equal(
+    responseHeaderLines(
+      ['Connection', 'keep-alive, X-A', 'X-A', '1', 'x-b', '2', 'Content-Length', '2', 'Transfer-Encoding', 'chunked'],
+      false,
+    ),
+    'x-b: 2\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n',
+    'a list names its headers (the framing stays)',
+  );
+  t.equal(
+    responseHeaderLines(['Connection', 'Content-Length, Transfer-Encoding', 'Content-Length', '2', 'TRANSFER-ENCODING', 'chunked'], true),
+    'Content-Length: 2\r\n',
+    'the framing named in Connection is kept; an HTTP/1.0 client gets no Transfer-Encoding',
+  );
+});
+
+t.test('upstreamHead: the bytes the string form had, for a request, an upgrade and list values', async (t) => {
+  const headers: OutgoingHttpHeaders = {
+    host: 'a.test',
+    'x-real-ip': '127.0.0.1',
+    'x-list': ['1', '2'],
+    'x-num': 5,
+    'x-skip': undefined,
+    'x-latin1': 'caf\xe9',
+  };
+  const want = (first: string): string =>
+    `${first}host: a.test\r\nx-real-ip: 127.0.0.1\r\nx-list: 1, 2\r\nx-num: 5\r\nx-latin1: caf\xe9\r\n\r\n`;
+  t.equal(upstreamHead('GET', '/p?q=1', null, headers).toString('latin1'), want('GET /p?q=1 HTTP/1.1\r\nconnection: keep-alive\r\n'));
+  t.equal(
+    upstreamHead('GET', '/ws', 'websocket', headers).toString('latin1'),
+    want('GET /ws HTTP/1.1\r\nconnection: upgrade\r\nupgrade: websocket\r\n'),
+  );
+  t.equal(upstreamHead('OPTIONS', '*', null, {}).toString('latin1'), 'OPTIONS * HTTP/1.1\r\nconnection: keep-alive\r\n\r\n');
 });
