@@ -251,7 +251,17 @@ t.test(
     const d = await gate(t, { upstreams: [`127.0.0.1:${b.port}`] }, { main: ['127.0.0.9/32'] });
     const dport = d.port();
     const before = b.seen.length;
-    const r2 = await run('h2load', ['-n', '100', '-c', '2', '-m', '10', '-H', `:authority: web.test:${dport}`, `https://127.0.0.1:${dport}/load`]);
+    const r2 = await run('h2load', [
+      '-n',
+      '100',
+      '-c',
+      '2',
+      '-m',
+      '10',
+      '-H',
+      `:authority: web.test:${dport}`,
+      `https://127.0.0.1:${dport}/load`,
+    ]);
     t.equal(r2.code, 0, `h2load ran: ${r2.err}`);
     t.match(r2.out, /status codes: 0 2xx, 0 3xx, 100 4xx, 0 5xx/, 'every stream refused (403)');
     t.equal(b.seen.length, before, 'nothing reached the backend');
