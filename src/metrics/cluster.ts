@@ -26,6 +26,7 @@
  */
 import cluster from 'node:cluster';
 import { AggregatorRegistry, type Registry } from 'prom-client';
+import { exposition } from './exposition';
 import type { Metrics } from './metrics';
 import { PRIMARY_OWNED } from './metrics';
 import { PROCESS_METRIC_NAMES } from './process-metrics';
@@ -50,7 +51,7 @@ export function aggregateClusterMetrics(primary: readonly MetricJson[], workers:
 /** The text exposition of the whole pod: what the primary's `/metrics` answers. */
 export async function clusterExposition(primary: Metrics, workers: readonly (readonly MetricJson[])[]): Promise<string> {
   const own = await workerMetricsJson(primary, 'primary');
-  return aggregateClusterMetrics(own, workers).metrics();
+  return exposition(aggregateClusterMetrics(own, workers));
 }
 
 function labelProcess(m: MetricJson, worker: string): MetricJson {

@@ -15,6 +15,7 @@
  * merges them with `aggregateClusterMetrics` (cluster.ts), which is why each metric names its
  * aggregator and whether the primary owns it.
  */
+import { exposition } from './exposition';
 import { type LimitZones, zonePlace } from '../limit/limit-zones';
 import { Registry } from './prom-registry';
 import { registerProcessMetrics } from './process-metrics';
@@ -733,7 +734,7 @@ export class Metrics {
 
   /** The text exposition of this process alone. */
   scrape(): Promise<string> {
-    return this.registry.metrics();
+    return exposition(this.registry);
   }
 
   private noticeRefusal(): void {
