@@ -36,7 +36,7 @@
  *       removed engine's name, which runs the relay since 2026-12-01); `ipgate`
  *       and `base` run the build's default engine)
  *       (minimal forwarders, what an engine alone costs: HTTP `node-min`, `undici-min`,
- *       `undici-stream-min`, `relay-min`; TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
+ *       `undici-stream-min`, `relay-min`, `http-raw-min` (libuv handles, also `http-denied`); TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
  *
  * The job (same for all three): an allowlist of `--cidrs` CIDRs (127.0.0.1/32 sits in the middle of
  * the list, so linear scanners pay half a scan), HTTP with X-Real-IP / X-Forwarded-For and an
@@ -289,6 +289,7 @@ const PROXY_BASE: Record<string, number> = {
   'tcp-min': BASE + 1000,
   'tcp-raw-min': BASE + 1100,
   'relay-min': BASE + 1200,
+  'http-raw-min': BASE + 1800,
   'ipgate-relay': BASE + 1300,
   // This build with the environment of --variant vN:NAME=VALUE (several settings A/B in one run).
   v1: BASE + 1400,
@@ -298,7 +299,9 @@ const PROXY_BASE: Record<string, number> = {
 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around
  * it; `relay-min` (bench/load/http-relay-min.ts) is a relay without node:http (llhttp in wasm). */
-const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay-min']);
+const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay-min', 'http-raw-min']);
+/** HTTP-only forwarders that also answer the `http-denied` workload (a prebuilt 403 per request). */
+const HTTP_DENIES = new Set(['http-raw-min']);
 /** TCP-only minimal forwarders: two Node sockets and pipe() (bench/load/tcp-min.ts), or the
  * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
 const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
@@ -1112,7 +1115,9 @@ async function main(): Promise<void> {
       const args =
         name === 'relay-min'
           ? [path.join(__dirname, 'http-relay-min.js'), String(p + L.http), String(BACKEND.http)]
-          : [path.join(__dirname, 'http-engines.js'), name.replace('-min', ''), String(p + L.http), String(BACKEND.http)];
+          : name === 'http-raw-min'
+            ? [path.join(__dirname, 'http-raw-min.js'), String(p + L.http), String(p + L.httpDenied), String(BACKEND.http)]
+            : [path.join(__dirname, 'http-engines.js'), name.replace('-min', ''), String(p + L.http), String(BACKEND.http)];
       proxies[name] = start(name, process.execPath, args, pcpus);
       await waitPort(p + L.http, proxies[name]!);
       continue;
@@ -1207,7 +1212,13 @@ async function main(): Promise<void> {
       // Rotate the order per round so no proxy always runs first (page cache, thermal, neighbours).
       const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
       for (const proxy of order) {
-        if (HTTP_ONLY.has(proxy) && workload !== 'http' && workload !== 'http-rate') continue;
+        if (
+          HTTP_ONLY.has(proxy) &&
+          workload !== 'http' &&
+          workload !== 'http-rate' &&
+          !(HTTP_DENIES.has(proxy) && workload === 'http-denied')
+        )
+          continue;
         if (TCP_ONLY.has(proxy) && workload !== 'tcp' && workload !== 'tcp-ppin') continue;
         if (workload.startsWith('http-routes') && proxy !== 'ipgate' && proxy !== 'base') continue;
         const p = PROXY_BASE[proxy]!;
