@@ -20,7 +20,7 @@ import { type LimitZones, zonePlace } from '../limit/limit-zones';
 import { Registry } from './prom-registry';
 import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
-import { histogramSamples, Published } from './published';
+import { copyLabels, histogramSamples, Published } from './published';
 import type { ListenerStats, RequestCounts, RouteCounts } from './listener-stats';
 import type { TlsStats } from './tls-stats';
 
@@ -323,11 +323,15 @@ export class Metrics {
       help: 'HTTP requests finished, by method (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH, OTHER), status (the exact code 100-599; none = the client left before a status; other = outside 100-599) and its class (code_class 1xx..5xx, none, other), and protocol (h1, h2: one HTTP/2 stream each); on listeners with routes, by route too (route="" : no route matched).',
       collect: eachHttp((s, out) =>
         requestGroups(s, (labels, c) => {
-          for (const x of c.labelled())
-            out.push({
-              labels: { ...labels, method: x.method, status: x.status, code_class: x.code_class, protocol: x.protocol },
-              value: x.value,
-            });
+          const keys = Object.keys(labels);
+          for (const x of c.labelled()) {
+            const l = copyLabels(labels, keys);
+            l.method = x.method;
+            l.status = x.status;
+            l.code_class = x.code_class;
+            l.protocol = x.protocol;
+            out.push({ labels: l, value: x.value });
+          }
         }),
       ),
     }).register(r);

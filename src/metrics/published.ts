@@ -67,6 +67,17 @@ export class Published {
   }
 }
 
+/**
+ * A copy of `labels` (whose keys are `keys`, in order) to add labels to, built key by key: objects
+ * of one shape on every scrape. Node 20 copies `{ ...labels, le }` through a slow path: it took 3
+ * of the 4 ms collecting 100 routes' histograms, and 1.7 ms for their request counters.
+ */
+export function copyLabels(labels: Labels, keys: readonly string[]): Labels {
+  const l: Labels = {};
+  for (let j = 0; j < keys.length; j++) l[keys[j]!] = labels[keys[j]!]!;
+  return l;
+}
+
 /** Samples of a FixedHistogram-like source under `labels` (cumulative buckets, +Inf, sum, count). */
 export function histogramSamples(
   out: Sample[],
@@ -76,12 +87,9 @@ export function histogramSamples(
 ): void {
   const cum = h.cumulative();
   const bucket = `${name}_bucket`;
-  // Each bucket's labels built key by key in one order: objects of one shape on every scrape, where
-  // `{ ...labels, le }` took 3 of Node 20's 4 ms collecting 100 routes (src/metrics/exposition.ts).
   const keys = Object.keys(labels);
   for (let i = 0; i <= h.bounds.length; i++) {
-    const l: Labels = {};
-    for (let j = 0; j < keys.length; j++) l[keys[j]!] = labels[keys[j]!]!;
+    const l = copyLabels(labels, keys);
     l.le = i < h.bounds.length ? h.bounds[i]! : '+Inf';
     out.push({ metricName: bucket, labels: l, value: cum[i]! });
   }
