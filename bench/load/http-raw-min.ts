@@ -21,6 +21,8 @@
  * engine does everything this leaves out (bench/README.md "The floor of a Node HTTP proxy").
  */
 /* eslint-disable @typescript-eslint/no-explicit-any */
+import { listenRaw } from './raw-listen';
+
 const binding = (process as any).binding as (name: string) => any;
 const { TCP, TCPConnectWrap, constants: TCPConstants } = binding('tcp_wrap');
 const { WriteWrap, streamBaseState, kReadBytesOrError, kArrayBufferOffset } = binding('stream_wrap');
@@ -50,25 +52,20 @@ function readBuffer(ab: ArrayBuffer | undefined): Buffer | null {
   return Buffer.from(ab, streamBaseState[kArrayBufferOffset] as number, n);
 }
 
-function writeBuffer(h: Handle, buf: Buffer, onError: () => void): void {
+/** One write of a Buffer or a latin1 string; `onError` if it fails now or later. */
+function write(h: Handle, data: Buffer | string, onError: () => void): void {
   const req = new WriteWrap();
   req.handle = h;
   req.oncomplete = (status: number) => {
     if (status < 0) onError();
   };
   req.async = false;
-  req.buffer = buf;
-  if (h.writeBuffer(req, buf) !== 0) onError();
-}
-
-function writeString(h: Handle, s: string, onError: () => void): void {
-  const req = new WriteWrap();
-  req.handle = h;
-  req.oncomplete = (status: number) => {
-    if (status < 0) onError();
-  };
-  req.async = false;
-  if (h.writeLatin1String(req, s) !== 0) onError();
+  if (typeof data === 'string') {
+    if (h.writeLatin1String(req, data) !== 0) onError();
+    return;
+  }
+  req.buffer = data;
+  if (h.writeBuffer(req, data) !== 0) onError();
 }
 
 /** A case-insensitive search for `\r\ncontent-length:` in head[0, end): the value, or -1. */
@@ -134,7 +131,7 @@ class Relay {
     }
     if (at < data.length) this.partial = data.subarray(at);
     if (out === '') return;
-    if (this.connected) writeString(this.up, out, this.close);
+    if (this.connected) write(this.up, out, this.close);
     else this.pending.push(out);
   }
 
@@ -158,24 +155,14 @@ class Relay {
       at = end + 4;
       this.bodyLeft = Math.max(len, 0);
     }
-    writeBuffer(this.client, buf, this.close);
+    write(this.client, buf, this.close);
   }
-}
-
-function listen(port: number, onConnection: (h: Handle) => void): void {
-  const server = new TCP(TCPConstants.SERVER);
-  if (server.bind('127.0.0.1', port) !== 0) throw new Error(`bind ${port}`);
-  server.onconnection = (err: number, h: Handle | undefined) => {
-    if (err !== 0 || h === undefined) return;
-    onConnection(h);
-  };
-  if (server.listen(511) !== 0) throw new Error(`listen ${port}`);
 }
 
 function main(): void {
   const [httpPort, deniedPort, upPort] = process.argv.slice(2).map(Number) as [number, number, number];
   const peer: { address?: string; port?: number } = {};
-  listen(httpPort, (client) => {
+  listenRaw<Handle>(httpPort, (client) => {
     client.getpeername(peer);
     client.setNoDelay(true);
     const up: Handle = new TCP(TCPConstants.SOCKET);
@@ -192,14 +179,14 @@ function main(): void {
       up.setNoDelay(true);
       up.onread = (ab) => relay.onUpstream(readBuffer(ab));
       up.readStart();
-      if (relay.pending.length > 0) writeString(up, relay.pending.join(''), relay.close);
+      if (relay.pending.length > 0) write(up, relay.pending.join(''), relay.close);
       relay.pending = [];
     };
     req.address = '127.0.0.1';
     req.port = upPort;
     if (up.connect(req, '127.0.0.1', upPort) !== 0) relay.close();
   });
-  listen(deniedPort, (client) => {
+  listenRaw<Handle>(deniedPort, (client) => {
     client.setNoDelay(true);
     let partial: Buffer | null = null;
     const close = (): void => {
@@ -224,7 +211,7 @@ function main(): void {
       }
       if (at < data.length) partial = Buffer.from(data.subarray(at));
       if (heads === 0) return;
-      writeBuffer(client, heads === 1 ? DENIED : Buffer.concat(new Array<Buffer>(heads).fill(DENIED)), close);
+      write(client, heads === 1 ? DENIED : Buffer.concat(new Array<Buffer>(heads).fill(DENIED)), close);
     };
     client.readStart();
   });

@@ -16,6 +16,7 @@
  */
 /* eslint-disable @typescript-eslint/no-explicit-any */
 import { v2 } from './min-proxy-v2';
+import { listenRaw } from './raw-listen';
 
 const binding = (process as any).binding as (name: string) => any;
 const { TCP, TCPConnectWrap, constants: TCPConstants } = binding('tcp_wrap');
@@ -153,28 +154,18 @@ function forward(clientHandle: Handle, header: Buffer, rest: Buffer | null, upPo
   return pair;
 }
 
-function listen(port: number, onConnection: (h: Handle) => void): void {
-  const server = new TCP(TCPConstants.SERVER);
-  if (server.bind('127.0.0.1', port) !== 0) throw new Error(`bind ${port}`);
-  server.onconnection = (err: number, h: Handle | undefined) => {
-    if (err !== 0 || h === undefined) return;
-    onConnection(h);
-  };
-  if (server.listen(511) !== 0) throw new Error(`listen ${port}`);
-}
-
 function main(): void {
   const [tcpPort, ppinPort, upPort] = process.argv.slice(2).map(Number) as [number, number, number];
   const peer: { address?: string; port?: number } = {};
   const local: { address?: string; port?: number } = {};
-  listen(tcpPort, (h) => {
+  listenRaw<Handle>(tcpPort, (h) => {
     h.getpeername(peer);
     h.getsockname(local);
     const pair = forward(h, v2(peer.address!, peer.port!, local.address!, local.port!), null, upPort);
     h.onread = (ab) => onData(pair.client, ab);
     h.readStart();
   });
-  listen(ppinPort, (h) => {
+  listenRaw<Handle>(ppinPort, (h) => {
     let pair: Pair | null = null;
     h.onread = (ab) => {
       if (pair !== null) {
