@@ -7,10 +7,9 @@
  * Why: a scrape runs on the event loop of the process that forwards traffic. With 100 routes the
  * exposition is ~5,000 lines (three histograms per route), and prom-client's writer took 12-15 ms
  * of CPU per scrape (30-37 ms of wall time under load), a stall every request in flight waits out:
- * compare.ts scrapes once a second, as a tight Prometheus would, and ipgate's p99 was 7-9x nginx's
- * with the scrape and 2x without it (bench/README.md "A scrape's stall").
- *
- * It also yields to the event loop between metrics (SLICE_MS).
+ * compare.ts scrapes once a second, as a tight Prometheus would, and that scrape alone took ipgate's
+ * p99 from ~4 ms to 17-21 ms on Node 20 (bench/README.md "A scrape's stall, and the floor of a Node
+ * HTTP proxy"). It also yields to the event loop between metrics (SLICE_MS).
  *
  * Only what ipgate registers takes the fast path: the 0.0.4 format, no default labels, no
  * exemplars. Anything else (an OpenMetrics registry, default labels set) is handed to prom-client.
@@ -38,6 +37,8 @@ interface Gettable {
 }
 
 const PROMETHEUS_0_0_4 = 'text/plain; version=0.0.4; charset=utf-8';
+/** A sample without labels (prom-client's default, `{}`). */
+const NONE: Record<string, unknown> = Object.freeze({});
 
 /**
  * The longest a scrape holds the event loop at once, milliseconds: it yields between metrics when a
@@ -76,10 +77,11 @@ function metricText(m: Got): string {
   const values = m.values ?? [];
   for (let i = 0; i < values.length; i++) {
     const v = values[i]!;
-    const shared = v.sharedLabels ?? {};
-    const flatShared = flattenLabels(shared, null);
-    let labels = flattenLabels(v.labels ?? {}, shared);
-    if (flatShared !== '') labels = labels === '' ? flatShared : `${labels},${flatShared}`;
+    let labels = flattenLabels(v.labels ?? NONE, v.sharedLabels ?? null);
+    if (v.sharedLabels !== undefined) {
+      const flatShared = flattenLabels(v.sharedLabels, null);
+      if (flatShared !== '') labels = labels === '' ? flatShared : `${labels},${flatShared}`;
+    }
     out += `\n${v.metricName ?? name}${labels === '' ? '' : `{${labels}}`} ${valueText(v.value)}`;
   }
   return out;

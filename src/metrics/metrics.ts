@@ -15,8 +15,8 @@
  * merges them with `aggregateClusterMetrics` (cluster.ts), which is why each metric names its
  * aggregator and whether the primary owns it.
  */
-import { exposition } from './exposition';
 import { type LimitZones, zonePlace } from '../limit/limit-zones';
+import { exposition } from './exposition';
 import { Registry } from './prom-registry';
 import { registerProcessMetrics } from './process-metrics';
 import type { Labels, Sample } from './published';
