@@ -532,7 +532,7 @@ function nginxConfig(dir: string, p: number, tls: TlsFiles | null): string {
   // shared session cache, tickets on): only the certificate is set. keepalive_requests and
   // keepalive_timeout at their defaults too (1000 and 75 s; until 2026-12-03 23:30 UTC this set
   // 1,000,000 and 120 s, so nginx never closed a client connection while ipgate closes one after
-  // 1,000 requests as nginx does by default: bench/README.md "A scrape's stall").
+  // 1,000 requests as nginx does by default: bench/README.md "nginx at its defaults in compare.ts").
   const https = (port: number, f: { cert: string; key: string }): string =>
     `  server { listen 127.0.0.1:${port} ssl; ssl_certificate ${f.cert}; ssl_certificate_key ${f.key}; location / { if ($allowed = 0) { return 403; } proxy_pass http://backend; } }\n`;
   const tlsServers =

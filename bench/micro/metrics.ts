@@ -269,6 +269,20 @@ async function measure(fn: () => void, iterations = ITERATIONS, warmup = WARMUP)
   return { median: perOp[Math.floor(RUNS / 2)]!, min: perOp[0]!, max: perOp[RUNS - 1]! };
 }
 
+/** The median wall time of one scrape over 200, after 50 to warm up, and its size. */
+async function timeScrape(name: string, scrape: () => Promise<string>): Promise<void> {
+  let bytes = 0;
+  const times: number[] = [];
+  for (let k = 0; k < 50; k++) await scrape();
+  for (let k = 0; k < 200; k++) {
+    const t0 = process.hrtime.bigint();
+    bytes = (await scrape()).length;
+    times.push(Number(process.hrtime.bigint() - t0) / 1000);
+  }
+  times.sort((a, b) => a - b);
+  console.log(`${name.padEnd(50)} ${times[100]!.toFixed(0).padStart(8)} us/scrape (${bytes} bytes)`);
+}
+
 async function main(): Promise<void> {
   const rows: string[] = [];
   for (const [name, fn] of CASES) {
@@ -286,21 +300,11 @@ async function main(): Promise<void> {
     for (let k = 0; k < 1000; k++) s.httpDuration.observe(k / 1000);
     m.addListener(s, i % 2 === 0 ? 'tcp' : 'http');
   }
-  let bytes = 0;
-  const scrapes: number[] = [];
-  for (let k = 0; k < 50; k++) await m.scrape();
-  for (let k = 0; k < 200; k++) {
-    const t0 = process.hrtime.bigint();
-    bytes = (await m.scrape()).length;
-    scrapes.push(Number(process.hrtime.bigint() - t0) / 1000);
-  }
-  scrapes.sort((a, b) => a - b);
-  console.log(
-    `${'one scrape, 8 listeners + process metrics'.padEnd(50)} ${scrapes[100]!.toFixed(0).padStart(8)} us/scrape (${bytes} bytes)`,
-  );
+  await timeScrape('one scrape, 8 listeners + process metrics', () => m.scrape());
   // One scrape of a listener with 100 routes that all saw traffic (three histograms per route:
   // ~5,000 lines), ipgate's writer (scrape(), src/metrics/exposition.ts) against prom-client's
-  // (registry.metrics()) on the same registry; median of 200 (bench/README.md "A scrape's stall").
+  // (registry.metrics()) on the same registry (bench/README.md "A scrape's stall, and the floor of a
+  // Node HTTP proxy").
   const routed = new Metrics({ version: 'bench' });
   const edge = new ListenerStats('edge');
   routed.addListener(edge, 'http');
@@ -308,20 +312,8 @@ async function main(): Promise<void> {
     const route = edge.httpRoute(`route-${r}`);
     for (let i = 0; i < 5; i++) route.record(methodIndex(i % 2 === 0 ? 'GET' : 'POST'), 200 + (i % 3) * 100, 0.001 * i, 100 * i, 1000 * i);
   }
-  for (const [name, f] of [
-    ['one scrape, 100 routes, ipgate exposition', () => routed.scrape()],
-    ["one scrape, 100 routes, prom-client's writer", () => routed.registry.metrics()],
-  ] as const) {
-    const times: number[] = [];
-    for (let k = 0; k < 50; k++) await f();
-    for (let k = 0; k < 200; k++) {
-      const t0 = process.hrtime.bigint();
-      bytes = (await f()).length;
-      times.push(Number(process.hrtime.bigint() - t0) / 1000);
-    }
-    times.sort((a, b) => a - b);
-    console.log(`${name.padEnd(50)} ${times[100]!.toFixed(0).padStart(8)} us/scrape (${bytes} bytes)`);
-  }
+  await timeScrape('one scrape, 100 routes, ipgate exposition', () => routed.scrape());
+  await timeScrape("one scrape, 100 routes, prom-client's writer", () => routed.registry.metrics());
   console.log(`checksum ${stats.accepted + hist.count + sinkN + written}`);
 }
 
