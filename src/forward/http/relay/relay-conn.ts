@@ -980,26 +980,15 @@ function headerText(v: number | string | readonly string[]): string {
 }
 
 /**
- * A response's header lines as relayed to the client: hop-by-hop headers dropped, and those its
- * Connection header names (RFC 9110 7.6.1), except the framing; duplicates and case kept. An
- * HTTP/1.0 client gets no Transfer-Encoding (its body is sent decoded, then the close).
+ * The response head as relayed, written straight into one Buffer (as a string it was a cons string
+ * per piece and a flat copy at the write: bench/README.md "Allocation per request (issue 31)"):
+ * - the status line, as HTTP/1.1;
+ * - the header lines, as received: hop-by-hop headers dropped, and those the Connection header
+ *   names (RFC 9110 7.6.1), except the framing; duplicates and case kept; an HTTP/1.0 client gets
+ *   no Transfer-Encoding (its body is sent decoded, then the close);
+ * - `conn`: a Connection line or '', then the blank line.
  */
-export function responseHeaderLines(raw: readonly string[], http10: boolean): string {
-  let text = '';
-  const named = connectionTokens(raw);
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i]!;
-    if (relayedResponseHeader(name, http10, named)) text += `${name}: ${raw[i + 1]!}\r\n`;
-  }
-  return text;
-}
-
-/**
- * The response head as relayed (status line, responseHeaderLines, `conn`: a Connection line or
- * '', the blank line) written straight into one Buffer: as a string it was a cons string per
- * piece and a flat copy at the write (bench/README.md "Allocation per request (issue 31)").
- */
-function responseHeadBytes(head: ResponseHead, http10: boolean, conn: string): Buffer {
+export function responseHeadBytes(head: ResponseHead, http10: boolean, conn: string): Buffer {
   const raw = head.rawHeaders;
   const named = connectionTokens(raw);
   const status = String(head.statusCode); // small integers: V8's number-string cache, no new string

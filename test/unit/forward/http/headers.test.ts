@@ -5,7 +5,17 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import t from 'tap';
 import { ReceivedHeaders, scanRequestHeaders } from '../../../../src/forward/http/request-headers';
-import { responseHeaderLines, upstreamHead } from '../../../../src/forward/http/relay/relay-conn';
+import type { ResponseHead } from '../../../../src/forward/http/relay/llhttp-parser';
+import { responseHeadBytes, upstreamHead } from '../../../../src/forward/http/relay/relay-conn';
+
+/** The header lines of the head the relay writes for a 200 with these headers (its status line and blank line checked and cut). */
+function responseHeaderLines(raw: string[], http10: boolean): string {
+  const head = { statusCode: 200, reason: 'OK', rawHeaders: raw } as ResponseHead;
+  const text = responseHeadBytes(head, http10, '').toString('latin1');
+  if (!text.startsWith('HTTP/1.1 200 OK\r\n') || !text.endsWith('\r\n\r\n'))
+    throw new Error(`not a response head: ${JSON.stringify(text)}`);
+  return text.slice('HTTP/1.1 200 OK\r\n'.length, -2);
+}
 
 function scan(raw: string[], trusted: boolean): { out: OutgoingHttpHeaders; got: ReceivedHeaders } {
   const out: OutgoingHttpHeaders = {};
