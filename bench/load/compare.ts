@@ -26,6 +26,11 @@
  *       live: then a full collection in each and the V8 spaces' used bytes again, live against garbage)
  *       [--mem-snapshots DIR]   (with --mem-breakdown live: each one's heap snapshot, DIR/<proxy>.heapsnapshot)
  *       [--settle 10]   (read every proxy's RSS again after that many idle seconds)
+ *       [--warmup 2]   (seconds of unmeasured load per proxy and workload before round 1: JIT warm-up)
+ *       [--image-env auto|on|off]   (on: every ipgate runs in the Docker image's environment, its
+ *       runtime stage's ENV: jemalloc preloaded, MALLOC_ARENA_MAX, NODE_OPTIONS; off: Node's defaults;
+ *       auto, the default: on when this Node is the image's major (the pod as shipped), off on
+ *       another (as an operator runs it from source); --env, --base-env and --variant apply over it)
  *       (IPGATE_BENCH_MEMORY_LIMIT_MIB=512 in --env, --base-env or a --variant: that ipgate starts as
  *       under a container memory limit of 512 MiB, as Node sizes its heap from it: underMemoryLimit)
  *       (`--workloads mixed`: http, http-denied, https-keepalive, https-handshake-ecdsa, tcp, tcp-ppin,
@@ -68,7 +73,7 @@
  *
  * Peers: apt-get install nginx-light libnginx-mod-stream haproxy wrk iperf3 hey openssl nghttp2-client
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -124,9 +129,93 @@ interface Options {
   variantEnv: Record<string, Record<string, string>>;
   /** Seconds idle after the load before RSS is read a second time (0: not read again). */
   settle: number;
+  /** Run every ipgate (ipgate, base, the variants, ipgate-*) in the image's environment (imageEnv); null: auto. */
+  imageEnv: boolean | null;
+  /** Seconds of unmeasured load per proxy and workload before round 1 (0: none). */
+  warmup: number;
+}
+
+/** Whether `proxy` runs `workload`: the floors only their own, the routes workloads ipgate's builds only. */
+function runs(proxy: string, workload: string): boolean {
+  if (HTTP_ONLY.has(proxy))
+    return workload === 'http' || workload === 'http-rate' || (HTTP_DENIES.has(proxy) && workload === 'http-denied');
+  if (TCP_ONLY.has(proxy)) return workload === 'tcp' || workload === 'tcp-ppin';
+  return !workload.startsWith('http-routes') || proxy === 'ipgate' || proxy === 'base';
+}
+
+/** One sample of `workload` against the proxy whose ports start at `p` (o.duration seconds). */
+async function measure(workload: string, p: number, o: Options, dir: string): Promise<Sample> {
+  switch (workload) {
+    case 'http':
+      return wrk(p + L.http, o);
+    case 'http-denied':
+      return wrk(p + L.httpDenied, o);
+    case 'http-routes-1':
+      return wrk(p + L.routes1, o, false, ROUTED_HOST);
+    case 'http-routes-100':
+      return wrk(p + L.routes100, o, false, ROUTED_HOST);
+    case 'http-rate':
+      return hey(p + L.http, o);
+    case 'tcp':
+      return driver(p + L.tcp, o, 'plain');
+    case 'tcp-ppin':
+      return driver(p + L.tcpPpin, o, 'ppin');
+    case 'bulk':
+      return iperf(p + L.bulk, o);
+    case 'https-h2':
+      return h2load(p + L.httpsH2, o, dir);
+    case 'https-handshake-ecdsa':
+    case 'https-handshake-rsa':
+    case 'https-keepalive': {
+      const w = TLS_WORKLOADS[workload]!;
+      return w.handshakes ? driver(p + w.listener, o, 'tls') : wrk(p + w.listener, o, true);
+    }
+    default:
+      throw new Error(`unknown workload ${workload}`);
+  }
 }
 
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
+/**
+ * The environment the Docker image runs ipgate in: the runtime stage's ENV (the stage after the
+ * Dockerfile's last FROM), read from the Dockerfile so the bench cannot drift from it. Operators run
+ * the image, so its p99 and RSS are ipgate's with these (bench/README.md "The image's environment in
+ * compare.ts"). LD_PRELOAD names the image's link to Debian's jemalloc; here it is this machine's
+ * libjemalloc2, found as the image's RUN finds it (`dpkg -L`), and without it LD_PRELOAD is dropped
+ * with a warning (RSS then reads as glibc's malloc).
+ */
+function imageEnv(): Record<string, string> {
+  if (imageEnvCache !== null) return imageEnvCache;
+  const text = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8').replace(/\\\n/g, ' ');
+  const runtime = text.slice(text.lastIndexOf('\nFROM '));
+  const env: Record<string, string> = {};
+  for (const line of runtime.split('\n')) {
+    if (!line.startsWith('ENV ')) continue;
+    for (const m of line.slice(4).matchAll(/(\w+)=("((?:[^"\\]|\\.)*)"|\S*)/g)) env[m[1]!] = m[3] ?? m[2]!;
+  }
+  if (env.LD_PRELOAD !== undefined) {
+    const found = spawnSync('dpkg', ['-L', 'libjemalloc2'], { encoding: 'utf8' })
+      .stdout?.split('\n')
+      .find((f) => /\/libjemalloc\.so\.2$/.test(f));
+    if (found !== undefined && fs.existsSync(found)) env.LD_PRELOAD = found;
+    else {
+      process.stderr.write(
+        "compare: no libjemalloc2 on this machine (apt-get install libjemalloc2): ipgate runs without the image's LD_PRELOAD\n",
+      );
+      delete env.LD_PRELOAD;
+    }
+  }
+  imageEnvCache = env;
+  return env;
+}
+let imageEnvCache: Record<string, string> | null = null;
+
+/** Whether this Node is the image's major (the Dockerfile's `ARG NODE_IMAGE=node:<major>-...`). */
+function isImageMajor(): boolean {
+  const m = /^ARG NODE_IMAGE=node:(\d+)-/m.exec(fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'));
+  return m !== null && m[1] === process.versions.node.split('.')[0];
+}
 
 function triState(v: string): boolean | null {
   return v === 'true' ? true : v === 'false' ? false : null;
@@ -172,6 +261,8 @@ function parseOptions(argv: string[]): Options {
     memSnapshots: null,
     variantEnv: {},
     settle: 0,
+    imageEnv: null,
+    warmup: 2,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -234,6 +325,12 @@ function parseOptions(argv: string[]): Options {
         break;
       case '--admin':
         o.admin = v !== 'off';
+        break;
+      case '--warmup':
+        o.warmup = Number(v);
+        break;
+      case '--image-env':
+        o.imageEnv = v === 'auto' ? null : v !== 'off';
         break;
       case '--separate-process':
         o.separate = triState(v);
@@ -1171,6 +1268,7 @@ async function main(): Promise<void> {
         file,
       ];
       const env = {
+        ...((o.imageEnv ?? isImageMajor()) ? imageEnv() : {}),
         ...o.env,
         IPGATE_ADMIN_TOKEN: ADMIN_TOKEN,
         IPGATE_MEM_PROBE_OUT: path.join(dir, `${name}.mem.json`),
@@ -1206,6 +1304,17 @@ async function main(): Promise<void> {
   const results: Result[] = [];
   const idleResults: Array<{ proxy: string; held: number; rssPerConn: number; base: number }> = [];
   const load = o.workloads.filter((w) => w !== 'idle');
+  if (o.warmup > 0) {
+    // Not measured: each proxy runs each of its workloads for --warmup seconds before round 1, so
+    // that round does not time V8 compiling ipgate (and the Node floors) against C that needs no
+    // compiling; the rounds measure a proxy that has been serving, as one in production has.
+    for (const workload of load) {
+      for (const proxy of o.proxies) {
+        if (runs(proxy, workload)) await measure(workload, PROXY_BASE[proxy]!, { ...o, duration: o.warmup }, dir);
+      }
+    }
+    process.stderr.write(`warm-up done: ${o.warmup} s per proxy and workload\n`);
+  }
   for (let round = 1; round <= o.rounds; round++) {
     // The two routes workloads are compared with each other: which runs first alternates by round.
     const a = load.indexOf('http-routes-1');
@@ -1215,15 +1324,7 @@ async function main(): Promise<void> {
       // Rotate the order per round so no proxy always runs first (page cache, thermal, neighbours).
       const order = o.proxies.map((_, i) => o.proxies[(i + round + load.indexOf(workload)) % o.proxies.length]!);
       for (const proxy of order) {
-        if (
-          HTTP_ONLY.has(proxy) &&
-          workload !== 'http' &&
-          workload !== 'http-rate' &&
-          !(HTTP_DENIES.has(proxy) && workload === 'http-denied')
-        )
-          continue;
-        if (TCP_ONLY.has(proxy) && workload !== 'tcp' && workload !== 'tcp-ppin') continue;
-        if (workload.startsWith('http-routes') && proxy !== 'ipgate' && proxy !== 'base') continue;
+        if (!runs(proxy, workload)) continue;
         const p = PROXY_BASE[proxy]!;
         const pid = proxies[proxy]!.child.pid!;
         const c0 = cpuSeconds(pid);
@@ -1231,45 +1332,7 @@ async function main(): Promise<void> {
           o.admin && !HTTP_ONLY.has(proxy) && !TCP_ONLY.has(proxy) && proxy !== 'nginx' && proxy !== 'haproxy'
             ? startScraper(p + ADMIN_OFFSET)
             : null;
-        let sample: Sample;
-        switch (workload) {
-          case 'http':
-            sample = await wrk(p + L.http, o);
-            break;
-          case 'http-denied':
-            sample = await wrk(p + L.httpDenied, o);
-            break;
-          case 'http-routes-1':
-            sample = await wrk(p + L.routes1, o, false, ROUTED_HOST);
-            break;
-          case 'http-routes-100':
-            sample = await wrk(p + L.routes100, o, false, ROUTED_HOST);
-            break;
-          case 'http-rate':
-            sample = await hey(p + L.http, o);
-            break;
-          case 'tcp':
-            sample = await driver(p + L.tcp, o, 'plain');
-            break;
-          case 'tcp-ppin':
-            sample = await driver(p + L.tcpPpin, o, 'ppin');
-            break;
-          case 'bulk':
-            sample = await iperf(p + L.bulk, o);
-            break;
-          case 'https-h2':
-            sample = await h2load(p + L.httpsH2, o, dir);
-            break;
-          case 'https-handshake-ecdsa':
-          case 'https-handshake-rsa':
-          case 'https-keepalive': {
-            const w = TLS_WORKLOADS[workload]!;
-            sample = w.handshakes ? await driver(p + w.listener, o, 'tls') : await wrk(p + w.listener, o, true);
-            break;
-          }
-          default:
-            throw new Error(`unknown workload ${workload}`);
-        }
+        const sample = await measure(workload, p, o, dir);
         if (scraper !== null) clearInterval(scraper);
         const cpu = cpuSeconds(pid) - c0;
         results.push({ proxy, workload, round, sample, cpu });
@@ -1422,7 +1485,14 @@ function report(
   const lines: string[] = [];
   lines.push(
     `\n${new Date().toISOString()} ${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, node ${process.version}, ` +
-      `${o.cidrs} CIDRs, ipgate workers ${o.workers}, proxy cpus ${o.proxyCpus}, load cpus ${o.loadCpus}, ${o.rounds} rounds x ${o.duration} s, ${o.connections} connections`,
+      `${o.cidrs} CIDRs, ipgate workers ${o.workers}, proxy cpus ${o.proxyCpus}, load cpus ${o.loadCpus}, ${o.rounds} rounds x ${o.duration} s, ${o.connections} connections, ` +
+      `warm-up ${o.warmup} s, ipgate's environment: ${
+        (o.imageEnv ?? isImageMajor())
+          ? `the image's (${Object.entries(imageEnv())
+              .map(([k, v]) => `${k}=${v}`)
+              .join(' ')})`
+          : "Node's defaults"
+      }`,
   );
   lines.push('');
   lines.push(
