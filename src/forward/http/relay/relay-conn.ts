@@ -944,24 +944,24 @@ export function upstreamHead(method: string, path: string, upgrade: string | nul
     if (v !== undefined) n += name.length + 4 + headerText(v).length;
   }
   const b = Buffer.allocUnsafe(n);
-  let at = b.write(method, 0, 'latin1');
+  let at = putLatin1(b, method, 0);
   b[at++] = 0x20;
-  at += b.write(path, at, 'latin1');
-  at += b.write(HTTP11_CRLF, at, 'latin1');
-  if (upgrade === null) at += b.write(CONN_KEEP_ALIVE, at, 'latin1');
+  at += putLatin1(b, path, at);
+  at += putLatin1(b, HTTP11_CRLF, at);
+  if (upgrade === null) at += putLatin1(b, CONN_KEEP_ALIVE, at);
   else {
-    at += b.write(CONN_UPGRADE, at, 'latin1');
-    at += b.write(upgrade, at, 'latin1');
+    at += putLatin1(b, CONN_UPGRADE, at);
+    at += putLatin1(b, upgrade, at);
     b[at++] = 0x0d;
     b[at++] = 0x0a;
   }
   for (const name in headers) {
     const v = headers[name];
     if (v === undefined) continue;
-    at += b.write(name, at, 'latin1');
+    at += putLatin1(b, name, at);
     b[at++] = 0x3a;
     b[at++] = 0x20;
-    at += b.write(headerText(v), at, 'latin1');
+    at += putLatin1(b, headerText(v), at);
     b[at++] = 0x0d;
     b[at++] = 0x0a;
   }
@@ -969,6 +969,20 @@ export function upstreamHead(method: string, path: string, upgrade: string | nul
   b[at++] = 0x0a;
   return at === n ? b : b.subarray(0, at);
 }
+
+/**
+ * Writes `s` into `b` at `at` as latin1 (each char's low byte, as Buffer#write's latin1 does) and
+ * returns the bytes written. A head is mostly short pieces (names, small values, the status): for
+ * those a loop here is cheaper than Buffer#write, whose encoding lookup and native call cost more
+ * than the copy (bench/README.md "Short head pieces without Buffer#write"). Callers size `b` first.
+ */
+function putLatin1(b: Buffer, s: string, at: number): number {
+  const n = s.length;
+  if (n > SHORT_PIECE) return b.write(s, at, 'latin1');
+  for (let i = 0; i < n; i++) b[at + i] = s.charCodeAt(i);
+  return n;
+}
+const SHORT_PIECE = 32;
 
 const HTTP11_CRLF = ' HTTP/1.1\r\n';
 const CONN_KEEP_ALIVE = 'connection: keep-alive\r\n';
@@ -997,23 +1011,23 @@ export function responseHeadBytes(head: ResponseHead, http10: boolean, conn: str
     if (relayedResponseHeader(raw[i]!, http10, named)) n += raw[i]!.length + raw[i + 1]!.length + 4;
   }
   const b = Buffer.allocUnsafe(n);
-  let at = b.write(HTTP11_SP, 0, 'latin1');
-  at += b.write(status, at, 'latin1');
+  let at = putLatin1(b, HTTP11_SP, 0);
+  at += putLatin1(b, status, at);
   b[at++] = 0x20;
-  at += b.write(head.reason, at, 'latin1');
+  at += putLatin1(b, head.reason, at);
   b[at++] = 0x0d;
   b[at++] = 0x0a;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
     if (!relayedResponseHeader(name, http10, named)) continue;
-    at += b.write(name, at, 'latin1');
+    at += putLatin1(b, name, at);
     b[at++] = 0x3a;
     b[at++] = 0x20;
-    at += b.write(raw[i + 1]!, at, 'latin1');
+    at += putLatin1(b, raw[i + 1]!, at);
     b[at++] = 0x0d;
     b[at++] = 0x0a;
   }
-  at += b.write(conn, at, 'latin1');
+  at += putLatin1(b, conn, at);
   b[at++] = 0x0d;
   b[at++] = 0x0a;
   return at === n ? b : b.subarray(0, at);
@@ -1131,7 +1145,7 @@ function joinParts(parts: (string | Buffer)[]): Buffer {
   let at = 0;
   for (let i = 0; i < parts.length; i++) {
     const p = parts[i]!;
-    at += typeof p === 'string' ? out.write(p, at, 'latin1') : p.copy(out, at);
+    at += typeof p === 'string' ? putLatin1(out, p, at) : p.copy(out, at);
   }
   return out;
 }

@@ -245,3 +245,20 @@ t.test('upstreamHead: the bytes the string form had, for a request, an upgrade a
   );
   t.equal(upstreamHead('OPTIONS', '*', null, {}).toString('latin1'), 'OPTIONS * HTTP/1.1\r\nconnection: keep-alive\r\n\r\n');
 });
+
+t.test('heads: short and long pieces give the bytes Buffer.from(text, "latin1") gives, chars above 0xff too', async (t) => {
+  // Pieces of up to 32 chars are copied by a loop, longer ones by Buffer#write: both take each
+  // char's low byte, so either side of the boundary must give the same bytes.
+  for (const len of [0, 1, 31, 32, 33, 200]) {
+    const v = 'a\xe9\u0100\u20ac'.repeat(64).slice(0, len);
+    const path = `/${'p'.repeat(len)}`;
+    const expected = Buffer.from(`GET ${path} HTTP/1.1\r\nconnection: keep-alive\r\nx-v: ${v}\r\n\r\n`, 'latin1');
+    t.same(upstreamHead('GET', path, null, { 'x-v': v }), expected, `request head, a value of ${len} chars`);
+    const head = { statusCode: 200, reason: v, rawHeaders: ['X-V', v] } as ResponseHead;
+    t.same(
+      responseHeadBytes(head, false, ''),
+      Buffer.from(`HTTP/1.1 200 ${v}\r\nX-V: ${v}\r\n\r\n`, 'latin1'),
+      `response head, a reason and a value of ${len} chars`,
+    );
+  }
+});
