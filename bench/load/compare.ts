@@ -180,7 +180,7 @@ const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 /**
  * The environment the Docker image runs ipgate in: the runtime stage's ENV (the stage after the
  * Dockerfile's last FROM), read from the Dockerfile so the bench cannot drift from it. Operators run
- * the image, so its p99 and RSS are ipgate's with these (bench/README.md "The image's environment in
+ * the image, so its p99 and RSS are ipgate's with these (bench/README.md "The image's environment and a warm-up in
  * compare.ts"). LD_PRELOAD names the image's link to Debian's jemalloc; here it is this machine's
  * libjemalloc2, found as the image's RUN finds it (`dpkg -L`), and without it LD_PRELOAD is dropped
  * with a warning (RSS then reads as glibc's malloc).
