@@ -747,6 +747,70 @@ t.test('a sink that throws: the exception comes out of execute, the parser is de
   outer.free();
 });
 
+/**
+ * Messages that repeat and vary the last one's pieces: the same bytes, the same length with other
+ * bytes (last char, first char), one byte longer or shorter, trailing blanks (trimmed only after
+ * the piece is read), empty values, pieces just under, at and over the reuse limit (24 chars),
+ * fewer or more headers than the message before.
+ */
+function repeatingMessages(type: ParserType, rand: () => number, count: number): string[] {
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const values = ['a', 'b', 'ab', 'ba', '', 'x'.repeat(23), 'x'.repeat(24), 'y'.repeat(24), 'x'.repeat(25), 'x'.repeat(60)];
+  const names = ['Host', 'Hosu', 'Xost', 'X-A', 'X-B', 'X-Long-Name-Of-24-Chars-', 'X-Long-Name-Of-24-Chars-Plus'];
+  const out: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const start =
+      type === 'request'
+        ? `GET ${pick(['/', '/a', '/b', `/${'p'.repeat(23)}`, `/${'p'.repeat(30)}`])} HTTP/1.1\r\n`
+        : `HTTP/1.1 200 ${pick(['OK', 'Ok', 'OKAY', ''])}\r\n`;
+    let head = start;
+    const n = Math.floor(rand() * 6);
+    for (let k = 0; k < n; k++) head += `${pick(names)}: ${pick(values)}${pick(['', '', ' ', ' \t'])}\r\n`;
+    out.push(`${head}Content-Length: 0\r\n\r\n`);
+  }
+  return out;
+}
+
+t.test('recycle: heads from a recycled list equal a fresh parse, whatever the previous message and the read boundaries', async (t) => {
+  for (const type of ['request', 'response'] as const) {
+    for (let seed = 1; seed <= 40; seed++) {
+      const rand = prng(seed);
+      const msgs = repeatingMessages(type, rand, 12);
+      const whole = b(msgs.join(''));
+      // The reference: one fresh parser per message, never a recycled list.
+      const expected = msgs.map((m) => {
+        const rec = new Recorder<Head>();
+        const p = new HttpParser<ParserType>(type, rec as ParserSink<never>);
+        feed(p, [b(m)]);
+        p.free();
+        return rec.heads[0]!;
+      });
+      // A relay's parser: every head's list given back at once, the bytes in reads of 1-40 bytes.
+      const heads: Head[] = [];
+      let parser: HttpParser<ParserType> | null = null;
+      const sink: ParserSink<Head> = {
+        onHead(head) {
+          heads.push({ ...head, rawHeaders: [...head.rawHeaders] });
+          parser!.recycle(head.rawHeaders);
+        },
+        onBody() {},
+        onMessageComplete() {},
+      };
+      parser = new HttpParser<ParserType>(type, sink as ParserSink<never>);
+      const reads: Buffer[] = [];
+      for (let i = 0; i < whole.length; ) {
+        const n = 1 + Math.floor(rand() * 40);
+        reads.push(whole.subarray(i, i + n));
+        i += n;
+      }
+      const results = feed(parser, reads);
+      parser.free();
+      t.not(results[results.length - 1]!.kind, 'error', `${type} seed ${seed}: parsed`);
+      t.strictSame(heads, expected, `${type} seed ${seed}: every head as a fresh parser reads it`);
+    }
+  }
+});
+
 t.test('recycle: the next message reuses a header list given back, emptied; any other list is refused', async (t) => {
   const heads: RequestHead[] = [];
   let parser: HttpParser<'request'> | null = null;

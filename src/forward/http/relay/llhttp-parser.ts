@@ -244,12 +244,35 @@ function trimBlanks(s: string): string {
   return a === 0 && b === s.length ? s : s.slice(a, b);
 }
 
-/** Drops the trailing blanks llhttp leaves on the last value of a name/value list. */
-function trimLastValue(list: string[]): void {
-  const i = list.length - 1;
+/** Drops the trailing blanks llhttp leaves on the last value of a name/value list of `n` entries. */
+function trimLastValue(list: string[], n: number = list.length): void {
+  const i = n - 1;
   if (i < 1 || (i & 1) === 0) return; // empty, or ends in a name
   const v = list[i]!;
   if (v.length > 0 && isBlank(v.charCodeAt(v.length - 1))) list[i] = trimBlanks(v);
+}
+
+/**
+ * The longest piece compared with the previous message's (see `repeat`): past about 24 chars a
+ * char-by-char comparison costs more than the native Buffer#toString it saves (bench/README.md
+ * "Repeated head pieces").
+ */
+const REPEAT_MAX = 24;
+
+/**
+ * `prev` if it is the latin1 text of `len` bytes of `input` at `a`, else a new string of them. A
+ * keep-alive connection's messages repeat most of their short pieces (the Host line, the path,
+ * Connection, Content-Type, a response's status text): the same string again costs no native call
+ * and no allocation, and the Host memo downstream compares one pointer (request-host.ts). Exact:
+ * latin1 maps each byte to the char of the same code, so equal codes are equal bytes.
+ */
+function repeat(prev: string | undefined, a: number, len: number): string {
+  if (prev !== undefined && prev.length === len && len <= REPEAT_MAX) {
+    let i = 0;
+    while (i < len && input[a + i] === prev.charCodeAt(i)) i++;
+    if (i === len) return prev;
+  }
+  return len === 0 ? '' : input.toString('latin1', a, a + len);
 }
 
 /** The state of the blank-line matcher ("\r\n\r\n") after byte c, from state s (0..3). */
@@ -286,8 +309,16 @@ export class HttpParser<T extends ParserType> {
   /** How much of "\r\n\r\n" the head's bytes so far end with (a blank line split across reads). */
   #blankLine = 0;
   #text = '';
+  /** The previous message's start-line text (URL or status text): see `repeat`. */
+  #prevText = '';
+  /**
+   * The head's header list; only its first #count entries are this message's. The rest, in a
+   * list given back by recycle(), are the previous message's, kept until overwritten so that a
+   * repeated piece can reuse its string (`repeat`); cut off when the head completes.
+   */
   #raw: string[] = [];
-  /** A header list given back by recycle(): the next message's, emptied. */
+  #count = 0;
+  /** A header list given back by recycle(): the next message's. */
   #spare: string[] | null = null;
   #trailers: string[] | null = null;
   #trailerBytes = 0;
@@ -406,10 +437,10 @@ export class HttpParser<T extends ParserType> {
 
   /**
    * The caller is done with `rawHeaders` of a head this parser gave it (nothing holds the list any
-   * more): the next message's header list is that one, emptied, instead of a new array and its
-   * grown backing store (~100 bytes per message: bench/README.md "Allocation per request (issue
-   * 31)"). Only the current head's list, after onHead; the list's strings are left to whoever
-   * took them.
+   * more): the next message's header list is that one, instead of a new array and its grown
+   * backing store (~100 bytes per message: bench/README.md "Allocation per request (issue 31)"),
+   * and its strings are offered again for the pieces the next message repeats (`repeat`). Only
+   * the current head's list, after onHead; the list's strings are left to whoever took them.
    */
   recycle(rawHeaders: string[]): void {
     if (rawHeaders !== this.#raw) return; // not this parser's current list: never two owners of one array
@@ -521,15 +552,16 @@ export class HttpParser<T extends ParserType> {
     s.#headFrom = i;
     s.#headBytes = 0;
     s.#blankLine = 0;
+    if (s.#text !== '') s.#prevText = s.#text;
     s.#text = '';
     const spare = s.#spare;
     if (spare !== null) {
       s.#spare = null;
-      while (spare.length > 0) spare.pop(); // pop() keeps the backing store (`length = 0` gives it back)
-      s.#raw = spare;
+      s.#raw = spare; // its entries stay until this message's overwrite them (see #raw)
     } else {
       s.#raw = [];
     }
+    s.#count = 0;
     s.#trailers = null;
     s.#trailerBytes = 0;
     s.#interim = false;
@@ -543,7 +575,9 @@ export class HttpParser<T extends ParserType> {
     if (s === null) return -1;
     const a = at - inputPtr;
     if (s.#overLimit(a + len)) return s.#overflow();
-    s.#text += input.toString('latin1', a, a + len);
+    // The first piece may be the whole of the previous message's; a later one is the rest of a
+    // URL split across reads.
+    s.#text = s.#text === '' ? repeat(s.#prevText, a, len) : s.#text + input.toString('latin1', a, a + len);
     return 0;
   }
 
@@ -556,23 +590,30 @@ export class HttpParser<T extends ParserType> {
     const s = HttpParser.#parserFor(p);
     if (s === null) return -1;
     const a = at - inputPtr;
-    let list: string[];
-    if (s.#inHead) {
-      // Checked per piece as well, so that an oversized read stops here, not after all of it has
-      // become strings (a piece's end is a lower bound for the end of the head).
-      if (s.#overLimit(a + len)) return s.#overflow();
-      list = s.#raw;
-    } else {
+    if (!s.#inHead) {
       s.#trailerBytes += len;
       if (s.#trailerBytes > s.#maxHeaderBytes) return s.#overflow();
-      list = s.#trailers ??= [];
+      const list = (s.#trailers ??= []);
+      const piece = input.toString('latin1', a, a + len);
+      const n = list.length;
+      if ((n & 1) === (isValue ? 1 : 0)) {
+        if (!isValue) trimLastValue(list);
+        list.push(piece);
+      } else list[n - 1] += piece;
+      return 0;
     }
-    const piece = input.toString('latin1', a, a + len);
-    const n = list.length;
+    // Checked per piece as well, so that an oversized read stops here, not after all of it has
+    // become strings (a piece's end is a lower bound for the end of the head).
+    if (s.#overLimit(a + len)) return s.#overflow();
+    const list = s.#raw;
+    const n = s.#count;
     if ((n & 1) === (isValue ? 1 : 0)) {
-      if (!isValue) trimLastValue(list);
-      list.push(piece);
-    } else list[n - 1] += piece;
+      if (!isValue) trimLastValue(list, n);
+      // The previous message's entry at the same place, if the list is the recycled one.
+      if (n < list.length) list[n] = repeat(list[n], a, len);
+      else list.push(len === 0 ? '' : input.toString('latin1', a, a + len));
+      s.#count = n + 1;
+    } else list[n - 1] += input.toString('latin1', a, a + len);
     return 0;
   }
 
@@ -584,6 +625,8 @@ export class HttpParser<T extends ParserType> {
     // Usually the whole read fits in the limit and the exact end does not matter.
     if (s.#overLimit(input.length) && s.#overLimit(s.#headEnd())) return s.#overflow();
     const raw = s.#raw;
+    // The recycled list's entries past this head's are the previous message's: cut off.
+    if (raw.length !== s.#count) raw.length = s.#count;
     trimLastValue(raw);
     const major = l.llhttp_get_http_major(p);
     const minor = l.llhttp_get_http_minor(p);
