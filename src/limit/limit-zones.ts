@@ -19,6 +19,7 @@
  * traffic (never an outage); a worker that dies has its in-progress counts given back by the
  * primary.
  */
+import { performance } from 'node:perf_hooks';
 import type { ConcurrencyConfig, ConnectionRateConfig, RequestRateConfig } from '../schema/config';
 import { ConcurrencyTable, RateTable } from './rate-table';
 

@@ -15,6 +15,7 @@
  * merges them with `aggregateClusterMetrics` (cluster.ts), which is why each metric names its
  * aggregator and whether the primary owns it.
  */
+import { performance } from 'node:perf_hooks';
 import { type LimitZones, zonePlace } from '../limit/limit-zones';
 import { exposition } from './exposition';
 import { Registry } from './prom-registry';

@@ -11,6 +11,7 @@
  * engine, then a tunnel), so one field per event is enough; the close hooks are a list because the
  * listener, the engine and the forwarder each need to know.
  */
+import { performance } from 'node:perf_hooks';
 import type net from 'node:net';
 
 export interface ByteSocket {

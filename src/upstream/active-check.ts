@@ -16,6 +16,7 @@
  * - Each worker runs its own checks (its own state, as passive health; HAProxy runs checks per
  *   process with nbproc): N workers probe each target N times per interval.
  */
+import { performance } from 'node:perf_hooks';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ActiveHealthConfig } from '../schema/config';

@@ -11,6 +11,7 @@
  * and stops them when it leaves (`stopChecks`). Without health rules (`health` null) the round
  * robin is a counter, as it always was.
  */
+import { performance } from 'node:perf_hooks';
 import net from 'node:net';
 import { parseHostPort, type HostPort } from '../address/host-port';
 import { formatHostPort } from '../identity/address';

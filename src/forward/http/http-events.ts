@@ -4,6 +4,7 @@
  * the warn lines of upstream failures. The policy (http-policy.ts) decides and counts the
  * decisions; this counts what became of them.
  */
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
 import { ListenerStats, methodIndex } from '../../metrics/listener-stats';

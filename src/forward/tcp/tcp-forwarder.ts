@@ -12,6 +12,7 @@
  *   the other direction keeps flowing.
  * - One upstream connection per client connection: the PROXY header describes one client.
  */
+import { performance } from 'node:perf_hooks';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { NO_UPSTREAM_HEALTH, type ListenerConfig } from '../../schema/config';

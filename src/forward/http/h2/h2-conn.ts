@@ -25,6 +25,7 @@
  * session that has closed leaves a socket a client may hold half open: it is destroyed after
  * LINGER_MS. Nothing a client sends throws: the session's and every stream's 'error' is handled.
  */
+import { performance } from 'node:perf_hooks';
 import http2 from 'node:http2';
 import type net from 'node:net';
 import type { Logger } from 'pino';

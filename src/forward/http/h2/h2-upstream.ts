@@ -19,6 +19,7 @@
  * deadline). Before a response head: 502 (the connection failed or reset the stream), 504
  * (upstreamTimeoutMs).
  */
+import { performance } from 'node:perf_hooks';
 import http2 from 'node:http2';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';

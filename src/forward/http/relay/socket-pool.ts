@@ -27,6 +27,7 @@
  * - Sockets to IP literals are RawSockets (libuv handles, transport/raw-socket.ts) when the pool
  *   is made with `handles`; names go through net.connect (its lookup) behind NetByteSocket.
  */
+import { performance } from 'node:perf_hooks';
 import net from 'node:net';
 import { NetByteSocket, type ByteSocket } from '../../../transport/byte-socket';
 import { RawSocket } from '../../../transport/raw-socket';
