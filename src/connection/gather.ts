@@ -19,6 +19,7 @@
  * net.Socket the handlers are added with `on`, not `once` (end and close fire at most once anyway,
  * and `once` builds a wrapper per call).
  */
+import { Buffer } from 'node:buffer';
 import type { Connection } from './connection';
 import { RawSocket } from '../transport/raw-socket';
 

@@ -11,6 +11,7 @@
  * Failures before the handler are decisions, not exceptions: the connection is closed with a reason
  * code that is both the log field and the metric label. Nothing a peer sends can throw out of here.
  */
+import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../access-log/access-log';

@@ -10,6 +10,7 @@
  * An invalid address, port or TLV here is a bug in ipgate (sockets report valid addresses), not a
  * peer fault, so it throws a TypeError with code ERR_PP_ENCODE_INPUT instead of returning a value.
  */
+import { Buffer } from 'node:buffer';
 import {
   V2_ADDR_LEN_INET,
   V2_ADDR_LEN_INET6,

@@ -3,6 +3,7 @@
  * represent the length in bytes of the value ... and following the length field is the number of
  * bytes specified by the length." Values are kept raw; nested SSL sub-TLVs are not walked.
  */
+import { Buffer } from 'node:buffer';
 import { TLV_HEADER_LENGTH } from './constants';
 import type { Tlv } from './header';
 

@@ -12,6 +12,7 @@
  *
  * Error messages are fixed strings: they name the field, never echo peer bytes (log injection).
  */
+import { Buffer } from 'node:buffer';
 import { V1_MAX_LENGTH, V1_SIGNATURE } from './constants';
 import { fail, MORE, NONE } from './header';
 import type { DecodeResult, ProxyHeader } from './header';

@@ -28,6 +28,7 @@
  * differently (two names, duplicate extensions, bytes after the message) is refused rather than
  * interpreted, so ipgate and the backend cannot disagree on the name (docs/routes-and-sni.md).
  */
+import { Buffer } from 'node:buffer';
 import { asciiLower, hostNameProblem } from '../route/host-name';
 import type { TlsReason } from './codes';
 

@@ -29,6 +29,7 @@
  * connection goes on, as nginx does). Node reports the refused attempt as a second `secure` event,
  * which is counted (ipgate_tls_renegotiations_refused_total) and logged at debug.
  */
+import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type net from 'node:net';
 import tls from 'node:tls';

@@ -20,6 +20,7 @@
  * Callbacks, not events: each RawSocket has one owner (the listener until the header is read, then
  * the forwarder), so one field per event is enough and costs no EventEmitter per connection.
  */
+import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { getSystemErrorName } from 'node:util';
 import type { ByteSocket } from './byte-socket';

@@ -26,6 +26,7 @@
  * One object per connection an SNI route took (listeners without routes never build one); it
  * works on RawSockets and net.Sockets alike, and lets go of both at the end of the watch.
  */
+import { Buffer } from 'node:buffer';
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { Connection, Endpoint } from '../../connection/connection';

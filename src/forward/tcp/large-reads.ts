@@ -26,6 +26,7 @@
  *
  * IPGATE_RELAY_READ_BUFFER (bytes, 0 = off; default 262144) is the tuning and escape hatch.
  */
+import { Buffer } from 'node:buffer';
 import net from 'node:net';
 
 export const DEFAULT_READ_BUFFER_BYTES = 256 * 1024;

@@ -12,6 +12,7 @@
  *   the other direction keeps flowing.
  * - One upstream connection per client connection: the PROXY header describes one client.
  */
+import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import net from 'node:net';
 import type { Logger } from 'pino';

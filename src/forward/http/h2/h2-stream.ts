@@ -20,6 +20,7 @@
  * connect, a stale pooled socket retried once, as the HTTP/1.1 engine does); after it, the stream
  * is reset (INTERNAL_ERROR): an HTTP/2 client cannot be told mid-body otherwise.
  */
+import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import http2 from 'node:http2';
 import type { OutgoingHttpHeaders } from 'node:http';

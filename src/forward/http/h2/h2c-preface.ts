@@ -7,6 +7,7 @@
  * named PRI, which llhttp refuses anyway); a client that sends a prefix and stops is closed after
  * http.requestHeaderTimeoutMs, as a request head that stops would be.
  */
+import { Buffer } from 'node:buffer';
 import type net from 'node:net';
 
 export const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');

@@ -56,6 +56,7 @@
  * read it is given (backpressure is the caller not reading its socket). The shared input buffer
  * grows to the largest read and stays that size; execute() throws only if wasm malloc fails.
  */
+import { Buffer } from 'node:buffer';
 
 /** The exports of undici's llhttp build used here: llhttp's C API plus the libc allocator. */
 interface LlhttpExports {

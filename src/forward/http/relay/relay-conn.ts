@@ -35,6 +35,7 @@
  * - a reused socket the backend closed as the request reached it (nothing came back): an
  *   idempotent request without a body is sent once more on a new connection.
  */
+import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { ByteSocket } from '../../../transport/byte-socket';
