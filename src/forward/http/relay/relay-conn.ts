@@ -1009,8 +1009,13 @@ export function responseHeadBytes(head: ResponseHead, http10: boolean, conn: str
   const named = connectionTokens(raw);
   const status = String(head.statusCode); // small integers: V8's number-string cache, no new string
   let n = HTTP11_SP.length + status.length + 1 + head.reason.length + 2 + conn.length + 2;
+  // Each header is classified once: the sizing pass notes the answer for the writing pass.
+  if (relayed.length < raw.length >> 1) relayed = new Uint8Array(raw.length);
+  const keep = relayed;
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (relayedResponseHeader(raw[i]!, http10, named)) n += raw[i]!.length + raw[i + 1]!.length + 4;
+    const k = relayedResponseHeader(raw[i]!, http10, named);
+    keep[i >> 1] = k ? 1 : 0;
+    if (k) n += raw[i]!.length + raw[i + 1]!.length + 4;
   }
   const b = Buffer.allocUnsafe(n);
   let at = putLatin1(b, HTTP11_SP, 0);
@@ -1020,8 +1025,8 @@ export function responseHeadBytes(head: ResponseHead, http10: boolean, conn: str
   b[at++] = 0x0d;
   b[at++] = 0x0a;
   for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (keep[i >> 1] === 0) continue;
     const name = raw[i]!;
-    if (!relayedResponseHeader(name, http10, named)) continue;
     at += putLatin1(b, name, at);
     b[at++] = 0x3a;
     b[at++] = 0x20;
@@ -1036,6 +1041,8 @@ export function responseHeadBytes(head: ResponseHead, http10: boolean, conn: str
 }
 
 const HTTP11_SP = 'HTTP/1.1 ';
+/** responseHeadBytes' note of which headers it relays (one entry per header), grown as needed. */
+let relayed = new Uint8Array(64);
 const CONN_CLOSE = 'connection: close\r\n';
 
 /**

@@ -227,6 +227,22 @@ t.test('response headers: names compared whatever their case, Connection values 
   );
 });
 
+t.test('response: each header classified once, for heads longer and shorter than the one before', async (t) => {
+  // 300 headers, every fifth one hop-by-hop: more than the note of the last head had room for.
+  const raw: string[] = [];
+  let expected = '';
+  for (let i = 0; i < 300; i++) {
+    const hop = i % 5 === 0;
+    raw.push(hop ? 'Keep-Alive' : `X-H${i}`, `v${i}`);
+    if (!hop) expected += `X-H${i}: v${i}\r\n`;
+  }
+  t.equal(responseHeaderLines(raw, false), expected, 'only the end-to-end headers, in order');
+  // A short head after it: nothing of the long one's note is read for it.
+  t.equal(responseHeaderLines(['Keep-Alive', 'x', 'X-A', '1'], false), 'X-A: 1\r\n', 'a shorter head after a long one');
+  t.equal(responseHeaderLines(['X-A', '1', 'Keep-Alive', 'x'], false), 'X-A: 1\r\n', 'and the other way round');
+  t.equal(responseHeaderLines(raw, true), expected, 'the long one again');
+});
+
 t.test('upstreamHead: the bytes the string form had, for a request, an upgrade and list values', async (t) => {
   const headers: OutgoingHttpHeaders = {
     host: 'a.test',
