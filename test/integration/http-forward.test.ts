@@ -339,6 +339,41 @@ t.test('504: upstream slower than upstreamTimeoutMs; the upstream request is abo
   t.equal(stats(g).upstreamErrors.get('upstream_timeout'), 1);
 });
 
+t.test('504 from the sweep: a timeout of four sweep intervals or more runs out as a deadline, each request its own', async (t) => {
+  // Keep-alive and header waits of 400 ms: the listener's sweep runs every 100 ms, so a 500 ms
+  // upstream timeout is a deadline it checks (RelayConn.armUpstreamTimeout), not a timer.
+  let aborted = 0;
+  const b = await backend(t, (req, res) => {
+    res.on('close', () => aborted++);
+    if (req.url === '/slow') return; // never answers
+    setTimeout(() => res.end('ok'), 300);
+  });
+  const g = await gate(t, {
+    upstreams: [`127.0.0.1:${b.port}`],
+    http: { upstreamTimeoutMs: 500, keepAliveTimeoutMs: 400, requestHeaderTimeoutMs: 400 },
+  });
+  // Three requests of 300 ms on one connection: 900 ms in all, each within its own 500 ms.
+  const c = await connect({ port: g.port() });
+  const statuses: string[] = [];
+  for (let i = 1; i <= 3; i++) {
+    c.write(`GET /ok${i} HTTP/1.1\r\nHost: a\r\n\r\n`);
+    statuses.push((await readUntil(c, '\r\n\r\nok')).toString('latin1').slice(0, 12));
+  }
+  t.strictSame(
+    statuses,
+    ['HTTP/1.1 200', 'HTTP/1.1 200', 'HTTP/1.1 200'],
+    'three 200s on one connection: no deadline left over from the request before',
+  );
+  c.destroy();
+  const start = Date.now();
+  const r = await request({ port: g.port(), path: '/slow' });
+  const ms = Date.now() - start;
+  t.equal(r.status, 504);
+  t.ok(ms >= 480 && ms < 2000, `answered after ${ms} ms (500 ms, at most one 100 ms sweep late when the machine is idle)`);
+  await waitFor(() => aborted >= 4, 3000, 'backend saw the timed-out request go away');
+  t.equal(stats(g).upstreamErrors.get('upstream_timeout'), 1);
+});
+
 t.test('defect 2: a client aborting mid-response leaves no upstream request running', async (t) => {
   let backendClosed = false;
   let backendFinished = false;

@@ -109,6 +109,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private staleRetried = false;
   private first = 0;
   private timer: NodeJS.Timeout | null = null;
+  /**
+   * When the upstream timeout runs out (performance.now()), checked by the listener's sweep; 0:
+   * none, or it runs on `timer` (see armUpstreamTimeout).
+   */
+  private upstreamDeadline = 0;
   private timedOut = false;
   /**
    * Between requests: the keep-alive wait, then (first byte of a request) the header wait, checked
@@ -221,6 +226,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    * net.Socket's setTimeout), and the idle bound of the connection's own upstream socket.
    */
   check(now: number): void {
+    if (this.upstreamDeadline !== 0 && now >= this.upstreamDeadline) {
+      this.upstreamDeadline = 0;
+      this.onTimeout();
+      return;
+    }
     if (this.waitDeadline !== 0 && now >= this.waitDeadline) {
       this.waitExpired();
       return;
@@ -414,8 +424,21 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.timer = setTimeout(afterDelay, d.delayMs, this);
       return;
     }
-    this.timer = setTimeout(this.onTimeoutFn, d.upstreamTimeoutMs);
+    this.armUpstreamTimeout(d.upstreamTimeoutMs);
     this.dispatch();
+  }
+
+  /**
+   * The wait for the response head. A timeout of at least four sweep intervals is a deadline the
+   * listener's sweep checks (check()): acted on at most one interval late, a quarter of the
+   * timeout at worst and 1 s of the default 60 s, as for the keep-alive and header waits. A
+   * setTimeout and clearTimeout per request (a Timeout object, the timer list's keyed lookups)
+   * were ~3% of an allowed request's instructions (bench/README.md "Repeated head pieces").
+   * A shorter timeout keeps its timer, to the millisecond.
+   */
+  private armUpstreamTimeout(ms: number): void {
+    if (ms >= 4 * this.host.waits.intervalMs) this.upstreamDeadline = performance.now() + ms;
+    else this.timer = setTimeout(this.onTimeoutFn, ms);
   }
 
   /** @internal The rate limit's delay is over: the request goes upstream. */
@@ -423,7 +446,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.timer = null;
     this.delayed = false;
     if (this.socket.destroyed || this.ex === null) return;
-    this.timer = setTimeout(this.onTimeoutFn, this.d!.upstreamTimeoutMs);
+    this.armUpstreamTimeout(this.d!.upstreamTimeoutMs);
     this.dispatch();
     this.flushUp(); // the head (and any body read meanwhile), as poolGranted sends them
     if (!this.socket.destroyed && this.backlog === null) this.socket.resume();
@@ -824,6 +847,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private clearTimer(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    this.upstreamDeadline = 0;
     this.delayed = false;
   }
 
@@ -925,6 +949,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   /** Off the connection's open list (revocation looks there). */
   private forget(ex: Exchange): void {
     const open = this.hc.open;
+    // Usually the only one (HTTP/1.1 has one request open at a time): pop() costs no splice.
+    if (open.length > 0 && open[open.length - 1] === ex) {
+      open.pop();
+      return;
+    }
     const i = open.indexOf(ex);
     if (i >= 0) open.splice(i, 1);
   }
