@@ -137,6 +137,22 @@ t.test('POST with Content-Length: body delivered; byte-at-a-time gives the same'
   }
 });
 
+t.test('framing headers are read whatever the case of their names', async (t) => {
+  for (const name of ['content-length', 'CONTENT-LENGTH', 'Content-length', 'cOnTeNt-LeNgTh']) {
+    const { rec } = request([b(`POST / HTTP/1.1\r\nHost: a\r\n${name}: 3\r\n\r\nabc`)]);
+    t.equal(rec.heads[0]!.contentLength, 3, `${name}: the length`);
+    t.equal(rec.body(), 'abc', `${name}: the body`);
+  }
+  for (const name of ['transfer-encoding', 'TRANSFER-ENCODING', 'Transfer-encoding']) {
+    const { rec } = request([b(`POST / HTTP/1.1\r\nHost: a\r\n${name}: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`)]);
+    t.equal(rec.heads[0]!.chunked, true, `${name}: chunked`);
+    t.equal(rec.body(), 'abc', `${name}: the body`);
+  }
+  // Same length, one letter off: not the framing header (and llhttp frames no body for it).
+  const { rec } = request([b('GET / HTTP/1.1\r\nHost: a\r\nContent-Lengtx: 3\r\n\r\n')]);
+  t.equal(rec.heads[0]!.contentLength, null, 'Content-Lengtx is not Content-Length');
+});
+
 t.test('chunked request: decoded body, chunk extensions skipped, trailers handed over', async (t) => {
   const msg = b(
     'POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' +
