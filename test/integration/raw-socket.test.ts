@@ -294,3 +294,51 @@ t.test('bytes a stage keeps across reads stay intact while other connections rea
     c.destroy();
   }
 });
+
+t.test('writes that wait in the kernel and writes taken at once, on many sockets: every byte arrives, in order', async (t) => {
+  // RawSocket reuses the request object of a write the kernel took whole (raw-socket.ts
+  // spareWriteReq); one whose write waits belongs to that write until it completes. A mix-up
+  // would complete one socket's write on another: its queued count would never drain and the
+  // slow connection would stall, or the bytes would arrive out of order.
+  let release: (() => void) | null = null;
+  const released = new Promise<void>((r) => {
+    release = r;
+  });
+  const received: Buffer[] = [];
+  const up = await server(t, (c) => {
+    c.once('data', (first) => {
+      if (first[0] === 0x41 /* A: the slow reader */) {
+        received.push(first);
+        c.pause();
+        void released.then(() => {
+          c.on('data', (d) => received.push(d));
+          c.resume();
+        });
+      } else {
+        c.write(first);
+        c.on('data', (d) => c.write(d)); // B: echo at once
+      }
+    });
+  });
+  const g = await gate(t, `127.0.0.1:${up}`);
+  const slow = await connect({ port: g.port() });
+  const total = 16 * 1024 * 1024;
+  const pattern = Buffer.alloc(total);
+  for (let i = 0; i < total; i += 4) pattern.writeUInt32BE(i, i);
+  pattern[0] = 0x41;
+  slow.write(pattern); // far more than the socket buffers hold: ipgate's writes upstream wait
+  // Meanwhile: 20 connections, 20 echoed round trips each.
+  for (let j = 0; j < 20; j++) {
+    const c = await connect({ port: g.port() });
+    for (let k = 0; k < 20; k++) {
+      const msg = `B-${j}-${k};`;
+      c.write(msg);
+      t.equal((await readUntil(c, msg)).toString(), msg, `echo ${j}/${k}`);
+    }
+    c.destroy();
+  }
+  release!();
+  await waitFor(() => received.reduce((n, b) => n + b.length, 0) >= total, 20_000, 'all 16 MiB at the slow reader');
+  t.ok(Buffer.concat(received).equals(pattern), "the slow connection's bytes intact and in order");
+  slow.destroy();
+});
