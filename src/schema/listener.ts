@@ -105,7 +105,11 @@ const HttpSchema = Section(
     keepAliveTimeoutMs: Ms({ default: 60_000 }),
     /** Requests served on one client connection before it is closed; 0 = unlimited. */
     maxRequestsPerConnection: Type.Integer({ minimum: 0, default: 1000 }),
-    /** Time to wait for the upstream's response headers before answering 504. */
+    /**
+     * Time to wait for the upstream's response headers before answering 504. A timeout of at least
+     * four times the listener's sweep interval (a quarter of its shortest wait, 50 ms to 1 s) is
+     * checked by that sweep, so it may run out up to one interval late; a shorter one is exact.
+     */
     upstreamTimeoutMs: Ms({ default: 60_000 }),
     /**
      * The upstream silent this long while a response is awaited or streams in (nginx
