@@ -75,8 +75,11 @@ async function gate(t: Test, upstream: string, http: Record<string, unknown> = {
 
 /** One request on a new connection; the whole response (Content-Length framed) as text. */
 async function get(port: number, path = '/', keep: net.Socket | null = null): Promise<{ text: string; sock: net.Socket }> {
-  const sock = keep ?? (await connect({ port }));
-  sock.on('error', () => undefined);
+  let sock = keep;
+  if (sock === null) {
+    sock = await connect({ port });
+    sock.on('error', () => undefined); // once per socket: a kept one already has it
+  }
   sock.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
   const head = (await readUntil(sock, '\r\n\r\n')).toString('latin1');
   // Every body in this file (the backends' and ipgate's canned ones) is one line.
