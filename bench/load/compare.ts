@@ -42,6 +42,8 @@
  *       and `base` run the build's default engine)
  *       (minimal forwarders, what an engine alone costs: HTTP `node-min`, `undici-min`,
  *       `undici-stream-min`, `relay-min`, `http-raw-min` (libuv handles, also `http-denied`); TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
+ *   BENCH_WRK_OUT=FILE appends wrk's whole report of each sample to FILE (its latency distribution:
+ *   50/75/90/99 %, max), for reading a tail beyond the p50 and p99 printed here.
  *
  * The job (same for all three): an allowlist of `--cidrs` CIDRs (127.0.0.1/32 sits in the middle of
  * the list, so linear scanners pay half a scan), HTTP with X-Real-IP / X-Forwarded-For and an
@@ -868,6 +870,7 @@ function wrk(port: number, o: Options, https = false, host: string | null = null
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));
     c.once('exit', () => {
+      if (process.env.BENCH_WRK_OUT) fs.appendFileSync(process.env.BENCH_WRK_OUT, `--- ${port}\n${out}`);
       const rate = /Requests\/sec:\s+([\d.]+)/.exec(out);
       if (!rate) return reject(new Error(`wrk: ${out}`));
       const lat = (pct: string): number | null => {

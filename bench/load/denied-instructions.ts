@@ -13,7 +13,11 @@
  *     [--alloc-sample N]  (with --alloc: also a sampling heap profile every N bytes, per function)
  *     [--gc-share]        (valgrind: also the collector's share of the instructions, see gcShare())
  *   BENCH_KEEP=1 keeps the callgrind output (callgrind_annotate); BENCH_WRAP="cmd" runs ipgate
- *   under cmd in --stat mode.
+ *   under cmd in --stat mode. BENCH_DUMP_INSTR=1: callgrind counts per instruction
+ *   (`--dump-instr=yes`), and BENCH_STDOUT=FILE keeps ipgate's stdout: with `--node-flags
+ *   "--perf-basic-prof --print-opt-code --print-opt-code-filter=NAME"` the cost of each instruction
+ *   of one optimised function lines up with V8's listing of it (bench/README.md "The tail at
+ *   saturation, and where an allowed request's head costs (issue 31)").
  *
  * ipgate (the build's main.js, or --main) runs under `valgrind --tool=callgrind --instr-atstart=no`
  * with the same job as compare.ts's http-denied workload (1,000-CIDR allowlist that excludes
@@ -214,6 +218,7 @@ async function main(): Promise<void> {
             'valgrind',
             '--tool=callgrind',
             '--instr-atstart=no',
+            ...(process.env.BENCH_DUMP_INSTR ? ['--dump-instr=yes'] : []),
             ...(GC_SHARE ? ['--separate-threads=yes'] : []),
             `--callgrind-out-file=${out}`,
             NODE,
@@ -223,7 +228,7 @@ async function main(): Promise<void> {
             file,
           ];
   const child = spawn(argv[0]!, argv.slice(1), {
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', process.env.BENCH_STDOUT ? fs.openSync(process.env.BENCH_STDOUT, 'w') : 'ignore', 'pipe'],
     env: {
       ...process.env,
       ...IPGATE_ENV,
