@@ -241,6 +241,52 @@ t.test('the allowlist is enforced per request over TLS: 403 for a denied client,
   t.equal(allowed.out, '200 1\n200 0\n', 'the allowed client gets 200s');
 });
 
+t.test('HTTPS keep-alive: each access line counts its own response bytes on the wire', { skip }, async (t) => {
+  // Over TLS the engine writes through a net.Socket (transport/byte-socket.ts NetByteSocket),
+  // which counts the bytes it hands the socket: each request's count is its response's head and
+  // body as the client received them, not the connection's running total.
+  const g = await gate(t, fourCerts());
+  const port = g.port();
+  const paths = ['/a', '/bb?q=1', '/c'];
+  const urls = paths.map((p) => `https://web.test:${port}${p}`);
+  const r = await run('curl', [
+    '-sS',
+    '--http1.1', // HTTP/2 (curl's ALPN choice) is the h2 engine's, which counts DATA only
+    '--cacert',
+    certs!.file('ca.crt'),
+    '--resolve',
+    `web.test:${port}:127.0.0.1`,
+    '-H',
+    'x-pad: padding',
+    ...urls.flatMap(() => ['-o', '/dev/null']),
+    '-w',
+    '%{num_connects} %{http_code} %{size_header} %{size_download}\n',
+    ...urls,
+  ]);
+  const rows = r.out
+    .trim()
+    .split('\n')
+    .map((l) => l.split(' ').map(Number));
+  t.same(
+    rows.map((x) => [x[0], x[1]]),
+    [
+      [1, 200],
+      [0, 200],
+      [0, 200],
+    ],
+    'three 200s over one TLS connection',
+  );
+  const lines = (): Record<string, unknown>[] => g.logs.lines.filter((l) => l.msg === 'access' && l.kind === 'http');
+  await waitFor(() => lines().length === 3, 10_000, 'three access lines');
+  const byPath = new Map(lines().map((l) => [l.path, l.bytesOut]));
+  paths.forEach((path, i) => {
+    const wire = rows[i]![2]! + rows[i]![3]!;
+    t.ok(wire > 100, `response ${i + 1} has a head and a body (${wire} bytes)`);
+    t.equal(byPath.get(path), wire, `${path}: bytesOut = the response's head and body as curl received them, not the running total`);
+  });
+  t.equal(new Set(lines().map((l) => l.conn)).size, 1, 'all three on one connection');
+});
+
 t.test('routes on a TLS listener: a Host no route serves gets 421, a path no route serves 404', { skip }, async (t) => {
   const up = await backend(t);
   const g = await gate(t, fourCerts(), {
