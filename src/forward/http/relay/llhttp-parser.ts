@@ -276,11 +276,16 @@ function repeat(prev: string | undefined, a: number, len: number): string {
   return len === 0 ? '' : input.toString('latin1', a, a + len);
 }
 
-/** `name` is `lower` (lower-case ASCII, same length) but for ASCII case, without a lower-case copy. */
-function sameName(name: string, lower: string): boolean {
-  if (name === lower) return true;
-  for (let i = 0; i < lower.length; i++) {
-    let c = name.charCodeAt(i);
+/**
+ * `s` is `lower` (lower-case ASCII) but for ASCII case, without a lower-case copy of `s`: header
+ * names as the parser gave them, here and in the engine (relay-conn.ts).
+ */
+export function isName(s: string, lower: string): boolean {
+  const n = lower.length;
+  if (s.length !== n) return false;
+  if (s === lower) return true;
+  for (let i = 0; i < n; i++) {
+    let c = s.charCodeAt(i);
     if (c >= 0x41 && c <= 0x5a) c |= 0x20;
     if (c !== lower.charCodeAt(i)) return false;
   }
@@ -652,8 +657,8 @@ export class HttpParser<T extends ParserType> {
     let te: string | null = null;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i]!;
-      if (name.length === 14 && sameName(name, 'content-length')) contentLength = Number(raw[i + 1]);
-      else if (name.length === 17 && sameName(name, 'transfer-encoding')) te = raw[i + 1]!;
+      if (name.length === 14 && isName(name, 'content-length')) contentLength = Number(raw[i + 1]);
+      else if (name.length === 17 && isName(name, 'transfer-encoding')) te = raw[i + 1]!;
     }
     if (contentLength !== null && !Number.isSafeInteger(contentLength)) {
       s.#ownError = badRequest('HPE_INVALID_CONTENT_LENGTH', 'Content-Length above 2^53 - 1');

@@ -48,7 +48,7 @@ import type { EngineEvents } from '../http-events';
 import type { RequestDecision, RequestFacts } from '../http-policy';
 import { bodyOverLimit } from '../request-decision';
 import { requestTarget } from '../request-target';
-import { type ExecuteResult, HttpParser, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
+import { type ExecuteResult, HttpParser, isName, type ParserSink, type RequestHead, type ResponseHead } from './llhttp-parser';
 import { Tunnel } from './tunnel';
 import type { PoolWaiter, SocketPool, UpstreamConn, UpstreamOwner } from './socket-pool';
 
@@ -1102,19 +1102,6 @@ function relayedResponseHeader(name: string, http10: boolean, named: Set<string>
       break;
   }
   return named === null || !named.has(name.toLowerCase());
-}
-
-/** `s` is `lower` (lower-case ASCII) but for ASCII case: no lower-case copy of `s` is made. */
-function isName(s: string, lower: string): boolean {
-  const n = lower.length;
-  if (s.length !== n) return false;
-  if (s === lower) return true;
-  for (let i = 0; i < n; i++) {
-    let c = s.charCodeAt(i);
-    if (c >= 0x41 && c <= 0x5a) c |= 0x20;
-    if (c !== lower.charCodeAt(i)) return false;
-  }
-  return true;
 }
 
 /** Header names listed in Connection (RFC 9110 7.6.1: hop-by-hop too), lower-case; null without any. */
