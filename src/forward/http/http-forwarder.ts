@@ -11,7 +11,9 @@
  * spoke for (`trustChanged`), a reload swaps the routes (`replaceRoutes`) and closes connections
  * whose route is gone, and a drain stops new requests.
  */
+import { Buffer } from 'node:buffer';
 import type net from 'node:net';
+import type tls from 'node:tls';
 import type { Logger } from 'pino';
 import type { ListenerAccessLog } from '../../access-log/access-log';
 import { NO_UPSTREAM_HEALTH, type ListenerConfig, type RouteConfig } from '../../schema/config';
@@ -25,6 +27,7 @@ import { readsList } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
 import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
+import { takeTlsSocket } from '../../transport/tls-byte-socket';
 import { WaitSweep } from '../../connection/wait-sweep';
 import { buildGroup, type UpstreamGroup } from '../../upstream/upstream-group';
 import type { Lookup } from '../../upstream/active-check';
@@ -252,7 +255,11 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       // of a handshake's CPU on Node 20 (bench/README.md "What ipgate adds to a new
       // TLS handshake").
       if (!(client as { encrypted?: boolean }).encrypted) client.setNoDelay(true);
-      socket = new NetByteSocket(client);
+      const taken = (client as { encrypted?: boolean }).encrypted ? takeTlsSocket(client as tls.TLSSocket) : null;
+      if (taken !== null) {
+        socket = taken.socket;
+        if (taken.early.length > 0) leftover = leftover.length === 0 ? taken.early : Buffer.concat([leftover, taken.early]);
+      } else socket = new NetByteSocket(client);
     }
     const hc = this.open(conn, socket);
     const header = this.config.outboundProxyProtocol === 'none' ? null : this.proxyHeader(conn);
