@@ -5,6 +5,8 @@
 // total per request and the kept callgrind output (with --perf-basic-prof: /tmp/perf-PID.map names
 // the JIT's code). bench/README.md "HTTPS keep-alive: the socket's byte count".
 // usage: node bench/load/tls-keepalive-instructions.js NODE dist/src/main.js [N 20000] [WARM 20000] [tls|plain]
+// BENCH_NODE_FLAGS="--predictable --random-seed=1 --hash-seed=1" runs the JIT and the collector on
+// the main thread (runs of one build then agree within a few per cent; counted as they run there).
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
@@ -72,6 +74,7 @@ backend.listen(0, '127.0.0.1', () => {
       `--callgrind-out-file=${out}`,
       NODE,
       '--perf-basic-prof',
+      ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((f) => f !== ''),
       MAIN,
       '--config',
       path.join(dir, 'ipgate.json'),
