@@ -19,6 +19,8 @@ import { CertDir } from '../helpers/certs';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
+import { wsHandshake, WsReader } from '../helpers/websocket';
+import { createHttpEcho, wsFrame } from '../../src/echo/echo-server';
 import { tlsHandleCounts, tlsHandlesAvailable } from '../../src/transport/tls-byte-socket';
 
 const skip = missing('openssl') || missing('curl') || missing('python3');
@@ -102,8 +104,8 @@ async function backend(t: Test): Promise<number> {
 const certs = skip ? null : new CertDir();
 const web = certs?.issue('web', { cn: 'web.test', dns: ['web.test'], kind: 'ec' });
 
-async function gate(t: Test): Promise<Started> {
-  const up = await backend(t);
+async function gate(t: Test, upstream?: number): Promise<Started> {
+  const up = upstream ?? (await backend(t));
   const g = await startIpgate(
     {
       allowlists: { main: ['127.0.0.0/8'] },
@@ -323,6 +325,52 @@ for (const mode of MODES) {
         10_000,
         "the first request's access line",
       );
+    });
+  });
+
+  t.test(`a WebSocket over TLS: messages both ways, and the client's close ends the tunnel, ${mode.name}`, { skip }, async (t) => {
+    const echo = createHttpEcho();
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    t.teardown(
+      () =>
+        new Promise<void>((r) => {
+          echo.closeAllConnections();
+          echo.close(() => r());
+        }),
+    );
+    const g = await gate(t, (echo.address() as net.AddressInfo).port);
+    await inMode(mode.handles, async () => {
+      const before = tlsHandleCounts.taken;
+      const c = tls.connect({
+        port: g.port(),
+        host: '127.0.0.1',
+        servername: 'web.test',
+        ca: fs.readFileSync(certs!.file('ca.crt')),
+        ALPNProtocols: ['http/1.1'],
+      });
+      await new Promise<void>((resolve, reject) => {
+        c.once('secureConnect', () => resolve());
+        c.once('error', reject);
+      });
+      const hs = wsHandshake('/chat');
+      c.write(hs.text);
+      const r = new WsReader(c);
+      t.match(await r.head(), /^HTTP\/1\.1 101 /, '101 over TLS');
+      const [report] = await r.messages(1);
+      t.equal((JSON.parse(report!.payload.toString()) as { headers: Record<string, string> }).headers['x-forwarded-proto'], 'https');
+      c.write(wsFrame(1, Buffer.from('hello'), true));
+      c.write(wsFrame(2, Buffer.alloc(300_000, 9), true));
+      const [text, bin] = await r.messages(2);
+      t.equal(text!.payload.toString(), 'hello', 'text echoed');
+      t.ok(bin!.payload.length === 300_000 && bin!.payload.every((b) => b === 9), '300 KB binary echoed intact');
+      t.equal(tlsHandleCounts.taken - before, mode.handles ? 1 : 0, mode.handles ? 'the connection was taken over' : 'not taken over');
+      // The client ends its side (close_notify, FIN): the tunnel passes the FIN on, the echo
+      // closes, and ipgate closes the client's connection.
+      const ended = new Promise<void>((resolve) => c.once('close', () => resolve()));
+      c.end();
+      await ended;
+      await waitFor(() => g.app.listeners[0]!.connections.size === 0, 10_000, 'the listener has no connection left');
+      t.pass('the client connection closed after its FIN');
     });
   });
 }
