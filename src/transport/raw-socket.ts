@@ -173,7 +173,7 @@ export function rawSocketsWanted(): boolean {
 }
 
 /** A connection error code from a libuv status (`ECONNREFUSED`, ...). */
-function errorCode(status: number): string {
+export function errorCode(status: number): string {
   try {
     return getSystemErrorName(status);
   } catch {

@@ -28,8 +28,8 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
-import { getSystemErrorName } from 'node:util';
 import type { ByteSocket } from './byte-socket';
+import { errorCode } from './raw-socket';
 
 interface TlsHandle {
   onread: (arrayBuffer: ArrayBuffer | undefined) => void;
@@ -375,13 +375,7 @@ export class TlsByteSocket implements ByteSocket {
   }
 
   private failStatus(status: number): void {
-    let code: string;
-    try {
-      code = getSystemErrorName(status);
-    } catch {
-      code = `E${-status}`;
-    }
-    this.fail(code);
+    this.fail(errorCode(status));
   }
 
   private fail(code: string): void {

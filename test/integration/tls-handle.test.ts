@@ -6,7 +6,6 @@
  * counts (tlsHandleCounts) say each path ran: a socket taken over, writes held behind one in
  * flight (TLSWrap takes one write at a time), write requests reused.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -19,28 +18,13 @@ import { CertDir } from '../helpers/certs';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
+import { run, type RunResult } from '../helpers/tls-nginx';
 import { wsHandshake, WsReader } from '../helpers/websocket';
 import { createHttpEcho, wsFrame } from '../../src/echo/echo-server';
 import { tlsHandleCounts, tlsHandlesAvailable } from '../../src/transport/tls-byte-socket';
 
 const skip = missing('openssl') || missing('curl') || missing('python3');
 const END_CLIENT = path.join(__dirname, '../helpers/tls-end-client.py');
-
-interface Run {
-  code: number;
-  out: string;
-  err: string;
-}
-
-/** A child process, asynchronously (ipgate runs in this process: a sync spawn would block it). */
-function run(cmd: string, args: string[], input = ''): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = execFile(cmd, args, { timeout: 60_000, encoding: 'utf8', maxBuffer: 1 << 20 }, (err, out, errOut) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, out, err: errOut });
-    });
-    child.stdin!.end(input);
-  });
-}
 
 /** Byte `i` of every streamed body. */
 function bodyByte(i: number): number {
@@ -156,7 +140,7 @@ for (const mode of MODES) {
     t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
     await inMode(mode.handles, async () => {
       const before = { ...tlsHandleCounts };
-      const curl = (query: string, file: string, extra: string[]): Promise<Run> =>
+      const curl = (query: string, file: string, extra: string[]): Promise<RunResult> =>
         run('curl', [
           '-sS',
           '--http1.1',
@@ -177,8 +161,8 @@ for (const mode of MODES) {
         curl(`n=${fast}`, path.join(dir, 'fast'), []),
         curl(`n=${slow}&max=2048&pace`, path.join(dir, 'slow'), ['--limit-rate', '2M']),
       ]);
-      t.equal(a.out, `200 ${fast}`, `16 MiB read as fast as curl can: ${a.err}`);
-      t.equal(b.out, `200 ${slow}`, `3 MiB in chunks of up to 2 KiB, read at 2 MB/s (the relay waits for the client): ${b.err}`);
+      t.equal(a.stdout, `200 ${fast}`, `16 MiB read as fast as curl can: ${a.stderr}`);
+      t.equal(b.stdout, `200 ${slow}`, `3 MiB in chunks of up to 2 KiB, read at 2 MB/s (the relay waits for the client): ${b.stderr}`);
       const digest = (f: string): string =>
         createHash('sha256')
           .update(fs.readFileSync(path.join(dir, f)))
@@ -284,8 +268,8 @@ for (const mode of MODES) {
     await inMode(mode.handles, async () => {
       const client = (request: string): Promise<{ end: string; response: string }> =>
         run('python3', [END_CLIENT, String(port), certs!.file('ca.crt'), 'web.test', '127.0.0.5', 'plain'], request).then((r) => {
-          if (r.code !== 0) throw new Error(`python client failed: ${r.err}`);
-          return JSON.parse(r.out) as { end: string; response: string };
+          if (r.code !== 0) throw new Error(`python client failed: ${r.stderr}`);
+          return JSON.parse(r.stdout) as { end: string; response: string };
         });
       const bad = await client('GET / HTTP/1.1\r\nHost: web.test\r\nno colon here\r\n\r\n');
       t.match(bad.response, /^HTTP\/1\.1 400 /, 'a malformed request: 400');
@@ -305,8 +289,8 @@ for (const mode of MODES) {
         [END_CLIENT, String(port), certs!.file('ca.crt'), 'web.test', '127.0.0.6', 'garbage'],
         'GET /first HTTP/1.1\r\nHost: web.test\r\n\r\n',
       );
-      t.equal(r.code, 0, r.err);
-      const res = JSON.parse(r.out) as { end: string; response: string };
+      t.equal(r.code, 0, r.stderr);
+      const res = JSON.parse(r.stdout) as { end: string; response: string };
       t.match(res.response, /path \/first\n$/, 'the request before the bad record was answered');
       t.not(res.end, 'timeout', `the connection ended after the bad record (${res.end})`);
       t.not(res.end, 'close_notify', 'not as if all were well');
@@ -319,7 +303,7 @@ for (const mode of MODES) {
         `web.test:${port}:127.0.0.1`,
         `https://web.test:${port}/next`,
       ]);
-      t.equal(next.out, 'path /next\n', 'the next connection is served');
+      t.equal(next.stdout, 'path /next\n', 'the next connection is served');
       await waitFor(
         () => g.logs.lines.some((l) => l.msg === 'access' && l.path === '/first' && l.status === 200),
         10_000,
