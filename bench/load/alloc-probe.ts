@@ -93,7 +93,10 @@ async function close(): Promise<void> {
     gcs[last.gcType]!.n--;
     gcs[last.gcType]!.us -= last.cost;
   }
-  fs.writeFileSync(OUT, `${JSON.stringify({ allocated, gcs, sampled })}\n`);
+  // Written whole, then renamed: the reader polls for the file (denied-instructions.ts fileAppears)
+  // and read a half-written one as empty JSON under CI's load (2026-12-04, Node 24).
+  fs.writeFileSync(`${OUT}.tmp`, `${JSON.stringify({ allocated, gcs, sampled })}\n`);
+  fs.renameSync(`${OUT}.tmp`, OUT);
 }
 
 process.on('SIGUSR2', () => {
