@@ -1,6 +1,6 @@
 /**
- * A TLS client connection after its handshake, driven on its TLSWrap handle (docs/architecture.md
- * "The data path"; bench/README.md "HTTPS keep-alive on the TLS handle").
+ * A TLS client connection after its handshake, driven on its TLSWrap handle (docs/http-engines.md,
+ * "Sockets"; bench/README.md "HTTPS keep-alive on the TLS handle").
  *
  * A TLSSocket is a net.Socket: each read is pushed through a Readable (push, `data` event,
  * nextTicks to read more) and each write through a Writable (its buffer, a callback, `drain`). The
@@ -14,13 +14,17 @@
  * `error` event), closing (`destroy`, which closes the TLSWrap, the TCP handle under it and the
  * accepted socket the server counts), and its `close` event, which runs the close hooks.
  *
- * Two differences from a TCP handle shape the write side:
- * - A TLSWrap write always completes asynchronously (after OpenSSL's records reach the socket
- *   under it): ~850,000 of ~850,000 writes in bench/README.md "HTTPS keep-alive: the socket's byte
- *   count". So, as a net.Socket does, write() says false only once 16 KiB are waiting, and onDrain
+ * Three rules of the TLSWrap binding shape the write side (bench/README.md "HTTPS keep-alive on
+ * the TLS handle"):
+ * - One write at a time: a second write while one is in flight aborts the process (a net.Socket's
+ *   Writable never issues one). Writes made meanwhile are held and go out as one `writev` when
+ *   the write in flight completes.
+ * - Every write completes asynchronously (after OpenSSL's records reach the socket under it):
+ *   ~850,000 of ~850,000 writes in bench/README.md "HTTPS keep-alive: the socket's byte count".
+ *   So, as a net.Socket does, write() says false only once 16 KiB are waiting, and onDrain
  *   follows when they are gone.
  * - A shutdown (close_notify, then FIN) must follow the last write's completion: TLSWrap encrypts
- *   the alert at once but sends it only when no write is in flight. end() waits for the queue.
+ *   the alert at once but sends encrypted output only when no write is in flight. end() waits.
  *
  * `takeTlsSocket` returns null where the binding lacks what is used here, or with
  * IPGATE_TLS_HANDLES=0: the socket then stays a NetByteSocket (byte-socket.ts).

@@ -255,6 +255,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
       // of a handshake's CPU on Node 20 (bench/README.md "What ipgate adds to a new
       // TLS handshake").
       if (!(client as { encrypted?: boolean }).encrypted) client.setNoDelay(true);
+      // A TLSSocket is driven on its TLS handle from here (transport/tls-byte-socket.ts), with
+      // the bytes its stream had already decrypted handed on first.
       const taken = (client as { encrypted?: boolean }).encrypted ? takeTlsSocket(client as tls.TLSSocket) : null;
       if (taken !== null) {
         socket = taken.socket;
