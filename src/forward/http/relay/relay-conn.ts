@@ -736,6 +736,11 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.flush();
     this.up = null;
     const reusable = keepAlive && this.requestDone && !this.upgrading;
+    // flush() pauses the upstream when the client's socket is full, and the client's onDrain
+    // resumes `this.up`, which is no longer this one: a socket kept for the next exchange reads
+    // again now (idle, it must see its peer's FIN; reused paused, its next response would never
+    // be read: test/integration/http-pool-backpressure.test.ts).
+    if (reusable) up.socket.resume();
     if (up === this.dedicated && reusable) {
       up.owner = null; // idle from here: check() closes it after upstreamIdleTimeoutMs
     } else if (reusable && up.pooled) {
