@@ -216,11 +216,10 @@ for (const mode of MODES) {
       );
 
       // Twenty requests in one write, sent with the client's Finished; the answers come back in
-      // order on the one connection. On the handle path only: on net.Socket this connection,
-      // opened right after the stalled reader's, went unanswered in 3 of ~30 runs of this file
-      // (no access line, nothing logged; never in 230 standalone connections, never on the
-      // handle path; issue 31's note of 2026-12-04 has it).
-      if (mode.handles) {
+      // order on the one connection. This connection reuses the upstream connection of the
+      // stalled reader's response, which found the paused-upstream bug that
+      // http-pool-backpressure.test.ts now checks (here it went unanswered in 3 of ~30 runs).
+      {
         const paths = Array.from({ length: 20 }, (_, i) => `/p${i}`);
         const got = await new Promise<string>((resolve, reject) => {
           const s = tls.connect({
