@@ -52,8 +52,30 @@ export interface ByteSocket {
   onClose(fn: () => void): void;
 }
 
+/**
+ * `onClose` as every ByteSocket keeps it: hooks run once each, in the order added, when the
+ * implementation calls `closed()`; a hook added after that runs in a microtask.
+ */
+export abstract class CloseHooks {
+  /** null once closed. */
+  private closeHooks: (() => void)[] | null = [];
+
+  onClose(fn: () => void): void {
+    if (this.closeHooks === null) queueMicrotask(fn);
+    else this.closeHooks.push(fn);
+  }
+
+  /** The socket is closed: run the hooks (a second call does nothing). */
+  protected closed(): void {
+    const hooks = this.closeHooks;
+    if (hooks === null) return;
+    this.closeHooks = null;
+    for (const h of hooks) h();
+  }
+}
+
 /** A net.Socket (or TLSSocket) behind the ByteSocket callbacks. */
-export class NetByteSocket implements ByteSocket {
+export class NetByteSocket extends CloseHooks implements ByteSocket {
   onData: ((chunk: Buffer) => void) | null = null;
   onEnd: (() => void) | null = null;
   onDrain: (() => void) | null = null;
@@ -62,8 +84,6 @@ export class NetByteSocket implements ByteSocket {
   readEnded = false;
   writeFinished = false;
   lastActive = performance.now();
-  private hooks: (() => void)[] = [];
-  private closed = false;
   /**
    * Bytes this wrapper handed to the socket. net.Socket's own `bytesWritten` is a getter that
    * walks the stream's write queue through a copy of it: ~1,200 instructions a call on Node 20,
@@ -74,6 +94,7 @@ export class NetByteSocket implements ByteSocket {
   private written = 0;
 
   constructor(readonly socket: net.Socket) {
+    super();
     socket.on('data', (d: Buffer) => {
       this.lastActive = performance.now();
       this.onData?.(d);
@@ -91,12 +112,7 @@ export class NetByteSocket implements ByteSocket {
       this.onFinish?.();
     });
     socket.on('error', (err: NodeJS.ErrnoException) => this.onError?.(err.code ?? 'ECONNRESET'));
-    socket.once('close', () => {
-      this.closed = true;
-      const hooks = this.hooks;
-      this.hooks = [];
-      for (const h of hooks) h();
-    });
+    socket.once('close', () => this.closed());
   }
 
   get destroyed(): boolean {
@@ -149,10 +165,5 @@ export class NetByteSocket implements ByteSocket {
 
   resume(): void {
     if (!this.socket.destroyed) this.socket.resume();
-  }
-
-  onClose(fn: () => void): void {
-    if (this.closed) queueMicrotask(fn);
-    else this.hooks.push(fn);
   }
 }

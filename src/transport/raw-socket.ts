@@ -23,7 +23,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { getSystemErrorName } from 'node:util';
-import type { ByteSocket } from './byte-socket';
+import { type ByteSocket, CloseHooks } from './byte-socket';
 
 /* The binding objects are untyped: what is used of them is declared here. */
 interface StreamHandle {
@@ -181,7 +181,7 @@ export function errorCode(status: number): string {
   }
 }
 
-export class RawSocket implements ByteSocket {
+export class RawSocket extends CloseHooks implements ByteSocket {
   /** Called per read with a buffer the callee may keep (a fresh one per read). */
   onData: ((chunk: Buffer) => void) | null = null;
   /** The peer sent FIN (reads have stopped; writes may go on). */
@@ -190,11 +190,7 @@ export class RawSocket implements ByteSocket {
   onDrain: (() => void) | null = null;
   /** A read, write or connect failed: the socket is already destroyed. */
   onError: ((code: string) => void) | null = null;
-  /** The handle is closed (after destroy); every hook runs once, in order. */
-  private closeHooks: (() => void)[] = [];
   destroyed = false;
-  /** The handle's close completed. */
-  private closed = false;
   readEnded = false;
   /** shutdown() was called: the write side is ending or ended. */
   writeEnded = false;
@@ -214,6 +210,7 @@ export class RawSocket implements ByteSocket {
   private readBuffer: Buffer | null = null;
 
   private constructor(private readonly handle: StreamHandle) {
+    super();
     handle[OWNER] = this;
     handle.onread = onRead;
     if (SHARED_READ !== null) handle.useUserBuffer(SHARED_READ);
@@ -389,18 +386,7 @@ export class RawSocket implements ByteSocket {
     this.destroyed = true;
     this.reading = false;
     this.handle.onread = NOOP;
-    this.handle.close(() => {
-      this.closed = true;
-      const hooks = this.closeHooks;
-      this.closeHooks = [];
-      for (const h of hooks) h();
-    });
-  }
-
-  /** Run `fn` once the socket is closed (in a microtask if it already is). */
-  onClose(fn: () => void): void {
-    if (this.closed) queueMicrotask(fn);
-    else this.closeHooks.push(fn);
+    this.handle.close(() => this.closed());
   }
 
   /** @internal */

@@ -32,7 +32,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
-import type { ByteSocket } from './byte-socket';
+import { type ByteSocket, CloseHooks } from './byte-socket';
 import { errorCode } from './raw-socket';
 
 interface TlsHandle {
@@ -143,7 +143,7 @@ export function takeTlsSocket(socket: tls.TLSSocket): { socket: TlsByteSocket; e
   return { socket: new TlsByteSocket(socket, handle), early };
 }
 
-export class TlsByteSocket implements ByteSocket {
+export class TlsByteSocket extends CloseHooks implements ByteSocket {
   onData: ((chunk: Buffer) => void) | null = null;
   onEnd: (() => void) | null = null;
   onDrain: (() => void) | null = null;
@@ -152,8 +152,6 @@ export class TlsByteSocket implements ByteSocket {
   readEnded = false;
   writeFinished = false;
   lastActive = performance.now();
-  private hooks: (() => void)[] = [];
-  private closed = false;
   private failed = false;
   /** end() was called: writes are dropped; the shutdown goes out once `queued` is 0. */
   private writeEnded = false;
@@ -174,6 +172,7 @@ export class TlsByteSocket implements ByteSocket {
     readonly socket: tls.TLSSocket,
     private readonly handle: TlsHandle,
   ) {
+    super();
     handle[OWNER] = this;
     handle.onread = onRead;
     handle.useUserBuffer(SHARED_READ!);
@@ -181,12 +180,7 @@ export class TlsByteSocket implements ByteSocket {
     // set: its Readable never asks for a read again (nothing is pushed to it from here on).
     this.reading = (handle as unknown as { reading?: boolean }).reading === true;
     socket.on('error', (err: NodeJS.ErrnoException) => this.fail(err.code ?? 'ECONNRESET'));
-    socket.once('close', () => {
-      this.closed = true;
-      const hooks = this.hooks;
-      this.hooks = [];
-      for (const h of hooks) h();
-    });
+    socket.once('close', () => this.closed());
   }
 
   get destroyed(): boolean {
@@ -301,11 +295,6 @@ export class TlsByteSocket implements ByteSocket {
 
   destroy(): void {
     this.socket.destroy();
-  }
-
-  onClose(fn: () => void): void {
-    if (this.closed) queueMicrotask(fn);
-    else this.hooks.push(fn);
   }
 
   /** @internal */
