@@ -254,18 +254,25 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
     return this.counted(buf.length);
   }
 
-  /** After a write call on the handle. */
+  /** After a write()'s call on the handle: its bytes are counted as sent, and queued while in flight. */
   private dispatched(req: WriteReq, err: number): boolean {
+    const inFlight = this.issued(err);
+    if (inFlight === null) return false;
+    return this.counted(inFlight ? req.bytes : 0, req.bytes);
+  }
+
+  /**
+   * After any write call on the handle: whether the write is in flight (every TLS write so far;
+   * one taken at once is not, and its request is not reused, since whether the binding let go of
+   * it is not known), or null when the call failed (the socket is destroyed).
+   */
+  private issued(err: number): boolean | null {
     if (err !== 0) {
       this.failStatus(err);
-      return false;
+      return null;
     }
-    const b = B!;
-    // Taken at once (TLSWrap never does this today): nothing is queued, and the request is not
-    // reused (whether the binding let go of it is not known).
-    if (b.streamBaseState[b.kLastWriteWasAsync] === 0) return this.counted(0, req.bytes);
-    this.inFlight = true;
-    return this.counted(req.bytes);
+    this.inFlight = B!.streamBaseState[B!.kLastWriteWasAsync] !== 0;
+    return this.inFlight;
   }
 
   private counted(queued: number, sent = queued): boolean {
@@ -338,14 +345,10 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
       for (const c of held) n += c.length;
       const req = this.writeReq(n);
       req.buffer = held;
-      const err = this.handle.writev(req, held, true);
-      if (err !== 0) {
-        this.failStatus(err);
-        return;
-      }
-      const b = B!;
-      if (b.streamBaseState[b.kLastWriteWasAsync] !== 0) this.inFlight = true;
-      else this.queued -= n;
+      // Counted as sent and queued when held.
+      const inFlight = this.issued(this.handle.writev(req, held, true));
+      if (inFlight === null) return;
+      if (!inFlight) this.queued -= n;
     }
     if (this.queued > 0) return;
     this.queued = 0;
