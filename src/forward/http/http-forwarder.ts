@@ -248,16 +248,17 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     if (client instanceof RawSocket) {
       socket = client;
     } else {
+      const encrypted = (client as { encrypted?: boolean }).encrypted === true;
       // Nagle off: a response written as head + body must not wait for the client's delayed ACK
       // (~40 ms per request on Linux; bench/README.md "HTTP path vs nginx"). The listener sets it
       // on the RawSockets it accepts, and net.Server's `noDelay` on the sockets it accepts, which
       // a TLSSocket wraps: setting it again through the TLSSocket is one more setsockopt and ~4 us
       // of a handshake's CPU on Node 20 (bench/README.md "What ipgate adds to a new
       // TLS handshake").
-      if (!(client as { encrypted?: boolean }).encrypted) client.setNoDelay(true);
+      if (!encrypted) client.setNoDelay(true);
       // A TLSSocket is driven on its TLS handle from here (transport/tls-byte-socket.ts), with
       // the bytes its stream had already decrypted handed on first.
-      const taken = (client as { encrypted?: boolean }).encrypted ? takeTlsSocket(client as tls.TLSSocket) : null;
+      const taken = encrypted ? takeTlsSocket(client as tls.TLSSocket) : null;
       if (taken !== null) {
         socket = taken.socket;
         if (taken.early.length > 0) leftover = leftover.length === 0 ? taken.early : Buffer.concat([leftover, taken.early]);
