@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import type pino from 'pino';
+import type { Test } from 'tap';
 import YAML from 'yaml';
 import { startApp, type App } from '../../src/app';
 import { buildConfig } from '../../src/config/load';
@@ -58,6 +59,27 @@ export async function startIpgate(raw: Record<string, unknown>, level: pino.Leve
       return l.address.port;
     },
   };
+}
+
+/**
+ * ipgate in this process with one HTTP listener, `web` on 127.0.0.1:0 behind the allowlist `main`
+ * (127.0.0.0/8 unless `opts.allowlists` says otherwise), `listener`'s fields added over those; shut
+ * down when `t` ends.
+ */
+export async function startHttpGate(
+  t: Test,
+  listener: Record<string, unknown>,
+  opts: { allowlists?: Record<string, unknown>; level?: pino.Level } = {},
+): Promise<Started> {
+  const g = await startIpgate(
+    {
+      allowlists: opts.allowlists ?? { main: ['127.0.0.0/8'] },
+      listeners: [{ name: 'web', mode: 'http', listen: '127.0.0.1:0', allowlist: 'main', ...listener }],
+    },
+    opts.level,
+  );
+  t.teardown(() => g.app.shutdown(0));
+  return g;
 }
 
 export function tmpDir(prefix = 'ipgate-test-'): string {

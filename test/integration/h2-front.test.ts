@@ -10,7 +10,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
-import { startIpgate, type Started } from '../helpers/ipgate';
+import { startHttpGate, startIpgate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 
@@ -104,24 +104,7 @@ async function gate(
   extra: Record<string, unknown> = {},
   lists: Record<string, unknown> = { main: ['127.0.0.0/8'] },
 ): Promise<Started> {
-  const g = await startIpgate(
-    {
-      allowlists: lists,
-      listeners: [
-        {
-          name: 'web',
-          mode: 'http',
-          listen: '127.0.0.1:0',
-          allowlist: 'main',
-          tls: { certificates: [{ cert: web!.cert, key: web!.key }] },
-          ...extra,
-        },
-      ],
-    },
-    'debug',
-  );
-  t.teardown(() => g.app.shutdown(0));
-  return g;
+  return startHttpGate(t, { tls: { certificates: [{ cert: web!.cert, key: web!.key }] }, ...extra }, { allowlists: lists });
 }
 
 /** A node:http2 client session to ipgate from `from`, trusting the test CA. */

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { countingBackend } from '../helpers/http';
-import { startIpgate, tmpDir, type Started } from '../helpers/ipgate';
+import { startHttpGate, tmpDir, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, readUntil, waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
@@ -66,24 +66,7 @@ t.test('maxBodyBytes: Content-Length at once, chunked as it streams; routes; rel
     { name: 'unlimited', hosts: ['unlimited.example'], upstreams: [up], http: { maxBodyBytes: null } },
     { name: 'plain', hosts: ['plain.example'], upstreams: [up] },
   ];
-  const g = await startIpgate(
-    {
-      allowlists: { main: ['127.0.0.0/8'] },
-      listeners: [
-        {
-          name: 'web',
-          mode: 'http',
-          listen: '127.0.0.1:0',
-          allowlist: 'main',
-          upstreams: [up],
-          http: { maxBodyBytes: 1000 },
-          routes: routes(100),
-        },
-      ],
-    },
-    'info',
-  );
-  t.teardown(() => g.app.shutdown(0));
+  const g = await startHttpGate(t, { upstreams: [up], http: { maxBodyBytes: 1000 }, routes: routes(100) }, { level: 'info' });
   const port = g.port();
   const url = (host: string): string[] => ['--resolve', `${host}:${port}:127.0.0.1`, `http://${host}:${port}/up`];
 
@@ -165,23 +148,7 @@ t.test('maxBodyBytes: Content-Length at once, chunked as it streams; routes; rel
 
 t.test('a listener without routes: its maxBodyBytes; the socket stays usable for the next client', { skip }, async (t) => {
   const be = await lengthBackend(t);
-  const g = await startIpgate(
-    {
-      allowlists: { main: ['127.0.0.0/8'] },
-      listeners: [
-        {
-          name: 'web',
-          mode: 'http',
-          listen: '127.0.0.1:0',
-          allowlist: 'main',
-          upstreams: [`127.0.0.1:${be.port}`],
-          http: { maxBodyBytes: 10 },
-        },
-      ],
-    },
-    'info',
-  );
-  t.teardown(() => g.app.shutdown(0));
+  const g = await startHttpGate(t, { upstreams: [`127.0.0.1:${be.port}`], http: { maxBodyBytes: 10 } }, { level: 'info' });
   const port = g.port();
   const c = await connect({ port, localAddress: '127.0.0.3' });
   c.write('POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n');

@@ -13,7 +13,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
-import { startIpgate } from '../helpers/ipgate';
+import { startHttpGate } from '../helpers/ipgate';
 import { missing } from '../helpers/peers';
 import { run } from '../helpers/tls-nginx';
 
@@ -47,20 +47,10 @@ for (const tls of [false, true]) {
     async (t) => {
       const ports: number[] = [];
       const up = await backend(t, ports);
-      const g = await startIpgate({
-        allowlists: { main: ['127.0.0.0/8'] },
-        listeners: [
-          {
-            name: 'web',
-            mode: 'http',
-            listen: '127.0.0.1:0',
-            allowlist: 'main',
-            upstreams: [`127.0.0.1:${up}`],
-            ...(tls ? { tls: { certificates: [{ cert: web!.cert, key: web!.key, name: 'web' }] } } : {}),
-          },
-        ],
+      const g = await startHttpGate(t, {
+        upstreams: [`127.0.0.1:${up}`],
+        ...(tls ? { tls: { certificates: [{ cert: web!.cert, key: web!.key, name: 'web' }] } } : {}),
       });
-      t.teardown(() => g.app.shutdown(0));
       const port = g.port();
       const url = (p: string): string => `${tls ? 'https' : 'http'}://web.test:${port}${p}`;
       const curl = (p: string, extra: string[]): ReturnType<typeof run> =>

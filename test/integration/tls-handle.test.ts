@@ -15,7 +15,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
-import { startIpgate, type Started } from '../helpers/ipgate';
+import { startHttpGate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { run, type RunResult } from '../helpers/tls-nginx';
@@ -90,24 +90,10 @@ const web = certs?.issue('web', { cn: 'web.test', dns: ['web.test'], kind: 'ec' 
 
 async function gate(t: Test, upstream?: number): Promise<Started> {
   const up = upstream ?? (await backend(t));
-  const g = await startIpgate(
-    {
-      allowlists: { main: ['127.0.0.0/8'] },
-      listeners: [
-        {
-          name: 'web',
-          mode: 'http',
-          listen: '127.0.0.1:0',
-          allowlist: 'main',
-          upstreams: [`127.0.0.1:${up}`],
-          tls: { certificates: [{ cert: web!.cert, key: web!.key, name: 'web' }] },
-        },
-      ],
-    },
-    'debug',
-  );
-  t.teardown(() => g.app.shutdown(0));
-  return g;
+  return startHttpGate(t, {
+    upstreams: [`127.0.0.1:${up}`],
+    tls: { certificates: [{ cert: web!.cert, key: web!.key, name: 'web' }] },
+  });
 }
 
 /** Run `fn` with TLS connections on handles (the default) or on net.Socket. */
