@@ -33,7 +33,7 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
 import { type ByteSocket, CloseHooks } from './byte-socket';
-import { errorCode } from './raw-socket';
+import { copyOfRead, errorCode } from './raw-socket';
 
 interface TlsHandle {
   onread: (arrayBuffer: ArrayBuffer | undefined) => void;
@@ -311,9 +311,7 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
       this.receivedBytes += nread;
       this.lastActive = performance.now();
       // The next read on any socket overwrites SHARED_READ: the callee gets a copy it may keep.
-      const chunk = Buffer.allocUnsafe(nread);
-      SHARED_READ!.copy(chunk, 0, 0, nread);
-      this.onData?.(chunk);
+      this.onData?.(copyOfRead(SHARED_READ!, nread));
       return;
     }
     if (nread === 0) return;
