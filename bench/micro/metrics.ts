@@ -269,18 +269,67 @@ async function measure(fn: () => void, iterations = ITERATIONS, warmup = WARMUP)
   return { median: perOp[Math.floor(RUNS / 2)]!, min: perOp[0]!, max: perOp[RUNS - 1]! };
 }
 
-/** The median wall time of one scrape over 200, after 50 to warm up, and its size. */
+/**
+ * The median wall time of one scrape over 200, after 50 to warm up, and its size; to the bytes the
+ * admin API sends (a string built by `+=` is a tree of pieces until something reads it whole).
+ */
 async function timeScrape(name: string, scrape: () => Promise<string>): Promise<void> {
   let bytes = 0;
   const times: number[] = [];
   for (let k = 0; k < 50; k++) await scrape();
   for (let k = 0; k < 200; k++) {
     const t0 = process.hrtime.bigint();
-    bytes = (await scrape()).length;
+    bytes = Buffer.from(await scrape(), 'utf8').length;
     times.push(Number(process.hrtime.bigint() - t0) / 1000);
   }
   times.sort((a, b) => a - b);
   console.log(`${name.padEnd(50)} ${times[100]!.toFixed(0).padStart(8)} us/scrape (${bytes} bytes)`);
+}
+
+/**
+ * A scrape's longest hold of the event loop: a setImmediate ticker runs beside it and the longest gap
+ * between two ticks is the longest the scrape (or a collection during it) kept other work waiting.
+ * Median over 50 scrapes after 30, with the median wall time of a scrape.
+ */
+async function holdDuringScrape(name: string, scrape: () => Promise<string>): Promise<void> {
+  for (let k = 0; k < 30; k++) await scrape();
+  const holds: number[] = [];
+  const walls: number[] = [];
+  for (let k = 0; k < 50; k++) {
+    let last = performance.now();
+    let longest = 0;
+    let on = true;
+    const tick = (): void => {
+      const now = performance.now();
+      longest = Math.max(longest, now - last);
+      last = now;
+      if (on) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const t0 = performance.now();
+    await scrape();
+    walls.push(performance.now() - t0);
+    on = false;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    holds.push(longest);
+  }
+  holds.sort((a, b) => a - b);
+  walls.sort((a, b) => a - b);
+  console.log(
+    `${name.padEnd(50)} longest hold ${holds[25]!.toFixed(2)} ms (max ${holds[49]!.toFixed(2)}), scrape ${walls[25]!.toFixed(1)} ms wall`,
+  );
+}
+
+/** A Metrics with one HTTP listener whose `n` routes all saw traffic (three histograms per route). */
+function routedMetrics(n: number): Metrics {
+  const routed = new Metrics({ version: 'bench' });
+  const edge = new ListenerStats('edge');
+  routed.addListener(edge, 'http');
+  for (let r = 0; r < n; r++) {
+    const route = edge.httpRoute(`route-${r}`);
+    for (let i = 0; i < 5; i++) route.record(methodIndex(i % 2 === 0 ? 'GET' : 'POST'), 200 + (i % 3) * 100, 0.001 * i, 100 * i, 1000 * i);
+  }
+  return routed;
 }
 
 async function main(): Promise<void> {
@@ -305,15 +354,14 @@ async function main(): Promise<void> {
   // ~5,000 lines), ipgate's writer (scrape(), src/metrics/exposition.ts) against prom-client's
   // (registry.metrics()) on the same registry (bench/README.md "A scrape's stall, and the floor of a
   // Node HTTP proxy").
-  const routed = new Metrics({ version: 'bench' });
-  const edge = new ListenerStats('edge');
-  routed.addListener(edge, 'http');
-  for (let r = 0; r < 100; r++) {
-    const route = edge.httpRoute(`route-${r}`);
-    for (let i = 0; i < 5; i++) route.record(methodIndex(i % 2 === 0 ? 'GET' : 'POST'), 200 + (i % 3) * 100, 0.001 * i, 100 * i, 1000 * i);
-  }
+  const routed = routedMetrics(100);
   await timeScrape('one scrape, 100 routes, ipgate exposition', () => routed.scrape());
   await timeScrape("one scrape, 100 routes, prom-client's writer", () => routed.registry.metrics());
+  // How long a scrape keeps requests waiting (bench/README.md "A scrape in slices of a millisecond").
+  for (const n of [100, 1000]) {
+    const m = n === 100 ? routed : routedMetrics(n);
+    await holdDuringScrape(`one scrape, ${n} routes, held`, () => m.scrape());
+  }
   console.log(`checksum ${stats.accepted + hist.count + sinkN + written}`);
 }
 

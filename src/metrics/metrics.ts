@@ -314,16 +314,31 @@ export class Metrics {
     }).register(r);
     // --- HTTP ------------------------------------------------------------------------------------
     /** Each route's counts (route="" for misses) on a listener with routes, else the listener's one group. */
-    const requestGroups = (s: ListenerStats, fn: (labels: Labels, c: RequestCounts) => void): void => {
-      if (s.httpRoutes === null || s.http.duration.count > 0) fn({ listener: s.listener }, s.http);
-      if (s.httpRoutes !== null) for (const [route, rs] of s.httpRoutes) fn({ listener: s.listener, route }, rs);
-    };
+    const httpListeners = this.httpListeners;
+    /**
+     * The request metrics' series, one label set a step (a listener's, then each route's): with
+     * 1,000 routes each of these metrics is ~15,000 samples, which the scrape writes in slices
+     * (exposition.ts).
+     */
+    function* requestGroups(fn: (labels: Labels, c: RequestCounts) => void): Generator<void> {
+      for (const s of httpListeners) {
+        if (s.httpRoutes === null || s.http.duration.count > 0) {
+          fn({ listener: s.listener }, s.http);
+          yield;
+        }
+        if (s.httpRoutes === null) continue;
+        for (const [route, rs] of s.httpRoutes) {
+          fn({ listener: s.listener, route }, rs);
+          yield;
+        }
+      }
+    }
     new Published({
       name: 'ipgate_http_requests_total',
       type: 'counter',
       help: 'HTTP requests finished, by method (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH, OTHER), status (the exact code 100-599; none = the client left before a status; other = outside 100-599) and its class (code_class 1xx..5xx, none, other), and protocol (h1, h2: one HTTP/2 stream each); on listeners with routes, by route too (route="" : no route matched).',
-      collect: eachHttp((s, out) =>
-        requestGroups(s, (labels, c) => {
+      steps: (out) =>
+        requestGroups((labels, c) => {
           const keys = Object.keys(labels);
           for (const x of c.labelled()) {
             const l = copyLabels(labels, keys);
@@ -334,7 +349,6 @@ export class Metrics {
             out.push({ labels: l, value: x.value });
           }
         }),
-      ),
     }).register(r);
     new Published({
       name: 'ipgate_http2_connections_total',
@@ -372,17 +386,13 @@ export class Metrics {
       name: 'ipgate_http_request_size_bytes',
       type: 'histogram',
       help: 'HTTP request size: the head as parsed (request line and header fields) plus the body bytes relayed upstream (nginx $request_length); on listeners with routes, by route too.',
-      collect: eachHttp((s, out) =>
-        requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_size_bytes', labels, c.requestSize)),
-      ),
+      steps: (out) => requestGroups((labels, c) => histogramSamples(out, 'ipgate_http_request_size_bytes', labels, c.requestSize)),
     }).register(r);
     new Published({
       name: 'ipgate_http_response_size_bytes',
       type: 'histogram',
       help: 'HTTP response size: the bytes written to the client for the request, head included (nginx $bytes_sent); on listeners with routes, by route too.',
-      collect: eachHttp((s, out) =>
-        requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_response_size_bytes', labels, c.responseSize)),
-      ),
+      steps: (out) => requestGroups((labels, c) => histogramSamples(out, 'ipgate_http_response_size_bytes', labels, c.responseSize)),
     }).register(r);
     new Published({
       name: 'ipgate_http_upgrades_total',
@@ -449,9 +459,7 @@ export class Metrics {
       type: 'histogram',
       help: 'HTTP request duration, from the parsed request head to the response finished (millisecond resolution); on listeners with routes, by route too.',
       // A listener without routes keeps its one series; with routes, one per route name.
-      collect: eachHttp((s, out) =>
-        requestGroups(s, (labels, c) => histogramSamples(out, 'ipgate_http_request_duration_seconds', labels, c.duration)),
-      ),
+      steps: (out) => requestGroups((labels, c) => histogramSamples(out, 'ipgate_http_request_duration_seconds', labels, c.duration)),
     }).register(r);
     new Published({
       name: 'ipgate_http_route_misses_total',

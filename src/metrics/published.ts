@@ -33,8 +33,14 @@ interface PublishedOptions {
   type: MetricKind;
   /** How the primary merges this metric across workers (default `sum`). */
   aggregator?: Aggregator;
-  /** Push the current samples. */
-  collect: (out: Sample[]) => void;
+  /** Push the current samples: `collect` in one go, or `steps` in steps (one of the two). */
+  collect?: (out: Sample[]) => void;
+  /**
+   * A generator that pushes the samples a group at a time (one route's series) and yields after
+   * each: the scrape gives the event loop a turn between steps once it has held it for a slice
+   * (exposition.ts). For metrics whose series grow with the routes.
+   */
+  steps?: (out: Sample[]) => Iterable<unknown>;
 }
 
 export class Published {
@@ -42,20 +48,30 @@ export class Published {
   readonly help: string;
   readonly type: MetricKind;
   readonly aggregator: Aggregator;
-  private readonly collectFn: (out: Sample[]) => void;
+  private readonly collectFn: ((out: Sample[]) => void) | null;
+  private readonly stepsFn: ((out: Sample[]) => Iterable<unknown>) | null;
 
   constructor(o: PublishedOptions) {
     this.name = o.name;
     this.help = o.help;
     this.type = o.type;
     this.aggregator = o.aggregator ?? 'sum';
-    this.collectFn = o.collect;
+    this.collectFn = o.collect ?? null;
+    this.stepsFn = o.steps ?? null;
+    if ((this.collectFn === null) === (this.stepsFn === null)) throw new Error(`${o.name}: give collect or steps`);
   }
 
   get(): Promise<MetricJson> {
     const values: Sample[] = [];
-    this.collectFn(values);
+    for (const _ of this.collectSteps(values));
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
+  }
+
+  /** The samples pushed into `out` in steps (exposition.ts); one step for a metric with `collect`. */
+  collectSteps(out: Sample[]): Iterable<unknown> {
+    if (this.stepsFn !== null) return this.stepsFn(out);
+    this.collectFn!(out);
+    return NO_STEPS;
   }
 
   /** prom-client's Registry.resetMetrics() calls this; the sources own the numbers. */
@@ -66,6 +82,8 @@ export class Published {
     return this;
   }
 }
+
+const NO_STEPS: readonly unknown[] = [];
 
 /**
  * A copy of `labels` (whose keys are `keys`, in order) to add labels to, built key by key: objects

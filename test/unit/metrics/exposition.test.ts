@@ -137,3 +137,51 @@ t.test('a long scrape yields to the event loop between metrics', async (t) => {
   t.ok(turns >= 2, `other work ran during the scrape (${turns} turns)`);
   t.ok(longest < total, `no single hold as long as the whole scrape (${longest.toFixed(1)} of ${total.toFixed(1)} ms)`);
 });
+
+t.test("a metric with a series per route is written in steps: the loop gets turns inside it, and the text is prom-client's", async (t) => {
+  const routes = 40;
+  const m = busyMetrics(routes, false);
+  const turnsDuring = async (sliceMs: number): Promise<{ turns: number; text: string }> => {
+    let turns = 0;
+    let done = false;
+    const tick = (): void => {
+      turns++;
+      if (!done) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const text = await exposition(m.registry, sliceMs);
+    done = true;
+    return { turns, text };
+  };
+  const stepped = await turnsDuring(0);
+  t.equal(stepped.text, await m.registry.metrics(), 'the same text, written in steps');
+  // With a slice of 0 the scrape yields at every check: after each metric, and after each label set
+  // (the listener's, then each route's) of the four request metrics.
+  const metrics = m.registry.getMetricsAsArray().length;
+  t.ok(stepped.turns >= metrics + 4 * routes, `${stepped.turns} turns for ${metrics} metrics and 4 x ${routes} route steps`);
+  const duration = m.registry.getSingleMetric('ipgate_http_request_duration_seconds') as unknown as {
+    collectSteps(out: unknown[]): Iterable<unknown>;
+  };
+  let n = 0;
+  for (const _ of duration.collectSteps([])) n++;
+  t.equal(n, routes, 'one step per route (the listener has no series of its own without unrouted requests)');
+});
+
+t.test('a merged registry (read in one piece per metric) still yields every few hundred samples', async (t) => {
+  const workers = await Promise.all([1, 2].map((id) => workerMetricsJson(busyMetrics(60, false), id)));
+  const primary = await workerMetricsJson(new Metrics({ processMetrics: false }), 'primary');
+  const merged = aggregateClusterMetrics(primary, workers);
+  const metrics = merged.getMetricsAsArray().length;
+  let turns = 0;
+  let done = false;
+  const tick = (): void => {
+    turns++;
+    if (!done) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const text = await exposition(merged, 0);
+  done = true;
+  t.equal(text, await merged.metrics(), 'the same text');
+  const samples = text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length;
+  t.ok(turns > metrics + Math.floor(samples / 256) - 8, `${turns} turns for ${metrics} metrics and ${samples} samples`);
+});
