@@ -148,6 +148,44 @@ function load(): Bindings | null {
 
 const B = load();
 
+/** Views kept by SharedReadBuffer, one per slot (a read's length modulo this). */
+const VIEW_SLOTS = 256;
+
+/**
+ * A read buffer every socket of a kind shares (the handle's `useUserBuffer`): reads are
+ * synchronous, and `copy` hands each read's bytes over in a Buffer of their own before its
+ * callback returns, since the next read overwrites them.
+ *
+ * The copy is a TypedArray `set` from a view of the first n bytes, not Buffer#copy, whose argument
+ * checks and the view it builds for a partial source were ~1,160 of its ~1,900 instructions a
+ * request on Node 20 (bench/README.md "What an allowed request's head costs"). The views are kept
+ * by length: a keep-alive client's requests are mostly one length, and making the view (and
+ * reading a Buffer's `.buffer`, a C++ call on Node 24) was ~600 instructions a read.
+ */
+export class SharedReadBuffer {
+  readonly bytes: Buffer;
+  private readonly arrayBuffer: ArrayBuffer;
+  private readonly views: (Uint8Array | undefined)[] = new Array<Uint8Array | undefined>(VIEW_SLOTS).fill(undefined);
+
+  constructor(size: number) {
+    this.bytes = Buffer.allocUnsafeSlow(size);
+    this.arrayBuffer = this.bytes.buffer as ArrayBuffer;
+  }
+
+  /** The first `n` bytes (1 <= n <= size), in a Buffer of their own. */
+  copy(n: number): Buffer {
+    const slot = n & (VIEW_SLOTS - 1);
+    let view = this.views[slot];
+    if (view === undefined || view.length !== n) {
+      view = new Uint8Array(this.arrayBuffer, this.bytes.byteOffset, n);
+      this.views[slot] = view;
+    }
+    const chunk = Buffer.allocUnsafe(n);
+    chunk.set(view);
+    return chunk;
+  }
+}
+
 /**
  * The read buffer of every RawSocket not in large-read mode (64 KiB: what libuv asks Node for per
  * read), set once per socket with the handle's `useUserBuffer`. Without it Node allocates 64 KiB
@@ -158,8 +196,8 @@ const B = load();
  * callback returns, so one buffer serves every socket. Null where the handle has no
  * useUserBuffer (a Node without it): reads then allocate as Node's own sockets do.
  */
-const SHARED_READ: Buffer | null =
-  B !== null && typeof (B.TCP.prototype as Partial<StreamHandle>).useUserBuffer === 'function' ? Buffer.allocUnsafeSlow(64 * 1024) : null;
+const SHARED_READ: SharedReadBuffer | null =
+  B !== null && typeof (B.TCP.prototype as Partial<StreamHandle>).useUserBuffer === 'function' ? new SharedReadBuffer(64 * 1024) : null;
 
 /** Whether this Node has the bindings RawSocket needs (probed once at load). */
 export const rawSocketsAvailable = B !== null;
@@ -213,7 +251,7 @@ export class RawSocket extends CloseHooks implements ByteSocket {
     super();
     handle[OWNER] = this;
     handle.onread = onRead;
-    if (SHARED_READ !== null) handle.useUserBuffer(SHARED_READ);
+    if (SHARED_READ !== null) handle.useUserBuffer(SHARED_READ.bytes);
   }
 
   /** Wrap a handle the listener's server accepted. */
@@ -399,7 +437,7 @@ export class RawSocket extends CloseHooks implements ByteSocket {
       else if (arrayBuffer !== undefined) this.onData?.(Buffer.from(arrayBuffer, B!.streamBaseState[B!.kArrayBufferOffset], nread));
       else if (SHARED_READ !== null) {
         // The next read on any socket overwrites SHARED_READ: the callee gets a copy it may keep.
-        this.onData?.(copyOfRead(SHARED_READ, nread));
+        this.onData?.(SHARED_READ.copy(nread));
       }
       return;
     }
@@ -460,18 +498,6 @@ const UV_ENOTCONN = -107;
  * failed: that one belongs to its write until afterWrite.
  */
 let spareWriteReq: WriteReq | null = null;
-
-/**
- * The first `n` bytes of a read buffer shared by every socket, in a Buffer of their own (the next
- * read overwrites the shared one). A TypedArray set from a view, not Buffer#copy: that one's
- * argument checks and the view it builds for a partial source were ~1,160 of its ~1,900
- * instructions a request on Node 20 (bench/README.md "What an allowed request's head costs").
- */
-export function copyOfRead(shared: Buffer, n: number): Buffer {
-  const chunk = Buffer.allocUnsafe(n);
-  chunk.set(new Uint8Array(shared.buffer, shared.byteOffset, n));
-  return chunk;
-}
 
 function onRead(this: StreamHandle, arrayBuffer: ArrayBuffer | undefined): void {
   this[OWNER]!.readDone(B!.streamBaseState[B!.kReadBytesOrError]!, arrayBuffer);

@@ -33,7 +33,7 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
 import { type ByteSocket, CloseHooks } from './byte-socket';
-import { copyOfRead, errorCode } from './raw-socket';
+import { errorCode, SharedReadBuffer } from './raw-socket';
 
 interface TlsHandle {
   onread: (arrayBuffer: ArrayBuffer | undefined) => void;
@@ -114,7 +114,7 @@ const B = load();
  * copied out before the callback returns (reads are synchronous), so one buffer serves all.
  * 16 KiB: OpenSSL's largest record's plaintext, which is what TLSWrap reads at a time.
  */
-const SHARED_READ: Buffer | null = B !== null ? Buffer.allocUnsafeSlow(16 * 1024) : null;
+const SHARED_READ: SharedReadBuffer | null = B !== null ? new SharedReadBuffer(16 * 1024) : null;
 
 /** Whether this Node has what TlsByteSocket uses (probed once at load). */
 export const tlsHandlesAvailable = B !== null;
@@ -175,7 +175,7 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
     super();
     handle[OWNER] = this;
     handle.onread = onRead;
-    handle.useUserBuffer(SHARED_READ!);
+    handle.useUserBuffer(SHARED_READ!.bytes);
     // The TLSSocket resumed its handle for the handshake and net.Socket's `reading` flag stays
     // set: its Readable never asks for a read again (nothing is pushed to it from here on).
     this.reading = (handle as unknown as { reading?: boolean }).reading === true;
@@ -311,7 +311,7 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
       this.receivedBytes += nread;
       this.lastActive = performance.now();
       // The next read on any socket overwrites SHARED_READ: the callee gets a copy it may keep.
-      this.onData?.(copyOfRead(SHARED_READ!, nread));
+      this.onData?.(SHARED_READ!.copy(nread));
       return;
     }
     if (nread === 0) return;
