@@ -76,6 +76,13 @@ export async function exposition(registry: Registry, sliceMs = SLICE_MS): Promis
   // Requests waiting on this event loop get a turn at least every sliceMs of a scrape.
   let slice = performance.now();
   const due = (): boolean => performance.now() - slice >= sliceMs;
+  /** The lines of `values`, CHUNK at a time, yielding between chunks when the slice is used. */
+  const write = async (name: string, values: readonly Value[]): Promise<void> => {
+    for (let j = 0; j < values.length; j += CHUNK) {
+      out.push(lines(name, values, j, Math.min(values.length, j + CHUNK)));
+      if (j + CHUNK < values.length && due()) slice = await aTurn();
+    }
+  };
   for (let i = 0; i < list.length; i++) {
     const m = list[i]!;
     if (i > 0) out.push('\n\n');
@@ -84,20 +91,18 @@ export async function exposition(registry: Registry, sliceMs = SLICE_MS): Promis
       out.push(head(name, m.help!, m.type!));
       const values: Value[] = [];
       for (const _ of m.collectSteps(values)) {
-        out.push(lines(name, values, 0, values.length));
+        // A step is one label set's series: within a chunk, written without an await.
+        if (values.length <= CHUNK) out.push(lines(name, values, 0, values.length));
+        else await write(name, values);
         values.length = 0;
         if (due()) slice = await aTurn();
       }
-      out.push(lines(name, values, 0, values.length));
+      await write(name, values);
     } else {
       const got = await (typeof m.getForPromString === 'function' ? m.getForPromString() : m.get());
       const name = escapeString(got.name);
       out.push(head(name, got.help, got.type));
-      const values = got.values ?? [];
-      for (let j = 0; j < values.length; j += CHUNK) {
-        out.push(lines(name, values, j, Math.min(values.length, j + CHUNK)));
-        if (j + CHUNK < values.length && due()) slice = await aTurn();
-      }
+      await write(name, got.values ?? []);
     }
     if (due()) slice = await aTurn();
   }

@@ -127,6 +127,7 @@ export class Metrics {
 
   constructor(options: MetricsOptions = {}) {
     const r = this.registry;
+    const listeners = this.listeners;
     const each =
       (fn: (s: ListenerStats, out: Sample[]) => void) =>
       (out: Sample[]): void => {
@@ -278,10 +279,15 @@ export class Metrics {
       name: 'ipgate_upstream_response_seconds',
       type: 'histogram',
       help: 'Time from a request sent to an upstream target to its response head (millisecond resolution).',
-      collect: each((s, out) => {
-        for (const [upstream, u] of s.upstreams)
-          histogramSamples(out, 'ipgate_upstream_response_seconds', { listener: s.listener, upstream }, u.responseTime);
-      }),
+      // One step per target: a config with a backend per route has as many as it has routes.
+      steps: function* (out) {
+        for (const s of listeners) {
+          for (const [upstream, u] of s.upstreams) {
+            histogramSamples(out, 'ipgate_upstream_response_seconds', { listener: s.listener, upstream }, u.responseTime);
+            yield;
+          }
+        }
+      },
     }).register(r);
     new Published({
       name: 'ipgate_upstream_connect_seconds',
