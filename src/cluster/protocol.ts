@@ -11,7 +11,10 @@
  *                                                  (revokeLive already ran); carries the versions
  *   worker  -> primary  ready                      listeners bound (after the first lists)
  *   primary -> worker   metrics {id}               scrape request
- *   worker  -> primary  metrics {id, json}         this worker's metrics as JSON (metrics/cluster.ts)
+ *   worker  -> primary  metrics-part {id, json}    some of this worker's metrics, when they are many:
+ *                                                  PART_SAMPLES samples a message (metrics/cluster.ts)
+ *   worker  -> primary  metrics {id, json}         this worker's metrics as JSON (the rest, after
+ *                                                  any parts; metrics/cluster.ts)
  *   primary -> worker   checks {id}                /readyz: this worker's self-checks
  *   worker  -> primary  checks {id, checks[]}      SelfChecks.readinessChecks() (source NAT, PROXY trust)
  *   primary -> worker   connections {id, listener|null, limit}
@@ -64,6 +67,7 @@ export type ToPrimary =
   | { t: 'ipgate:hello' }
   | { t: 'ipgate:applied'; seq: number; versions: Record<string, string> }
   | { t: 'ipgate:ready' }
+  | { t: 'ipgate:metrics-part'; id: number; json: MetricJson[] }
   | { t: 'ipgate:metrics'; id: number; json: MetricJson[] }
   | { t: 'ipgate:checks'; id: number; checks: SelfCheckReadiness[] }
   | { t: 'ipgate:connections'; id: number; page: ConnectionsPage }

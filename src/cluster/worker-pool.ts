@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { backoffDelay, type BackoffPolicy } from '../kube/backoff';
 import type { ConnectionsPage } from '../admin/routes/connections';
 import type { MetricJson } from '../metrics/published';
+import { joinMetricParts } from '../metrics/cluster';
 import type { SelfCheckReadiness } from '../selfcheck/self-checks';
 import type { LiveLists } from '../store/live-lists';
 import type { LogLevel } from '../log';
@@ -49,6 +50,8 @@ export class WorkerPool {
   private requestId = 0;
   /** Requests to workers waiting for their answer (metrics, self-checks, connections), by id. */
   private readonly requests = new Map<number, (reply: unknown) => void>();
+  /** The metrics parts received so far for a scrape request, by request id (metrics/cluster.ts). */
+  private readonly metricParts = new Map<number, MetricJson[][]>();
   private crashes = 0;
   /** Set at runtime (PUT /v1/log-level): sent to each new worker too. null: the config's. */
   private logLevel: LogLevel | null = null;
@@ -159,6 +162,7 @@ export class WorkerPool {
             const id = ++this.requestId;
             const timer = setTimeout(() => {
               this.requests.delete(id);
+              this.metricParts.delete(id);
               resolve(null);
             }, timeoutMs);
             this.requests.set(id, (reply) => {
@@ -229,9 +233,19 @@ export class WorkerPool {
           this.readyWaiter = null;
         }
         break;
-      case 'ipgate:metrics':
-        this.requests.get(m.id)?.(m.json);
+      case 'ipgate:metrics-part': {
+        if (!this.requests.has(m.id)) break; // timed out
+        const parts = this.metricParts.get(m.id);
+        if (parts === undefined) this.metricParts.set(m.id, [m.json]);
+        else parts.push(m.json);
         break;
+      }
+      case 'ipgate:metrics': {
+        const parts = this.metricParts.get(m.id);
+        this.metricParts.delete(m.id);
+        this.requests.get(m.id)?.(parts === undefined ? m.json : joinMetricParts([...parts, m.json]));
+        break;
+      }
       case 'ipgate:checks':
         this.requests.get(m.id)?.(m.checks);
         break;

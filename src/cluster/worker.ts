@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { liveConnections } from '../admin/routes/connections';
 import { startApp, type App } from '../app';
 import type { Config } from '../schema/config';
-import { workerMetricsJson } from '../metrics/cluster';
+import { workerMetricsInParts } from '../metrics/cluster';
 import { setLogLevel } from '../log';
 import { TicketKeys } from '../tls/session-tickets';
 import { workerCount } from './process-model';
@@ -149,7 +149,11 @@ export function runWorker(config: Config, logger: Logger): Promise<number> {
         break;
       case 'ipgate:metrics':
         if (app === null) break;
-        void workerMetricsJson(app.metrics).then((json) => send({ t: 'ipgate:metrics', id: m.id, json }));
+        // In parts, read in slices: one message of a large registry was a stall of this worker's
+        // traffic (metrics/cluster.ts PART_SAMPLES).
+        void workerMetricsInParts(app.metrics, (json) => send({ t: 'ipgate:metrics-part', id: m.id, json })).then((json) =>
+          send({ t: 'ipgate:metrics', id: m.id, json }),
+        );
         break;
       case 'ipgate:checks':
         if (app === null) break;

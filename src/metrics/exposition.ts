@@ -58,7 +58,7 @@ const NONE: Record<string, unknown> = Object.freeze({});
  * across slices: each label set's series (a histogram's buckets, sum and count) within one step,
  * label sets a few milliseconds apart, as prom-client's collectors read metrics.
  */
-const SLICE_MS = 1;
+export const SLICE_MS = 1;
 /** Samples written between checks of the time, in a metric read in one piece. */
 const CHUNK = 256;
 
@@ -111,7 +111,7 @@ export async function exposition(registry: Registry, sliceMs = SLICE_MS): Promis
 }
 
 /** A turn of the event loop for everything else waiting; resolves with the time it ends. */
-function aTurn(): Promise<number> {
+export function aTurn(): Promise<number> {
   return new Promise<number>((resolve) => setImmediate(() => resolve(performance.now())));
 }
 

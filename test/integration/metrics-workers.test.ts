@@ -9,7 +9,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import YAML from 'yaml';
 import { killAtTeardown, spawnIpgate, tmpDir } from '../helpers/ipgate';
 import { connect, freePort, readAll, waitFor } from '../helpers/net';
@@ -22,7 +22,8 @@ function value(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-t.test('two workers: HTTP series summed, upstream up, a refused config edit shows in the reload gauge', { skip }, async (t) => {
+/** nginx answering 200 "ok" on a free port, stopped at the end of `t`. */
+async function okBackend(t: Test): Promise<number> {
   const backendPort = await freePort();
   const nginx = await startNginx(
     `http {
@@ -32,6 +33,24 @@ t.test('two workers: HTTP series summed, upstream up, a refused config edit show
     [backendPort],
   );
   t.teardown(() => nginx.stop());
+  return backendPort;
+}
+
+/** Until the admin API's /readyz answers 200 (both workers up). */
+async function ready(adminPort: number): Promise<void> {
+  await waitFor(
+    async () =>
+      (await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      )) === 200,
+    30_000,
+    'ready with 2 workers',
+  );
+}
+
+t.test('two workers: HTTP series summed, upstream up, a refused config edit shows in the reload gauge', { skip }, async (t) => {
+  const backendPort = await okBackend(t);
   const port = await freePort();
   const adminPort = await freePort();
   const dir = tmpDir('ipgate-metrics-workers-');
@@ -49,15 +68,7 @@ t.test('two workers: HTTP series summed, upstream up, a refused config edit show
   const g = spawnIpgate(['run', '--config', file]);
   killAtTeardown(t, g);
   const metrics = async (): Promise<string> => (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
-  await waitFor(
-    async () =>
-      (await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
-        (r) => r.status,
-        () => 0,
-      )) === 200,
-    30_000,
-    'ready with 2 workers',
-  );
+  await ready(adminPort);
 
   // 20 connections, one request each: the primary spreads them over both workers (SCHED_RR).
   const heads: number[] = [];
@@ -123,6 +134,70 @@ t.test('two workers: HTTP series summed, upstream up, a refused config edit show
     'good edit seen',
   );
   t.ok(value(await metrics(), `ipgate_config_last_reload_successful_timestamp_seconds{kind="file",source="${file}"}`)! >= started);
+  g.child.kill('SIGTERM');
+  t.equal(await g.exited, 0);
+});
+
+t.test("two workers with 80 routes: each worker's metrics come in parts and are put back together", { skip }, async (t) => {
+  const backendPort = await okBackend(t);
+  const port = await freePort();
+  const adminPort = await freePort();
+  const dir = tmpDir('ipgate-metrics-parts-');
+  const file = path.join(dir, 'config.yaml');
+  const ROUTES = 80;
+  fs.writeFileSync(
+    file,
+    YAML.stringify({
+      workers: 2,
+      logging: { level: 'info', access: false },
+      store: { type: 'memory' },
+      admin: { listen: `127.0.0.1:${adminPort}` },
+      allowlists: { main: { source: 'config', entries: ['127.0.0.0/24'] } },
+      listeners: [
+        {
+          name: 'web',
+          mode: 'http',
+          listen: `127.0.0.1:${port}`,
+          allowlist: 'main',
+          routes: Array.from({ length: ROUTES }, (_, i) => ({
+            name: `r${i}`,
+            hosts: [`r${i}.test`],
+            upstreams: [`127.0.0.1:${backendPort}`],
+          })),
+        },
+      ],
+    }),
+  );
+  const g = spawnIpgate(['run', '--config', file]);
+  killAtTeardown(t, g);
+  const metrics = async (): Promise<string> => (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+  await ready(adminPort);
+  // One connection per route: the primary spreads them over both workers.
+  for (let i = 0; i < ROUTES; i++) {
+    const s = await connect({ port, localAddress: '127.0.0.2' });
+    s.write(`GET /${i} HTTP/1.1\r\nHost: r${i}.test\r\nConnection: close\r\n\r\n`);
+    await readAll(s);
+  }
+  const total = (text: string): number =>
+    [...text.matchAll(/^ipgate_http_request_duration_seconds_count\{listener="web",route="r\d+"\} (\d+)$/gm)].reduce(
+      (n, m) => n + Number(m[1]),
+      0,
+    );
+  await waitFor(async () => total(await metrics()) === ROUTES, 10_000, `both workers report the ${ROUTES} requests`);
+  const text = await metrics();
+  const samples = text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length;
+  // Each worker served about half the routes: ~40 routes' series (~45 samples each) and its process
+  // metrics, above PART_SAMPLES (1,000; metrics/cluster.ts): its reply came in parts.
+  t.ok(samples > 3000, `${samples} samples in the merged scrape`);
+  for (let i = 0; i < ROUTES; i++) {
+    t.equal(
+      value(text, `ipgate_http_requests_total{listener="web",route="r${i}",method="GET",status="200",code_class="2xx",protocol="h1"}`),
+      1,
+      `r${i}: one request, counted once`,
+    );
+  }
+  const r = spawnSync(which('promtool')!, ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  t.equal(r.status, 0, `${r.stdout}${r.stderr}`);
   g.child.kill('SIGTERM');
   t.equal(await g.exited, 0);
 });

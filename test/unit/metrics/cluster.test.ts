@@ -4,10 +4,17 @@
  */
 import { EventEmitter } from 'node:events';
 import t from 'tap';
-import { aggregateClusterMetrics, clusterExposition, workerMetricsJson } from '../../../src/metrics/cluster';
-import { ListenerStats } from '../../../src/metrics/listener-stats';
+import {
+  aggregateClusterMetrics,
+  clusterExposition,
+  joinMetricParts,
+  workerMetricsInParts,
+  workerMetricsJson,
+} from '../../../src/metrics/cluster';
+import { ListenerStats, methodIndex } from '../../../src/metrics/listener-stats';
 import { Metrics, type ListsSource } from '../../../src/metrics/metrics';
 import type { MetricJson } from '../../../src/metrics/published';
+import { turnsDuring } from '../../helpers/event-loop';
 
 /** A LiveLists stand-in: one list at a given version. */
 function lists(version: string, entries: number): ListsSource {
@@ -169,4 +176,56 @@ t.test('no workers: the primary alone', async (t) => {
   primary.addListener(s, 'tcp');
   const text = await clusterExposition(primary, []);
   t.match(text, /^ipgate_connections_accepted_total\{listener="edge"\} 4$/m);
+});
+
+/** A worker with `routes` routes that all saw traffic, and its process metrics. */
+function routedWorker(routes: number): Metrics {
+  const m = new Metrics();
+  const s = new ListenerStats('edge');
+  m.addListener(s, 'http');
+  for (let r = 0; r < routes; r++) {
+    const route = s.httpRoute(`r${r}`);
+    for (let i = 0; i <= r % 5; i++)
+      route.record(methodIndex(i % 2 === 0 ? 'GET' : 'PUT'), 200 + (i % 3) * 100, 0.002 * (i + 1), 50 * i, 700 * i);
+    s.upstreamAnswered(`10.0.${r >> 8}.${r & 255}:80`, 200, 0.01);
+  }
+  return m;
+}
+
+t.test("a worker's metrics in parts: each part bounded, put back together they are workerMetricsJson's", async (t) => {
+  const m = routedWorker(120);
+  const parts: MetricJson[][] = [];
+  const last = await workerMetricsInParts(m, (json) => parts.push(structuredClone(json)), 3, 1, 500);
+  const count = (p: readonly MetricJson[]): number => p.reduce((n, x) => n + x.values.length, 0);
+  const whole = await workerMetricsJson(m, 3);
+  const total = count(whole);
+  t.ok(parts.length >= Math.floor(total / 500) - 1, `${parts.length} parts for ${total} samples`);
+  for (const p of parts)
+    t.ok(count(p) >= 500 && count(p) < 500 + 200, `a part of ${count(p)} samples: one route's series past the bound at most`);
+  // Process metrics move between two reads: compare names, labels and the ipgate series' values.
+  const norm = (json: MetricJson[]): MetricJson[] =>
+    json.map((x) => (x.name.startsWith('ipgate_') ? x : { ...x, values: x.values.map((v) => ({ ...v, value: 0 })) }));
+  const joined = joinMetricParts([...parts, last]);
+  t.same(
+    norm(joined).map((x) => x.name),
+    norm(whole).map((x) => x.name),
+    'every metric once, in the registry order',
+  );
+  t.same(norm(joined), norm(whole), 'the same series and values');
+  t.ok(
+    joined.find((x) => x.name === 'process_cpu_user_seconds_total')?.values.every((v) => v.labels.worker === '3'),
+    'process metrics labelled with the worker',
+  );
+});
+
+t.test('a worker in parts gives the event loop turns while it reads, and a small registry is one message', async (t) => {
+  const m = routedWorker(60);
+  const parts: MetricJson[][] = [];
+  const { turns } = await turnsDuring(() => workerMetricsInParts(m, (json) => parts.push(json), 1, 0));
+  // With a slice of 0: a turn after each route's step of the four request metrics and the upstream histogram.
+  t.ok(turns >= 5 * 60, `${turns} turns`);
+  const small: MetricJson[][] = [];
+  const only = await workerMetricsInParts(worker(1, 0, [0.1], null), (json) => small.push(json), 1);
+  t.equal(small.length, 0, 'no parts');
+  t.same(only, await workerMetricsJson(worker(1, 0, [0.1], null), 1), 'all of it in the last message');
 });

@@ -12,6 +12,7 @@ import { exposition } from '../../../src/metrics/exposition';
 import { ListenerStats, methodIndex } from '../../../src/metrics/listener-stats';
 import { Metrics } from '../../../src/metrics/metrics';
 import { Published } from '../../../src/metrics/published';
+import { turnsDuring } from '../../helpers/event-loop';
 
 /** ipgate's Metrics for one HTTP listener with `routes` routes that all saw traffic, and a TCP listener. */
 function busyMetrics(routes: number, processMetrics: boolean): Metrics {
@@ -139,23 +140,15 @@ t.test('a long scrape yields to the event loop between metrics', async (t) => {
 });
 
 /** A scrape of `registry` with the given slice, and how many turns of the event loop ran during it. */
-async function turnsDuring(registry: Parameters<typeof exposition>[0], sliceMs: number): Promise<{ turns: number; text: string }> {
-  let turns = 0;
-  let done = false;
-  const tick = (): void => {
-    turns++;
-    if (!done) setImmediate(tick);
-  };
-  setImmediate(tick);
-  const text = await exposition(registry, sliceMs);
-  done = true;
-  return { turns, text };
+async function scrapeTurns(registry: Parameters<typeof exposition>[0], sliceMs: number): Promise<{ turns: number; text: string }> {
+  const { turns, result } = await turnsDuring(() => exposition(registry, sliceMs));
+  return { turns, text: result };
 }
 
 t.test("a metric with a series per route is written in steps: the loop gets turns inside it, and the text is prom-client's", async (t) => {
   const routes = 40;
   const m = busyMetrics(routes, false);
-  const stepped = await turnsDuring(m.registry, 0);
+  const stepped = await scrapeTurns(m.registry, 0);
   t.equal(stepped.text, await m.registry.metrics(), 'the same text, written in steps');
   // With a slice of 0 the scrape yields at every check: after each metric, and after each label set
   // (the listener's, then each route's) of the four request metrics.
@@ -174,7 +167,7 @@ t.test('a merged registry (read in one piece per metric) still yields every few 
   const primary = await workerMetricsJson(new Metrics({ processMetrics: false }), 'primary');
   const merged = aggregateClusterMetrics(primary, workers);
   const metrics = merged.getMetricsAsArray().length;
-  const { turns, text } = await turnsDuring(merged, 0);
+  const { turns, text } = await scrapeTurns(merged, 0);
   t.equal(text, await merged.metrics(), 'the same text');
   const samples = text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length;
   t.ok(turns > metrics + Math.floor(samples / 256) - 8, `${turns} turns for ${metrics} metrics and ${samples} samples`);
