@@ -256,23 +256,22 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
 
   /** After a write()'s call on the handle: its bytes are counted as sent, and queued while in flight. */
   private dispatched(req: WriteReq, err: number): boolean {
-    const inFlight = this.issued(err);
-    if (inFlight === null) return false;
-    return this.counted(inFlight ? req.bytes : 0, req.bytes);
+    if (!this.issued(err)) return false;
+    return this.counted(this.inFlight ? req.bytes : 0, req.bytes);
   }
 
   /**
-   * After any write call on the handle: whether the write is in flight (every TLS write so far;
-   * one taken at once is not, and its request is not reused, since whether the binding let go of
-   * it is not known), or null when the call failed (the socket is destroyed).
+   * After any write call on the handle: false when the call failed (the socket is destroyed), else
+   * true with `inFlight` set, whether the write is in flight (every TLS write so far; one taken at
+   * once is not, and its request is not reused, since whether the binding let go of it is not known).
    */
-  private issued(err: number): boolean | null {
+  private issued(err: number): boolean {
     if (err !== 0) {
       this.failStatus(err);
-      return null;
+      return false;
     }
     this.inFlight = B!.streamBaseState[B!.kLastWriteWasAsync] !== 0;
-    return this.inFlight;
+    return true;
   }
 
   private counted(queued: number, sent = queued): boolean {
@@ -344,9 +343,8 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
       const req = this.writeReq(n);
       req.buffer = held;
       // Counted as sent and queued when held.
-      const inFlight = this.issued(this.handle.writev(req, held, true));
-      if (inFlight === null) return;
-      if (!inFlight) this.queued -= n;
+      if (!this.issued(this.handle.writev(req, held, true))) return;
+      if (!this.inFlight) this.queued -= n;
     }
     if (this.queued > 0) return;
     this.queued = 0;
