@@ -11,8 +11,8 @@ import ts from 'typescript';
 import Ajv from 'ajv';
 import { OptionalKind } from '@sinclair/typebox';
 import { configSchema } from '../../src/schema/config';
+import { ROOT } from './root';
 
-const ROOT = path.resolve(__dirname, '../..');
 const SCHEMA_DIR = path.join(ROOT, 'src/schema');
 
 /** The files that define config options: schema.ts, schema/*.ts and the schema-*.ts sections. */
@@ -179,7 +179,7 @@ export function renderReference(walk: SchemaWalk = walkSchema()): string {
     '',
     '<!-- Generated from src/schema/config.ts and src/schema/ by test/helpers/config-reference.ts.',
     '     Do not edit: change the schema, then run',
-    '     UPDATE_CONFIG_REFERENCE=1 npx tap test/unit/config/schema-docs.test.ts -->',
+    '     npm run build:all && UPDATE_CONFIG_REFERENCE=1 npx tap dist/test/unit/config/schema-docs.test.js -->',
     '',
     'Every option of the config file (YAML or JSON), its type, its default and what it does. An option',
     'with a default may be left out; "required" ones must be written; "(none)" means leaving it out',

@@ -23,7 +23,9 @@ import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role
 import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 
-export const ROOT = path.resolve(__dirname, '../..');
+import { ROOT } from './root';
+
+export { ROOT };
 export const CHART = path.join(ROOT, 'helm/ipgate');
 export const RELEASE = 'edge';
 export const NAMESPACE = 'ipgate-system';

@@ -14,8 +14,9 @@ import { startApp, type App } from '../../src/app';
 import { buildConfig } from '../../src/config/load';
 import { createLogger } from '../../src/log';
 
-export const ROOT = path.resolve(__dirname, '../..');
-export const MAIN = path.join(ROOT, 'dist/src/main.js');
+import { MAIN, ROOT } from './root';
+
+export { MAIN, ROOT };
 
 /** The compiled CLI run to its end (`ipgate import ...`, `ipgate check-config ...`), as an operator runs it. */
 export function runIpgate(args: string[], input?: string): { status: number | null; stdout: string; stderr: string } {

@@ -5,6 +5,7 @@
  * stays the path for TLS client connections, upstreams given by name, a Node without the bindings
  * and an operator who turns handles off. Both must pass the same tests.
  */
+import path from 'node:path';
 import t from 'tap';
 import { startIpgate } from '../helpers/ipgate';
 
@@ -25,11 +26,11 @@ t.test('IPGATE_TCP_HANDLES=0: the HTTP listener runs on net.Sockets', async (t) 
 // The suites register their tests on import and run in this process with the setting above (a
 // path in a variable: see tcp-sockets.test.ts).
 for (const suite of [
-  './http-engine.test.ts',
-  './http-relay.test.ts',
-  './http-websocket.test.ts',
-  './http-denied.test.ts',
-  './http-reload-revoke.test.ts',
-  './http-refused-body.test.ts',
+  './http-engine.test',
+  './http-relay.test',
+  './http-websocket.test',
+  './http-denied.test',
+  './http-reload-revoke.test',
+  './http-refused-body.test',
 ])
-  void import(suite);
+  void import(suite + path.extname(__filename));

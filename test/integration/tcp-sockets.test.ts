@@ -4,6 +4,7 @@
  * path for upstreams given by name, for a Node without the bindings, and for an operator who turns
  * handles off. Both must pass the same tests.
  */
+import path from 'node:path';
 import t from 'tap';
 import { startIpgate } from '../helpers/ipgate';
 
@@ -22,6 +23,6 @@ t.test('IPGATE_TCP_HANDLES=0: the TCP listener runs on net.Sockets', async (t) =
 });
 
 // The suites register their tests on import and run in this process with the setting above. (A
-// path in a variable: tsc checks a literal one and would want the extension dropped, which the
-// test runner's ESM loader cannot resolve.)
-for (const suite of ['./tcp-path.test.ts', './tcp-large-reads.test.ts']) void import(suite);
+// path in a variable with this file's own extension: the compiled .js where tests run from dist,
+// docs/testing.md "Tests run compiled".)
+for (const suite of ['./tcp-path.test', './tcp-large-reads.test']) void import(suite + path.extname(__filename));

@@ -18,13 +18,14 @@ import { CertDir } from '../helpers/certs';
 import { startHttpGate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
+import { ROOT } from '../helpers/root';
 import { run, type RunResult } from '../helpers/tls-nginx';
 import { wsHandshake, WsReader } from '../helpers/websocket';
 import { createHttpEcho, wsFrame } from '../../src/echo/echo-server';
 import { tlsHandleCounts, tlsHandlesAvailable } from '../../src/transport/tls-byte-socket';
 
 const skip = missing('openssl') || missing('curl') || missing('python3');
-const END_CLIENT = path.join(__dirname, '../helpers/tls-end-client.py');
+const END_CLIENT = path.join(ROOT, 'test/helpers/tls-end-client.py');
 
 /** Byte `i` of every streamed body. */
 function bodyByte(i: number): number {

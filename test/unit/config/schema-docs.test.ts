@@ -17,8 +17,7 @@ import {
   walkSchema,
   type OptionRow,
 } from '../../helpers/config-reference';
-
-const ROOT = path.resolve(__dirname, '../../..');
+import { ROOT } from '../../helpers/root';
 
 t.test('every option is documented once, and its default is stated, valid and applied', async (t) => {
   const literals = schemaLiterals();
@@ -89,7 +88,11 @@ t.test('docs/config-reference.md is the one generated from the schema', async (t
   const generated = renderReference();
   if (process.env.UPDATE_CONFIG_REFERENCE === '1') fs.writeFileSync(REFERENCE_FILE, generated);
   const committed = fs.existsSync(REFERENCE_FILE) ? fs.readFileSync(REFERENCE_FILE, 'utf8') : '(missing)';
-  t.equal(committed, generated, 'regenerate with UPDATE_CONFIG_REFERENCE=1 npx tap test/unit/config/schema-docs.test.ts');
+  t.equal(
+    committed,
+    generated,
+    'regenerate with npm run build:all && UPDATE_CONFIG_REFERENCE=1 npx tap dist/test/unit/config/schema-docs.test.js',
+  );
   for (const r of walkSchema().rows) {
     if ('default' in r.schema) t.ok(generated.includes(`| \`${r.key}\` |`), `${r.path} is listed`);
   }

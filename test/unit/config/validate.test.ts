@@ -6,6 +6,7 @@
 import t from 'tap';
 import { ConfigError } from '../../../src/config/errors';
 import { buildConfig, configWarnings } from '../../../src/config/load';
+import { MAIN } from '../../helpers/root';
 
 type Raw = Record<string, unknown> & { listeners: Record<string, unknown>[] };
 const tcp = (listen: string, extra: Record<string, unknown> = {}) => ({
@@ -282,16 +283,15 @@ t.test('ipgate check-config prints the warnings and still says valid; a refused 
   const os = await import('node:os');
   const path = await import('node:path');
   const YAML = (await import('yaml')).default;
-  const main = path.resolve(__dirname, '../../../dist/src/main.js');
-  if (!fs.existsSync(main)) {
-    t.fail(`${main} is missing: run npm run build:all first`);
+  if (!fs.existsSync(MAIN)) {
+    t.fail(`${MAIN} is missing: run npm run build:all first`);
     return;
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-check-config-'));
   const run = (raw: unknown) => {
     const file = path.join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
     fs.writeFileSync(file, YAML.stringify(raw));
-    const r = spawnSync(process.execPath, [main, 'check-config', file], { encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [MAIN, 'check-config', file], { encoding: 'utf8' });
     return { file, status: r.status, stdout: r.stdout, stderr: r.stderr };
   };
   const warned = run(config([tcp('127.0.0.1:7000', { proxyProtocol: { mode: 'optional', trustedSources: ['0.0.0.0/0'] } })]));

@@ -7,8 +7,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { FIXTURES as ROOT_FIXTURES } from '../../helpers/root';
 
-export const FIXTURES = path.join(__dirname, '..', '..', 'fixtures', 'k8s');
+export const FIXTURES = path.join(ROOT_FIXTURES, 'k8s');
 
 export function fixture(name: string): unknown {
   return JSON.parse(fs.readFileSync(path.join(FIXTURES, name), 'utf8'));

@@ -10,8 +10,9 @@ import { buildConfig } from '../../../src/config/load';
 import type { Config } from '../../../src/schema/config';
 import { convertIngressNginx, DEFAULT_OPTIONS, uniqueName, type ImportOptions, type ImportResult } from '../../../src/import/ingress-nginx';
 import { addDocuments, emptySet } from '../../../src/import/objects';
+import { FIXTURES } from '../../helpers/root';
 
-const DIR = path.join(__dirname, '..', '..', 'fixtures', 'ingress-nginx');
+const DIR = path.join(FIXTURES, 'ingress-nginx');
 
 function importFixture(file: string, opts: Partial<ImportOptions> = {}): ImportResult {
   const set = emptySet();

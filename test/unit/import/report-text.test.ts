@@ -8,6 +8,7 @@ import t from 'tap';
 import { reportText, summary } from '../../../src/cli/import';
 import { convertIngressNginx, DEFAULT_OPTIONS, type ImportReport } from '../../../src/import/ingress-nginx';
 import { addDocuments, emptySet } from '../../../src/import/objects';
+import { FIXTURES } from '../../helpers/root';
 
 const report = (over: Partial<Omit<ImportReport, 'skipped'>> & { read?: number; converted?: number; skipped?: number }): ImportReport => ({
   ingresses: { read: over.read ?? 0, converted: over.converted ?? 0, skipped: over.skipped ?? 0 },
@@ -48,7 +49,7 @@ for (const row of ROWS) {
 
 t.test('no Ingress of the class: the line the issue quoted is gone', async (t) => {
   const set = emptySet();
-  const file = path.join(__dirname, '..', '..', 'fixtures', 'ingress-nginx', '07-ingress-classes.yaml');
+  const file = path.join(FIXTURES, 'ingress-nginx', '07-ingress-classes.yaml');
   addDocuments(set, fs.readFileSync(file, 'utf8'), file);
   const r = convertIngressNginx(
     { ingresses: set.ingresses, services: [], configMap: null, servicesFrom: 'file' },

@@ -20,13 +20,14 @@ import { once } from 'node:events';
 import { readClientHello } from '../../../src/tls/client-hello';
 import { asciiLower } from '../../../src/route/host-name';
 import { prng } from '../../helpers/prng';
+import { FIXTURES } from '../../helpers/root';
 import { VALID } from '../../fixtures/tls/client-hello-vectors';
 
 const SEED = Number(process.env.TLS_DIFF_SEED ?? Date.now() % 0x7fffffff);
 const MUTANTS = Number(process.env.TLS_DIFF_MUTANTS ?? 150);
 const rand = prng(SEED);
 const int = (n: number): number => Math.floor(rand() * n);
-const TLS_DIR = path.join(__dirname, '../../fixtures/k8s/tls');
+const TLS_DIR = path.join(FIXTURES, 'k8s/tls');
 
 async function listen(server: net.Server): Promise<number> {
   server.listen(0, '127.0.0.1');
