@@ -24,6 +24,7 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { getSystemErrorName } from 'node:util';
 import { type ByteSocket, CloseHooks } from './byte-socket';
+import { ioNow, readEnded, readStarted } from './io-clock';
 
 /* The binding objects are untyped: what is used of them is declared here. */
 interface StreamHandle {
@@ -395,7 +396,7 @@ export class RawSocket extends CloseHooks implements ByteSocket {
       return false;
     }
     this.sentBytes += req.bytes;
-    this.lastActive = performance.now();
+    this.lastActive = ioNow();
     const b = B!;
     if (b.streamBaseState[b.kLastWriteWasAsync] === 0) {
       spareWriteReq = req;
@@ -431,7 +432,7 @@ export class RawSocket extends CloseHooks implements ByteSocket {
   readDone(nread: number, arrayBuffer: ArrayBuffer | undefined): void {
     if (nread > 0) {
       this.receivedBytes += nread;
-      this.lastActive = performance.now();
+      this.lastActive = ioNow();
       const rb = this.readBuffer;
       if (rb !== null) this.onData?.(rb.subarray(0, nread));
       else if (arrayBuffer !== undefined) this.onData?.(Buffer.from(arrayBuffer, B!.streamBaseState[B!.kArrayBufferOffset], nread));
@@ -500,7 +501,12 @@ const UV_ENOTCONN = -107;
 let spareWriteReq: WriteReq | null = null;
 
 function onRead(this: StreamHandle, arrayBuffer: ArrayBuffer | undefined): void {
-  this[OWNER]!.readDone(B!.streamBaseState[B!.kReadBytesOrError]!, arrayBuffer);
+  const outer = readStarted();
+  try {
+    this[OWNER]!.readDone(B!.streamBaseState[B!.kReadBytesOrError]!, arrayBuffer);
+  } finally {
+    readEnded(outer);
+  }
 }
 
 function afterWrite(this: WriteReq, status: number): void {

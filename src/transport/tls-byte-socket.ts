@@ -33,6 +33,7 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
 import { type ByteSocket, CloseHooks } from './byte-socket';
+import { ioNow, readEnded, readStarted } from './io-clock';
 import { errorCode, SharedReadBuffer } from './raw-socket';
 
 interface TlsHandle {
@@ -277,7 +278,7 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
   private counted(queued: number, sent = queued): boolean {
     this.sentBytes += sent;
     this.queued += queued;
-    this.lastActive = performance.now();
+    this.lastActive = ioNow();
     if (this.queued < HIGH_WATER) return true;
     this.needDrain = true;
     return false;
@@ -308,7 +309,7 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
     if (nread > 0) {
       if (this.socket.destroyed) return;
       this.receivedBytes += nread;
-      this.lastActive = performance.now();
+      this.lastActive = ioNow();
       // The next read on any socket overwrites SHARED_READ: the callee gets a copy it may keep.
       this.onData?.(SHARED_READ!.copy(nread));
       return;
@@ -380,7 +381,12 @@ export class TlsByteSocket extends CloseHooks implements ByteSocket {
 }
 
 function onRead(this: TlsHandle): void {
-  this[OWNER]!.readDone(B!.streamBaseState[B!.kReadBytesOrError]!);
+  const outer = readStarted();
+  try {
+    this[OWNER]!.readDone(B!.streamBaseState[B!.kReadBytesOrError]!);
+  } finally {
+    readEnded(outer);
+  }
 }
 
 function afterWrite(this: WriteReq, status: number): void {

@@ -39,6 +39,7 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { ByteSocket } from '../../../transport/byte-socket';
+import { ioNow } from '../../../transport/io-clock';
 import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
 import type { Upstream, UpstreamGroup } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
@@ -211,8 +212,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private wait(kind: 'idle' | 'head'): void {
     if (this.ending) return; // the linger timer runs
     this.waiting = kind;
-    this.waitDeadline =
-      performance.now() + (kind === 'idle' ? this.host.settings.keepAliveTimeoutMs : this.host.settings.requestHeaderTimeoutMs);
+    this.waitDeadline = ioNow() + (kind === 'idle' ? this.host.settings.keepAliveTimeoutMs : this.host.settings.requestHeaderTimeoutMs);
   }
 
   private stopWaiting(): void {
