@@ -15,19 +15,10 @@ import path from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
 import { ROOT } from '../helpers/helm';
+import { freePort } from '../helpers/net';
 import { childPids } from '../helpers/ipgate';
 
 const TINI = '/usr/bin/tini';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 /** Resolves with the first stdout JSON log line whose msg matches. */
 function waitForLog(

@@ -16,7 +16,6 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
@@ -24,6 +23,7 @@ import YAML from 'yaml';
 import { configSchema } from '../../src/schema/config';
 import { commands, stage } from '../helpers/dockerfile';
 import { ROOT, render } from '../helpers/helm';
+import { freePort } from '../helpers/net';
 
 const UID = 10001;
 
@@ -97,16 +97,6 @@ t.test("the preStop fallback's /bin/sleep comes with the base image (Debian: cor
 });
 
 // ---- part 2: the layout at work ----------------------------------------------------------------
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 /** Why uid 10001 cannot run ipgate from this checkout, or null. */
 function cannotRunAsImageUser(): string | null {

@@ -125,14 +125,26 @@ export function closed(socket: net.Socket, ms = 10_000): Promise<number> {
   });
 }
 
-/** A port that was free a moment ago (for configs of external peers that need a fixed port). */
+/** Ports this process has handed out: the kernel may give a closed port again on the next bind. */
+const handedOut = new Set<number>();
+
+/**
+ * A port that was free a moment ago (for configs of external peers that need a fixed port), and not
+ * one this process handed out before: once the probe closes, the kernel may pick the same port for
+ * the next probe, and a config given two such ports would name one address twice (a CI run of
+ * admin-process.test.ts failed so, "collides with admin.listen").
+ */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, host);
-  await once(server, 'listening');
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((r) => server.close(r));
-  return port;
+  for (;;) {
+    const server = net.createServer();
+    server.listen(0, host);
+    await once(server, 'listening');
+    const port = (server.address() as net.AddressInfo).port;
+    await new Promise((r) => server.close(r));
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
 
 /** Poll until `fn` returns true (no sleeps standing in for conditions). */
