@@ -53,12 +53,15 @@ const CLASS_OF_SLOT = (slot: number): string => (slot === 0 ? 'none' : slot === 
  * route): by method, exact status and protocol (ipgate_http_requests_total{method,status,code_class,
  * protocol}; the class is derived at scrape time from the same counts; protocol h1, or h2 for an
  * HTTP/2 stream), duration, request and response size (both protocols in one histogram each). Per
- * request: one Map bump with a number key and three fixed-histogram observes, no allocation
- * (bench/micro/metrics.ts "request record").
+ * request: one Map lookup with a number key, its box's count bumped, and three fixed-histogram
+ * observes, no allocation but a new label set's box (bench/micro/metrics.ts "request record").
  */
 export class RequestCounts {
-  /** Finished requests by `(h2 ? H2_KEY : 0) + methodIndex * 1000 + statusSlot`. */
-  readonly status = new Map<number, number>();
+  /**
+   * Finished requests by `(h2 ? H2_KEY : 0) + methodIndex * 1000 + statusSlot`, each count in a box
+   * of its own: a request adds to its box (one Map lookup) rather than setting the Map again.
+   */
+  readonly status = new Map<number, { n: number }>();
   /** Request duration, seconds (ipgate_http_request_duration_seconds). */
   readonly duration = new FixedHistogram(HTTP_DURATION_BUCKETS);
   /**
@@ -80,7 +83,9 @@ export class RequestCounts {
   /** A request's status and sizes without its duration (a quick denial: its duration comes when its body is read past). */
   count(method: number, status: number, requestBytes: number, responseBytes: number, h2 = false): void {
     const key = (h2 ? H2_KEY : 0) + method * 1000 + statusSlot(status);
-    this.status.set(key, (this.status.get(key) ?? 0) + 1);
+    const box = this.status.get(key);
+    if (box !== undefined) box.n++;
+    else this.status.set(key, { n: 1 });
     this.requestSize.observe(requestBytes);
     this.responseSize.observe(responseBytes);
   }
@@ -88,7 +93,7 @@ export class RequestCounts {
   /** Finished requests by status class (`1xx`..`5xx`, `none`, `other`): derived, for scrapes and tests. */
   get responses(): Map<string, number> {
     const out = new Map<string, number>();
-    for (const [key, n] of this.status) {
+    for (const [key, { n }] of this.status) {
       const cls = CLASS_OF_SLOT(key % 1000);
       out.set(cls, (out.get(cls) ?? 0) + n);
     }
@@ -98,7 +103,7 @@ export class RequestCounts {
   /** Each (method, status, class, protocol) label set with its count, for the scrape. */
   labelled(): { method: string; status: string; code_class: string; protocol: string; value: number }[] {
     const out: { method: string; status: string; code_class: string; protocol: string; value: number }[] = [];
-    for (const [key, value] of this.status) {
+    for (const [key, { n: value }] of this.status) {
       const slot = key % 1000;
       out.push({
         method: HTTP_METHODS[Math.floor((key % H2_KEY) / 1000)]!,
