@@ -6,7 +6,8 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import t from 'tap';
 import { ReceivedHeaders, scanRequestHeaders } from '../../../../src/forward/http/request-headers';
 import type { ResponseHead } from '../../../../src/forward/http/relay/llhttp-parser';
-import { responseHeadBytes, upstreamHead } from '../../../../src/forward/http/relay/relay-conn';
+import { isName, isNameOf, NameForms } from '../../../../src/forward/http/relay/llhttp-parser';
+import { KNOWN_HEAD_NAMES, responseHeadBytes, upstreamHead } from '../../../../src/forward/http/relay/relay-conn';
 
 /** The header lines of the head the relay writes for a 200 with these headers (its status line and blank line checked and cut). */
 function responseHeaderLines(raw: string[], http10: boolean): string {
@@ -260,6 +261,53 @@ t.test('upstreamHead: the bytes the string form had, for a request, an upgrade a
     want('GET /ws HTTP/1.1\r\nconnection: upgrade\r\nupgrade: websocket\r\n'),
   );
   t.equal(upstreamHead('OPTIONS', '*', null, {}).toString('latin1'), 'OPTIONS * HTTP/1.1\r\nconnection: keep-alive\r\n\r\n');
+});
+
+t.test('isNameOf: the name in any ASCII case, its two usual spellings first; nothing else', async (t) => {
+  for (const lower of ['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'close']) {
+    const name = new NameForms(lower);
+    const title = lower.replace(/(^|-)([a-z])/g, (_, d: string, c: string) => d + c.toUpperCase());
+    t.equal(name.title, title, `${lower}: its usual spelling ${title}`);
+    const spellings = [lower, title, lower.toUpperCase(), [...lower].map((c, i) => (i % 2 ? c.toUpperCase() : c)).join('')];
+    for (const s of spellings) t.ok(isNameOf(s, name), `${lower}: ${s}`);
+    const misses = [
+      `${lower}x`,
+      lower.slice(1),
+      `${lower.slice(0, -1)}${lower.endsWith('e') ? 'f' : 'e'}`,
+      `${title.slice(0, -1)}_`,
+      lower.replace('-', '_'),
+      '',
+    ].filter((s) => s.toLowerCase() !== lower);
+    for (const s of misses) {
+      t.equal(isNameOf(s, name), isName(s, lower), `${lower}: ${JSON.stringify(s)} as isName answers`);
+      t.notOk(isNameOf(s, name), `${lower}: not ${JSON.stringify(s)}`);
+    }
+  }
+});
+
+t.test('upstreamHead: names copied from their bytes and names converted give the string form, in order', async (t) => {
+  // Each known name (copied as prepared bytes) between names that are not known: near misses
+  // (a prefix, a suffix, one char off) go through the char loop and must not take a known name's bytes.
+  const headers: OutgoingHttpHeaders = {};
+  let text = '';
+  KNOWN_HEAD_NAMES.forEach((name, i) => {
+    for (const [k, v] of [
+      [name, `v${i}`],
+      [`${name}x`, `after ${name}`],
+      [`x${name}`, ''],
+    ] as const) {
+      headers[k] = v;
+      text += `${k}: ${v}\r\n`;
+    }
+  });
+  headers['x-real-i'] = 'short by one';
+  text += 'x-real-i: short by one\r\n';
+  t.ok(KNOWN_HEAD_NAMES.length >= 20, 'the table holds the names ipgate writes and the common ones');
+  t.equal(upstreamHead('POST', '/x', null, headers).toString('latin1'), `POST /x HTTP/1.1\r\nconnection: keep-alive\r\n${text}\r\n`);
+  t.equal(
+    upstreamHead('GET', '/x', 'h2c', headers).toString('latin1'),
+    `GET /x HTTP/1.1\r\nconnection: upgrade\r\nupgrade: h2c\r\n${text}\r\n`,
+  );
 });
 
 t.test('heads: short and long pieces give the bytes Buffer.from(text, "latin1") gives, chars above 0xff too', async (t) => {
