@@ -41,7 +41,7 @@
  *       removed engine's name, which runs the relay since 2026-12-01); `ipgate`
  *       and `base` run the build's default engine)
  *       (minimal forwarders, what an engine alone costs: HTTP `node-min`, `undici-min`,
- *       `undici-stream-min`, `relay-min`, `http-raw-min` (libuv handles, also `http-denied`); TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
+ *       `undici-stream-min`, `relay-min`, `http-raw-min` (libuv handles, also `http-denied`), `http-parse-min` (the same with ipgate's parser on both heads); TCP `tcp-min` (net.Socket), `tcp-raw-min` (libuv handles))
  *   BENCH_WRK_OUT=FILE appends wrk's whole report of each sample to FILE (its latency distribution:
  *   50/75/90/99 %, max), for reading a tail beyond the p50 and p99 printed here.
  *
@@ -389,6 +389,7 @@ const PROXY_BASE: Record<string, number> = {
   'tcp-raw-min': BASE + 1100,
   'relay-min': BASE + 1200,
   'http-raw-min': BASE + 1800,
+  'http-parse-min': BASE + 1900,
   'ipgate-relay': BASE + 1300,
   // This build with the environment of --variant vN:NAME=VALUE (several settings A/B in one run).
   v1: BASE + 1400,
@@ -398,9 +399,9 @@ const PROXY_BASE: Record<string, number> = {
 };
 /** HTTP-only minimal forwarders (bench/load/http-engines.ts): the engine's cost without ipgate around
  * it; `relay-min` (bench/load/http-relay-min.ts) is a relay without node:http (llhttp in wasm). */
-const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay-min', 'http-raw-min']);
+const HTTP_ONLY = new Set(['node-min', 'undici-min', 'undici-stream-min', 'relay-min', 'http-raw-min', 'http-parse-min']);
 /** HTTP-only forwarders that also answer the `http-denied` workload (a prebuilt 403 per request). */
-const HTTP_DENIES = new Set(['http-raw-min']);
+const HTTP_DENIES = new Set(['http-raw-min', 'http-parse-min']);
 /** TCP-only minimal forwarders: two Node sockets and pipe() (bench/load/tcp-min.ts), or the
  * same on libuv handles without net.Socket (bench/load/tcp-raw-min.ts). */
 const TCP_ONLY = new Set(['tcp-min', 'tcp-raw-min']);
@@ -1173,8 +1174,23 @@ const UNITS: Record<string, string> = {
   'https-h2': 'req/s',
 };
 
+/**
+ * This process (every thread of it) goes to the load CPUs too: it scrapes ipgate's admin API once
+ * a second, reads the drivers' output and samples /proc, and unpinned the kernel may run that on
+ * the proxy's core, where it preempts the proxy under test (only ipgate is scraped, so only its
+ * tail would carry it). Children started without a CPU list inherit this.
+ */
+function pinSelf(cpus: string): void {
+  try {
+    execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' });
+  } catch (e) {
+    process.stderr.write(`warning: could not pin this process to CPUs ${cpus}: ${(e as Error).message}\n`);
+  }
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
+  pinSelf(o.loadCpus);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-bench-'));
   fs.mkdirSync(path.join(dir, 'tmp'));
   const { allow, deny } = makeCidrs(o.cidrs);
@@ -1218,8 +1234,14 @@ async function main(): Promise<void> {
       const args =
         name === 'relay-min'
           ? [path.join(__dirname, 'http-relay-min.js'), String(p + L.http), String(BACKEND.http)]
-          : name === 'http-raw-min'
-            ? [path.join(__dirname, 'http-raw-min.js'), String(p + L.http), String(p + L.httpDenied), String(BACKEND.http)]
+          : name === 'http-raw-min' || name === 'http-parse-min'
+            ? [
+                path.join(__dirname, 'http-raw-min.js'),
+                String(p + L.http),
+                String(p + L.httpDenied),
+                String(BACKEND.http),
+                ...(name === 'http-parse-min' ? ['parse'] : []),
+              ]
             : [path.join(__dirname, 'http-engines.js'), name.replace('-min', ''), String(p + L.http), String(BACKEND.http)];
       proxies[name] = start(name, process.execPath, args, pcpus);
       await waitPort(p + L.http, proxies[name]!);

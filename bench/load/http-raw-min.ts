@@ -5,7 +5,13 @@
  * with the least work a request can cost there. It answers one question for issue 31: what share of
  * nginx's work per CPU-second can any Node process reach on this machine for these two jobs?
  *
- *   node dist/bench/load/http-raw-min.js HTTP_PORT DENIED_PORT UPSTREAM_PORT
+ *   node dist/bench/load/http-raw-min.js HTTP_PORT DENIED_PORT UPSTREAM_PORT [parse]
+ *
+ * `parse` (compare.ts proxy `http-parse-min`): every request and response also goes through
+ * ipgate's own parser (src/forward/http/relay/llhttp-parser.ts, llhttp in wasm, header lists given
+ * back with `recycle` as ipgate does), which frames the responses and whose verdict closes a
+ * connection on a malformed message. The bytes forwarded are the same; what it adds is the least a
+ * proxy that validates both heads pays for it (bench/README.md "The floor of a validating proxy").
  *
  * - HTTP_PORT relays: each client connection gets its own upstream connection, opened at accept
  *   (no pool, no allowlist). A request head is found by its blank line, gets `X-Real-IP` and
@@ -21,7 +27,10 @@
  * engine does everything this leaves out (bench/README.md "The floor of a Node HTTP proxy").
  */
 /* eslint-disable @typescript-eslint/no-explicit-any */
+import { HttpParser, type ParserSink } from '../../src/forward/http/relay/llhttp-parser';
 import { listenRaw } from './raw-listen';
+
+const PARSE = process.argv[5] === 'parse';
 
 const binding = (process as any).binding as (name: string) => any;
 const { TCP, TCPConnectWrap, constants: TCPConstants } = binding('tcp_wrap');
@@ -84,6 +93,37 @@ function contentLength(head: Buffer, end: number): number {
   return -1;
 }
 
+/** A parser that counts the heads it completes and gives each head's list back. */
+class Counted<T extends 'request' | 'response'> {
+  heads = 0;
+  readonly parser: HttpParser<T>;
+  constructor(type: T) {
+    const sink: ParserSink<{ rawHeaders: string[] }> = {
+      onHead: (head) => {
+        this.heads++;
+        this.parser.recycle(head.rawHeaders);
+      },
+      onBody: NOOP,
+      onMessageComplete: NOOP,
+    };
+    this.parser = new HttpParser(type, sink as never);
+  }
+
+  /** Parses all of `data` (pausing after each message, as ipgate's parser does); false if it is malformed. */
+  parse(data: Buffer): boolean {
+    const p = this.parser;
+    let at = 0;
+    for (;;) {
+      const r = p.execute(at === 0 ? data : data.subarray(at));
+      if (r.kind === 'ok') return true;
+      if (r.kind !== 'paused') return false;
+      at += r.consumed;
+      p.resume();
+      if (at >= data.length) return true;
+    }
+  }
+}
+
 class Relay {
   /** Request bytes not yet a whole head. */
   partial: Buffer | null = null;
@@ -94,9 +134,13 @@ class Relay {
   /** Response body bytes still to relay before the next head. */
   bodyLeft = 0;
   readonly forwarded: string;
+  readonly requests = PARSE ? new Counted('request') : null;
+  readonly responses = PARSE ? new Counted('response') : null;
   readonly close = (): void => {
     if (this.closed) return;
     this.closed = true;
+    this.requests?.parser.free();
+    this.responses?.parser.free();
     this.client.onread = NOOP;
     this.up.onread = NOOP;
     this.client.close();
@@ -113,6 +157,10 @@ class Relay {
 
   onClient(buf: Buffer | null): void {
     if (buf === null) {
+      this.close();
+      return;
+    }
+    if (this.requests !== null && !this.requests.parse(buf)) {
       this.close();
       return;
     }
@@ -138,6 +186,15 @@ class Relay {
   onUpstream(buf: Buffer | null): void {
     if (buf === null) {
       this.close();
+      return;
+    }
+    if (this.responses !== null) {
+      // The parser frames the responses (the relay forwards the bytes as read).
+      if (!this.responses.parse(buf)) {
+        this.close();
+        return;
+      }
+      write(this.client, buf, this.close);
       return;
     }
     // Framing only (the relay forwards the bytes as read): skip bodies, find each head's length.
@@ -189,14 +246,27 @@ function main(): void {
   listenRaw<Handle>(deniedPort, (client) => {
     client.setNoDelay(true);
     let partial: Buffer | null = null;
+    const requests = PARSE ? new Counted('request') : null;
     const close = (): void => {
       client.onread = NOOP;
       client.close();
+      requests?.parser.free();
     };
     client.onread = (ab) => {
       const buf = readBuffer(ab);
       if (buf === null) {
         close();
+        return;
+      }
+      if (requests !== null) {
+        // The parser finds the heads (and refuses a malformed one: the connection closes).
+        if (!requests.parse(buf)) {
+          close();
+          return;
+        }
+        const heads = requests.heads;
+        requests.heads = 0;
+        if (heads > 0) write(client, heads === 1 ? DENIED : Buffer.concat(new Array<Buffer>(heads).fill(DENIED)), close);
         return;
       }
       const data: Buffer = partial === null ? buf : Buffer.concat([partial, buf]);
