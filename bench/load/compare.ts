@@ -843,6 +843,8 @@ interface Sample {
   rate: number;
   p50ms: number | null;
   p99ms: number | null;
+  /** wrk only (its Lua `done` hook): the tail where a collector's pause shows first. */
+  p999ms?: number | null;
   errors: number;
   /** TLS driver: the protocol and cipher the proxy chose (each peer at its own defaults). */
   tls?: string;
@@ -854,6 +856,16 @@ interface Sample {
  * previous session (nginx's `$ssl_session_reused` said `r` for 613 of 615 connections), so it
  * measures resumptions; the TLS driver below makes full ones.
  */
+/** A wrk script whose `done` hook prints the 99.9th percentile (wrk's --latency stops at 99). */
+function wrkTailScript(): string {
+  const file = path.join(os.tmpdir(), 'ipgate-bench-p999.lua');
+  fs.writeFileSync(
+    file,
+    'done = function(summary, latency, requests)\n  io.write(string.format("p99.9 %d us\\n", latency:percentile(99.9)))\nend\n',
+  );
+  return file;
+}
+
 function wrk(port: number, o: Options, https = false, host: string | null = null): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const c = spawn('taskset', [
@@ -864,6 +876,8 @@ function wrk(port: number, o: Options, https = false, host: string | null = null
       `-c${o.connections}`,
       `-d${o.duration}s`,
       '--latency',
+      '-s',
+      wrkTailScript(),
       ...(host === null ? [] : ['-H', `Host: ${host}`]),
       `${https ? 'https' : 'http'}://127.0.0.1:${port}/`,
     ]);
@@ -881,11 +895,13 @@ function wrk(port: number, o: Options, https = false, host: string | null = null
         return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
       };
       const non2xx = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
+      const p999 = /^p99\.9 (\d+) us$/m.exec(out);
       const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
       resolve({
         rate: Number(rate[1]),
         p50ms: lat('50'),
         p99ms: lat('99'),
+        p999ms: p999 ? Number(p999[1]) / 1000 : null,
         errors: (errs ? errs.slice(1).reduce((n, x) => n + Number(x), 0) : 0) + (non2xx ? Number(non2xx[1]) * 0 : 0),
       });
     });
@@ -1563,17 +1579,28 @@ function report(
     const rows: string[] = [];
     for (const w of workloads) {
       for (const proxy of o.proxies.filter((x) => x !== 'nginx')) {
-        const rr = results
-          .filter((r) => r.workload === w && r.proxy === proxy && r.sample.p99ms !== null)
-          .flatMap((r) => {
-            const n = results.find((x) => x.proxy === 'nginx' && x.workload === w && x.round === r.round);
-            return n?.sample.p99ms ? [r.sample.p99ms! / n.sample.p99ms] : [];
-          });
-        if (rr.length > 0)
-          rows.push(`| ${w} | ${proxy} | ${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)}) |`);
+        const ratio = (get: (s: Sample) => number | null | undefined): number[] =>
+          results
+            .filter((r) => r.workload === w && r.proxy === proxy && typeof get(r.sample) === 'number')
+            .flatMap((r) => {
+              const n = results.find((x) => x.proxy === 'nginx' && x.workload === w && x.round === r.round);
+              const mine = get(r.sample);
+              const theirs = n === undefined ? null : get(n.sample);
+              return typeof mine === 'number' && typeof theirs === 'number' && theirs > 0 ? [mine / theirs] : [];
+            });
+        const cell = (rr: number[]): string =>
+          rr.length === 0 ? '' : `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
+        const p99 = ratio((s) => s.p99ms);
+        if (p99.length > 0) rows.push(`| ${w} | ${proxy} | ${cell(p99)} | ${cell(ratio((s) => s.p999ms))} |`);
       }
     }
-    if (rows.length > 0) lines.push('', '| workload | proxy | p99 / nginx p99 (same round, median (range)) |', '|---|---|---|', ...rows);
+    if (rows.length > 0)
+      lines.push(
+        '',
+        '| workload | proxy | p99 / nginx p99 (same round, median (range)) | p99.9 / nginx p99.9 (wrk workloads) |',
+        '|---|---|---|---|',
+        ...rows,
+      );
   }
   // Throughput against `base` in the same round: with --base-workers, the workers factor.
   if (o.proxies.includes('base') && o.proxies.includes('ipgate')) {
