@@ -147,6 +147,34 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
   }
 }
 
+/**
+ * A loopback port that refuses connections for as long as the test holds it: a TCP socket bound to
+ * it that never listens, so a connect gets a reset (ECONNREFUSED), and the kernel gives the port to
+ * no one binding port 0 (every ipgate listener here, every freePort probe, in any process). A port
+ * from freePort() was only free a moment ago: a test running beside this one may listen on it (a CI
+ * run of access-log.test.ts found its dead upstream answering, result "ok"). Closed at teardown.
+ * Node's tcp_wrap binding, as src/transport/raw-socket.ts uses it (net has no bind without listen).
+ */
+export function refusingPort(t: { teardown(fn: () => void): void }): number {
+  const binding = (process as unknown as { binding(name: string): Record<string, unknown> }).binding('tcp_wrap');
+  const TCP = binding.TCP as new (
+    type: number,
+  ) => {
+    bind(host: string, port: number): number;
+    getsockname(out: { port?: number }): number;
+    close(): void;
+  };
+  const handle = new TCP((binding.constants as Record<string, number>).SOCKET!);
+  const err = handle.bind('127.0.0.1', 0);
+  const out: { port?: number } = {};
+  if (err !== 0 || handle.getsockname(out) !== 0 || out.port === undefined) {
+    handle.close();
+    throw new Error(`refusingPort: bind or getsockname failed (${err})`);
+  }
+  t.teardown(() => handle.close());
+  return out.port;
+}
+
 /** Poll until `fn` returns true (no sleeps standing in for conditions). */
 export async function waitFor(fn: () => boolean | Promise<boolean>, ms = 10_000, what = 'condition'): Promise<void> {
   const deadline = Date.now() + ms;

@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2 } from '../../src/proxy-protocol/encoder';
 import { startIpgate, type Started } from '../helpers/ipgate';
-import { closed, connect, freePort, readAll, readLine, readUntil, waitFor } from '../helpers/net';
+import { closed, connect, readAll, readLine, readUntil, refusingPort, waitFor } from '../helpers/net';
 
 type Line = Record<string, unknown>;
 
@@ -56,7 +56,7 @@ function assertLine(t: Test, line: Line, exact: Line, numbers: string[]): void {
 
 t.test('TCP: allowed PROXY-v2 client, denied client, upstream failure', async (t) => {
   const backend = await echoBackend(t);
-  const dead = await freePort();
+  const dead = refusingPort(t);
   const g = await startIpgate({
     logging: { denialSummaryIntervalMs: 0 },
     allowlists: { main: ['10.1.2.0/24', '127.0.0.2/32'] },

@@ -11,7 +11,7 @@ import YAML from 'yaml';
 import { allowlistMain } from '../../src/cli/allowlist';
 import { startAdminGate, TOKEN } from '../helpers/admin-api';
 import { MAIN } from '../helpers/ipgate';
-import { freePort } from '../helpers/net';
+import { refusingPort } from '../helpers/net';
 
 interface Run {
   code: number | null;
@@ -145,7 +145,7 @@ t.test('clear errors and exit codes (the binary for one, the same function in pr
     t.match(r.err, message, `${what}: ${r.err.split('\n')[0]}`);
   }
   t.ok(fs.readFileSync(g.file).equals(before), 'the store is unchanged');
-  const down = await cli(['ls', '--admin', `http://127.0.0.1:${await freePort()}`]);
+  const down = await cli(['ls', '--admin', `http://127.0.0.1:${refusingPort(t)}`]);
   t.equal(down.code, 4, 'admin API unreachable: exit 4');
   t.match(down.err, /cannot reach the admin API at http:\/\/127\.0\.0\.1:\d+\/: ECONNREFUSED/);
   const help = await inProcess(['--help']);

@@ -9,7 +9,7 @@ import t from 'tap';
 import { doctorMain } from '../../src/doctor/cli';
 import type { Finding } from '../../src/doctor/finding';
 import { TOKEN, startAdminGate } from '../helpers/admin-api';
-import { freePort } from '../helpers/net';
+import { refusingPort } from '../helpers/net';
 
 function sink(): { write(s: string): boolean; text(): string } {
   let out = '';
@@ -70,7 +70,7 @@ t.test('--no-cluster --admin-url with --config: both reports in one run; an unre
   const dir = t.testdir();
   const config = path.join(dir, 'config.yaml');
   fs.writeFileSync(config, 'listeners: []\n');
-  const closed = `http://127.0.0.1:${await freePort()}`;
+  const closed = `http://127.0.0.1:${refusingPort(t)}`;
   const r = await doctor(['--no-cluster', '--admin-url', closed, '--config', config, '--json'], { HOME: dir });
   t.equal(r.code, 0, 'a warning is no error');
   const report = JSON.parse(r.stdout) as { findings: Finding[]; source: string };

@@ -8,7 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
-import { connect, freePort, readAll, waitFor } from '../helpers/net';
+import { connect, freePort, readAll, refusingPort, waitFor } from '../helpers/net';
 import { missing, nginxHttpPreamble, startNginx, which } from '../helpers/peers';
 
 const skip = missing('nginx') || missing('promtool');
@@ -33,7 +33,7 @@ async function nginx(t: Test): Promise<number> {
 }
 
 async function gate(t: Test, backend: number, logging: Record<string, unknown> = {}): Promise<Started & { admin: number }> {
-  const dead = await freePort();
+  const dead = refusingPort(t);
   const g = await startIpgate(
     {
       admin: { listen: '127.0.0.1:0' },

@@ -18,7 +18,7 @@ import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
 import { PROCESS_METRIC_NAMES } from '../../src/metrics/process-metrics';
 import { ROOT, spawnIpgate, startIpgate, tmpDir, type Started } from '../helpers/ipgate';
-import { closed, connect, freePort, readAll, readUntil, waitFor, waitForListen } from '../helpers/net';
+import { closed, connect, freePort, readAll, readUntil, refusingPort, waitFor, waitForListen } from '../helpers/net';
 import { missing, which } from '../helpers/peers';
 
 const skip = missing('promtool') || missing('prometheus');
@@ -35,7 +35,7 @@ async function backends(t: Test): Promise<{ tcp: number; http: number; dead: num
         web.close(() => echo.close(() => r()));
       }),
   );
-  return { tcp: (echo.address() as net.AddressInfo).port, http: (web.address() as net.AddressInfo).port, dead: await freePort() };
+  return { tcp: (echo.address() as net.AddressInfo).port, http: (web.address() as net.AddressInfo).port, dead: refusingPort(t) };
 }
 
 async function gate(t: Test): Promise<Started & { admin: number }> {
