@@ -850,22 +850,25 @@ interface Sample {
   tls?: string;
 }
 
+/** A wrk script whose `done` hook prints the 99.9th percentile (wrk's --latency stops at 99), written once. */
+function wrkTailScript(): string {
+  if (tailScript === null) {
+    tailScript = path.join(os.tmpdir(), 'ipgate-bench-p999.lua');
+    fs.writeFileSync(
+      tailScript,
+      'done = function(summary, latency, requests)\n  io.write(string.format("p99.9 %d us\\n", latency:percentile(99.9)))\nend\n',
+    );
+  }
+  return tailScript;
+}
+let tailScript: string | null = null;
+
 /**
  * wrk; `https`: keep-alive over TLS (wrk 4.1 negotiates TLS 1.2 with every server here). Not used
  * for new handshakes: with `Connection: close` wrk reconnects with SSL_clear() and resumes the
  * previous session (nginx's `$ssl_session_reused` said `r` for 613 of 615 connections), so it
  * measures resumptions; the TLS driver below makes full ones.
  */
-/** A wrk script whose `done` hook prints the 99.9th percentile (wrk's --latency stops at 99). */
-function wrkTailScript(): string {
-  const file = path.join(os.tmpdir(), 'ipgate-bench-p999.lua');
-  fs.writeFileSync(
-    file,
-    'done = function(summary, latency, requests)\n  io.write(string.format("p99.9 %d us\\n", latency:percentile(99.9)))\nend\n',
-  );
-  return file;
-}
-
 function wrk(port: number, o: Options, https = false, host: string | null = null): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const c = spawn('taskset', [
