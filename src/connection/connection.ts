@@ -7,6 +7,7 @@ import type { Reason } from '../reasons';
 import type { TlsFacts } from './tls-facts';
 import type { LiveList } from '../store/live-lists';
 import type { ByteSocket } from '../transport/byte-socket';
+import type { Linked, LinkedSet } from './linked-set';
 import type { RawSocket } from '../transport/raw-socket';
 
 /**
@@ -40,7 +41,7 @@ export interface ConnectionRoute {
  * Everything known about one accepted connection. One object per connection, filled in stage by
  * stage; no per-connection closures beyond what Node's socket events need.
  */
-export class Connection {
+export class Connection implements Linked<Connection> {
   /** The address that connected to us (canonical). */
   peerAddress: string;
   peerPort: number;
@@ -81,6 +82,11 @@ export class Connection {
   decidedPerRequest = false;
   /** A TLS listener's handshake result (the access log's `tls`), null on plaintext. */
   tls: TlsFacts | null = null;
+
+  /** Its listener's set of open connections (Listener.connections: connection/linked-set.ts). */
+  linkSet: LinkedSet<Connection> | null = null;
+  linkPrev: Connection | null = null;
+  linkNext: Connection | null = null;
 
   constructor(
     readonly id: number,

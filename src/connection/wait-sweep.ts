@@ -9,13 +9,16 @@
  * `connectionsCheckingInterval`). A deadline is acted on at most one interval late; the interval
  * is a quarter of the shortest timeout, between 50 ms and 1 s.
  */
-export interface Waiter {
+import { type Linked, LinkedSet } from './linked-set';
+
+export interface Waiter extends Linked<Waiter> {
   /** Called every interval with performance.now(): act on whatever has run out by then. */
   check(now: number): void;
 }
 
 export class WaitSweep {
-  private readonly waiters = new Set<Waiter>();
+  /** A LinkedSet, not a Set: a waiter is added and deleted per connection (linked-set.ts says why). */
+  private readonly waiters = new LinkedSet<Waiter>();
   private timer: NodeJS.Timeout | null = null;
   readonly intervalMs: number;
 
@@ -47,9 +50,9 @@ export class WaitSweep {
     return this.timer !== null;
   }
 
-  /** Check every waiter (deleting from a Set while iterating it is safe). */
+  /** Check every waiter (a check may delete its waiter). */
   run(now = performance.now()): void {
-    for (const w of this.waiters) w.check(now);
+    this.waiters.walk((w) => w.check(now));
   }
 
   /** The interval's tick: check the waiters, or stop when there are none. */

@@ -32,6 +32,7 @@ import { helloTimeoutMs, HelloStage, type HelloSink, type HelloStageResult } fro
 import { AcceptErrors } from './accept-errors';
 import { Admission } from './admission';
 import { Connection } from '../connection/connection';
+import { LinkedSet } from '../connection/linked-set';
 import { gather } from '../connection/gather';
 import { HeaderStage, type HeaderSink } from './header-stage';
 import { RawSocket } from '../transport/raw-socket';
@@ -113,7 +114,8 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
   readonly routeKind = 'sni';
   readonly name: string;
   readonly stats: ListenerStats;
-  readonly connections = new Set<Connection>();
+  /** Open connections: a LinkedSet, not a Set (connection/linked-set.ts says why). */
+  readonly connections = new LinkedSet<Connection>();
   private readonly server: net.Server;
   private readonly trustedSources: AddressLookup;
   private readonly log: Logger;

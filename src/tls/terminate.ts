@@ -41,6 +41,7 @@ import type { TlsStats } from '../metrics/tls-stats';
 import type { CertStore } from './cert-store';
 import { TlsFacts } from '../connection/tls-facts';
 import { WaitSweep, type Waiter } from '../connection/wait-sweep';
+import type { LinkedSet } from '../connection/linked-set';
 import { peerVerifyError } from './peer-verify';
 import { readClientHello } from './client-hello';
 
@@ -92,6 +93,10 @@ const BY_CODE: Readonly<Record<string, TlsHandshakeReason>> = {
  * while it lasts: the handshake timeout is checked there, not by a timer per handshake.
  */
 export class Handshake implements Waiter {
+  /** The listener's wait sweep's links (connection/linked-set.ts). */
+  linkSet: LinkedSet<Waiter> | null = null;
+  linkPrev: Waiter | null = null;
+  linkNext: Waiter | null = null;
   /** The client asked for a name no certificate serves (the store's lookup found none). */
   sniMiss = false;
   /** The ClientHello carried a server_name the reader took. */

@@ -346,7 +346,7 @@ t.test('round robin over upstreams, failover on a refused connect, 502-equivalen
   for (let i = 0; i < 6; i++) {
     const c = await connect({ port: g.port() });
     t.match(await readLine(c), /via=proxy-v2/, `connection ${i} served`);
-    seen.push(g.app.listeners[0]!.connections.values().next().value!.upstream!);
+    seen.push([...g.app.listeners[0]!.connections][0]!.upstream!);
     c.destroy();
     await waitFor(() => g.app.listeners[0]!.connections.size === 0);
   }

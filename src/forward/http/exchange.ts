@@ -6,6 +6,7 @@
 import type { AllowEntry } from '../../allowlist/entry';
 import type { Decision } from '../../allowlist/matcher';
 import type { Connection, Via } from '../../connection/connection';
+import type { Linked, LinkedSet } from '../../connection/linked-set';
 import type { Reason } from '../../reasons';
 import type { Upstream } from '../../upstream/upstream-group';
 import type { HttpRoute } from './http-routes';
@@ -20,7 +21,7 @@ export interface GracefulEnd {
 }
 
 /** One client connection handed to the HTTP forwarder. */
-export class HttpConn {
+export class HttpConn implements Linked<HttpConn> {
   /** `h1` or `h2`: the engine serving it (a bounded label of the metrics and the access line). */
   protocol: 'h1' | 'h2' = 'h1';
   /** HTTP/2: the engine's graceful end (GOAWAY); null for HTTP/1.1. */
@@ -57,6 +58,11 @@ export class HttpConn {
    * (HttpForwarder.redecide). Null before any.
    */
   latest: Exchange | null = null;
+
+  /** The forwarder's set of its connections (connection/linked-set.ts). */
+  linkSet: LinkedSet<HttpConn> | null = null;
+  linkPrev: HttpConn | null = null;
+  linkNext: HttpConn | null = null;
 
   constructor(
     readonly conn: Connection,

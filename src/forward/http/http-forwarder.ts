@@ -45,6 +45,7 @@ import { h2Settings } from './h2/h2-settings';
 import { H2Upstreams } from './h2/h2-upstream';
 import { sniffPreface } from './h2/h2c-preface';
 import { LimitZones } from '../../limit/limit-zones';
+import { LinkedSet } from '../../connection/linked-set';
 
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
 const REVOKE_GRACE_MS = 1000;
@@ -74,7 +75,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   private draining = false;
   private active = 0;
   /** Live client connections (drain closes the idle ones, then the rest as they finish). */
-  private readonly conns = new Set<HttpConn>();
+  private readonly conns = new LinkedSet<HttpConn>();
   /** The listener's own upstream group (its active checks run for the listener's life). */
   private readonly group: UpstreamGroup;
   /** How active checks resolve named targets: as the data path does (upstream-dns.ts), null: no cache. */

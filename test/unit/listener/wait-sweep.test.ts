@@ -9,6 +9,9 @@ import { WaitSweep, type Waiter } from '../../../src/connection/wait-sweep';
 /** A waiter with one deadline, as RelayConn.check keeps its wait between requests (0: not waiting). */
 function waiter(deadline: number, onExpire: (w: Waiter) => void = () => undefined): Waiter & { expired: number } {
   const w = {
+    linkSet: null,
+    linkPrev: null,
+    linkNext: null,
     waitDeadline: deadline,
     expired: 0,
     check(now: number): void {

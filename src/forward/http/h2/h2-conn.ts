@@ -30,6 +30,7 @@ import http2 from 'node:http2';
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
+import { LinkedSet } from '../../../connection/linked-set';
 import { ListenerStats } from '../../../metrics/listener-stats';
 import type { H2Reason } from '../../../reasons';
 import type { EngineSettings } from '../engine-settings';
@@ -164,9 +165,13 @@ class Budget {
 }
 
 export class H2Conn implements Waiter, GracefulEnd {
+  /** The listener's wait sweep's links (connection/linked-set.ts). */
+  linkSet: LinkedSet<Waiter> | null = null;
+  linkPrev: Waiter | null = null;
+  linkNext: Waiter | null = null;
   session: Session | null = null;
   /** Streams taken and not closed yet. */
-  readonly streams = new Set<H2Stream>();
+  readonly streams = new LinkedSet<H2Stream>();
   private readonly startedAt = performance.now();
   /** When the last stream closed (0: none has run yet: the first-request wait applies). */
   private idleSince = 0;
@@ -298,7 +303,9 @@ export class H2Conn implements Waiter, GracefulEnd {
       return;
     }
     const idle = this.host.h2.streamIdleTimeoutMs;
-    for (const st of this.streams) if (now - st.lastActive >= idle) st.timedOut();
+    this.streams.walk((st) => {
+      if (now - st.lastActive >= idle) st.timedOut();
+    });
   }
 
   /** The session closed (its socket too): nothing more to check. */

@@ -23,6 +23,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import http2 from 'node:http2';
+import type { Linked, LinkedSet } from '../../../connection/linked-set';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Upstream, UpstreamGroup } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
@@ -56,7 +57,11 @@ const NOT_TRAILERS = new Set([
   'set-cookie',
 ]);
 
-export class H2Stream implements UpstreamOwner, PoolWaiter {
+export class H2Stream implements UpstreamOwner, PoolWaiter, Linked<H2Stream> {
+  /** Its connection's set of open streams (H2Conn.streams: connection/linked-set.ts). */
+  linkSet: LinkedSet<H2Stream> | null = null;
+  linkPrev: H2Stream | null = null;
+  linkNext: H2Stream | null = null;
   /** performance.now() of the last byte either way (the stream idle timeout, h2-conn.ts check). */
   lastActive = performance.now();
   private readonly startedAt = Date.now();

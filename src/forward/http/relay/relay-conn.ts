@@ -41,6 +41,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { ByteSocket } from '../../../transport/byte-socket';
 import { ioNow } from '../../../transport/io-clock';
 import type { Waiter, WaitSweep } from '../../../connection/wait-sweep';
+import type { LinkedSet } from '../../../connection/linked-set';
 import type { Upstream, UpstreamGroup } from '../../../upstream/upstream-group';
 import type { Canned } from '../canned';
 import type { EngineSettings } from '../engine-settings';
@@ -95,6 +96,10 @@ function destroySocket(socket: ByteSocket): void {
 export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
 export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWaiter, Waiter {
+  /** The listener's wait sweep's links (connection/linked-set.ts). */
+  linkSet: LinkedSet<Waiter> | null = null;
+  linkPrev: Waiter | null = null;
+  linkNext: Waiter | null = null;
   private readonly parser: HttpParser<'request'>;
   /** Bytes read after a paused (complete) request, parsed once its response is done. */
   private backlog: Buffer | null = null;
