@@ -1,7 +1,7 @@
 /**
- * The registries that gain and lose a member per connection (a listener's open connections, the
- * HTTP forwarder's connections, a listener's wait sweep): a doubly-linked list threaded through the
- * members themselves instead of a Set.
+ * The registries that gain and lose a member per connection or request (a listener's open
+ * connections, the HTTP forwarder's connections, a listener's wait sweep, an HTTP/2 connection's
+ * streams): a doubly-linked list threaded through the members themselves instead of a Set.
  *
  * Why not a Set (bench/README.md "The tail is the mark-compacts, and what starts them"): a Set
  * that keeps adding and deleting replaces its hash table every few dozen additions (deleted entries
@@ -75,7 +75,7 @@ export class LinkedSet<T extends Linked<T>> implements Iterable<T> {
   /**
    * Every member in insertion order, as a Set's forEach: the callback may delete any member (the
    * one given or others, not visited then) and add members (visited). One walk at a time: the
-   * callers (the wait sweep) never nest them.
+   * callers (the wait sweep, an HTTP/2 connection's stream timeouts) never nest them.
    */
   walk(fn: (member: T) => void): void {
     if (this.walking) throw new Error('LinkedSet: nested walk');
