@@ -123,7 +123,8 @@ async function run(args: string[]): Promise<number> {
       started.service.configRefusal = problems;
     },
   });
-  started.service.declaredWatches = () => configMaps.status();
+  const declared = (): ReturnType<typeof configMaps.status> => configMaps.status();
+  started.service.declaredWatches = declared;
   watcher.start();
   // SIGHUP: re-read the config file now (as a change of it would).
   process.on('SIGHUP', () => void watcher.reload());

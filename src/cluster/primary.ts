@@ -260,7 +260,10 @@ export async function runPrimary(
             service.configRefusal = problems;
           },
         });
-  if (configMaps) service.declaredWatches = () => configMaps.status();
+  if (configMaps) {
+    const declared = (): ReturnType<typeof configMaps.status> => configMaps.status();
+    service.declaredWatches = declared;
+  }
   watcher?.start();
   // SIGHUP: re-read the config file now (as a change of it would).
   process.on('SIGHUP', () => void watcher?.reload());

@@ -80,7 +80,8 @@ export class ConfigWatcher {
     this.rewatch(this.current);
     const cm = this.opts.configMaps;
     if (cm) {
-      cm.onChange = () => void this.reload();
+      const changed = (): void => void this.reload();
+      cm.onChange = changed;
       cm.start();
     }
   }

@@ -236,7 +236,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     const handle = (this.server as unknown as { _handle?: { onconnection?: unknown } | null })._handle;
     if (handle === null || handle === undefined || typeof handle.onconnection !== 'function') return;
     this.raw = true;
-    handle.onconnection = (err: number, clientHandle: { fd: number; close(): void } | undefined | null): void => {
+    const onconnection = (err: number, clientHandle: { fd: number; close(): void } | undefined | null): void => {
       if (err !== 0 || clientHandle === undefined || clientHandle === null) {
         this.acceptErrors.failed(err);
         return;
@@ -247,6 +247,7 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
       }
       this.acceptRaw(RawSocket.accepted(clientHandle));
     };
+    handle.onconnection = onconnection;
   }
 
   /** Stop accepting; open connections continue (the caller waits, then `destroyAll`). */
@@ -382,7 +383,10 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     }
     socket.setNoDelay();
     const conn = new Connection(nextConnectionId++, this.name, socket, remote, remotePort, local, localPort);
-    socket.onError = (code) => this.log.debug({ err: code, conn: conn.id }, 'client socket error');
+    // A local first: a function written straight into a property is allocated old
+    // (transport/relay-pair.ts has why).
+    const failed = (code: string): void => this.log.debug({ err: code, conn: conn.id }, 'client socket error');
+    socket.onError = failed;
     socket.onClose(() => this.onClosed(conn));
     this.start(conn);
   }

@@ -80,6 +80,8 @@ interface ConnectReq {
   address: string;
   port: number;
   owner: RawSocket;
+  /** RawSocket.connect's `done`. */
+  done: (err: string | null) => void;
 }
 interface Bindings {
   TCP: new (type: number) => StreamHandle;
@@ -271,17 +273,8 @@ export class RawSocket extends CloseHooks implements ByteSocket {
     req.owner = s;
     req.address = address;
     req.port = port;
-    req.oncomplete = function onConnect(status: number): void {
-      const sock = this.owner;
-      if (sock.destroyed) return;
-      if (status < 0) {
-        sock.destroy();
-        done(errorCode(status));
-        return;
-      }
-      sock.handle.setNoDelay(true);
-      done(null);
-    };
+    req.done = done;
+    req.oncomplete = afterConnect;
     const err = family === 6 ? s.handle.connect6(req, address, port) : s.handle.connect(req, address, port);
     if (err !== 0) {
       s.destroy();
@@ -453,6 +446,18 @@ export class RawSocket extends CloseHooks implements ByteSocket {
   }
 
   /** @internal */
+  connectDone(status: number, done: (err: string | null) => void): void {
+    if (this.destroyed) return;
+    if (status < 0) {
+      this.destroy();
+      done(errorCode(status));
+      return;
+    }
+    this.handle.setNoDelay(true);
+    done(null);
+  }
+
+  /** @internal */
   writeDone(status: number, bytes: number): void {
     if (this.destroyed) return;
     if (status < 0) {
@@ -507,6 +512,14 @@ function onRead(this: StreamHandle, arrayBuffer: ArrayBuffer | undefined): void 
   } finally {
     readEnded(outer);
   }
+}
+
+/**
+ * The connect's completion, one function for every request (the request carries its socket and
+ * `done`) rather than a function per connect.
+ */
+function afterConnect(this: ConnectReq, status: number): void {
+  this.owner.connectDone(status, this.done);
 }
 
 function afterWrite(this: WriteReq, status: number): void {

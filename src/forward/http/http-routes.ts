@@ -66,7 +66,8 @@ export class HttpRoute {
     readonly rules: EdgeRules | null,
   ) {
     this.targets = group.targets;
-    this.pick = (): number => group.start();
+    const pick = (): number => group.start();
+    this.pick = pick;
   }
 }
 

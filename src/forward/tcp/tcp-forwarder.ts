@@ -384,12 +384,15 @@ const RAW: SocketKind<RawSocket> = {
       return;
     }
     // The listener logs the client's error; either side failing ends the connection.
+    // Handlers made in locals, not written straight into the properties (relay-pair.ts has why).
     const onClientError = client.onError;
-    client.onError = (code) => {
+    const clientFailed = (code: string): void => {
       onClientError?.(code);
       upstream.destroy();
     };
-    upstream.onError = (code) => fwd.upstreamError(conn, code);
+    const upstreamFailed = (code: string): void => fwd.upstreamError(conn, code);
+    client.onError = clientFailed;
+    upstream.onError = upstreamFailed;
     if (hello !== null) new HelloWatch(conn, client, upstream, hello, held(leftover, hello), fwd.rawWatch).start();
     else relayRaw(client, upstream);
   },

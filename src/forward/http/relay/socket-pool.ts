@@ -262,15 +262,19 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     const socket = this.socket;
     socket.onData = this.onDataFn;
     socket.onDrain = this.onDrainFn;
-    socket.onError = (code) => {
+    // Handlers made in locals, not written straight into the properties (transport/relay-pair.ts
+    // has why).
+    const failed = (code: string): void => {
       this.error ??= code;
     };
     // Before a 101 (or on any socket but an upgrade's) the upstream's FIN ends the exchange: the
     // socket is closed and the close hook below settles it (a body delimited by the close is
     // completed there). A tunnel takes over onEnd to pass the FIN on.
-    socket.onEnd = () => {
+    const ended = (): void => {
       if (!this.tunnelled) socket.destroy();
     };
+    socket.onError = failed;
+    socket.onEnd = ended;
     socket.onClose(() => {
       this.clearTimer();
       if (this.pooled) this.pool.closed(this);

@@ -32,7 +32,8 @@ export class Tunnel {
         client.destroy();
         return;
       }
-      client.onFinish = () => client.destroy();
+      const finished = (): void => client.destroy();
+      client.onFinish = finished;
       client.end();
     });
     relayPair(client, upstream);
