@@ -123,8 +123,7 @@ async function run(args: string[]): Promise<number> {
       started.service.configRefusal = problems;
     },
   });
-  const declared = (): ReturnType<typeof configMaps.status> => configMaps.status();
-  started.service.declaredWatches = declared;
+  started.service.declaredWatches = configMaps.status.bind(configMaps);
   watcher.start();
   // SIGHUP: re-read the config file now (as a change of it would).
   process.on('SIGHUP', () => void watcher.reload());

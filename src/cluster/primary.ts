@@ -260,10 +260,7 @@ export async function runPrimary(
             service.configRefusal = problems;
           },
         });
-  if (configMaps) {
-    const declared = (): ReturnType<typeof configMaps.status> => configMaps.status();
-    service.declaredWatches = declared;
-  }
+  if (configMaps) service.declaredWatches = configMaps.status.bind(configMaps);
   watcher?.start();
   // SIGHUP: re-read the config file now (as a change of it would).
   process.on('SIGHUP', () => void watcher?.reload());
