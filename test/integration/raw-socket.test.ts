@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
-import { rawSocketsAvailable, rawSocketsWanted } from '../../src/transport/raw-socket';
+import { RawSocket, rawSocketsAvailable, rawSocketsWanted } from '../../src/transport/raw-socket';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, readLine, readUntil, stalledPort, waitFor } from '../helpers/net';
 
@@ -341,4 +341,116 @@ t.test('writes that wait in the kernel and writes taken at once, on many sockets
   await waitFor(() => received.reduce((n, b) => n + b.length, 0) >= total, 20_000, 'all 16 MiB at the slow reader');
   t.ok(Buffer.concat(received).equals(pattern), "the slow connection's bytes intact and in order");
   slow.destroy();
+});
+
+/** A RawSocket connected to `port` (resolves once connected). */
+function rawConnect(port: number): Promise<RawSocket> {
+  return new Promise((resolve, reject) => {
+    const s = RawSocket.connect('127.0.0.1', port, 4, (err) => (err === null ? resolve(s) : reject(new Error(err))));
+  });
+}
+
+/** What a server socket received, whether it saw a FIN, and any error (a reset is ECONNRESET). */
+function watchPeer(c: net.Socket): { bytes: () => Buffer; ended: Promise<void>; error: () => string | null } {
+  const got: Buffer[] = [];
+  let error: string | null = null;
+  c.on('data', (d: Buffer) => got.push(d));
+  c.on('error', (e: NodeJS.ErrnoException) => {
+    error = e.code ?? e.message;
+  });
+  const ended = new Promise<void>((r) => c.once('end', () => r()));
+  return { bytes: () => Buffer.concat(got), ended, error: () => error };
+}
+
+t.test("end() after the peer's FIN with nothing queued closes the socket: the peer reads every byte, then a clean FIN", async (t) => {
+  // raw-socket.ts RawSocket.end: close(2) sends the FIN a shutdown would have, so the socket is
+  // closed at once (no shutdown request, no callback from it); onFinish is still called, once.
+  let peer: ReturnType<typeof watchPeer> | null = null;
+  const port = await server(t, (c) => {
+    peer = watchPeer(c);
+    c.end('from the peer'); // its bytes, then its FIN
+  });
+  const raw = await rawConnect(port);
+  const read: Buffer[] = [];
+  raw.onData = (d) => read.push(d);
+  const ended = new Promise<void>((r) => {
+    raw.onEnd = () => r();
+  });
+  raw.resume();
+  await ended;
+  t.equal(Buffer.concat(read).toString(), 'from the peer', "the peer's bytes before its FIN");
+  let finished = 0;
+  let hooks = 0;
+  raw.onFinish = () => finished++;
+  raw.onClose(() => hooks++);
+  t.equal(raw.write(Buffer.from('the reply')), true, 'a short write is taken at once');
+  t.equal(raw.pendingBytes, 0, 'nothing queued');
+  raw.end();
+  t.equal(raw.destroyed, true, 'closed by end() itself');
+  t.equal(raw.writeFinished, true, 'its FIN counts as sent');
+  t.equal(finished, 1, 'onFinish called once, from end()');
+  t.equal(hooks, 0, 'the close hooks wait for a microtask');
+  await waitFor(() => hooks === 1, 5_000, 'the close hook');
+  await peer!.ended;
+  t.equal(peer!.bytes().toString(), 'the reply', 'the peer read every byte written before end()');
+  t.equal(peer!.error(), null, 'a FIN, not a reset');
+  raw.end();
+  raw.destroy();
+  await new Promise<void>((r) => setImmediate(r));
+  t.equal(finished, 1, 'a second end() or destroy() calls nothing again');
+  t.equal(hooks, 1, 'the close hook ran once');
+});
+
+t.test("end() after the peer's FIN with writes still queued: the FIN follows them (shutdown), nothing is lost", async (t) => {
+  let peer: (ReturnType<typeof watchPeer> & { socket: net.Socket }) | null = null;
+  const port = await server(t, (c) => {
+    c.pause(); // read nothing until the test says so: ipgate's writes queue
+    peer = { ...watchPeer(c), socket: c };
+    c.end(); // its FIN first
+  });
+  const raw = await rawConnect(port);
+  const ended = new Promise<void>((r) => {
+    raw.onEnd = () => r();
+  });
+  raw.resume();
+  await ended;
+  const total = 8 * 1024 * 1024;
+  const pattern = Buffer.alloc(total);
+  for (let i = 0; i < total; i += 4) pattern.writeUInt32BE(i, i);
+  let finished = 0;
+  raw.onFinish = () => finished++;
+  t.equal(raw.write(pattern), false, 'more than the socket buffers hold: queued');
+  t.ok(raw.pendingBytes > 0, `${raw.pendingBytes} bytes queued`);
+  raw.end();
+  t.equal(raw.destroyed, false, 'not closed while writes are queued');
+  t.equal(raw.writeFinished, false, 'the FIN waits for them');
+  peer!.socket.resume();
+  await peer!.ended;
+  await waitFor(() => finished === 1, 5_000, 'onFinish after the queued writes');
+  t.ok(peer!.bytes().equals(pattern), 'every queued byte, in order, before the FIN');
+  t.equal(peer!.error(), null, 'no reset');
+  raw.destroy();
+});
+
+t.test("close hooks: a hook that destroys another socket runs that socket's hooks too, each once", async (t) => {
+  const port = await server(t, () => undefined);
+  const a = await rawConnect(port);
+  const b = await rawConnect(port);
+  const ran: string[] = [];
+  a.onClose(() => {
+    ran.push('a');
+    b.destroy();
+  });
+  b.onClose(() => ran.push('b'));
+  a.destroy();
+  a.destroy();
+  t.same(ran, [], 'nothing runs inside destroy()');
+  await waitFor(() => ran.length === 2, 5_000, 'both hooks');
+  await new Promise<void>((r) => setImmediate(r));
+  t.same(ran, ['a', 'b'], "a's hook, then b's (destroyed by it), each once");
+  let late = 0;
+  a.onClose(() => late++);
+  t.equal(late, 0, 'a hook added after the close is not run inside onClose()');
+  await waitFor(() => late === 1, 5_000, 'a hook added after the close');
+  t.equal(late, 1, 'it runs in a microtask, once');
 });
