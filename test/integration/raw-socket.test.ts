@@ -401,6 +401,39 @@ t.test("end() after the peer's FIN with nothing queued closes the socket: the pe
   t.equal(hooks, 1, 'the close hook ran once');
 });
 
+t.test('end() with nothing queued while the peer still sends: its FIN goes out, reads go on (half-close)', async (t) => {
+  // raw-socket.ts RawSocket.end: the shutdown request goes without a completion callback, so the
+  // FIN counts as sent at once (onFinish from end()); the socket stays open for the peer's bytes.
+  let peer: (ReturnType<typeof watchPeer> & { socket: net.Socket }) | null = null;
+  const port = await server(t, (c) => {
+    peer = { ...watchPeer(c), socket: c };
+  });
+  const raw = await rawConnect(port);
+  const read: Buffer[] = [];
+  raw.onData = (d) => read.push(d);
+  const ended = new Promise<void>((r) => {
+    raw.onEnd = () => r();
+  });
+  raw.resume();
+  let finished = 0;
+  raw.onFinish = () => finished++;
+  t.equal(raw.write(Buffer.from('request')), true, 'taken at once');
+  raw.end();
+  t.equal(finished, 1, 'onFinish called once, from end()');
+  t.equal(raw.writeFinished, true, 'the FIN counts as sent');
+  t.equal(raw.destroyed, false, 'still open: the peer has not ended');
+  await waitFor(() => peer !== null, 5_000, 'the peer');
+  await peer!.ended;
+  t.equal(peer!.bytes().toString(), 'request', 'the peer read the bytes, then the FIN');
+  peer!.socket.end('answer after your FIN');
+  await ended;
+  t.equal(Buffer.concat(read).toString(), 'answer after your FIN', 'bytes after our FIN still arrive');
+  t.equal(raw.destroyed, false, "end() and the peer's FIN do not close it: the owner does");
+  t.equal(finished, 1, 'onFinish not called again');
+  t.equal(peer!.error(), null, 'no reset');
+  raw.destroy();
+});
+
 t.test("end() after the peer's FIN with writes still queued: the FIN follows them (shutdown), nothing is lost", async (t) => {
   let peer: (ReturnType<typeof watchPeer> & { socket: net.Socket }) | null = null;
   const port = await server(t, (c) => {
