@@ -7,6 +7,7 @@
  *     [--main other/dist/src/main.js] [--node /path/to/node] [--requests 4000] [--warmup 30000]
  *     [--connections 50] [--pipeline 1] [--access on|off] [--allowed] [--node-flags "--v8-flag ..."]
  *     [--env "NAME=VALUE ..."]   (ipgate's environment only: another malloc by LD_PRELOAD, MALLOC_ARENA_MAX)
+ *     [--tls]             (the listener terminates TLS, the client keeps TLS connections: HTTPS keep-alive)
  *     [--stat]            (no valgrind: user and system microseconds per request from /proc)
  *     [--cpu-prof DIR]    (no valgrind: a V8 CPU profile of ipgate into DIR)
  *     [--alloc]           (no valgrind: JS heap bytes allocated per request, exact: alloc-probe.ts)
@@ -34,6 +35,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
+import tls from 'node:tls';
 import path from 'node:path';
 import { freePort, waitPort } from './ports';
 
@@ -52,6 +54,13 @@ const CONNECTIONS = Number(arg('--connections', '50'));
 const PIPELINE = Number(arg('--pipeline', '1'));
 const ACCESS = arg('--access', 'off') === 'on';
 const ALLOWED = process.argv.includes('--allowed');
+/**
+ * `--tls`: the listener terminates TLS (a self-signed ECDSA P-256 certificate made by the openssl
+ * CLI, compare.ts's https-keepalive job) and each client connection is a TLS one, kept alive: the
+ * handshakes fall in the warm-up, the measured requests are HTTPS keep-alive ones (but for
+ * reconnections after http.maxRequestsPerConnection, as with wrk).
+ */
+const TLS = process.argv.includes('--tls');
 /** `--cpu-prof DIR`: no valgrind; ipgate writes a V8 CPU profile of the whole run into DIR instead. */
 const CPU_PROF = arg('--cpu-prof', '');
 /** `--stat`: no valgrind; user and system CPU microseconds per request from /proc (noisy, but splits the two). */
@@ -103,7 +112,7 @@ async function drive(port: number, n: number, expect: number): Promise<void> {
 /** One connection: requests until `n` are answered or ipgate closes it; resolves with those left. */
 function connection(port: number, n: number, expect: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    const s = net.connect({ host: '127.0.0.1', port });
+    const s = TLS ? tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }) : net.connect({ host: '127.0.0.1', port });
     const req = `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
     let left = n;
     let inFlight = 0;
@@ -137,7 +146,7 @@ function connection(port: number, n: number, expect: number): Promise<number> {
         if (--inFlight === 0) send();
       }
     });
-    s.once('connect', send);
+    s.once(TLS ? 'secureConnect' : 'connect', send);
     s.once('error', reject);
     s.once('close', () => resolve(left));
   });
@@ -190,6 +199,15 @@ function gcShare(out: string): [number, number] {
   return [gc, total];
 }
 
+/** An ECDSA P-256 certificate and key for 127.0.0.1, self-signed (the client does not verify it). */
+function selfSigned(dir: string): { cert: string; key: string } {
+  const cert = path.join(dir, 'cert.pem');
+  const key = path.join(dir, 'key.pem');
+  const args = 'req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1'.split(' ');
+  execFileSync('openssl', [...args, '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  return { cert, key };
+}
+
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-instr-'));
   const [listen, admin] = [await freePort(), await freePort()];
@@ -201,7 +219,16 @@ async function main(): Promise<void> {
     admin: { listen: `127.0.0.1:${admin}` },
     store: { type: 'memory' },
     allowlists: { list: cidrs(ALLOWED) },
-    listeners: [{ name: 'http', mode: 'http', listen: `127.0.0.1:${listen}`, allowlist: 'list', upstreams: [`127.0.0.1:${backendPort}`] }],
+    listeners: [
+      {
+        name: 'http',
+        mode: 'http',
+        listen: `127.0.0.1:${listen}`,
+        allowlist: 'list',
+        upstreams: [`127.0.0.1:${backendPort}`],
+        ...(TLS ? { tls: { certificates: [selfSigned(dir)] } } : {}),
+      },
+    ],
   };
   const file = path.join(dir, 'ipgate.json');
   fs.writeFileSync(file, JSON.stringify(config));
