@@ -235,7 +235,10 @@ export class RawSocket extends CloseHooks implements ByteSocket {
   readEnded = false;
   /** shutdown() was called: the write side is ending or ended. */
   writeEnded = false;
-  /** The shutdown completed (our FIN is out). */
+  /**
+   * Our FIN is out, or nothing can come before it: the shutdown behind queued writes completed,
+   * or end() found nothing queued (see end()).
+   */
   writeFinished = false;
   /** Bytes written that the kernel had not yet taken. */
   private queued = 0;
@@ -401,12 +404,16 @@ export class RawSocket extends CloseHooks implements ByteSocket {
   }
 
   /**
-   * Half-close: FIN after the queued writes. When the peer's FIN was already read and nothing is
-   * queued, the socket has nothing left to do but send that FIN, and close(2) sends it (after what
-   * the kernel still holds, as shutdown(2) would): the socket is closed instead, and onFinish is
-   * called at once. A shutdown request there cost a ShutdownWrap, a syscall and a callback into
-   * JavaScript before the close, ~8,000 instructions of a short relayed connection's ~88,000
-   * (bench/README.md "A short connection's last FIN and its close").
+   * Half-close: FIN after the queued writes. Three cases (bench/README.md "A short connection's
+   * last FIN and its close" has the measurements):
+   * - the peer's FIN was already read and nothing is queued: nothing is left to do but send that
+   *   FIN, and close(2) sends it after what the kernel still holds, as shutdown(2) would (nothing
+   *   is unread, so it is a FIN, not a reset). The socket is closed, onFinish called at once: a
+   *   shutdown request there cost a ShutdownWrap, a system call and a callback into JavaScript
+   *   before the close, ~8,000 instructions of a short relayed connection's ~88,000;
+   * - nothing queued, the peer still sending: a shutdown request without a completion callback,
+   *   the FIN counted as sent (below);
+   * - writes queued: a shutdown request after them; onFinish when it completes.
    */
   end(): void {
     if (this.destroyed || this.writeEnded) return;
@@ -523,7 +530,7 @@ export class RawSocket extends CloseHooks implements ByteSocket {
     this.onFinish?.();
   }
 
-  /** Our FIN went out (after every queued write). */
+  /** Our FIN went out after every queued write (writeFinished became true: from end() itself when nothing was queued). */
   onFinish: (() => void) | null = null;
 
   private fail(status: number): void {

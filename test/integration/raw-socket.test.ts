@@ -362,6 +362,17 @@ function watchPeer(c: net.Socket): { bytes: () => Buffer; ended: Promise<void>; 
   return { bytes: () => Buffer.concat(got), ended, error: () => error };
 }
 
+/** Reads `raw` from now on: what it read so far, and when the peer's FIN came. */
+function readRaw(raw: RawSocket): { bytes: () => Buffer; ended: Promise<void> } {
+  const got: Buffer[] = [];
+  raw.onData = (d) => got.push(d);
+  const ended = new Promise<void>((r) => {
+    raw.onEnd = () => r();
+  });
+  raw.resume();
+  return { bytes: () => Buffer.concat(got), ended };
+}
+
 t.test("end() after the peer's FIN with nothing queued closes the socket: the peer reads every byte, then a clean FIN", async (t) => {
   // raw-socket.ts RawSocket.end: close(2) sends the FIN a shutdown would have, so the socket is
   // closed at once (no shutdown request, no callback from it); onFinish is still called, once.
@@ -371,14 +382,9 @@ t.test("end() after the peer's FIN with nothing queued closes the socket: the pe
     c.end('from the peer'); // its bytes, then its FIN
   });
   const raw = await rawConnect(port);
-  const read: Buffer[] = [];
-  raw.onData = (d) => read.push(d);
-  const ended = new Promise<void>((r) => {
-    raw.onEnd = () => r();
-  });
-  raw.resume();
-  await ended;
-  t.equal(Buffer.concat(read).toString(), 'from the peer', "the peer's bytes before its FIN");
+  const reading = readRaw(raw);
+  await reading.ended;
+  t.equal(reading.bytes().toString(), 'from the peer', "the peer's bytes before its FIN");
   let finished = 0;
   let hooks = 0;
   raw.onFinish = () => finished++;
@@ -409,12 +415,7 @@ t.test('end() with nothing queued while the peer still sends: its FIN goes out, 
     peer = { ...watchPeer(c), socket: c };
   });
   const raw = await rawConnect(port);
-  const read: Buffer[] = [];
-  raw.onData = (d) => read.push(d);
-  const ended = new Promise<void>((r) => {
-    raw.onEnd = () => r();
-  });
-  raw.resume();
+  const reading = readRaw(raw);
   let finished = 0;
   raw.onFinish = () => finished++;
   t.equal(raw.write(Buffer.from('request')), true, 'taken at once');
@@ -426,8 +427,8 @@ t.test('end() with nothing queued while the peer still sends: its FIN goes out, 
   await peer!.ended;
   t.equal(peer!.bytes().toString(), 'request', 'the peer read the bytes, then the FIN');
   peer!.socket.end('answer after your FIN');
-  await ended;
-  t.equal(Buffer.concat(read).toString(), 'answer after your FIN', 'bytes after our FIN still arrive');
+  await reading.ended;
+  t.equal(reading.bytes().toString(), 'answer after your FIN', 'bytes after our FIN still arrive');
   t.equal(raw.destroyed, false, "end() and the peer's FIN do not close it: the owner does");
   t.equal(finished, 1, 'onFinish not called again');
   t.equal(peer!.error(), null, 'no reset');
@@ -442,11 +443,7 @@ t.test("end() after the peer's FIN with writes still queued: the FIN follows the
     c.end(); // its FIN first
   });
   const raw = await rawConnect(port);
-  const ended = new Promise<void>((r) => {
-    raw.onEnd = () => r();
-  });
-  raw.resume();
-  await ended;
+  await readRaw(raw).ended;
   const total = 8 * 1024 * 1024;
   const pattern = Buffer.alloc(total);
   for (let i = 0; i < total; i += 4) pattern.writeUInt32BE(i, i);
