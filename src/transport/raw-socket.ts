@@ -406,45 +406,41 @@ export class RawSocket extends CloseHooks implements ByteSocket {
   /**
    * Half-close: FIN after the queued writes. Three cases (bench/README.md "A short connection's
    * last FIN and its close" has the measurements):
-   * - the peer's FIN was already read and nothing is queued: nothing is left to do but send that
-   *   FIN, and close(2) sends it after what the kernel still holds, as shutdown(2) would (nothing
-   *   is unread, so it is a FIN, not a reset). The socket is closed, onFinish called at once: a
-   *   shutdown request there cost a ShutdownWrap, a system call and a callback into JavaScript
-   *   before the close, ~8,000 instructions of a short relayed connection's ~88,000;
-   * - nothing queued, the peer still sending: a shutdown request without a completion callback,
-   *   the FIN counted as sent (below);
-   * - writes queued: a shutdown request after them; onFinish when it completes.
+   * - writes queued: a shutdown request after them; onFinish when it completes;
+   * - nothing queued, the peer's FIN already read: nothing is left to do but send our FIN, and
+   *   close(2) sends it after what the kernel still holds, as shutdown(2) would (nothing is
+   *   unread, so it is a FIN, not a reset). The socket is closed: a shutdown request there cost a
+   *   ShutdownWrap, a system call and a callback into JavaScript before the close, ~8,000
+   *   instructions of a short relayed connection's ~88,000;
+   * - nothing queued, the peer still sending: a shutdown request without a completion callback.
+   *   libuv calls shutdown(2) in the loop's next pending phase and nothing can be written before
+   *   it (writes after end() are dropped); a close before then sends the FIN itself. Node calls
+   *   back into JavaScript only for a request that has a completion, ~3,000 instructions.
+   * With nothing queued the FIN counts as sent at once: writeFinished, and onFinish from here.
    */
   end(): void {
     if (this.destroyed || this.writeEnded) return;
     this.writeEnded = true;
-    if (this.readEnded && this.queued === 0) {
-      this.writeFinished = true;
-      this.destroy();
-      this.onFinish?.();
+    if (this.queued > 0) {
+      const req = new B!.ShutdownWrap();
+      req.handle = this.handle;
+      req.owner = this;
+      req.oncomplete = afterShutdown;
+      const err = this.handle.shutdown(req);
+      if (err !== 0) this.fail(err);
       return;
     }
-    const req = new B!.ShutdownWrap();
-    if (this.queued === 0) {
-      // Nothing queued: libuv calls shutdown(2) in the loop's next pending phase, and nothing can
-      // be written before it (writes after end() are dropped); a close before then sends the FIN
-      // itself. So the FIN counts as sent now, and the request goes without a completion: Node
-      // calls back into JavaScript only for a request that has one, ~3,000 instructions of a
-      // short relayed connection (bench/README.md "A short connection's last FIN and its close").
-      const err = this.handle.shutdown(req);
+    if (this.readEnded) {
+      this.destroy();
+    } else {
+      const err = this.handle.shutdown(new B!.ShutdownWrap());
       if (err !== 0) {
         this.fail(err);
         return;
       }
-      this.writeFinished = true;
-      this.onFinish?.();
-      return;
     }
-    req.handle = this.handle;
-    req.owner = this;
-    req.oncomplete = afterShutdown;
-    const err = this.handle.shutdown(req);
-    if (err !== 0) this.fail(err);
+    this.writeFinished = true;
+    this.onFinish?.();
   }
 
   /**
