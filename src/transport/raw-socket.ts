@@ -526,7 +526,7 @@ export class RawSocket extends CloseHooks implements ByteSocket {
     this.onFinish?.();
   }
 
-  /** Our FIN went out after every queued write (writeFinished became true: from end() itself when nothing was queued). */
+  /** Our FIN went out after every queued write (called from end() itself when nothing was queued). */
   onFinish: (() => void) | null = null;
 
   private fail(status: number): void {
@@ -577,8 +577,7 @@ function afterShutdown(this: ShutdownReq, status: number): void {
  * Sockets destroyed since the last microtask checkpoint, whose close hooks have yet to run: one
  * queueMicrotask per batch rather than a closure per socket.
  */
-let toClose: RawSocket[] = [];
-let spareToClose: RawSocket[] = [];
+const toClose: RawSocket[] = [];
 
 function closedLater(s: RawSocket): void {
   toClose.push(s);
@@ -586,12 +585,11 @@ function closedLater(s: RawSocket): void {
 }
 
 function runClosed(): void {
-  // A hook may destroy more sockets: they go into the other array and get a microtask of their own.
-  const batch = toClose;
-  toClose = spareToClose;
-  for (let i = 0; i < batch.length; i++) {
+  // A hook may destroy more sockets: they join this batch (the array is not empty, so no second
+  // microtask) and the loop reaches them.
+  for (let i = 0; i < toClose.length; i++) {
     try {
-      batch[i]!.runCloseHooks();
+      toClose[i]!.runCloseHooks();
     } catch (err) {
       // A hook's bug surfaces as an uncaught error, as it did from the handle's close callback,
       // without leaving the rest of the batch unclosed.
@@ -600,6 +598,5 @@ function runClosed(): void {
       });
     }
   }
-  batch.length = 0;
-  spareToClose = batch;
+  toClose.length = 0;
 }
