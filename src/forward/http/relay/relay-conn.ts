@@ -166,8 +166,6 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   };
   private readonly onCloseFn = (): void => this.closed();
   private readonly nextFn = (): void => this.next();
-  /** The upstream timeout's callback, bound once per connection (not a closure per request). */
-  private readonly onTimeoutFn = (): void => this.onTimeout();
   /**
    * The current request is a quick denial (quickDeny; its decision has no Exchange): answered,
    * `quickStart` is its Date.now(). `quickNext`: one is done and the connection goes on, so feed()
@@ -185,15 +183,15 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    */
   private held: Canned | null = null;
   /**
-   * Output collected during one read, written once. Each list is emptied after its write and used
-   * again (`outSpare`: null while a write is under way, so a write that comes back here takes a new
-   * list): a new array per flush, and its backing store grown on the first push, was ~180 bytes per
-   * request (bench/README.md "Allocation per request (issue 31)").
+   * Output collected during one read, written once: a list of parts taken from the process's spare
+   * lists at the first push (outParts / upOutParts) and given back after its write, so that a
+   * connection holds none between reads. A list per connection, kept for its life, was ~180 bytes
+   * each and died in the old generation with the connection (bench/README.md "What a connection
+   * leaves in the old generation"); a new list per flush was ~180 bytes per request
+   * (bench/README.md "Allocation per request (issue 31)").
    */
-  private out: (string | Buffer)[] = [];
-  private outSpare: (string | Buffer)[] | null = [];
-  private upOut: (string | Buffer)[] = [];
-  private upOutSpare: (string | Buffer)[] | null = [];
+  private out: Parts | null = null;
+  private upOut: Parts | null = null;
 
   constructor(
     private readonly host: RelayHost,
@@ -422,7 +420,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.upHead = upstreamHead(head.method, path, upgrade ? (d.upgrade ?? '') : null, d.headers!);
     // Expect: 100-continue is answered here, for an admitted request only (scanRequestHeaders
     // drops the header upstream): the client sends its body now.
-    if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.out.push('HTTP/1.1 100 Continue\r\n\r\n');
+    if (head.versionMinor >= 1 && expectsContinue(head.rawHeaders)) this.outParts().push('HTTP/1.1 100 Continue\r\n\r\n');
     const own0 = this.dedicated;
     // A client connection's own upstream stays on one target while it lives.
     // (A route's group may not hold it: then the group's round robin picks.)
@@ -453,7 +451,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
    */
   private armUpstreamTimeout(ms: number): void {
     if (ms >= 4 * this.host.waits.intervalMs) this.upstreamDeadline = performance.now() + ms;
-    else this.timer = setTimeout(this.onTimeoutFn, ms);
+    else this.timer = setTimeout(upstreamTimedOut, ms, this);
   }
 
   /** @internal The rate limit's delay is over: the request goes upstream. */
@@ -495,7 +493,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // 101. The read bound starts once the whole request is sent (onMessageComplete): while a slow
     // client's body streams, the backend is not expected to say anything.
     if (to !== null && (to.readMs > 0 || to.sendMs > 0)) up.watch(this.requestDone ? to.readMs : 0, to.sendMs);
-    this.upOut.unshift(this.upHead);
+    this.upOutParts().unshift(this.upHead);
   }
 
   /** PoolWaiter: a pooled socket for the request that waited. */
@@ -524,7 +522,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     return c;
   }
 
-  private onTimeout(): void {
+  /** @internal The wait for the response head ran out (its timer, or the sweep's deadline). */
+  onTimeout(): void {
     this.timer = null;
     if (this.responseStarted) return;
     this.timedOut = true;
@@ -565,7 +564,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const wire = this.closeAfter ? canned.wire : canned.keepAliveWire;
     this.quickBytes = wire.length;
     // Written by feed() once the read is parsed (with the denials pipelined behind this one).
-    this.out.push(wire);
+    this.outParts().push(wire);
     if (this.closeAfter) this.quickDone();
   }
 
@@ -595,7 +594,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.held = null;
     this.closeAfter = true;
     if (this.quick) {
-      this.out.push(canned.wire);
+      this.outParts().push(canned.wire);
       this.quickBytes = canned.wire.length;
       this.quickDone();
     } else {
@@ -629,8 +628,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       return;
     }
     if (this.ex !== null) this.ex.requestBytes += chunk.length; // ipgate_http_request_size_bytes: the body relayed
-    if (this.head!.chunked) this.upOut.push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
-    else this.upOut.push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
+    if (this.head!.chunked) this.upOutParts().push(`${chunk.length.toString(16)}\r\n`, Buffer.from(chunk), '\r\n');
+    else this.upOutParts().push(Buffer.from(chunk)); // a view of the read: copied, the read buffer is reused
   }
 
   onMessageComplete(): void {
@@ -643,14 +642,14 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
         this.cannedAnswer(held);
         return;
       }
-      this.out.push(held.keepAliveWire);
+      this.outParts().push(held.keepAliveWire);
       this.quickBytes = held.keepAliveWire.length;
     }
     if (this.quick) {
       this.quickDone();
       return;
     }
-    if ((this.up !== null || this.queued !== null || this.delayed) && this.head!.chunked) this.upOut.push('0\r\n\r\n');
+    if ((this.up !== null || this.queued !== null || this.delayed) && this.head!.chunked) this.upOutParts().push('0\r\n\r\n');
     const to = this.d?.timeouts ?? null;
     if (to !== null && to.readMs > 0 && this.up !== null) this.up.watch(to.readMs, to.sendMs);
     if (this.ex !== null && this.ex.status !== 0 && this.up === null && this.queued === null) this.finishExchange();
@@ -666,7 +665,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const ex = this.ex!;
     ex.reason = 'body_too_large';
     this.host.events.clientError(this.hc, 'body_too_large');
-    clearParts(this.upOut);
+    this.dropUpOut();
     this.abandonUpstream();
     if (this.responseStarted) {
       this.socket.destroy();
@@ -680,16 +679,15 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   private flushUp(): void {
     const up = this.up;
     if (up === null) {
-      if (this.queued === null && !this.delayed) clearParts(this.upOut); // kept while the request waits for a socket or its delay
+      if (this.queued === null && !this.delayed) this.dropUpOut(); // kept while the request waits for a socket or its delay
       return;
     }
     const parts = this.upOut;
-    if (parts.length === 0) return;
-    this.upOut = this.upOutSpare ?? [];
-    this.upOutSpare = null;
+    if (parts === null) return;
+    // Taken off first: a write that comes back here (a callback of the socket) starts a list of its own.
+    this.upOut = null;
     const ok = writeParts(up.socket, parts);
-    clearParts(parts);
-    this.upOutSpare = parts;
+    giveParts(parts);
     if (!ok) this.socket.pause();
   }
 
@@ -713,12 +711,12 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       this.host.events.upstreamAnswered(ex, 101);
       this.responseStarted = true;
       this.clearTimer();
-      this.out.push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
+      this.outParts().push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
       return;
     }
     if (head.statusCode < 200) {
       // 1xx: passed on to HTTP/1.1 clients as is.
-      if (this.head!.versionMinor >= 1) this.out.push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
+      if (this.head!.versionMinor >= 1) this.outParts().push(statusLine(head), headerLines(head.rawHeaders), '\r\n');
       return;
     }
     ex.status = head.statusCode;
@@ -730,7 +728,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.resChunked = head.chunked && !http10 && !bodyless;
     if ((head.chunked && http10) || head.untilEof) this.closeAfter = true;
     if (this.hc.revoked || this.hc.closing) this.closeAfter = true; // a list change or a drain since the request: last one
-    this.out.push(responseHeadBytes(head, http10, this.closeAfter ? CONN_CLOSE : http10 ? CONN_KEEP_ALIVE : ''));
+    this.outParts().push(responseHeadBytes(head, http10, this.closeAfter ? CONN_CLOSE : http10 ? CONN_KEEP_ALIVE : ''));
   }
 
   responseBody(chunk: Buffer): void {
@@ -738,8 +736,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // the socket pool flushes this output at the end of the read that brought it (pausing the
     // upstream while the client's socket is full), where a write of several parts copies them
     // into one Buffer anyway.
-    if (this.resChunked) this.out.push(`${chunk.length.toString(16)}\r\n`, chunk, '\r\n');
-    else this.out.push(chunk);
+    if (this.resChunked) this.outParts().push(`${chunk.length.toString(16)}\r\n`, chunk, '\r\n');
+    else this.outParts().push(chunk);
   }
 
   responseDone(up: UpstreamConn, keepAlive: boolean): void {
@@ -747,7 +745,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // A message completed without a final head we took: a 101 refused in responseHead (the
     // request asked for no upgrade). Its socket is being destroyed; the close answers 502.
     if (!this.responseStarted) return;
-    if (this.resChunked) this.out.push('0\r\n\r\n');
+    if (this.resChunked) this.outParts().push('0\r\n\r\n');
     this.flush();
     this.up = null;
     const reusable = keepAlive && this.requestDone && !this.upgrading;
@@ -774,7 +772,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
       up.socket.destroy();
       return;
     }
-    if (rest.length > 0) this.out.push(Buffer.from(rest));
+    if (rest.length > 0) this.outParts().push(Buffer.from(rest));
     this.flush();
     up.tunnel();
     this.up = null;
@@ -792,15 +790,31 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     new Tunnel(this.socket, up.socket, early).start();
   }
 
+  /** The client's output of this read (a spare list taken at its first part). */
+  private outParts(): Parts {
+    return (this.out ??= takeParts());
+  }
+
+  /** The upstream's output of this read (a spare list taken at its first part). */
+  private upOutParts(): Parts {
+    return (this.upOut ??= takeParts());
+  }
+
+  /** Drop what was collected for the upstream (abandoned, or no upstream to send it to). */
+  private dropUpOut(): void {
+    const parts = this.upOut;
+    if (parts === null) return;
+    this.upOut = null;
+    giveParts(parts);
+  }
+
   /** Write what this read produced for the client, in one write. */
   flush(): void {
     const parts = this.out;
-    if (parts.length === 0) return;
-    this.out = this.outSpare ?? [];
-    this.outSpare = null;
+    if (parts === null) return;
+    this.out = null;
     const ok = writeParts(this.socket, parts);
-    clearParts(parts);
-    this.outSpare = parts;
+    giveParts(parts);
     if (!ok) this.up?.socket.pause();
   }
 
@@ -875,7 +889,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     const ex = this.ex!;
     ex.status = canned.status;
     // Prebuilt Buffers (canned.ts): a denial costs one write of constant bytes.
-    this.out.push(this.closeAfter ? canned.wire : canned.keepAliveWire);
+    this.outParts().push(this.closeAfter ? canned.wire : canned.keepAliveWire);
     this.flush();
     if (this.requestDone || this.closeAfter) this.finishExchange();
   }
@@ -1228,7 +1242,7 @@ export function isConnectFailure(code: string): boolean {
  * bytes as latin1 strings, so a byte >= 0x80 in a value must go out as that one byte (a string
  * written as UTF-8, net's default, would turn it into two).
  */
-function writeParts(socket: ByteSocket, parts: (string | Buffer)[]): boolean {
+function writeParts(socket: ByteSocket, parts: Parts): boolean {
   if (parts.length !== 1) return socket.write(joinParts(parts));
   const p = parts[0]!;
   return typeof p === 'string' ? socket.writeLatin1(p) : socket.write(p);
@@ -1239,7 +1253,7 @@ function writeParts(socket: ByteSocket, parts: (string | Buffer)[]): boolean {
  * latin1 byte count). No mapped array and no Buffer per string, as Buffer.concat(parts.map(...))
  * had: one Buffer (one wrapper on the heap) per write.
  */
-function joinParts(parts: (string | Buffer)[]): Buffer {
+function joinParts(parts: Parts): Buffer {
   let total = 0;
   for (let i = 0; i < parts.length; i++) total += parts[i]!.length;
   const out = Buffer.allocUnsafe(total);
@@ -1251,12 +1265,36 @@ function joinParts(parts: (string | Buffer)[]): Buffer {
   return out;
 }
 
+/** Parts of one write: head text (latin1) and bytes. */
+type Parts = (string | Buffer)[];
+
 /**
- * Empties a list of parts and keeps its backing store: `length = 0` gives V8's store back (the next
- * push allocates a new one), pop() does not.
+ * Lists of parts not in use, shared by every connection: a flush gives its list back, the next
+ * first push takes one. Only writes that come back into a connection during a write hold more
+ * than one at a time, so a few are kept (SPARE_PARTS) and the rest left to the collector.
  */
-function clearParts(parts: (string | Buffer)[]): void {
+const spareParts: Parts[] = [];
+const SPARE_PARTS = 16;
+
+function takeParts(): Parts {
+  return spareParts.pop() ?? [];
+}
+
+/**
+ * Empties a list of parts and keeps it for the next take. Emptied by pop(), which keeps the
+ * list's backing store (`length = 0` gives it back, and the next push allocates a new one).
+ */
+function giveParts(parts: Parts): void {
   while (parts.length > 0) parts.pop();
+  if (spareParts.length < SPARE_PARTS) spareParts.push(parts);
+}
+
+/**
+ * A short upstream timeout's timer ran out (armUpstreamTimeout). The connection is the timer's
+ * argument: no closure per connection, which would die in the old generation with it.
+ */
+function upstreamTimedOut(c: RelayConn): void {
+  c.onTimeout();
 }
 
 /** RequestDecision.delayMs ran out (a timer argument: no closure per delayed request). */
