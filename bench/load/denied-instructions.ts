@@ -37,14 +37,10 @@ import net from 'node:net';
 import os from 'node:os';
 import tls from 'node:tls';
 import path from 'node:path';
+import { arg } from './args';
 import { freePort, waitPort } from './ports';
 
 const ROOT = path.resolve(__dirname, '../../..');
-
-function arg(name: string, def: string): string {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1]! : def;
-}
 
 const MAIN = arg('--main', path.join(ROOT, 'dist/src/main.js'));
 const NODE = arg('--node', process.execPath);
