@@ -1281,12 +1281,19 @@ function takeParts(): Parts {
 }
 
 /**
+ * A list that held more parts than this (a read of many pipelined requests) is not kept: its
+ * backing store grew with it, and the stack would hold it for the process's life.
+ */
+const SPARE_MAX_PARTS = 64;
+
+/**
  * Empties a list of parts and keeps it for the next take. Emptied by pop(), which keeps the
  * list's backing store (`length = 0` gives it back, and the next push allocates a new one).
  */
 function giveParts(parts: Parts): void {
+  if (parts.length > SPARE_MAX_PARTS || spareParts.length >= SPARE_PARTS) return;
   while (parts.length > 0) parts.pop();
-  if (spareParts.length < SPARE_PARTS) spareParts.push(parts);
+  spareParts.push(parts);
 }
 
 /**
