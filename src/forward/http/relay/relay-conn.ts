@@ -902,6 +902,10 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.record(ex);
     // As in quickDone: the upstream head was built from it (upHead), the exchange keeps strings.
     if (this.head !== null) this.parser.recycle(this.head.rawHeaders);
+    // Not kept until the next request: a slice of Buffer's shared 8 KiB pool, it would keep its
+    // whole slab alive while the connection idles (520-630 bytes a kept connection, bench/README.md
+    // "What a connection leaves in the old generation"). Only a resend within the exchange reads it.
+    this.upHead = EMPTY;
     if (this.closeAfter || this.hc.revoked || this.hc.closing) {
       this.endConnection(null);
       return;
