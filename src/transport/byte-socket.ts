@@ -10,21 +10,36 @@
  * Callbacks, not events: each socket has one owner at a time (the listener's stages, then the
  * engine, then a tunnel), so one field per event is enough; the close hooks are a list because the
  * listener, the engine and the forwarder each need to know.
+ *
+ * Every callback and close hook is called with the socket as `this`, and the socket's `owner`
+ * field is free for whoever installs them: a function shared by every socket then finds its
+ * connection there, where a closure made per socket would be ~56 bytes and its context more, kept
+ * for the connection's life and dying in the old generation with it (bench/README.md "What a
+ * connection leaves in the old generation"). Arrow functions ignore `this` and work as well.
  */
 import { performance } from 'node:perf_hooks';
 import type net from 'node:net';
 
-export interface ByteSocket {
+/** What a callback or close hook gets as `this`: the socket, with the owner its installer set. */
+export interface Owned {
+  /** Set by whoever installs the callbacks, for functions shared by every socket (see above). */
+  owner: object | null;
+}
+
+/** A callback without an argument, called with the socket as `this`. */
+export type SocketCallback = (this: Owned) => void;
+
+export interface ByteSocket extends Owned {
   /** Called per read with a buffer the callee may keep. */
-  onData: ((chunk: Buffer) => void) | null;
+  onData: ((this: Owned, chunk: Buffer) => void) | null;
   /** The peer sent FIN (reads have stopped; writes may go on). */
-  onEnd: (() => void) | null;
+  onEnd: SocketCallback | null;
   /** Everything written so far has been taken by the kernel, after a write() that returned false. */
-  onDrain: (() => void) | null;
+  onDrain: SocketCallback | null;
   /** A read, write or connect failed with this code; the socket is destroyed (or being destroyed). */
-  onError: ((code: string) => void) | null;
+  onError: ((this: Owned, code: string) => void) | null;
   /** Our FIN went out (after every queued write). */
-  onFinish: (() => void) | null;
+  onFinish: SocketCallback | null;
   readonly destroyed: boolean;
   /** The peer's FIN was read. */
   readonly readEnded: boolean;
@@ -48,29 +63,30 @@ export interface ByteSocket {
   destroy(): void;
   pause(): void;
   resume(): void;
-  /** Run `fn` once the socket is closed (every hook once, in the order added). */
-  onClose(fn: () => void): void;
+  /** Run `fn` once the socket is closed (every hook once, in the order added, `this` the socket). */
+  onClose(fn: SocketCallback): void;
 }
 
 /**
  * `onClose` as every ByteSocket keeps it: hooks run once each, in the order added, when the
  * implementation calls `closed()`; a hook added after that runs in a microtask.
  */
-export abstract class CloseHooks {
+export abstract class CloseHooks implements Owned {
+  owner: object | null = null;
   /**
    * The first three hooks in fields and the rest in a list made at the fourth: an HTTP client
    * socket has three (the listener's, the forwarder's and the relay's), and a list per socket was
    * ~180 bytes that died in the old generation with the connection (bench/README.md "What a
    * connection leaves in the old generation").
    */
-  private hook0: (() => void) | null = null;
-  private hook1: (() => void) | null = null;
-  private hook2: (() => void) | null = null;
-  private moreHooks: (() => void)[] | null = null;
+  private hook0: SocketCallback | null = null;
+  private hook1: SocketCallback | null = null;
+  private hook2: SocketCallback | null = null;
+  private moreHooks: SocketCallback[] | null = null;
   private hooksRun = false;
 
-  onClose(fn: () => void): void {
-    if (this.hooksRun) queueMicrotask(fn);
+  onClose(fn: SocketCallback): void {
+    if (this.hooksRun) queueMicrotask(() => fn.call(this));
     else if (this.hook0 === null) this.hook0 = fn;
     else if (this.hook1 === null) this.hook1 = fn;
     else if (this.hook2 === null) this.hook2 = fn;
@@ -86,20 +102,20 @@ export abstract class CloseHooks {
     const h2 = this.hook2;
     const more = this.moreHooks;
     this.hook0 = this.hook1 = this.hook2 = this.moreHooks = null;
-    if (h0 !== null) h0();
-    if (h1 !== null) h1();
-    if (h2 !== null) h2();
-    if (more !== null) for (const h of more) h();
+    if (h0 !== null) h0.call(this);
+    if (h1 !== null) h1.call(this);
+    if (h2 !== null) h2.call(this);
+    if (more !== null) for (const h of more) h.call(this);
   }
 }
 
 /** A net.Socket (or TLSSocket) behind the ByteSocket callbacks. */
 export class NetByteSocket extends CloseHooks implements ByteSocket {
-  onData: ((chunk: Buffer) => void) | null = null;
-  onEnd: (() => void) | null = null;
-  onDrain: (() => void) | null = null;
-  onError: ((code: string) => void) | null = null;
-  onFinish: (() => void) | null = null;
+  onData: ((this: Owned, chunk: Buffer) => void) | null = null;
+  onEnd: SocketCallback | null = null;
+  onDrain: SocketCallback | null = null;
+  onError: ((this: Owned, code: string) => void) | null = null;
+  onFinish: SocketCallback | null = null;
   readEnded = false;
   writeFinished = false;
   lastActive = performance.now();

@@ -23,7 +23,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { getSystemErrorName } from 'node:util';
-import { type ByteSocket, CloseHooks } from './byte-socket';
+import { type ByteSocket, CloseHooks, type Owned, type SocketCallback } from './byte-socket';
 import { ioNow, readEnded, readStarted } from './io-clock';
 
 /* The binding objects are untyped: what is used of them is declared here. */
@@ -224,13 +224,13 @@ export function errorCode(status: number): string {
 
 export class RawSocket extends CloseHooks implements ByteSocket {
   /** Called per read with a buffer the callee may keep (a fresh one per read). */
-  onData: ((chunk: Buffer) => void) | null = null;
+  onData: ((this: Owned, chunk: Buffer) => void) | null = null;
   /** The peer sent FIN (reads have stopped; writes may go on). */
-  onEnd: (() => void) | null = null;
+  onEnd: SocketCallback | null = null;
   /** The write queue emptied after a write that had to be queued. */
-  onDrain: (() => void) | null = null;
+  onDrain: SocketCallback | null = null;
   /** A read, write or connect failed: the socket is already destroyed. */
-  onError: ((code: string) => void) | null = null;
+  onError: ((this: Owned, code: string) => void) | null = null;
   destroyed = false;
   readEnded = false;
   /** shutdown() was called: the write side is ending or ended. */
@@ -527,7 +527,7 @@ export class RawSocket extends CloseHooks implements ByteSocket {
   }
 
   /** Our FIN went out after every queued write (called from end() itself when nothing was queued). */
-  onFinish: (() => void) | null = null;
+  onFinish: SocketCallback | null = null;
 
   private fail(status: number): void {
     if (this.destroyed) return;

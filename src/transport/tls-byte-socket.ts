@@ -32,7 +32,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
-import { type ByteSocket, CloseHooks } from './byte-socket';
+import { type ByteSocket, CloseHooks, type Owned, type SocketCallback } from './byte-socket';
 import { ioNow, readEnded, readStarted } from './io-clock';
 import { errorCode, SharedReadBuffer } from './raw-socket';
 
@@ -145,11 +145,11 @@ export function takeTlsSocket(socket: tls.TLSSocket): { socket: TlsByteSocket; e
 }
 
 export class TlsByteSocket extends CloseHooks implements ByteSocket {
-  onData: ((chunk: Buffer) => void) | null = null;
-  onEnd: (() => void) | null = null;
-  onDrain: (() => void) | null = null;
-  onError: ((code: string) => void) | null = null;
-  onFinish: (() => void) | null = null;
+  onData: ((this: Owned, chunk: Buffer) => void) | null = null;
+  onEnd: SocketCallback | null = null;
+  onDrain: SocketCallback | null = null;
+  onError: ((this: Owned, code: string) => void) | null = null;
+  onFinish: SocketCallback | null = null;
   readEnded = false;
   writeFinished = false;
   lastActive = performance.now();

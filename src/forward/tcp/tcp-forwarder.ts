@@ -387,7 +387,7 @@ const RAW: SocketKind<RawSocket> = {
     // Handlers made in locals, not written straight into the properties (relay-pair.ts has why).
     const onClientError = client.onError;
     const clientFailed = (code: string): void => {
-      onClientError?.(code);
+      onClientError?.call(client, code);
       upstream.destroy();
     };
     const upstreamFailed = (code: string): void => fwd.upstreamError(conn, code);
