@@ -29,7 +29,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import net from 'node:net';
-import { NetByteSocket, type ByteSocket } from '../../../transport/byte-socket';
+import { NetByteSocket, type ByteSocket, type Owned } from '../../../transport/byte-socket';
 import { RawSocket } from '../../../transport/raw-socket';
 import type { Upstream } from '../../../upstream/upstream-group';
 import type { DnsCache } from '../upstream-dns';
@@ -238,8 +238,42 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
   /** The exchange's bounds (watch), 0: none. */
   private readMs = 0;
   private sendMs = 0;
-  private readonly onDataFn = (d: Buffer): void => this.onData(d);
-  private readonly onDrainFn = (): void => this.owner?.upstreamDrained();
+
+  /*
+   * The socket's callbacks and close hook, one set for every upstream connection: the socket's
+   * `owner` is its UpstreamConn (transport/byte-socket.ts has why; the backend closes its side
+   * every `keepalive_requests`, so these connections churn as the clients' do).
+   */
+  private static readonly upData = function (this: Owned, d: Buffer): void {
+    (this.owner as UpstreamConn).onData(d);
+  };
+  private static readonly upDrained = function (this: Owned): void {
+    (this.owner as UpstreamConn).owner?.upstreamDrained();
+  };
+  private static readonly upFailed = function (this: Owned, code: string): void {
+    const c = this.owner as UpstreamConn;
+    c.error ??= code;
+  };
+  /**
+   * Before a 101 (or on any socket but an upgrade's) the upstream's FIN ends the exchange: the
+   * socket is closed and the close hook settles it (a body delimited by the close is completed
+   * there). A tunnel takes over onEnd to pass the FIN on.
+   */
+  private static readonly upEnded = function (this: Owned): void {
+    const c = this.owner as UpstreamConn;
+    if (!c.tunnelled) c.socket.destroy();
+  };
+  private static readonly upClosed = function (this: Owned): void {
+    const c = this.owner as UpstreamConn;
+    c.clearTimer();
+    if (c.pooled) c.pool.closed(c);
+    const o = c.owner;
+    c.owner = null;
+    // The owner first: a body delimited by the close is completed with parser.finish(), so the
+    // parser is freed only after it (test: "an upstream that closes after the response head").
+    o?.upstreamClosed(c);
+    c.parser.free();
+  };
 
   constructor(
     readonly target: Upstream,
@@ -260,31 +294,12 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     // dropped) instead of being parsed into a released socket's next message.
     this.parser = new HttpParser('response', this, { pauseAfterMessage: true });
     const socket = this.socket;
-    socket.onData = this.onDataFn;
-    socket.onDrain = this.onDrainFn;
-    // Handlers made in locals, not written straight into the properties (transport/relay-pair.ts
-    // has why).
-    const failed = (code: string): void => {
-      this.error ??= code;
-    };
-    // Before a 101 (or on any socket but an upgrade's) the upstream's FIN ends the exchange: the
-    // socket is closed and the close hook below settles it (a body delimited by the close is
-    // completed there). A tunnel takes over onEnd to pass the FIN on.
-    const ended = (): void => {
-      if (!this.tunnelled) socket.destroy();
-    };
-    socket.onError = failed;
-    socket.onEnd = ended;
-    socket.onClose(() => {
-      this.clearTimer();
-      if (this.pooled) this.pool.closed(this);
-      const o = this.owner;
-      this.owner = null;
-      // The owner first: a body delimited by the close is completed with parser.finish(), so the
-      // parser is freed only after it (test: "an upstream that closes after the response head").
-      o?.upstreamClosed(this);
-      this.parser.free();
-    });
+    socket.owner = this;
+    socket.onData = UpstreamConn.upData;
+    socket.onDrain = UpstreamConn.upDrained;
+    socket.onError = UpstreamConn.upFailed;
+    socket.onEnd = UpstreamConn.upEnded;
+    socket.onClose(UpstreamConn.upClosed);
   }
 
   private dialHandle(): ByteSocket {
