@@ -82,6 +82,13 @@ export class Connection implements Linked<Connection> {
   decidedPerRequest = false;
   /** A TLS listener's handshake result (the access log's `tls`), null on plaintext. */
   tls: TlsFacts | null = null;
+  /**
+   * The handler's own record of this connection (the HTTP forwarder's HttpConn), null before and
+   * on other listeners. A field here, not a property added to the socket: an added property gave
+   * every HTTP client socket a property array of its own and a shape TCP's sockets do not have
+   * (bench/README.md "What a connection leaves in the old generation").
+   */
+  handlerState: object | null = null;
 
   /** Its listener's set of open connections (Listener.connections: connection/linked-set.ts). */
   linkSet: LinkedSet<Connection> | null = null;

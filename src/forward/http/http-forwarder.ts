@@ -50,12 +50,6 @@ import { LinkedSet } from '../../connection/linked-set';
 /** A revoked connection's in-flight response gets this long before the socket is cut. */
 const REVOKE_GRACE_MS = 1000;
 
-const kHttpConn = Symbol('ipgate.httpConn');
-
-interface Carrier {
-  [kHttpConn]?: HttpConn;
-}
-
 export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoutes | null> {
   readonly routeKind = 'http';
   /** HTTP answers a denial with 403, which only the HTTP layer can write: every decision is per request. */
@@ -232,7 +226,7 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   private open(conn: Connection, socket: ByteSocket | null): HttpConn {
     const hc = new HttpConn(conn, this.policy.trusts(conn.clientAddress));
     this.policy.open(hc);
-    (conn.socket as Carrier)[kHttpConn] = hc;
+    conn.handlerState = hc;
     this.active++;
     this.conns.add(hc);
     if (socket !== null) socket.onClose(() => this.socketClosed(hc));
@@ -295,8 +289,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
 
   /** After a list change (revokeLive): re-decide `conn`'s requests in flight, tunnel or connection; true when cut. */
   recheck(conn: Connection): boolean {
-    const hc = (conn.socket as Carrier)[kHttpConn];
-    if (hc === undefined || conn.socket.destroyed || hc.revoked || this.policy.redecide(hc, false, true) !== 'revoked') return false;
+    const hc = conn.handlerState as HttpConn | null;
+    if (hc === null || conn.socket.destroyed || hc.revoked || this.policy.redecide(hc, false, true) !== 'revoked') return false;
     this.revoke(hc);
     return true;
   }
