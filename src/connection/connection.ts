@@ -84,9 +84,9 @@ export class Connection implements Linked<Connection> {
   tls: TlsFacts | null = null;
   /**
    * The handler's own record of this connection (the HTTP forwarder's HttpConn), null before and
-   * on other listeners. A field here, not a property added to the socket: an added property gave
-   * every HTTP client socket a property array of its own and a shape TCP's sockets do not have
-   * (bench/README.md "What a connection leaves in the old generation").
+   * on other listeners. A field here, not a property added to the socket after it was made: that
+   * gave HTTP client sockets a shape of their own, which upstream and TCP sockets do not have
+   * (bench/README.md "Callbacks that take their socket as `this`": no change in bytes).
    */
   handlerState: object | null = null;
 
