@@ -8,12 +8,14 @@ import t from 'tap';
 import {
   type ExecuteResult,
   HttpParser,
+  PARSER_POOL_MAX,
   type ParserOptions,
   type ParserSink,
   type ParserType,
   type RequestHead,
   type ResponseHead,
   llhttpMemoryBytes,
+  pooledParsers,
 } from '../../../src/forward/http/relay/llhttp-parser';
 import { prng } from '../../helpers/prng';
 
@@ -866,4 +868,179 @@ t.test('recycle: the next message reuses a header list given back, emptied; any 
   t.not(lists[3], foreign, 'a foreign list is never taken');
   t.strictSame(foreign, ['X', 'y'], 'and never emptied');
   p.free();
+});
+
+/**
+ * What a connection can leave its parser in when it ends: mid-head, mid-body, paused after a
+ * message, errored (llhttp's error and the head limit), upgraded, a response's request method
+ * set, a header list recycled and one handed out, other options.
+ */
+function leaveIn(type: ParserType, rand: () => number): { p: HttpParser<ParserType>; rec: Recorder<Head>; given: Set<string[]> } {
+  const rec = new Recorder<Head>();
+  const given = new Set<string[]>();
+  let p: HttpParser<ParserType> | null = null;
+  const sink: ParserSink<Head> = {
+    onHead(head) {
+      rec.onHead(head);
+      if (rand() < 0.5) {
+        p!.recycle(head.rawHeaders);
+        given.add(head.rawHeaders);
+      }
+    },
+    onBody: (c) => rec.onBody(c),
+    onMessageComplete: (k, tr) => rec.onMessageComplete(k, tr),
+  };
+  const opts: ParserOptions = { maxHeaderBytes: 40 + Math.floor(rand() * 200), pauseAfterMessage: rand() < 0.5 };
+  p = HttpParser.take<ParserType>(type, sink as ParserSink<never>, opts);
+  if (type === 'response' && rand() < 0.5) p.setRequestMethod(rand() < 0.5 ? 'HEAD' : 'CONNECT');
+  const msgs =
+    type === 'request'
+      ? [
+          'GET /a HTTP/1.1\r\nHost: h\r\nX-Left: over\r\n\r\n',
+          'POST /b HTTP/1.1\r\nContent-Length: 10\r\n\r\nhalf',
+          'GET /c HTTP/1.1\r\nHost: h\r\nX-Cut: in the mid',
+          'GET /d HTTP/1.1\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\nframes',
+          `GET /e HTTP/1.1\r\nX-Big: ${'v'.repeat(300)}\r\n\r\n`,
+          'GET /f HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab',
+          'GET /g HTTP/1.1\r\nBad Header: x\r\n\r\n',
+        ]
+      : [
+          'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok',
+          'HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\npart',
+          'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 O',
+          'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\nframes',
+          'HTTP/1.1 200 OK\r\n\r\nuntil the end',
+          'HTTP/1.1 2x0 Bad\r\n\r\n',
+        ];
+  const msg = b(msgs[Math.floor(rand() * msgs.length)]!);
+  const reads: Buffer[] = [];
+  for (let i = 0; i < msg.length; ) {
+    const n = 1 + Math.floor(rand() * 30);
+    reads.push(msg.subarray(i, i + n));
+    i += n;
+  }
+  feed(p, reads);
+  return { p, rec, given };
+}
+
+t.test('release: a parser taken from the pool parses as a new one, whatever its last connection left', async (t) => {
+  let reused = 0;
+  for (const type of ['request', 'response'] as const) {
+    for (let seed = 1; seed <= 150; seed++) {
+      const rand = prng(seed * 7919);
+      const msgs = repeatingMessages(type, rand, 6);
+      const whole = b(msgs.join(''));
+      const reads: Buffer[] = [];
+      for (let i = 0; i < whole.length; ) {
+        const n = 1 + Math.floor(rand() * 40);
+        reads.push(whole.subarray(i, i + n));
+        i += n;
+      }
+      const fresh = new Recorder<Head>();
+      const f = new HttpParser<ParserType>(type, fresh as ParserSink<never>);
+      const expected = feed(f, reads);
+      f.free();
+
+      const old = leaveIn(type, rand);
+      const oldEvents = old.rec.events.length;
+      // The lists the last connection kept (did not give back with recycle), as they were.
+      const kept = old.rec.heads.map((h) => h.rawHeaders).filter((l) => !old.given.has(l));
+      const keptCopies = kept.map((l) => [...l]);
+      const freed = old.p.release();
+      const rec = new Recorder<Head>();
+      const p = HttpParser.take<ParserType>(type, rec as ParserSink<never>);
+      if (p === old.p) reused++;
+      const got = feed(p, reads);
+      t.strictSame(
+        { results: got, ...summary(rec, got[got.length - 1]!) },
+        { results: expected, ...summary(fresh, expected[expected.length - 1]!) },
+        `${type} seed ${seed}: the same results, heads, bodies and completions as a new parser`,
+      );
+      t.equal(old.rec.events.length, oldEvents, `${type} seed ${seed}: nothing reached the last connection's sink`);
+      t.strictSame(kept, keptCopies, `${type} seed ${seed}: the header lists the last connection kept are untouched`);
+      t.throws(() => freed.execute(b('GET / HTTP/1.1\r\n\r\n')), /freed/, 'what release() returned is freed');
+      p.release();
+    }
+  }
+  t.equal(reused, 300, 'every take() after a release() reused the released parser');
+});
+
+t.test('release: the parser returned is always freed; a pooled parser is never given to two owners', async (t) => {
+  const rec = new Recorder<RequestHead>();
+  const p = HttpParser.take('request', rec);
+  t.same(p.execute(b('GET /x HTTP/1.1\r\nHost: h\r\n\r\n')).kind, 'paused');
+  const kept = rec.heads[0]!.rawHeaders;
+  const before = pooledParsers().request;
+  const freed = p.release();
+  t.not(freed, p, 'the caller holds another object from now on');
+  t.equal(freed.state, 'freed');
+  t.equal(pooledParsers().request, before + 1, 'the parser went to the pool');
+  t.equal(freed.release(), freed, 'releasing the freed parser again gives itself');
+  t.equal(p.release(), freed, 'releasing a pooled parser again does not pool it twice');
+  p.free();
+  t.equal(pooledParsers().request, before + 1, 'and free() on it is a no-op');
+  t.throws(() => freed.execute(b('GET / HTTP/1.1\r\n\r\n')), /freed/);
+  t.throws(() => freed.finish(), /freed/);
+  t.doesNotThrow(() => {
+    freed.resume();
+    freed.recycle(kept);
+    freed.free();
+  }, 'resume, recycle and free do nothing');
+  t.throws(() => p.execute(b('GET / HTTP/1.1\r\n\r\n')), /freed/, 'a kept reference to a pooled parser cannot parse');
+  const a = HttpParser.take('request', new Recorder<RequestHead>());
+  const c = HttpParser.take('request', new Recorder<RequestHead>());
+  t.equal(a, p, 'the pool gives the last parser released first');
+  t.not(c, a, 'and never the same one twice');
+  t.strictSame(kept, ['Host', 'h'], 'the list the last owner kept was not touched');
+  t.equal(HttpParser.take('response', new Recorder<ResponseHead>()).type, 'response', 'the two types have pools of their own');
+  t.throws(() => HttpParser.take('other' as ParserType, new Recorder<Head>() as ParserSink<never>), TypeError);
+  a.release();
+  c.release();
+});
+
+t.test('release from inside a callback happens when execute returns', async (t) => {
+  const rec = new Recorder<RequestHead>();
+  const before = pooledParsers().request;
+  let freed: HttpParser<'request'> | null = null;
+  const q: HttpParser<'request'> = HttpParser.take('request', {
+    onHead: (h) => {
+      rec.onHead(h);
+      freed = q.release();
+      t.equal(pooledParsers().request, before - (before > 0 ? 1 : 0), 'not in the pool while execute runs');
+    },
+    onBody: (c) => rec.onBody(c),
+    onMessageComplete: (k, tr) => rec.onMessageComplete(k, tr),
+  });
+  const r = q.execute(b('POST / HTTP/1.1\r\nContent-Length: 1\r\n\r\nx'));
+  t.same(r, { kind: 'error', code: 'HPE_USER', reason: 'parser freed during a callback', status: 400 });
+  t.same(rec.events, ['head'], 'nothing after the release');
+  t.equal(freed!.state, 'freed');
+  t.equal(pooledParsers().request, before, 'in the pool once execute returned');
+  const again = new Recorder<RequestHead>();
+  const p = HttpParser.take('request', again);
+  t.equal(p, q, 'reused');
+  t.same(p.execute(b('GET /next HTTP/1.1\r\n\r\n')).kind, 'paused');
+  t.same(
+    again.heads.map((h) => h.url),
+    ['/next'],
+    'and parses from the start of a message',
+  );
+  p.release();
+});
+
+t.test(`the pool keeps at most ${PARSER_POOL_MAX} parsers of a type; the rest are freed`, async (t) => {
+  const drained: HttpParser<'response'>[] = [];
+  while (pooledParsers().response > 0) drained.push(HttpParser.take('response', new Recorder<ResponseHead>()));
+  const many = Array.from({ length: PARSER_POOL_MAX + 50 }, () => HttpParser.take('response', new Recorder<ResponseHead>()));
+  for (const p of many) p.execute(b('HTTP/1.1 204 No Content\r\n\r\n'));
+  const memory = llhttpMemoryBytes();
+  for (const p of many) p.release();
+  for (const p of drained) p.release();
+  t.equal(pooledParsers().response, PARSER_POOL_MAX, 'the pool is full, not over');
+  const again = Array.from({ length: PARSER_POOL_MAX + 50 }, () => HttpParser.take('response', new Recorder<ResponseHead>()));
+  t.equal(pooledParsers().response, 0);
+  t.equal(new Set(again).size, again.length, 'every parser taken is a different object');
+  t.equal(again.filter((p) => many.includes(p) || drained.includes(p)).length, PARSER_POOL_MAX, `${PARSER_POOL_MAX} of them reused`);
+  t.equal(llhttpMemoryBytes(), memory, 'wasm memory did not grow');
+  for (const p of again) p.release();
 });

@@ -22,6 +22,9 @@
  *                       (HEAD: no body whatever the headers say; CONNECT: a 2xx is a tunnel).
  *                       Cleared when a final response completes.
  *   p.resume(), p.resumeAfterUpgrade() (an upgrade the relay declined), p.free().
+ *   HttpParser.take(type, sink, options)  as `new`, but a parser given back by release() if any
+ *   p = p.release()     gives the parser back for another connection's take(); what it returns
+ *                       (a parser that is always freed) is what the caller holds from then on.
  *   sink.onHead(head)   RequestHead { method, url, ... } or ResponseHead { statusCode, reason, ... }
  *   sink.onBody(chunk)  decoded body bytes (chunk framing removed); a view of the Buffer given to
  *                       execute, not a copy
@@ -65,6 +68,7 @@ interface LlhttpExports {
   free(ptr: number): void;
   llhttp_alloc(type: number): number;
   llhttp_free(parser: number): void;
+  llhttp_reset(parser: number): void;
   llhttp_execute(parser: number, at: number, len: number): number;
   llhttp_finish(parser: number): number;
   llhttp_resume(parser: number): void;
@@ -158,11 +162,28 @@ export interface ParserOptions {
 
 const DEFAULT_MAX_HEADER_BYTES = 16384;
 
+function maxHeaderBytesOf(options: ParserOptions): number {
+  const max = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+  if (!Number.isInteger(max) || max < 1) throw new RangeError(`HttpParser: maxHeaderBytes ${max}`);
+  return max;
+}
+
 const OK_RESULT: { kind: 'ok' } = Object.freeze({ kind: 'ok' });
 const NO_TRAILERS: string[] = Object.freeze([]) as unknown as string[];
 const EMPTY = Buffer.alloc(0);
 /** The end of a head: llhttp (strict) allows CR or LF nowhere else in it, so the first one is it. */
 const BLANK_LINE = Buffer.from('\r\n\r\n', 'latin1');
+
+/** A pooled parser's header list until its next message (never written: frozen). */
+const NO_HEADERS: string[] = Object.freeze([]) as unknown as string[];
+/** A recycled header list longer than this (entries: names and values) is not kept in the pool. */
+const SPARE_MAX = 64;
+/** A pooled parser's sink: a pooled parser is never executed (its state is `freed`). */
+const NO_SINK: ParserSink<never> = {
+  onHead() {},
+  onBody() {},
+  onMessageComplete() {},
+};
 
 // ---- the one wasm instance ----------------------------------------------------------------------
 
@@ -217,6 +238,14 @@ function reserveInput(len: number): number {
 
 /** Parsers dropped without free(): their llhttp state is freed when they are collected. */
 const leaked = new FinalizationRegistry<number>((ptr) => L?.llhttp_free(ptr));
+
+/**
+ * How many released parsers of each type are kept for take(). A burst of reconnections (every
+ * keep-alive client reaching `maxRequestsPerConnection` within a few ms) is served from the pool
+ * up to this many; each kept parser holds ~0.5 KB of V8's heap and its llhttp state in wasm
+ * memory, so the pool costs at most ~0.3 MiB in all.
+ */
+export const PARSER_POOL_MAX = 256;
 
 type ParserState = 'active' | 'paused' | 'upgraded' | 'errored' | 'freed';
 type State = ParserState;
@@ -323,8 +352,8 @@ export class HttpParser<T extends ParserType> {
   readonly type: T;
   #ptr: number;
   #sink: ParserSink<HeadOf<T>>;
-  readonly #maxHeaderBytes: number;
-  readonly #pauseAfterMessage: boolean;
+  #maxHeaderBytes: number;
+  #pauseAfterMessage: boolean;
   #state: State = 'active';
   #error: ParseError | null = null;
   /** An error decided here rather than by llhttp (header limit, version), reported over llhttp's. */
@@ -332,6 +361,8 @@ export class HttpParser<T extends ParserType> {
   /** An exception from a sink method, rethrown once llhttp has returned. */
   #thrown: { error: unknown } | null = null;
   #freeRequested = false;
+  /** The free asked for from inside a callback is a release() (to the pool), not a free(). */
+  #releaseRequested = false;
   #requestMethod: string | null = null;
   /** Set by on_message_complete: the PAUSED that follows goes to the caller (else: resumed here). */
   #stopAfter = false;
@@ -365,17 +396,33 @@ export class HttpParser<T extends ParserType> {
 
   constructor(type: T, sink: ParserSink<HeadOf<T>>, options: ParserOptions = {}) {
     if (type !== 'request' && type !== 'response') throw new TypeError(`HttpParser: type ${String(type)}`);
-    const max = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
-    if (!Number.isInteger(max) || max < 1) throw new RangeError(`HttpParser: maxHeaderBytes ${max}`);
     this.type = type;
     this.#sink = sink;
-    this.#maxHeaderBytes = max;
+    this.#maxHeaderBytes = maxHeaderBytesOf(options);
     this.#pauseAfterMessage = options.pauseAfterMessage ?? true;
     const l = L ?? HttpParser.#load();
     const ptr = l.llhttp_alloc(type === 'request' ? K.TYPE.REQUEST : K.TYPE.RESPONSE);
     if (ptr === 0) throw new Error('llhttp: llhttp_alloc failed');
     this.#ptr = ptr;
     leaked.register(this, ptr, this);
+  }
+
+  /**
+   * A parser for a new connection: one given back by release() and reset, else a new one. Either
+   * is in the state `new HttpParser(type, sink, options)` starts in. Reusing them keeps a
+   * reconnection from making (and the young generation from promoting) a parser, its header list
+   * and a FinalizationRegistry cell each time, and skips llhttp's allocation (bench/README.md
+   * "Parsers reused across connections").
+   */
+  static take<T extends ParserType>(type: T, sink: ParserSink<HeadOf<T>>, options: ParserOptions = {}): HttpParser<T> {
+    const pool = (type === 'request' ? spareRequests : type === 'response' ? spareResponses : null) as HttpParser<T>[] | null;
+    const p = pool?.pop();
+    if (p === undefined) return new HttpParser(type, sink, options);
+    p.#maxHeaderBytes = maxHeaderBytesOf(options);
+    p.#pauseAfterMessage = options.pauseAfterMessage ?? true;
+    p.#sink = sink;
+    p.#state = 'active';
+    return p;
   }
 
   /**
@@ -497,6 +544,69 @@ export class HttpParser<T extends ParserType> {
     this.#state = 'freed';
   }
 
+  /**
+   * free(), except that the parser goes back to the pool take() draws from (when the pool is not
+   * full) instead of being dropped. A pooled parser becomes another connection's, so the caller
+   * must not keep this one: it holds what this returns instead, a parser that is always freed
+   * (execute() and finish() throw, resume() and recycle() do nothing, release() and free() again
+   * are no-ops), exactly as a freed parser behaved before there was a pool:
+   *
+   *     this.parser = this.parser.release();
+   *
+   * Inside a sink method the release happens when execute() returns, as free()'s does.
+   */
+  release(): HttpParser<T> {
+    const freed = (this.type === 'request' ? freedRequest() : freedResponse()) as HttpParser<T>;
+    if (this.#state === 'freed') return freed;
+    if (current === this) {
+      this.#freeRequested = true;
+      this.#releaseRequested = true;
+      return freed;
+    }
+    this.#giveBack();
+    return freed;
+  }
+
+  /** Back to the state a new parser starts in, into the pool (or freed if the pool is full). */
+  #giveBack(): void {
+    const pool = (this.type === 'request' ? spareRequests : spareResponses) as HttpParser<T>[];
+    if (pool.length >= PARSER_POOL_MAX) {
+      this.free();
+      return;
+    }
+    L!.llhttp_reset(this.#ptr);
+    this.#state = 'freed'; // until take(): a use through a reference kept by mistake throws
+    this.#error = null;
+    this.#ownError = null;
+    this.#thrown = null;
+    this.#freeRequested = false;
+    this.#releaseRequested = false;
+    this.#requestMethod = null;
+    this.#stopAfter = false;
+    this.#finishing = false;
+    this.#inMessage = false;
+    this.#inHead = false;
+    this.#headBytes = 0;
+    this.#headFrom = 0;
+    this.#blankLine = 0;
+    // Nothing of the last connection's messages stays reachable from the pool: its texts, its
+    // last header list (the caller may still hold it) and the strings of the list it recycled.
+    this.#text = '';
+    this.#prevText = '';
+    this.#raw = NO_HEADERS;
+    this.#count = 0;
+    const spare = this.#spare;
+    if (spare !== null && spare.length <= SPARE_MAX) spare.fill('');
+    else this.#spare = null;
+    this.#trailers = null;
+    this.#trailerBytes = 0;
+    this.#interim = false;
+    this.#upgrading = false;
+    this.#deferredHead = null;
+    this.#sink = NO_SINK;
+    pool.push(this);
+  }
+
   // ---- after llhttp returns ---------------------------------------------------------------------
 
   #settle(ret: number, base: number, data: Buffer, len: number): ExecuteResult {
@@ -509,7 +619,8 @@ export class HttpParser<T extends ParserType> {
     }
     if (this.#freeRequested) {
       this.#freeRequested = false;
-      this.free();
+      if (this.#releaseRequested) this.#giveBack();
+      else this.free();
       return badRequest('HPE_USER', 'parser freed during a callback');
     }
     if (ret === E_OK) {
@@ -815,4 +926,33 @@ export class HttpParser<T extends ParserType> {
 /** Bytes of wasm memory in use by the shared llhttp instance (0 before the first parser). */
 export function llhttpMemoryBytes(): number {
   return L === null ? 0 : L.memory.buffer.byteLength;
+}
+
+/** Released parsers waiting for take(), by type (see PARSER_POOL_MAX). */
+const spareRequests: HttpParser<'request'>[] = [];
+const spareResponses: HttpParser<'response'>[] = [];
+
+let freedRequests: HttpParser<'request'> | null = null;
+let freedResponses: HttpParser<'response'> | null = null;
+
+/** The always-freed parser release() returns, one per type. */
+function freedRequest(): HttpParser<'request'> {
+  if (freedRequests === null) {
+    freedRequests = new HttpParser('request', NO_SINK);
+    freedRequests.free();
+  }
+  return freedRequests;
+}
+
+function freedResponse(): HttpParser<'response'> {
+  if (freedResponses === null) {
+    freedResponses = new HttpParser('response', NO_SINK);
+    freedResponses.free();
+  }
+  return freedResponses;
+}
+
+/** How many released parsers of each type wait in the pool (tests, diagnostics). */
+export function pooledParsers(): { request: number; response: number } {
+  return { request: spareRequests.length, response: spareResponses.length };
 }

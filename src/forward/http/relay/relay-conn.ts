@@ -100,7 +100,8 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
   linkSet: LinkedSet<Waiter> | null = null;
   linkPrev: Waiter | null = null;
   linkNext: Waiter | null = null;
-  private readonly parser: HttpParser<'request'>;
+  /** Given back with release() when the connection ends or becomes a tunnel (see llhttp-parser.ts). */
+  private parser: HttpParser<'request'>;
   /** Bytes read after a paused (complete) request, parsed once its response is done. */
   private backlog: Buffer | null = null;
   /** The current request's decision and its record (null for a quick denial, whose decision is shared). */
@@ -252,7 +253,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     /** The outbound PROXY header for this client connection, null when the listener sends none. */
     private readonly proxyHeader: Buffer | null,
   ) {
-    this.parser = new HttpParser('request', this, { maxHeaderBytes: host.settings.maxHeaderBytes });
+    this.parser = HttpParser.take('request', this, { maxHeaderBytes: host.settings.maxHeaderBytes });
     socket.owner = this;
     socket.onData = RelayConn.clientData;
     socket.onDrain = RelayConn.clientDrained;
@@ -834,7 +835,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     // The relay lets go of the client socket, except its close (closed() records the exchange and
     // closes the upstream) and its idle timeout.
     this.stopWaiting();
-    this.parser.free();
+    this.parser = this.parser.release();
     this.socket.onData = null;
     this.socket.onDrain = null;
     this.socket.onEnd = null;
@@ -1008,7 +1009,7 @@ export class RelayConn implements ParserSink<RequestHead>, UpstreamOwner, PoolWa
     this.host.waits.delete(this);
     if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
     this.lingerTimer = null;
-    this.parser.free();
+    this.parser = this.parser.release();
     this.abandonUpstream();
     this.dedicated?.socket.destroy();
     this.dedicated = null;

@@ -217,7 +217,8 @@ function take(c: UpstreamConn): UpstreamConn {
 /** One upstream socket and its response parser. */
 export class UpstreamConn implements ParserSink<ResponseHead> {
   readonly socket: ByteSocket;
-  readonly parser: HttpParser<'response'>;
+  /** Given back with release() when the socket closes or becomes a tunnel (see llhttp-parser.ts). */
+  parser: HttpParser<'response'>;
   owner: UpstreamOwner | null = null;
   connected = false;
   /** Taken from the pool, or kept by its client connection (it carried an exchange before this one). */
@@ -272,7 +273,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     // The owner first: a body delimited by the close is completed with parser.finish(), so the
     // parser is freed only after it (test: "an upstream that closes after the response head").
     o?.upstreamClosed(c);
-    c.parser.free();
+    c.parser = c.parser.release();
   };
 
   constructor(
@@ -292,7 +293,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     if (header !== null) this.socket.write(header);
     // Paused after each response, so bytes behind a complete response are seen (and the socket
     // dropped) instead of being parsed into a released socket's next message.
-    this.parser = new HttpParser('response', this, { pauseAfterMessage: true });
+    this.parser = HttpParser.take('response', this, { pauseAfterMessage: true });
     const socket = this.socket;
     socket.owner = this;
     socket.onData = UpstreamConn.upData;
@@ -437,7 +438,7 @@ export class UpstreamConn implements ParserSink<ResponseHead> {
     this.tunnelled = true;
     this.socket.onData = null;
     this.socket.onDrain = null;
-    this.parser.free();
+    this.parser = this.parser.release();
   }
 
   onHead(head: ResponseHead): void {
