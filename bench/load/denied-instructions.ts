@@ -6,6 +6,8 @@
  *   npx tsc -p tsconfig.json && node dist/bench/load/denied-instructions.js
  *     [--main other/dist/src/main.js] [--node /path/to/node] [--requests 4000] [--warmup 30000]
  *     [--connections 50] [--pipeline 1] [--access on|off] [--allowed] [--node-flags "--v8-flag ..."]
+ *     [--per-connection N] (each client connection's last request, its Nth, says `Connection: close`:
+ *                          1 is a new connection for every request; default: kept alive)
  *     [--env "NAME=VALUE ..."]   (ipgate's environment only: another malloc by LD_PRELOAD, MALLOC_ARENA_MAX)
  *     [--tls]             (the listener terminates TLS, the client keeps TLS connections: HTTPS keep-alive)
  *     [--stat]            (no valgrind: user and system microseconds per request from /proc)
@@ -48,6 +50,7 @@ const REQUESTS = Number(arg('--requests', '4000'));
 const WARMUP = Number(arg('--warmup', '30000'));
 const CONNECTIONS = Number(arg('--connections', '50'));
 const PIPELINE = Number(arg('--pipeline', '1'));
+const PER_CONNECTION = Number(arg('--per-connection', '0'));
 const ACCESS = arg('--access', 'off') === 'on';
 const ALLOWED = process.argv.includes('--allowed');
 /**
@@ -110,17 +113,21 @@ function connection(port: number, n: number, expect: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = TLS ? tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }) : net.connect({ host: '127.0.0.1', port });
     const req = `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+    const last = `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`;
     let left = n;
+    /** Requests this connection may still send (--per-connection), or Infinity. */
+    let mine = PER_CONNECTION > 0 ? PER_CONNECTION : Number.POSITIVE_INFINITY;
     let inFlight = 0;
     let buf = '';
     const send = (): void => {
-      const k = Math.min(PIPELINE, left);
+      const k = Math.min(PIPELINE, left, mine);
       if (k === 0) {
         s.end();
         return;
       }
       inFlight = k;
-      s.write(req.repeat(k));
+      mine -= k;
+      s.write(mine === 0 ? req.repeat(k - 1) + last : req.repeat(k));
     };
     s.setEncoding('latin1');
     s.on('data', (d: string) => {

@@ -36,6 +36,7 @@ import { LinkedSet } from '../connection/linked-set';
 import { gather } from '../connection/gather';
 import { HeaderStage, type HeaderSink } from './header-stage';
 import { RawSocket } from '../transport/raw-socket';
+import type { Owned, SocketCallback } from '../transport/byte-socket';
 
 /**
  * What a listener hands an admitted connection to, and the lifecycle the listener drives through
@@ -129,6 +130,12 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
   private readonly acceptErrors: AcceptErrors;
   /** The TLS stage, or null (plaintext: the leftover bytes go straight to the handler). */
   private readonly tls: TlsTerminator | null;
+  /**
+   * A RawSocket's error handler and close hook, one of each for every connection of the listener:
+   * the socket's `record` is its Connection (transport/byte-socket.ts says why not a closure).
+   */
+  private readonly socketFailed: (this: Owned, code: string) => void;
+  private readonly socketClosed: SocketCallback;
   /** What the TLS stage calls back with. */
   private readonly tlsResult: TlsStageResult = {
     done: (conn, socket) => {
@@ -159,6 +166,18 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     this.name = config.name;
     this.stats = deps.stats ?? new ListenerStats(config.name);
     this.log = deps.logger.child({ listener: config.name });
+    const log = this.log;
+    const listener = this;
+    // Made in locals (test/unit/transport/handler-functions.test.ts); once per listener.
+    const socketFailed = function (this: Owned, code: string): void {
+      // Errors from the peer (ECONNRESET, ...) are expected: they only end this connection.
+      log.debug({ err: code, conn: (this.record as Connection).id }, 'client socket error');
+    };
+    const socketClosed = function (this: Owned): void {
+      listener.onClosed(this.record as Connection);
+    };
+    this.socketFailed = socketFailed;
+    this.socketClosed = socketClosed;
     this.admission = new Admission(deps.list, this.stats, this.log);
     this.trustedSources = addressSet(config.proxyProtocol.trustedSources, deps.list.owner);
     this.tls = deps.tls ?? null;
@@ -383,11 +402,9 @@ export class Listener implements HeaderSink, HelloSink, RouteReceiver<SniRoutes 
     }
     socket.setNoDelay();
     const conn = new Connection(nextConnectionId++, this.name, socket, remote, remotePort, local, localPort);
-    // A local first: a function written straight into a property is allocated old
-    // (transport/relay-pair.ts has why).
-    const failed = (code: string): void => this.log.debug({ err: code, conn: conn.id }, 'client socket error');
-    socket.onError = failed;
-    socket.onClose(() => this.onClosed(conn));
+    socket.record = conn;
+    socket.onError = this.socketFailed;
+    socket.onClose(this.socketClosed);
     this.start(conn);
   }
 

@@ -16,6 +16,8 @@
  * connection there, where a closure made per socket would be ~56 bytes and its context more, kept
  * for the connection's life and dying in the old generation with it (bench/README.md "What a
  * connection leaves in the old generation"). Arrow functions ignore `this` and work as well.
+ * `record` is the same for the hooks of the stages that stay for the connection's life without
+ * owning its callbacks (the listener's, the HTTP forwarder's): the connection's record, set once.
  */
 import { performance } from 'node:perf_hooks';
 import type net from 'node:net';
@@ -24,6 +26,12 @@ import type net from 'node:net';
 export interface Owned {
   /** Set by whoever installs the callbacks, for functions shared by every socket (see above). */
   owner: object | null;
+  /**
+   * A client socket's connection record (connection/connection.ts), set by the listener when it
+   * accepts the socket (and by the HTTP forwarder on the socket a TLS handshake gives it), for
+   * the close hooks and error handler shared by every connection of a listener (see above).
+   */
+  record: object | null;
 }
 
 /** A callback without an argument, called with the socket as `this`. */
@@ -73,6 +81,7 @@ export interface ByteSocket extends Owned {
  */
 export abstract class CloseHooks implements Owned {
   owner: object | null = null;
+  record: object | null = null;
   /**
    * The first three hooks in fields and the rest in a list made at the fourth: an HTTP client
    * socket has three (the listener's, the forwarder's and the relay's), and a list per socket was

@@ -25,7 +25,7 @@ import type { RouteReceiver, RoutesVersion } from '../../route/route-receiver';
 import { routesVersion } from '../../route/routes-in-force';
 import { readsList } from '../../store/list-ref';
 import type { LiveList } from '../../store/live-lists';
-import { NetByteSocket, type ByteSocket } from '../../transport/byte-socket';
+import { NetByteSocket, type ByteSocket, type Owned, type SocketCallback } from '../../transport/byte-socket';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
 import { takeTlsSocket } from '../../transport/tls-byte-socket';
 import { WaitSweep } from '../../connection/wait-sweep';
@@ -74,6 +74,8 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   private readonly group: UpstreamGroup;
   /** How active checks resolve named targets: as the data path does (upstream-dns.ts), null: no cache. */
   private readonly lookup: Lookup | null;
+  /** The close hook of every HTTP/1.x connection's socket (see open()). */
+  private readonly closedHook: SocketCallback;
 
   constructor(
     private readonly config: Readonly<ListenerConfig>,
@@ -89,6 +91,11 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
   ) {
     const h = config.http;
     this.log = logger.child({ listener: config.name });
+    const forwarder = this;
+    const closedHook = function (this: Owned): void {
+      forwarder.socketClosed((this.record as Connection).handlerState as HttpConn);
+    };
+    this.closedHook = closedHook;
     const canned = new CannedResponses(h.deniedBody);
     const group = buildGroup(
       config.upstreams,
@@ -229,8 +236,12 @@ export class HttpForwarder implements ConnectionHandler, RouteReceiver<HttpRoute
     conn.handlerState = hc;
     this.active++;
     this.conns.add(hc);
-    if (socket !== null) socket.onClose(() => this.socketClosed(hc));
-    else (conn.socket as net.Socket).once('close', () => this.socketClosed(hc));
+    if (socket !== null) {
+      // One hook for every connection: the socket's record is its Connection, whose handlerState
+      // is this HttpConn (transport/byte-socket.ts says why not a closure).
+      socket.record = conn;
+      socket.onClose(this.closedHook);
+    } else (conn.socket as net.Socket).once('close', () => this.socketClosed(hc));
     return hc;
   }
 
