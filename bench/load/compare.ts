@@ -1594,15 +1594,24 @@ function report(
         const cell = (rr: number[]): string =>
           rr.length === 0 ? '' : `${median(rr).toFixed(2)} (${Math.min(...rr).toFixed(2)}-${Math.max(...rr).toFixed(2)})`;
         const p99 = ratio((s) => s.p99ms);
-        if (p99.length > 0) rows.push(`| ${w} | ${proxy} | ${cell(p99)} | ${cell(ratio((s) => s.p999ms))} |`);
+        const p50 = ratio((s) => s.p50ms);
+        const shape = ratio((s) => (s.p99ms != null && s.p50ms != null && s.p50ms > 0 ? s.p99ms / s.p50ms : null));
+        if (p99.length > 0)
+          rows.push(`| ${w} | ${proxy} | ${cell(p99)} | ${cell(ratio((s) => s.p999ms))} | ${cell(p50)} | ${cell(shape)} |`);
       }
     }
     if (rows.length > 0)
       lines.push(
         '',
-        '| workload | proxy | p99 / nginx p99 (same round, median (range)) | p99.9 / nginx p99.9 (wrk workloads) |',
-        '|---|---|---|---|',
+        '| workload | proxy | p99 / nginx p99 (same round, median (range)) | p99.9 / nginx p99.9 (wrk workloads) | p50 / nginx p50 | (p99 / p50) / nginx (p99 / p50) |',
+        '|---|---|---|---|---|---|',
         ...rows,
+        '',
+        // Little's law: every workload keeps its connections busy, so a proxy's latency at the
+        // median follows its own rate (bench/README.md "The p99 at saturation: the rate and the shape of the tail").
+        "At saturation each workload keeps a fixed number of requests in flight, so a proxy's p50 is about that number over its " +
+          "own rate (Little's law): p50 / nginx p50 is about nginx's rate over this proxy's, and the last column is what " +
+          'is left of the p99 ratio, the shape of the tail (p99 / nginx p99 = the two columns multiplied).',
       );
   }
   // Throughput against `base` in the same round: with --base-workers, the workers factor.
