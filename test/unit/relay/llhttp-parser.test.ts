@@ -996,6 +996,10 @@ t.test('release: the parser returned is always freed; a pooled parser is never g
   t.throws(() => HttpParser.take('other' as ParserType, new Recorder<Head>() as ParserSink<never>), TypeError);
   a.release();
   c.release();
+  const pooled = pooledParsers().request;
+  t.ok(pooled >= 2);
+  t.throws(() => HttpParser.take('request', new Recorder<RequestHead>(), { maxHeaderBytes: 0 }), RangeError);
+  t.equal(pooledParsers().request, pooled, 'an invalid option throws before a parser leaves the pool');
 });
 
 t.test('release from inside a callback happens when execute returns', async (t) => {

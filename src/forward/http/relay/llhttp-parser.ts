@@ -416,9 +416,10 @@ export class HttpParser<T extends ParserType> {
    */
   static take<T extends ParserType>(type: T, sink: ParserSink<HeadOf<T>>, options: ParserOptions = {}): HttpParser<T> {
     const pool = (type === 'request' ? spareRequests : type === 'response' ? spareResponses : null) as HttpParser<T>[] | null;
-    const p = pool?.pop();
-    if (p === undefined) return new HttpParser(type, sink, options);
-    p.#maxHeaderBytes = maxHeaderBytesOf(options);
+    if (pool === null || pool.length === 0) return new HttpParser(type, sink, options);
+    const max = maxHeaderBytesOf(options); // may throw: before a parser leaves the pool
+    const p = pool.pop()!;
+    p.#maxHeaderBytes = max;
     p.#pauseAfterMessage = options.pauseAfterMessage ?? true;
     p.#sink = sink;
     p.#state = 'active';
