@@ -557,7 +557,7 @@ export class HttpParser<T extends ParserType> {
    * Inside a sink method the release happens when execute() returns, as free()'s does.
    */
   release(): HttpParser<T> {
-    const freed = (this.type === 'request' ? freedRequest() : freedResponse()) as HttpParser<T>;
+    const freed = freedParser(this.type);
     if (this.#state === 'freed') return freed;
     if (current === this) {
       this.#freeRequested = true;
@@ -933,24 +933,17 @@ export function llhttpMemoryBytes(): number {
 const spareRequests: HttpParser<'request'>[] = [];
 const spareResponses: HttpParser<'response'>[] = [];
 
-let freedRequests: HttpParser<'request'> | null = null;
-let freedResponses: HttpParser<'response'> | null = null;
+/** The always-freed parser release() returns, one per type (made at the first release). */
+const freedParsers: { request?: HttpParser<'request'>; response?: HttpParser<'response'> } = {};
 
-/** The always-freed parser release() returns, one per type. */
-function freedRequest(): HttpParser<'request'> {
-  if (freedRequests === null) {
-    freedRequests = new HttpParser('request', NO_SINK);
-    freedRequests.free();
+function freedParser<T extends ParserType>(type: T): HttpParser<T> {
+  let p = freedParsers[type] as HttpParser<T> | undefined;
+  if (p === undefined) {
+    p = new HttpParser(type, NO_SINK);
+    p.free();
+    (freedParsers as Record<ParserType, HttpParser<ParserType>>)[type] = p;
   }
-  return freedRequests;
-}
-
-function freedResponse(): HttpParser<'response'> {
-  if (freedResponses === null) {
-    freedResponses = new HttpParser('response', NO_SINK);
-    freedResponses.free();
-  }
-  return freedResponses;
+  return p;
 }
 
 /** How many released parsers of each type wait in the pool (tests, diagnostics). */
