@@ -9,10 +9,10 @@
  *   server (nginx lower-cases the Host and cuts a trailing dot before choosing the block).
  */
 import http from 'node:http';
-import type net from 'node:net';
 import type { Test } from 'tap';
 import { freePort } from './net';
 import { nginxHttpPreamble, startNginx } from './peers';
+import { listenLoopback } from './http';
 
 /** What the Node app saw and served. */
 export interface UrlRouterReport {
@@ -52,15 +52,7 @@ export async function urlRouterBackend(t: Test): Promise<number> {
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify(report));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
+  return listenLoopback(t, server);
 }
 
 /** Express 4/5 req.hostname: the first of a list, the port cut (IPv6 brackets kept). */

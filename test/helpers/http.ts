@@ -87,6 +87,30 @@ export async function countingBackend(handler: http.RequestListener = (_req, res
   return b;
 }
 
+/** What listenLoopback needs of a server: node:http's and node:https's both have it. */
+interface LoopbackServer {
+  listen(port: number, host: string, cb: () => void): unknown;
+  closeAllConnections(): void;
+  close(cb: () => void): unknown;
+  address(): net.AddressInfo | string | null;
+}
+
+/**
+ * Listens on 127.0.0.1 (a port of the kernel's choice) and returns the port; when `t` ends, every
+ * connection is closed (keep-alive ones too) and then the server.
+ */
+export async function listenLoopback(t: { teardown(fn: () => Promise<void>): void }, server: LoopbackServer): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
+  return (server.address() as net.AddressInfo).port;
+}
+
 /** A port nothing listens on (bound then closed). */
 export async function deadPort(): Promise<number> {
   const s = net.createServer();

@@ -23,11 +23,11 @@
  * a redirect, a 400 of the backend's own).
  */
 import http from 'node:http';
-import type net from 'node:net';
 import type { Test } from 'tap';
 import { freePort } from './net';
 import { nginxHttpPreamble, startNginx } from './peers';
 import { startTomcat } from './tomcat';
+import { listenLoopback } from './http';
 
 export type Location = 'admin-host' | 'www-admin' | 'www-public' | 'www-root' | 'default';
 
@@ -119,13 +119,5 @@ export async function locationWhatwg(t: Test): Promise<number> {
     res.end(body);
   });
   server.keepAliveTimeout = 30_000;
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
+  return listenLoopback(t, server);
 }

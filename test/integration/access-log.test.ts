@@ -13,6 +13,7 @@ import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2 } from '../../src/proxy-protocol/encoder';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, readLine, readUntil, refusingPort, waitFor } from '../helpers/net';
+import { listenLoopback } from '../helpers/http';
 
 type Line = Record<string, unknown>;
 
@@ -25,15 +26,7 @@ async function echoBackend(t: Test): Promise<number> {
 
 async function httpBackend(t: Test): Promise<number> {
   const server = http.createServer((req, res) => res.end(`hello ${req.headers['x-real-ip']}\n`));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
+  return listenLoopback(t, server);
 }
 
 function accessLines(g: Started, listener: string): Line[] {

@@ -13,6 +13,7 @@ import { CertDir } from '../helpers/certs';
 import { startHttpGate, startIpgate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
+import { listenLoopback } from '../helpers/http';
 
 const skip = missing('openssl') || missing('curl') || missing('nghttp');
 
@@ -475,16 +476,9 @@ async function slowBackend(t: Test): Promise<{ port: number; arrived: () => numb
     }
     res.end(`fast ${req.url}\n`);
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
+  const port = await listenLoopback(t, server);
   return {
-    port: (server.address() as net.AddressInfo).port,
+    port,
     arrived: () => arrived,
     release: () => {
       for (const res of waiting.splice(0)) res.end('slow done\n');

@@ -34,6 +34,7 @@ import { startIpgate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
 import { prng } from '../helpers/prng';
+import { listenLoopback } from '../helpers/http';
 
 const skip = missing('openssl');
 const A = 'web.test';
@@ -52,15 +53,7 @@ async function backend(t: Test): Promise<Backend> {
     req.resume();
     req.on('end', () => res.end('ok\n'));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return { port: (server.address() as net.AddressInfo).port, requests: () => n };
+  return { port: await listenLoopback(t, server), requests: () => n };
 }
 
 async function gate(t: Test, b: Backend, http2: Record<string, unknown> = {}, httpExtra: Record<string, unknown> = {}): Promise<Started> {

@@ -13,7 +13,7 @@ import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { connect, readAll, readUntil, stalledPort } from '../helpers/net';
 import { missing } from '../helpers/peers';
-import { request } from '../helpers/http';
+import { request, listenLoopback } from '../helpers/http';
 import { threeBackends } from '../helpers/routes';
 import { routesUpdate, routesVersion } from '../../src/route/routes-in-force';
 import type { Config } from '../../src/schema/config';
@@ -47,15 +47,7 @@ async function slowBackend(t: Test, ms: number): Promise<number> {
   const server = http.createServer((_req, res) => {
     setTimeout(() => res.end('slow\n'), ms);
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
+  return listenLoopback(t, server);
 }
 
 type Routes = NonNullable<Config['listeners'][number]['routes']>;

@@ -5,26 +5,17 @@
  * Each http-proxy defect the forwarder handles has a test here.
  */
 import http from 'node:http';
-import type net from 'node:net';
 import { once } from 'node:events';
 import t, { type Test } from 'tap';
 import { createHttpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV2 } from '../../src/proxy-protocol/encoder';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, readUntil, waitFor } from '../helpers/net';
-import { countingBackend, deadPort, request, type CountingBackend } from '../helpers/http';
+import { countingBackend, deadPort, request, type CountingBackend, listenLoopback } from '../helpers/http';
 
 async function echo(t: Test): Promise<number> {
   const server = createHttpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
+  return listenLoopback(t, server);
 }
 
 async function backend(t: Test, handler?: http.RequestListener): Promise<CountingBackend> {

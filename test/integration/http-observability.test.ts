@@ -8,7 +8,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import t, { type Test } from 'tap';
 import { startIpgate, type Started } from '../helpers/ipgate';
-import { deadPort } from '../helpers/http';
+import { deadPort, listenLoopback } from '../helpers/http';
 import { connect, readAll, readUntil, waitFor } from '../helpers/net';
 
 const ENGINES = ['relay'] as const;
@@ -32,15 +32,7 @@ async function backend(t: Test, seen: Seen[]): Promise<number> {
     socket.on('end', () => socket.end()); // node:http server sockets are half-open: close with the client
     socket.on('error', () => undefined);
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
+  return listenLoopback(t, server);
 }
 
 function lines(g: Started): Line[] {

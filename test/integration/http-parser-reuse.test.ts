@@ -17,6 +17,7 @@ import { pooledParsers } from '../../src/forward/http/relay/llhttp-parser';
 import { startHttpGate } from '../helpers/ipgate';
 import { connect } from '../helpers/net';
 import { prng } from '../helpers/prng';
+import { listenLoopback } from '../helpers/http';
 
 /** How a client connection ends after its complete requests. */
 type End = 'close' | 'mid-head' | 'mid-body' | 'mid-pipeline' | 'malformed';
@@ -47,15 +48,7 @@ async function backend(t: Test): Promise<number> {
     res.end(body);
   });
   server.keepAliveTimeout = 30_000;
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
+  return listenLoopback(t, server);
 }
 
 const request = (id: string): string => `GET /r/${id}?q=${id} HTTP/1.1\r\nHost: reuse.test\r\nX-Id: ${id}\r\n\r\n`;

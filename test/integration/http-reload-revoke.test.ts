@@ -17,6 +17,7 @@ import { routesUpdate, routesVersion, type RouteSwapResult } from '../../src/rou
 import { startAdminGate, type AdminGate } from '../helpers/admin-api';
 import { closed, connect, readAll, readUntil, waitFor } from '../helpers/net';
 import { wsHandshake, WsReader } from '../helpers/websocket';
+import { listenLoopback } from '../helpers/http';
 
 type Routes = NonNullable<Config['listeners'][number]['routes']>;
 
@@ -40,16 +41,9 @@ async function backend(t: Test): Promise<{ port: number; held: () => number; rel
     if (req.url?.startsWith('/slow') === true) held.push(send);
     else send();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
+  const port = await listenLoopback(t, server);
   return {
-    port: (server.address() as net.AddressInfo).port,
+    port,
     held: () => held.length,
     release: () => {
       for (const f of held.splice(0)) f();

@@ -10,19 +10,12 @@ import { createHttpEcho, wsAccept, wsFrame } from '../../src/echo/echo-server';
 import { encodeProxyV1 } from '../../src/proxy-protocol/encoder';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, waitFor } from '../helpers/net';
-import { deadPort } from '../helpers/http';
+import { deadPort, listenLoopback } from '../helpers/http';
 import { wsHandshake as handshake, WsReader as Reader } from '../helpers/websocket';
 
 async function echo(t: Test): Promise<http.Server> {
   const server = createHttpEcho();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
+  await listenLoopback(t, server);
   return server;
 }
 const portOf = (s: net.Server): number => (s.address() as net.AddressInfo).port;
