@@ -4,7 +4,11 @@
  * "What a connection leaves in the old generation"). Not timed.
  *
  *   npx tsc -p tsconfig.json && node dist/bench/load/conn-heap.js
- *     [--main other/dist/src/main.js] [--node /path/to/node] [--conns 1000] [--top 20]
+ *     [--main other/dist/src/main.js] [--node /path/to/node] [--conns 1000] [--top 20] [--tcp]
+ *
+ * `--tcp`: the same for a TCP listener's connection (a long-lived one: a database client's,
+ * a WebSocket's through a TCP listener): each connection sends 4 bytes, reads them back from an
+ * echo backend in this process and stays open.
  *
  * ipgate (an HTTP listener, an allowlist that admits 127.0.0.1, a backend in this process, every
  * wait between requests at 10 minutes) runs with `--heapsnapshot-signal=SIGUSR2`. This process
@@ -29,6 +33,7 @@ const MAIN = arg('--main', path.join(ROOT, 'dist/src/main.js'));
 const NODE = arg('--node', process.execPath);
 const CONNS = Number(arg('--conns', '1000'));
 const TOP = Number(arg('--top', '20'));
+const TCP = process.argv.includes('--tcp');
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -48,9 +53,26 @@ function oneRequest(port: number): Promise<net.Socket> {
   });
 }
 
+/** A TCP connection through the listener: 4 bytes out, the echo back; resolves with the socket. */
+function oneEcho(port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    let got = '';
+    s.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (got === 'ping') resolve(s);
+      else if (!'ping'.startsWith(got)) reject(new Error(`unexpected echo: ${got}`));
+    });
+    s.on('error', reject);
+    s.on('close', () => reject(new Error('closed before the echo')));
+    s.write('ping');
+  });
+}
+
 async function connections(port: number, n: number): Promise<net.Socket[]> {
+  const one = TCP ? oneEcho : oneRequest;
   const out: net.Socket[] = [];
-  for (let i = 0; i < n; i += 50) out.push(...(await Promise.all(Array.from({ length: Math.min(50, n - i) }, () => oneRequest(port)))));
+  for (let i = 0; i < n; i += 50) out.push(...(await Promise.all(Array.from({ length: Math.min(50, n - i) }, () => one(port)))));
   return out;
 }
 
@@ -102,7 +124,15 @@ function sizes(file: string): Map<string, { bytes: number; count: number }> {
 
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ipgate-conn-heap-'));
-  const backend = http.createServer({ keepAliveTimeout: 600_000 }, (_q, r) => r.end('ok'));
+  const echoed = new Set<net.Socket>();
+  const backend = TCP
+    ? net.createServer((s) => {
+        echoed.add(s);
+        s.on('close', () => echoed.delete(s));
+        s.on('error', () => s.destroy());
+        s.pipe(s);
+      })
+    : http.createServer({ keepAliveTimeout: 600_000 }, (_q, r) => r.end('ok'));
   await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
   const [listen, admin] = [await freePort(), await freePort()];
   const minutes = 600_000;
@@ -113,13 +143,13 @@ async function main(): Promise<void> {
     allowlists: { list: ['127.0.0.0/8'] },
     listeners: [
       {
-        name: 'http',
-        mode: 'http',
+        name: TCP ? 'tcp' : 'http',
+        mode: TCP ? 'tcp' : 'http',
         listen: `127.0.0.1:${listen}`,
         allowlist: 'list',
         upstreams: [`127.0.0.1:${(backend.address() as net.AddressInfo).port}`],
         timeouts: { idleMs: minutes },
-        http: { keepAliveTimeoutMs: minutes },
+        ...(TCP ? {} : { http: { keepAliveTimeoutMs: minutes } }),
       },
     ],
   };
@@ -144,13 +174,15 @@ async function main(): Promise<void> {
       count: ((after.get(k)?.count ?? 0) - (before.get(k)?.count ?? 0)) / CONNS,
     }));
     const total = rows.reduce((sum, r) => sum + r.bytes, 0);
-    console.log(`${path.relative(ROOT, MAIN)} node ${execVersion()}: ${CONNS} kept connections, ${total.toFixed(0)} bytes each`);
+    const kind = TCP ? 'TCP' : 'kept HTTP/1.1';
+    console.log(`${path.relative(ROOT, MAIN)} node ${execVersion()}: ${CONNS} ${kind} connections, ${total.toFixed(0)} bytes each`);
     console.log('| bytes a connection | nodes a connection | kind |\n|---|---|---|');
     for (const r of rows.sort((x, y) => y.bytes - x.bytes).slice(0, TOP))
       console.log(`| ${r.bytes.toFixed(1)} | ${r.count.toFixed(2)} | ${r.key} |`);
   } finally {
     child.kill('SIGKILL');
-    backend.closeAllConnections();
+    if (backend instanceof http.Server) backend.closeAllConnections();
+    for (const s of echoed) s.destroy();
     backend.close();
     if (!process.env.BENCH_KEEP) fs.rmSync(dir, { recursive: true, force: true });
   }
