@@ -83,8 +83,8 @@ export class Connection implements Linked<Connection> {
   /** A TLS listener's handshake result (the access log's `tls`), null on plaintext. */
   tls: TlsFacts | null = null;
   /**
-   * The handler's own record of this connection (the HTTP forwarder's HttpConn), null before and
-   * on other listeners. A field here, not a property added to the socket after it was made: that
+   * The handler's own record of this connection (the HTTP forwarder's HttpConn; on a TCP
+   * listener's libuv-handle path, the client's idle timer), null before and on other listeners. A field here, not a property added to the socket after it was made: that
    * gave HTTP client sockets a shape of their own, which upstream and TCP sockets do not have
    * (bench/README.md "Callbacks that take their socket as `this`": no change in bytes).
    */

@@ -32,6 +32,12 @@ export interface Owned {
    * the close hooks and error handler shared by every connection of a listener (see above).
    */
   record: object | null;
+  /**
+   * The other socket of a relay (transport/relay-pair.ts), set when the relay starts, for the
+   * relay's handlers, which are shared by every pair. Not `owner`: an HTTP tunnel's client socket
+   * keeps its RelayConn there.
+   */
+  peer: ByteSocket | null;
 }
 
 /** A callback without an argument, called with the socket as `this`. */
@@ -82,6 +88,7 @@ export interface ByteSocket extends Owned {
 export abstract class CloseHooks implements Owned {
   owner: object | null = null;
   record: object | null = null;
+  peer: ByteSocket | null = null;
   /**
    * The first three hooks in fields and the rest in a list made at the fourth: an HTTP client
    * socket has three (the listener's, the forwarder's and the relay's), and a list per socket was

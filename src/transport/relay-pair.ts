@@ -10,14 +10,14 @@
  *   pause, is a bulk flow: `bulk.switch` may move it to large reads (forward/tcp/large-reads.ts);
  * - errors and closes are the caller's: each sets what one side's failure does to the other.
  *
- * `relayPair` takes ByteSockets (RawSocket, NetByteSocket): both sockets close once both
- * directions have ended (both FINs read, both sent). `netRelayPair` takes two net.Sockets as they
+ * `relayPair` takes ByteSockets (RawSocket, NetByteSocket, TlsByteSocket): both sockets close
+ * once both directions have ended (both FINs read, both sent). `netRelayPair` takes two net.Sockets as they
  * are, with no ByteSocket wrapper: a wrapper costs six listeners and their closures per socket on
  * the short-connection path (bench/README.md "TCP relay: one socket contract"); net.Sockets close
  * by their own allowHalfOpen rules and the caller's close handlers.
  */
 import type net from 'node:net';
-import type { ByteSocket } from './byte-socket';
+import type { ByteSocket, Owned } from './byte-socket';
 
 /** A direction that turns out to carry a bulk flow may switch how it reads (large-reads.ts). */
 export interface BulkSwitch<S> {
@@ -26,45 +26,61 @@ export interface BulkSwitch<S> {
   switch(src: S, dst: S): void;
 }
 
-export function relayPair<S extends ByteSocket>(a: S, b: S, bulk: BulkSwitch<S> | null = null): void {
-  // Each handler is made in a local before it is assigned: V8 (Node 24) allocates a function
-  // written straight into a property (`a.onData = () => ...`) in the old generation, where it
-  // outlives the connection and keeps the sockets it closes over alive through every scavenge
-  // until the next mark-compact (bench/README.md "Functions assigned to properties are old").
-  const closeIfDone = (): void => {
-    if (a.readEnded && b.readEnded && a.writeFinished && b.writeFinished) {
-      a.destroy();
-      b.destroy();
-    }
+/**
+ * relayPair for ByteSockets, built once per `bulk` (at module load by its callers): returns
+ * `relay(a, b)`, which relays both ways and resumes both. The handlers are functions shared by
+ * every pair, with the socket as `this` and the other one in its `peer` slot (byte-socket.ts):
+ * closures made per pair were 7 functions and their context for the connection's life, ~350 bytes
+ * that died in the old generation with it (bench/README.md "A TCP connection's relay without
+ * closures").
+ */
+export function relayPair<S extends ByteSocket>(bulk: BulkSwitch<S> | null): (a: S, b: S) => void {
+  const bytes = bulk === null ? Infinity : bulk.bytes;
+  function onData(this: Owned, chunk: Buffer): void {
+    const src = this as S;
+    const dst = src.peer as S;
+    if (!dst.write(chunk)) src.pause();
+    else if (chunk.length >= bytes) bulk!.switch(src, dst);
+  }
+  return (a, b) => {
+    a.peer = b;
+    b.peer = a;
+    a.onData = onData;
+    b.onData = onData;
+    a.onDrain = onPeerDrained;
+    b.onDrain = onPeerDrained;
+    a.onEnd = onEnded;
+    b.onEnd = onEnded;
+    a.onFinish = onFinished;
+    b.onFinish = onFinished;
+    a.resume();
+    b.resume();
   };
-  const aData = (chunk: Buffer): void => {
-    if (!b.write(chunk)) a.pause();
-    else if (bulk !== null && chunk.length >= bulk.bytes) bulk.switch(a, b);
-  };
-  const bData = (chunk: Buffer): void => {
-    if (!a.write(chunk)) b.pause();
-    else if (bulk !== null && chunk.length >= bulk.bytes) bulk.switch(b, a);
-  };
-  const bDrained = (): void => a.resume();
-  const aDrained = (): void => b.resume();
-  const aEnded = (): void => {
-    b.end();
-    closeIfDone();
-  };
-  const bEnded = (): void => {
-    a.end();
-    closeIfDone();
-  };
-  a.onData = aData;
-  b.onData = bData;
-  b.onDrain = bDrained;
-  a.onDrain = aDrained;
-  a.onEnd = aEnded;
-  b.onEnd = bEnded;
-  a.onFinish = closeIfDone;
-  b.onFinish = closeIfDone;
-  a.resume();
-  b.resume();
+}
+
+/** `this` is the destination that drained: its source, paused by onData, is the peer. */
+function onPeerDrained(this: Owned): void {
+  this.peer!.resume();
+}
+
+/** The socket's peer sent FIN: pass it on, after the writes queued for the peer. */
+function onEnded(this: Owned): void {
+  const s = this as ByteSocket;
+  s.peer!.end();
+  closeIfDone(s);
+}
+
+function onFinished(this: Owned): void {
+  closeIfDone(this as ByteSocket);
+}
+
+/** Both directions ended (both FINs read, both sent): both sockets close. */
+function closeIfDone(s: ByteSocket): void {
+  const p = s.peer!;
+  if (s.readEnded && p.readEnded && s.writeFinished && p.writeFinished) {
+    s.destroy();
+    p.destroy();
+  }
 }
 
 /** The other socket of a net.Socket pair, kept on the socket: the handlers below are shared. */

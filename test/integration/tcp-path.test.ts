@@ -386,6 +386,28 @@ t.test('idle timeout closes a stream silent in both directions', async (t) => {
   await waitFor(() => g.app.listeners[0]!.stats.closed.get('idle_timeout') === 1);
 });
 
+t.test('idle timeout: traffic keeps a stream open past it, silence then closes it', async (t) => {
+  // The timer is re-armed for the time left when it fires after activity (TcpForwarder.handle):
+  // 8 echoes 150 ms apart span 1,050 ms, more than twice the 400 ms timeout.
+  const backend = await echoBackend(t);
+  const g = await gate(t, { upstreams: [`127.0.0.1:${backend}`], timeouts: { idleMs: 400 } });
+  const c = await connect({ port: g.port() });
+  let ended = false;
+  c.once('close', () => {
+    ended = true;
+  });
+  for (let i = 0; i < 8; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 150));
+    c.write(`ping ${i}\n`);
+    await readUntil(c, `ping ${i}\n`, 2000);
+  }
+  t.notOk(ended, 'open after 1,050 ms of traffic every 150 ms');
+  t.equal(g.app.listeners[0]!.stats.closed.get('idle_timeout') ?? 0, 0, 'no idle timeout counted while active');
+  const ms = await closed(c, 5000);
+  t.ok(ms >= 300 && ms < 2500, `closed ${ms} ms after the last echo (idle timeout 400 ms)`);
+  await waitFor(() => g.app.listeners[0]!.stats.closed.get('idle_timeout') === 1);
+});
+
 t.test('connect timeout: an upstream that never completes the handshake closes the client', async (t) => {
   const stalled = await stalledPort(); // connects to it hang (test/helpers/net.ts)
   t.teardown(stalled.cleanup);

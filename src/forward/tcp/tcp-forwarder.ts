@@ -21,7 +21,8 @@ import { canonicalAddress } from '../../identity/address';
 import type { Connection, Endpoint } from '../../connection/connection';
 import type { ConnectionHandler } from '../../listener/listener';
 import { RawSocket, rawSocketsWanted } from '../../transport/raw-socket';
-import { netRelayPair, relayPair, type BulkSwitch } from '../../transport/relay-pair';
+import type { Owned } from '../../transport/byte-socket';
+import { netRelayPair, relayPair } from '../../transport/relay-pair';
 import { ListenerStats } from '../../metrics/listener-stats';
 import { encodeProxyV1, encodeProxyV2 } from '../../proxy-protocol/encoder';
 import type { UpstreamReason } from '../../reasons';
@@ -72,6 +73,8 @@ export class TcpForwarder implements ConnectionHandler {
   /** `limits.concurrent` (open connections per client), or null. */
   private readonly concurrent: ConcurrencyZone | null = null;
   private readonly concurrentExempt: readonly LiveList[] = [];
+  /** The idle timers' callback on RawSocket clients (handle(); `conn` is the timer's argument). */
+  private readonly idleCheck: (conn: Connection) => void;
 
   constructor(
     private readonly config: Readonly<ListenerConfig>,
@@ -116,6 +119,15 @@ export class TcpForwarder implements ConnectionHandler {
     };
     this.netWatch = { ...watch, relayBoth: relayNet };
     this.rawWatch = { ...watch, relayBoth: relayRaw };
+    const idleMs = config.timeouts.idleMs;
+    const idleCheck = (conn: Connection): void => {
+      const client = conn.socket as RawSocket;
+      if (client.destroyed) return;
+      const left = idleMs - (performance.now() - client.lastActive);
+      if (left <= 0) this.fail(conn, 'idle_timeout');
+      else conn.handlerState = setTimeout(idleCheck, Math.ceil(left), conn);
+    };
+    this.idleCheck = idleCheck;
   }
 
   // Lifecycle (ConnectionHandler): the listener re-checks and closes TCP connections itself (each
@@ -154,7 +166,14 @@ export class TcpForwarder implements ConnectionHandler {
     }
     client.pause();
     if (client instanceof RawSocket) {
-      watchIdle(conn, client, this.config.timeouts.idleMs, this);
+      // The client socket's idle timeout, as net's socket.setTimeout: any read or write on the
+      // client resets it. One timer per connection, re-armed for the time left when it fires
+      // after activity (not per read). Its callback is the forwarder's and the timer waits in
+      // the connection's handlerState for a close hook shared by every connection: closures made
+      // per connection were ~190 bytes for its life (bench/README.md "A TCP connection's relay
+      // without closures").
+      conn.handlerState = setTimeout(this.idleCheck, this.config.timeouts.idleMs, conn);
+      client.onClose(clearIdleTimer);
       this.dial(RAW, conn, client, leftover, hello ?? null, pool, pool.start(), 0);
       return;
     }
@@ -220,11 +239,6 @@ export class TcpForwarder implements ConnectionHandler {
   upstreamError(conn: Connection, code: string): void {
     this.log.debug({ conn: conn.id, upstream: conn.upstream, err: code }, 'upstream socket error');
     this.fail(conn, 'upstream_reset');
-  }
-
-  /** @internal (watchIdle) */
-  idleTimeout(conn: Connection): void {
-    this.fail(conn, 'idle_timeout');
   }
 
   /**
@@ -373,11 +387,16 @@ const NET: SocketKind<net.Socket> = {
 const RAW: SocketKind<RawSocket> = {
   open(_fwd, _conn, _client, target, timer, outcome) {
     const upstream = RawSocket.connect(target.host, target.port, target.family === 6 ? 6 : 4, outcome);
-    // Closed before connecting (Listener.close: revocation, drain): no timeout to report.
-    upstream.onClose(() => clearTimeout(timer));
+    // Closed before connecting (Listener.close: revocation, drain): no timeout to report. The
+    // timer waits in the socket's `owner` (unused on a TCP listener's upstream) for a close hook
+    // shared by every upstream, and relay() lets it go: a closure here kept the timer, and through
+    // its callback the dial's whole context, for the connection's life.
+    upstream.owner = timer;
+    upstream.onClose(clearConnectTimer);
     return upstream;
   },
   relay(fwd, conn, client, upstream, hello, leftover) {
+    upstream.owner = null;
     if (upstream.destroyed) {
       // The first write failed at once (the upstream reset right after accepting).
       fwd.fail(conn, 'upstream_reset');
@@ -400,9 +419,11 @@ const RAW: SocketKind<RawSocket> = {
 
 /** The relays (transport/relay-pair.ts) with this forwarder's bulk switches (large-reads.ts). */
 const relayNet = netRelayPair({ bytes: BULK_CHUNK_BYTES, switch: maybeSwitch });
-const RAW_BULK: BulkSwitch<RawSocket> = { bytes: BULK_CHUNK_BYTES, switch: switchRaw };
-function relayRaw(client: RawSocket, upstream: RawSocket): void {
-  relayPair(client, upstream, RAW_BULK);
+const relayRaw = relayPair<RawSocket>({ bytes: BULK_CHUNK_BYTES, switch: switchRaw });
+
+/** The close hook of RAW.open: `owner` is the connect timer until the upstream connected. */
+function clearConnectTimer(this: Owned): void {
+  if (this.owner !== null) clearTimeout(this.owner as NodeJS.Timeout);
 }
 
 /**
@@ -426,21 +447,9 @@ function switchRaw(src: RawSocket, dst: RawSocket): void {
   dst.onClose(closed);
 }
 
-/**
- * The client socket's idle timeout for RawSockets: like net's socket.setTimeout, any read or write
- * on the client resets it. One timer per connection, re-armed for the time left when it fires
- * after activity (not per read).
- */
-function watchIdle(conn: Connection, client: RawSocket, idleMs: number, fwd: TcpForwarder): void {
-  let timer: NodeJS.Timeout;
-  const check = (): void => {
-    if (client.destroyed) return;
-    const left = idleMs - (performance.now() - client.lastActive);
-    if (left <= 0) fwd.idleTimeout(conn);
-    else timer = setTimeout(check, Math.ceil(left));
-  };
-  timer = setTimeout(check, idleMs);
-  client.onClose(() => clearTimeout(timer));
+/** The close hook of a RawSocket client's idle timer (TcpForwarder.handle): its record is its Connection. */
+function clearIdleTimer(this: Owned): void {
+  clearTimeout((this.record as Connection).handlerState as NodeJS.Timeout);
 }
 
 /**

@@ -14,6 +14,9 @@
 import type { ByteSocket } from '../../../transport/byte-socket';
 import { relayPair } from '../../../transport/relay-pair';
 
+/** No bulk switch: an upgraded connection keeps its reads as they are. */
+const relayTunnel = relayPair<ByteSocket>(null);
+
 export class Tunnel {
   constructor(
     private readonly client: ByteSocket,
@@ -36,6 +39,6 @@ export class Tunnel {
       client.onFinish = finished;
       client.end();
     });
-    relayPair(client, upstream);
+    relayTunnel(client, upstream);
   }
 }
