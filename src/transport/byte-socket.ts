@@ -29,7 +29,8 @@ export interface Owned {
   /**
    * A client socket's connection record (connection/connection.ts), set by the listener when it
    * accepts the socket (and by the HTTP forwarder on the socket a TLS handshake gives it), for
-   * the close hooks and error handler shared by every connection of a listener (see above).
+   * the close hooks and error handler shared by every connection of a listener (see above); on a
+   * TCP listener's relayed upstream socket, its client's, for the forwarder's error handler.
    */
   record: object | null;
   /**

@@ -408,6 +408,46 @@ t.test('idle timeout: traffic keeps a stream open past it, silence then closes i
   await waitFor(() => g.app.listeners[0]!.stats.closed.get('idle_timeout') === 1);
 });
 
+t.test('a reset on either side mid-stream closes the other side', async (t) => {
+  // The backend keeps each connection and says when its first bytes came and when it closed.
+  const conns: { socket: net.Socket; got: Promise<void>; gone: Promise<string> }[] = [];
+  const server = net.createServer((s) => {
+    const got = new Promise<void>((r) => s.once('data', () => r()));
+    const gone = new Promise<string>((r) => {
+      s.on('error', (e: NodeJS.ErrnoException) => r(e.code ?? 'error'));
+      s.on('close', () => r('close'));
+    });
+    conns.push({ socket: s, got, gone });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    for (const c of conns) c.socket.destroy();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  const g = await gate(t, { upstreams: [`127.0.0.1:${(server.address() as net.AddressInfo).port}`] });
+  const within = <T>(p: Promise<T>, what: string): Promise<T> =>
+    Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within 3 s`)), 3000))]);
+
+  // The client resets: the backend's connection closes.
+  const a = await connect({ port: g.port() });
+  a.write('from a');
+  await waitFor(() => conns.length === 1);
+  await within(conns[0]!.got, 'the backend read the client');
+  a.resetAndDestroy();
+  t.ok(await within(conns[0]!.gone, 'the backend connection closed'), 'a client reset closes the upstream connection');
+
+  // The backend resets: the client closes, counted as upstream_reset.
+  const b = await connect({ port: g.port() });
+  b.on('error', () => undefined);
+  b.write('from b');
+  await waitFor(() => conns.length === 2);
+  await within(conns[1]!.got, 'the backend read the client');
+  const clientGone = closed(b, 3000);
+  conns[1]!.socket.resetAndDestroy();
+  t.ok((await clientGone) >= 0, 'an upstream reset closes the client');
+  await waitFor(() => g.app.listeners[0]!.stats.closed.get('upstream_reset') === 1, 3000, 'upstream_reset counted');
+});
+
 t.test('connect timeout: an upstream that never completes the handshake closes the client', async (t) => {
   const stalled = await stalledPort(); // connects to it hang (test/helpers/net.ts)
   t.teardown(stalled.cleanup);

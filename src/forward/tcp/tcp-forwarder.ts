@@ -75,6 +75,8 @@ export class TcpForwarder implements ConnectionHandler {
   private readonly concurrentExempt: readonly LiveList[] = [];
   /** The idle timers' callback on RawSocket clients (handle(); `conn` is the timer's argument). */
   private readonly idleCheck: (conn: Connection) => void;
+  /** @internal (RAW.relay) A relayed RawSocket upstream's error handler: its record is the connection. */
+  readonly rawUpstreamFailed: (this: Owned, code: string) => void;
 
   constructor(
     private readonly config: Readonly<ListenerConfig>,
@@ -128,6 +130,11 @@ export class TcpForwarder implements ConnectionHandler {
       else conn.handlerState = setTimeout(idleCheck, Math.ceil(left), conn);
     };
     this.idleCheck = idleCheck;
+    const fwd = this;
+    const rawUpstreamFailed = function (this: Owned, code: string): void {
+      fwd.upstreamError(this.record as Connection, code);
+    };
+    this.rawUpstreamFailed = rawUpstreamFailed;
   }
 
   // Lifecycle (ConnectionHandler): the listener re-checks and closes TCP connections itself (each
@@ -173,7 +180,7 @@ export class TcpForwarder implements ConnectionHandler {
       // per connection were ~190 bytes for its life (bench/README.md "A TCP connection's relay
       // without closures").
       conn.handlerState = setTimeout(this.idleCheck, this.config.timeouts.idleMs, conn);
-      client.onClose(clearIdleTimer);
+      client.onClose(rawClientClosed);
       this.dial(RAW, conn, client, leftover, hello ?? null, pool, pool.start(), 0);
       return;
     }
@@ -402,16 +409,11 @@ const RAW: SocketKind<RawSocket> = {
       fwd.fail(conn, 'upstream_reset');
       return;
     }
-    // The listener logs the client's error; either side failing ends the connection.
-    // Handlers made in locals, not written straight into the properties (relay-pair.ts has why).
-    const onClientError = client.onError;
-    const clientFailed = (code: string): void => {
-      onClientError?.call(client, code);
-      upstream.destroy();
-    };
-    const upstreamFailed = (code: string): void => fwd.upstreamError(conn, code);
-    client.onError = clientFailed;
-    upstream.onError = upstreamFailed;
+    // Either side failing ends the connection: the listener logs the client's error and the
+    // client's close hook (rawClientClosed) closes the upstream; the upstream's error handler is
+    // the forwarder's, which finds the connection in the socket's `record`.
+    upstream.record = conn;
+    upstream.onError = fwd.rawUpstreamFailed;
     if (hello !== null) new HelloWatch(conn, client, upstream, hello, held(leftover, hello), fwd.rawWatch).start();
     else relayRaw(client, upstream);
   },
@@ -447,9 +449,14 @@ function switchRaw(src: RawSocket, dst: RawSocket): void {
   dst.onClose(closed);
 }
 
-/** The close hook of a RawSocket client's idle timer (TcpForwarder.handle): its record is its Connection. */
-function clearIdleTimer(this: Owned): void {
-  clearTimeout((this.record as Connection).handlerState as NodeJS.Timeout);
+/**
+ * The close hook of a RawSocket client (TcpForwarder.handle), whose record is its Connection: its
+ * idle timer stops, and its upstream (connecting, relaying, or already closed by the relay) closes.
+ */
+function rawClientClosed(this: Owned): void {
+  const conn = this.record as Connection;
+  clearTimeout(conn.handlerState as NodeJS.Timeout);
+  conn.upstreamSocket?.destroy();
 }
 
 /**
