@@ -84,9 +84,10 @@ export class Connection implements Linked<Connection> {
   tls: TlsFacts | null = null;
   /**
    * The handler's own record of this connection (the HTTP forwarder's HttpConn; on a TCP
-   * listener's libuv-handle path, the client's idle timer), null before and on other listeners. A field here, not a property added to the socket after it was made: that
-   * gave HTTP client sockets a shape of their own, which upstream and TCP sockets do not have
-   * (bench/README.md "Callbacks that take their socket as `this`": no change in bytes).
+   * listener's libuv-handle path, the client's idle timer), null before and on other listeners.
+   * A field here, not a property added to the socket after it was made: that gave HTTP client
+   * sockets a shape of their own, which upstream and TCP sockets do not have (bench/README.md
+   * "Callbacks that take their socket as `this`": no change in bytes).
    */
   handlerState: object | null = null;
 

@@ -11,10 +11,10 @@
  * - errors and closes are the caller's: each sets what one side's failure does to the other.
  *
  * `relayPair` takes ByteSockets (RawSocket, NetByteSocket, TlsByteSocket): both sockets close
- * once both directions have ended (both FINs read, both sent). `netRelayPair` takes two net.Sockets as they
- * are, with no ByteSocket wrapper: a wrapper costs six listeners and their closures per socket on
- * the short-connection path (bench/README.md "TCP relay: one socket contract"); net.Sockets close
- * by their own allowHalfOpen rules and the caller's close handlers.
+ * once both directions have ended (both FINs read, both sent). `netRelayPair` takes two
+ * net.Sockets as they are, with no ByteSocket wrapper: a wrapper costs six listeners and their
+ * closures per socket on the short-connection path (bench/README.md "TCP relay: one socket
+ * contract"); net.Sockets close by their own allowHalfOpen rules and the caller's close handlers.
  */
 import type net from 'node:net';
 import type { ByteSocket, Owned } from './byte-socket';
@@ -63,7 +63,7 @@ function onPeerDrained(this: Owned): void {
   this.peer!.resume();
 }
 
-/** The socket's peer sent FIN: pass it on, after the writes queued for the peer. */
+/** This socket read the far end's FIN: pass it on to the other socket, after the writes queued there. */
 function onEnded(this: Owned): void {
   const s = this as ByteSocket;
   s.peer!.end();
