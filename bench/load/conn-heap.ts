@@ -37,37 +37,38 @@ const TCP = process.argv.includes('--tcp');
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** One keep-alive GET on a new connection; resolves with the socket once the 200's body is in. */
-function oneRequest(port: number): Promise<net.Socket> {
+/**
+ * A new connection that writes `send` and stays open: resolves with the socket once `answer` says
+ * the reply is complete (true), rejects when it says the reply is wrong (false) or the connection
+ * closes first.
+ */
+function oneConnection(port: number, send: string, answer: (got: string) => boolean | undefined): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const s = net.connect({ host: '127.0.0.1', port });
     let got = '';
     s.on('data', (d: Buffer) => {
       got += d.toString('latin1');
-      if (got.endsWith('\r\n\r\nok')) resolve(s);
-      else if (got.length > 4096 || (got.includes('\r\n\r\n') && !got.startsWith('HTTP/1.1 200')))
-        reject(new Error(`unexpected answer: ${got}`));
+      const done = answer(got);
+      if (done === true) resolve(s);
+      else if (done === false) reject(new Error(`unexpected answer: ${got}`));
     });
     s.on('error', reject);
-    s.write('GET / HTTP/1.1\r\nHost: bench\r\n\r\n');
+    s.on('close', () => reject(new Error(`closed before the answer: ${got}`)));
+    s.write(send);
   });
 }
 
-/** A TCP connection through the listener: 4 bytes out, the echo back; resolves with the socket. */
-function oneEcho(port: number): Promise<net.Socket> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect({ host: '127.0.0.1', port });
-    let got = '';
-    s.on('data', (d: Buffer) => {
-      got += d.toString('latin1');
-      if (got === 'ping') resolve(s);
-      else if (!'ping'.startsWith(got)) reject(new Error(`unexpected echo: ${got}`));
-    });
-    s.on('error', reject);
-    s.on('close', () => reject(new Error('closed before the echo')));
-    s.write('ping');
+/** One keep-alive GET; complete once the 200's body is in. */
+const oneRequest = (port: number): Promise<net.Socket> =>
+  oneConnection(port, 'GET / HTTP/1.1\r\nHost: bench\r\n\r\n', (got) => {
+    if (got.endsWith('\r\n\r\nok')) return true;
+    if (got.length > 4096 || (got.includes('\r\n\r\n') && !got.startsWith('HTTP/1.1 200'))) return false;
+    return undefined;
   });
-}
+
+/** A TCP connection through the listener: 4 bytes out, complete once they are echoed back. */
+const oneEcho = (port: number): Promise<net.Socket> =>
+  oneConnection(port, 'ping', (got) => (got === 'ping' ? true : 'ping'.startsWith(got) ? undefined : false));
 
 async function connections(port: number, n: number): Promise<net.Socket[]> {
   const one = TCP ? oneEcho : oneRequest;
