@@ -4,10 +4,12 @@
  * address it learned. Distinct clients are sockets bound to distinct 127.0.0.x addresses.
  */
 import net from 'node:net';
+import type { Connection } from '../../src/connection/connection';
 import type { PpReason } from '../../src/proxy-protocol/codes';
 import t, { type Test } from 'tap';
 import { createTcpEcho } from '../../src/echo/echo-server';
 import { encodeProxyV1, encodeProxyV2, encodeProxyV2Local } from '../../src/proxy-protocol/encoder';
+import { RawSocket } from '../../src/transport/raw-socket';
 import { startIpgate, type Started } from '../helpers/ipgate';
 import { closed, connect, readAll, readLine, readUntil, stalledPort, waitFor } from '../helpers/net';
 
@@ -406,6 +408,35 @@ t.test('idle timeout: traffic keeps a stream open past it, silence then closes i
   const ms = await closed(c, 5000);
   t.ok(ms >= 300 && ms < 2500, `closed ${ms} ms after the last echo (idle timeout 400 ms)`);
   await waitFor(() => g.app.listeners[0]!.stats.closed.get('idle_timeout') === 1);
+});
+
+t.test('relayed connections share every socket handler: none is made per connection', async (t) => {
+  // A handler made per connection is a closure and a context kept for the connection's life
+  // (bench/README.md "A TCP connection's relay without closures"): the libuv-handle path installs
+  // functions shared by every connection, which find their socket's peer and record in its slots.
+  const backend = await echoBackend(t);
+  const g = await gate(t, { upstreams: [`127.0.0.1:${backend}`] });
+  const clients = [await connect({ port: g.port() }), await connect({ port: g.port() })];
+  for (const [i, c] of clients.entries()) {
+    c.write(`hello ${i}\n`);
+    await readUntil(c, `hello ${i}\n`);
+  }
+  const conns = [...g.app.listeners[0]!.connections];
+  t.equal(conns.length, 2, 'two open connections');
+  const [a, b] = conns as [Connection, Connection];
+  t.ok(a.socket instanceof RawSocket && a.upstreamSocket instanceof RawSocket, 'both sides on libuv handles');
+  const sides = (c: Connection): [string, RawSocket][] => [
+    ['client', c.socket as RawSocket],
+    ['upstream', c.upstreamSocket as RawSocket],
+  ];
+  for (const [[side, sa], [, sb]] of sides(a).map((s, i) => [s, sides(b)[i]!] as const)) {
+    for (const h of ['onData', 'onEnd', 'onDrain', 'onFinish', 'onError'] as const) {
+      t.type(sa[h], 'function', `${side} ${h} is set`);
+      t.equal(sa[h], sb[h], `${side} ${h}: one function for both connections`);
+    }
+    t.equal(sa.peer, side === 'client' ? a.upstreamSocket : a.socket, `${side}: its peer is the other side`);
+  }
+  for (const c of clients) c.destroy();
 });
 
 t.test('a reset on either side mid-stream closes the other side', async (t) => {
