@@ -17,6 +17,7 @@ import { request as adminRequest, TOKEN } from '../helpers/admin-api';
 import { killAtTeardown, logLines, spawnIpgate, tmpDir } from '../helpers/ipgate';
 import { freePort, waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
+import { listenLoopback } from '../helpers/http';
 import { threeBackends } from '../helpers/routes';
 import { createHttpEcho, wsFrame } from '../../src/echo/echo-server';
 import { closed, connect } from '../helpers/net';
@@ -231,14 +232,7 @@ t.test(
   "tunnels in every worker follow the reload: a narrower list cuts the client it refuses; a store list's edit reaches them",
   async (t) => {
     const echo = createHttpEcho();
-    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
-    t.teardown(
-      () =>
-        new Promise<void>((r) => {
-          echo.closeAllConnections();
-          echo.close(() => r());
-        }),
-    );
+    const echoPort = await listenLoopback(t, echo);
     const port = await freePort();
     const adminPort = await freePort();
     const dir = tmpDir('ipgate-tunnel-reload-');
@@ -261,7 +255,7 @@ t.test(
             mode: 'http',
             listen: `127.0.0.1:${port}`,
             allowlist: 'everyone',
-            upstreams: [`127.0.0.1:${(echo.address() as net.AddressInfo).port}`],
+            upstreams: [`127.0.0.1:${echoPort}`],
             routes: [{ name: 'www', hosts: ['www.example.com'], allowlist: list }],
           },
         ],

@@ -15,6 +15,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import t, { type Test } from 'tap';
 import { CertDir } from '../helpers/certs';
+import { listenLoopback } from '../helpers/http';
 import { startHttpGate, type Started } from '../helpers/ipgate';
 import { waitFor } from '../helpers/net';
 import { missing } from '../helpers/peers';
@@ -300,15 +301,8 @@ for (const mode of MODES) {
 
   t.test(`a WebSocket over TLS: messages both ways, and the client's close ends the tunnel, ${mode.name}`, { skip }, async (t) => {
     const echo = createHttpEcho();
-    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
-    t.teardown(
-      () =>
-        new Promise<void>((r) => {
-          echo.closeAllConnections();
-          echo.close(() => r());
-        }),
-    );
-    const g = await gate(t, (echo.address() as net.AddressInfo).port);
+    const echoPort = await listenLoopback(t, echo);
+    const g = await gate(t, echoPort);
     await inMode(mode.handles, async () => {
       const before = tlsHandleCounts.taken;
       const c = tls.connect({

@@ -4,11 +4,11 @@
  */
 import fs from 'node:fs';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import t from 'tap';
 import { KubeClient } from '../../../src/kube/kube-client';
 import { resolveKubeAccess } from '../../../src/kube/kubeconfig';
+import { listenLoopback } from '../../helpers/http';
 import { FIXTURES } from './fake-api';
 
 const TLS = path.join(FIXTURES, 'tls');
@@ -26,15 +26,7 @@ async function tlsApi(t: { teardown(fn: () => unknown): void }) {
       res.end(JSON.stringify({ kind: 'Service', apiVersion: 'v1', metadata: { name: 'ipgate' } }));
     },
   );
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  return { port: (server.address() as AddressInfo).port, seen };
+  return { port: await listenLoopback(t, server), seen };
 }
 
 function config(dir: string, port: number, clusterExtra: string, userExtra: string): string {
